@@ -1,0 +1,87 @@
+//! CPU control: interrupt mask, idling, breakpoints, frame pointer, stacks.
+
+use core::arch::asm;
+
+/// This CPU's index. Only the boot CPU runs for now; per-CPU state elsewhere is
+/// already indexed by this so that SMP needs no redesign.
+#[inline(always)]
+pub fn id() -> usize {
+    0
+}
+
+/// Whether IRQs are unmasked (DAIF.I clear).
+#[inline(always)]
+pub fn interrupts_enabled() -> bool {
+    let daif: u64;
+    // SAFETY: reads a system register.
+    unsafe { asm!("mrs {}, daif", out(reg) daif, options(nomem, nostack, preserves_flags)) };
+    daif & (1 << 7) == 0
+}
+
+/// Unmasks IRQs.
+#[inline(always)]
+pub fn enable_interrupts() {
+    // SAFETY: unmasking IRQs; the vector table is installed before boot
+    // enables them for the first time.
+    unsafe { asm!("msr daifclr, #2", options(nomem, nostack, preserves_flags)) };
+}
+
+/// Masks IRQs.
+#[inline(always)]
+pub fn disable_interrupts() {
+    // SAFETY: masking IRQs has no memory effect.
+    unsafe { asm!("msr daifset, #2", options(nomem, nostack, preserves_flags)) };
+}
+
+/// Sleeps until an interrupt is pending, then unmasks IRQs so it is taken.
+/// `wfi` wakes on a pending interrupt even while masked, so none is missed.
+#[inline(always)]
+pub fn wait_for_interrupt() {
+    // SAFETY: wfi only waits; unmasking as in `enable_interrupts`.
+    unsafe { asm!("wfi", "msr daifclr, #2", options(nomem, nostack, preserves_flags)) };
+}
+
+/// Executes a breakpoint instruction (`brk #0`). The exception handler reports
+/// it and execution continues after it.
+#[inline(always)]
+pub fn breakpoint() {
+    // SAFETY: brk traps to our handler, which resumes at the next instruction.
+    unsafe { asm!("brk #0", options(nomem, nostack)) };
+}
+
+/// The current frame pointer (x29). Frame records have the same layout on both
+/// architectures: `[fp] = caller's fp`, `[fp + 8] = return address`.
+#[inline(always)]
+pub fn frame_pointer() -> usize {
+    let fp: usize;
+    // SAFETY: reads a register.
+    unsafe { asm!("mov {}, x29", out(reg) fp, options(nomem, nostack, preserves_flags)) };
+    fp
+}
+
+extern "C" {
+    static __boot_stack_top: u8;
+}
+
+/// Abandons the current stack: resets the stack pointer to the top of the boot
+/// stack and calls `f` with a null frame pointer. Used to resume the test run
+/// after an expected panic, which may have happened inside an exception.
+///
+/// # Safety
+/// Nothing on the abandoned stack may be used again (no live borrows into it,
+/// no lock guards the rest of the kernel waits on).
+pub unsafe fn reset_stack_and_call(f: extern "C" fn() -> !) -> ! {
+    // SAFETY: the boot stack is ours; the caller guarantees nothing on it is
+    // still needed. The stack top is 16-byte aligned.
+    unsafe {
+        asm!(
+            "mov sp, {top}",
+            "mov x29, xzr",
+            "mov x30, xzr",
+            "br {f}",
+            top = in(reg) core::ptr::addr_of!(__boot_stack_top),
+            f = in(reg) f,
+            options(noreturn)
+        )
+    }
+}

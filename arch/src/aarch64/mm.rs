@@ -1,0 +1,164 @@
+//! aarch64 page tables and fault-tolerant copies.
+//!
+//! 4 KiB granule, 39-bit virtual addresses (T0SZ = 25), translation starting
+//! at level 1, identity mapped: the first GiB (GIC, UART and other devices)
+//! as Device-nGnRnE, the second GiB (RAM from 0x4000_0000) as normal
+//! write-back memory in 2 MiB blocks, except the kernel image, which gets
+//! 4 KiB pages so that text is read-only and executable, rodata read-only,
+//! and data/bss/stack/heap read-write and never executable.
+
+use core::arch::{asm, naked_asm};
+
+use crate::cell::BootCell;
+
+const VALID: u64 = 1 << 0;
+const TABLE: u64 = 1 << 1; // also "page" at level 3
+const ATTR_DEVICE: u64 = 0 << 2; // MAIR index 0
+const ATTR_NORMAL: u64 = 1 << 2; // MAIR index 1
+const READ_ONLY: u64 = 1 << 7; // AP[2]
+const INNER_SHAREABLE: u64 = 3 << 8;
+const ACCESSED: u64 = 1 << 10;
+const PRIVILEGED_NO_EXECUTE: u64 = 1 << 53;
+const USER_NO_EXECUTE: u64 = 1 << 54;
+
+const NORMAL: u64 = VALID | ATTR_NORMAL | INNER_SHAREABLE | ACCESSED | USER_NO_EXECUTE;
+const DEVICE_BLOCK: u64 = VALID | ATTR_DEVICE | ACCESSED | PRIVILEGED_NO_EXECUTE | USER_NO_EXECUTE;
+
+/// MAIR_EL1: index 0 Device-nGnRnE, index 1 normal inner/outer write-back.
+const MAIR: u64 = 0x00 | (0xff << 8);
+/// TCR_EL1: T0SZ 25, write-back cacheable inner-shareable walks, 4 KiB
+/// granule, TTBR1 walks disabled (EPD1), 40-bit physical addresses.
+const TCR: u64 = 25 | (1 << 8) | (1 << 10) | (3 << 12) | (25 << 16) | (1 << 23) | (0b010 << 32);
+/// SCTLR_EL1: MMU, data cache, SP alignment check, instruction cache, RES1 bits.
+const SCTLR: u64 = 0x30d0_0800 | (1 << 0) | (1 << 2) | (1 << 3) | (1 << 12);
+
+const PAGE: usize = 4096;
+const BLOCK: usize = 2 << 20;
+const GIB: usize = 1 << 30;
+const RAM_GIB: usize = 1;
+/// Level-3 tables available for the kernel image: 32 MiB of image.
+const IMAGE_TABLES: usize = 16;
+
+/// An address no mapping covers (64 GiB): touching it faults.
+pub const UNMAPPED_ADDRESS: usize = 0x10_0000_0000;
+
+#[repr(C, align(4096))]
+struct Table([u64; 512]);
+
+const EMPTY: Table = Table([0; 512]);
+
+struct PageTables {
+    level1: Table,
+    ram: Table,
+    image: [Table; IMAGE_TABLES],
+}
+
+static TABLES: BootCell<PageTables> =
+    BootCell::new(PageTables { level1: EMPTY, ram: EMPTY, image: [EMPTY; IMAGE_TABLES] });
+
+extern "C" {
+    static __kernel_start: u8;
+    static __text_start: u8;
+    static __text_end: u8;
+    static __rodata_end: u8;
+    static __kernel_end: u8;
+    static __heap_start: u8;
+    static __heap_end: u8;
+}
+
+fn symbol(sym: &u8) -> usize {
+    sym as *const u8 as usize
+}
+
+/// The heap's address range, right after the kernel image.
+pub fn heap_range() -> core::ops::Range<usize> {
+    // SAFETY: only the addresses of these linker symbols are taken.
+    unsafe { symbol(&__heap_start)..symbol(&__heap_end) }
+}
+
+/// Leaf permissions for a 4 KiB page of the image region.
+fn page_flags(addr: usize) -> u64 {
+    // SAFETY: only the addresses of these linker symbols are taken.
+    let (text, rodata_end) =
+        unsafe { (symbol(&__text_start)..symbol(&__text_end), symbol(&__rodata_end)) };
+    if text.contains(&addr) {
+        NORMAL | TABLE | READ_ONLY
+    } else if addr < rodata_end {
+        NORMAL | TABLE | READ_ONLY | PRIVILEGED_NO_EXECUTE
+    } else {
+        NORMAL | TABLE | PRIVILEGED_NO_EXECUTE
+    }
+}
+
+/// Builds the page tables and turns the MMU and caches on.
+pub(crate) fn init() {
+    // SAFETY: only the addresses of these linker symbols are taken.
+    let (image_start, image_end) = unsafe { (symbol(&__kernel_start), symbol(&__kernel_end)) };
+    let split = (image_start & !(BLOCK - 1))..image_end.next_multiple_of(BLOCK);
+    assert!(split.len() / BLOCK <= IMAGE_TABLES, "kernel image too large for the boot page tables");
+    // SAFETY: boot runs on one CPU with the MMU off; nothing uses these yet.
+    let tables = unsafe { TABLES.get() };
+    tables.level1.0[0] = DEVICE_BLOCK; // 0..1 GiB: devices, block at address 0
+    let mut next_image_table = 0;
+    for (index, entry) in tables.ram.0.iter_mut().enumerate() {
+        let base = RAM_GIB * GIB + index * BLOCK;
+        *entry = if split.contains(&base) {
+            let table = &mut tables.image[next_image_table];
+            next_image_table += 1;
+            for (page, pte) in table.0.iter_mut().enumerate() {
+                let addr = base + page * PAGE;
+                *pte = addr as u64 | page_flags(addr);
+            }
+            table as *const Table as u64 | VALID | TABLE
+        } else {
+            base as u64 | NORMAL | PRIVILEGED_NO_EXECUTE
+        };
+    }
+    tables.level1.0[RAM_GIB] = &tables.ram as *const Table as u64 | VALID | TABLE;
+    let root = &tables.level1 as *const Table as u64;
+    // SAFETY: the tables identity-map everything the kernel touches (image,
+    // stacks, heap, devices), so turning translation on changes no address.
+    unsafe {
+        asm!(
+            "msr mair_el1, {mair}",
+            "msr tcr_el1, {tcr}",
+            "msr ttbr0_el1, {root}",
+            "isb",
+            "tlbi vmalle1",
+            "dsb ish",
+            "isb",
+            "msr sctlr_el1, {sctlr}",
+            "isb",
+            mair = in(reg) MAIR,
+            tcr = in(reg) TCR,
+            root = in(reg) root,
+            sctlr = in(reg) SCTLR,
+            options(nostack)
+        );
+    }
+}
+
+/// Copies `len` bytes from `src` to `dst`; returns how many were *not* copied
+/// (0 on success). A fault on the source stops the copy instead of crashing:
+/// the faulting load has an exception-table entry that resumes at the return
+/// with the remaining count still in x2.
+///
+/// # Safety
+/// `dst` must be valid for `len` bytes of writes.
+#[unsafe(naked)]
+pub unsafe extern "C" fn copy_nofault(dst: *mut u8, src: *const u8, len: usize) -> usize {
+    naked_asm!(
+        "cbz x2, 3f",
+        "2:",
+        "ldrb w3, [x1], #1",
+        "strb w3, [x0], #1",
+        "subs x2, x2, #1",
+        "b.ne 2b",
+        "3:",
+        "mov x0, x2",
+        "ret",
+        ".pushsection __ex_table, \"a\"",
+        ".quad 2b, 3b",
+        ".popsection",
+    )
+}

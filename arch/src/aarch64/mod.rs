@@ -1,0 +1,15 @@
+//! aarch64 on QEMU `virt`: PL011 console, GICv2, generic timer, semihosting exit.
+
+pub const NAME: &str = "aarch64";
+
+pub mod boot;
+pub mod console;
+pub mod cpu;
+pub mod exceptions;
+pub mod exit;
+pub mod mm;
+pub mod regs;
+pub mod timer;
+
+mod gic;
+mod semihosting;

@@ -1,0 +1,116 @@
+//! Faults the kernel expects, and the exception table that recovers from them.
+//!
+//! A few routines touch memory that may not be mapped on purpose (the
+//! fault-tolerant copy used by backtraces and probe argument fetches). Each
+//! instruction in them that may fault has an entry in the `__ex_table` section:
+//! the address of that instruction and the address to resume at. When a page
+//! fault (or, on x86_64, a general protection fault) hits one of those
+//! instructions, the exception handler resumes at the fixup instead of
+//! reporting a crash, and records what happened here so callers and tests can
+//! see the real faulting address.
+//!
+//! Breakpoints are counted here too: the handler reports them and resumes.
+
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+/// One `__ex_table` entry, as the assembly emits it.
+#[repr(C)]
+struct ExTableEntry {
+    insn: usize,
+    fixup: usize,
+}
+
+extern "C" {
+    static __ex_table_start: ExTableEntry;
+    static __ex_table_end: ExTableEntry;
+}
+
+/// The fixup address for a faulting instruction at `ip`, if it has one.
+pub fn search_exception_table(ip: usize) -> Option<usize> {
+    // SAFETY: the linker script brackets the `__ex_table` section with these
+    // symbols; the section holds only `ExTableEntry` records (two addresses).
+    let table = unsafe {
+        let start = core::ptr::addr_of!(__ex_table_start);
+        let end = core::ptr::addr_of!(__ex_table_end);
+        let len = (end as usize - start as usize) / core::mem::size_of::<ExTableEntry>();
+        core::slice::from_raw_parts(start, len)
+    };
+    table.iter().find(|entry| entry.insn == ip).map(|entry| entry.fixup)
+}
+
+/// A fault that an exception-table fixup recovered from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecoveredFault {
+    /// The instruction that faulted.
+    pub ip: usize,
+    /// The data address the CPU reported (CR2 / FAR_EL1); `None` when the
+    /// fault carries none (an x86_64 general protection fault).
+    pub address: Option<usize>,
+}
+
+static RECOVERED: AtomicU64 = AtomicU64::new(0);
+static LAST_IP: AtomicUsize = AtomicUsize::new(0);
+static LAST_ADDRESS: AtomicUsize = AtomicUsize::new(usize::MAX);
+static BREAKPOINTS: AtomicU64 = AtomicU64::new(0);
+static LAST_BREAKPOINT: AtomicUsize = AtomicUsize::new(0);
+
+/// Called by the exception handler after redirecting to a fixup.
+pub(crate) fn note_recovered(fault: RecoveredFault) {
+    LAST_IP.store(fault.ip, Ordering::Relaxed);
+    LAST_ADDRESS.store(fault.address.unwrap_or(usize::MAX), Ordering::Relaxed);
+    RECOVERED.fetch_add(1, Ordering::Release);
+}
+
+/// How many faults fixups have recovered from since boot.
+pub fn recovered_count() -> u64 {
+    RECOVERED.load(Ordering::Acquire)
+}
+
+/// The most recent recovered fault, if any.
+pub fn last_recovered() -> Option<RecoveredFault> {
+    if recovered_count() == 0 {
+        return None;
+    }
+    let address = LAST_ADDRESS.load(Ordering::Relaxed);
+    Some(RecoveredFault {
+        ip: LAST_IP.load(Ordering::Relaxed),
+        address: (address != usize::MAX).then_some(address),
+    })
+}
+
+/// Called by the exception handler for a breakpoint instruction at `ip`.
+pub(crate) fn note_breakpoint(ip: usize) {
+    LAST_BREAKPOINT.store(ip, Ordering::Relaxed);
+    BREAKPOINTS.fetch_add(1, Ordering::Release);
+}
+
+/// Breakpoints taken since boot.
+pub fn breakpoint_count() -> u64 {
+    BREAKPOINTS.load(Ordering::Acquire)
+}
+
+/// The address of the most recent breakpoint instruction.
+pub fn last_breakpoint() -> usize {
+    LAST_BREAKPOINT.load(Ordering::Relaxed)
+}
+
+/// Copies `dst.len()` bytes from kernel address `src` into `dst` without
+/// crashing on an unmapped source: `Err` carries the number of bytes that were
+/// not copied. The copy runs through an exception-table-protected loop.
+pub fn read_nofault(src: usize, dst: &mut [u8]) -> Result<(), usize> {
+    // SAFETY: `dst` is a valid writable buffer of `dst.len()` bytes; the source
+    // is only read, by instructions whose faults the exception table recovers.
+    let left = unsafe { crate::mm::copy_nofault(dst.as_mut_ptr(), src as *const u8, dst.len()) };
+    if left == 0 {
+        Ok(())
+    } else {
+        Err(left)
+    }
+}
+
+/// Reads one native-endian `u64` at `addr`, or `None` if it is not mapped.
+pub fn read_u64_nofault(addr: usize) -> Option<u64> {
+    let mut bytes = [0u8; 8];
+    read_nofault(addr, &mut bytes).ok()?;
+    Some(u64::from_ne_bytes(bytes))
+}

@@ -1,0 +1,74 @@
+//! The architecture layer.
+//!
+//! Generic code (the kernel, `ftrace`, `rethook`, `fprobe`) never names an
+//! architecture: it uses the modules re-exported here, which every
+//! architecture provides under the same names with the same items:
+//!
+//! | module       | what it provides |
+//! |--------------|------------------|
+//! | `boot`       | the kernel command line handed over by the boot protocol |
+//! | `console`    | the serial port: `write_byte`, `read_byte` |
+//! | `cpu`        | interrupt flag, wait for interrupt, breakpoint, frame pointer, stack reset |
+//! | `exceptions` | the exception vectors and their dispatcher |
+//! | `exit`       | powering QEMU off with an [`ExitCode`] |
+//! | `mm`         | page tables, the heap range, fault-tolerant copies |
+//! | `regs`       | [`regs::PtRegs`], the full register save |
+//! | `timer`      | the periodic tick and the cycle counter |
+//!
+//! Next to them live the few architecture-neutral pieces the arch code shares:
+//! formatted console output with its lock ([`print!`], [`println!`]), the
+//! exception table ([`fault`]), interrupt guards ([`irq`]) and tick counting
+//! ([`time`]).
+//!
+//! Nothing in this crate is compiled with patchable function entries: like
+//! Linux's entry code and text patching, the layer under the tracer is never
+//! traced itself.
+#![no_std]
+
+#[cfg(target_arch = "x86_64")]
+#[path = "x86_64/mod.rs"]
+mod imp;
+
+#[cfg(target_arch = "aarch64")]
+#[path = "aarch64/mod.rs"]
+mod imp;
+
+pub mod cell;
+pub mod fault;
+pub mod irq;
+pub mod print;
+pub mod time;
+
+pub use imp::{boot, console, cpu, exceptions, exit, mm, regs, timer};
+
+/// The architecture's name as the test summary and the banner print it.
+pub const NAME: &str = imp::NAME;
+
+/// How the kernel leaves QEMU. `qemu-run.sh` turns each into its own exit
+/// status: `Success` into 0, `Failure` into 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum ExitCode {
+    /// `poweroff`, or every in-kernel test passed.
+    Success = 0,
+    /// A panic, or at least one in-kernel test failed.
+    Failure = 1,
+}
+
+/// Powers the machine off: QEMU exits with a status derived from `code`.
+pub fn exit(code: ExitCode) -> ! {
+    exit::exit(code)
+}
+
+extern "Rust" {
+    /// The kernel's generic entry point, called once the architecture is up:
+    /// console, exceptions, page tables and timer ready, interrupts enabled.
+    fn kernel_main() -> !;
+}
+
+/// Hands control to the generic kernel. Called by each architecture's boot code.
+fn enter_kernel() -> ! {
+    // SAFETY: `kernel_main` is defined by the kernel crate with exactly this
+    // signature; it is called once, after the architecture is initialised.
+    unsafe { kernel_main() }
+}

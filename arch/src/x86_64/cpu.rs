@@ -1,0 +1,80 @@
+//! CPU control: interrupt flag, idling, breakpoints, frame pointer, stacks.
+
+use core::arch::asm;
+
+/// This CPU's index. Only the boot CPU runs for now; per-CPU state elsewhere is
+/// already indexed by this so that SMP needs no redesign.
+#[inline(always)]
+pub fn id() -> usize {
+    0
+}
+
+/// Whether maskable interrupts are enabled (RFLAGS.IF).
+#[inline(always)]
+pub fn interrupts_enabled() -> bool {
+    x86_64::instructions::interrupts::are_enabled()
+}
+
+/// Enables maskable interrupts.
+#[inline(always)]
+pub fn enable_interrupts() {
+    x86_64::instructions::interrupts::enable();
+}
+
+/// Disables maskable interrupts.
+#[inline(always)]
+pub fn disable_interrupts() {
+    x86_64::instructions::interrupts::disable();
+}
+
+/// Enables interrupts and sleeps until one arrives, with no window in which an
+/// interrupt could be missed (`sti` takes effect after the following `hlt`).
+#[inline(always)]
+pub fn wait_for_interrupt() {
+    x86_64::instructions::interrupts::enable_and_hlt();
+}
+
+/// Executes a breakpoint instruction (`int3`). The exception handler reports
+/// it and execution continues after it.
+#[inline(always)]
+pub fn breakpoint() {
+    // SAFETY: int3 traps to our handler, which returns to the next instruction.
+    unsafe { asm!("int3", options(nomem, nostack)) };
+}
+
+/// The current frame pointer (RBP). Frame records have the same layout on both
+/// architectures: `[fp] = caller's fp`, `[fp + 8] = return address`.
+#[inline(always)]
+pub fn frame_pointer() -> usize {
+    let fp: usize;
+    // SAFETY: reads a register.
+    unsafe { asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags)) };
+    fp
+}
+
+extern "C" {
+    static __boot_stack_top: u8;
+}
+
+/// Abandons the current stack: resets the stack pointer to the top of the boot
+/// stack and calls `f` with a null frame pointer. Used to resume the test run
+/// after an expected panic, which may have happened deep inside an exception.
+///
+/// # Safety
+/// Nothing on the abandoned stack may be used again (no live borrows into it,
+/// no lock guards the rest of the kernel waits on).
+pub unsafe fn reset_stack_and_call(f: extern "C" fn() -> !) -> ! {
+    // SAFETY: the boot stack is ours; the caller guarantees nothing on it is
+    // still needed. The stack top is 16-byte aligned, as a call expects.
+    unsafe {
+        asm!(
+            "mov rsp, {top}",
+            "xor ebp, ebp",
+            "call {f}",
+            "ud2",
+            top = in(reg) core::ptr::addr_of!(__boot_stack_top),
+            f = in(reg) f,
+            options(noreturn)
+        )
+    }
+}

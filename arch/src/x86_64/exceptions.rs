@@ -1,0 +1,302 @@
+//! x86_64 exception and interrupt entry.
+//!
+//! Design: one 16-byte stub per vector (0..[`STUB_COUNT`]) pushes a zero
+//! error code where the CPU pushes none, then the vector number, and jumps to
+//! a common entry. The common entry completes a [`PtRegs`] on the stack (the
+//! CPU already pushed its tail), links a frame record so backtraces continue
+//! into the interrupted code, and calls [`x86_64_trap`] with a pointer to it.
+//! On return it restores every register from the (possibly modified) `PtRegs`
+//! and `iretq`s, so a handler can resume anywhere by changing `rip`.
+//!
+//! Invariants: every offset the assembly uses comes from `offset_of!`; the
+//! stack is 16-byte aligned at the call (checked below). Handlers run with
+//! interrupts masked (interrupt gates) and never re-enable them. Double faults
+//! run on their own stack (IST), so a kernel stack overflow is still reported.
+//!
+//! Failure modes: an exception without a handler or an exception-table fixup
+//! prints a report (name, error code, faulting address, register dump) and
+//! panics; a breakpoint is reported and execution continues after it.
+
+use core::arch::global_asm;
+use core::mem::{offset_of, size_of};
+
+use super::regs::PtRegs;
+use super::{gdt, pic};
+use crate::fault::{self, RecoveredFault};
+
+/// Vectors with entry stubs: the 32 exceptions and the 16 remapped PIC IRQs.
+const STUB_COUNT: usize = 48;
+const STUB_SIZE: usize = 16;
+
+const BREAKPOINT: u64 = 3;
+const DOUBLE_FAULT: u64 = 8;
+const GENERAL_PROTECTION: u64 = 13;
+const PAGE_FAULT: u64 = 14;
+const TIMER_VECTOR: u64 = pic::IRQ_BASE as u64 + super::timer::PIT_IRQ as u64;
+const SPURIOUS_MASTER: u64 = pic::IRQ_BASE as u64 + 7;
+const SPURIOUS_SLAVE: u64 = pic::IRQ_BASE as u64 + 15;
+
+/// Bytes the common entry pushes below the hardware frame + vector: the
+/// general registers (everything in `PtRegs` before `vector`).
+const GPR_AREA: usize = offset_of!(PtRegs, vector);
+/// A frame record (saved rbp, interrupted rip) pushed below `PtRegs`.
+const FRAME_RECORD: usize = 16;
+
+// The CPU aligns RSP to 16 before pushing its frame; PtRegs and the frame
+// record are multiples of 16, so the dispatcher is called on an aligned stack.
+const _: () = assert!((size_of::<PtRegs>() + FRAME_RECORD) % 16 == 0);
+
+global_asm!(
+    r#"
+    .pushsection .text.entry, "ax"
+    .p2align 4
+    .global x86_64_exception_stubs
+x86_64_exception_stubs:
+    .set vector, 0
+    .rept {stub_count}
+    .p2align 4
+    /* Vectors 8, 10-14, 17, 21, 29, 30 get an error code from the CPU. */
+    .if (vector == 8) + ((vector >= 10) * (vector <= 14)) + (vector == 17) + (vector == 21) + (vector == 29) + (vector == 30)
+    .else
+    pushq $0
+    .endif
+    pushq $vector
+    jmp x86_64_exception_common
+    .set vector, vector + 1
+    .endr
+
+x86_64_exception_common:
+    subq ${gpr_area}, %rsp
+    movq %r15, {r15}(%rsp)
+    movq %r14, {r14}(%rsp)
+    movq %r13, {r13}(%rsp)
+    movq %r12, {r12}(%rsp)
+    movq %rbp, {rbp}(%rsp)
+    movq %rbx, {rbx}(%rsp)
+    movq %r11, {r11}(%rsp)
+    movq %r10, {r10}(%rsp)
+    movq %r9, {r9}(%rsp)
+    movq %r8, {r8}(%rsp)
+    movq %rax, {rax}(%rsp)
+    movq %rcx, {rcx}(%rsp)
+    movq %rdx, {rdx}(%rsp)
+    movq %rsi, {rsi}(%rsp)
+    movq %rdi, {rdi}(%rsp)
+    cld
+    /* Frame record: the interrupted code looks like our caller. */
+    pushq {rip}(%rsp)
+    pushq %rbp
+    movq %rsp, %rbp
+    leaq {frame_record}(%rsp), %rdi
+    call {trap}
+    addq ${frame_record}, %rsp
+    movq {r15}(%rsp), %r15
+    movq {r14}(%rsp), %r14
+    movq {r13}(%rsp), %r13
+    movq {r12}(%rsp), %r12
+    movq {rbp}(%rsp), %rbp
+    movq {rbx}(%rsp), %rbx
+    movq {r11}(%rsp), %r11
+    movq {r10}(%rsp), %r10
+    movq {r9}(%rsp), %r9
+    movq {r8}(%rsp), %r8
+    movq {rax}(%rsp), %rax
+    movq {rcx}(%rsp), %rcx
+    movq {rdx}(%rsp), %rdx
+    movq {rsi}(%rsp), %rsi
+    movq {rdi}(%rsp), %rdi
+    /* Drop the general registers, the vector and the error code. */
+    addq ${gpr_area} + 16, %rsp
+    iretq
+    .popsection
+"#,
+    stub_count = const STUB_COUNT,
+    gpr_area = const GPR_AREA,
+    frame_record = const FRAME_RECORD,
+    r15 = const offset_of!(PtRegs, r15),
+    r14 = const offset_of!(PtRegs, r14),
+    r13 = const offset_of!(PtRegs, r13),
+    r12 = const offset_of!(PtRegs, r12),
+    rbp = const offset_of!(PtRegs, rbp),
+    rbx = const offset_of!(PtRegs, rbx),
+    r11 = const offset_of!(PtRegs, r11),
+    r10 = const offset_of!(PtRegs, r10),
+    r9 = const offset_of!(PtRegs, r9),
+    r8 = const offset_of!(PtRegs, r8),
+    rax = const offset_of!(PtRegs, rax),
+    rcx = const offset_of!(PtRegs, rcx),
+    rdx = const offset_of!(PtRegs, rdx),
+    rsi = const offset_of!(PtRegs, rsi),
+    rdi = const offset_of!(PtRegs, rdi),
+    rip = const offset_of!(PtRegs, rip),
+    trap = sym x86_64_trap,
+    options(att_syntax)
+);
+
+extern "C" {
+    static x86_64_exception_stubs: u8;
+}
+
+/// One 16-byte IDT gate.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Gate {
+    offset_low: u16,
+    selector: u16,
+    ist: u8,
+    type_attr: u8,
+    offset_mid: u16,
+    offset_high: u32,
+    reserved: u32,
+}
+
+const INTERRUPT_GATE: u8 = 0x8e; // present, DPL 0, 64-bit interrupt gate
+
+impl Gate {
+    const MISSING: Gate = Gate {
+        offset_low: 0,
+        selector: 0,
+        ist: 0,
+        type_attr: 0,
+        offset_mid: 0,
+        offset_high: 0,
+        reserved: 0,
+    };
+
+    fn new(handler: usize, selector: u16, ist: u8) -> Gate {
+        Gate {
+            offset_low: handler as u16,
+            selector,
+            ist,
+            type_attr: INTERRUPT_GATE,
+            offset_mid: (handler >> 16) as u16,
+            offset_high: (handler >> 32) as u32,
+            reserved: 0,
+        }
+    }
+}
+
+#[repr(C, align(16))]
+struct Idt([Gate; 256]);
+
+static IDT: crate::cell::BootCell<Idt> = crate::cell::BootCell::new(Idt([Gate::MISSING; 256]));
+
+/// Installs the IDT: every stubbed vector enters [`x86_64_trap`].
+pub(crate) fn init() {
+    // SAFETY: boot runs on one CPU with interrupts off; nothing else touches
+    // the IDT until `lidt` below publishes it.
+    let idt = unsafe { IDT.get() };
+    let stubs = core::ptr::addr_of!(x86_64_exception_stubs) as usize;
+    let selector = gdt::kernel_code_selector();
+    for (vector, gate) in idt.0.iter_mut().enumerate().take(STUB_COUNT) {
+        let ist = if vector as u64 == DOUBLE_FAULT { gdt::DOUBLE_FAULT_IST as u8 } else { 0 };
+        *gate = Gate::new(stubs + vector * STUB_SIZE, selector, ist);
+    }
+    let pointer = x86_64::structures::DescriptorTablePointer {
+        limit: (size_of::<Idt>() - 1) as u16,
+        base: x86_64::VirtAddr::from_ptr(idt),
+    };
+    // SAFETY: the IDT is a static that lives forever and every present gate
+    // points at a valid entry stub.
+    unsafe { x86_64::instructions::tables::lidt(&pointer) };
+}
+
+/// Exception names, indexed by vector.
+const NAMES: [&str; 32] = [
+    "divide error (#DE)",
+    "debug (#DB)",
+    "non-maskable interrupt",
+    "breakpoint (#BP)",
+    "overflow (#OF)",
+    "bound range exceeded (#BR)",
+    "invalid opcode (#UD)",
+    "device not available (#NM)",
+    "double fault (#DF)",
+    "coprocessor segment overrun",
+    "invalid TSS (#TS)",
+    "segment not present (#NP)",
+    "stack-segment fault (#SS)",
+    "general protection fault (#GP)",
+    "page fault (#PF)",
+    "reserved",
+    "x87 floating-point error (#MF)",
+    "alignment check (#AC)",
+    "machine check (#MC)",
+    "SIMD floating-point error (#XM)",
+    "virtualization exception (#VE)",
+    "control protection (#CP)",
+    "reserved",
+    "reserved",
+    "reserved",
+    "reserved",
+    "reserved",
+    "reserved",
+    "hypervisor injection (#HV)",
+    "VMM communication (#VC)",
+    "security exception (#SX)",
+    "reserved",
+];
+
+fn name(vector: u64) -> &'static str {
+    NAMES.get(vector as usize).copied().unwrap_or("unexpected interrupt")
+}
+
+/// Prints an exception report: name, vector, error code, faulting address
+/// where there is one, and the register dump.
+fn report(regs: &PtRegs, address: Option<usize>) {
+    let mut console = crate::print::lock();
+    use core::fmt::Write;
+    let _ = write!(
+        console,
+        "exception: {}, vector {}, error code {:#x}",
+        name(regs.vector),
+        regs.vector,
+        regs.error_code
+    );
+    if let Some(address) = address {
+        let _ = write!(console, ", address {address:#018x}");
+    }
+    let _ = write!(console, "\n  at ip {:#018x}\n{regs}", regs.rip);
+}
+
+fn unhandled(regs: &PtRegs, address: Option<usize>) -> ! {
+    report(regs, address);
+    match address {
+        Some(address) => panic!(
+            "unhandled {} at ip {:#x}, address {:#x}",
+            name(regs.vector),
+            regs.rip,
+            address
+        ),
+        None => panic!("unhandled {} at ip {:#x}", name(regs.vector), regs.rip),
+    }
+}
+
+/// The common exception dispatcher, called by the entry assembly.
+extern "C" fn x86_64_trap(regs: &mut PtRegs) {
+    match regs.vector {
+        BREAKPOINT => {
+            // RIP already points past the one-byte int3.
+            fault::note_breakpoint(regs.ip() - 1);
+            report(regs, None);
+        }
+        PAGE_FAULT | GENERAL_PROTECTION => {
+            let address = (regs.vector == PAGE_FAULT)
+                .then(|| x86_64::registers::control::Cr2::read_raw() as usize);
+            match fault::search_exception_table(regs.ip()) {
+                Some(fixup) => {
+                    fault::note_recovered(RecoveredFault { ip: regs.ip(), address });
+                    regs.set_ip(fixup);
+                }
+                None => unhandled(regs, address),
+            }
+        }
+        TIMER_VECTOR => {
+            pic::end_of_interrupt(super::timer::PIT_IRQ);
+            crate::time::tick();
+        }
+        SPURIOUS_MASTER => {}
+        SPURIOUS_SLAVE => pic::end_of_interrupt(0),
+        _ => unhandled(regs, None),
+    }
+}

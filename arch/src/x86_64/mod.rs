@@ -1,0 +1,15 @@
+//! x86_64 under QEMU: PVH boot, 16550 console, 8259 PIC + PIT timer, TSC.
+
+pub const NAME: &str = "x86_64";
+
+pub mod boot;
+pub mod console;
+pub mod cpu;
+pub mod exceptions;
+pub mod exit;
+pub mod mm;
+pub mod regs;
+pub mod timer;
+
+mod gdt;
+mod pic;

@@ -1,0 +1,112 @@
+//! The full x86_64 register save, `PtRegs`.
+//!
+//! Exception entry fills it (the tail, from `rip` on, is the frame the CPU
+//! pushes itself), and so will the full-registers tracing trampoline. Its
+//! field order is what the entry assembly relies on: every offset the assembly
+//! uses comes from `offset_of!`, and the layout facts the hardware imposes are
+//! checked at compile time below.
+
+use core::fmt;
+use core::mem::{offset_of, size_of};
+
+/// Every general register, plus the interrupt frame.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct PtRegs {
+    pub r15: u64,
+    pub r14: u64,
+    pub r13: u64,
+    pub r12: u64,
+    pub rbp: u64,
+    pub rbx: u64,
+    pub r11: u64,
+    pub r10: u64,
+    pub r9: u64,
+    pub r8: u64,
+    pub rax: u64,
+    pub rcx: u64,
+    pub rdx: u64,
+    pub rsi: u64,
+    pub rdi: u64,
+    /// The exception vector; `u64::MAX` when a tracing trampoline filled this.
+    pub vector: u64,
+    /// The CPU's error code (0 for vectors without one).
+    pub error_code: u64,
+    pub rip: u64,
+    pub cs: u64,
+    pub rflags: u64,
+    pub rsp: u64,
+    pub ss: u64,
+}
+
+// The CPU pushes ss, rsp, rflags, cs, rip, then (maybe) the error code; the
+// entry stubs push the vector below it. The struct must mirror that order.
+const _: () = {
+    assert!(offset_of!(PtRegs, error_code) == offset_of!(PtRegs, vector) + 8);
+    assert!(offset_of!(PtRegs, rip) == offset_of!(PtRegs, error_code) + 8);
+    assert!(offset_of!(PtRegs, cs) == offset_of!(PtRegs, rip) + 8);
+    assert!(offset_of!(PtRegs, rflags) == offset_of!(PtRegs, cs) + 8);
+    assert!(offset_of!(PtRegs, rsp) == offset_of!(PtRegs, rflags) + 8);
+    assert!(offset_of!(PtRegs, ss) == offset_of!(PtRegs, rsp) + 8);
+    assert!(offset_of!(PtRegs, ss) + 8 == size_of::<PtRegs>());
+    assert!(size_of::<PtRegs>() % 16 == 0);
+};
+
+impl PtRegs {
+    /// The instruction pointer.
+    pub fn ip(&self) -> usize {
+        self.rip as usize
+    }
+
+    /// Sets the instruction pointer the saved context resumes at.
+    pub fn set_ip(&mut self, ip: usize) {
+        self.rip = ip as u64;
+    }
+
+    /// The stack pointer.
+    pub fn sp(&self) -> usize {
+        self.rsp as usize
+    }
+
+    /// The frame pointer (RBP).
+    pub fn fp(&self) -> usize {
+        self.rbp as usize
+    }
+
+    /// Named registers in dump order, for the exception report.
+    fn named(&self) -> [(&'static str, u64); 18] {
+        [
+            ("rax", self.rax),
+            ("rbx", self.rbx),
+            ("rcx", self.rcx),
+            ("rdx", self.rdx),
+            ("rsi", self.rsi),
+            ("rdi", self.rdi),
+            ("rbp", self.rbp),
+            ("rsp", self.rsp),
+            ("r8", self.r8),
+            ("r9", self.r9),
+            ("r10", self.r10),
+            ("r11", self.r11),
+            ("r12", self.r12),
+            ("r13", self.r13),
+            ("r14", self.r14),
+            ("r15", self.r15),
+            ("rip", self.rip),
+            ("rflags", self.rflags),
+        ]
+    }
+}
+
+/// The register dump printed by exception reports: three registers a line.
+impl fmt::Display for PtRegs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for line in self.named().chunks(3) {
+            for (name, value) in line {
+                write!(f, "  {name:>6}: {value:#018x}")?;
+            }
+            writeln!(f)?;
+        }
+        writeln!(f, "      cs: {:#06x}      ss: {:#06x}", self.cs, self.ss)
+    }
+}

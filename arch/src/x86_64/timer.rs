@@ -1,0 +1,59 @@
+//! The periodic tick (8254 PIT channel 0 through the 8259 PIC) and the cycle
+//! counter (TSC, calibrated against the tick).
+
+use core::arch::asm;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use super::pic;
+use crate::time::{ticks, HZ};
+use x86_64::instructions::port::Port;
+
+/// The PIT's IRQ line.
+pub(crate) const PIT_IRQ: u8 = 0;
+
+const PIT_INPUT_HZ: u64 = 1_193_182;
+const PIT_CHANNEL0: u16 = 0x40;
+const PIT_COMMAND: u16 = 0x43;
+
+static CYCLES_PER_SECOND: AtomicU64 = AtomicU64::new(0);
+
+/// Programs the PIT to interrupt [`HZ`] times a second and unmasks its IRQ.
+pub(crate) fn init() {
+    let divisor = (PIT_INPUT_HZ / HZ) as u16;
+    // SAFETY: the PIT ports belong to this driver.
+    unsafe {
+        Port::<u8>::new(PIT_COMMAND).write(0x34); // channel 0, lo/hi byte, rate generator
+        Port::<u8>::new(PIT_CHANNEL0).write(divisor as u8);
+        Port::<u8>::new(PIT_CHANNEL0).write((divisor >> 8) as u8);
+    }
+    pic::init(1 << PIT_IRQ);
+}
+
+/// Measures the TSC rate over a few ticks. Needs interrupts enabled.
+pub(crate) fn calibrate() {
+    const SAMPLE_TICKS: u64 = 20;
+    let start_tick = ticks();
+    while ticks() == start_tick {
+        core::hint::spin_loop();
+    }
+    let (tick0, tsc0) = (ticks(), cycles());
+    while ticks() < tick0 + SAMPLE_TICKS {
+        core::hint::spin_loop();
+    }
+    let elapsed = cycles() - tsc0;
+    CYCLES_PER_SECOND.store(elapsed * HZ / SAMPLE_TICKS, Ordering::Relaxed);
+}
+
+/// The cycle counter (RDTSC).
+#[inline(always)]
+pub fn cycles() -> u64 {
+    let (low, high): (u32, u32);
+    // SAFETY: rdtsc reads the time-stamp counter; it has no other effect.
+    unsafe { asm!("rdtsc", out("eax") low, out("edx") high, options(nomem, nostack, preserves_flags)) };
+    (u64::from(high) << 32) | u64::from(low)
+}
+
+/// Cycle counter increments per second, as calibrated at boot.
+pub fn cycles_per_second() -> u64 {
+    CYCLES_PER_SECOND.load(Ordering::Relaxed)
+}

@@ -1,0 +1,57 @@
+//! Frame-pointer backtraces.
+//!
+//! Every kernel function keeps a frame record (`-C force-frame-pointers=yes`):
+//! at the frame pointer, the caller's frame pointer, then the return address.
+//! The layout is the same on both architectures. The boot stub starts the
+//! chain with a null frame pointer, and exception entry links the interrupted
+//! code into it. Records are read with fault-tolerant loads, so a corrupt
+//! chain ends the walk instead of faulting.
+
+use alloc::vec::Vec;
+
+/// The most frames a walk collects.
+pub const MAX_FRAMES: usize = 64;
+
+/// Return addresses found by walking the frame chain starting at the frame
+/// record `fp`, innermost first.
+pub fn walk_from(mut fp: usize) -> Vec<usize> {
+    let mut frames = Vec::new();
+    while fp != 0 && fp % 8 == 0 && frames.len() < MAX_FRAMES {
+        let (Some(caller_fp), Some(return_address)) =
+            (arch::fault::read_u64_nofault(fp), arch::fault::read_u64_nofault(fp + 8))
+        else {
+            break;
+        };
+        if return_address == 0 {
+            break;
+        }
+        frames.push(return_address as usize);
+        // Stacks grow down: each caller's record sits above its callee's.
+        if (caller_fp as usize) <= fp {
+            break;
+        }
+        fp = caller_fp as usize;
+    }
+    frames
+}
+
+/// The return addresses of the current call chain, innermost first (the
+/// first is the return address into this function's caller).
+#[inline(never)]
+pub fn capture() -> Vec<usize> {
+    walk_from(arch::cpu::frame_pointer())
+}
+
+/// Prints a backtrace of the current call chain, one frame a line.
+pub fn print_current() {
+    let mut console = arch::print::lock();
+    write_frames(&mut console, &capture());
+}
+
+/// Formats `frames` as `  #N 0xADDRESS` lines.
+pub fn write_frames(out: &mut dyn core::fmt::Write, frames: &[usize]) {
+    let _ = writeln!(out, "backtrace:");
+    for (index, address) in frames.iter().enumerate() {
+        let _ = writeln!(out, "  #{index:<2} {address:#018x}");
+    }
+}

@@ -1,0 +1,41 @@
+//! The kernel: generic start-up, the console shell, the heap, panics and the
+//! in-kernel test framework. Everything architecture-specific is reached
+//! through the `arch` crate; nothing here names an architecture.
+#![no_std]
+#![no_main]
+#![feature(custom_test_frameworks)]
+#![test_runner(crate::testing::run_tests)]
+#![reexport_test_harness_main = "test_main"]
+
+extern crate alloc;
+
+mod backtrace;
+#[allow(dead_code)] // options are read by the test framework and later by tracing
+mod cmdline;
+mod heap;
+mod panic;
+mod shell;
+#[cfg(test)]
+mod testing;
+
+#[cfg(test)]
+mod tests;
+
+pub use arch::{print, println};
+
+/// Entered from the architecture's boot code with the console, exceptions,
+/// page tables and timer ready and interrupts enabled.
+#[no_mangle]
+pub fn kernel_main() -> ! {
+    boot::linked();
+    heap::init();
+    println!();
+    println!(
+        "ktrace kernel {} on {}: a teaching kernel for function tracing",
+        env!("CARGO_PKG_VERSION"),
+        arch::NAME
+    );
+    #[cfg(test)]
+    test_main();
+    shell::run()
+}

@@ -1,0 +1,194 @@
+//! The in-kernel test framework.
+//!
+//! `cargo test --target ...` builds the kernel with `custom_test_frameworks`:
+//! every `#[ktest]` function becomes a [`Test`] and rustc hands them all to
+//! [`run_tests`], which QEMU runs (through `tests/qemu-runner.sh`). Each test
+//! prints `NAME ... ok` or `NAME ... FAILED`, and the run ends with the line
+//! `ARCH: N passed, M failed`, then powers off with success only if M is 0.
+//!
+//! Panics: there is no unwinding, so a panicking test cannot return. The panic
+//! handler calls [`on_panic`], which scores the test (a pass when it expected
+//! that panic) and resumes the run with the next test on a fresh stack. A
+//! panic raised inside an exception handler (an unhandled fault) resumes the
+//! same way. The abandoned stack is never used again; an expected-panic test
+//! must not hold locks that later tests need (the console lock is reset).
+//!
+//! Kernel command-line options: `ktest.filter=TEXT` runs only the tests whose
+//! name contains TEXT; `ktest.inject_failure` adds one failing test, which the
+//! test driver uses to prove a failure makes the run fail.
+
+use alloc::vec::Vec;
+use core::fmt::{self, Write};
+use core::panic::PanicInfo;
+
+use crate::{cmdline, println};
+
+/// One in-kernel test, built by `#[ktest]`.
+pub struct Test {
+    pub name: &'static str,
+    pub function: fn(),
+    pub should_panic: ShouldPanic,
+}
+
+/// Whether a test is expected to panic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShouldPanic {
+    No,
+    Yes,
+    /// Expected to panic with a message containing this text.
+    WithMessage(&'static str),
+}
+
+/// How a test ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    Passed,
+    Failed,
+}
+
+struct Run {
+    tests: Vec<&'static Test>,
+    next: usize,
+    current: Option<&'static Test>,
+    passed: usize,
+    failed: usize,
+}
+
+static RUN: spin::Mutex<Option<Run>> = spin::Mutex::new(None);
+
+static INJECTED_FAILURE: Test = Test {
+    name: "testing::injected_failure",
+    function: injected_failure,
+    should_panic: ShouldPanic::No,
+};
+
+fn injected_failure() {
+    panic!("injected failure (ktest.inject_failure)");
+}
+
+/// The `custom_test_frameworks` runner: runs every test, prints the summary
+/// and powers off.
+pub fn run_tests(tests: &[&Test]) -> ! {
+    let filter = cmdline::option("ktest.filter").unwrap_or("");
+    // SAFETY: every `&Test` the harness passes points at a `static` emitted by
+    // `#[ktest]`, so extending the borrow to 'static is sound.
+    let mut selected: Vec<&'static Test> = tests
+        .iter()
+        .map(|test| unsafe { &*(*test as *const Test) })
+        .filter(|test| test.name.contains(filter))
+        .collect();
+    if cmdline::option("ktest.inject_failure").is_some() {
+        selected.push(&INJECTED_FAILURE);
+    }
+    println!("running {} tests", selected.len());
+    *RUN.lock() = Some(Run { tests: selected, next: 0, current: None, passed: 0, failed: 0 });
+    continue_tests()
+}
+
+/// Runs the remaining tests, then the summary. Also the resumption point after
+/// a panic, entered on a fresh stack.
+extern "C" fn continue_tests() -> ! {
+    loop {
+        let test = {
+            let mut guard = RUN.lock();
+            let run = guard.as_mut().expect("test run initialised");
+            let Some(&test) = run.tests.get(run.next) else { break };
+            run.next += 1;
+            run.current = Some(test);
+            test
+        };
+        arch::cpu::enable_interrupts();
+        (test.function)();
+        let outcome = match test.should_panic {
+            ShouldPanic::No => Outcome::Passed,
+            ShouldPanic::Yes | ShouldPanic::WithMessage(_) => {
+                println!("note: {} returned but was expected to panic", display_name(test));
+                Outcome::Failed
+            }
+        };
+        record(outcome);
+    }
+    let (passed, failed) = {
+        let guard = RUN.lock();
+        let run = guard.as_ref().expect("test run initialised");
+        (run.passed, run.failed)
+    };
+    println!("{}: {} passed, {} failed", arch::NAME, passed, failed);
+    arch::exit(if failed == 0 { arch::ExitCode::Success } else { arch::ExitCode::Failure })
+}
+
+fn display_name(test: &Test) -> &'static str {
+    test.name.strip_prefix("kernel::tests::").unwrap_or(test.name)
+}
+
+fn record(outcome: Outcome) {
+    let mut guard = RUN.lock();
+    let run = guard.as_mut().expect("test run initialised");
+    let test = run.current.take().expect("a test is running");
+    match outcome {
+        Outcome::Passed => run.passed += 1,
+        Outcome::Failed => run.failed += 1,
+    }
+    let verdict = if outcome == Outcome::Passed { "ok" } else { "FAILED" };
+    println!("{} ... {verdict}", display_name(test));
+}
+
+/// Called by the panic handler. Outside a test it returns, and the normal
+/// panic path runs; inside one it scores the test and resumes the run.
+pub fn on_panic(info: &PanicInfo) {
+    let current = RUN.try_lock().and_then(|guard| guard.as_ref().and_then(|run| run.current));
+    let Some(test) = current else { return };
+    arch::print::force_unlock();
+    let outcome = match test.should_panic {
+        ShouldPanic::No => {
+            crate::panic::report(info);
+            Outcome::Failed
+        }
+        ShouldPanic::Yes => Outcome::Passed,
+        ShouldPanic::WithMessage(expected) => {
+            let mut message = MessageBuffer::default();
+            let _ = write!(message, "{}", info.message());
+            if message.as_str().contains(expected) {
+                Outcome::Passed
+            } else {
+                println!("note: panic message {:?} does not contain {:?}", message.as_str(), expected);
+                Outcome::Failed
+            }
+        }
+    };
+    record(outcome);
+    // SAFETY: the panicking test's stack is abandoned for good: the test
+    // framework holds no borrow into it and the console lock was reset.
+    unsafe { arch::cpu::reset_stack_and_call(continue_tests) }
+}
+
+/// A fixed-size buffer for formatting a panic message without allocating.
+struct MessageBuffer {
+    bytes: [u8; 512],
+    len: usize,
+}
+
+impl Default for MessageBuffer {
+    fn default() -> Self {
+        Self { bytes: [0; 512], len: 0 }
+    }
+}
+
+impl MessageBuffer {
+    fn as_str(&self) -> &str {
+        // Truncation may split a character: keep the valid prefix.
+        match core::str::from_utf8(&self.bytes[..self.len]) {
+            Ok(s) => s,
+            Err(e) => core::str::from_utf8(&self.bytes[..e.valid_up_to()]).unwrap_or(""),
+        }
+    }
+}
+
+impl fmt::Write for MessageBuffer {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let take = s.len().min(self.bytes.len() - self.len);
+        self.bytes[self.len..self.len + take].copy_from_slice(&s.as_bytes()[..take]);
+        self.len += take;
+        Ok(())
+    }
+}

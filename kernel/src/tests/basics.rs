@@ -1,0 +1,141 @@
+//! The base the tracing work stands on: heap, exceptions, timer, backtraces,
+//! console input.
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+use ktest_macros::ktest;
+
+use crate::shell::{self, ShellError};
+
+#[ktest]
+fn heap_round_trip() {
+    let before = crate::heap::stats();
+    {
+        let squares: Vec<u64> = (0..10_000u64).map(|i| i * i).collect();
+        assert_eq!(squares[9_999], 9_999 * 9_999);
+        let mut map = BTreeMap::new();
+        for i in 0..1_000u32 {
+            map.insert(i.wrapping_mul(2_654_435_761), i);
+        }
+        assert_eq!(map.len(), 1_000);
+        assert_eq!(map.get(&7u32.wrapping_mul(2_654_435_761)), Some(&7));
+        assert!(crate::heap::stats().used > before.used);
+    }
+    assert_eq!(crate::heap::stats().used, before.used, "everything freed again");
+}
+
+#[ktest]
+fn breakpoint_is_reported_and_execution_resumes() {
+    let count = arch::fault::breakpoint_count();
+    let mut after = 0;
+    arch::cpu::breakpoint();
+    after += 1;
+    arch::cpu::breakpoint();
+    after += 1;
+    assert_eq!(arch::fault::breakpoint_count(), count + 2);
+    assert_eq!(after, 2, "the code after each breakpoint ran");
+    assert_ne!(arch::fault::last_breakpoint(), 0);
+}
+
+#[ktest]
+fn fault_tolerant_read_reports_the_faulting_address() {
+    let address = arch::mm::UNMAPPED_ADDRESS + 0x1230;
+    let recovered = arch::fault::recovered_count();
+    assert_eq!(arch::fault::read_u64_nofault(address), None);
+    assert_eq!(arch::fault::recovered_count(), recovered + 1);
+    let fault = arch::fault::last_recovered().expect("a recovered fault");
+    assert_eq!(fault.address, Some(address));
+    // A mapped address reads normally.
+    let value: u64 = 0x1122_3344_5566_7788;
+    assert_eq!(arch::fault::read_u64_nofault(&value as *const u64 as usize), Some(value));
+}
+
+#[ktest(should_panic = "address 0x1000000008")]
+fn unhandled_page_fault_reports_the_address() {
+    let address = (arch::mm::UNMAPPED_ADDRESS + 8) as *const u64;
+    // SAFETY: not safe at all, on purpose: the read faults and the fault
+    // handler panics, which this test expects.
+    let value = unsafe { core::ptr::read_volatile(address) };
+    core::hint::black_box(value);
+}
+
+#[ktest(should_panic = "deliberate")]
+fn expected_panic_passes() {
+    panic!("deliberate panic");
+}
+
+#[ktest]
+fn timer_ticks_advance() {
+    let start = arch::time::ticks();
+    let start_cycles = arch::timer::cycles();
+    let mut spins = 0u64;
+    while arch::time::ticks() < start + 10 {
+        arch::cpu::wait_for_interrupt();
+        spins += 1;
+        assert!(spins < 1_000_000, "timer stalled at {} ticks", arch::time::ticks());
+    }
+    assert!(arch::timer::cycles() > start_cycles, "cycle counter advances");
+    assert!(arch::timer::cycles_per_second() > 0);
+}
+
+#[inline(never)]
+fn outer_frame() -> Vec<usize> {
+    core::hint::black_box(middle_frame())
+}
+
+#[inline(never)]
+fn middle_frame() -> Vec<usize> {
+    core::hint::black_box(crate::backtrace::capture())
+}
+
+#[ktest]
+fn backtrace_holds_the_callers() {
+    let frames = outer_frame();
+    // capture() returns into middle_frame, which returns into outer_frame.
+    let within = |address: usize, function: usize| address > function && address < function + 0x100;
+    let middle = middle_frame as *const () as usize;
+    let outer = outer_frame as *const () as usize;
+    assert!(frames.len() >= 3, "frames: {frames:x?}");
+    assert!(within(frames[0], middle), "frame 0 {:#x} not in middle_frame {middle:#x}", frames[0]);
+    assert!(within(frames[1], outer), "frame 1 {:#x} not in outer_frame {outer:#x}", frames[1]);
+    let this = backtrace_holds_the_callers as *const () as usize;
+    assert!(within(frames[2], this), "frame 2 {:#x} not in the test {this:#x}", frames[2]);
+}
+
+#[ktest]
+fn shell_rejects_bad_input() {
+    use ::shell::{LineError, LineEvent, LineReader};
+    let mut reader = LineReader::<{ shell::MAX_LINE }>::new();
+    let mut results = Vec::new();
+    let long = [b'x'; shell::MAX_LINE + 1];
+    for byte in long.iter().chain(b"\n\x01\n\xc3\x28\nhelp\n") {
+        match reader.push(*byte) {
+            LineEvent::Line(line) => results.push(Ok(alloc::string::String::from(line))),
+            LineEvent::Rejected(error) => results.push(Err(error)),
+            _ => {}
+        }
+    }
+    assert_eq!(
+        results,
+        [
+            Err(LineError::TooLong { limit: shell::MAX_LINE }),
+            Err(LineError::ControlByte(1)),
+            Err(LineError::NotUtf8),
+            Ok("help".into()),
+        ]
+    );
+    assert!(matches!(shell::execute("frobnicate"), Err(ShellError::UnknownCommand(_))));
+    assert!(matches!(shell::execute("uptime now"), Err(ShellError::Usage(_))));
+    assert!(matches!(shell::execute("echo 'unterminated"), Err(ShellError::Failed(_))));
+    assert!(matches!(shell::execute("meminfo > x"), Err(ShellError::NoRedirect(_))));
+    assert!(shell::execute("").is_ok());
+    assert!(shell::execute("echo hello from a test").is_ok());
+}
+
+#[ktest(should_panic = "address")]
+fn kernel_text_is_read_only() {
+    let text = heap_round_trip as *const () as *mut u8;
+    // SAFETY: not safe, on purpose: text is mapped read-only, so the write
+    // faults and the handler panics, which this test expects.
+    unsafe { core::ptr::write_volatile(text, 0xcc) };
+}

@@ -1,0 +1,3 @@
+//! In-kernel tests, run under QEMU by `cargo test` (see `crate::testing`).
+
+mod basics;

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Runs every test: the host unit tests of the architecture-neutral crates, then
+# the in-kernel tests under QEMU on x86_64, then on aarch64.
+#
+#   tests/run.sh [host] [x86_64] [aarch64]     (default: all three, in order)
+#
+# Each kernel run must end with `ARCH: N passed, 0 failed`. After each one, a
+# second short run injects a failing test (kernel option ktest.inject_failure)
+# and must fail: proof that a failure really fails the run. Installs what is
+# missing (Rust targets, QEMU) and says so.
+set -euo pipefail
+source "$(dirname "$0")/../tools/env.sh"
+cd "$KTRACE_ROOT"
+
+# Crates whose unit tests run on the host.
+HOST_CRATES=(shell)
+
+stages=("$@")
+[ ${#stages[@]} -gt 0 ] || stages=(host x86_64 aarch64)
+
+ensure_rust
+failures=()
+
+run_host() {
+    echo "== host unit tests"
+    local args=()
+    for crate in "${HOST_CRATES[@]}"; do args+=(-p "$crate"); done
+    cargo test --quiet "${args[@]}" || failures+=("host")
+}
+
+run_kernel() {
+    local arch=$1 triple log status
+    triple=$(target_triple "$arch")
+    ensure_qemu "$arch"
+    echo "== in-kernel tests, $arch"
+    log=$(mktemp)
+    set +e
+    cargo test --quiet --profile "kernel-$arch" --target "$triple" -p kernel 2>&1 | tee "$log"
+    status=${PIPESTATUS[0]}
+    set -e
+    if [ "$status" -ne 0 ] || ! grep -Eq "^$arch: [0-9]+ passed, 0 failed$" "$log"; then
+        failures+=("$arch")
+    fi
+
+    echo "== $arch: a failing test must fail the run"
+    set +e
+    KTEST_CMDLINE=ktest.inject_failure cargo test --quiet --profile "kernel-$arch" --target "$triple" \
+        -p kernel -- heap_round_trip >"$log" 2>&1
+    status=$?
+    set -e
+    if [ "$status" -ne 0 ] && grep -Eq "^$arch: 1 passed, 1 failed$" "$log"; then
+        echo "ok: the injected failure made the run exit with status $status"
+    else
+        echo "FAILED: the injected failure did not fail the run (status $status):"
+        cat "$log"
+        failures+=("$arch-failure-detection")
+    fi
+    rm -f "$log"
+}
+
+for stage in "${stages[@]}"; do
+    case "$stage" in
+        host) run_host ;;
+        x86_64|aarch64) run_kernel "$stage" ;;
+        *) echo "tests/run.sh: unknown stage '$stage' (host, x86_64, aarch64)" >&2; exit 2 ;;
+    esac
+done
+
+if [ ${#failures[@]} -gt 0 ]; then
+    echo "tests/run.sh: FAILED: ${failures[*]}"
+    exit 1
+fi
+echo "tests/run.sh: all passed (${stages[*]})"

@@ -1,0 +1,65 @@
+# Sourced by qemu-run.sh and tests/*.sh: the build environment, and installing
+# what is missing on a fresh machine (rustup targets and components, QEMU).
+# Every install says what it installs.
+
+# The unstable flags the kernel build needs (-Zpatchable-function-entry,
+# custom_test_frameworks, per-package profile rustflags) on the stable
+# toolchain, as the Linux kernel's Rust build does.
+export RUSTC_BOOTSTRAP=1
+
+KTRACE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# The Rust target triple for an architecture name.
+target_triple() {
+    case "$1" in
+        x86_64) echo x86_64-unknown-none ;;
+        aarch64) echo aarch64-unknown-none-softfloat ;;
+        *) echo "unknown architecture '$1' (expected x86_64 or aarch64)" >&2; return 2 ;;
+    esac
+}
+
+ensure_rust() {
+    local installed
+    installed=$(rustup target list --installed)
+    for target in x86_64-unknown-none aarch64-unknown-none aarch64-unknown-none-softfloat; do
+        if ! grep -qx "$target" <<<"$installed"; then
+            echo "setup: installing Rust target $target (rustup target add)" >&2
+            rustup target add "$target" >&2
+        fi
+    done
+    installed=$(rustup component list --installed)
+    for component in rust-src llvm-tools; do
+        if ! grep -q "^$component" <<<"$installed"; then
+            echo "setup: installing Rust component $component (rustup component add)" >&2
+            rustup component add "$component" >&2
+        fi
+    done
+}
+
+# apt-get install, refreshing the package lists once if the first try fails.
+apt_install() {
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "setup: installing Debian package $1 (apt-get install $1)" >&2
+    if ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "$1" >&2; then
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get update -q >&2
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "$1" >&2
+    fi
+}
+
+# QEMU for one architecture. The two packages need separate apt-get calls on
+# this machine image (one combined call fails).
+ensure_qemu() {
+    case "$1" in
+        x86_64) command -v qemu-system-x86_64 >/dev/null || apt_install qemu-system-x86 ;;
+        aarch64) command -v qemu-system-aarch64 >/dev/null || apt_install qemu-system-arm ;;
+    esac
+}
+
+# Builds the kernel for an architecture and prints the ELF's path.
+build_kernel() {
+    local arch=$1 triple
+    triple=$(target_triple "$arch")
+    (cd "$KTRACE_ROOT" && cargo build --quiet --profile "kernel-$arch" --target "$triple" -p kernel >&2)
+    echo "$KTRACE_ROOT/target/$triple/kernel-$arch/kernel"
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Boots a kernel ELF under QEMU with the serial console on standard input and
+# output, and exits with the kernel's status (0 after `poweroff` or a passing
+# test run, 1 after a panic or a failing one, 124 on timeout).
+#
+#   tools/qemu.sh ARCH KERNEL.elf [--kvm] [--timeout SECONDS] [--append CMDLINE] [-- QEMU_ARGS...]
+#
+# Shared by qemu-run.sh and the cargo test runner (tests/qemu-runner.sh).
+set -euo pipefail
+
+arch=$1
+elf=$2
+shift 2
+kvm=0
+timeout_s=0
+append=""
+extra=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --kvm) kvm=1 ;;
+        --timeout) timeout_s=$2; shift ;;
+        --append) append=$2; shift ;;
+        --) shift; extra=("$@"); break ;;
+        *) echo "tools/qemu.sh: unknown option '$1'" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+common=(-m 512M -kernel "$elf" -display none -serial stdio -monitor none -no-reboot)
+[ -n "$append" ] && common+=(-append "$append")
+
+case "$arch" in
+    x86_64)
+        accel=(-cpu max)
+        if [ "$kvm" = 1 ]; then
+            if [ -w /dev/kvm ]; then accel=(-enable-kvm -cpu host); else
+                echo "qemu: /dev/kvm is not available, using TCG" >&2; fi
+        fi
+        cmd=(qemu-system-x86_64 -M pc "${accel[@]}" "${common[@]}"
+             -device isa-debug-exit,iobase=0xf4,iosize=0x04)
+        ;;
+    aarch64)
+        [ "$kvm" = 1 ] && echo "qemu: --kvm is for x86_64; aarch64 runs under TCG" >&2
+        cmd=(qemu-system-aarch64 -M virt -cpu cortex-a72 "${common[@]}" -semihosting)
+        ;;
+    *) echo "tools/qemu.sh: unknown architecture '$arch'" >&2; exit 2 ;;
+esac
+
+[ "$timeout_s" != 0 ] && cmd=(timeout -k 5 "$timeout_s" "${cmd[@]}")
+
+# The kernel writes CR LF as a terminal wants; strip the CR when the output
+# goes to a file or a pipe.
+set +e
+if [ -t 1 ]; then
+    "${cmd[@]}" "${extra[@]}"
+    status=$?
+else
+    "${cmd[@]}" "${extra[@]}" | tr -d '\r'
+    status=${PIPESTATUS[0]}
+fi
+set -e
+
+if [ "$arch" = x86_64 ]; then
+    # isa-debug-exit: QEMU exits with (value << 1) | 1; the kernel writes
+    # 0x10 + ExitCode, so 33 is success and 35 failure.
+    case "$status" in
+        33) status=0 ;;
+        35) status=1 ;;
+    esac
+fi
+case "$status" in
+    124) echo "qemu: timed out after ${timeout_s}s" >&2 ;;
+esac
+exit "$status"
