@@ -11,14 +11,14 @@
 //! | `cpu`        | interrupt flag, wait for interrupt, breakpoint, frame pointer, stack reset |
 //! | `exceptions` | the exception vectors and their dispatcher |
 //! | `exit`       | powering QEMU off with an [`ExitCode`] |
-//! | `mm`         | page tables, the heap range, fault-tolerant copies |
+//! | `mm`         | page tables, fault-tolerant copies |
 //! | `regs`       | [`regs::PtRegs`], the full register save |
 //! | `timer`      | the periodic tick and the cycle counter |
 //!
 //! Next to them live the few architecture-neutral pieces the arch code shares:
 //! formatted console output with its lock ([`print!`], [`println!`]), the
-//! exception table ([`fault`]), interrupt guards ([`irq`]) and tick counting
-//! ([`time`]).
+//! exception table ([`fault`]), interrupt guards ([`irq`]), tick counting
+//! ([`time`]) and the image layout from the linker script ([`layout`]).
 //!
 //! Nothing in this crate is compiled with patchable function entries: like
 //! Linux's entry code and text patching, the layer under the tracer is never
@@ -36,6 +36,7 @@ mod imp;
 pub mod cell;
 pub mod fault;
 pub mod irq;
+pub mod layout;
 pub mod print;
 pub mod time;
 

@@ -11,7 +11,7 @@ static ALLOCATOR: LockedHeap = LockedHeap::empty();
 
 /// Hands the heap region to the allocator. Called once at boot.
 pub fn init() {
-    let range = arch::mm::heap_range();
+    let range = arch::layout::heap();
     // SAFETY: the linker script reserves this range for the heap, the page
     // tables map it read-write, and nothing else uses it; called once.
     unsafe { ALLOCATOR.lock().init(range.start as *mut u8, range.len()) };

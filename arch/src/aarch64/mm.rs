@@ -10,6 +10,7 @@
 use core::arch::{asm, naked_asm};
 
 use crate::cell::BootCell;
+use crate::layout::{self, PagePermission};
 
 const VALID: u64 = 1 << 0;
 const TABLE: u64 = 1 << 1; // also "page" at level 3
@@ -56,45 +57,19 @@ struct PageTables {
 static TABLES: BootCell<PageTables> =
     BootCell::new(PageTables { level1: EMPTY, ram: EMPTY, image: [EMPTY; IMAGE_TABLES] });
 
-extern "C" {
-    static __kernel_start: u8;
-    static __text_start: u8;
-    static __text_end: u8;
-    static __rodata_end: u8;
-    static __kernel_end: u8;
-    static __heap_start: u8;
-    static __heap_end: u8;
-}
-
-fn symbol(sym: &u8) -> usize {
-    sym as *const u8 as usize
-}
-
-/// The heap's address range, right after the kernel image.
-pub fn heap_range() -> core::ops::Range<usize> {
-    // SAFETY: only the addresses of these linker symbols are taken.
-    unsafe { symbol(&__heap_start)..symbol(&__heap_end) }
-}
-
-/// Leaf permissions for a 4 KiB page of the image region.
+/// Leaf descriptor flags for a 4 KiB page of the image region.
 fn page_flags(addr: usize) -> u64 {
-    // SAFETY: only the addresses of these linker symbols are taken.
-    let (text, rodata_end) =
-        unsafe { (symbol(&__text_start)..symbol(&__text_end), symbol(&__rodata_end)) };
-    if text.contains(&addr) {
-        NORMAL | TABLE | READ_ONLY
-    } else if addr < rodata_end {
-        NORMAL | TABLE | READ_ONLY | PRIVILEGED_NO_EXECUTE
-    } else {
-        NORMAL | TABLE | PRIVILEGED_NO_EXECUTE
+    match layout::page_permission(addr) {
+        PagePermission::ReadExecute => NORMAL | TABLE | READ_ONLY,
+        PagePermission::ReadOnly => NORMAL | TABLE | READ_ONLY | PRIVILEGED_NO_EXECUTE,
+        PagePermission::ReadWrite => NORMAL | TABLE | PRIVILEGED_NO_EXECUTE,
     }
 }
 
 /// Builds the page tables and turns the MMU and caches on.
 pub(crate) fn init() {
-    // SAFETY: only the addresses of these linker symbols are taken.
-    let (image_start, image_end) = unsafe { (symbol(&__kernel_start), symbol(&__kernel_end)) };
-    let split = (image_start & !(BLOCK - 1))..image_end.next_multiple_of(BLOCK);
+    let image = layout::image();
+    let split = (image.start & !(BLOCK - 1))..image.end.next_multiple_of(BLOCK);
     assert!(split.len() / BLOCK <= IMAGE_TABLES, "kernel image too large for the boot page tables");
     // SAFETY: boot runs on one CPU with the MMU off; nothing uses these yet.
     let tables = unsafe { TABLES.get() };

@@ -10,6 +10,7 @@
 use core::arch::naked_asm;
 
 use crate::cell::BootCell;
+use crate::layout::{self, PagePermission};
 use x86_64::registers::control::{Cr3, Cr3Flags};
 use x86_64::structures::paging::PhysFrame;
 use x86_64::PhysAddr;
@@ -50,61 +51,19 @@ static TABLES: BootCell<PageTables> = BootCell::new(PageTables {
     image: [EMPTY; IMAGE_TABLES],
 });
 
-extern "C" {
-    static __kernel_start: u8;
-    static __text_start: u8;
-    static __text_end: u8;
-    static __rodata_end: u8;
-    static __kernel_end: u8;
-    static __heap_start: u8;
-    static __heap_end: u8;
-}
-
-fn symbol(sym: &u8) -> usize {
-    sym as *const u8 as usize
-}
-
-/// Kernel image layout, from the linker script's symbols.
-struct Layout {
-    text: core::ops::Range<usize>,
-    rodata_end: usize,
-}
-
-impl Layout {
-    fn get() -> Layout {
-        // SAFETY: only the addresses of these linker symbols are taken.
-        unsafe {
-            Layout {
-                text: symbol(&__text_start)..symbol(&__text_end),
-                rodata_end: symbol(&__rodata_end),
-            }
-        }
+/// Leaf flags for a 4 KiB page of the image region.
+fn page_flags(addr: usize) -> u64 {
+    match layout::page_permission(addr) {
+        PagePermission::ReadExecute => PRESENT,
+        PagePermission::ReadOnly => PRESENT | NO_EXECUTE,
+        PagePermission::ReadWrite => PRESENT | WRITABLE | NO_EXECUTE,
     }
-
-    /// Leaf permissions for a 4 KiB page of the image region.
-    fn page_flags(&self, addr: usize) -> u64 {
-        if self.text.contains(&addr) {
-            PRESENT
-        } else if addr < self.rodata_end {
-            PRESENT | NO_EXECUTE
-        } else {
-            PRESENT | WRITABLE | NO_EXECUTE
-        }
-    }
-}
-
-/// The heap's address range, right after the kernel image.
-pub fn heap_range() -> core::ops::Range<usize> {
-    // SAFETY: only the addresses of these linker symbols are taken.
-    unsafe { symbol(&__heap_start)..symbol(&__heap_end) }
 }
 
 /// Builds and loads the final page tables.
 pub(crate) fn init() {
-    let layout = Layout::get();
-    // SAFETY: only the address of the linker symbol is taken.
-    let (image_start, image_end) = unsafe { (symbol(&__kernel_start), symbol(&__kernel_end)) };
-    let split = (image_start & !(LARGE_PAGE - 1))..image_end.next_multiple_of(LARGE_PAGE);
+    let image = layout::image();
+    let split = (image.start & !(LARGE_PAGE - 1))..image.end.next_multiple_of(LARGE_PAGE);
     assert!(
         split.len() / LARGE_PAGE <= IMAGE_TABLES,
         "kernel image too large for the boot page tables"
@@ -121,7 +80,7 @@ pub(crate) fn init() {
                 next_image_table += 1;
                 for (page, pte) in table.0.iter_mut().enumerate() {
                     let addr = base + page * PAGE;
-                    *pte = addr as u64 | layout.page_flags(addr);
+                    *pte = addr as u64 | page_flags(addr);
                 }
                 table as *const Table as u64 | PRESENT | WRITABLE
             } else if base >= MMIO_HOLE {

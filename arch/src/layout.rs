@@ -1,0 +1,62 @@
+//! The kernel image's layout, as the linker script (`boot/*.ld`) lays it out.
+//! Both architectures use the same symbols: page-aligned ranges for text,
+//! rodata and everything writable, then the heap.
+
+use core::ops::Range;
+
+extern "C" {
+    static __kernel_start: u8;
+    static __text_start: u8;
+    static __text_end: u8;
+    static __rodata_end: u8;
+    static __kernel_end: u8;
+    static __heap_start: u8;
+    static __heap_end: u8;
+}
+
+macro_rules! address_of {
+    // Taking the address of an extern static is safe; it is never read.
+    ($symbol:ident) => {
+        core::ptr::addr_of!($symbol) as usize
+    };
+}
+
+/// The whole image, from its first section to the end of the boot stack.
+pub fn image() -> Range<usize> {
+    address_of!(__kernel_start)..address_of!(__kernel_end)
+}
+
+/// Executable code: mapped read-only and executable.
+pub fn text() -> Range<usize> {
+    address_of!(__text_start)..address_of!(__text_end)
+}
+
+/// The end of read-only data (which starts at `text().end`).
+pub fn rodata_end() -> usize {
+    address_of!(__rodata_end)
+}
+
+/// The heap, right after the image: mapped read-write, never executable.
+pub fn heap() -> Range<usize> {
+    address_of!(__heap_start)..address_of!(__heap_end)
+}
+
+/// What a 4 KiB page of the image may be used for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PagePermission {
+    ReadExecute,
+    ReadOnly,
+    ReadWrite,
+}
+
+/// The permission for the image page at `addr`: text, rodata (including
+/// whatever precedes text), or writable.
+pub fn page_permission(addr: usize) -> PagePermission {
+    if text().contains(&addr) {
+        PagePermission::ReadExecute
+    } else if addr < rodata_end() {
+        PagePermission::ReadOnly
+    } else {
+        PagePermission::ReadWrite
+    }
+}
