@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The cargo test runner for the kernel targets (.cargo/config.toml): boots the
-# test kernel cargo built and exits with its status.
+# The cargo test runner for the kernel targets (.cargo/config.toml): runs the
+# post-link step on the test kernel cargo built, boots it and exits with its
+# status.
 #
 #   tests/qemu-runner.sh ARCH TEST_KERNEL.elf [FILTER]
 #
@@ -20,5 +21,6 @@ for arg in "$@"; do
         *) cmdline="$cmdline ktest.filter=$arg" ;;
     esac
 done
+post_link "$elf"
 exec "$KTRACE_ROOT/tools/qemu.sh" "$arch" "$elf" --timeout "${KTEST_TIMEOUT:-600}" \
     --append "${cmdline# }" </dev/null

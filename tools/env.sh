@@ -56,10 +56,19 @@ ensure_qemu() {
     esac
 }
 
+# The post-link step every kernel image needs (tools/ksyms): sorts the
+# patchable-entry table and writes the symbol table into the image.
+post_link() {
+    (cd "$KTRACE_ROOT" && cargo build --quiet --release -p ksyms >&2)
+    "$KTRACE_ROOT/target/release/ksyms" "$1"
+}
+
 # Builds the kernel for an architecture and prints the ELF's path.
 build_kernel() {
-    local arch=$1 triple
+    local arch=$1 triple elf
     triple=$(target_triple "$arch")
     (cd "$KTRACE_ROOT" && cargo build --quiet --profile "kernel-$arch" --target "$triple" -p kernel >&2)
-    echo "$KTRACE_ROOT/target/$triple/kernel-$arch/kernel"
+    elf="$KTRACE_ROOT/target/$triple/kernel-$arch/kernel"
+    post_link "$elf"
+    echo "$elf"
 }

@@ -60,3 +60,29 @@ pub fn page_permission(addr: usize) -> PagePermission {
         PagePermission::ReadWrite
     }
 }
+
+extern "C" {
+    static __patchable_sites_start: u64;
+    static __patchable_sites_end: u64;
+    static __kernel_symbols_start: u64;
+    static __kernel_symbols_end: u64;
+}
+
+/// The `__patchable_function_entries` table: one address per patchable
+/// function entry (the start of its prefix), sorted by the post-link tool,
+/// zero-padded at the end.
+pub fn patchable_sites() -> &'static [u64] {
+    let start = address_of!(__patchable_sites_start);
+    let end = address_of!(__patchable_sites_end);
+    // SAFETY: the linker script brackets the section with these symbols; it
+    // holds u64 entries, is 8-byte aligned, and is never written at run time.
+    unsafe { core::slice::from_raw_parts(start as *const u64, (end - start) / 8) }
+}
+
+/// The `.kernel_symbols` section the post-link tool fills.
+pub fn kernel_symbols() -> &'static [u8] {
+    let start = address_of!(__kernel_symbols_start);
+    let end = address_of!(__kernel_symbols_end);
+    // SAFETY: as for `patchable_sites`: a read-only, 8-byte-aligned section.
+    unsafe { core::slice::from_raw_parts(start as *const u8, end - start) }
+}

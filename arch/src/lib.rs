@@ -11,14 +11,18 @@
 //! | `cpu`        | interrupt flag, wait for interrupt, breakpoint, frame pointer, stack reset |
 //! | `exceptions` | the exception vectors and their dispatcher |
 //! | `exit`       | powering QEMU off with an [`ExitCode`] |
-//! | `mm`         | page tables, fault-tolerant copies |
-//! | `regs`       | [`regs::PtRegs`], the full register save |
+//! | `ftrace`     | tracing sites: geometry, call encoding, the two entry trampolines |
+//! | `mm`         | page tables (and the text alias), fault-tolerant copies |
+//! | `patch`      | writing text through the alias, cache/pipeline synchronisation |
+//! | `regs`       | [`regs::PtRegs`] and which registers each trampoline saves |
 //! | `timer`      | the periodic tick and the cycle counter |
 //!
 //! Next to them live the few architecture-neutral pieces the arch code shares:
 //! formatted console output with its lock ([`print!`], [`println!`]), the
 //! exception table ([`fault`]), interrupt guards ([`irq`]), tick counting
-//! ([`time`]) and the image layout from the linker script ([`layout`]).
+//! ([`time`]), the image layout from the linker script ([`layout`]), the
+//! execution context ([`context`]), the trampoline contract ([`ftrace_abi`])
+//! and batched, verified text patching ([`text`]).
 //!
 //! Nothing in this crate is compiled with patchable function entries: like
 //! Linux's entry code and text patching, the layer under the tracer is never
@@ -34,13 +38,19 @@ mod imp;
 mod imp;
 
 pub mod cell;
+pub mod context;
 pub mod fault;
+pub mod ftrace_abi;
 pub mod irq;
 pub mod layout;
 pub mod print;
+pub mod text;
 pub mod time;
 
-pub use imp::{boot, console, cpu, exceptions, exit, mm, regs, timer};
+pub use imp::{boot, console, cpu, exceptions, exit, ftrace, mm, patch, regs, timer};
+
+/// The most CPUs per-CPU arrays are sized for. One runs today.
+pub const MAX_CPUS: usize = 4;
 
 /// The architecture's name as the test summary and the banner print it.
 pub const NAME: &str = imp::NAME;

@@ -48,10 +48,22 @@ pub fn print_current() {
     write_frames(&mut console, &capture());
 }
 
-/// Formats `frames` as `  #N 0xADDRESS` lines.
+/// Formats `frames` as `  #N 0xADDRESS function+0xOFF/0xSIZE` lines. Return
+/// addresses point after the call, so the symbol is looked up one byte back
+/// (a call at a function's very end still names that function).
 pub fn write_frames(out: &mut dyn core::fmt::Write, frames: &[usize]) {
     let _ = writeln!(out, "backtrace:");
-    for (index, address) in frames.iter().enumerate() {
-        let _ = writeln!(out, "  #{index:<2} {address:#018x}");
+    for (index, &address) in frames.iter().enumerate() {
+        let _ = write!(out, "  #{index:<2} {address:#018x} ");
+        let _ = write_return_address(out, address);
+        let _ = writeln!(out);
+    }
+}
+
+/// Writes `function+0xOFF/0xSIZE` for a return address.
+pub fn write_return_address(out: &mut dyn core::fmt::Write, address: usize) -> core::fmt::Result {
+    match ftrace::symbols::table().ok().and_then(|table| table.lookup(address - 1)) {
+        Some(symbol) => write!(out, "{}+{:#x}/{:#x}", symbol.name, address - symbol.address, symbol.size),
+        None => write!(out, "{address:#x}"),
     }
 }

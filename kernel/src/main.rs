@@ -12,11 +12,14 @@ extern crate alloc;
 mod backtrace;
 #[allow(dead_code)] // options are read by the test framework and later by tracing
 mod cmdline;
+mod console;
 mod heap;
 mod panic;
 mod shell;
 #[cfg(test)]
 mod testing;
+mod tracefs;
+mod workload;
 
 #[cfg(test)]
 mod tests;
@@ -35,7 +38,20 @@ pub fn kernel_main() -> ! {
         env!("CARGO_PKG_VERSION"),
         arch::NAME
     );
+    start_tracing();
     #[cfg(test)]
     test_main();
     shell::run()
+}
+
+/// Checks the symbol and site tables and readies function tracing. Without
+/// them the kernel still runs; the tracing files then report why.
+fn start_tracing() {
+    match ftrace::init() {
+        Ok(info) => {
+            arch::print::set_symbolizer(ftrace::symbols::write_address);
+            println!("ftrace: {} patchable functions, {} symbols", info.sites, info.symbols);
+        }
+        Err(error) => println!("ftrace: {error}"),
+    }
 }

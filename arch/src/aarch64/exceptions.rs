@@ -21,6 +21,7 @@ use core::mem::{offset_of, size_of};
 
 use super::regs::PtRegs;
 use super::{gic, timer};
+use crate::context::{self, Context};
 use crate::fault::{self, RecoveredFault};
 
 /// Vector slots: which of the 16 entries was taken.
@@ -207,7 +208,9 @@ fn report(name: &str, esr: u64, regs: &PtRegs, address: Option<usize>) {
     if let Some(address) = address {
         let _ = write!(console, ", address {address:#018x}");
     }
-    let _ = write!(console, "\n  at pc {:#018x}\n{regs}", regs.pc);
+    let _ = write!(console, "\n  at pc {:#018x} ", regs.pc);
+    let _ = crate::print::write_code_address(&mut console, regs.ip());
+    let _ = write!(console, "\n{regs}");
 }
 
 fn unhandled(name: &str, esr: u64, regs: &PtRegs, address: Option<usize>) -> ! {
@@ -253,6 +256,13 @@ fn irq() {
 /// The common exception dispatcher, called by the entry assembly with the
 /// vector slot that was taken.
 extern "C" fn aarch64_trap(regs: &mut PtRegs, slot: u64) {
+    let kind = if slot == Slot::CurrentSpxIrq as u64 { Context::Irq } else { Context::Exception };
+    let previous = context::enter(kind);
+    dispatch(regs, slot);
+    context::leave(previous);
+}
+
+fn dispatch(regs: &mut PtRegs, slot: u64) {
     match slot {
         s if s == Slot::CurrentSpxSync as u64 => synchronous(regs),
         s if s == Slot::CurrentSpxIrq as u64 => irq(),

@@ -6,6 +6,10 @@
 //! write-back memory in 2 MiB blocks, except the kernel image, which gets
 //! 4 KiB pages so that text is read-only and executable, rodata read-only,
 //! and data/bss/stack/heap read-write and never executable.
+//!
+//! Text is patched through a second, writable, never-executable mapping of the
+//! text pages at [`ALIAS_BASE`] (as Linux's `text_poke` does), whose level-1
+//! entry is valid only while a patch batch runs.
 
 use core::arch::{asm, naked_asm};
 
@@ -40,6 +44,13 @@ const RAM_GIB: usize = 1;
 /// Level-3 tables available for the kernel image: 32 MiB of image.
 const IMAGE_TABLES: usize = 16;
 
+/// Where the writable alias of the text lives while a patch batch runs
+/// (level-1 slot 3: 3 GiB).
+const ALIAS_BASE: usize = 3 * GIB;
+const ALIAS_L1_SLOT: usize = 3;
+/// Level-3 tables for the alias: 16 MiB of text.
+const ALIAS_TABLES: usize = 8;
+
 /// An address no mapping covers (64 GiB): touching it faults.
 pub const UNMAPPED_ADDRESS: usize = 0x10_0000_0000;
 
@@ -52,10 +63,17 @@ struct PageTables {
     level1: Table,
     ram: Table,
     image: [Table; IMAGE_TABLES],
+    alias_l2: Table,
+    alias: [Table; ALIAS_TABLES],
 }
 
-static TABLES: BootCell<PageTables> =
-    BootCell::new(PageTables { level1: EMPTY, ram: EMPTY, image: [EMPTY; IMAGE_TABLES] });
+static TABLES: BootCell<PageTables> = BootCell::new(PageTables {
+    level1: EMPTY,
+    ram: EMPTY,
+    image: [EMPTY; IMAGE_TABLES],
+    alias_l2: EMPTY,
+    alias: [EMPTY; ALIAS_TABLES],
+});
 
 /// Leaf descriptor flags for a 4 KiB page of the image region.
 fn page_flags(addr: usize) -> u64 {
@@ -90,6 +108,7 @@ pub(crate) fn init() {
         };
     }
     tables.level1.0[RAM_GIB] = &tables.ram as *const Table as u64 | VALID | TABLE;
+    build_text_alias(tables);
     let root = &tables.level1 as *const Table as u64;
     // SAFETY: the tables identity-map everything the kernel touches (image,
     // stacks, heap, devices), so turning translation on changes no address.
@@ -111,6 +130,52 @@ pub(crate) fn init() {
             options(nostack)
         );
     }
+}
+
+/// Fills the alias tables: text page `i` at `ALIAS_BASE + i * 4 KiB`,
+/// writable and never executable. The level-1 slot stays empty for now.
+fn build_text_alias(tables: &mut PageTables) {
+    let text = layout::text();
+    let pages = text.len().div_ceil(PAGE);
+    assert!(pages <= ALIAS_TABLES * 512, "kernel text too large for the patching alias");
+    for (index, table) in tables.alias.iter_mut().enumerate() {
+        for (slot, pte) in table.0.iter_mut().enumerate() {
+            let page = index * 512 + slot;
+            if page < pages {
+                *pte = (text.start + page * PAGE) as u64 | NORMAL | TABLE | PRIVILEGED_NO_EXECUTE;
+            }
+        }
+        tables.alias_l2.0[index] = table as *const Table as u64 | VALID | TABLE;
+    }
+}
+
+/// Makes the writable text alias visible. Only the patch batch calls this,
+/// with interrupts masked.
+pub(crate) fn map_text_alias() {
+    // SAFETY: one word of the live level-1 table, written by the only
+    // patcher (the batch is exclusive and runs with interrupts masked); the
+    // barriers make the walker see it before the first alias access.
+    unsafe {
+        let level1 = &mut TABLES.get().level1;
+        let l2 = &TABLES.get().alias_l2 as *const Table as u64;
+        core::ptr::write_volatile(&mut level1.0[ALIAS_L1_SLOT], l2 | VALID | TABLE);
+        asm!("dsb ishst", "isb", options(nostack));
+    }
+}
+
+/// Removes the text alias and invalidates the TLB.
+pub(crate) fn unmap_text_alias() {
+    // SAFETY: as for `map_text_alias`; after the TLB invalidation no
+    // translation of the alias survives.
+    unsafe {
+        core::ptr::write_volatile(&mut TABLES.get().level1.0[ALIAS_L1_SLOT], 0);
+        asm!("dsb ishst", "tlbi vmalle1", "dsb ish", "isb", options(nostack));
+    }
+}
+
+/// The alias address of text address `addr`.
+pub(crate) fn text_alias(addr: usize) -> usize {
+    ALIAS_BASE + (addr - layout::text().start)
 }
 
 /// Copies `len` bytes from `src` to `dst`; returns how many were *not* copied

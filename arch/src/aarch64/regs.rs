@@ -64,3 +64,106 @@ impl fmt::Display for PtRegs {
         writeln!(f, "   pc: {:#018x}  pstate: {:#010x}", self.pc, self.pstate)
     }
 }
+
+// ---- What the tracing trampolines save (see `crate::ftrace_abi`) ----
+
+use crate::ftrace_abi::{RegisterInfo, ReturnAddress, Saved};
+
+/// Arguments passed in registers (AAPCS64: x0-x7).
+pub const ARGUMENT_REGISTERS: usize = 8;
+
+/// aarch64 functions find their return address in the link register.
+pub const RETURN_ADDRESS: ReturnAddress = ReturnAddress::LinkRegister;
+
+const ENTRY: u8 = Saved::EntryArgs.bit() | Saved::EntryFull.bit();
+const RETURN: u8 = Saved::Return.bit();
+const FULL: u8 = Saved::EntryFull.bit();
+
+macro_rules! x {
+    ($n:literal, $saved_by:expr) => {
+        RegisterInfo {
+            names: &[concat!("x", stringify!($n))],
+            offset: offset_of!(PtRegs, regs) + 8 * $n,
+            saved_by: $saved_by,
+        }
+    };
+}
+
+/// Every register, and which saves record it: the entry save keeps x0-x7
+/// (arguments), x8 (indirect result), fp, lr (the traced function's return
+/// address), sp and pc; the return save keeps x0-x7, fp, sp (and pc, the
+/// address returned to).
+pub const REGISTERS: &[RegisterInfo] = &[
+    x!(0, ENTRY | RETURN),
+    x!(1, ENTRY | RETURN),
+    x!(2, ENTRY | RETURN),
+    x!(3, ENTRY | RETURN),
+    x!(4, ENTRY | RETURN),
+    x!(5, ENTRY | RETURN),
+    x!(6, ENTRY | RETURN),
+    x!(7, ENTRY | RETURN),
+    x!(8, ENTRY),
+    x!(9, FULL),
+    x!(10, FULL),
+    x!(11, FULL),
+    x!(12, FULL),
+    x!(13, FULL),
+    x!(14, FULL),
+    x!(15, FULL),
+    x!(16, FULL),
+    x!(17, FULL),
+    x!(18, FULL),
+    x!(19, FULL),
+    x!(20, FULL),
+    x!(21, FULL),
+    x!(22, FULL),
+    x!(23, FULL),
+    x!(24, FULL),
+    x!(25, FULL),
+    x!(26, FULL),
+    x!(27, FULL),
+    x!(28, FULL),
+    RegisterInfo { names: &["x29", "fp"], offset: offset_of!(PtRegs, regs) + 8 * 29, saved_by: ENTRY | RETURN },
+    RegisterInfo { names: &["x30", "lr"], offset: offset_of!(PtRegs, regs) + 8 * 30, saved_by: ENTRY },
+    RegisterInfo { names: &["sp"], offset: offset_of!(PtRegs, sp), saved_by: ENTRY | RETURN },
+    RegisterInfo { names: &["pc"], offset: offset_of!(PtRegs, pc), saved_by: ENTRY | RETURN },
+    RegisterInfo { names: &["pstate"], offset: offset_of!(PtRegs, pstate), saved_by: FULL },
+];
+
+/// AAPCS64 passes arguments past x7 on the stack; the tracer exposes only the
+/// register arguments (as Linux's arm64 `ftrace_regs` does).
+pub(crate) fn stack_argument_slot(_sp: usize, _n: usize) -> Option<usize> {
+    None
+}
+
+impl PtRegs {
+    /// Argument register `n` (< [`ARGUMENT_REGISTERS`]).
+    pub(crate) fn argument_register(&self, n: usize) -> u64 {
+        self.regs[n]
+    }
+
+    /// The return-value register (x0).
+    pub fn return_value(&self) -> u64 {
+        self.regs[0]
+    }
+
+    /// Sets the return-value register (x0).
+    pub fn set_return_value(&mut self, value: u64) {
+        self.regs[0] = value;
+    }
+
+    /// Sets the stack pointer the saved context resumes with.
+    pub fn set_sp(&mut self, sp: usize) {
+        self.sp = sp as u64;
+    }
+
+    /// The link register (x30).
+    pub(crate) fn link_register(&self) -> Option<usize> {
+        Some(self.regs[30] as usize)
+    }
+
+    /// Sets the link register (x30).
+    pub(crate) fn set_link_register(&mut self, address: usize) {
+        self.regs[30] = address as u64;
+    }
+}

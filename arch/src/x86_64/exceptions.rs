@@ -22,6 +22,7 @@ use core::mem::{offset_of, size_of};
 
 use super::regs::PtRegs;
 use super::{gdt, pic};
+use crate::context::{self, Context};
 use crate::fault::{self, RecoveredFault};
 
 /// Vectors with entry stubs: the 32 exceptions and the 16 remapped PIC IRQs.
@@ -256,7 +257,9 @@ fn report(regs: &PtRegs, address: Option<usize>) {
     if let Some(address) = address {
         let _ = write!(console, ", address {address:#018x}");
     }
-    let _ = write!(console, "\n  at ip {:#018x}\n{regs}", regs.rip);
+    let _ = write!(console, "\n  at ip {:#018x} ", regs.rip);
+    let _ = crate::print::write_code_address(&mut console, regs.ip());
+    let _ = write!(console, "\n{regs}");
 }
 
 fn unhandled(regs: &PtRegs, address: Option<usize>) -> ! {
@@ -274,6 +277,13 @@ fn unhandled(regs: &PtRegs, address: Option<usize>) -> ! {
 
 /// The common exception dispatcher, called by the entry assembly.
 extern "C" fn x86_64_trap(regs: &mut PtRegs) {
+    let kind = if regs.vector >= u64::from(pic::IRQ_BASE) { Context::Irq } else { Context::Exception };
+    let previous = context::enter(kind);
+    dispatch(regs);
+    context::leave(previous);
+}
+
+fn dispatch(regs: &mut PtRegs) {
     match regs.vector {
         BREAKPOINT => {
             // RIP already points past the one-byte int3.

@@ -6,6 +6,11 @@
 //! read-only, data/bss/stack/heap read-write and non-executable. No page is
 //! ever writable and executable; CR0.WP makes read-only binding for the kernel
 //! itself. The 3-4 GiB hole (local APIC, I/O APIC) is mapped uncached.
+//!
+//! Text is patched through a second, writable, non-executable mapping of the
+//! text pages at [`ALIAS_BASE`] (as Linux's `text_poke` does). Its tables are
+//! built at boot but hang off a PML4 slot that is present only while a patch
+//! batch runs ([`map_text_alias`] / [`unmap_text_alias`]).
 
 use core::arch::naked_asm;
 
@@ -29,6 +34,13 @@ const MMIO_HOLE: usize = 0xc000_0000;
 /// 4 KiB tables available for the kernel image: 32 MiB of image.
 const IMAGE_TABLES: usize = 16;
 
+/// Where the writable alias of the text lives while a patch batch runs
+/// (PML4 slot 2: 1 TiB).
+const ALIAS_BASE: usize = 0x100_0000_0000;
+const ALIAS_PML4_SLOT: usize = 2;
+/// 4 KiB tables for the alias: 16 MiB of text.
+const ALIAS_TABLES: usize = 8;
+
 /// An address no mapping covers (64 GiB): touching it page-faults.
 pub const UNMAPPED_ADDRESS: usize = 0x10_0000_0000;
 
@@ -42,6 +54,9 @@ struct PageTables {
     pdpt: Table,
     pd: [Table; MAPPED_GIB],
     image: [Table; IMAGE_TABLES],
+    alias_pdpt: Table,
+    alias_pd: Table,
+    alias: [Table; ALIAS_TABLES],
 }
 
 static TABLES: BootCell<PageTables> = BootCell::new(PageTables {
@@ -49,6 +64,9 @@ static TABLES: BootCell<PageTables> = BootCell::new(PageTables {
     pdpt: EMPTY,
     pd: [EMPTY; MAPPED_GIB],
     image: [EMPTY; IMAGE_TABLES],
+    alias_pdpt: EMPTY,
+    alias_pd: EMPTY,
+    alias: [EMPTY; ALIAS_TABLES],
 });
 
 /// Leaf flags for a 4 KiB page of the image region.
@@ -92,11 +110,60 @@ pub(crate) fn init() {
         tables.pdpt.0[gib] = pd as *const Table as u64 | PRESENT | WRITABLE;
     }
     tables.pml4.0[0] = &tables.pdpt as *const Table as u64 | PRESENT | WRITABLE;
+    build_text_alias(tables);
     let frame = PhysFrame::containing_address(PhysAddr::new(&tables.pml4 as *const Table as u64));
     // SAFETY: the new tables identity-map everything the kernel uses (image,
     // stacks, heap, devices) at the same addresses as the boot tables, so
     // execution continues seamlessly after the switch.
     unsafe { Cr3::write(frame, Cr3Flags::empty()) };
+}
+
+/// Fills the alias tables: text page `i` at `ALIAS_BASE + i * 4 KiB`,
+/// writable and never executable. The PML4 slot stays empty for now.
+fn build_text_alias(tables: &mut PageTables) {
+    let text = layout::text();
+    let pages = text.len().div_ceil(PAGE);
+    assert!(pages <= ALIAS_TABLES * 512, "kernel text too large for the patching alias");
+    for (index, table) in tables.alias.iter_mut().enumerate() {
+        for (slot, pte) in table.0.iter_mut().enumerate() {
+            let page = index * 512 + slot;
+            if page < pages {
+                *pte = (text.start + page * PAGE) as u64 | PRESENT | WRITABLE | NO_EXECUTE;
+            }
+        }
+        tables.alias_pd.0[index] = table as *const Table as u64 | PRESENT | WRITABLE;
+    }
+    tables.alias_pdpt.0[0] = &tables.alias_pd as *const Table as u64 | PRESENT | WRITABLE;
+}
+
+/// Makes the writable text alias visible. Only the patch batch calls this,
+/// with interrupts masked.
+pub(crate) fn map_text_alias() {
+    // SAFETY: one word of the live PML4, written by the only patcher (the
+    // batch is exclusive and runs with interrupts masked). A not-present
+    // entry is never cached, so no flush is needed to make it present.
+    unsafe {
+        let pml4 = &mut TABLES.get().pml4;
+        let pdpt = &TABLES.get().alias_pdpt as *const Table as u64;
+        core::ptr::write_volatile(&mut pml4.0[ALIAS_PML4_SLOT], pdpt | PRESENT | WRITABLE);
+    }
+}
+
+/// Removes the text alias and flushes the TLB. Reloading CR3 also
+/// serializes the CPU, so it fetches the patched instructions afresh.
+pub(crate) fn unmap_text_alias() {
+    // SAFETY: as for `map_text_alias`; the CR3 reload reinstalls the same
+    // tables, dropping every cached translation of the alias.
+    unsafe {
+        core::ptr::write_volatile(&mut TABLES.get().pml4.0[ALIAS_PML4_SLOT], 0);
+        let (frame, flags) = Cr3::read();
+        Cr3::write(frame, flags);
+    }
+}
+
+/// The alias address of text address `addr`.
+pub(crate) fn text_alias(addr: usize) -> usize {
+    ALIAS_BASE + (addr - layout::text().start)
 }
 
 /// Copies `len` bytes from `src` to `dst`; returns how many were *not* copied

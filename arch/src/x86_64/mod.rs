@@ -7,7 +7,9 @@ pub mod console;
 pub mod cpu;
 pub mod exceptions;
 pub mod exit;
+pub mod ftrace;
 pub mod mm;
+pub mod patch;
 pub mod regs;
 pub mod timer;
 

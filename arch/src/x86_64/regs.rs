@@ -110,3 +110,86 @@ impl fmt::Display for PtRegs {
         writeln!(f, "      cs: {:#06x}      ss: {:#06x}", self.cs, self.ss)
     }
 }
+
+// ---- What the tracing trampolines save (see `crate::ftrace_abi`) ----
+
+use crate::ftrace_abi::{RegisterInfo, ReturnAddress, Saved};
+
+/// Arguments passed in registers (System V: rdi, rsi, rdx, rcx, r8, r9).
+pub const ARGUMENT_REGISTERS: usize = 6;
+
+/// x86_64 functions find their return address on the stack.
+pub const RETURN_ADDRESS: ReturnAddress = ReturnAddress::Stack;
+
+const ENTRY: u8 = Saved::EntryArgs.bit() | Saved::EntryFull.bit();
+const RETURN: u8 = Saved::Return.bit();
+const FULL: u8 = Saved::EntryFull.bit();
+
+macro_rules! register {
+    ([$($name:literal),+], $field:ident, $saved_by:expr) => {
+        RegisterInfo { names: &[$($name),+], offset: offset_of!(PtRegs, $field), saved_by: $saved_by }
+    };
+}
+
+/// Every register, and which saves record it: the entry save keeps the six
+/// argument registers, rax (return value; also the vector count of variadic
+/// calls), rbp, rsp and rip; the return save keeps rax, rdx, rbp, rsp (and
+/// rip, the address returned to).
+pub const REGISTERS: &[RegisterInfo] = &[
+    register!(["rdi", "di"], rdi, ENTRY),
+    register!(["rsi", "si"], rsi, ENTRY),
+    register!(["rdx", "dx"], rdx, ENTRY | RETURN),
+    register!(["rcx", "cx"], rcx, ENTRY),
+    register!(["r8"], r8, ENTRY),
+    register!(["r9"], r9, ENTRY),
+    register!(["rax", "ax"], rax, ENTRY | RETURN),
+    register!(["rbp", "bp"], rbp, ENTRY | RETURN),
+    register!(["rsp", "sp"], rsp, ENTRY | RETURN),
+    register!(["rip", "ip"], rip, ENTRY | RETURN),
+    register!(["rbx", "bx"], rbx, FULL),
+    register!(["r10"], r10, FULL),
+    register!(["r11"], r11, FULL),
+    register!(["r12"], r12, FULL),
+    register!(["r13"], r13, FULL),
+    register!(["r14"], r14, FULL),
+    register!(["r15"], r15, FULL),
+    register!(["rflags", "flags"], rflags, FULL),
+    register!(["cs"], cs, FULL),
+    register!(["ss"], ss, FULL),
+];
+
+/// Where argument `n` (>= [`ARGUMENT_REGISTERS`]) lives at entry: above the
+/// return address, one slot each.
+pub(crate) fn stack_argument_slot(sp: usize, n: usize) -> Option<usize> {
+    Some(sp + 8 + 8 * (n - ARGUMENT_REGISTERS))
+}
+
+impl PtRegs {
+    /// Argument register `n` (< [`ARGUMENT_REGISTERS`]).
+    pub(crate) fn argument_register(&self, n: usize) -> u64 {
+        [self.rdi, self.rsi, self.rdx, self.rcx, self.r8, self.r9][n]
+    }
+
+    /// The return-value register (rax).
+    pub fn return_value(&self) -> u64 {
+        self.rax
+    }
+
+    /// Sets the return-value register (rax).
+    pub fn set_return_value(&mut self, value: u64) {
+        self.rax = value;
+    }
+
+    /// Sets the stack pointer the saved context resumes with.
+    pub fn set_sp(&mut self, sp: usize) {
+        self.rsp = sp as u64;
+    }
+
+    /// x86_64 has no link register.
+    pub(crate) fn link_register(&self) -> Option<usize> {
+        None
+    }
+
+    /// x86_64 has no link register: never called (RETURN_ADDRESS is Stack).
+    pub(crate) fn set_link_register(&mut self, _address: usize) {}
+}

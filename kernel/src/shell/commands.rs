@@ -1,7 +1,13 @@
 //! The command table.
 
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use ftrace::FilterMode;
+
 use super::{Invocation, ShellError};
-use crate::println;
+use crate::console::LineWriter;
+use crate::{println, tracefs, workload};
 
 /// One shell command.
 pub struct Command {
@@ -19,6 +25,9 @@ const COMMANDS: &[Command] = &[
         summary: "print TEXT, or write it to a file",
         run: echo,
     },
+    Command { name: "ls", usage: "ls", summary: "list the tracing files", run: ls },
+    Command { name: "cat", usage: "cat FILE", summary: "print a tracing file", run: cat },
+    Command { name: "run", usage: "run fib N | run fs", summary: "run a built-in workload", run: run },
     Command { name: "uptime", usage: "uptime", summary: "timer ticks and seconds since boot", run: uptime },
     Command { name: "meminfo", usage: "meminfo", summary: "heap used and free", run: meminfo },
     Command { name: "poweroff", usage: "poweroff", summary: "power off (QEMU exits with status 0)", run: poweroff },
@@ -50,15 +59,45 @@ fn help(invocation: &Invocation) -> Result<(), ShellError> {
 
 fn echo(invocation: &Invocation) -> Result<(), ShellError> {
     let text = invocation.args.join(" ");
-    match invocation.redirect {
+    let (file, mode) = match invocation.redirect {
         None => {
             println!("{text}");
-            Ok(())
+            return Ok(());
         }
-        Some(::shell::Redirect::Truncate(file) | ::shell::Redirect::Append(file)) => {
-            Err(ShellError::Failed(alloc::format!("no such file: {file}")))
-        }
+        Some(::shell::Redirect::Truncate(file)) => (file, FilterMode::Replace),
+        Some(::shell::Redirect::Append(file)) => (file, FilterMode::Append),
+    };
+    tracefs::write(file, &text, mode).map_err(|e| ShellError::Failed(e.to_string()))
+}
+
+fn ls(invocation: &Invocation) -> Result<(), ShellError> {
+    no_arguments("ls", invocation)?;
+    for name in tracefs::names() {
+        println!("{name}");
     }
+    Ok(())
+}
+
+fn cat(invocation: &Invocation) -> Result<(), ShellError> {
+    let [file] = invocation.args else { return Err(ShellError::Usage("cat FILE")) };
+    if invocation.redirect.is_some() {
+        return Err(ShellError::NoRedirect("cat"));
+    }
+    let mut out = LineWriter::default();
+    tracefs::read(file, &mut out).map_err(|e| ShellError::Failed(e.to_string()))
+}
+
+fn run(invocation: &Invocation) -> Result<(), ShellError> {
+    let Some((name, args)) = invocation.args.split_first() else {
+        return Err(ShellError::Usage("run fib N | run fs"));
+    };
+    if invocation.redirect.is_some() {
+        return Err(ShellError::NoRedirect("run"));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let output = workload::run(name, &args).map_err(|e| ShellError::Failed(e.to_string()))?;
+    println!("{output}");
+    Ok(())
 }
 
 fn uptime(invocation: &Invocation) -> Result<(), ShellError> {

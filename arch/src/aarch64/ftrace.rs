@@ -1,0 +1,223 @@
+//! aarch64 function-entry tracing: site geometry, instruction encodings, and
+//! the two trampolines.
+//!
+//! # A site
+//!
+//! Every traced function `F` is compiled with `-Zpatchable-function-entry=4,2`
+//! (and 8-byte function alignment, so the literal is aligned):
+//!
+//! ```text
+//! F-8:  nop; nop          the ops literal (never executed)
+//! F:    nop               -> `mov x9, x30` once at boot (PREPARE)
+//! F+4:  nop               <-> `bl ftrace_caller` / `bl ftrace_regs_caller`
+//! F+8:  the function's prologue
+//! ```
+//!
+//! Enabling and disabling then flip one 4-byte instruction, which a single
+//! aligned store changes atomically. `x9` is a temporary register at function
+//! entry (AAPCS64), free to carry the caller's return address.
+//!
+//! # The trampolines
+//!
+//! Entered by the `bl` with x30 = `F+8` and x9 = the caller's return address.
+//! Each builds a [`CallerFrame`]: an `FtraceRegs` (sparse in `ftrace_caller`,
+//! full in `ftrace_regs_caller`) whose x30 slot holds the *traced function's*
+//! return address (x9), and two frame records so that backtraces taken inside
+//! a callback show the traced function and its caller. It calls
+//! `literal->func(F, parent_ip, literal, &fregs)`, where the literal is the
+//! doubleword at `F-8 = x30-16`.
+//!
+//! Afterwards it restores the saved registers, puts the (possibly changed)
+//! return address back in x30 and the stack pointer back, and branches through
+//! x16 (a scratch register at calls) to `F+8`, or to the instruction pointer a
+//! callback set (`IPMODIFY`; `override_function_with_return` sets it to the
+//! return address, skipping the function).
+
+use core::arch::global_asm;
+use core::mem::{offset_of, size_of};
+
+use crate::ftrace_abi::{
+    FtraceRegs, OutOfRange, PtRegs, Saved, Trampoline, FTRACE_REGS_PT, FTRACE_REGS_SAVED, SITE_CALL_FUNC,
+};
+
+/// Bytes of the patchable instruction at a site.
+pub const INSN_LEN: usize = 4;
+/// A patchable instruction.
+pub type Insn = [u8; INSN_LEN];
+/// Where the patchable instruction sits, from the function's address.
+pub const CALL_OFFSET: usize = 4;
+/// The compiled NOP.
+pub const NOP: Insn = 0xd503_201f_u32.to_le_bytes();
+/// `mov x9, x30` (orr x9, xzr, x30).
+pub const MOV_X9_X30: Insn = 0xaa1e_03e9_u32.to_le_bytes();
+/// The bytes of an unused ops literal (the compiler's two prefix NOPs).
+pub const LITERAL_NOPS: u64 = 0xd503_201f_d503_201f;
+
+/// Instructions each site needs changed once at boot, before it is first
+/// enabled: (offset from the function, compiled bytes, prepared bytes).
+pub const PREPARE: &[(usize, Insn, Insn)] = &[(0, NOP, MOV_X9_X30)];
+
+/// `bl target` placed at `at`; `bl` reaches +-128 MiB.
+pub fn call_insn(at: usize, target: usize) -> Result<Insn, OutOfRange> {
+    let offset = (target as i64).wrapping_sub(at as i64);
+    if offset % 4 != 0 || !(-(1 << 27)..(1 << 27)).contains(&offset) {
+        return Err(OutOfRange { from: at, to: target });
+    }
+    let imm26 = ((offset >> 2) as u32) & 0x03ff_ffff;
+    Ok((0x9400_0000 | imm26).to_le_bytes())
+}
+
+/// The trampolines' stack frame, lowest address first.
+#[repr(C)]
+struct CallerFrame {
+    fregs: FtraceRegs,
+    _pad: u64,
+    /// Frame record of the traced function: (caller record, F+8).
+    function_record: [u64; 2],
+    /// Frame record of the caller: (caller's x29, parent ip).
+    callsite_record: [u64; 2],
+}
+
+const FRAME: usize = size_of::<CallerFrame>();
+const PT: usize = offset_of!(CallerFrame, fregs) + FTRACE_REGS_PT;
+const X0: usize = PT + offset_of!(PtRegs, regs);
+
+const _: () = {
+    assert!(FRAME % 16 == 0, "sp stays 16-byte aligned");
+    assert!(FRAME <= 504, "stp/ldp immediate offsets reach the whole frame");
+    assert!(offset_of!(CallerFrame, fregs) == 0, "callbacks get &fregs = sp");
+    assert!(offset_of!(CallerFrame, function_record) % 8 == 0);
+};
+
+global_asm!(
+    r#"
+    /* Common middle part: sp, pc, the frame records, then
+       literal->func(ip = F, parent_ip = x9, literal, &fregs). */
+    .macro ftrace_call_ops
+    str x29, [sp, #({x0} + 29 * 8)]
+    str x9, [sp, #({x0} + 30 * 8)]      /* lr: the traced function's return address */
+    add x10, sp, #{frame}
+    str x10, [sp, #({pt} + {sp})]
+    sub x11, x30, #8                    /* ip = F */
+    str x11, [sp, #({pt} + {pc})]
+    stp x29, x9, [sp, #{callsite}]
+    add x29, sp, #{callsite}
+    stp x29, x30, [sp, #{function_record}]
+    add x29, sp, #{function_record}
+    ldur x2, [x30, #-16]                /* the ops literal at F-8 */
+    mov x0, x11
+    mov x1, x9
+    mov x3, sp
+    ldr x4, [x2, #{func}]
+    blr x4
+    /* x16 = where to resume: F+8, or the ip a callback set. */
+    ldr x16, [sp, #({pt} + {pc})]
+    ldr x10, [sp, #({function_record} + 8)]
+    sub x11, x10, #8
+    cmp x16, x11
+    csel x16, x10, x16, eq
+    .endm
+
+    /* The argument registers (and x8, the indirect result register). */
+    .macro ftrace_save_arg_regs
+    stp x0, x1, [sp, #({x0} + 0 * 8)]
+    stp x2, x3, [sp, #({x0} + 2 * 8)]
+    stp x4, x5, [sp, #({x0} + 4 * 8)]
+    stp x6, x7, [sp, #({x0} + 6 * 8)]
+    str x8, [sp, #({x0} + 8 * 8)]
+    .endm
+
+    .macro ftrace_restore_arg_regs
+    ldp x0, x1, [sp, #({x0} + 0 * 8)]
+    ldp x2, x3, [sp, #({x0} + 2 * 8)]
+    ldp x4, x5, [sp, #({x0} + 4 * 8)]
+    ldp x6, x7, [sp, #({x0} + 6 * 8)]
+    ldr x8, [sp, #({x0} + 8 * 8)]
+    .endm
+
+    .pushsection .text.ftrace, "ax"
+    .p2align 3
+    .global ftrace_caller
+ftrace_caller:
+    sub sp, sp, #{frame}
+    ftrace_save_arg_regs
+    mov x10, #{saved_args}
+    str x10, [sp, #{saved}]
+    ftrace_call_ops
+    ftrace_restore_arg_regs
+    ldr x29, [sp, #({x0} + 29 * 8)]
+    ldr x30, [sp, #({x0} + 30 * 8)]
+    ldr x10, [sp, #({pt} + {sp})]
+    mov sp, x10
+    br x16
+
+    .p2align 3
+    .global ftrace_regs_caller
+ftrace_regs_caller:
+    sub sp, sp, #{frame}
+    ftrace_save_arg_regs
+    str x9, [sp, #({x0} + 9 * 8)]
+    stp x10, x11, [sp, #({x0} + 10 * 8)]
+    stp x12, x13, [sp, #({x0} + 12 * 8)]
+    stp x14, x15, [sp, #({x0} + 14 * 8)]
+    stp x16, x17, [sp, #({x0} + 16 * 8)]
+    stp x18, x19, [sp, #({x0} + 18 * 8)]
+    stp x20, x21, [sp, #({x0} + 20 * 8)]
+    stp x22, x23, [sp, #({x0} + 22 * 8)]
+    stp x24, x25, [sp, #({x0} + 24 * 8)]
+    stp x26, x27, [sp, #({x0} + 26 * 8)]
+    str x28, [sp, #({x0} + 28 * 8)]
+    mrs x10, nzcv
+    mrs x11, daif
+    orr x10, x10, x11
+    mov x11, #5                         /* EL1h: CurrentEL 1, SPSel 1 */
+    orr x10, x10, x11
+    str x10, [sp, #({pt} + {pstate})]
+    mov x10, #{saved_full}
+    str x10, [sp, #{saved}]
+    ftrace_call_ops
+    ldr x17, [sp, #({pt} + {pstate})]
+    msr nzcv, x17
+    ftrace_restore_arg_regs
+    ldr x9, [sp, #({x0} + 9 * 8)]
+    ldp x10, x11, [sp, #({x0} + 10 * 8)]
+    ldp x12, x13, [sp, #({x0} + 12 * 8)]
+    ldp x14, x15, [sp, #({x0} + 14 * 8)]
+    ldp x18, x19, [sp, #({x0} + 18 * 8)]
+    ldp x20, x21, [sp, #({x0} + 20 * 8)]
+    ldp x22, x23, [sp, #({x0} + 22 * 8)]
+    ldp x24, x25, [sp, #({x0} + 24 * 8)]
+    ldp x26, x27, [sp, #({x0} + 26 * 8)]
+    ldp x28, x29, [sp, #({x0} + 28 * 8)]
+    ldr x30, [sp, #({x0} + 30 * 8)]
+    ldr x17, [sp, #({pt} + {sp})]
+    mov sp, x17
+    br x16
+    .popsection
+"#,
+    frame = const FRAME,
+    pt = const PT,
+    x0 = const X0,
+    sp = const offset_of!(PtRegs, sp),
+    pc = const offset_of!(PtRegs, pc),
+    pstate = const offset_of!(PtRegs, pstate),
+    saved = const offset_of!(CallerFrame, fregs) + FTRACE_REGS_SAVED,
+    saved_args = const Saved::EntryArgs as u64,
+    saved_full = const Saved::EntryFull as u64,
+    callsite = const offset_of!(CallerFrame, callsite_record),
+    function_record = const offset_of!(CallerFrame, function_record),
+    func = const SITE_CALL_FUNC,
+);
+
+extern "C" {
+    fn ftrace_caller();
+    fn ftrace_regs_caller();
+}
+
+/// The address a site calls for `trampoline`.
+pub fn trampoline_address(trampoline: Trampoline) -> usize {
+    match trampoline {
+        Trampoline::Args => ftrace_caller as *const () as usize,
+        Trampoline::Regs => ftrace_regs_caller as *const () as usize,
+    }
+}

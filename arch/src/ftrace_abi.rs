@@ -1,0 +1,307 @@
+//! The contract between the tracing trampolines and generic tracing code:
+//! [`FtraceRegs`], the registers a trampoline saved, and [`SiteCall`], what a
+//! patched site calls.
+//!
+//! # FtraceRegs: sparse or full
+//!
+//! `FtraceRegs` wraps the architecture's [`PtRegs`], but a trampoline fills
+//! only part of it, and says which part in [`Saved`]:
+//!
+//! - [`Saved::EntryArgs`] (the `ftrace_caller` fast path): what the calling
+//!   convention makes meaningful at a function's entry: argument registers,
+//!   the return-value register, frame pointer, stack pointer, return address
+//!   and instruction pointer. Nothing else is stored, so reading anything else
+//!   would read stale stack memory: every accessor refuses to.
+//! - [`Saved::EntryFull`] (`ftrace_regs_caller`, for `SAVE_REGS` ops): the
+//!   whole `PtRegs`, as exception entry saves it; [`FtraceRegs::regs`] hands it
+//!   out.
+//! - [`Saved::Return`] (the return trampoline): only the return-value
+//!   registers, frame pointer and stack pointer.
+//!
+//! Which `PtRegs` fields each save records is the architecture's
+//! `regs::REGISTERS` table; [`FtraceRegs::query_register_offset`] answers from
+//! it and never returns an offset into unsaved memory.
+//!
+//! # SiteCall
+//!
+//! Eight bytes in front of every traced function hold a pointer (the "ops
+//! literal"). An enabled site's trampoline loads it and calls
+//! `(*literal).func(ip, parent_ip, literal, fregs)`. Generic code puts a
+//! `SiteCall` first in every object a site can point at (an ops, a per-site
+//! list of ops), so one indirect call reaches the right handler whatever the
+//! number of ops or traced functions.
+
+use core::fmt;
+use core::mem::offset_of;
+
+pub use crate::regs::PtRegs;
+use crate::regs::{self, ARGUMENT_REGISTERS, RETURN_ADDRESS};
+
+/// Where a function finds its return address at entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReturnAddress {
+    /// In the stack slot the stack pointer points at (x86_64).
+    Stack,
+    /// In the link register (aarch64).
+    LinkRegister,
+}
+
+/// What a trampoline stored in an [`FtraceRegs`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u64)]
+pub enum Saved {
+    /// Entry registers only (`ftrace_caller`).
+    EntryArgs = 1,
+    /// Every register (`ftrace_regs_caller`).
+    EntryFull = 2,
+    /// Return registers only (the return trampoline).
+    Return = 3,
+}
+
+impl Saved {
+    /// This save's bit in [`RegisterInfo::saved_by`].
+    pub const fn bit(self) -> u8 {
+        1 << (self as u64)
+    }
+}
+
+/// One register the trampolines may save.
+pub struct RegisterInfo {
+    /// The names `%REG` accepts (Linux's and the architecture's own).
+    pub names: &'static [&'static str],
+    /// Its offset in `PtRegs`.
+    pub offset: usize,
+    /// Which saves record it: a mask of [`Saved::bit`]s.
+    pub saved_by: u8,
+}
+
+/// Why a register cannot be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegisterError {
+    /// No register has that name on this architecture.
+    Unknown,
+    /// The register exists but the sparse entry save does not record it.
+    NotSaved,
+}
+
+impl fmt::Display for RegisterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RegisterError::Unknown => write!(f, "no such register"),
+            RegisterError::NotSaved => write!(f, "register not saved by the function-entry trampoline"),
+        }
+    }
+}
+
+/// The registers a tracing trampoline saved. See the module documentation.
+#[repr(C)]
+pub struct FtraceRegs {
+    regs: PtRegs,
+    saved: Saved,
+}
+
+/// The offset of `PtRegs` inside `FtraceRegs` (for the trampolines).
+pub const FTRACE_REGS_PT: usize = offset_of!(FtraceRegs, regs);
+/// The offset of the [`Saved`] tag (for the trampolines).
+pub const FTRACE_REGS_SAVED: usize = offset_of!(FtraceRegs, saved);
+
+impl FtraceRegs {
+    /// An entry save with the given arguments and no other state, as tests
+    /// and `partial_regs` consumers build one.
+    pub fn new(saved: Saved) -> Self {
+        Self { regs: PtRegs::default(), saved }
+    }
+
+    /// What this save holds.
+    pub fn saved(&self) -> Saved {
+        self.saved
+    }
+
+    fn records(&self, offset: usize) -> bool {
+        regs::REGISTERS
+            .iter()
+            .any(|info| info.offset == offset && info.saved_by & self.saved.bit() != 0)
+    }
+
+    /// The traced function's address (on entry) or where it returns to (on
+    /// return).
+    pub fn instruction_pointer(&self) -> usize {
+        self.regs.ip()
+    }
+
+    /// Makes the trampoline resume at `ip` instead: the function's entry state
+    /// (arguments, stack, return address) is kept, so `ip` may be a
+    /// replacement function with the same signature (needs `IPMODIFY`).
+    pub fn set_instruction_pointer(&mut self, ip: usize) {
+        self.regs.set_ip(ip);
+    }
+
+    /// Whether the function-entry arguments are available.
+    pub fn has_args(&self) -> bool {
+        matches!(self.saved, Saved::EntryArgs | Saved::EntryFull)
+    }
+
+    /// Argument `n` of the traced function (0-based), at entry. Arguments past
+    /// the registers are read from the caller's stack where the architecture
+    /// passes them there (x86_64: n >= 6), fault-tolerantly.
+    pub fn argument(&self, n: usize) -> Option<u64> {
+        if !self.has_args() {
+            return None;
+        }
+        if n < ARGUMENT_REGISTERS {
+            return Some(self.regs.argument_register(n));
+        }
+        let slot = regs::stack_argument_slot(self.regs.sp(), n)?;
+        crate::fault::read_u64_nofault(slot)
+    }
+
+    /// The stack pointer at the traced function's entry (or at its return).
+    pub fn stack_pointer(&self) -> usize {
+        self.regs.sp()
+    }
+
+    /// The frame pointer: at entry, the caller's frame.
+    pub fn frame_pointer(&self) -> usize {
+        self.regs.fp()
+    }
+
+    /// Where the traced function will return to (entry saves only).
+    pub fn return_address(&self) -> Option<usize> {
+        if !self.has_args() {
+            return None;
+        }
+        match RETURN_ADDRESS {
+            ReturnAddress::LinkRegister => self.regs.link_register(),
+            ReturnAddress::Stack => crate::fault::read_u64_nofault(self.regs.sp()).map(|a| a as usize),
+        }
+    }
+
+    /// Replaces the address the traced function returns to (the return hook
+    /// uses this). On architectures that keep it on the stack this writes the
+    /// stack slot directly.
+    ///
+    /// # Safety
+    /// `address` must be code that can take over from the traced function's
+    /// return (its caller's continuation, or a return trampoline).
+    pub unsafe fn set_return_address(&mut self, address: usize) {
+        match RETURN_ADDRESS {
+            ReturnAddress::LinkRegister => self.regs.set_link_register(address),
+            // SAFETY: at entry the stack pointer points at the return address
+            // slot the call pushed; the caller vouches for the new target.
+            ReturnAddress::Stack => unsafe { *(self.regs.sp() as *mut usize) = address },
+        }
+    }
+
+    /// The value in the return-value register.
+    pub fn return_value(&self) -> u64 {
+        self.regs.return_value()
+    }
+
+    /// Sets the return-value register.
+    pub fn set_return_value(&mut self, value: u64) {
+        self.regs.set_return_value(value);
+    }
+
+    /// Skips the traced function: the trampoline returns straight to its
+    /// caller (with whatever [`set_return_value`](Self::set_return_value) put
+    /// in the return register). Entry saves only; does nothing otherwise.
+    pub fn override_function_with_return(&mut self) {
+        if !self.has_args() {
+            return;
+        }
+        if let Some(return_address) = self.return_address() {
+            if RETURN_ADDRESS == ReturnAddress::Stack {
+                self.regs.set_sp(self.regs.sp() + 8);
+            }
+            self.regs.set_ip(return_address);
+        }
+    }
+
+    /// The full register set, only if the trampoline saved all of it.
+    pub fn regs(&mut self) -> Option<&mut PtRegs> {
+        (self.saved == Saved::EntryFull).then_some(&mut self.regs)
+    }
+
+    /// A `PtRegs` built from what was saved, every unsaved register zero: for
+    /// consumers that insist on a `PtRegs` without paying for a full save.
+    pub fn partial_regs(&self) -> PtRegs {
+        if self.saved == Saved::EntryFull {
+            return self.regs;
+        }
+        let mut partial = PtRegs::default();
+        let source = &self.regs as *const PtRegs as *const u8;
+        let target = &mut partial as *mut PtRegs as *mut u8;
+        for info in regs::REGISTERS.iter().filter(|info| info.saved_by & self.saved.bit() != 0) {
+            // SAFETY: `info.offset` is the offset of a u64 field of `PtRegs`
+            // (the table is built with `offset_of!`), in both structs.
+            unsafe { *(target.add(info.offset) as *mut u64) = *(source.add(info.offset) as *const u64) };
+        }
+        partial
+    }
+
+    /// The offset in `FtraceRegs` of the register called `name`, if the
+    /// function-entry save ([`Saved::EntryArgs`], what every entry save holds
+    /// at least) records it; an error otherwise, never an offset into memory
+    /// the save did not write.
+    pub fn query_register_offset(name: &str) -> Result<usize, RegisterError> {
+        let info = regs::REGISTERS
+            .iter()
+            .find(|info| info.names.contains(&name))
+            .ok_or(RegisterError::Unknown)?;
+        if info.saved_by & Saved::EntryArgs.bit() == 0 {
+            return Err(RegisterError::NotSaved);
+        }
+        Ok(FTRACE_REGS_PT + info.offset)
+    }
+
+    /// Reads the register at `offset` (from [`query_register_offset`]), if
+    /// this save recorded it.
+    ///
+    /// [`query_register_offset`]: Self::query_register_offset
+    pub fn register_at(&self, offset: usize) -> Option<u64> {
+        let field = offset.checked_sub(FTRACE_REGS_PT)?;
+        if !self.records(field) {
+            return None;
+        }
+        // SAFETY: `records` found a table entry with this offset, which is
+        // the offset of a u64 field of `PtRegs`.
+        Some(unsafe { *((&self.regs as *const PtRegs as *const u8).add(field) as *const u64) })
+    }
+
+    /// Direct access for the architecture's tests and harnesses.
+    pub fn pt_regs_mut(&mut self) -> &mut PtRegs {
+        &mut self.regs
+    }
+}
+
+/// A call instruction cannot reach its target from where it would sit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutOfRange {
+    pub from: usize,
+    pub to: usize,
+}
+
+/// Which trampoline a site calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trampoline {
+    /// `ftrace_caller`: sparse entry registers.
+    Args,
+    /// `ftrace_regs_caller`: every register.
+    Regs,
+}
+
+/// The handler a site's literal leads to. Called by the trampolines with the
+/// traced function's address, its caller's return address, the `SiteCall`
+/// itself (so the handler can find the object it is embedded in) and the
+/// saved registers.
+pub type SiteFunc = extern "C" fn(ip: usize, parent_ip: usize, call: &SiteCall, fregs: &mut FtraceRegs);
+
+/// What a site's ops literal points at. Embedded first in a `#[repr(C)]`
+/// object so that a pointer to it is a pointer to that object.
+#[repr(C)]
+pub struct SiteCall {
+    pub func: SiteFunc,
+}
+
+/// The offset of the handler in [`SiteCall`] (for the trampolines).
+pub const SITE_CALL_FUNC: usize = offset_of!(SiteCall, func);

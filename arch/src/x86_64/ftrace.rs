@@ -1,0 +1,248 @@
+//! x86_64 function-entry tracing: site geometry, instruction encodings, and
+//! the two trampolines.
+//!
+//! # A site
+//!
+//! Every traced function `F` is compiled with `-Zpatchable-function-entry=13,8`:
+//!
+//! ```text
+//! F-8:  90 90 90 90 90 90 90 90    the ops literal (never executed)
+//! F:    0f 1f 44 00 08             5-byte NOP  <->  call ftrace_caller / ftrace_regs_caller
+//! F+5:  the function's prologue
+//! ```
+//!
+//! # The trampolines
+//!
+//! Entered by the site's `call`, so `[rsp]` is `F+5` and `[rsp+8]` the
+//! caller's return address. Each builds a [`CallerFrame`] on the stack:
+//! an `FtraceRegs` (sparse in `ftrace_caller`, full in `ftrace_regs_caller`)
+//! and two frame records, one for the traced function and one for its
+//! caller, so that backtraces taken inside a callback show both. It then
+//! calls `literal->func(F, parent_ip, literal, &fregs)`.
+//!
+//! Afterwards it resumes at `F+5`, or at the new instruction pointer if a
+//! callback changed it (`IPMODIFY`, or `override_function_with_return`, which
+//! also raises the stack pointer past the return address). Both cases run the
+//! same code: the resume address is stored just below the (possibly changed)
+//! stack pointer and a single `ret` jumps there with the function's entry
+//! stack; `ftrace_regs_caller` also restores RFLAGS with `popfq`. The final
+//! stack pointer is loaded in one instruction from the frame, so an interrupt
+//! can never land on a half-built return slot.
+
+use core::arch::global_asm;
+use core::mem::{offset_of, size_of};
+
+use crate::ftrace_abi::{
+    FtraceRegs, OutOfRange, PtRegs, Saved, Trampoline, FTRACE_REGS_PT, FTRACE_REGS_SAVED, SITE_CALL_FUNC,
+};
+
+/// Bytes of the patchable instruction at a site.
+pub const INSN_LEN: usize = 5;
+/// A patchable instruction.
+pub type Insn = [u8; INSN_LEN];
+/// Where the patchable instruction sits, from the function's address.
+pub const CALL_OFFSET: usize = 0;
+/// The compiled NOP at the call slot.
+pub const NOP: Insn = [0x0f, 0x1f, 0x44, 0x00, 0x08];
+/// The bytes of an unused ops literal (the compiler's prefix NOPs).
+pub const LITERAL_NOPS: u64 = 0x9090_9090_9090_9090;
+
+/// `call target` placed at `at`.
+pub fn call_insn(at: usize, target: usize) -> Result<Insn, OutOfRange> {
+    let displacement = (target as i64).wrapping_sub((at + INSN_LEN) as i64);
+    let rel = i32::try_from(displacement).map_err(|_| OutOfRange { from: at, to: target })?;
+    let b = rel.to_le_bytes();
+    Ok([0xe8, b[0], b[1], b[2], b[3]])
+}
+
+/// Instructions each site needs changed once at boot, before it is first
+/// enabled: (offset from the function, compiled bytes, prepared bytes). On
+/// x86_64 the compiled NOP is already the disabled state: nothing.
+pub const PREPARE: &[(usize, Insn, Insn)] = &[];
+
+/// The trampolines' stack frame, lowest address first.
+#[repr(C)]
+struct CallerFrame {
+    fregs: FtraceRegs,
+    /// The stack pointer for the final `ret` (`popfq; ret` for REGS).
+    resume_sp: u64,
+    /// Frame record of the traced function: (caller record, F+5).
+    function_record: [u64; 2],
+    /// Frame record of the caller: (caller's rbp, parent ip).
+    callsite_record: [u64; 2],
+}
+
+const FRAME: usize = size_of::<CallerFrame>();
+const PT: usize = offset_of!(CallerFrame, fregs) + FTRACE_REGS_PT;
+
+const _: () = {
+    // Entered with rsp 16-byte aligned (the traced function's caller had it
+    // at 8 mod 16 after its call; the site's call pushed 8 more).
+    assert!(FRAME % 16 == 0);
+    // ftrace_regs_caller parks RFLAGS just below the resume slot, on the
+    // frame's last word, which is no longer needed by then.
+    assert!(offset_of!(CallerFrame, callsite_record) + 16 == FRAME);
+    // The callbacks get `&fregs` as the frame's own address.
+    assert!(offset_of!(CallerFrame, fregs) == 0);
+};
+
+global_asm!(
+    r#"
+    /* Common middle part: fill rsp/rip and the frame records, then call
+       literal->func(ip = F, parent_ip, literal, &fregs). */
+    .macro ftrace_call_ops
+    leaq ({frame} + 8)(%rsp), %rax      /* the function's entry rsp: at the return address */
+    movq %rax, {pt}+{rsp}(%rsp)
+    movq {frame}(%rsp), %rax            /* F+5, pushed by the site's call */
+    movq ({frame} + 8)(%rsp), %rsi      /* the caller's return address: parent_ip */
+    movq %rbp, {callsite}(%rsp)
+    movq %rsi, {callsite}+8(%rsp)
+    leaq {callsite}(%rsp), %rbp
+    movq %rbp, {function_record}(%rsp)
+    movq %rax, {function_record}+8(%rsp)
+    leaq {function_record}(%rsp), %rbp
+    movq -({insn_len} + 8)(%rax), %rdx  /* the ops literal at F-8 */
+    leaq -{insn_len}(%rax), %rdi        /* ip = F */
+    movq %rdi, {pt}+{rip}(%rsp)
+    movq %rsp, %rcx                     /* &fregs */
+    call *{func}(%rdx)
+    .endm
+
+    /* rax = where to resume (F+5, or the ip a callback set);
+       rcx = the function's stack pointer (raised by an override). */
+    .macro ftrace_resume_target
+    movq {pt}+{rip}(%rsp), %rax
+    movq {function_record}+8(%rsp), %rdx
+    leaq -{insn_len}(%rdx), %rcx
+    cmpq %rax, %rcx
+    cmoveq %rdx, %rax
+    movq {pt}+{rsp}(%rsp), %rcx
+    .endm
+
+    /* The registers meaningful at function entry: what ftrace_caller saves. */
+    .macro ftrace_save_entry_regs
+    movq %rdi, {pt}+{rdi}(%rsp)
+    movq %rsi, {pt}+{rsi}(%rsp)
+    movq %rdx, {pt}+{rdx}(%rsp)
+    movq %rcx, {pt}+{rcx}(%rsp)
+    movq %r8, {pt}+{r8}(%rsp)
+    movq %r9, {pt}+{r9}(%rsp)
+    movq %rax, {pt}+{rax}(%rsp)
+    movq %rbp, {pt}+{rbp}(%rsp)
+    .endm
+
+    .macro ftrace_restore_entry_regs
+    movq {pt}+{rdi}(%rsp), %rdi
+    movq {pt}+{rsi}(%rsp), %rsi
+    movq {pt}+{rdx}(%rsp), %rdx
+    movq {pt}+{rcx}(%rsp), %rcx
+    movq {pt}+{r8}(%rsp), %r8
+    movq {pt}+{r9}(%rsp), %r9
+    movq {pt}+{rax}(%rsp), %rax
+    movq {pt}+{rbp}(%rsp), %rbp
+    .endm
+
+    .pushsection .text.ftrace, "ax"
+    .p2align 4
+    .global ftrace_caller
+ftrace_caller:
+    subq ${frame}, %rsp
+    ftrace_save_entry_regs
+    movq ${saved_args}, {saved}(%rsp)
+    ftrace_call_ops
+    ftrace_resume_target
+    movq %rax, -8(%rcx)
+    leaq -8(%rcx), %rcx
+    movq %rcx, {resume_sp}(%rsp)
+    ftrace_restore_entry_regs
+    movq {resume_sp}(%rsp), %rsp
+    ret
+
+    .p2align 4
+    .global ftrace_regs_caller
+ftrace_regs_caller:
+    subq ${frame}, %rsp
+    ftrace_save_entry_regs
+    movq %rbx, {pt}+{rbx}(%rsp)
+    movq %r10, {pt}+{r10}(%rsp)
+    movq %r11, {pt}+{r11}(%rsp)
+    movq %r12, {pt}+{r12}(%rsp)
+    movq %r13, {pt}+{r13}(%rsp)
+    movq %r14, {pt}+{r14}(%rsp)
+    movq %r15, {pt}+{r15}(%rsp)
+    pushfq
+    popq {pt}+{rflags}(%rsp)
+    movq %cs, %rax
+    movq %rax, {pt}+{cs}(%rsp)
+    movq %ss, %rax
+    movq %rax, {pt}+{ss}(%rsp)
+    movq $-1, {pt}+{vector}(%rsp)
+    movq $0, {pt}+{error_code}(%rsp)
+    movq ${saved_full}, {saved}(%rsp)
+    ftrace_call_ops
+    ftrace_resume_target
+    movq %rax, -8(%rcx)
+    movq {pt}+{rflags}(%rsp), %rax
+    movq %rax, -16(%rcx)
+    leaq -16(%rcx), %rcx
+    movq %rcx, {resume_sp}(%rsp)
+    ftrace_restore_entry_regs
+    movq {pt}+{rbx}(%rsp), %rbx
+    movq {pt}+{r10}(%rsp), %r10
+    movq {pt}+{r11}(%rsp), %r11
+    movq {pt}+{r12}(%rsp), %r12
+    movq {pt}+{r13}(%rsp), %r13
+    movq {pt}+{r14}(%rsp), %r14
+    movq {pt}+{r15}(%rsp), %r15
+    movq {resume_sp}(%rsp), %rsp
+    popfq
+    ret
+    .popsection
+"#,
+    frame = const FRAME,
+    pt = const PT,
+    saved = const offset_of!(CallerFrame, fregs) + FTRACE_REGS_SAVED,
+    saved_args = const Saved::EntryArgs as u64,
+    saved_full = const Saved::EntryFull as u64,
+    resume_sp = const offset_of!(CallerFrame, resume_sp),
+    callsite = const offset_of!(CallerFrame, callsite_record),
+    function_record = const offset_of!(CallerFrame, function_record),
+    insn_len = const INSN_LEN,
+    func = const SITE_CALL_FUNC,
+    rsp = const offset_of!(PtRegs, rsp),
+    rip = const offset_of!(PtRegs, rip),
+    rdi = const offset_of!(PtRegs, rdi),
+    rsi = const offset_of!(PtRegs, rsi),
+    rdx = const offset_of!(PtRegs, rdx),
+    rcx = const offset_of!(PtRegs, rcx),
+    r8 = const offset_of!(PtRegs, r8),
+    r9 = const offset_of!(PtRegs, r9),
+    rax = const offset_of!(PtRegs, rax),
+    rbp = const offset_of!(PtRegs, rbp),
+    rbx = const offset_of!(PtRegs, rbx),
+    r10 = const offset_of!(PtRegs, r10),
+    r11 = const offset_of!(PtRegs, r11),
+    r12 = const offset_of!(PtRegs, r12),
+    r13 = const offset_of!(PtRegs, r13),
+    r14 = const offset_of!(PtRegs, r14),
+    r15 = const offset_of!(PtRegs, r15),
+    rflags = const offset_of!(PtRegs, rflags),
+    cs = const offset_of!(PtRegs, cs),
+    ss = const offset_of!(PtRegs, ss),
+    vector = const offset_of!(PtRegs, vector),
+    error_code = const offset_of!(PtRegs, error_code),
+    options(att_syntax)
+);
+
+extern "C" {
+    fn ftrace_caller();
+    fn ftrace_regs_caller();
+}
+
+/// The address a site calls for `trampoline`.
+pub fn trampoline_address(trampoline: Trampoline) -> usize {
+    match trampoline {
+        Trampoline::Args => ftrace_caller as *const () as usize,
+        Trampoline::Regs => ftrace_regs_caller as *const () as usize,
+    }
+}

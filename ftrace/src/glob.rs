@@ -1,0 +1,163 @@
+//! Function-name globs and the filter language of `set_ftrace_filter`.
+//!
+//! A glob is matched against a whole name: `*` matches any run of characters
+//! (including none), `?` any one character, everything else itself. So
+//! `fib`, `kernel::*`, `*::fib`, `*fs*`, `kernel::*::lookup` all work.
+//!
+//! A filter text is whitespace-separated words; `GLOB` adds what it matches,
+//! `!GLOB` removes it. A word that matches nothing is an error and the whole
+//! text changes nothing.
+
+use alloc::string::{String, ToString};
+use core::fmt;
+
+use crate::bitmap::Bitmap;
+
+/// Whether `glob` matches all of `name`.
+pub fn glob_match(glob: &str, name: &str) -> bool {
+    let (glob, name) = (glob.as_bytes(), name.as_bytes());
+    let (mut g, mut n) = (0, 0);
+    // Where to resume after the most recent `*`: (glob index after it, name index).
+    let mut star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        match glob.get(g) {
+            Some(b'*') => {
+                star = Some((g + 1, n));
+                g += 1;
+            }
+            Some(&c) if c == b'?' || c == name[n] => {
+                g += 1;
+                n += 1;
+            }
+            _ => match star {
+                Some((after_star, matched)) => {
+                    g = after_star;
+                    n = matched + 1;
+                    star = Some((after_star, matched + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    glob[g..].iter().all(|&c| c == b'*')
+}
+
+/// How a filter text combines with the current set (`>` or `>>`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FilterMode {
+    /// Start from the empty set (`echo X > set_ftrace_filter`).
+    Replace,
+    /// Start from the current set (`echo X >> set_ftrace_filter`).
+    Append,
+}
+
+/// Why a filter text was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FilterError {
+    /// This word matched no traceable function.
+    NoMatch(String),
+}
+
+impl fmt::Display for FilterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FilterError::NoMatch(word) => write!(f, "'{word}' matches no traceable function"),
+        }
+    }
+}
+
+/// Applies `text` to `current` over `count` functions named by `name_of`.
+/// Returns the new set; on error nothing is changed.
+pub fn apply_filter<'a>(
+    current: &Bitmap,
+    text: &str,
+    mode: FilterMode,
+    count: usize,
+    name_of: impl Fn(usize) -> &'a str,
+) -> Result<Bitmap, FilterError> {
+    let mut result = match mode {
+        FilterMode::Replace => Bitmap::new(count),
+        FilterMode::Append => current.clone(),
+    };
+    for word in text.split_whitespace() {
+        let (remove, glob) = match word.strip_prefix('!') {
+            Some(glob) => (true, glob),
+            None => (false, word),
+        };
+        let mut matched = false;
+        for index in (0..count).filter(|&i| glob_match(glob, name_of(i))) {
+            matched = true;
+            if remove {
+                result.clear(index);
+            } else {
+                result.set(index);
+            }
+        }
+        if !matched {
+            return Err(FilterError::NoMatch(word.to_string()));
+        }
+    }
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("fib", "fib"));
+        assert!(!glob_match("fib", "fibs"));
+        assert!(glob_match("kernel::*", "kernel::workload::fib"));
+        assert!(glob_match("*::fib", "kernel::workload::fib"));
+        assert!(!glob_match("*::fib", "kernel::workload::fib2"));
+        assert!(glob_match("*fib*", "kernel::workload::fib"));
+        assert!(glob_match("*fs*", "kernel::workload::fs::lookup"));
+        assert!(glob_match("kernel::*::lookup", "kernel::workload::fs::lookup"));
+        assert!(!glob_match("kernel::*::lookup", "kernel::workload::fs::lookup_all"));
+        assert!(glob_match("f?b", "fib"));
+        assert!(glob_match("*", ""));
+        assert!(glob_match("a*b*c", "aXXbYYc"));
+        assert!(!glob_match("a*b*c", "aXXbYY"));
+        assert!(glob_match("**a", "ba"));
+    }
+
+    const NAMES: [&str; 5] = [
+        "kernel::workload::fib",
+        "kernel::workload::run",
+        "kernel::workload::fs::lookup",
+        "kernel::workload::fs::mkdir",
+        "kernel::shell::run",
+    ];
+
+    fn apply(current: &Bitmap, text: &str, mode: FilterMode) -> Result<Bitmap, FilterError> {
+        apply_filter(current, text, mode, NAMES.len(), |i| NAMES[i])
+    }
+
+    fn members(set: &Bitmap) -> alloc::vec::Vec<usize> {
+        set.iter_ones().collect()
+    }
+
+    #[test]
+    fn add_remove_append_replace() {
+        let empty = Bitmap::new(NAMES.len());
+        let fs = apply(&empty, "*::fs::*", FilterMode::Replace).unwrap();
+        assert_eq!(members(&fs), [2, 3]);
+        let more = apply(&fs, "*fib", FilterMode::Append).unwrap();
+        assert_eq!(members(&more), [0, 2, 3]);
+        let fewer = apply(&more, "!*mkdir", FilterMode::Append).unwrap();
+        assert_eq!(members(&fewer), [0, 2]);
+        let replaced = apply(&fewer, "*run !kernel::shell::*", FilterMode::Replace).unwrap();
+        assert_eq!(members(&replaced), [1]);
+        let cleared = apply(&replaced, "", FilterMode::Replace).unwrap();
+        assert!(cleared.is_empty());
+    }
+
+    #[test]
+    fn no_match_changes_nothing() {
+        let empty = Bitmap::new(NAMES.len());
+        let fs = apply(&empty, "*::fs::*", FilterMode::Replace).unwrap();
+        assert_eq!(apply(&fs, "*fib nosuch*", FilterMode::Append), Err(FilterError::NoMatch("nosuch*".into())));
+        assert_eq!(apply(&fs, "!nosuch", FilterMode::Append), Err(FilterError::NoMatch("!nosuch".into())));
+    }
+}

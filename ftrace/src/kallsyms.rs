@@ -1,0 +1,308 @@
+//! The kernel symbol table: addresses, sizes and demangled names of every
+//! function in the image.
+//!
+//! The kernel is linked once. Afterwards the host tool `tools/ksyms` reads the
+//! ELF symbol table and writes this table into the `.kernel_symbols` section
+//! that the linker script reserves, so the running kernel can turn addresses
+//! into names (backtraces, traces) and names or globs into addresses (filters)
+//! with no second link. This module defines the format for both sides: the
+//! tool calls [`encode`], the kernel [`Kallsyms::parse`].
+//!
+//! Layout (native endian, 8-byte aligned):
+//! a [`Header`], then `symbol_count` [`Entry`] records sorted by address,
+//! then the names, UTF-8, back to back.
+
+use alloc::vec::Vec;
+use core::fmt;
+use core::mem::size_of;
+
+/// `KSYMTAB` and the format version.
+pub const MAGIC: [u8; 8] = *b"KSYMTAB\x01";
+
+/// The section header.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Header {
+    pub magic: [u8; 8],
+    pub symbol_count: u64,
+    /// Where the names start, from the start of the section.
+    pub names_offset: u64,
+    pub names_len: u64,
+    /// How many entries at the start of `__patchable_function_entries` are
+    /// valid (sorted, each the site of a function in `.text`); the rest of the
+    /// table is zero.
+    pub site_count: u64,
+    pub reserved: u64,
+}
+
+/// One symbol.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Entry {
+    pub address: u64,
+    pub size: u32,
+    pub name_offset: u32,
+    pub name_len: u32,
+    pub reserved: u32,
+}
+
+/// A symbol as callers see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Symbol<'a> {
+    pub name: &'a str,
+    pub address: usize,
+    pub size: usize,
+}
+
+impl Symbol<'_> {
+    /// Whether `address` falls inside this symbol.
+    pub fn contains(&self, address: usize) -> bool {
+        address >= self.address && address - self.address < self.size.max(1)
+    }
+}
+
+/// Why a table could not be used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KallsymsError {
+    /// No header (the post-link tool did not run on this image).
+    Missing,
+    /// The header or an entry points outside the section.
+    Truncated,
+    /// Entries are not sorted by address.
+    Unsorted,
+    /// A name is not UTF-8.
+    BadName,
+    /// The table does not fit the reserved section (tool side).
+    TooLarge { needed: usize, available: usize },
+}
+
+impl fmt::Display for KallsymsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KallsymsError::Missing => write!(f, "no symbol table (was tools/ksyms run on the kernel image?)"),
+            KallsymsError::Truncated => write!(f, "symbol table truncated"),
+            KallsymsError::Unsorted => write!(f, "symbol table not sorted by address"),
+            KallsymsError::BadName => write!(f, "symbol name is not UTF-8"),
+            KallsymsError::TooLarge { needed, available } => {
+                write!(f, "symbol table needs {needed} bytes, section has {available}")
+            }
+        }
+    }
+}
+
+/// A validated symbol table over the bytes of its section.
+#[derive(Clone, Copy)]
+pub struct Kallsyms<'a> {
+    header: Header,
+    entries: &'a [Entry],
+    names: &'a [u8],
+}
+
+fn read_header(bytes: &[u8]) -> Option<Header> {
+    if bytes.len() < size_of::<Header>() || bytes.as_ptr() as usize % 8 != 0 {
+        return None;
+    }
+    // SAFETY: `Header` is plain old data (integers and bytes), the slice holds
+    // at least one, and the pointer is 8-byte aligned (checked above).
+    Some(unsafe { core::ptr::read(bytes.as_ptr() as *const Header) })
+}
+
+impl<'a> Kallsyms<'a> {
+    /// Validates the table in `bytes`: header, bounds, sort order, UTF-8.
+    pub fn parse(bytes: &'a [u8]) -> Result<Self, KallsymsError> {
+        let header = read_header(bytes).ok_or(KallsymsError::Missing)?;
+        if header.magic != MAGIC {
+            return Err(KallsymsError::Missing);
+        }
+        let count = usize::try_from(header.symbol_count).map_err(|_| KallsymsError::Truncated)?;
+        let entries_end = count
+            .checked_mul(size_of::<Entry>())
+            .and_then(|len| len.checked_add(size_of::<Header>()))
+            .ok_or(KallsymsError::Truncated)?;
+        let names_start = header.names_offset as usize;
+        let names_end = names_start.checked_add(header.names_len as usize).ok_or(KallsymsError::Truncated)?;
+        if entries_end > bytes.len() || names_start < entries_end || names_end > bytes.len() {
+            return Err(KallsymsError::Truncated);
+        }
+        // SAFETY: `Entry` is plain old data; the range was bounds-checked above
+        // and starts at offset 48 of an 8-byte-aligned slice, so it is aligned.
+        let entries = unsafe {
+            core::slice::from_raw_parts(bytes.as_ptr().add(size_of::<Header>()) as *const Entry, count)
+        };
+        let names = &bytes[names_start..names_end];
+        let table = Kallsyms { header, entries, names };
+        if entries.windows(2).any(|pair| pair[0].address > pair[1].address) {
+            return Err(KallsymsError::Unsorted);
+        }
+        for entry in entries {
+            let end = entry.name_offset as usize + entry.name_len as usize;
+            let name = names.get(entry.name_offset as usize..end).ok_or(KallsymsError::Truncated)?;
+            core::str::from_utf8(name).map_err(|_| KallsymsError::BadName)?;
+        }
+        Ok(table)
+    }
+
+    /// How many valid sites lead the patchable-entry table.
+    pub fn site_count(&self) -> usize {
+        self.header.site_count as usize
+    }
+
+    /// The number of symbols.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn symbol(&self, entry: &Entry) -> Symbol<'a> {
+        let start = entry.name_offset as usize;
+        let bytes = &self.names[start..start + entry.name_len as usize];
+        // Validated in `parse`.
+        let name = core::str::from_utf8(bytes).unwrap_or("?");
+        Symbol { name, address: entry.address as usize, size: entry.size as usize }
+    }
+
+    /// The symbol `index` (in address order).
+    pub fn get(&self, index: usize) -> Option<Symbol<'a>> {
+        self.entries.get(index).map(|entry| self.symbol(entry))
+    }
+
+    /// The function containing `address`.
+    pub fn lookup(&self, address: usize) -> Option<Symbol<'a>> {
+        let after = self.entries.partition_point(|entry| entry.address as usize <= address);
+        let symbol = self.symbol(self.entries.get(after.checked_sub(1)?)?);
+        symbol.contains(address).then_some(symbol)
+    }
+
+    /// The symbol that starts exactly at `address`.
+    pub fn at(&self, address: usize) -> Option<Symbol<'a>> {
+        self.lookup(address).filter(|symbol| symbol.address == address)
+    }
+
+    /// The first symbol called `name`.
+    pub fn by_name(&self, name: &str) -> Option<Symbol<'a>> {
+        self.iter().find(|symbol| symbol.name == name)
+    }
+
+    /// Every symbol, in address order.
+    pub fn iter(&self) -> impl Iterator<Item = Symbol<'a>> + '_ {
+        self.entries.iter().map(|entry| self.symbol(entry))
+    }
+}
+
+/// Writes `function+0xOFF/0xSIZE` for `address`, or the bare address.
+pub fn write_address(out: &mut dyn fmt::Write, table: Option<&Kallsyms<'_>>, address: usize) -> fmt::Result {
+    match table.and_then(|t| t.lookup(address)) {
+        Some(symbol) => write!(out, "{}+{:#x}/{:#x}", symbol.name, address - symbol.address, symbol.size),
+        None => write!(out, "{address:#x}"),
+    }
+}
+
+/// Builds the section contents for `symbols` (any order; sorted here) with
+/// `site_count` valid sites. Used by the post-link tool.
+pub fn encode(symbols: &[Symbol<'_>], site_count: usize, capacity: usize) -> Result<Vec<u8>, KallsymsError> {
+    let mut sorted: Vec<&Symbol<'_>> = symbols.iter().collect();
+    sorted.sort_by_key(|symbol| (symbol.address, symbol.name));
+    let names_offset = size_of::<Header>() + sorted.len() * size_of::<Entry>();
+    let mut names = Vec::new();
+    let mut entries = Vec::with_capacity(sorted.len());
+    for symbol in &sorted {
+        entries.push(Entry {
+            address: symbol.address as u64,
+            size: symbol.size as u32,
+            name_offset: names.len() as u32,
+            name_len: symbol.name.len() as u32,
+            reserved: 0,
+        });
+        names.extend_from_slice(symbol.name.as_bytes());
+    }
+    let needed = names_offset + names.len();
+    if needed > capacity {
+        return Err(KallsymsError::TooLarge { needed, available: capacity });
+    }
+    let header = Header {
+        magic: MAGIC,
+        symbol_count: entries.len() as u64,
+        names_offset: names_offset as u64,
+        names_len: names.len() as u64,
+        site_count: site_count as u64,
+        reserved: 0,
+    };
+    let mut out = Vec::with_capacity(needed);
+    out.extend_from_slice(as_bytes(&header));
+    for entry in &entries {
+        out.extend_from_slice(as_bytes(entry));
+    }
+    out.extend_from_slice(&names);
+    Ok(out)
+}
+
+/// The bytes of a plain-old-data record.
+fn as_bytes<T: Copy>(value: &T) -> &[u8] {
+    // SAFETY: only used on `Header` and `Entry`, `repr(C)` records of integers
+    // with no padding, so every byte is initialised.
+    unsafe { core::slice::from_raw_parts(value as *const T as *const u8, size_of::<T>()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An 8-byte-aligned copy of `bytes`, as the section is in the kernel.
+    fn aligned(bytes: &[u8]) -> Vec<u64> {
+        let mut words = alloc::vec![0u64; bytes.len().div_ceil(8)];
+        // SAFETY: `words` has room for every byte.
+        unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), words.as_mut_ptr() as *mut u8, bytes.len()) };
+        words
+    }
+
+    fn as_slice(words: &[u64], len: usize) -> &[u8] {
+        // SAFETY: `words` holds at least `len` initialised bytes.
+        unsafe { core::slice::from_raw_parts(words.as_ptr() as *const u8, len) }
+    }
+
+    fn sample() -> [Symbol<'static>; 3] {
+        [
+            Symbol { name: "kernel::workload::fib", address: 0x2000, size: 0x60 },
+            Symbol { name: "kernel::kernel_main", address: 0x1000, size: 0x100 },
+            Symbol { name: "kernel::workload::run", address: 0x2060, size: 0x80 },
+        ]
+    }
+
+    #[test]
+    fn round_trip_and_lookup() {
+        let bytes = encode(&sample(), 2, 4096).unwrap();
+        let words = aligned(&bytes);
+        let table = Kallsyms::parse(as_slice(&words, bytes.len())).unwrap();
+        assert_eq!(table.len(), 3);
+        assert_eq!(table.site_count(), 2);
+        assert_eq!(table.get(0).unwrap().name, "kernel::kernel_main");
+        assert_eq!(table.lookup(0x2000).unwrap().name, "kernel::workload::fib");
+        assert_eq!(table.lookup(0x205f).unwrap().name, "kernel::workload::fib");
+        assert_eq!(table.lookup(0x2060).unwrap().name, "kernel::workload::run");
+        assert_eq!(table.lookup(0x1100), None, "gap between symbols");
+        assert_eq!(table.lookup(0x10), None);
+        assert_eq!(table.at(0x2001), None);
+        assert_eq!(table.by_name("kernel::workload::run").unwrap().address, 0x2060);
+        let mut text = alloc::string::String::new();
+        write_address(&mut text, Some(&table), 0x201c).unwrap();
+        assert_eq!(text, "kernel::workload::fib+0x1c/0x60");
+    }
+
+    #[test]
+    fn missing_unsorted_and_too_large_are_errors() {
+        let zeros = [0u64; 16];
+        assert_eq!(Kallsyms::parse(as_slice(&zeros, 128)).err(), Some(KallsymsError::Missing));
+        let bytes = encode(&sample(), 0, 4096).unwrap();
+        let mut words = aligned(&bytes);
+        // Swap the first two entries' addresses: no longer sorted.
+        let entry0 = size_of::<Header>() / 8;
+        let entry1 = entry0 + size_of::<Entry>() / 8;
+        words.swap(entry0, entry1);
+        assert_eq!(Kallsyms::parse(as_slice(&words, bytes.len())).err(), Some(KallsymsError::Unsorted));
+        assert!(matches!(encode(&sample(), 0, 64), Err(KallsymsError::TooLarge { .. })));
+    }
+}

@@ -1,0 +1,68 @@
+//! Function tracing, the Linux ftrace design in small.
+//!
+//! Layers, from the machine up (as Linux's `kernel/trace/`):
+//!
+//! - **sites and records** ([`records`]): every function compiled with a
+//!   patchable entry is a site; one record per site remembers what its bytes
+//!   hold, so every patch is verified before it is written;
+//! - **ops** ([`FtraceOps`]): a callback, its flags and filters; a site with
+//!   one ops calls it through the per-site literal with no list walk;
+//! - **the registry** ([`register`], [`set_filter`], ...): recomputes and
+//!   patches exactly the sites a change affects, in one batch;
+//! - **the trace buffer** ([`buffer`]): per-CPU rings in Linux's page format;
+//! - **tracers** ([`tracer`]): `nop` and `function`, and `cat trace`.
+//!
+//! The logic half (symbol table format, globs and filters, the ring-buffer
+//! page format, event records and trace output) builds anywhere and is unit
+//! tested on the host. The machine half exists only in the kernel build,
+//! where it reaches the hardware through the `arch` crate. Nothing here is
+//! compiled with patchable entries: the tracer never traces itself.
+#![no_std]
+
+extern crate alloc;
+
+pub mod bitmap;
+pub mod event;
+pub mod glob;
+pub mod kallsyms;
+pub mod output;
+pub mod ring_buffer;
+
+#[cfg(target_os = "none")]
+pub mod buffer;
+#[cfg(target_os = "none")]
+pub mod clock;
+#[cfg(target_os = "none")]
+mod ops;
+#[cfg(target_os = "none")]
+mod records;
+#[cfg(target_os = "none")]
+pub mod recursion;
+#[cfg(target_os = "none")]
+mod registry;
+#[cfg(target_os = "none")]
+pub mod symbols;
+#[cfg(target_os = "none")]
+pub mod tracer;
+
+#[cfg(target_os = "none")]
+pub use ops::{FtraceFunc, FtraceOps, OpsFlags};
+#[cfg(target_os = "none")]
+pub use registry::{
+    filter_names, for_each_site, is_enabled, is_registered, register, return_to_service, set_enabled,
+    set_filter, set_filter_ips, site, unregister, update_stats, FilterKind, FtraceError, InitInfo, SiteInfo,
+    UpdateStats,
+};
+pub use glob::{FilterError, FilterMode};
+#[cfg(target_os = "none")]
+pub use arch::ftrace_abi::{FtraceRegs, PtRegs, RegisterError, Saved, Trampoline};
+
+/// Starts function tracing at boot: checks the symbol and site tables, builds
+/// the records (preparing each site where the architecture needs it), starts
+/// the trace clock and allocates the trace buffer.
+#[cfg(target_os = "none")]
+pub fn init() -> Result<InitInfo, FtraceError> {
+    clock::init();
+    buffer::init();
+    registry::init()
+}

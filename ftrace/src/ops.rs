@@ -1,0 +1,195 @@
+//! `FtraceOps`: a tracing callback, its flags and its filters.
+//!
+//! An ops is what a site calls. Its first field is the [`SiteCall`] a site's
+//! literal points at, and that `SiteCall` leads, with one indirect call from
+//! the trampoline, to:
+//!
+//! - the user callback itself, for an ops without [`OpsFlags::RECURSION`]
+//!   (the fastest path: the callback promises not to call traced code), or
+//! - [`guarded_entry`], which takes the recursion guard first and counts a
+//!   miss instead of recursing.
+//!
+//! A site traced by several ops points at a [`SiteList`] instead, built when
+//! the filters change (never on the traced path): its entry takes the guard
+//! once and calls exactly the ops that trace that site, with no filter checks.
+
+use alloc::boxed::Box;
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use arch::ftrace_abi::{FtraceRegs, SiteCall, SiteFunc};
+use bitflags::bitflags;
+
+use crate::bitmap::Bitmap;
+use crate::recursion;
+
+bitflags! {
+    /// What an ops asks of the framework.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct OpsFlags: u32 {
+        /// Needs every register: its sites use the REGS trampoline, and
+        /// `FtraceRegs::regs()` is `Some`.
+        const SAVE_REGS = 1 << 0;
+        /// Full registers if the architecture can (both can here).
+        const SAVE_REGS_IF_SUPPORTED = 1 << 1;
+        /// The framework guards the callback against recursion per context
+        /// (normal, interrupt, exception) and counts the misses.
+        const RECURSION = 1 << 2;
+        /// The callback may change the instruction pointer (redirect the
+        /// function); at most one such ops per function.
+        const IPMODIFY = 1 << 3;
+        /// Cannot be switched off with `ftrace_enabled`, and cannot be
+        /// registered while that is off.
+        const PERMANENT = 1 << 4;
+    }
+}
+
+/// A tracing callback: the traced function's address, the address it was
+/// called from, the ops, and the registers the trampoline saved. Called from
+/// assembly, hence `extern "C"`.
+pub type FtraceFunc = extern "C" fn(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs);
+
+/// An ops's filters, over record indices. An empty `filter` means every
+/// function; `notrace` always wins.
+#[derive(Default)]
+pub(crate) struct Filters {
+    pub filter: Bitmap,
+    pub notrace: Bitmap,
+}
+
+impl Filters {
+    /// The records this ops traces, out of `count`.
+    pub fn effective(&self, count: usize) -> Bitmap {
+        let mut set = if self.filter.is_empty() { Bitmap::full(count) } else { self.filter.clone() };
+        set.subtract(&self.notrace);
+        set
+    }
+}
+
+/// A tracing client. Create it as a `static` (or leak it): sites hold its
+/// address while it is registered.
+#[repr(C)]
+pub struct FtraceOps {
+    /// Must stay first: a pointer to it is a pointer to the ops.
+    call: SiteCall,
+    func: FtraceFunc,
+    flags: OpsFlags,
+    private: AtomicUsize,
+    missed: AtomicU64,
+    pub(crate) filters: spin::Mutex<Filters>,
+}
+
+impl FtraceOps {
+    /// An ops calling `func` with `flags`; it traces every function until a
+    /// filter is set.
+    pub const fn new(func: FtraceFunc, flags: OpsFlags) -> Self {
+        let entry: SiteFunc = if flags.contains(OpsFlags::RECURSION) {
+            guarded_entry
+        } else {
+            // SAFETY: both are `extern "C"` functions of four pointer-sized
+            // arguments; the third is `&SiteCall` in one and `&FtraceOps` in
+            // the other, and the SiteCall a site passes is the first field of
+            // this `repr(C)` ops, so it *is* a valid `&FtraceOps`.
+            unsafe { core::mem::transmute::<FtraceFunc, SiteFunc>(func) }
+        };
+        FtraceOps {
+            call: SiteCall { func: entry },
+            func,
+            flags,
+            private: AtomicUsize::new(0),
+            missed: AtomicU64::new(0),
+            filters: spin::Mutex::new(Filters { filter: Bitmap::EMPTY, notrace: Bitmap::EMPTY }),
+        }
+    }
+
+    /// The flags given at creation.
+    pub fn flags(&self) -> OpsFlags {
+        self.flags
+    }
+
+    /// Whether sites traced by this ops need the REGS trampoline.
+    pub fn wants_regs(&self) -> bool {
+        self.flags.intersects(OpsFlags::SAVE_REGS | OpsFlags::SAVE_REGS_IF_SUPPORTED)
+    }
+
+    /// The private data word.
+    pub fn private(&self) -> usize {
+        self.private.load(Ordering::Relaxed)
+    }
+
+    /// Sets the private data word.
+    pub fn set_private(&self, value: usize) {
+        self.private.store(value, Ordering::Relaxed);
+    }
+
+    /// Calls the framework skipped because of recursion.
+    pub fn missed(&self) -> u64 {
+        self.missed.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn note_missed(&self) {
+        self.missed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// What a site literal points at for this ops alone.
+    pub(crate) fn site_call(&'static self) -> &'static SiteCall {
+        &self.call
+    }
+
+    #[inline(always)]
+    fn invoke(&self, ip: usize, parent_ip: usize, fregs: &mut FtraceRegs) {
+        (self.func)(ip, parent_ip, self, fregs)
+    }
+}
+
+/// The entry of an ops with [`OpsFlags::RECURSION`].
+extern "C" fn guarded_entry(ip: usize, parent_ip: usize, call: &SiteCall, fregs: &mut FtraceRegs) {
+    // SAFETY: sites point at the `SiteCall` that starts an `FtraceOps`
+    // (`repr(C)`, first field), so the pointer is that ops.
+    let ops = unsafe { &*(call as *const SiteCall as *const FtraceOps) };
+    match recursion::try_enter() {
+        Some(_guard) => ops.invoke(ip, parent_ip, fregs),
+        None => ops.note_missed(),
+    }
+}
+
+/// The ops of one site traced by several, in registration order.
+#[repr(C)]
+pub(crate) struct SiteList {
+    /// Must stay first (see [`FtraceOps`]).
+    call: SiteCall,
+    pub ops: Box<[&'static FtraceOps]>,
+}
+
+impl SiteList {
+    pub fn new(ops: Box<[&'static FtraceOps]>) -> Box<SiteList> {
+        Box::new(SiteList { call: SiteCall { func: list_entry }, ops })
+    }
+
+    pub fn site_call(&self) -> &SiteCall {
+        &self.call
+    }
+}
+
+/// The entry of a site traced by several ops.
+extern "C" fn list_entry(ip: usize, parent_ip: usize, call: &SiteCall, fregs: &mut FtraceRegs) {
+    // SAFETY: as in `guarded_entry`: the SiteCall starts a `SiteList`.
+    let list = unsafe { &*(call as *const SiteCall as *const SiteList) };
+    match recursion::try_enter() {
+        Some(_guard) => {
+            for ops in list.ops.iter() {
+                ops.invoke(ip, parent_ip, fregs);
+            }
+        }
+        None => {
+            for ops in list.ops.iter() {
+                ops.note_missed();
+            }
+        }
+    }
+}
+
+extern "C" fn nop_entry(_ip: usize, _parent_ip: usize, _call: &SiteCall, _fregs: &mut FtraceRegs) {}
+
+/// What a disabled site's literal points at: a site whose call is being
+/// removed on another CPU may still reach it, and must find something valid.
+pub(crate) static NOP_CALL: SiteCall = SiteCall { func: nop_entry };

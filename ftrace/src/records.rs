@@ -1,0 +1,179 @@
+//! One record per patchable site, and the verified patching of one site.
+//!
+//! A site is a function `F` with an ops literal at `F-8` and a call slot at
+//! `F + arch::ftrace::CALL_OFFSET` (see the architecture's `ftrace` module).
+//! The record remembers what the slot and the literal hold *now*, so every
+//! patch can state what it expects to find. When the bytes in place differ,
+//! the patch is refused, a report names the function, the bytes found, the
+//! bytes expected and what was being done, and the site is taken out of
+//! service: it is never written again.
+
+use alloc::boxed::Box;
+use core::fmt;
+
+use arch::ftrace::{self as site, Insn, CALL_OFFSET, LITERAL_NOPS, NOP};
+use arch::ftrace_abi::{OutOfRange, Trampoline};
+use arch::println;
+use arch::text::{PatchError, TextPatcher};
+
+use crate::ops::SiteList;
+
+/// Bytes between a table entry and its function: the ops literal.
+pub(crate) const LITERAL_SIZE: usize = 8;
+
+/// One patchable site.
+pub(crate) struct Record {
+    /// The function's address.
+    pub ip: usize,
+    /// Its name in the symbol table.
+    pub name: &'static str,
+    /// What the call slot holds: the NOP, or a call to a trampoline.
+    pub call: Option<Trampoline>,
+    /// What the literal holds (the compiler's NOPs until first enabled).
+    pub literal: u64,
+    /// How many ops trace this site.
+    pub ops_count: u32,
+    /// Whether an IPMODIFY ops traces it.
+    pub ipmodify: bool,
+    /// The list the literal points at when several ops trace the site.
+    pub list: Option<Box<SiteList>>,
+    /// Out of service after a refused patch.
+    pub failed: bool,
+}
+
+impl Record {
+    pub fn new(ip: usize, name: &'static str) -> Record {
+        Record { ip, name, call: None, literal: LITERAL_NOPS, ops_count: 0, ipmodify: false, list: None, failed: false }
+    }
+
+    fn call_slot(&self) -> usize {
+        self.ip + CALL_OFFSET
+    }
+
+    fn literal_slot(&self) -> usize {
+        self.ip - LITERAL_SIZE
+    }
+
+    /// The instruction the call slot holds for `call`; `Err` when the
+    /// trampoline is out of the call instruction's reach.
+    fn insn(&self, call: Option<Trampoline>) -> Result<Insn, OutOfRange> {
+        match call {
+            None => Ok(NOP),
+            Some(trampoline) => site::call_insn(self.call_slot(), site::trampoline_address(trampoline)),
+        }
+    }
+}
+
+/// What a patch was doing, for reports.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Action {
+    Prepare,
+    Enable(Trampoline),
+    Switch(Trampoline, Trampoline),
+    Disable(Trampoline),
+    SetLiteral,
+}
+
+fn trampoline_name(trampoline: Trampoline) -> &'static str {
+    match trampoline {
+        Trampoline::Args => "ftrace_caller",
+        Trampoline::Regs => "ftrace_regs_caller",
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Action::Prepare => write!(f, "preparing the site at boot"),
+            Action::Enable(t) => write!(f, "enabling (nop -> call {})", trampoline_name(t)),
+            Action::Switch(a, b) => write!(f, "switching (call {} -> call {})", trampoline_name(a), trampoline_name(b)),
+            Action::Disable(t) => write!(f, "disabling (call {} -> nop)", trampoline_name(t)),
+            Action::SetLiteral => write!(f, "setting the ops literal"),
+        }
+    }
+}
+
+/// Writes `expected` -> `new` at `addr`, or reports the refusal and takes the
+/// record out of service.
+fn patch(
+    patcher: &mut TextPatcher,
+    record: &mut Record,
+    action: Action,
+    addr: usize,
+    expected: &[u8],
+    new: &[u8],
+) -> bool {
+    match patcher.replace(addr, expected, new) {
+        Ok(()) => true,
+        Err(error) => {
+            refuse(record, action, addr, expected, error);
+            false
+        }
+    }
+}
+
+fn refuse(record: &mut Record, action: Action, addr: usize, expected: &[u8], error: PatchError) {
+    record.failed = true;
+    let mut expected_text = alloc::string::String::new();
+    let _ = arch::text::write_bytes(&mut expected_text, expected);
+    println!(
+        "ftrace: refusing to patch {} at {addr:#x} while {action}: {error}, expected{expected_text}; site taken out of service",
+        record.name
+    );
+}
+
+/// Applies the boot-time preparation (aarch64: `nop` -> `mov x9, x30`).
+pub(crate) fn prepare(patcher: &mut TextPatcher, record: &mut Record) {
+    for (offset, compiled, prepared) in site::PREPARE {
+        if !patch(patcher, record, Action::Prepare, record.ip + offset, compiled, prepared) {
+            return;
+        }
+    }
+}
+
+/// Moves a site to `call` with `literal`, literal first (so an enabled call
+/// never finds a stale literal). Returns whether the site is now in that
+/// state (false: refused and out of service).
+/// `literal` is the address of the [`SiteCall`] the literal must hold.
+///
+/// [`SiteCall`]: arch::ftrace_abi::SiteCall
+pub(crate) fn set_state(patcher: &mut TextPatcher, record: &mut Record, call: Option<Trampoline>, literal: u64) -> bool {
+    if call.is_some() && record.literal != literal {
+        let old = record.literal.to_ne_bytes();
+        if !patch(patcher, record, Action::SetLiteral, record.literal_slot(), &old, &literal.to_ne_bytes()) {
+            return false;
+        }
+        record.literal = literal;
+    }
+    if record.call != call {
+        let action = match (record.call, call) {
+            (None, Some(t)) => Action::Enable(t),
+            (Some(a), Some(b)) => Action::Switch(a, b),
+            (Some(a), None) => Action::Disable(a),
+            (None, None) => unreachable!("record.call != call"),
+        };
+        let (old, new) = match (record.insn(record.call), record.insn(call)) {
+            (Ok(old), Ok(new)) => (old, new),
+            (_, Err(range)) | (Err(range), _) => {
+                record.failed = true;
+                println!(
+                    "ftrace: refusing to patch {} while {action}: {:#x} is out of the call's reach from {:#x}; site taken out of service",
+                    record.name, range.to, range.from
+                );
+                return false;
+            }
+        };
+        if !patch(patcher, record, action, record.call_slot(), &old, &new) {
+            return false;
+        }
+        record.call = call;
+    }
+    if call.is_none() && record.literal != literal {
+        let old = record.literal.to_ne_bytes();
+        if !patch(patcher, record, Action::SetLiteral, record.literal_slot(), &old, &literal.to_ne_bytes()) {
+            return false;
+        }
+        record.literal = literal;
+    }
+    true
+}

@@ -1,0 +1,470 @@
+//! Registering ops and keeping every site patched to match.
+//!
+//! The registry owns the site records and the registered ops. Every change
+//! (register, unregister, a filter change, `ftrace_enabled`) runs one update:
+//!
+//! 1. the *candidates* are the records whose set of ops may have changed:
+//!    what the changed ops traced before, plus what it traces now;
+//! 2. a *plan* computes, for each candidate, its ops count, trampoline (REGS
+//!    if any of its ops wants registers) and literal (the one ops, or a new
+//!    per-site list), and refuses the whole change (touching nothing) if two
+//!    IPMODIFY ops would share a function;
+//! 3. one patch batch applies the plan to the sites whose state differs, and
+//!    only to them.
+//!
+//! Updates run in normal context only, never from a callback (the registry
+//! lock is not interrupt-safe and a callback must not patch its own caller).
+//! Per-site lists replaced by an update are freed after the batch: with one
+//! CPU no trampoline can still be inside them (the updater is not inside a
+//! callback, and interrupts were masked while sites changed). With several
+//! CPUs this is where a grace period would go.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::fmt;
+
+use arch::context::{self, Context};
+use arch::ftrace_abi::{SiteCall, Trampoline};
+use arch::text::TextPatcher;
+
+use crate::bitmap::Bitmap;
+use crate::glob::{apply_filter, FilterError, FilterMode};
+use crate::kallsyms::KallsymsError;
+use crate::ops::{FtraceOps, OpsFlags, SiteList, NOP_CALL};
+use crate::records::{self, Record, LITERAL_SIZE};
+use crate::{recursion, symbols};
+
+/// Why a tracing request was refused. Nothing changed when one is returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FtraceError {
+    /// Tracing could not start at boot (no symbol table, a bad site table).
+    Unavailable(&'static str),
+    AlreadyRegistered,
+    NotRegistered,
+    Filter(FilterError),
+    /// An address given to a filter is not a patchable function.
+    NotTraceable(usize),
+    /// Two IPMODIFY ops would trace this function.
+    IpModifyConflict(&'static str),
+    /// `ftrace_enabled` cannot go off while a PERMANENT ops is registered.
+    PermanentOpsRegistered,
+    /// A PERMANENT ops cannot register while `ftrace_enabled` is off.
+    TracingDisabled,
+    /// Called from an interrupt, an exception or a tracing callback.
+    WrongContext,
+}
+
+impl fmt::Display for FtraceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FtraceError::Unavailable(why) => write!(f, "function tracing unavailable: {why}"),
+            FtraceError::AlreadyRegistered => write!(f, "ops already registered"),
+            FtraceError::NotRegistered => write!(f, "ops not registered"),
+            FtraceError::Filter(error) => write!(f, "{error}"),
+            FtraceError::NotTraceable(address) => write!(f, "{address:#x} is not a traceable function"),
+            FtraceError::IpModifyConflict(name) => {
+                write!(f, "{name} already has an ops that modifies the instruction pointer")
+            }
+            FtraceError::PermanentOpsRegistered => write!(f, "a permanent ops is registered"),
+            FtraceError::TracingDisabled => write!(f, "function tracing is disabled (ftrace_enabled is 0)"),
+            FtraceError::WrongContext => write!(f, "tracing can only be changed from normal context"),
+        }
+    }
+}
+
+impl From<FilterError> for FtraceError {
+    fn from(error: FilterError) -> Self {
+        FtraceError::Filter(error)
+    }
+}
+
+/// Update counters, for tests and the curious.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UpdateStats {
+    /// Updates run.
+    pub updates: u64,
+    /// Sites whose bytes an update changed.
+    pub sites_patched: u64,
+    /// Sites taken out of service.
+    pub sites_refused: u64,
+}
+
+struct Registered {
+    ops: &'static FtraceOps,
+    /// The records it traces (filter minus notrace).
+    effective: Bitmap,
+}
+
+struct Registry {
+    records: Vec<Record>,
+    registered: Vec<Registered>,
+    enabled: bool,
+    stats: UpdateStats,
+}
+
+/// A candidate's computed state.
+struct Desired {
+    index: usize,
+    call: Option<Trampoline>,
+    ops_count: u32,
+    ipmodify: bool,
+    /// The new list, when several ops trace the site and the old one differs.
+    list: Option<Box<SiteList>>,
+    single: Option<&'static FtraceOps>,
+}
+
+static REGISTRY: spin::Mutex<Option<Registry>> = spin::Mutex::new(None);
+
+/// What `init` found.
+#[derive(Clone, Copy, Debug)]
+pub struct InitInfo {
+    pub sites: usize,
+    pub symbols: usize,
+}
+
+fn site_table_error(what: &'static str) -> FtraceError {
+    FtraceError::Unavailable(what)
+}
+
+/// Checks the symbol and site tables and builds the records; on aarch64 also
+/// prepares every site (first NOP -> `mov x9, x30`). Called once at boot.
+pub fn init() -> Result<InitInfo, FtraceError> {
+    let table = symbols::table().map_err(|error| {
+        FtraceError::Unavailable(match error {
+            KallsymsError::Missing => "no symbol table (tools/ksyms did not run on this image)",
+            KallsymsError::Unsorted => "symbol table not sorted",
+            _ => "symbol table corrupt",
+        })
+    })?;
+    let sites = arch::layout::patchable_sites();
+    let count = table.site_count();
+    if count > sites.len() {
+        return Err(site_table_error("site count exceeds the patchable-entry table"));
+    }
+    let (valid, rest) = sites.split_at(count);
+    if valid.windows(2).any(|pair| pair[0] >= pair[1]) || valid.first() == Some(&0) {
+        return Err(site_table_error("patchable-entry table not sorted"));
+    }
+    if rest.iter().any(|&entry| entry != 0) {
+        return Err(site_table_error("patchable-entry table has entries past its count"));
+    }
+    let mut records = Vec::with_capacity(count);
+    for &entry in valid {
+        let ip = entry as usize + LITERAL_SIZE;
+        let symbol = table.at(ip).ok_or_else(|| site_table_error("a site is not a function start"))?;
+        records.push(Record::new(ip, symbol.name));
+    }
+    if !arch::ftrace::PREPARE.is_empty() {
+        let mut patcher = TextPatcher::new();
+        for record in &mut records {
+            records::prepare(&mut patcher, record);
+        }
+    }
+    *REGISTRY.lock() = Some(Registry { records, registered: Vec::new(), enabled: true, stats: UpdateStats::default() });
+    Ok(InitInfo { sites: count, symbols: table.len() })
+}
+
+/// Runs `f` on the registry, from normal context only.
+fn with_registry<R>(f: impl FnOnce(&mut Registry) -> Result<R, FtraceError>) -> Result<R, FtraceError> {
+    if context::current() != Context::Normal || recursion::in_callback() {
+        return Err(FtraceError::WrongContext);
+    }
+    let mut guard = REGISTRY.lock();
+    let registry = guard.as_mut().ok_or(FtraceError::Unavailable("not initialised"))?;
+    f(registry)
+}
+
+impl Registry {
+    fn position(&self, ops: &FtraceOps) -> Option<usize> {
+        self.registered.iter().position(|r| core::ptr::eq(r.ops, ops))
+    }
+
+    fn plan(&self, candidates: &Bitmap) -> Result<Vec<Desired>, FtraceError> {
+        let mut plan = Vec::new();
+        for index in candidates.iter_ones() {
+            let record = &self.records[index];
+            if record.failed {
+                continue;
+            }
+            let mut here: Vec<&'static FtraceOps> = Vec::new();
+            let (mut regs, mut ipmodify) = (false, 0);
+            if self.enabled {
+                for registered in self.registered.iter().filter(|r| r.effective.get(index)) {
+                    here.push(registered.ops);
+                    regs |= registered.ops.wants_regs();
+                    ipmodify += usize::from(registered.ops.flags().contains(OpsFlags::IPMODIFY));
+                }
+            }
+            if ipmodify > 1 {
+                return Err(FtraceError::IpModifyConflict(record.name));
+            }
+            let same_list = record.list.as_ref().is_some_and(|list| {
+                list.ops.len() == here.len() && list.ops.iter().zip(&here).all(|(a, b)| core::ptr::eq(*a, *b))
+            });
+            let list = (here.len() > 1 && !same_list).then(|| SiteList::new(here.clone().into_boxed_slice()));
+            plan.push(Desired {
+                index,
+                call: (!here.is_empty()).then_some(if regs { Trampoline::Regs } else { Trampoline::Args }),
+                ops_count: here.len() as u32,
+                ipmodify: ipmodify == 1,
+                list,
+                single: (here.len() == 1).then(|| here[0]),
+            });
+        }
+        Ok(plan)
+    }
+
+    /// Plans, validates, then patches the candidates whose state changes.
+    fn update(&mut self, candidates: &Bitmap) -> Result<(), FtraceError> {
+        let plan = self.plan(candidates)?;
+        self.stats.updates += 1;
+        let mut retired: Vec<Box<SiteList>> = Vec::new();
+        {
+            let mut patcher: Option<TextPatcher> = None;
+            for desired in plan {
+                let record = &mut self.records[desired.index];
+                let keep_list = desired.ops_count > 1 && desired.list.is_none();
+                let literal: &SiteCall = match (&desired.list, desired.single) {
+                    (Some(list), _) => list.site_call(),
+                    (None, Some(ops)) => ops.site_call(),
+                    (None, None) if keep_list => record.list.as_ref().expect("kept list").site_call(),
+                    (None, None) => &NOP_CALL,
+                };
+                let literal = literal as *const SiteCall as u64;
+                let unchanged = record.call == desired.call && (desired.call.is_none() || record.literal == literal);
+                if !unchanged {
+                    let patcher = patcher.get_or_insert_with(TextPatcher::new);
+                    if records::set_state(patcher, record, desired.call, literal) {
+                        self.stats.sites_patched += 1;
+                    } else {
+                        self.stats.sites_refused += 1;
+                        continue;
+                    }
+                }
+                record.ops_count = desired.ops_count;
+                record.ipmodify = desired.ipmodify;
+                if !keep_list {
+                    if let Some(old) = core::mem::replace(&mut record.list, desired.list) {
+                        retired.push(old);
+                    }
+                }
+            }
+        }
+        // The batch is closed: no site points at a retired list any more.
+        drop(retired);
+        Ok(())
+    }
+
+    fn effective(&self, ops: &FtraceOps) -> Bitmap {
+        ops.filters.lock().effective(self.records.len())
+    }
+
+    /// Replaces a registered ops's effective set and updates; restores it if
+    /// the update is refused.
+    fn refilter(&mut self, ops: &FtraceOps, effective: Bitmap) -> Result<(), FtraceError> {
+        let Some(position) = self.position(ops) else { return Ok(()) };
+        let old = core::mem::replace(&mut self.registered[position].effective, effective.clone());
+        let mut candidates = old.clone();
+        candidates.union_with(&effective);
+        self.update(&candidates).inspect_err(|_| self.registered[position].effective = old)
+    }
+}
+
+/// Starts calling `ops` at every function its filters select.
+pub fn register(ops: &'static FtraceOps) -> Result<(), FtraceError> {
+    with_registry(|registry| {
+        if registry.position(ops).is_some() {
+            return Err(FtraceError::AlreadyRegistered);
+        }
+        if ops.flags().contains(OpsFlags::PERMANENT) && !registry.enabled {
+            return Err(FtraceError::TracingDisabled);
+        }
+        let effective = registry.effective(ops);
+        registry.registered.push(Registered { ops, effective: effective.clone() });
+        registry.update(&effective).inspect_err(|_| {
+            registry.registered.pop();
+        })
+    })
+}
+
+/// Stops calling `ops`. When this returns, no site leads to it any more.
+pub fn unregister(ops: &'static FtraceOps) -> Result<(), FtraceError> {
+    with_registry(|registry| {
+        let position = registry.position(ops).ok_or(FtraceError::NotRegistered)?;
+        let removed = registry.registered.remove(position);
+        registry.update(&removed.effective)
+    })
+}
+
+/// Whether `ops` is registered.
+pub fn is_registered(ops: &FtraceOps) -> bool {
+    REGISTRY.lock().as_ref().is_some_and(|registry| registry.position(ops).is_some())
+}
+
+/// Which of an ops's two filters a change applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FilterKind {
+    /// `set_ftrace_filter`: only these functions (empty: all).
+    Filter,
+    /// `set_ftrace_notrace`: never these functions.
+    Notrace,
+}
+
+/// Changes one of `ops`'s filters with globs (see [`crate::glob`]); applies
+/// live if it is registered. On error nothing changes.
+pub fn set_filter(ops: &FtraceOps, kind: FilterKind, text: &str, mode: FilterMode) -> Result<(), FtraceError> {
+    with_registry(|registry| {
+        let count = registry.records.len();
+        let records = &registry.records;
+        let current = {
+            let filters = ops.filters.lock();
+            match kind {
+                FilterKind::Filter => filters.filter.clone(),
+                FilterKind::Notrace => filters.notrace.clone(),
+            }
+        };
+        let current = if current.len() == count { current } else { Bitmap::new(count) };
+        let new = apply_filter(&current, text, mode, count, |i| records[i].name)?;
+        commit_filter(registry, ops, kind, new)
+    })
+}
+
+/// Changes one of `ops`'s filters by function address. Every address must be
+/// a traceable function's; on error nothing changes.
+pub fn set_filter_ips(ops: &FtraceOps, kind: FilterKind, ips: &[usize], mode: FilterMode) -> Result<(), FtraceError> {
+    with_registry(|registry| {
+        let count = registry.records.len();
+        let mut new = match mode {
+            FilterMode::Replace => Bitmap::new(count),
+            FilterMode::Append => {
+                let filters = ops.filters.lock();
+                let current = match kind {
+                    FilterKind::Filter => &filters.filter,
+                    FilterKind::Notrace => &filters.notrace,
+                };
+                if current.len() == count { current.clone() } else { Bitmap::new(count) }
+            }
+        };
+        for &ip in ips {
+            let index = registry.records.binary_search_by_key(&ip, |r| r.ip).map_err(|_| FtraceError::NotTraceable(ip))?;
+            new.set(index);
+        }
+        commit_filter(registry, ops, kind, new)
+    })
+}
+
+fn commit_filter(registry: &mut Registry, ops: &FtraceOps, kind: FilterKind, new: Bitmap) -> Result<(), FtraceError> {
+    let old = {
+        let mut filters = ops.filters.lock();
+        match kind {
+            FilterKind::Filter => core::mem::replace(&mut filters.filter, new),
+            FilterKind::Notrace => core::mem::replace(&mut filters.notrace, new),
+        }
+    };
+    let effective = registry.effective(ops);
+    registry.refilter(ops, effective).inspect_err(|_| {
+        let mut filters = ops.filters.lock();
+        match kind {
+            FilterKind::Filter => filters.filter = old,
+            FilterKind::Notrace => filters.notrace = old,
+        }
+    })
+}
+
+/// The names a filter of `ops` holds (empty for an empty filter).
+pub fn filter_names(ops: &FtraceOps, kind: FilterKind) -> Vec<&'static str> {
+    let guard = REGISTRY.lock();
+    let Some(registry) = guard.as_ref() else { return Vec::new() };
+    let filters = ops.filters.lock();
+    let set = match kind {
+        FilterKind::Filter => &filters.filter,
+        FilterKind::Notrace => &filters.notrace,
+    };
+    set.iter_ones().filter_map(|i| registry.records.get(i).map(|r| r.name)).collect()
+}
+
+/// Turns all function tracing on or off (`ftrace_enabled`), keeping every
+/// registration.
+pub fn set_enabled(enabled: bool) -> Result<(), FtraceError> {
+    with_registry(|registry| {
+        if registry.enabled == enabled {
+            return Ok(());
+        }
+        if !enabled && registry.registered.iter().any(|r| r.ops.flags().contains(OpsFlags::PERMANENT)) {
+            return Err(FtraceError::PermanentOpsRegistered);
+        }
+        registry.enabled = enabled;
+        let all = Bitmap::full(registry.records.len());
+        registry.update(&all).inspect_err(|_| registry.enabled = !enabled)
+    })
+}
+
+/// Whether function tracing is on (`ftrace_enabled`).
+pub fn is_enabled() -> bool {
+    REGISTRY.lock().as_ref().is_some_and(|registry| registry.enabled)
+}
+
+/// The update counters.
+pub fn update_stats() -> UpdateStats {
+    REGISTRY.lock().as_ref().map(|registry| registry.stats).unwrap_or_default()
+}
+
+/// A site as `enabled_functions` and tests see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SiteInfo {
+    pub ip: usize,
+    pub name: &'static str,
+    pub ops_count: u32,
+    pub trampoline: Option<Trampoline>,
+    pub ipmodify: bool,
+    pub failed: bool,
+}
+
+impl SiteInfo {
+    fn of(record: &Record) -> SiteInfo {
+        SiteInfo {
+            ip: record.ip,
+            name: record.name,
+            ops_count: record.ops_count,
+            trampoline: record.call,
+            ipmodify: record.ipmodify,
+            failed: record.failed,
+        }
+    }
+}
+
+/// The site of the function at `ip`.
+pub fn site(ip: usize) -> Option<SiteInfo> {
+    let guard = REGISTRY.lock();
+    let registry = guard.as_ref()?;
+    let index = registry.records.binary_search_by_key(&ip, |r| r.ip).ok()?;
+    Some(SiteInfo::of(&registry.records[index]))
+}
+
+/// Calls `f` with every site, in address order.
+pub fn for_each_site(mut f: impl FnMut(&SiteInfo)) {
+    let guard = REGISTRY.lock();
+    if let Some(registry) = guard.as_ref() {
+        for record in &registry.records {
+            f(&SiteInfo::of(record));
+        }
+    }
+}
+
+/// Puts an out-of-service site back, if its bytes are the disabled state
+/// again (the call slot holds the NOP). For tests that corrupt a site on
+/// purpose and repair it.
+pub fn return_to_service(ip: usize) -> bool {
+    let mut guard = REGISTRY.lock();
+    let Some(registry) = guard.as_mut() else { return false };
+    let Ok(index) = registry.records.binary_search_by_key(&ip, |r| r.ip) else { return false };
+    let record = &mut registry.records[index];
+    let mut slot = [0u8; arch::ftrace::INSN_LEN];
+    let patcher = TextPatcher::new();
+    let intact = patcher.read(ip + arch::ftrace::CALL_OFFSET, &mut slot).is_ok() && slot == arch::ftrace::NOP;
+    drop(patcher);
+    if intact && record.call.is_none() {
+        record.failed = false;
+    }
+    !record.failed
+}

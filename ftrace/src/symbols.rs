@@ -1,0 +1,22 @@
+//! The running kernel's own symbol table (`.kernel_symbols`), validated once.
+
+use spin::Once;
+
+use crate::kallsyms::{Kallsyms, KallsymsError};
+
+static TABLE: Once<Result<Kallsyms<'static>, KallsymsError>> = Once::new();
+
+/// The validated table, or why there is none.
+pub fn table() -> Result<&'static Kallsyms<'static>, KallsymsError> {
+    TABLE.call_once(|| Kallsyms::parse(arch::layout::kernel_symbols())).as_ref().map_err(|e| *e)
+}
+
+/// The name of the function containing `address`.
+pub fn name_of(address: usize) -> Option<&'static str> {
+    table().ok()?.lookup(address).map(|symbol| symbol.name)
+}
+
+/// Writes `function+0xOFF/0xSIZE` (or the bare address) for `address`.
+pub fn write_address(out: &mut dyn core::fmt::Write, address: usize) -> core::fmt::Result {
+    crate::kallsyms::write_address(out, table().ok(), address)
+}
