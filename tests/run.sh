@@ -6,7 +6,8 @@
 #
 # Each kernel run must end with `ARCH: N passed, 0 failed`. After each one, a
 # second short run injects a failing test (kernel option ktest.inject_failure)
-# and must fail: proof that a failure really fails the run. Installs what is
+# and must fail: proof that a failure really fails the run. Then the console
+# scenarios (tests/scenarios.sh) drive the shell as a user would. Installs what is
 # missing (Rust targets, QEMU) and says so.
 set -euo pipefail
 source "$(dirname "$0")/../tools/env.sh"
@@ -56,6 +57,9 @@ run_kernel() {
         failures+=("$arch-failure-detection")
     fi
     rm -f "$log"
+
+    echo "== $arch: console scenarios"
+    tests/scenarios.sh "$arch" || failures+=("$arch-scenarios")
 }
 
 for stage in "${stages[@]}"; do

@@ -281,6 +281,15 @@ pub struct OutOfRange {
     pub to: usize,
 }
 
+impl PtRegs {
+    /// The register called `name` (any name `%REG` accepts).
+    pub fn register(&self, name: &str) -> Option<u64> {
+        let info = regs::REGISTERS.iter().find(|info| info.names.contains(&name))?;
+        // SAFETY: the table's offsets are `offset_of!` of u64 fields.
+        Some(unsafe { *((self as *const PtRegs as *const u8).add(info.offset) as *const u64) })
+    }
+}
+
 /// Which trampoline a site calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Trampoline {

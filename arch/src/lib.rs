@@ -15,6 +15,7 @@
 //! | `mm`         | page tables (and the text alias), fault-tolerant copies |
 //! | `patch`      | writing text through the alias, cache/pipeline synchronisation |
 //! | `regs`       | [`regs::PtRegs`] and which registers each trampoline saves |
+//! | `selftest`   | register-marking harness and fixtures for the in-kernel tests |
 //! | `timer`      | the periodic tick and the cycle counter |
 //!
 //! Next to them live the few architecture-neutral pieces the arch code shares:
@@ -47,7 +48,7 @@ pub mod print;
 pub mod text;
 pub mod time;
 
-pub use imp::{boot, console, cpu, exceptions, exit, ftrace, mm, patch, regs, timer};
+pub use imp::{boot, console, cpu, exceptions, exit, ftrace, mm, patch, regs, selftest, timer};
 
 /// The most CPUs per-CPU arrays are sized for. One runs today.
 pub const MAX_CPUS: usize = 4;

@@ -80,29 +80,6 @@ impl TextPatcher {
         self.writes
     }
 
-    fn check(addr: usize, len: usize) -> Result<(), PatchError> {
-        if len == 0 || len > MAX_PATCH {
-            return Err(PatchError::BadLength { len });
-        }
-        let text = layout::text();
-        if addr < text.start || addr.checked_add(len).is_none_or(|end| end > text.end) {
-            return Err(PatchError::NotText { addr });
-        }
-        Ok(())
-    }
-
-    /// Reads `out.len()` bytes of text at `addr` (through the normal,
-    /// read-only mapping).
-    pub fn read(&self, addr: usize, out: &mut [u8]) -> Result<(), PatchError> {
-        Self::check(addr, out.len())?;
-        for (i, byte) in out.iter_mut().enumerate() {
-            // SAFETY: `check` confirmed the range is kernel text, which is
-            // always mapped readable.
-            *byte = unsafe { core::ptr::read_volatile((addr + i) as *const u8) };
-        }
-        Ok(())
-    }
-
     /// Replaces `expected` with `new` at text address `addr`, if and only if
     /// `expected` is what is there now.
     pub fn replace(&mut self, addr: usize, expected: &[u8], new: &[u8]) -> Result<(), PatchError> {
@@ -110,13 +87,13 @@ impl TextPatcher {
             return Err(PatchError::BadLength { len: new.len() });
         }
         let mut actual = [0u8; MAX_PATCH];
-        self.read(addr, &mut actual[..expected.len()])?;
+        read(addr, &mut actual[..expected.len()])?;
         if actual[..expected.len()] != *expected {
             return Err(PatchError::Mismatch { addr, actual, len: expected.len() });
         }
         let alias = patch::text_alias(addr);
         // SAFETY: the alias maps the text page writable while this batch is
-        // open; `check` (in `read`) kept the range inside text. Naturally
+        // open; `read` checked the range is inside text. Naturally
         // aligned 4- and 8-byte patches are single stores, so even a
         // concurrent instruction fetch sees the old or the new value whole.
         unsafe {
@@ -144,8 +121,44 @@ impl TextPatcher {
 
 impl Drop for TextPatcher {
     fn drop(&mut self) {
-        patch::unmap_text_alias();
-        patch::finish_batch();
-        ACTIVE.store(false, Ordering::Release);
+        close_batch();
     }
+}
+
+fn close_batch() {
+    patch::unmap_text_alias();
+    patch::finish_batch();
+    ACTIVE.store(false, Ordering::Release);
+}
+
+/// Closes a batch whose owner was abandoned (a panic inside it, in a test
+/// that expects one): removes the alias and allows new batches. Interrupts are
+/// the caller's business.
+pub fn abandon() {
+    if ACTIVE.load(Ordering::Acquire) {
+        close_batch();
+    }
+}
+
+fn check(addr: usize, len: usize) -> Result<(), PatchError> {
+    if len == 0 || len > MAX_PATCH {
+        return Err(PatchError::BadLength { len });
+    }
+    let text = layout::text();
+    if addr < text.start || addr.checked_add(len).is_none_or(|end| end > text.end) {
+        return Err(PatchError::NotText { addr });
+    }
+    Ok(())
+}
+
+/// Reads `out.len()` (at most [`MAX_PATCH`]) bytes of kernel text at `addr`,
+/// through the normal read-only mapping. Needs no batch.
+pub fn read(addr: usize, out: &mut [u8]) -> Result<(), PatchError> {
+    check(addr, out.len())?;
+    for (i, byte) in out.iter_mut().enumerate() {
+        // SAFETY: `check` confirmed the range is kernel text, which is always
+        // mapped readable.
+        *byte = unsafe { core::ptr::read_volatile((addr + i) as *const u8) };
+    }
+    Ok(())
 }

@@ -48,6 +48,8 @@ pub mod tracer;
 #[cfg(target_os = "none")]
 pub use ops::{FtraceFunc, FtraceOps, OpsFlags};
 #[cfg(target_os = "none")]
+pub use records::last_refusal;
+#[cfg(target_os = "none")]
 pub use registry::{
     filter_names, for_each_site, is_enabled, is_registered, register, return_to_service, set_enabled,
     set_filter, set_filter_ips, site, unregister, update_stats, FilterKind, FtraceError, InitInfo, SiteInfo,

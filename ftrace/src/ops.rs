@@ -148,7 +148,10 @@ extern "C" fn guarded_entry(ip: usize, parent_ip: usize, call: &SiteCall, fregs:
     let ops = unsafe { &*(call as *const SiteCall as *const FtraceOps) };
     match recursion::try_enter() {
         Some(_guard) => ops.invoke(ip, parent_ip, fregs),
-        None => ops.note_missed(),
+        None => {
+            ops.note_missed();
+            recursion::note_recursion(ip, parent_ip);
+        }
     }
 }
 
@@ -184,6 +187,7 @@ extern "C" fn list_entry(ip: usize, parent_ip: usize, call: &SiteCall, fregs: &m
             for ops in list.ops.iter() {
                 ops.note_missed();
             }
+            recursion::note_recursion(ip, parent_ip);
         }
     }
 }

@@ -9,6 +9,8 @@
 //! service: it is never written again.
 
 use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::String;
 use core::fmt;
 
 use arch::ftrace::{self as site, Insn, CALL_OFFSET, LITERAL_NOPS, NOP};
@@ -112,14 +114,28 @@ fn patch(
     }
 }
 
-fn refuse(record: &mut Record, action: Action, addr: usize, expected: &[u8], error: PatchError) {
+/// The most recent refusal report, for tests.
+static LAST_REFUSAL: spin::Mutex<Option<String>> = spin::Mutex::new(None);
+
+/// The most recent refusal report (`ftrace: refusing to patch ...`).
+pub fn last_refusal() -> Option<String> {
+    LAST_REFUSAL.lock().clone()
+}
+
+fn report(record: &mut Record, message: String) {
     record.failed = true;
-    let mut expected_text = alloc::string::String::new();
+    println!("{message}");
+    *LAST_REFUSAL.lock() = Some(message);
+}
+
+fn refuse(record: &mut Record, action: Action, addr: usize, expected: &[u8], error: PatchError) {
+    let mut expected_text = String::new();
     let _ = arch::text::write_bytes(&mut expected_text, expected);
-    println!(
+    let message = format!(
         "ftrace: refusing to patch {} at {addr:#x} while {action}: {error}, expected{expected_text}; site taken out of service",
         record.name
     );
+    report(record, message);
 }
 
 /// Applies the boot-time preparation (aarch64: `nop` -> `mov x9, x30`).
@@ -155,11 +171,11 @@ pub(crate) fn set_state(patcher: &mut TextPatcher, record: &mut Record, call: Op
         let (old, new) = match (record.insn(record.call), record.insn(call)) {
             (Ok(old), Ok(new)) => (old, new),
             (_, Err(range)) | (Err(range), _) => {
-                record.failed = true;
-                println!(
+                let message = format!(
                     "ftrace: refusing to patch {} while {action}: {:#x} is out of the call's reach from {:#x}; site taken out of service",
                     record.name, range.to, range.from
                 );
+                report(record, message);
                 return false;
             }
         };

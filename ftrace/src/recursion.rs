@@ -8,7 +8,7 @@
 //! interrupts nest strictly, so a plain load and store suffice: an interrupt
 //! between them sets and clears its own bit before we resume.
 
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use arch::{context, cpu, MAX_CPUS};
 
@@ -50,4 +50,42 @@ pub fn in_callback() -> bool {
 /// after an expected panic inside a callback).
 pub fn reset() {
     ACTIVE[cpu::id()].store(0, Ordering::Relaxed);
+}
+
+/// How many distinct recursion sites [`recursed_functions`] remembers.
+pub const RECURSED_MAX: usize = 32;
+
+static RECURSED: [(AtomicUsize, AtomicUsize); RECURSED_MAX] =
+    [const { (AtomicUsize::new(0), AtomicUsize::new(0)) }; RECURSED_MAX];
+
+/// Remembers that a callback recursed into function `ip` (called from
+/// `parent_ip`), once per function, as Linux's `recursed_functions` does.
+/// Lock-free and allocation-free: it runs on the traced path.
+pub fn note_recursion(ip: usize, parent_ip: usize) {
+    for (slot_ip, slot_parent) in &RECURSED {
+        match slot_ip.compare_exchange(0, ip, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => {
+                slot_parent.store(parent_ip, Ordering::Relaxed);
+                return;
+            }
+            Err(existing) if existing == ip => return,
+            Err(_) => {}
+        }
+    }
+}
+
+/// The functions recursion was caught in: (function, its caller).
+pub fn recursed_functions() -> impl Iterator<Item = (usize, usize)> {
+    RECURSED
+        .iter()
+        .map(|(ip, parent)| (ip.load(Ordering::Relaxed), parent.load(Ordering::Relaxed)))
+        .take_while(|&(ip, _)| ip != 0)
+}
+
+/// Forgets the recorded recursion sites (`echo > recursed_functions`).
+pub fn clear_recursed_functions() {
+    for (ip, parent) in &RECURSED {
+        ip.store(0, Ordering::Relaxed);
+        parent.store(0, Ordering::Relaxed);
+    }
 }

@@ -460,9 +460,7 @@ pub fn return_to_service(ip: usize) -> bool {
     let Ok(index) = registry.records.binary_search_by_key(&ip, |r| r.ip) else { return false };
     let record = &mut registry.records[index];
     let mut slot = [0u8; arch::ftrace::INSN_LEN];
-    let patcher = TextPatcher::new();
-    let intact = patcher.read(ip + arch::ftrace::CALL_OFFSET, &mut slot).is_ok() && slot == arch::ftrace::NOP;
-    drop(patcher);
+    let intact = arch::text::read(ip + arch::ftrace::CALL_OFFSET, &mut slot).is_ok() && slot == arch::ftrace::NOP;
     if intact && record.call.is_none() {
         record.failed = false;
     }

@@ -18,6 +18,7 @@ mod panic;
 mod shell;
 #[cfg(test)]
 mod testing;
+mod tick;
 mod tracefs;
 mod workload;
 
@@ -32,6 +33,7 @@ pub use arch::{print, println};
 pub fn kernel_main() -> ! {
     boot::linked();
     heap::init();
+    tick::init();
     println!();
     println!(
         "ktrace kernel {} on {}: a teaching kernel for function tracing",

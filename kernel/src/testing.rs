@@ -157,9 +157,19 @@ pub fn on_panic(info: &PanicInfo) {
         }
     };
     record(outcome);
+    forget_abandoned_state();
     // SAFETY: the panicking test's stack is abandoned for good: the test
-    // framework holds no borrow into it and the console lock was reset.
+    // framework holds no borrow into it, and `forget_abandoned_state` released
+    // what it may have held.
     unsafe { arch::cpu::reset_stack_and_call(continue_tests) }
+}
+
+/// Undoes what a test that panicked can leave behind: an exception context
+/// never left, a tracing callback never returned from, an open patch batch.
+fn forget_abandoned_state() {
+    arch::context::reset();
+    arch::text::abandon();
+    ftrace::recursion::reset();
 }
 
 /// A fixed-size buffer for formatting a panic message without allocating.

@@ -63,6 +63,7 @@ const FILES: &[File] = &[
     File { name: "tracing_on", read: Some(read_tracing_on), write: Some(write_tracing_on) },
     File { name: "ftrace_enabled", read: Some(read_ftrace_enabled), write: Some(write_ftrace_enabled) },
     File { name: "trace", read: Some(read_trace), write: Some(write_trace) },
+    File { name: "recursed_functions", read: Some(read_recursed_functions), write: Some(write_recursed_functions) },
 ];
 
 fn find(name: &str) -> Result<&'static File, TracefsError> {
@@ -196,5 +197,19 @@ fn read_trace(out: &mut dyn Write) -> fmt::Result {
 /// Any write empties the buffer (`echo > trace`), as in Linux.
 fn write_trace(_text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
     ftrace::buffer::reset();
+    Ok(())
+}
+
+/// `FUNCTION:\tCALLER` for every function a callback recursed into.
+fn read_recursed_functions(out: &mut dyn Write) -> fmt::Result {
+    for (ip, parent) in ftrace::recursion::recursed_functions() {
+        let name = |address| ftrace::symbols::name_of(address).unwrap_or("?");
+        writeln!(out, "{}:\t{}", name(ip), name(parent))?;
+    }
+    Ok(())
+}
+
+fn write_recursed_functions(_text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+    ftrace::recursion::clear_recursed_functions();
     Ok(())
 }

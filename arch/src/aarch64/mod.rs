@@ -11,6 +11,7 @@ pub mod ftrace;
 pub mod mm;
 pub mod patch;
 pub mod regs;
+pub mod selftest;
 pub mod timer;
 
 mod gic;

@@ -52,6 +52,15 @@ pub fn frame_pointer() -> usize {
     fp
 }
 
+/// The current stack pointer.
+#[inline(always)]
+pub fn stack_pointer() -> usize {
+    let sp: usize;
+    // SAFETY: reads a register.
+    unsafe { asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags)) };
+    sp
+}
+
 extern "C" {
     static __boot_stack_top: u8;
 }

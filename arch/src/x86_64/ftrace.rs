@@ -161,7 +161,7 @@ ftrace_caller:
     .p2align 4
     .global ftrace_regs_caller
 ftrace_regs_caller:
-    subq ${frame}, %rsp
+    leaq -{frame}(%rsp), %rsp           /* lea: RFLAGS must reach pushfq unchanged */
     ftrace_save_entry_regs
     movq %rbx, {pt}+{rbx}(%rsp)
     movq %r10, {pt}+{r10}(%rsp)

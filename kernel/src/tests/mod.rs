@@ -1,3 +1,4 @@
 //! In-kernel tests, run under QEMU by `cargo test` (see `crate::testing`).
 
 mod basics;
+mod ftrace;

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# End-to-end scenarios: console commands piped into ./qemu-run.sh, as a user
+# would type them, with checks on what the kernel prints.
+#
+#   tests/scenarios.sh ARCH
+set -euo pipefail
+source "$(dirname "$0")/../tools/env.sh"
+cd "$KTRACE_ROOT"
+
+arch=$1
+failures=0
+
+# run_session NAME COMMANDS: boots, feeds COMMANDS, keeps the output in $out.
+run_session() {
+    local name=$1 commands=$2
+    echo "-- scenario $name ($arch)"
+    if ! out=$(printf '%b' "$commands" | ./qemu-run.sh "$arch" --timeout 120 2>&1); then
+        echo "FAILED: $name: the session did not power off cleanly"
+        echo "$out" | tail -20
+        failures=$((failures + 1))
+        return 1
+    fi
+}
+
+# expect DESCRIPTION COMMAND...: a check on $out.
+expect() {
+    local description=$1
+    shift
+    if "$@"; then
+        echo "ok: $description"
+    else
+        echo "FAILED: $description"
+        echo "$out" | tail -40
+        failures=$((failures + 1))
+    fi
+}
+
+count_lines() { grep -cE "$1" <<<"$out" || true; }
+
+if run_session boot 'help\nuptime\nbogus\npoweroff\n'; then
+    expect "boot banner" grep -q "^ktrace kernel .* on $arch" <<<"$out"
+    expect "command list" grep -q "^  poweroff" <<<"$out"
+    expect "uptime" grep -qE "^up [0-9]+ ticks" <<<"$out"
+    expect "unknown command error" grep -q "^error: unknown command 'bogus'" <<<"$out"
+fi
+
+if run_session function-fib 'echo *fib* > set_ftrace_filter\necho function > current_tracer\nrun fib 5\ncat trace\ncat enabled_functions\necho nop > current_tracer\ncat enabled_functions\necho nosuch > current_tracer\necho nosuch_fn_* > set_ftrace_filter\npoweroff\n'; then
+    expect "15 fib trace lines" test "$(count_lines '\] \.\.\.\.\. +[0-9]+\.[0-9]{6}: kernel::workload::fib <-kernel::workload::(fib|run)$')" -eq 15
+    expect "outermost call from run" grep -q ": kernel::workload::fib <-kernel::workload::run$" <<<"$out"
+    expect "enabled_functions lists fib while enabled" grep -qx "kernel::workload::fib (1)" <<<"$out"
+    expect "nothing enabled after nop" test "$(count_lines '^kernel::workload::fib \(1\)$')" -eq 1
+    expect "unknown tracer refused" grep -q "^error: no such tracer 'nosuch'" <<<"$out"
+    expect "glob matching nothing refused" grep -q "^error: 'nosuch_fn_\*' matches no traceable function" <<<"$out"
+fi
+
+[ "$failures" -eq 0 ]
