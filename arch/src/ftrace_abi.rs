@@ -17,6 +17,8 @@
 //!   out.
 //! - [`Saved::Return`] (the return trampoline): only the return-value
 //!   registers, frame pointer and stack pointer.
+//! - [`Saved::ReturnFull`] (the full-registers return trampoline): the whole
+//!   `PtRegs` at a function's return.
 //!
 //! Which `PtRegs` fields each save records is the architecture's
 //! `regs::REGISTERS` table; [`FtraceRegs::query_register_offset`] answers from
@@ -56,6 +58,9 @@ pub enum Saved {
     EntryFull = 2,
     /// Return registers only (the return trampoline).
     Return = 3,
+    /// Every register, at a function's return (the full-registers return
+    /// trampoline, for kretprobe-style users).
+    ReturnFull = 4,
 }
 
 impl Saved {
@@ -141,6 +146,11 @@ impl FtraceRegs {
         matches!(self.saved, Saved::EntryArgs | Saved::EntryFull)
     }
 
+    /// Whether every register was saved.
+    pub fn is_full(&self) -> bool {
+        matches!(self.saved, Saved::EntryFull | Saved::ReturnFull)
+    }
+
     /// Argument `n` of the traced function (0-based), at entry. Arguments past
     /// the registers are read from the caller's stack where the architecture
     /// passes them there (x86_64: n >= 6), fault-tolerantly.
@@ -219,13 +229,13 @@ impl FtraceRegs {
 
     /// The full register set, only if the trampoline saved all of it.
     pub fn regs(&mut self) -> Option<&mut PtRegs> {
-        (self.saved == Saved::EntryFull).then_some(&mut self.regs)
+        self.is_full().then_some(&mut self.regs)
     }
 
     /// A `PtRegs` built from what was saved, every unsaved register zero: for
     /// consumers that insist on a `PtRegs` without paying for a full save.
     pub fn partial_regs(&self) -> PtRegs {
-        if self.saved == Saved::EntryFull {
+        if self.is_full() {
             return self.regs;
         }
         let mut partial = PtRegs::default();
@@ -300,13 +310,16 @@ pub enum Trampoline {
 }
 
 /// The handler a site's literal leads to. Called by the trampolines with the
-/// traced function's address, its caller's return address, the `SiteCall`
+/// traced function's address, its caller's return address, the literal
 /// itself (so the handler can find the object it is embedded in) and the
-/// saved registers.
-pub type SiteFunc = extern "C" fn(ip: usize, parent_ip: usize, call: &SiteCall, fregs: &mut FtraceRegs);
+/// saved registers. The literal is a raw pointer, not a reference: it stands
+/// for the whole object, and the handler reaches (and may change) the rest of
+/// that object through it.
+pub type SiteFunc = extern "C" fn(ip: usize, parent_ip: usize, call: *const SiteCall, fregs: &mut FtraceRegs);
 
 /// What a site's ops literal points at. Embedded first in a `#[repr(C)]`
-/// object so that a pointer to it is a pointer to that object.
+/// object, and the literal is made from a pointer to that whole object, so it
+/// is a pointer to that object.
 #[repr(C)]
 pub struct SiteCall {
     pub func: SiteFunc,
@@ -314,3 +327,19 @@ pub struct SiteCall {
 
 /// The offset of the handler in [`SiteCall`] (for the trampolines).
 pub const SITE_CALL_FUNC: usize = offset_of!(SiteCall, func);
+
+/// Which return trampoline a hooked call returns through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReturnTrampoline {
+    /// `return_to_handler`: the return registers only ([`Saved::Return`]).
+    Sparse,
+    /// `return_to_handler_regs`: every register ([`Saved::ReturnFull`]).
+    Full,
+}
+
+// The return trampolines call this, which generic tracing code defines:
+// given the registers at the hooked function's return, it runs the return
+// callbacks and answers the address the function really returns to.
+extern "C" {
+    pub fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usize;
+}

@@ -4,6 +4,10 @@
 
 /// Event type of the function tracer's records (Linux's `TRACE_FN`).
 pub const TRACE_FN: u16 = 1;
+/// A function-graph return (Linux's `TRACE_GRAPH_RET`).
+pub const TRACE_GRAPH_RET: u16 = 10;
+/// A function-graph entry (Linux's `TRACE_GRAPH_ENT`).
+pub const TRACE_GRAPH_ENT: u16 = 11;
 
 /// `trace_entry.flags` bits, as Linux defines them.
 pub mod flags {
@@ -85,6 +89,112 @@ impl FunctionEvent {
     }
 }
 
+fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
+}
+
+/// A function-graph entry (`struct ftrace_graph_ent_entry`): the function
+/// and its depth on the return stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GraphEntryEvent {
+    pub common: Common,
+    pub func: u64,
+    pub depth: i32,
+}
+
+impl GraphEntryEvent {
+    /// Bytes of an encoded event (the depth is padded to 8).
+    pub const SIZE: usize = COMMON_SIZE + 16;
+
+    pub fn encode(&self) -> [u8; Self::SIZE] {
+        let mut out = [0; Self::SIZE];
+        self.common.encode(&mut out);
+        out[8..16].copy_from_slice(&self.func.to_ne_bytes());
+        out[16..20].copy_from_slice(&self.depth.to_ne_bytes());
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Option<GraphEntryEvent> {
+        let common = Common::decode(bytes)?;
+        (common.kind == TRACE_GRAPH_ENT).then_some(GraphEntryEvent {
+            common,
+            func: u64_at(bytes, 8)?,
+            depth: u32_at(bytes, 16)? as i32,
+        })
+    }
+}
+
+/// A function-graph return (`struct ftrace_graph_ret_entry`): the function,
+/// its return value, depth, the overrun count, and call and return times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GraphExitEvent {
+    pub common: Common,
+    pub func: u64,
+    pub retval: u64,
+    pub depth: i32,
+    pub overrun: u32,
+    pub calltime: u64,
+    pub rettime: u64,
+}
+
+impl GraphExitEvent {
+    /// Bytes of an encoded event.
+    pub const SIZE: usize = COMMON_SIZE + 40;
+
+    pub fn encode(&self) -> [u8; Self::SIZE] {
+        let mut out = [0; Self::SIZE];
+        self.common.encode(&mut out);
+        out[8..16].copy_from_slice(&self.func.to_ne_bytes());
+        out[16..24].copy_from_slice(&self.retval.to_ne_bytes());
+        out[24..28].copy_from_slice(&self.depth.to_ne_bytes());
+        out[28..32].copy_from_slice(&self.overrun.to_ne_bytes());
+        out[32..40].copy_from_slice(&self.calltime.to_ne_bytes());
+        out[40..48].copy_from_slice(&self.rettime.to_ne_bytes());
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Option<GraphExitEvent> {
+        let common = Common::decode(bytes)?;
+        (common.kind == TRACE_GRAPH_RET).then_some(GraphExitEvent {
+            common,
+            func: u64_at(bytes, 8)?,
+            retval: u64_at(bytes, 16)?,
+            depth: u32_at(bytes, 24)? as i32,
+            overrun: u32_at(bytes, 28)?,
+            calltime: u64_at(bytes, 32)?,
+            rettime: u64_at(bytes, 40)?,
+        })
+    }
+
+    /// How long the call took, in nanoseconds.
+    pub fn duration(&self) -> u64 {
+        self.rettime.saturating_sub(self.calltime)
+    }
+}
+
+/// Any event the kernel records, decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Record {
+    Function(FunctionEvent),
+    GraphEntry(GraphEntryEvent),
+    GraphExit(GraphExitEvent),
+    /// A type this decoder does not know (later tracers, probes).
+    Other(Common),
+}
+
+impl Record {
+    /// Decodes an event payload by its type.
+    pub fn decode(bytes: &[u8]) -> Option<Record> {
+        let common = Common::decode(bytes)?;
+        Some(match common.kind {
+            TRACE_FN => Record::Function(FunctionEvent::decode(bytes)?),
+            TRACE_GRAPH_ENT => Record::GraphEntry(GraphEntryEvent::decode(bytes)?),
+            TRACE_GRAPH_RET => Record::GraphExit(GraphExitEvent::decode(bytes)?),
+            _ => Record::Other(common),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,5 +212,17 @@ mod tests {
         let mut other = bytes;
         other[0] = 99;
         assert_eq!(FunctionEvent::decode(&other), None);
+        assert!(matches!(Record::decode(&other), Some(Record::Other(c)) if c.kind == 99));
+    }
+
+    #[test]
+    fn graph_events_round_trip() {
+        let common = Common { kind: TRACE_GRAPH_ENT, ..Common::default() };
+        let entry = GraphEntryEvent { common, func: 0x1000, depth: 3 };
+        assert_eq!(Record::decode(&entry.encode()), Some(Record::GraphEntry(entry)));
+        let common = Common { kind: TRACE_GRAPH_RET, ..Common::default() };
+        let exit = GraphExitEvent { common, func: 0x1000, retval: 5, depth: 3, overrun: 1, calltime: 100, rettime: 912 };
+        assert_eq!(Record::decode(&exit.encode()), Some(Record::GraphExit(exit)));
+        assert_eq!(exit.duration(), 812);
     }
 }

@@ -9,8 +9,12 @@
 //!   one ops calls it through the per-site literal with no list walk;
 //! - **the registry** ([`register`], [`set_filter`], ...): recomputes and
 //!   patches exactly the sites a change affects, in one batch;
+//! - **the return hook** ([`retstack`]): one shadow return stack per CPU and
+//!   one return trampoline per architecture, under both the function-graph
+//!   API ([`fgraph`]) and rethook (the `rethook` crate);
 //! - **the trace buffer** ([`buffer`]): per-CPU rings in Linux's page format;
-//! - **tracers** ([`tracer`]): `nop` and `function`, and `cat trace`.
+//! - **tracers** ([`tracer`]): `nop`, `function`, `function_graph`, and
+//!   `cat trace`.
 //!
 //! The logic half (symbol table format, globs and filters, the ring-buffer
 //! page format, event records and trace output) builds anywhere and is unit
@@ -33,11 +37,15 @@ pub mod buffer;
 #[cfg(target_os = "none")]
 pub mod clock;
 #[cfg(target_os = "none")]
+pub mod fgraph;
+#[cfg(target_os = "none")]
 mod ops;
 #[cfg(target_os = "none")]
 mod records;
 #[cfg(target_os = "none")]
 pub mod recursion;
+#[cfg(target_os = "none")]
+pub mod retstack;
 #[cfg(target_os = "none")]
 mod registry;
 #[cfg(target_os = "none")]

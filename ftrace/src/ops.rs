@@ -86,9 +86,10 @@ impl FtraceOps {
             guarded_entry
         } else {
             // SAFETY: both are `extern "C"` functions of four pointer-sized
-            // arguments; the third is `&SiteCall` in one and `&FtraceOps` in
-            // the other, and the SiteCall a site passes is the first field of
-            // this `repr(C)` ops, so it *is* a valid `&FtraceOps`.
+            // arguments; the third is `*const SiteCall` in one and
+            // `&FtraceOps` in the other, and the literal a site passes is made
+            // from a pointer to this whole `repr(C)` ops (`site_call`), whose
+            // first field is the SiteCall: it *is* a valid `&FtraceOps`.
             unsafe { core::mem::transmute::<FtraceFunc, SiteFunc>(func) }
         };
         FtraceOps {
@@ -130,9 +131,10 @@ impl FtraceOps {
         self.missed.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// What a site literal points at for this ops alone.
-    pub(crate) fn site_call(&'static self) -> &'static SiteCall {
-        &self.call
+    /// What a site literal points at for this ops alone: the whole ops, seen
+    /// as its first field.
+    pub(crate) fn site_call(&'static self) -> *const SiteCall {
+        self as *const FtraceOps as *const SiteCall
     }
 
     #[inline(always)]
@@ -142,10 +144,10 @@ impl FtraceOps {
 }
 
 /// The entry of an ops with [`OpsFlags::RECURSION`].
-extern "C" fn guarded_entry(ip: usize, parent_ip: usize, call: &SiteCall, fregs: &mut FtraceRegs) {
-    // SAFETY: sites point at the `SiteCall` that starts an `FtraceOps`
-    // (`repr(C)`, first field), so the pointer is that ops.
-    let ops = unsafe { &*(call as *const SiteCall as *const FtraceOps) };
+extern "C" fn guarded_entry(ip: usize, parent_ip: usize, call: *const SiteCall, fregs: &mut FtraceRegs) {
+    // SAFETY: the literal was made from a pointer to a whole `FtraceOps`
+    // (`site_call`), which registration keeps alive.
+    let ops = unsafe { &*(call as *const FtraceOps) };
     match recursion::try_enter() {
         Some(_guard) => ops.invoke(ip, parent_ip, fregs),
         None => {
@@ -168,15 +170,17 @@ impl SiteList {
         Box::new(SiteList { call: SiteCall { func: list_entry }, ops })
     }
 
-    pub fn site_call(&self) -> &SiteCall {
-        &self.call
+    /// What a site literal points at: the whole list, seen as its first field.
+    pub fn site_call(&self) -> *const SiteCall {
+        self as *const SiteList as *const SiteCall
     }
 }
 
 /// The entry of a site traced by several ops.
-extern "C" fn list_entry(ip: usize, parent_ip: usize, call: &SiteCall, fregs: &mut FtraceRegs) {
-    // SAFETY: as in `guarded_entry`: the SiteCall starts a `SiteList`.
-    let list = unsafe { &*(call as *const SiteCall as *const SiteList) };
+extern "C" fn list_entry(ip: usize, parent_ip: usize, call: *const SiteCall, fregs: &mut FtraceRegs) {
+    // SAFETY: as in `guarded_entry`: the literal points at a whole `SiteList`,
+    // which the registry keeps until no site points at it.
+    let list = unsafe { &*(call as *const SiteList) };
     match recursion::try_enter() {
         Some(_guard) => {
             for ops in list.ops.iter() {
@@ -192,7 +196,7 @@ extern "C" fn list_entry(ip: usize, parent_ip: usize, call: &SiteCall, fregs: &m
     }
 }
 
-extern "C" fn nop_entry(_ip: usize, _parent_ip: usize, _call: &SiteCall, _fregs: &mut FtraceRegs) {}
+extern "C" fn nop_entry(_ip: usize, _parent_ip: usize, _call: *const SiteCall, _fregs: &mut FtraceRegs) {}
 
 /// What a disabled site's literal points at: a site whose call is being
 /// removed on another CPU may still reach it, and must find something valid.

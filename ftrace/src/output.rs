@@ -2,7 +2,7 @@
 
 use core::fmt::{self, Write};
 
-use crate::event::{flags, Common, FunctionEvent};
+use crate::event::{flags, Common, FunctionEvent, GraphExitEvent, Record};
 use crate::ring_buffer::Stats;
 
 /// Turns an address into a function name, if it is inside one.
@@ -86,6 +86,124 @@ pub fn write_function(out: &mut dyn Write, cpu: usize, time_ns: u64, event: &Fun
     writeln!(out)
 }
 
+/// The `function_graph` header.
+pub fn write_graph_header(out: &mut dyn Write) -> fmt::Result {
+    writeln!(out, "# tracer: function_graph")?;
+    writeln!(out, "#")?;
+    writeln!(out, "# CPU  DURATION                  FUNCTION CALLS")?;
+    writeln!(out, "# |     |   |                     |   |   |   |")
+}
+
+/// Linux's overhead mark for a duration in ns: `$` over 1 s, `@` 100 ms,
+/// `*` 10 ms, `#` 1 ms, `!` 100 us, `+` 10 us.
+fn duration_mark(ns: u64) -> char {
+    const MARKS: [(u64, char); 6] = [
+        (1_000_000_000, '$'),
+        (100_000_000, '@'),
+        (10_000_000, '*'),
+        (1_000_000, '#'),
+        (100_000, '!'),
+        (10_000, '+'),
+    ];
+    MARKS.iter().find(|(limit, _)| ns > *limit).map_or(' ', |(_, mark)| *mark)
+}
+
+/// The duration column: `  0.812 us    |  ` (mark, microseconds with up to
+/// three decimals, padded to Linux's width).
+fn write_duration(out: &mut dyn Write, ns: u64) -> fmt::Result {
+    let (micros, rest) = (ns / 1_000, ns % 1_000);
+    let mut text = alloc::format!("{micros}");
+    if text.len() < 7 {
+        let decimals = alloc::format!("{rest:03}");
+        let keep = (7 - text.len()).min(3);
+        text.push('.');
+        text.push_str(&decimals[..keep]);
+    }
+    write!(out, "{} {text} us ", duration_mark(ns))?;
+    for _ in text.len()..8 {
+        out.write_char(' ')?;
+    }
+    out.write_str("|  ")
+}
+
+/// Options for the `function_graph` output.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GraphOptions {
+    /// `options/funcgraph-retval`: print each call's return value.
+    pub retval: bool,
+}
+
+fn indent(out: &mut dyn Write, depth: i32) -> fmt::Result {
+    for _ in 0..depth.max(0) * 2 {
+        out.write_char(' ')?;
+    }
+    Ok(())
+}
+
+/// `function_graph` lines for `events` (time, record) of one CPU: a call
+/// whose return follows its entry directly is one `func();` line with its
+/// duration; other calls open `func() {` and close with `}`.
+pub fn write_graph(out: &mut dyn Write, cpu: usize, events: &[(u64, Record)], names: Namer, options: GraphOptions) -> fmt::Result {
+    let mut i = 0;
+    while i < events.len() {
+        write!(out, " {cpu}) ")?;
+        match events[i].1 {
+            Record::GraphEntry(entry) => {
+                let leaf = match events.get(i + 1) {
+                    Some((_, Record::GraphExit(exit))) if exit.func == entry.func && exit.depth == entry.depth => Some(*exit),
+                    _ => None,
+                };
+                match leaf {
+                    Some(exit) => {
+                        write_duration(out, exit.duration())?;
+                        indent(out, entry.depth)?;
+                        write_symbol(out, entry.func as usize, names)?;
+                        out.write_str("();")?;
+                        if options.retval {
+                            write!(out, " /* = {:#x} */", exit.retval)?;
+                        }
+                        i += 2;
+                    }
+                    None => {
+                        out.write_str("              |  ")?;
+                        indent(out, entry.depth)?;
+                        write_symbol(out, entry.func as usize, names)?;
+                        out.write_str("() {")?;
+                        i += 1;
+                    }
+                }
+            }
+            Record::GraphExit(exit) => {
+                write_closing(out, &exit, names, options)?;
+                i += 1;
+            }
+            Record::Function(event) => {
+                out.write_str("              |  ")?;
+                write_symbol(out, event.ip as usize, names)?;
+                i += 1;
+            }
+            Record::Other(common) => {
+                write!(out, "              |  /* event type {} */", common.kind)?;
+                i += 1;
+            }
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+fn write_closing(out: &mut dyn Write, exit: &GraphExitEvent, names: Namer, options: GraphOptions) -> fmt::Result {
+    write_duration(out, exit.duration())?;
+    indent(out, exit.depth)?;
+    out.write_char('}')?;
+    if options.retval {
+        out.write_str(" /* ")?;
+        write_symbol(out, exit.func as usize, names)?;
+        write!(out, " = {:#x} */", exit.retval)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,5 +239,58 @@ mod tests {
         let mut header = String::new();
         write_header(&mut header, "function", Stats { entries: 15, written: 15, overrun: 0 }, 1).unwrap();
         assert!(header.starts_with("# tracer: function\n#\n# entries-in-buffer/entries-written: 15/15   #P:1\n"));
+    }
+}
+
+#[cfg(test)]
+mod graph_tests {
+    use super::*;
+    use crate::event::{GraphEntryEvent, TRACE_GRAPH_ENT, TRACE_GRAPH_RET};
+    use alloc::string::String;
+    use alloc::vec;
+
+    fn entry(depth: i32) -> Record {
+        let common = Common { kind: TRACE_GRAPH_ENT, ..Common::default() };
+        Record::GraphEntry(GraphEntryEvent { common, func: 0x1000, depth })
+    }
+
+    fn exit(depth: i32, calltime: u64, rettime: u64, retval: u64) -> Record {
+        let common = Common { kind: TRACE_GRAPH_RET, ..Common::default() };
+        Record::GraphExit(GraphExitEvent { common, func: 0x1000, retval, depth, overrun: 0, calltime, rettime })
+    }
+
+    #[test]
+    fn nested_and_leaf_calls_as_linux_prints_them() {
+        let names = |address: usize| (address == 0x1000).then_some("kernel::workload::fib");
+        let events = vec![(0, entry(0)), (1, entry(1)), (2, exit(1, 1_000, 1_812, 1)), (3, exit(0, 0, 2_431, 5))];
+        let mut text = String::new();
+        write_graph(&mut text, 0, &events, &names, GraphOptions::default()).unwrap();
+        assert_eq!(
+            text,
+            " 0)               |  kernel::workload::fib() {\n\
+             \x20\x200)   0.812 us    |    kernel::workload::fib();\n\
+             \x200)   2.431 us    |  }\n"
+                .replace("\x20\x200)", " 0)")
+        );
+        let mut with_retval = String::new();
+        write_graph(&mut with_retval, 0, &events, &names, GraphOptions { retval: true }).unwrap();
+        assert!(with_retval.contains("kernel::workload::fib(); /* = 0x1 */\n"), "{with_retval}");
+        assert!(with_retval.ends_with("|  } /* kernel::workload::fib = 0x5 */\n"), "{with_retval}");
+    }
+
+    #[test]
+    fn durations_use_linux_widths_and_marks() {
+        let mut text = String::new();
+        write_duration(&mut text, 812).unwrap();
+        assert_eq!(text, "  0.812 us    |  ");
+        text.clear();
+        write_duration(&mut text, 12_345).unwrap();
+        assert_eq!(text, "+ 12.345 us   |  ");
+        text.clear();
+        write_duration(&mut text, 123_456_789).unwrap();
+        assert_eq!(text, "@ 123456.7 us |  ");
+        text.clear();
+        write_duration(&mut text, 1_234_567_890).unwrap();
+        assert_eq!(text, "$ 1234567 us  |  ", "seven digits: no decimals");
     }
 }

@@ -224,13 +224,13 @@ impl Registry {
             for desired in plan {
                 let record = &mut self.records[desired.index];
                 let keep_list = desired.ops_count > 1 && desired.list.is_none();
-                let literal: &SiteCall = match (&desired.list, desired.single) {
+                let literal: *const SiteCall = match (&desired.list, desired.single) {
                     (Some(list), _) => list.site_call(),
                     (None, Some(ops)) => ops.site_call(),
                     (None, None) if keep_list => record.list.as_ref().expect("kept list").site_call(),
                     (None, None) => &NOP_CALL,
                 };
-                let literal = literal as *const SiteCall as u64;
+                let literal = literal as u64;
                 let unchanged = record.call == desired.call && (desired.call.is_none() || record.literal == literal);
                 if !unchanged {
                     let patcher = patcher.get_or_insert_with(TextPatcher::new);
@@ -369,6 +369,36 @@ fn commit_filter(registry: &mut Registry, ops: &FtraceOps, kind: FilterKind, new
             FilterKind::Notrace => filters.notrace = old,
         }
     })
+}
+
+/// Makes `to`'s filters the same as `from`'s (both filter and notrace), live.
+pub fn copy_filters(from: &FtraceOps, to: &FtraceOps) -> Result<(), FtraceError> {
+    with_registry(|registry| {
+        let (filter, notrace) = {
+            let filters = from.filters.lock();
+            (filters.filter.clone(), filters.notrace.clone())
+        };
+        let old = core::mem::replace(&mut *to.filters.lock(), crate::ops::Filters { filter, notrace });
+        let effective = registry.effective(to);
+        registry.refilter(to, effective).inspect_err(|_| *to.filters.lock() = old)
+    })
+}
+
+/// The addresses of the traceable functions `text` selects, applied to
+/// `current` (sorted addresses) as a filter text is: `GLOB` adds, `!GLOB`
+/// removes, a word matching nothing is an error. Returns sorted addresses.
+pub fn match_functions(current: &[usize], text: &str, mode: FilterMode) -> Result<Vec<usize>, FtraceError> {
+    let guard = REGISTRY.lock();
+    let registry = guard.as_ref().ok_or(FtraceError::Unavailable("not initialised"))?;
+    let records = &registry.records;
+    let mut set = Bitmap::new(records.len());
+    for ip in current {
+        if let Ok(index) = records.binary_search_by_key(ip, |r| r.ip) {
+            set.set(index);
+        }
+    }
+    let set = apply_filter(&set, text, mode, records.len(), |i| records[i].name)?;
+    Ok(set.iter_ones().map(|i| records[i].ip).collect())
 }
 
 /// The names a filter of `ops` holds (empty for an empty filter).

@@ -1,18 +1,29 @@
 //! Tracers (`current_tracer`) and reading the trace (`cat trace`).
 //!
 //! `nop` traces nothing; `function` records one event per traced call (the
-//! function and its caller) through an ops with the recursion guard, filtered
-//! by `set_ftrace_filter` / `set_ftrace_notrace`. Changing the tracer empties
-//! the buffer, as Linux does.
+//! function and its caller) through an ops with the recursion guard;
+//! `function_graph` records each call's entry and return through the return
+//! hook. Both follow `set_ftrace_filter` / `set_ftrace_notrace`; the graph
+//! tracer also honours `set_graph_function` (only what runs below these),
+//! `set_graph_notrace` (nothing below these) and `max_graph_depth`. Changing
+//! the tracer empties the buffer, as Linux does.
 
 use core::fmt::{self, Write};
 
 use arch::context::{self, Context};
 use arch::ftrace_abi::FtraceRegs;
 
-use crate::event::{flags, Common, FunctionEvent, TRACE_FN};
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use arch::{cpu, MAX_CPUS};
+
+use crate::event::{flags, Common, FunctionEvent, GraphEntryEvent, GraphExitEvent, Record, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET};
+use crate::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn};
+use crate::glob::FilterMode;
 use crate::ops::{FtraceOps, OpsFlags};
-use crate::registry::{self, FtraceError};
+use crate::output::GraphOptions;
+use crate::registry::{self, FilterKind, FtraceError};
 use crate::{buffer, output, symbols};
 
 /// A tracer `current_tracer` can name.
@@ -20,17 +31,19 @@ use crate::{buffer, output, symbols};
 pub enum Tracer {
     Nop,
     Function,
+    FunctionGraph,
 }
 
 impl Tracer {
     /// Every tracer, in `available_tracers` order.
-    pub const ALL: &'static [Tracer] = &[Tracer::Function, Tracer::Nop];
+    pub const ALL: &'static [Tracer] = &[Tracer::FunctionGraph, Tracer::Function, Tracer::Nop];
 
     /// The tracer's name in tracefs.
     pub fn name(self) -> &'static str {
         match self {
             Tracer::Nop => "nop",
             Tracer::Function => "function",
+            Tracer::FunctionGraph => "function_graph",
         }
     }
 
@@ -43,6 +56,7 @@ impl Tracer {
         match self {
             Tracer::Nop => Ok(()),
             Tracer::Function => registry::register(&FUNCTION_OPS),
+            Tracer::FunctionGraph => GRAPH_OPS.register(),
         }
     }
 
@@ -50,6 +64,7 @@ impl Tracer {
         match self {
             Tracer::Nop => Ok(()),
             Tracer::Function => registry::unregister(&FUNCTION_OPS),
+            Tracer::FunctionGraph => GRAPH_OPS.unregister(),
         }
     }
 }
@@ -59,6 +74,22 @@ static CURRENT: spin::Mutex<Tracer> = spin::Mutex::new(Tracer::Nop);
 /// The ops of the function tracer; its filters are `set_ftrace_filter` and
 /// `set_ftrace_notrace`.
 pub static FUNCTION_OPS: FtraceOps = FtraceOps::new(function_trace_call, OpsFlags::RECURSION);
+
+/// The function-graph tracer's user of the return hook.
+pub static GRAPH_OPS: FgraphOps = FgraphOps::new(graph_trace_entry, graph_trace_return);
+
+/// Sets a tracer filter (`set_ftrace_filter` / `set_ftrace_notrace`): it
+/// applies to every tracer, as Linux's global filter does. On error nothing
+/// changes.
+pub fn set_tracer_filter(kind: FilterKind, text: &str, mode: FilterMode) -> Result<(), FtraceError> {
+    registry::set_filter(&FUNCTION_OPS, kind, text, mode)?;
+    // Same records, same text: if the first applied, this one does too; keep
+    // the two identical even so.
+    if let Err(error) = registry::copy_filters(&FUNCTION_OPS, GRAPH_OPS.ops()) {
+        return Err(error);
+    }
+    Ok(())
+}
 
 /// The current tracer.
 pub fn current() -> Tracer {
@@ -100,18 +131,170 @@ extern "C" fn function_trace_call(ip: usize, parent_ip: usize, _ops: &FtraceOps,
     buffer::write(&event.encode());
 }
 
-/// Writes `cat trace`: the header, then every recorded event.
+// ---- function_graph ----
+
+/// `options/funcgraph-retval`.
+static GRAPH_RETVAL: AtomicBool = AtomicBool::new(false);
+/// `max_graph_depth` (0: no limit).
+static MAX_GRAPH_DEPTH: AtomicUsize = AtomicUsize::new(0);
+/// `set_graph_function` and `set_graph_notrace`: sorted function addresses.
+static GRAPH_FUNCTIONS: spin::Mutex<Vec<usize>> = spin::Mutex::new(Vec::new());
+static GRAPH_NOTRACE: spin::Mutex<Vec<usize>> = spin::Mutex::new(Vec::new());
+/// Whether each list is non-empty, read on the traced path without the lock.
+static HAS_GRAPH_FUNCTIONS: AtomicBool = AtomicBool::new(false);
+static HAS_GRAPH_NOTRACE: AtomicBool = AtomicBool::new(false);
+
+const NOT_INSIDE: usize = usize::MAX;
+/// Per CPU: the depth of the `set_graph_function` call being traced below.
+static GRAPH_FUNCTION_DEPTH: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(NOT_INSIDE) }; MAX_CPUS];
+/// Per CPU: the depth of the `set_graph_notrace` call nothing is traced below.
+static GRAPH_NOTRACE_DEPTH: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(NOT_INSIDE) }; MAX_CPUS];
+
+/// What the graph tracer's one data word says about a hooked call.
+const MARK_PLAIN: u64 = 0;
+const MARK_NOTRACE: u64 = 1;
+const MARK_GRAPH_FUNCTION: u64 = 2;
+
+/// Sets `options/funcgraph-retval`.
+pub fn set_graph_retval(on: bool) {
+    GRAPH_RETVAL.store(on, Ordering::Relaxed);
+}
+
+/// `options/funcgraph-retval`.
+pub fn graph_retval() -> bool {
+    GRAPH_RETVAL.load(Ordering::Relaxed)
+}
+
+/// Sets `max_graph_depth` (0: no limit).
+pub fn set_max_graph_depth(depth: usize) {
+    MAX_GRAPH_DEPTH.store(depth, Ordering::Relaxed);
+}
+
+/// `max_graph_depth`.
+pub fn max_graph_depth() -> usize {
+    MAX_GRAPH_DEPTH.load(Ordering::Relaxed)
+}
+
+/// Which graph list a change applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphList {
+    /// `set_graph_function`.
+    Functions,
+    /// `set_graph_notrace`.
+    Notrace,
+}
+
+fn graph_list(list: GraphList) -> (&'static spin::Mutex<Vec<usize>>, &'static AtomicBool) {
+    match list {
+        GraphList::Functions => (&GRAPH_FUNCTIONS, &HAS_GRAPH_FUNCTIONS),
+        GraphList::Notrace => (&GRAPH_NOTRACE, &HAS_GRAPH_NOTRACE),
+    }
+}
+
+/// Changes `set_graph_function` or `set_graph_notrace` with globs. On error
+/// nothing changes.
+pub fn set_graph_list(list: GraphList, text: &str, mode: FilterMode) -> Result<(), FtraceError> {
+    let (lock, flag) = graph_list(list);
+    let mut functions = lock.lock();
+    let updated = registry::match_functions(&functions, text, mode)?;
+    flag.store(!updated.is_empty(), Ordering::Relaxed);
+    *functions = updated;
+    Ok(())
+}
+
+/// The functions in a graph list.
+pub fn graph_list_names(list: GraphList) -> Vec<&'static str> {
+    graph_list(list).0.lock().iter().filter_map(|&ip| symbols::name_of(ip)).collect()
+}
+
+fn in_list(list: &spin::Mutex<Vec<usize>>, ip: usize) -> bool {
+    list.lock().binary_search(&ip).is_ok()
+}
+
+fn graph_trace_entry(_gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, _fregs: &mut FtraceRegs) -> bool {
+    let cpu = cpu::id();
+    let notrace_depth = GRAPH_NOTRACE_DEPTH[cpu].load(Ordering::Relaxed);
+    if notrace_depth != NOT_INSIDE && call.depth > notrace_depth {
+        return false;
+    }
+    let max = MAX_GRAPH_DEPTH.load(Ordering::Relaxed);
+    if max != 0 && call.depth >= max {
+        return false;
+    }
+    let Some(mark) = data.reserve(1) else { return false };
+    if HAS_GRAPH_NOTRACE.load(Ordering::Relaxed) && in_list(&GRAPH_NOTRACE, call.func) {
+        // Hook it only to learn when it returns; record nothing below it.
+        GRAPH_NOTRACE_DEPTH[cpu].store(call.depth, Ordering::Relaxed);
+        mark[0] = MARK_NOTRACE;
+        return true;
+    }
+    if HAS_GRAPH_FUNCTIONS.load(Ordering::Relaxed) {
+        let inside = GRAPH_FUNCTION_DEPTH[cpu].load(Ordering::Relaxed);
+        if inside == NOT_INSIDE || call.depth <= inside {
+            if !in_list(&GRAPH_FUNCTIONS, call.func) {
+                return false;
+            }
+            GRAPH_FUNCTION_DEPTH[cpu].store(call.depth, Ordering::Relaxed);
+            mark[0] = MARK_GRAPH_FUNCTION;
+        }
+    }
+    let event = GraphEntryEvent { common: event_common(TRACE_GRAPH_ENT), func: call.func as u64, depth: call.depth as i32 };
+    buffer::write(&event.encode());
+    true
+}
+
+fn graph_trace_return(_gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _fregs: &mut FtraceRegs) {
+    let cpu = cpu::id();
+    match data.first().copied() {
+        Some(MARK_NOTRACE) => {
+            GRAPH_NOTRACE_DEPTH[cpu].store(NOT_INSIDE, Ordering::Relaxed);
+            return;
+        }
+        Some(MARK_GRAPH_FUNCTION) => GRAPH_FUNCTION_DEPTH[cpu].store(NOT_INSIDE, Ordering::Relaxed),
+        _ => debug_assert!(data.first() == Some(&MARK_PLAIN)),
+    }
+    let event = GraphExitEvent {
+        common: event_common(TRACE_GRAPH_RET),
+        func: call.func as u64,
+        retval: call.retval,
+        depth: call.depth as i32,
+        overrun: call.overrun as u32,
+        calltime: call.calltime,
+        rettime: call.rettime,
+    };
+    buffer::write(&event.encode());
+}
+
+/// Forgets per-CPU graph state an abandoned stack left (tests that panic).
+pub fn reset_graph_state() {
+    GRAPH_FUNCTION_DEPTH[cpu::id()].store(NOT_INSIDE, Ordering::Relaxed);
+    GRAPH_NOTRACE_DEPTH[cpu::id()].store(NOT_INSIDE, Ordering::Relaxed);
+}
+
+// ---- cat trace ----
+
+/// Writes `cat trace`: the header, then every recorded event, in the current
+/// tracer's format.
 pub fn write_trace(out: &mut dyn Write) -> fmt::Result {
     let snapshot = buffer::snapshot();
-    output::write_header(out, current().name(), snapshot.stats, 1)?;
     let names = |address: usize| symbols::name_of(address);
+    if current() == Tracer::FunctionGraph {
+        output::write_graph_header(out)?;
+        let events: Vec<(u64, Record)> = snapshot
+            .events()
+            .filter_map(|(time, payload)| Record::decode(payload).map(|record| (time, record)))
+            .collect();
+        let options = GraphOptions { retval: graph_retval() };
+        return output::write_graph(out, snapshot.cpu, &events, &names, options);
+    }
+    output::write_header(out, current().name(), snapshot.stats, 1)?;
     for (time, payload) in snapshot.events() {
         match FunctionEvent::decode(payload) {
             Some(event) => output::write_function(out, snapshot.cpu, time, &event, &names)?,
             None => {
                 let common = Common::decode(payload).unwrap_or_default();
                 output::write_context(out, snapshot.cpu, time, &common)?;
-                writeln!(out, "unknown event type {}", common.kind)?;
+                writeln!(out, "event type {}", common.kind)?;
             }
         }
     }

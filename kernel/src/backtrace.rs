@@ -5,7 +5,8 @@
 //! The layout is the same on both architectures. The boot stub starts the
 //! chain with a null frame pointer, and exception entry links the interrupted
 //! code into it. Records are read with fault-tolerant loads, so a corrupt
-//! chain ends the walk instead of faulting.
+//! chain ends the walk instead of faulting. Return addresses replaced by the
+//! return hook are shown as the real ones.
 
 use alloc::vec::Vec;
 
@@ -25,7 +26,9 @@ pub fn walk_from(mut fp: usize) -> Vec<usize> {
         if return_address == 0 {
             break;
         }
-        frames.push(return_address as usize);
+        // A call whose return is hooked has the return trampoline in its
+        // frame record; the shadow stack knows where it really returns.
+        frames.push(ftrace::retstack::resolve_return_address(return_address as usize, caller_fp as usize));
         // Stacks grow down: each caller's record sits above its callee's.
         if (caller_fp as usize) <= fp {
             break;

@@ -165,11 +165,14 @@ pub fn on_panic(info: &PanicInfo) {
 }
 
 /// Undoes what a test that panicked can leave behind: an exception context
-/// never left, a tracing callback never returned from, an open patch batch.
+/// never left, a tracing callback never returned from, an open patch batch,
+/// hooked calls that will never return.
 fn forget_abandoned_state() {
     arch::context::reset();
     arch::text::abandon();
     ftrace::recursion::reset();
+    ftrace::retstack::reset();
+    ftrace::tracer::reset_graph_state();
 }
 
 /// A fixed-size buffer for formatting a panic message without allocating.

@@ -8,7 +8,7 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use core::fmt::{self, Write};
 
-use ftrace::tracer::{self, Tracer, FUNCTION_OPS};
+use ftrace::tracer::{self, GraphList, Tracer, FUNCTION_OPS};
 use ftrace::{FilterKind, FilterMode, Trampoline};
 
 /// Why a tracefs access failed; printed as `error: ...`.
@@ -64,6 +64,10 @@ const FILES: &[File] = &[
     File { name: "ftrace_enabled", read: Some(read_ftrace_enabled), write: Some(write_ftrace_enabled) },
     File { name: "trace", read: Some(read_trace), write: Some(write_trace) },
     File { name: "recursed_functions", read: Some(read_recursed_functions), write: Some(write_recursed_functions) },
+    File { name: "set_graph_function", read: Some(read_graph_function), write: Some(write_graph_function) },
+    File { name: "set_graph_notrace", read: Some(read_graph_notrace), write: Some(write_graph_notrace) },
+    File { name: "max_graph_depth", read: Some(read_max_graph_depth), write: Some(write_max_graph_depth) },
+    File { name: "options/funcgraph-retval", read: Some(read_funcgraph_retval), write: Some(write_funcgraph_retval) },
 ];
 
 fn find(name: &str) -> Result<&'static File, TracefsError> {
@@ -146,11 +150,11 @@ fn read_ftrace_notrace(out: &mut dyn Write) -> fmt::Result {
 }
 
 fn write_ftrace_filter(text: &str, mode: FilterMode) -> Result<(), TracefsError> {
-    Ok(ftrace::set_filter(&FUNCTION_OPS, FilterKind::Filter, text, mode)?)
+    Ok(tracer::set_tracer_filter(FilterKind::Filter, text, mode)?)
 }
 
 fn write_ftrace_notrace(text: &str, mode: FilterMode) -> Result<(), TracefsError> {
-    Ok(ftrace::set_filter(&FUNCTION_OPS, FilterKind::Notrace, text, mode)?)
+    Ok(tracer::set_tracer_filter(FilterKind::Notrace, text, mode)?)
 }
 
 fn read_enabled_functions(out: &mut dyn Write) -> fmt::Result {
@@ -211,5 +215,54 @@ fn read_recursed_functions(out: &mut dyn Write) -> fmt::Result {
 
 fn write_recursed_functions(_text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
     ftrace::recursion::clear_recursed_functions();
+    Ok(())
+}
+
+fn read_graph_list(out: &mut dyn Write, list: GraphList) -> fmt::Result {
+    let names = tracer::graph_list_names(list);
+    if names.is_empty() && list == GraphList::Functions {
+        return writeln!(out, "#### all functions enabled ####");
+    }
+    for name in names {
+        writeln!(out, "{name}")?;
+    }
+    Ok(())
+}
+
+fn read_graph_function(out: &mut dyn Write) -> fmt::Result {
+    read_graph_list(out, GraphList::Functions)
+}
+
+fn read_graph_notrace(out: &mut dyn Write) -> fmt::Result {
+    read_graph_list(out, GraphList::Notrace)
+}
+
+fn write_graph_function(text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    Ok(tracer::set_graph_list(GraphList::Functions, text, mode)?)
+}
+
+fn write_graph_notrace(text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    Ok(tracer::set_graph_list(GraphList::Notrace, text, mode)?)
+}
+
+fn read_max_graph_depth(out: &mut dyn Write) -> fmt::Result {
+    writeln!(out, "{}", tracer::max_graph_depth())
+}
+
+fn write_max_graph_depth(text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+    let depth = text
+        .trim()
+        .parse()
+        .map_err(|_| TracefsError::Invalid(format!("expected a depth (0 for no limit), not '{}'", text.trim())))?;
+    tracer::set_max_graph_depth(depth);
+    Ok(())
+}
+
+fn read_funcgraph_retval(out: &mut dyn Write) -> fmt::Result {
+    writeln!(out, "{}", u8::from(tracer::graph_retval()))
+}
+
+fn write_funcgraph_retval(text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+    tracer::set_graph_retval(parse_switch(text)?);
     Ok(())
 }

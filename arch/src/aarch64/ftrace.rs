@@ -1,5 +1,5 @@
-//! aarch64 function-entry tracing: site geometry, instruction encodings, and
-//! the two trampolines.
+//! aarch64 function tracing: site geometry, instruction encodings, the two
+//! entry trampolines and the two return trampolines.
 //!
 //! # A site
 //!
@@ -32,12 +32,26 @@
 //! x16 (a scratch register at calls) to `F+8`, or to the instruction pointer a
 //! callback set (`IPMODIFY`; `override_function_with_return` sets it to the
 //! return address, skipping the function).
+//!
+//! # The return trampolines
+//!
+//! A hooked function returns to `return_to_handler` instead of its caller (the
+//! return hook replaced the link register at entry). sp and x29 are then the
+//! caller's again and x0-x7 hold the return value. The trampoline saves the
+//! return registers (all of them in `return_to_handler_regs`) in an
+//! `FtraceRegs`, links a frame record so backtraces taken in a return callback
+//! continue into the caller, calls `ftrace_return_to_handler(&fregs)`, which
+//! answers the real return address, restores the (possibly changed) registers
+//! and returns there.
+//!
+//! Both directions share the register save and restore sequences below.
 
 use core::arch::global_asm;
 use core::mem::{offset_of, size_of};
 
 use crate::ftrace_abi::{
-    FtraceRegs, OutOfRange, PtRegs, Saved, Trampoline, FTRACE_REGS_PT, FTRACE_REGS_SAVED, SITE_CALL_FUNC,
+    FtraceRegs, OutOfRange, PtRegs, ReturnTrampoline, Saved, Trampoline, FTRACE_REGS_PT, FTRACE_REGS_SAVED,
+    SITE_CALL_FUNC,
 };
 
 /// Bytes of the patchable instruction at a site.
@@ -67,7 +81,7 @@ pub fn call_insn(at: usize, target: usize) -> Result<Insn, OutOfRange> {
     Ok((0x9400_0000 | imm26).to_le_bytes())
 }
 
-/// The trampolines' stack frame, lowest address first.
+/// The entry trampolines' stack frame, lowest address first.
 #[repr(C)]
 struct CallerFrame {
     fregs: FtraceRegs,
@@ -78,20 +92,87 @@ struct CallerFrame {
     callsite_record: [u64; 2],
 }
 
+/// The return trampolines' stack frame, lowest address first.
+#[repr(C)]
+struct ReturnFrame {
+    fregs: FtraceRegs,
+    _pad: u64,
+    /// Frame record: (caller's x29, address inside the trampoline).
+    record: [u64; 2],
+}
+
 const FRAME: usize = size_of::<CallerFrame>();
+const RETURN_FRAME: usize = size_of::<ReturnFrame>();
+/// Where `PtRegs` sits in both frames (the shared macros address it so).
 const PT: usize = offset_of!(CallerFrame, fregs) + FTRACE_REGS_PT;
 const X0: usize = PT + offset_of!(PtRegs, regs);
 
 const _: () = {
-    assert!(FRAME % 16 == 0, "sp stays 16-byte aligned");
-    assert!(FRAME <= 504, "stp/ldp immediate offsets reach the whole frame");
+    assert!(FRAME % 16 == 0 && RETURN_FRAME % 16 == 0, "sp stays 16-byte aligned");
+    assert!(FRAME <= 504 && RETURN_FRAME <= 504, "stp/ldp immediate offsets reach the whole frame");
     assert!(offset_of!(CallerFrame, fregs) == 0, "callbacks get &fregs = sp");
-    assert!(offset_of!(CallerFrame, function_record) % 8 == 0);
+    assert!(offset_of!(ReturnFrame, fregs) + FTRACE_REGS_PT == PT);
 };
 
 global_asm!(
     r#"
-    /* Common middle part: sp, pc, the frame records, then
+    /* The argument registers and x8 (the indirect result register): what
+       ftrace_caller saves; return_to_handler saves the same (x0-x7 being the
+       return value). */
+    .macro ftrace_save_arg_regs
+    stp x0, x1, [sp, #({x0} + 0 * 8)]
+    stp x2, x3, [sp, #({x0} + 2 * 8)]
+    stp x4, x5, [sp, #({x0} + 4 * 8)]
+    stp x6, x7, [sp, #({x0} + 6 * 8)]
+    str x8, [sp, #({x0} + 8 * 8)]
+    .endm
+
+    .macro ftrace_restore_arg_regs
+    ldp x0, x1, [sp, #({x0} + 0 * 8)]
+    ldp x2, x3, [sp, #({x0} + 2 * 8)]
+    ldp x4, x5, [sp, #({x0} + 4 * 8)]
+    ldp x6, x7, [sp, #({x0} + 6 * 8)]
+    ldr x8, [sp, #({x0} + 8 * 8)]
+    .endm
+
+    /* Everything else a full save adds: x9-x28 and PSTATE (NZCV, DAIF,
+       EL1h). x16 and x17 are scratch at calls: the restore leaves them. */
+    .macro ftrace_save_rest_regs
+    str x9, [sp, #({x0} + 9 * 8)]
+    stp x10, x11, [sp, #({x0} + 10 * 8)]
+    stp x12, x13, [sp, #({x0} + 12 * 8)]
+    stp x14, x15, [sp, #({x0} + 14 * 8)]
+    stp x16, x17, [sp, #({x0} + 16 * 8)]
+    stp x18, x19, [sp, #({x0} + 18 * 8)]
+    stp x20, x21, [sp, #({x0} + 20 * 8)]
+    stp x22, x23, [sp, #({x0} + 22 * 8)]
+    stp x24, x25, [sp, #({x0} + 24 * 8)]
+    stp x26, x27, [sp, #({x0} + 26 * 8)]
+    str x28, [sp, #({x0} + 28 * 8)]
+    mrs x10, nzcv
+    mrs x11, daif
+    orr x10, x10, x11
+    mov x11, #5                         /* EL1h: CurrentEL 1, SPSel 1 */
+    orr x10, x10, x11
+    str x10, [sp, #({pt} + {pstate})]
+    .endm
+
+    .macro ftrace_restore_rest_regs
+    ldr x17, [sp, #({pt} + {pstate})]
+    msr nzcv, x17
+    ldr x9, [sp, #({x0} + 9 * 8)]
+    ldp x10, x11, [sp, #({x0} + 10 * 8)]
+    ldp x12, x13, [sp, #({x0} + 12 * 8)]
+    ldp x14, x15, [sp, #({x0} + 14 * 8)]
+    ldp x18, x19, [sp, #({x0} + 18 * 8)]
+    ldp x20, x21, [sp, #({x0} + 20 * 8)]
+    ldp x22, x23, [sp, #({x0} + 22 * 8)]
+    ldp x24, x25, [sp, #({x0} + 24 * 8)]
+    ldp x26, x27, [sp, #({x0} + 26 * 8)]
+    ldr x28, [sp, #({x0} + 28 * 8)]
+    .endm
+
+    /* Entry, middle part: sp, pc, the frame records, then
        literal->func(ip = F, parent_ip = x9, literal, &fregs). */
     .macro ftrace_call_ops
     str x29, [sp, #({x0} + 29 * 8)]
@@ -118,21 +199,28 @@ global_asm!(
     csel x16, x10, x16, eq
     .endm
 
-    /* The argument registers (and x8, the indirect result register). */
-    .macro ftrace_save_arg_regs
-    stp x0, x1, [sp, #({x0} + 0 * 8)]
-    stp x2, x3, [sp, #({x0} + 2 * 8)]
-    stp x4, x5, [sp, #({x0} + 4 * 8)]
-    stp x6, x7, [sp, #({x0} + 6 * 8)]
-    str x8, [sp, #({x0} + 8 * 8)]
+    /* Entry, last part: fp, lr (maybe changed by the return hook), sp. */
+    .macro ftrace_resume
+    ldr x29, [sp, #({x0} + 29 * 8)]
+    ldr x30, [sp, #({x0} + 30 * 8)]
+    ldr x17, [sp, #({pt} + {sp})]
+    mov sp, x17
+    br x16
     .endm
 
-    .macro ftrace_restore_arg_regs
-    ldp x0, x1, [sp, #({x0} + 0 * 8)]
-    ldp x2, x3, [sp, #({x0} + 2 * 8)]
-    ldp x4, x5, [sp, #({x0} + 4 * 8)]
-    ldp x6, x7, [sp, #({x0} + 6 * 8)]
-    ldr x8, [sp, #({x0} + 8 * 8)]
+    /* Return, middle part: fp, sp as the caller sees them, the frame record,
+       then ftrace_return_to_handler(&fregs); x30 = the real return address. */
+    .macro ftrace_return_call_handler saved
+    str x29, [sp, #({x0} + 29 * 8)]
+    add x9, sp, #{return_frame}
+    str x9, [sp, #({pt} + {sp})]
+    mov x9, #\saved
+    str x9, [sp, #{saved}]
+    stp x29, x30, [sp, #{record}]       /* x30: the trampoline itself */
+    add x29, sp, #{record}
+    mov x0, sp
+    bl ftrace_return_to_handler
+    mov x30, x0
     .endm
 
     .pushsection .text.ftrace, "ax"
@@ -145,57 +233,48 @@ ftrace_caller:
     str x10, [sp, #{saved}]
     ftrace_call_ops
     ftrace_restore_arg_regs
-    ldr x29, [sp, #({x0} + 29 * 8)]
-    ldr x30, [sp, #({x0} + 30 * 8)]
-    ldr x10, [sp, #({pt} + {sp})]
-    mov sp, x10
-    br x16
+    ftrace_resume
 
     .p2align 3
     .global ftrace_regs_caller
 ftrace_regs_caller:
     sub sp, sp, #{frame}
     ftrace_save_arg_regs
-    str x9, [sp, #({x0} + 9 * 8)]
-    stp x10, x11, [sp, #({x0} + 10 * 8)]
-    stp x12, x13, [sp, #({x0} + 12 * 8)]
-    stp x14, x15, [sp, #({x0} + 14 * 8)]
-    stp x16, x17, [sp, #({x0} + 16 * 8)]
-    stp x18, x19, [sp, #({x0} + 18 * 8)]
-    stp x20, x21, [sp, #({x0} + 20 * 8)]
-    stp x22, x23, [sp, #({x0} + 22 * 8)]
-    stp x24, x25, [sp, #({x0} + 24 * 8)]
-    stp x26, x27, [sp, #({x0} + 26 * 8)]
-    str x28, [sp, #({x0} + 28 * 8)]
-    mrs x10, nzcv
-    mrs x11, daif
-    orr x10, x10, x11
-    mov x11, #5                         /* EL1h: CurrentEL 1, SPSel 1 */
-    orr x10, x10, x11
-    str x10, [sp, #({pt} + {pstate})]
+    ftrace_save_rest_regs
     mov x10, #{saved_full}
     str x10, [sp, #{saved}]
     ftrace_call_ops
-    ldr x17, [sp, #({pt} + {pstate})]
-    msr nzcv, x17
     ftrace_restore_arg_regs
-    ldr x9, [sp, #({x0} + 9 * 8)]
-    ldp x10, x11, [sp, #({x0} + 10 * 8)]
-    ldp x12, x13, [sp, #({x0} + 12 * 8)]
-    ldp x14, x15, [sp, #({x0} + 14 * 8)]
-    ldp x18, x19, [sp, #({x0} + 18 * 8)]
-    ldp x20, x21, [sp, #({x0} + 20 * 8)]
-    ldp x22, x23, [sp, #({x0} + 22 * 8)]
-    ldp x24, x25, [sp, #({x0} + 24 * 8)]
-    ldp x26, x27, [sp, #({x0} + 26 * 8)]
-    ldp x28, x29, [sp, #({x0} + 28 * 8)]
-    ldr x30, [sp, #({x0} + 30 * 8)]
-    ldr x17, [sp, #({pt} + {sp})]
-    mov sp, x17
-    br x16
+    ftrace_restore_rest_regs
+    ftrace_resume
+
+    .p2align 3
+    .global return_to_handler
+return_to_handler:
+    sub sp, sp, #{return_frame}
+    ftrace_save_arg_regs
+    ftrace_return_call_handler {saved_return}
+    ftrace_restore_arg_regs
+    ldr x29, [sp, #({x0} + 29 * 8)]
+    add sp, sp, #{return_frame}
+    ret
+
+    .p2align 3
+    .global return_to_handler_regs
+return_to_handler_regs:
+    sub sp, sp, #{return_frame}
+    ftrace_save_arg_regs
+    ftrace_save_rest_regs
+    ftrace_return_call_handler {saved_return_full}
+    ftrace_restore_arg_regs
+    ftrace_restore_rest_regs
+    ldr x29, [sp, #({x0} + 29 * 8)]
+    add sp, sp, #{return_frame}
+    ret
     .popsection
 "#,
     frame = const FRAME,
+    return_frame = const RETURN_FRAME,
     pt = const PT,
     x0 = const X0,
     sp = const offset_of!(PtRegs, sp),
@@ -204,14 +283,19 @@ ftrace_regs_caller:
     saved = const offset_of!(CallerFrame, fregs) + FTRACE_REGS_SAVED,
     saved_args = const Saved::EntryArgs as u64,
     saved_full = const Saved::EntryFull as u64,
+    saved_return = const Saved::Return as u64,
+    saved_return_full = const Saved::ReturnFull as u64,
     callsite = const offset_of!(CallerFrame, callsite_record),
     function_record = const offset_of!(CallerFrame, function_record),
+    record = const offset_of!(ReturnFrame, record),
     func = const SITE_CALL_FUNC,
 );
 
 extern "C" {
     fn ftrace_caller();
     fn ftrace_regs_caller();
+    fn return_to_handler();
+    fn return_to_handler_regs();
 }
 
 /// The address a site calls for `trampoline`.
@@ -219,5 +303,13 @@ pub fn trampoline_address(trampoline: Trampoline) -> usize {
     match trampoline {
         Trampoline::Args => ftrace_caller as *const () as usize,
         Trampoline::Regs => ftrace_regs_caller as *const () as usize,
+    }
+}
+
+/// The address a hooked call returns through for `trampoline`.
+pub fn return_trampoline_address(trampoline: ReturnTrampoline) -> usize {
+    match trampoline {
+        ReturnTrampoline::Sparse => return_to_handler as *const () as usize,
+        ReturnTrampoline::Full => return_to_handler_regs as *const () as usize,
     }
 }

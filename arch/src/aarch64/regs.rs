@@ -75,9 +75,9 @@ pub const ARGUMENT_REGISTERS: usize = 8;
 /// aarch64 functions find their return address in the link register.
 pub const RETURN_ADDRESS: ReturnAddress = ReturnAddress::LinkRegister;
 
-const ENTRY: u8 = Saved::EntryArgs.bit() | Saved::EntryFull.bit();
-const RETURN: u8 = Saved::Return.bit();
-const FULL: u8 = Saved::EntryFull.bit();
+const FULL: u8 = Saved::EntryFull.bit() | Saved::ReturnFull.bit();
+const ENTRY: u8 = Saved::EntryArgs.bit() | FULL;
+const RETURN: u8 = Saved::Return.bit() | FULL;
 
 macro_rules! x {
     ($n:literal, $saved_by:expr) => {

@@ -1,5 +1,5 @@
-//! x86_64 function-entry tracing: site geometry, instruction encodings, and
-//! the two trampolines.
+//! x86_64 function tracing: site geometry, instruction encodings, the two
+//! entry trampolines and the two return trampolines.
 //!
 //! # A site
 //!
@@ -28,12 +28,27 @@
 //! stack; `ftrace_regs_caller` also restores RFLAGS with `popfq`. The final
 //! stack pointer is loaded in one instruction from the frame, so an interrupt
 //! can never land on a half-built return slot.
+//!
+//! # The return trampolines
+//!
+//! A hooked function returns to `return_to_handler` instead of its caller (the
+//! return hook replaced the return address at entry). RSP is then just above
+//! the popped return address, so 16-byte aligned, and RAX:RDX hold the return
+//! value. The trampoline saves the return registers (all of them in
+//! `return_to_handler_regs`) in an `FtraceRegs`, links a frame record so
+//! backtraces taken in a return callback continue into the caller, and calls
+//! `ftrace_return_to_handler(&fregs)`, which answers the real return address.
+//! It then restores the (possibly changed) registers and returns there through
+//! the frame's last word, so no register is needed to hold the target.
+//!
+//! Both directions share the register save and restore sequences below.
 
 use core::arch::global_asm;
 use core::mem::{offset_of, size_of};
 
 use crate::ftrace_abi::{
-    FtraceRegs, OutOfRange, PtRegs, Saved, Trampoline, FTRACE_REGS_PT, FTRACE_REGS_SAVED, SITE_CALL_FUNC,
+    FtraceRegs, OutOfRange, PtRegs, ReturnTrampoline, Saved, Trampoline, FTRACE_REGS_PT, FTRACE_REGS_SAVED,
+    SITE_CALL_FUNC,
 };
 
 /// Bytes of the patchable instruction at a site.
@@ -60,7 +75,7 @@ pub fn call_insn(at: usize, target: usize) -> Result<Insn, OutOfRange> {
 /// x86_64 the compiled NOP is already the disabled state: nothing.
 pub const PREPARE: &[(usize, Insn, Insn)] = &[];
 
-/// The trampolines' stack frame, lowest address first.
+/// The entry trampolines' stack frame, lowest address first.
 #[repr(C)]
 struct CallerFrame {
     fregs: FtraceRegs,
@@ -72,7 +87,19 @@ struct CallerFrame {
     callsite_record: [u64; 2],
 }
 
+/// The return trampolines' stack frame, lowest address first.
+#[repr(C)]
+struct ReturnFrame {
+    fregs: FtraceRegs,
+    _pad: u64,
+    /// Frame record: (caller's rbp, address inside the trampoline); after
+    /// the callbacks, (RFLAGS, real return address) for `popfq; ret`.
+    record: [u64; 2],
+}
+
 const FRAME: usize = size_of::<CallerFrame>();
+const RETURN_FRAME: usize = size_of::<ReturnFrame>();
+/// Where `PtRegs` sits in both frames (the shared macros address it so).
 const PT: usize = offset_of!(CallerFrame, fregs) + FTRACE_REGS_PT;
 
 const _: () = {
@@ -84,11 +111,71 @@ const _: () = {
     assert!(offset_of!(CallerFrame, callsite_record) + 16 == FRAME);
     // The callbacks get `&fregs` as the frame's own address.
     assert!(offset_of!(CallerFrame, fregs) == 0);
+    // A hooked function returns with rsp 16-byte aligned.
+    assert!(RETURN_FRAME % 16 == 0);
+    assert!(offset_of!(ReturnFrame, fregs) + FTRACE_REGS_PT == PT);
+    // `popfq; ret` from the record: it must be the frame's last 16 bytes.
+    assert!(offset_of!(ReturnFrame, record) + 16 == RETURN_FRAME);
 };
 
 global_asm!(
     r#"
-    /* Common middle part: fill rsp/rip and the frame records, then call
+    /* The registers meaningful at function entry: what ftrace_caller saves
+       (and, but for rbp/rsi/rdi/rcx/r8/r9, what return_to_handler saves). */
+    .macro ftrace_save_entry_regs
+    movq %rdi, {pt}+{rdi}(%rsp)
+    movq %rsi, {pt}+{rsi}(%rsp)
+    movq %rdx, {pt}+{rdx}(%rsp)
+    movq %rcx, {pt}+{rcx}(%rsp)
+    movq %r8, {pt}+{r8}(%rsp)
+    movq %r9, {pt}+{r9}(%rsp)
+    movq %rax, {pt}+{rax}(%rsp)
+    movq %rbp, {pt}+{rbp}(%rsp)
+    .endm
+
+    .macro ftrace_restore_entry_regs
+    movq {pt}+{rdi}(%rsp), %rdi
+    movq {pt}+{rsi}(%rsp), %rsi
+    movq {pt}+{rdx}(%rsp), %rdx
+    movq {pt}+{rcx}(%rsp), %rcx
+    movq {pt}+{r8}(%rsp), %r8
+    movq {pt}+{r9}(%rsp), %r9
+    movq {pt}+{rax}(%rsp), %rax
+    movq {pt}+{rbp}(%rsp), %rbp
+    .endm
+
+    /* Everything else a full save adds: the other registers, RFLAGS, the
+       segment selectors, and the PtRegs fields only exceptions use. Must come
+       first after the frame is allocated with lea, which keeps RFLAGS. */
+    .macro ftrace_save_rest_regs
+    movq %rbx, {pt}+{rbx}(%rsp)
+    movq %r10, {pt}+{r10}(%rsp)
+    movq %r11, {pt}+{r11}(%rsp)
+    movq %r12, {pt}+{r12}(%rsp)
+    movq %r13, {pt}+{r13}(%rsp)
+    movq %r14, {pt}+{r14}(%rsp)
+    movq %r15, {pt}+{r15}(%rsp)
+    pushfq
+    popq {pt}+{rflags}(%rsp)
+    movq %cs, %rax
+    movq %rax, {pt}+{cs}(%rsp)
+    movq %ss, %rax
+    movq %rax, {pt}+{ss}(%rsp)
+    movq $-1, {pt}+{vector}(%rsp)
+    movq $0, {pt}+{error_code}(%rsp)
+    .endm
+
+    .macro ftrace_restore_rest_regs
+    movq {pt}+{rbx}(%rsp), %rbx
+    movq {pt}+{r10}(%rsp), %r10
+    movq {pt}+{r11}(%rsp), %r11
+    movq {pt}+{r12}(%rsp), %r12
+    movq {pt}+{r13}(%rsp), %r13
+    movq {pt}+{r14}(%rsp), %r14
+    movq {pt}+{r15}(%rsp), %r15
+    .endm
+
+    /* Entry, middle part: fill rsp/rip and the frame records, then call
        literal->func(ip = F, parent_ip, literal, &fregs). */
     .macro ftrace_call_ops
     leaq ({frame} + 8)(%rsp), %rax      /* the function's entry rsp: at the return address */
@@ -119,27 +206,18 @@ global_asm!(
     movq {pt}+{rsp}(%rsp), %rcx
     .endm
 
-    /* The registers meaningful at function entry: what ftrace_caller saves. */
-    .macro ftrace_save_entry_regs
-    movq %rdi, {pt}+{rdi}(%rsp)
-    movq %rsi, {pt}+{rsi}(%rsp)
-    movq %rdx, {pt}+{rdx}(%rsp)
-    movq %rcx, {pt}+{rcx}(%rsp)
-    movq %r8, {pt}+{r8}(%rsp)
-    movq %r9, {pt}+{r9}(%rsp)
-    movq %rax, {pt}+{rax}(%rsp)
-    movq %rbp, {pt}+{rbp}(%rsp)
-    .endm
-
-    .macro ftrace_restore_entry_regs
-    movq {pt}+{rdi}(%rsp), %rdi
-    movq {pt}+{rsi}(%rsp), %rsi
-    movq {pt}+{rdx}(%rsp), %rdx
-    movq {pt}+{rcx}(%rsp), %rcx
-    movq {pt}+{r8}(%rsp), %r8
-    movq {pt}+{r9}(%rsp), %r9
-    movq {pt}+{rax}(%rsp), %rax
-    movq {pt}+{rbp}(%rsp), %rbp
+    /* Return, middle part: rsp as the caller sees it, the frame record,
+       then ftrace_return_to_handler(&fregs); rax = the real return address. */
+    .macro ftrace_return_call_handler saved, trampoline
+    leaq {return_frame}(%rsp), %rax
+    movq %rax, {pt}+{rsp}(%rsp)
+    movq $\saved, {saved}(%rsp)
+    movq %rbp, {record}(%rsp)
+    leaq \trampoline(%rip), %rax
+    movq %rax, {record}+8(%rsp)
+    leaq {record}(%rsp), %rbp
+    movq %rsp, %rdi
+    call ftrace_return_to_handler
     .endm
 
     .pushsection .text.ftrace, "ax"
@@ -163,21 +241,7 @@ ftrace_caller:
 ftrace_regs_caller:
     leaq -{frame}(%rsp), %rsp           /* lea: RFLAGS must reach pushfq unchanged */
     ftrace_save_entry_regs
-    movq %rbx, {pt}+{rbx}(%rsp)
-    movq %r10, {pt}+{r10}(%rsp)
-    movq %r11, {pt}+{r11}(%rsp)
-    movq %r12, {pt}+{r12}(%rsp)
-    movq %r13, {pt}+{r13}(%rsp)
-    movq %r14, {pt}+{r14}(%rsp)
-    movq %r15, {pt}+{r15}(%rsp)
-    pushfq
-    popq {pt}+{rflags}(%rsp)
-    movq %cs, %rax
-    movq %rax, {pt}+{cs}(%rsp)
-    movq %ss, %rax
-    movq %rax, {pt}+{ss}(%rsp)
-    movq $-1, {pt}+{vector}(%rsp)
-    movq $0, {pt}+{error_code}(%rsp)
+    ftrace_save_rest_regs
     movq ${saved_full}, {saved}(%rsp)
     ftrace_call_ops
     ftrace_resume_target
@@ -187,26 +251,55 @@ ftrace_regs_caller:
     leaq -16(%rcx), %rcx
     movq %rcx, {resume_sp}(%rsp)
     ftrace_restore_entry_regs
-    movq {pt}+{rbx}(%rsp), %rbx
-    movq {pt}+{r10}(%rsp), %r10
-    movq {pt}+{r11}(%rsp), %r11
-    movq {pt}+{r12}(%rsp), %r12
-    movq {pt}+{r13}(%rsp), %r13
-    movq {pt}+{r14}(%rsp), %r14
-    movq {pt}+{r15}(%rsp), %r15
+    ftrace_restore_rest_regs
     movq {resume_sp}(%rsp), %rsp
+    popfq
+    ret
+
+    .p2align 4
+    .global return_to_handler
+return_to_handler:
+    leaq -{return_frame}(%rsp), %rsp
+    movq %rax, {pt}+{rax}(%rsp)
+    movq %rdx, {pt}+{rdx}(%rsp)
+    movq %rbp, {pt}+{rbp}(%rsp)
+    ftrace_return_call_handler {saved_return}, return_to_handler
+    movq %rax, {record}+8(%rsp)
+    movq {pt}+{rax}(%rsp), %rax
+    movq {pt}+{rdx}(%rsp), %rdx
+    movq {pt}+{rbp}(%rsp), %rbp
+    leaq {record}+8(%rsp), %rsp
+    ret
+
+    .p2align 4
+    .global return_to_handler_regs
+return_to_handler_regs:
+    leaq -{return_frame}(%rsp), %rsp    /* lea: RFLAGS must reach pushfq unchanged */
+    ftrace_save_entry_regs
+    ftrace_save_rest_regs
+    ftrace_return_call_handler {saved_return_full}, return_to_handler_regs
+    movq %rax, {record}+8(%rsp)
+    movq {pt}+{rflags}(%rsp), %rax
+    movq %rax, {record}(%rsp)
+    ftrace_restore_entry_regs
+    ftrace_restore_rest_regs
+    leaq {record}(%rsp), %rsp
     popfq
     ret
     .popsection
 "#,
     frame = const FRAME,
+    return_frame = const RETURN_FRAME,
     pt = const PT,
     saved = const offset_of!(CallerFrame, fregs) + FTRACE_REGS_SAVED,
     saved_args = const Saved::EntryArgs as u64,
     saved_full = const Saved::EntryFull as u64,
+    saved_return = const Saved::Return as u64,
+    saved_return_full = const Saved::ReturnFull as u64,
     resume_sp = const offset_of!(CallerFrame, resume_sp),
     callsite = const offset_of!(CallerFrame, callsite_record),
     function_record = const offset_of!(CallerFrame, function_record),
+    record = const offset_of!(ReturnFrame, record),
     insn_len = const INSN_LEN,
     func = const SITE_CALL_FUNC,
     rsp = const offset_of!(PtRegs, rsp),
@@ -237,6 +330,8 @@ ftrace_regs_caller:
 extern "C" {
     fn ftrace_caller();
     fn ftrace_regs_caller();
+    fn return_to_handler();
+    fn return_to_handler_regs();
 }
 
 /// The address a site calls for `trampoline`.
@@ -244,5 +339,13 @@ pub fn trampoline_address(trampoline: Trampoline) -> usize {
     match trampoline {
         Trampoline::Args => ftrace_caller as *const () as usize,
         Trampoline::Regs => ftrace_regs_caller as *const () as usize,
+    }
+}
+
+/// The address a hooked call returns through for `trampoline`.
+pub fn return_trampoline_address(trampoline: ReturnTrampoline) -> usize {
+    match trampoline {
+        ReturnTrampoline::Sparse => return_to_handler as *const () as usize,
+        ReturnTrampoline::Full => return_to_handler_regs as *const () as usize,
     }
 }

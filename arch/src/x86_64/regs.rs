@@ -121,9 +121,9 @@ pub const ARGUMENT_REGISTERS: usize = 6;
 /// x86_64 functions find their return address on the stack.
 pub const RETURN_ADDRESS: ReturnAddress = ReturnAddress::Stack;
 
-const ENTRY: u8 = Saved::EntryArgs.bit() | Saved::EntryFull.bit();
-const RETURN: u8 = Saved::Return.bit();
-const FULL: u8 = Saved::EntryFull.bit();
+const FULL: u8 = Saved::EntryFull.bit() | Saved::ReturnFull.bit();
+const ENTRY: u8 = Saved::EntryArgs.bit() | FULL;
+const RETURN: u8 = Saved::Return.bit() | FULL;
 
 macro_rules! register {
     ([$($name:literal),+], $field:ident, $saved_by:expr) => {

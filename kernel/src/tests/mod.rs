@@ -2,3 +2,4 @@
 
 mod basics;
 mod ftrace;
+mod graph;

@@ -1,0 +1,173 @@
+//! Function graph: entry and return callbacks for many users at once, on the
+//! shared return hook ([`crate::retstack`]).
+//!
+//! An [`FgraphOps`] is an [`FtraceOps`] (its filters choose the functions)
+//! plus two callbacks. At a traced function's entry its entry callback runs
+//! with the call's depth; it may reserve a few words of per-call data and
+//! answers whether it wants the return. Only the calls its entry accepted
+//! reach its return callback, with the data it reserved, the return value,
+//! and the call and return times. Any number of users can trace the same
+//! function: each hooks the call's single shadow-stack frame.
+
+use core::mem::offset_of;
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use arch::ftrace_abi::FtraceRegs;
+
+use crate::ops::{FtraceOps, OpsFlags};
+use crate::registry::{self, FtraceError};
+use crate::retstack::{self, HookError, ReturnInfo, ReturnUser, MAX_DATA_WORDS};
+
+/// A call at entry, as an entry callback sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FgraphEntry {
+    pub func: usize,
+    pub parent_ip: usize,
+    /// Hooked calls below this one on the shadow stack.
+    pub depth: usize,
+}
+
+/// A call at return, as a return callback sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FgraphReturn {
+    pub func: usize,
+    pub depth: usize,
+    pub retval: u64,
+    /// Trace-clock times of the entry and the return (ns).
+    pub calltime: u64,
+    pub rettime: u64,
+    /// Calls the shadow stack had no room for so far.
+    pub overrun: u64,
+    /// Where the call returns to.
+    pub ret_addr: usize,
+}
+
+/// Per-call data an entry callback reserves.
+pub struct EntryData {
+    words: [u64; MAX_DATA_WORDS],
+    len: usize,
+}
+
+impl EntryData {
+    fn new() -> Self {
+        Self { words: [0; MAX_DATA_WORDS], len: 0 }
+    }
+
+    /// Reserves `words` more words (zeroed), or `None` past the limit.
+    pub fn reserve(&mut self, words: usize) -> Option<&mut [u64]> {
+        let start = self.len;
+        let end = start.checked_add(words).filter(|&end| end <= MAX_DATA_WORDS)?;
+        self.len = end;
+        Some(&mut self.words[start..end])
+    }
+
+    fn as_slice(&self) -> &[u64] {
+        &self.words[..self.len]
+    }
+}
+
+/// An entry callback: returns whether it wants this call's return.
+pub type FgraphEntryFunc = fn(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, fregs: &mut FtraceRegs) -> bool;
+/// A return callback, with the data the entry reserved.
+pub type FgraphReturnFunc = fn(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], fregs: &mut FtraceRegs);
+
+/// A function-graph user. Create it as a `static`.
+#[repr(C)]
+pub struct FgraphOps {
+    /// Must stay first: the ftrace callback finds the graph ops from it.
+    ops: FtraceOps,
+    user: ReturnUser,
+    entry: FgraphEntryFunc,
+    ret: FgraphReturnFunc,
+    private: AtomicUsize,
+    overruns: AtomicU64,
+}
+
+impl FgraphOps {
+    /// A graph user with the two callbacks; it traces every function until a
+    /// filter is set on [`ops`](Self::ops).
+    pub const fn new(entry: FgraphEntryFunc, ret: FgraphReturnFunc) -> Self {
+        FgraphOps {
+            ops: FtraceOps::new(graph_entry, OpsFlags::RECURSION),
+            user: ReturnUser { on_return: graph_return, full_regs: false },
+            entry,
+            ret,
+            private: AtomicUsize::new(0),
+            overruns: AtomicU64::new(0),
+        }
+    }
+
+    /// The underlying ops, for filters.
+    pub fn ops(&self) -> &FtraceOps {
+        &self.ops
+    }
+
+    /// Starts tracing.
+    pub fn register(&'static self) -> Result<(), FtraceError> {
+        registry::register(&self.ops)
+    }
+
+    /// Stops tracing. Calls already hooked still get their return callback.
+    pub fn unregister(&'static self) -> Result<(), FtraceError> {
+        registry::unregister(&self.ops)
+    }
+
+    /// The private data word.
+    pub fn private(&self) -> usize {
+        self.private.load(Ordering::Relaxed)
+    }
+
+    /// Sets the private data word.
+    pub fn set_private(&self, value: usize) {
+        self.private.store(value, Ordering::Relaxed);
+    }
+
+    /// Calls this user accepted but the shadow stack had no room for.
+    pub fn overruns(&self) -> u64 {
+        self.overruns.load(Ordering::Relaxed)
+    }
+
+    /// Calls skipped because the entry ran inside another callback.
+    pub fn missed(&self) -> u64 {
+        self.ops.missed()
+    }
+}
+
+extern "C" fn graph_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {
+    // SAFETY: this callback is only installed in `FgraphOps::ops`, the first
+    // field of a `repr(C)` `FgraphOps`, so `ops` is that graph ops.
+    let gops = unsafe { &*(ops as *const FtraceOps as *const FgraphOps) };
+    if retstack::is_stopped() {
+        return;
+    }
+    let call = FgraphEntry { func: ip, parent_ip, depth: retstack::depth_of(fregs, ip) };
+    let mut data = EntryData::new();
+    if !(gops.entry)(gops, &call, &mut data, fregs) {
+        return;
+    }
+    // The user pointer is made from a pointer to the whole graph ops, so
+    // `graph_return` can step back from it to the ops.
+    let user = (gops as *const FgraphOps).wrapping_byte_add(offset_of!(FgraphOps, user)) as *const ReturnUser;
+    // SAFETY: graph ops are statics (`register` takes `&'static self`): the
+    // user outlives every call; `user` was made as `hook_raw` asks.
+    if let Err(HookError::Overrun) = unsafe { retstack::hook_raw(fregs, ip, user, data.as_slice()) } {
+        gops.overruns.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn graph_return(user: *const ReturnUser, call: &ReturnInfo, data: &[u64], fregs: &mut FtraceRegs) {
+    // SAFETY: only `graph_entry` hooks with this callback, with a pointer to
+    // the `user` field made from a pointer to the whole (static) `FgraphOps`;
+    // stepping back by the field's offset gives that ops.
+    let gops = unsafe { &*(user.wrapping_byte_sub(offset_of!(FgraphOps, user)) as *const FgraphOps) };
+    let info = FgraphReturn {
+        func: call.func,
+        depth: call.depth,
+        retval: fregs.return_value(),
+        calltime: call.calltime,
+        rettime: call.rettime,
+        overrun: call.overrun,
+        ret_addr: call.ret_addr,
+    };
+    (gops.ret)(gops, &info, data, fregs);
+}

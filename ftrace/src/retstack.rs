@@ -1,0 +1,436 @@
+//! The return hook: one shadow return stack per CPU, shared by every user
+//! (the function-graph tracer, other graph users, rethook).
+//!
+//! # Hooking a return
+//!
+//! From a function's entry callback, [`hook`] pushes a *frame* on the current
+//! CPU's shadow stack (the function, its real return address, its frame
+//! pointer and stack pointer at entry, the call time and depth) and replaces
+//! the return address with a return trampoline (x86_64: the stack slot;
+//! aarch64: the link register the entry trampoline restores). Each user that
+//! wants the return appends an *entry* to the frame: a pointer to its
+//! [`ReturnUser`] and a few words of its own data. A second user hooking the
+//! same call (same function and entry stack pointer) joins the frame rather
+//! than pushing another, so one call returns through the trampoline once.
+//!
+//! # The return
+//!
+//! The trampoline saves the return registers (a sparse `FtraceRegs`, or all
+//! of them if some entry asked for full registers) and calls
+//! [`ftrace_return_to_handler`], which checks the frame pointer against the
+//! one recorded at entry, runs every entry's return callback (last hooked,
+//! first called), pops the frame and answers the real return address.
+//!
+//! # Invariants and failure modes
+//!
+//! - Interrupts nest strictly, so an interrupt's frames sit above the frames
+//!   of the code it interrupted and are gone before that code resumes: one
+//!   stack per CPU serves the boot context and every nested context. (With
+//!   tasks, the stack becomes per task; `this_stack` is the only place that
+//!   chooses it.) Pushes and pops run with interrupts masked.
+//! - A full stack counts an overrun and the call runs untraced.
+//! - A frame pointer that does not match stops the return hook (no new hooks
+//!   anywhere, reported once) and still returns to the recorded address.
+//! - Backtraces turn a trampoline address back into the real return address
+//!   ([`resolve_return_address`]).
+
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use arch::ftrace::return_trampoline_address;
+use arch::ftrace_abi::{FtraceRegs, ReturnTrampoline};
+use arch::irq::IrqGuard;
+use arch::{cpu, println, MAX_CPUS};
+
+use crate::{clock, recursion, symbols};
+
+/// Words in each CPU's shadow stack (32 KiB).
+pub const STACK_WORDS: usize = 4096;
+/// The most data words one user may keep per call.
+pub const MAX_DATA_WORDS: usize = 32;
+/// The most users (entries) one frame can hold.
+pub const MAX_ENTRIES: usize = 32;
+
+// Frame header, in words from the frame's base.
+const RET: usize = 0;
+const FUNC: usize = 1;
+const FP: usize = 2;
+const SP: usize = 3;
+const CALLTIME: usize = 4;
+const INFO: usize = 5;
+const PREV_BASE: usize = 6;
+const HEADER: usize = 7;
+// An entry: [data length][user pointer][data...].
+const ENTRY_HEADER: usize = 2;
+const INFO_FULL: u64 = 1 << 32;
+const NO_FRAME: usize = usize::MAX;
+
+/// What runs at a hooked call's return for one user.
+#[repr(C)]
+pub struct ReturnUser {
+    /// The callback: the user, the call, the user's data words, the return
+    /// registers.
+    pub on_return: ReturnFunc,
+    /// Whether this user wants every register at return (the full-registers
+    /// return trampoline).
+    pub full_regs: bool,
+}
+
+/// A return callback. `user` is the pointer given to [`hook_raw`]: raw, so
+/// that a user embedded in a larger object can reach (and change) the rest of
+/// it, provided that pointer was made from a pointer to the whole object.
+pub type ReturnFunc = fn(user: *const ReturnUser, call: &ReturnInfo, data: &[u64], fregs: &mut FtraceRegs);
+
+/// A call, as its return callbacks see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReturnInfo {
+    /// The function returning.
+    pub func: usize,
+    /// How many hooked calls were below it on the shadow stack.
+    pub depth: usize,
+    /// Where it returns to (its real return address).
+    pub ret_addr: usize,
+    /// Entry and return times (trace clock, ns).
+    pub calltime: u64,
+    pub rettime: u64,
+    /// Calls this CPU's stack had no room for so far.
+    pub overrun: u64,
+}
+
+/// Why a return could not be hooked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HookError {
+    /// The shadow stack is full; counted as an overrun.
+    Overrun,
+    /// The return hook was stopped after a frame-pointer mismatch.
+    Stopped,
+    /// The registers are not a function-entry save.
+    NotAtEntry,
+    /// More than [`MAX_DATA_WORDS`] of data, or a frame with too many users.
+    TooLarge,
+}
+
+/// One CPU's shadow stack. The words are only ever reached through raw
+/// element pointers (never a reference to the whole array), so a return
+/// callback can read its own entry's data while an interrupt pushes and pops
+/// frames above it. The indices change only with interrupts masked.
+struct Stack {
+    words: UnsafeCell<[u64; STACK_WORDS]>,
+    /// The first free word.
+    top: AtomicUsize,
+    /// The base of the innermost frame, or `NO_FRAME`.
+    base: AtomicUsize,
+    /// Frames on the stack.
+    frames: AtomicUsize,
+    overruns: AtomicU64,
+}
+
+// SAFETY: each CPU touches only its own stack; changes happen with interrupts
+// masked, and interrupt handlers only touch words above the interrupted
+// code's frames (see the module documentation).
+unsafe impl Sync for Stack {}
+
+static STACKS: [Stack; MAX_CPUS] = [const {
+    Stack {
+        words: UnsafeCell::new([0; STACK_WORDS]),
+        top: AtomicUsize::new(0),
+        base: AtomicUsize::new(NO_FRAME),
+        frames: AtomicUsize::new(0),
+        overruns: AtomicU64::new(0),
+    }
+}; MAX_CPUS];
+
+static STOPPED: AtomicBool = AtomicBool::new(false);
+
+/// The shadow stack of what runs on this CPU now. The one place that picks
+/// it: with tasks, it becomes the current task's.
+fn this_stack() -> &'static Stack {
+    &STACKS[cpu::id()]
+}
+
+impl Stack {
+    fn word(&self, index: usize) -> u64 {
+        debug_assert!(index < STACK_WORDS);
+        // SAFETY: in bounds (indices come from `top`, which never exceeds
+        // STACK_WORDS); a plain read of one element through the cell.
+        unsafe { *(self.words.get() as *const u64).add(index) }
+    }
+
+    fn set_word(&self, index: usize, value: u64) {
+        debug_assert!(index < STACK_WORDS);
+        // SAFETY: as for `word`; callers write only words they own (their new
+        // frame above `top`, with interrupts masked).
+        unsafe { *(self.words.get() as *mut u64).add(index) = value }
+    }
+
+    /// Words `at..at + len` as a slice.
+    ///
+    /// # Safety
+    /// Nothing may write those words while the slice lives.
+    unsafe fn slice(&self, at: usize, len: usize) -> &[u64] {
+        assert!(at + len <= STACK_WORDS);
+        // SAFETY: in bounds; the caller guarantees no writer.
+        unsafe { core::slice::from_raw_parts((self.words.get() as *const u64).add(at), len) }
+    }
+
+    fn top(&self) -> usize {
+        self.top.load(Ordering::Relaxed)
+    }
+
+    fn base(&self) -> usize {
+        self.base.load(Ordering::Relaxed)
+    }
+
+    fn depth_at(&self, base: usize) -> usize {
+        (self.word(base + INFO) & 0xffff_ffff) as usize
+    }
+
+    fn depth_for(&self, func: usize, sp: usize) -> usize {
+        match self.joinable(func, sp) {
+            Some(base) => self.depth_at(base),
+            None => self.frames.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The innermost frame, if it is this call's.
+    fn joinable(&self, func: usize, sp: usize) -> Option<usize> {
+        let base = self.base();
+        (base != NO_FRAME && self.word(base + FUNC) == func as u64 && self.word(base + SP) == sp as u64)
+            .then_some(base)
+    }
+
+    /// Appends an entry at the top (interrupts masked).
+    fn push_entry(&self, user: *const ReturnUser, data: &[u64]) {
+        let at = self.top();
+        self.set_word(at, data.len() as u64);
+        self.set_word(at + 1, user as u64);
+        for (i, &word) in data.iter().enumerate() {
+            self.set_word(at + ENTRY_HEADER + i, word);
+        }
+        self.top.store(at + ENTRY_HEADER + data.len(), Ordering::Relaxed);
+    }
+
+    /// The innermost frame's entries: (offset, data length), in hook order.
+    fn entries(&self, base: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+        let end = self.top();
+        let mut at = base + HEADER;
+        core::iter::from_fn(move || {
+            if at >= end {
+                return None;
+            }
+            let len = self.word(at) as usize;
+            let entry = (at, len);
+            at += ENTRY_HEADER + len;
+            Some(entry)
+        })
+    }
+}
+
+/// The depth the call described by `fregs` has (if hooked already) or will
+/// have: how many hooked calls are below it.
+pub fn depth_of(fregs: &FtraceRegs, func: usize) -> usize {
+    let _irq = IrqGuard::new();
+    this_stack().depth_for(func, fregs.stack_pointer())
+}
+
+/// Hooks the return of the call whose entry registers are `fregs` for
+/// `user`, keeping `data` for its return callback. Returns the call's depth.
+///
+/// # Safety
+/// `user` must stay valid until the hooked call returns. Its callback gets
+/// this same pointer back; if it reaches an object `user` is part of, the
+/// pointer must have been made from a pointer to that whole object.
+pub unsafe fn hook_raw(fregs: &mut FtraceRegs, func: usize, user: *const ReturnUser, data: &[u64]) -> Result<usize, HookError> {
+    if !fregs.has_args() {
+        return Err(HookError::NotAtEntry);
+    }
+    if data.len() > MAX_DATA_WORDS {
+        return Err(HookError::TooLarge);
+    }
+    if STOPPED.load(Ordering::Relaxed) {
+        return Err(HookError::Stopped);
+    }
+    let return_address = fregs.return_address().ok_or(HookError::NotAtEntry)?;
+    let sp = fregs.stack_pointer();
+    // SAFETY: the caller vouches for `user`.
+    let wants_full = unsafe { (*user).full_regs };
+    let needed = ENTRY_HEADER + data.len();
+    let _irq = IrqGuard::new();
+    let stack = this_stack();
+
+    if let Some(base) = stack.joinable(func, sp) {
+        if stack.top() + needed > STACK_WORDS {
+            stack.overruns.fetch_add(1, Ordering::Relaxed);
+            return Err(HookError::Overrun);
+        }
+        if stack.entries(base).count() >= MAX_ENTRIES {
+            return Err(HookError::TooLarge);
+        }
+        stack.push_entry(user, data);
+        let info = stack.word(base + INFO);
+        if wants_full && info & INFO_FULL == 0 {
+            stack.set_word(base + INFO, info | INFO_FULL);
+            // SAFETY: the return trampolines take over from any return.
+            unsafe { fregs.set_return_address(return_trampoline_address(ReturnTrampoline::Full)) };
+        }
+        return Ok(stack.depth_at(base));
+    }
+
+    let base = stack.top();
+    if base + HEADER + needed > STACK_WORDS {
+        stack.overruns.fetch_add(1, Ordering::Relaxed);
+        return Err(HookError::Overrun);
+    }
+    let depth = stack.frames.load(Ordering::Relaxed);
+    stack.set_word(base + RET, return_address as u64);
+    stack.set_word(base + FUNC, func as u64);
+    stack.set_word(base + FP, fregs.frame_pointer() as u64);
+    stack.set_word(base + SP, sp as u64);
+    stack.set_word(base + CALLTIME, clock::now_ns());
+    stack.set_word(base + INFO, depth as u64 | if wants_full { INFO_FULL } else { 0 });
+    stack.set_word(base + PREV_BASE, stack.base() as u64);
+    stack.top.store(base + HEADER, Ordering::Relaxed);
+    stack.push_entry(user, data);
+    stack.base.store(base, Ordering::Relaxed);
+    stack.frames.store(depth + 1, Ordering::Relaxed);
+    let trampoline = if wants_full { ReturnTrampoline::Full } else { ReturnTrampoline::Sparse };
+    // SAFETY: the return trampoline takes over from the function's return:
+    // it finds the real return address in the frame just pushed.
+    unsafe { fregs.set_return_address(return_trampoline_address(trampoline)) };
+    Ok(depth)
+}
+
+
+
+/// Called by the return trampolines: runs the return callbacks of the
+/// innermost frame, pops it, and answers the real return address.
+///
+/// The frame stays on the stack while its callbacks run: interrupts push
+/// above it, and the callbacks cannot hook calls of their own (they run under
+/// the recursion guard), so its words do not change.
+#[no_mangle]
+pub extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usize {
+    let rettime = clock::now_ns();
+    let stack = this_stack();
+    let (base, end) = {
+        let _irq = IrqGuard::new();
+        (stack.base(), stack.top())
+    };
+    if base == NO_FRAME {
+        panic!("ftrace: return trampoline reached with an empty shadow stack");
+    }
+    let ret_addr = stack.word(base + RET) as usize;
+    let func = stack.word(base + FUNC) as usize;
+    let expected_fp = stack.word(base + FP) as usize;
+
+    if fregs.frame_pointer() != expected_fp {
+        if !STOPPED.swap(true, Ordering::Relaxed) {
+            println!(
+                "ftrace: return hook: frame pointer mismatch returning from {}: expected {expected_fp:#x}, found {:#x}; return hook stopped",
+                symbols::name_of(func).unwrap_or("?"),
+                fregs.frame_pointer()
+            );
+        }
+    } else if let Some(_guard) = recursion::try_enter() {
+        fregs.set_instruction_pointer(ret_addr);
+        let info = ReturnInfo {
+            func,
+            depth: stack.depth_at(base),
+            ret_addr,
+            calltime: stack.word(base + CALLTIME),
+            rettime,
+            overrun: stack.overruns.load(Ordering::Relaxed),
+        };
+        let mut offsets = [(0usize, 0usize); MAX_ENTRIES];
+        let mut count = 0;
+        let mut at = base + HEADER;
+        while at < end && count < MAX_ENTRIES {
+            let len = stack.word(at) as usize;
+            offsets[count] = (at, len);
+            count += 1;
+            at += ENTRY_HEADER + len;
+        }
+        for &(at, len) in offsets[..count].iter().rev() {
+            let user = stack.word(at + 1) as *const ReturnUser;
+            // SAFETY: entries hold `ReturnUser` pointers that `hook_raw`'s
+            // callers keep valid until this return.
+            let on_return = unsafe { (*user).on_return };
+            // SAFETY: this frame's words stay unchanged until it is popped
+            // below (see the function documentation).
+            let data = unsafe { stack.slice(at + ENTRY_HEADER, len) };
+            on_return(user, &info, data, fregs);
+        }
+    }
+
+    let _irq = IrqGuard::new();
+    stack.top.store(base, Ordering::Relaxed);
+    stack.base.store(stack.word(base + PREV_BASE) as usize, Ordering::Relaxed);
+    stack.frames.fetch_sub(1, Ordering::Relaxed);
+    ret_addr
+}
+
+/// Whether `address` is one of the return trampolines.
+pub fn is_return_trampoline(address: usize) -> bool {
+    address == return_trampoline_address(ReturnTrampoline::Sparse)
+        || address == return_trampoline_address(ReturnTrampoline::Full)
+}
+
+/// For backtraces: if `address` (read from a frame record whose saved caller
+/// frame pointer is `caller_fp`) is a return trampoline, the real return
+/// address of the hooked call with that frame pointer; otherwise `address`.
+pub fn resolve_return_address(address: usize, caller_fp: usize) -> usize {
+    if !is_return_trampoline(address) {
+        return address;
+    }
+    let _irq = IrqGuard::new();
+    let stack = this_stack();
+    let mut base = stack.base();
+    while base != NO_FRAME {
+        if stack.word(base + FP) as usize == caller_fp {
+            return stack.word(base + RET) as usize;
+        }
+        base = stack.word(base + PREV_BASE) as usize;
+    }
+    address
+}
+
+/// Hooked calls on this CPU's shadow stack now.
+pub fn frames() -> usize {
+    this_stack().frames.load(Ordering::Relaxed)
+}
+
+/// Calls this CPU's shadow stack had no room for.
+pub fn overruns() -> u64 {
+    this_stack().overruns.load(Ordering::Relaxed)
+}
+
+/// Whether the return hook stopped after a frame-pointer mismatch.
+pub fn is_stopped() -> bool {
+    STOPPED.load(Ordering::Relaxed)
+}
+
+/// Lets the return hook run again after it stopped.
+pub fn restart() {
+    STOPPED.store(false, Ordering::Relaxed);
+}
+
+/// Empties this CPU's shadow stack: its calls were abandoned (the test
+/// framework resumed on a fresh stack after an expected panic).
+pub fn reset() {
+    let _irq = IrqGuard::new();
+    let stack = this_stack();
+    stack.top.store(0, Ordering::Relaxed);
+    stack.base.store(NO_FRAME, Ordering::Relaxed);
+    stack.frames.store(0, Ordering::Relaxed);
+}
+
+/// For tests: overwrites the frame pointer recorded for the innermost hooked
+/// call, so its return finds a mismatch.
+pub fn corrupt_innermost_frame_pointer() {
+    let _irq = IrqGuard::new();
+    let stack = this_stack();
+    let base = stack.base();
+    if base != NO_FRAME {
+        stack.set_word(base + FP, stack.word(base + FP) ^ 0x10);
+    }
+}

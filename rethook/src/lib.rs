@@ -1,0 +1,36 @@
+//! rethook: run a handler when a hooked call returns.
+//!
+//! Linux has two ways to hijack a function's return, the function-graph
+//! return stack and rethook, and its developers want them to be one. Here
+//! they are: a rethook is one more user of ftrace's shadow return stack
+//! ([`ftrace::retstack`]), next to the function-graph users, with the same
+//! return trampoline.
+//!
+//! A [`Rethook`] owns a pool of nodes allocated when it is created, so the
+//! traced path never allocates: an entry callback takes a node
+//! ([`Rethook::try_get`]), fills its data words, and hooks the current call
+//! ([`Rethook::hook`]). When the call returns, the handler runs with the node,
+//! the rethook's private data, the real return address and the return
+//! registers: by default only the sparse return save (the light `FtraceRegs`
+//! the seed asks for); a [`RethookMode::FullRegs`] rethook gets a full
+//! `PtRegs` through `fregs.regs()`, for kretprobe-style users. The node then
+//! goes back to the pool. An empty pool counts a miss and the call runs
+//! unhooked.
+//!
+//! # Stopping and freeing while calls are in flight
+//!
+//! [`Rethook::stop`] makes `try_get` fail and turns the handler off; hooked
+//! calls still return normally. Dropping a `Rethook` stops it; its memory is
+//! freed at once if no hooked call is in flight, otherwise by the last such
+//! call's return, which only queues it, and the next `Rethook::new` or drop
+//! (normal context) frees it. The return path never allocates or frees.
+#![no_std]
+
+#[cfg(target_os = "none")]
+extern crate alloc;
+
+#[cfg(target_os = "none")]
+mod hook;
+
+#[cfg(target_os = "none")]
+pub use hook::*;
