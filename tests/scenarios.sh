@@ -61,4 +61,18 @@ if run_session function-graph-fib 'echo *fib* > set_ftrace_filter\necho function
     expect "the outermost call returns fib(4) = 3" grep -qE '^ 0\) .[ 0-9.]+ us +\|  \} /\* kernel::workload::fib = 0x3 \*/$' <<<"$out"
 fi
 
+fib_events='echo '"'"'f:fibent kernel::workload::fib n=$arg1'"'"' >> dynamic_events\necho '"'"'f:fibret kernel::workload::fib%return n=$arg1 ret=$retval'"'"' >> dynamic_events\n'
+bad_events='echo '"'"'f:bad1 no::such::symbol'"'"' >> dynamic_events\necho '"'"'f:bad2 kernel::workload::fib $retval'"'"' >> dynamic_events\necho '"'"'f:bad3 kernel::workload::fib $arg1:u7'"'"' >> dynamic_events\necho '"'"'f:fibent kernel::workload::fib'"'"' >> dynamic_events\n'
+if run_session fprobe-events "${fib_events}${bad_events}echo 1 > events/fprobes/fibent/enable\necho 1 > events/fprobes/fibret/enable\nrun fib 5\ncat trace\ncat dynamic_events\npoweroff\n"; then
+    expect "15 fibent lines" test "$(count_lines ': fibent: \(kernel::workload::fib\+0x0/0x[0-9a-f]+\) n=0x[0-9a-f]+$')" -eq 15
+    expect "15 fibret lines" test "$(count_lines ': fibret: \([^ ]+ <- kernel::workload::fib\) n=0x[0-9a-f]+ ret=0x[0-9a-f]+$')" -eq 15
+    expect "outermost entry n=0x5" grep -q ": fibent: (kernel::workload::fib+0x0/0x[0-9a-f]*) n=0x5$" <<<"$out"
+    expect "outermost exit n=0x5 ret=0x5" grep -qE ": fibret: \(kernel::workload::run\+0x[0-9a-f]+/0x[0-9a-f]+ <- kernel::workload::fib\) n=0x5 ret=0x5$" <<<"$out"
+    expect "unknown symbol refused" grep -q "^error: unknown symbol 'no::such::symbol'" <<<"$out"
+    expect "\$retval at entry refused" grep -q "^error: .*\$retval is only available in %return events" <<<"$out"
+    expect "bad type refused" grep -q "^error: unknown type 'u7'" <<<"$out"
+    expect "duplicate refused" grep -q "^error: event 'fprobes/fibent' already exists" <<<"$out"
+    expect "only the two good events exist" test "$(count_lines '^f:fprobes/')" -eq 2
+fi
+
 [ "$failures" -eq 0 ]

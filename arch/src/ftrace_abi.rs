@@ -254,11 +254,17 @@ impl FtraceRegs {
     /// at least) records it; an error otherwise, never an offset into memory
     /// the save did not write.
     pub fn query_register_offset(name: &str) -> Result<usize, RegisterError> {
+        Self::query_register_offset_in(Saved::EntryArgs, name)
+    }
+
+    /// [`query_register_offset`](Self::query_register_offset) for another
+    /// save: Ok only if `saved` records the register.
+    pub fn query_register_offset_in(saved: Saved, name: &str) -> Result<usize, RegisterError> {
         let info = regs::REGISTERS
             .iter()
             .find(|info| info.names.contains(&name))
             .ok_or(RegisterError::Unknown)?;
-        if info.saved_by & Saved::EntryArgs.bit() == 0 {
+        if info.saved_by & saved.bit() == 0 {
             return Err(RegisterError::NotSaved);
         }
         Ok(FTRACE_REGS_PT + info.offset)

@@ -3,10 +3,11 @@
 use core::fmt::{self, Write};
 
 use crate::event::{flags, Common, FunctionEvent, GraphExitEvent, Record};
+use crate::kallsyms::Symbol;
 use crate::ring_buffer::Stats;
 
-/// Turns an address into a function name, if it is inside one.
-pub type Namer<'a> = &'a dyn Fn(usize) -> Option<&'a str>;
+/// Finds the function an address is inside, if any.
+pub type Namer<'a> = &'a dyn Fn(usize) -> Option<Symbol<'static>>;
 
 /// The header `cat trace` prints before the events.
 pub fn write_header(out: &mut dyn Write, tracer: &str, stats: Stats, cpus: usize) -> fmt::Result {
@@ -72,7 +73,15 @@ pub fn write_context(out: &mut dyn Write, cpu: usize, time_ns: u64, common: &Com
 /// Writes a symbol name, or the raw address when there is none.
 pub fn write_symbol(out: &mut dyn Write, address: usize, names: Namer) -> fmt::Result {
     match names(address) {
-        Some(name) => out.write_str(name),
+        Some(symbol) => out.write_str(symbol.name),
+        None => write!(out, "{address:#x}"),
+    }
+}
+
+/// Writes `function+0xOFF/0xSIZE`, or the raw address when there is none.
+pub fn write_code_address(out: &mut dyn Write, address: usize, names: Namer) -> fmt::Result {
+    match names(address) {
+        Some(symbol) => write!(out, "{}+{:#x}/{:#x}", symbol.name, address - symbol.address, symbol.size),
         None => write!(out, "{address:#x}"),
     }
 }
@@ -140,17 +149,30 @@ fn indent(out: &mut dyn Write, depth: i32) -> fmt::Result {
     Ok(())
 }
 
-/// `function_graph` lines for `events` (time, record) of one CPU: a call
-/// whose return follows its entry directly is one `func();` line with its
-/// duration; other calls open `func() {` and close with `}`.
-pub fn write_graph(out: &mut dyn Write, cpu: usize, events: &[(u64, Record)], names: Namer, options: GraphOptions) -> fmt::Result {
+/// Prints an event the graph output does not know itself (as a comment).
+pub type OtherPrinter<'a> = &'a dyn Fn(&[u8], &mut dyn Write) -> fmt::Result;
+
+/// `function_graph` lines for `events` (time, record, payload) of one CPU: a
+/// call whose return follows its entry directly is one `func();` line with
+/// its duration; other calls open `func() {` and close with `}`; other events
+/// appear as `/* ... */` comments, as Linux prints them.
+pub fn write_graph(
+    out: &mut dyn Write,
+    cpu: usize,
+    events: &[(u64, Record, &[u8])],
+    names: Namer,
+    options: GraphOptions,
+    other: OtherPrinter,
+) -> fmt::Result {
     let mut i = 0;
     while i < events.len() {
         write!(out, " {cpu}) ")?;
         match events[i].1 {
             Record::GraphEntry(entry) => {
                 let leaf = match events.get(i + 1) {
-                    Some((_, Record::GraphExit(exit))) if exit.func == entry.func && exit.depth == entry.depth => Some(*exit),
+                    Some((_, Record::GraphExit(exit), _)) if exit.func == entry.func && exit.depth == entry.depth => {
+                        Some(*exit)
+                    }
                     _ => None,
                 };
                 match leaf {
@@ -178,12 +200,15 @@ pub fn write_graph(out: &mut dyn Write, cpu: usize, events: &[(u64, Record)], na
                 i += 1;
             }
             Record::Function(event) => {
-                out.write_str("              |  ")?;
+                out.write_str("              |  /* ")?;
                 write_symbol(out, event.ip as usize, names)?;
+                out.write_str(" */")?;
                 i += 1;
             }
-            Record::Other(common) => {
-                write!(out, "              |  /* event type {} */", common.kind)?;
+            Record::Other(_) => {
+                out.write_str("              |  /* ")?;
+                other(events[i].2, out)?;
+                out.write_str(" */")?;
                 i += 1;
             }
         }
@@ -205,18 +230,24 @@ fn write_closing(out: &mut dyn Write, exit: &GraphExitEvent, names: Namer, optio
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::event::TRACE_FN;
     use alloc::string::String;
 
+    /// Two functions: fib at 0x1000 (0x60 bytes), run at 0x2000 (0x80 bytes).
+    pub(crate) fn test_names(address: usize) -> Option<Symbol<'static>> {
+        [
+            Symbol { name: "kernel::workload::fib", address: 0x1000, size: 0x60 },
+            Symbol { name: "kernel::workload::run", address: 0x2000, size: 0x80 },
+        ]
+        .into_iter()
+        .find(|symbol| symbol.contains(address))
+    }
+
     #[test]
     fn function_line_matches_linux() {
-        let names = |address: usize| match address {
-            0x1000..=0x105f => Some("kernel::workload::fib"),
-            0x2000..=0x207f => Some("kernel::workload::run"),
-            _ => None,
-        };
+        let names = test_names;
         let event = FunctionEvent {
             common: Common { kind: TRACE_FN, flags: flags::IRQS_OFF, preempt_count: 0, pid: 0 },
             ip: 0x1000,
@@ -248,6 +279,7 @@ mod graph_tests {
     use crate::event::{GraphEntryEvent, TRACE_GRAPH_ENT, TRACE_GRAPH_RET};
     use alloc::string::String;
     use alloc::vec;
+    use alloc::vec::Vec;
 
     fn entry(depth: i32) -> Record {
         let common = Common { kind: TRACE_GRAPH_ENT, ..Common::default() };
@@ -261,10 +293,12 @@ mod graph_tests {
 
     #[test]
     fn nested_and_leaf_calls_as_linux_prints_them() {
-        let names = |address: usize| (address == 0x1000).then_some("kernel::workload::fib");
-        let events = vec![(0, entry(0)), (1, entry(1)), (2, exit(1, 1_000, 1_812, 1)), (3, exit(0, 0, 2_431, 5))];
+        let names = super::tests::test_names;
+        let events: Vec<(u64, Record, &[u8])> =
+            vec![(0, entry(0), &[]), (1, entry(1), &[]), (2, exit(1, 1_000, 1_812, 1), &[]), (3, exit(0, 0, 2_431, 5), &[])];
+        let other = |_: &[u8], _: &mut dyn Write| Ok(());
         let mut text = String::new();
-        write_graph(&mut text, 0, &events, &names, GraphOptions::default()).unwrap();
+        write_graph(&mut text, 0, &events, &names, GraphOptions::default(), &other).unwrap();
         assert_eq!(
             text,
             " 0)               |  kernel::workload::fib() {\n\
@@ -273,7 +307,7 @@ mod graph_tests {
                 .replace("\x20\x200)", " 0)")
         );
         let mut with_retval = String::new();
-        write_graph(&mut with_retval, 0, &events, &names, GraphOptions { retval: true }).unwrap();
+        write_graph(&mut with_retval, 0, &events, &names, GraphOptions { retval: true }, &other).unwrap();
         assert!(with_retval.contains("kernel::workload::fib(); /* = 0x1 */\n"), "{with_retval}");
         assert!(with_retval.ends_with("|  } /* kernel::workload::fib = 0x5 */\n"), "{with_retval}");
     }

@@ -273,19 +273,44 @@ pub fn reset_graph_state() {
 
 // ---- cat trace ----
 
+/// Prints an event type the tracers do not know (dynamic events): `None` if
+/// the printer does not know it either.
+pub type EventPrinter = fn(payload: &[u8], out: &mut dyn Write) -> Option<fmt::Result>;
+
+static EVENT_PRINTER: AtomicUsize = AtomicUsize::new(0);
+
+/// Installs the printer for other event types (the kernel installs fprobe's).
+pub fn set_event_printer(printer: EventPrinter) {
+    EVENT_PRINTER.store(printer as usize, Ordering::Release);
+}
+
+/// Prints `payload` with the installed printer, or says its type.
+fn print_other(payload: &[u8], out: &mut dyn Write) -> fmt::Result {
+    let printer = match EVENT_PRINTER.load(Ordering::Acquire) {
+        0 => None,
+        // SAFETY: only `EventPrinter` values are stored (`set_event_printer`),
+        // and function pointers round-trip through usize.
+        raw => Some(unsafe { core::mem::transmute::<usize, EventPrinter>(raw) }),
+    };
+    match printer.and_then(|print| print(payload, out)) {
+        Some(result) => result,
+        None => write!(out, "event type {}", Common::decode(payload).unwrap_or_default().kind),
+    }
+}
+
 /// Writes `cat trace`: the header, then every recorded event, in the current
 /// tracer's format.
 pub fn write_trace(out: &mut dyn Write) -> fmt::Result {
     let snapshot = buffer::snapshot();
-    let names = |address: usize| symbols::name_of(address);
+    let names = |address: usize| symbols::table().ok()?.lookup(address);
     if current() == Tracer::FunctionGraph {
         output::write_graph_header(out)?;
-        let events: Vec<(u64, Record)> = snapshot
+        let events: Vec<(u64, Record, &[u8])> = snapshot
             .events()
-            .filter_map(|(time, payload)| Record::decode(payload).map(|record| (time, record)))
+            .filter_map(|(time, payload)| Record::decode(payload).map(|record| (time, record, payload)))
             .collect();
         let options = GraphOptions { retval: graph_retval() };
-        return output::write_graph(out, snapshot.cpu, &events, &names, options);
+        return output::write_graph(out, snapshot.cpu, &events, &names, options, &print_other);
     }
     output::write_header(out, current().name(), snapshot.stats, 1)?;
     for (time, payload) in snapshot.events() {
@@ -294,7 +319,8 @@ pub fn write_trace(out: &mut dyn Write) -> fmt::Result {
             None => {
                 let common = Common::decode(payload).unwrap_or_default();
                 output::write_context(out, snapshot.cpu, time, &common)?;
-                writeln!(out, "event type {}", common.kind)?;
+                print_other(payload, out)?;
+                writeln!(out)?;
             }
         }
     }

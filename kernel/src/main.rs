@@ -52,6 +52,7 @@ fn start_tracing() {
     match ftrace::init() {
         Ok(info) => {
             arch::print::set_symbolizer(ftrace::symbols::write_address);
+            ftrace::tracer::set_event_printer(fprobe::events::print_event);
             println!("ftrace: {} patchable functions, {} symbols", info.sites, info.symbols);
         }
         Err(error) => println!("ftrace: {error}"),

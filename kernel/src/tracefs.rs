@@ -68,19 +68,53 @@ const FILES: &[File] = &[
     File { name: "set_graph_notrace", read: Some(read_graph_notrace), write: Some(write_graph_notrace) },
     File { name: "max_graph_depth", read: Some(read_max_graph_depth), write: Some(write_max_graph_depth) },
     File { name: "options/funcgraph-retval", read: Some(read_funcgraph_retval), write: Some(write_funcgraph_retval) },
+    File { name: "dynamic_events", read: Some(read_dynamic_events), write: Some(write_dynamic_events) },
 ];
 
 fn find(name: &str) -> Result<&'static File, TracefsError> {
     FILES.iter().find(|file| file.name == name).ok_or_else(|| TracefsError::NoSuchFile(name.to_string()))
 }
 
-/// The file names, for `ls`.
-pub fn names() -> impl Iterator<Item = &'static str> {
-    FILES.iter().map(|file| file.name)
+/// The file names, for `ls`: the fixed ones, then each dynamic event's.
+pub fn names() -> impl Iterator<Item = String> {
+    let events = fprobe::events::event_names().into_iter().flat_map(|event| {
+        [format!("events/{event}/enable"), format!("events/{event}/format")]
+    });
+    FILES.iter().map(|file| file.name.to_string()).chain(events)
+}
+
+/// A per-event file: `events/GRP/EVENT/enable` or `.../format`.
+enum EventFile<'a> {
+    Enable(&'a str, &'a str),
+    Format(&'a str, &'a str),
+}
+
+fn event_file(name: &str) -> Option<EventFile<'_>> {
+    let mut parts = name.strip_prefix("events/")?.split('/');
+    let (group, event, file, None) = (parts.next()?, parts.next()?, parts.next()?, parts.next()) else {
+        return None;
+    };
+    match file {
+        "enable" => Some(EventFile::Enable(group, event)),
+        "format" => Some(EventFile::Format(group, event)),
+        _ => None,
+    }
+}
+
+fn event_error(error: fprobe::events::EventError) -> TracefsError {
+    TracefsError::Invalid(error.to_string())
 }
 
 /// `cat NAME`.
 pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
+    match event_file(name) {
+        Some(EventFile::Enable(group, event)) => {
+            let enabled = fprobe::events::is_enabled(group, event).map_err(event_error)?;
+            return writeln!(out, "{}", u8::from(enabled)).map_err(|_| TracefsError::Invalid("output failed".into()));
+        }
+        Some(EventFile::Format(group, event)) => return fprobe::events::write_format(group, event, out).map_err(event_error),
+        None => {}
+    }
     let file = find(name)?;
     let read = file.read.ok_or(TracefsError::NotReadable(file.name))?;
     read(out).map_err(|_| TracefsError::Invalid("output failed".into()))
@@ -88,6 +122,13 @@ pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
 
 /// `echo TEXT > NAME` (`Replace`) or `echo TEXT >> NAME` (`Append`).
 pub fn write(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    match event_file(name) {
+        Some(EventFile::Enable(group, event)) => {
+            return fprobe::events::set_enabled(group, event, parse_switch(text)?).map_err(event_error);
+        }
+        Some(EventFile::Format(..)) => return Err(TracefsError::NotWritable("format")),
+        None => {}
+    }
     let file = find(name)?;
     let write = file.write.ok_or(TracefsError::NotWritable(file.name))?;
     write(text, mode)
@@ -265,4 +306,12 @@ fn read_funcgraph_retval(out: &mut dyn Write) -> fmt::Result {
 fn write_funcgraph_retval(text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
     tracer::set_graph_retval(parse_switch(text)?);
     Ok(())
+}
+
+fn read_dynamic_events(out: &mut dyn Write) -> fmt::Result {
+    fprobe::events::read_dynamic_events(out)
+}
+
+fn write_dynamic_events(text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    fprobe::events::write_dynamic_events(text, mode).map_err(event_error)
 }

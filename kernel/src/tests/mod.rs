@@ -2,4 +2,5 @@
 
 mod basics;
 mod ftrace;
+mod fprobe;
 mod graph;

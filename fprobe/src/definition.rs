@@ -1,0 +1,428 @@
+//! The dynamic fprobe event language, as Linux's `dynamic_events` takes it:
+//!
+//! ```text
+//! f[:[GRP/][EVENT]] SYM [FETCHARGS]          an entry event
+//! f[:[GRP/][EVENT]] SYM%return [FETCHARGS]   an exit event
+//! -:[GRP/]EVENT                              remove an event
+//! ```
+//!
+//! Fetch args: `$argN` (1-based; also at exit), `$retval` (exit only),
+//! `$stackN`, `$stack`, `%REG`, `+|-OFFS(FETCHARG)` (memory at the address),
+//! each optionally `NAME=` before and `:TYPE` after (`u8`..`u64`, `s8`..`s64`,
+//! `x8`..`x64`, `string`, `symbol`; `x64` by default). The group defaults to
+//! `fprobes`, the event to `SYM__entry` / `SYM__exit` (made a valid name).
+//!
+//! Parsing checks only the text; whether the symbol and registers exist is
+//! checked when the event is created. Every refusal is a [`DefinitionError`].
+
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt;
+
+/// The default event group.
+pub const DEFAULT_GROUP: &str = "fprobes";
+/// The longest definition accepted.
+pub const MAX_DEFINITION: usize = 480;
+/// The most fetch args an event may have.
+pub const MAX_ARGS: usize = 16;
+/// The deepest `+OFFS(...)` nesting.
+pub const MAX_DEREF: usize = 4;
+
+/// Where a fetch arg's value comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// `$argN`: argument N (1-based, as Linux).
+    Arg(usize),
+    /// `$retval`.
+    Retval,
+    /// `$stackN`: the Nth word on the stack.
+    Stack(usize),
+    /// `$stack`: the stack pointer.
+    StackPointer,
+    /// `%REG`.
+    Register(String),
+    /// `+OFFS(BASE)`: memory at `BASE + OFFS`.
+    Memory { offset: i64, base: Box<Source> },
+}
+
+/// How a fetched value is stored and printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgType {
+    Unsigned(u8),
+    Signed(u8),
+    Hex(u8),
+    /// A NUL-terminated string at the address.
+    String,
+    /// A code address, printed `function+0xOFF/0xSIZE`.
+    Symbol,
+}
+
+impl ArgType {
+    /// Bytes the value takes in a record (a string's is its `__data_loc`).
+    pub fn size(self) -> usize {
+        match self {
+            ArgType::Unsigned(bits) | ArgType::Signed(bits) | ArgType::Hex(bits) => usize::from(bits / 8),
+            ArgType::String => 4,
+            ArgType::Symbol => 8,
+        }
+    }
+
+    /// The type's name in definitions.
+    pub fn name(self) -> String {
+        match self {
+            ArgType::Unsigned(bits) => format!("u{bits}"),
+            ArgType::Signed(bits) => format!("s{bits}"),
+            ArgType::Hex(bits) => format!("x{bits}"),
+            ArgType::String => "string".into(),
+            ArgType::Symbol => "symbol".into(),
+        }
+    }
+
+    fn parse(text: &str) -> Option<ArgType> {
+        let sized = |rest: &str| rest.parse::<u8>().ok().filter(|bits| matches!(bits, 8 | 16 | 32 | 64));
+        match text {
+            "string" => Some(ArgType::String),
+            "symbol" => Some(ArgType::Symbol),
+            _ => match text.split_at_checked(1)? {
+                ("u", rest) => sized(rest).map(ArgType::Unsigned),
+                ("s", rest) => sized(rest).map(ArgType::Signed),
+                ("x", rest) => sized(rest).map(ArgType::Hex),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// One fetch arg.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchArg {
+    pub name: String,
+    pub source: Source,
+    pub ty: ArgType,
+    /// The arg as written (for `cat dynamic_events`).
+    pub text: String,
+}
+
+/// A parsed event definition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventSpec {
+    pub group: String,
+    pub event: String,
+    pub symbol: String,
+    /// A `%return` event.
+    pub exit: bool,
+    pub args: Vec<FetchArg>,
+}
+
+impl fmt::Display for EventSpec {
+    /// The definition as `cat dynamic_events` shows it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "f:{}/{} {}{}", self.group, self.event, self.symbol, if self.exit { "%return" } else { "" })?;
+        for arg in &self.args {
+            write!(f, " {}", arg.text)?;
+        }
+        Ok(())
+    }
+}
+
+/// A line written to `dynamic_events`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    Define(EventSpec),
+    Remove { group: Option<String>, event: String },
+}
+
+/// Why a definition was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DefinitionError {
+    Empty,
+    TooLong,
+    UnknownType(String),
+    BadName(String),
+    MissingSymbol,
+    BadSymbol(String),
+    BadFetchArg { arg: String, why: &'static str },
+    BadArgType { arg: String, ty: String },
+    RetvalAtEntry(String),
+    TooManyArgs,
+    DuplicateArgName(String),
+}
+
+impl fmt::Display for DefinitionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DefinitionError::Empty => write!(f, "empty event definition"),
+            DefinitionError::TooLong => write!(f, "event definition longer than {MAX_DEFINITION} bytes"),
+            DefinitionError::UnknownType(kind) => {
+                write!(f, "unknown probe type '{kind}' (expected 'f:' to define or '-:' to remove)")
+            }
+            DefinitionError::BadName(name) => write!(f, "invalid group or event name '{name}'"),
+            DefinitionError::MissingSymbol => write!(f, "missing function symbol"),
+            DefinitionError::BadSymbol(symbol) => write!(f, "invalid symbol '{symbol}'"),
+            DefinitionError::BadFetchArg { arg, why } => write!(f, "invalid fetch argument '{arg}': {why}"),
+            DefinitionError::BadArgType { arg, ty } => write!(f, "unknown type '{ty}' in fetch argument '{arg}'"),
+            DefinitionError::RetvalAtEntry(arg) => {
+                write!(f, "'{arg}': $retval is only available in %return events")
+            }
+            DefinitionError::TooManyArgs => write!(f, "more than {MAX_ARGS} fetch arguments"),
+            DefinitionError::DuplicateArgName(name) => write!(f, "duplicate argument name '{name}'"),
+        }
+    }
+}
+
+/// Whether `name` is a valid group, event or argument name.
+pub fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `kernel::workload::fib` -> `kernel__workload__fib`: a symbol made a name.
+pub fn sanitize(symbol: &str) -> String {
+    symbol.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
+}
+
+/// Parses one `dynamic_events` line.
+pub fn parse(line: &str) -> Result<Command, DefinitionError> {
+    if line.len() > MAX_DEFINITION {
+        return Err(DefinitionError::TooLong);
+    }
+    let mut words = line.split_whitespace();
+    let head = words.next().ok_or(DefinitionError::Empty)?;
+    if let Some(name) = head.strip_prefix("-:") {
+        let (group, event) = split_name(name)?;
+        let event = event.ok_or_else(|| DefinitionError::BadName(name.into()))?;
+        return match words.next() {
+            None => Ok(Command::Remove { group, event }),
+            Some(extra) => Err(DefinitionError::BadName(format!("{name} {extra}"))),
+        };
+    }
+    let name = match head {
+        "f" => "",
+        _ => head.strip_prefix("f:").ok_or_else(|| DefinitionError::UnknownType(head.into()))?,
+    };
+    let (group, event) = split_name(name)?;
+    let symbol_word = words.next().ok_or(DefinitionError::MissingSymbol)?;
+    let (symbol, exit) = match symbol_word.strip_suffix("%return") {
+        Some(symbol) => (symbol, true),
+        None => (symbol_word, false),
+    };
+    if symbol.is_empty() || symbol.contains('%') || symbol.contains('=') {
+        return Err(DefinitionError::BadSymbol(symbol_word.into()));
+    }
+    let mut args = Vec::new();
+    for (index, text) in words.enumerate() {
+        if args.len() == MAX_ARGS {
+            return Err(DefinitionError::TooManyArgs);
+        }
+        let arg = parse_arg(text, index + 1, exit)?;
+        if args.iter().any(|a: &FetchArg| a.name == arg.name) {
+            return Err(DefinitionError::DuplicateArgName(arg.name));
+        }
+        args.push(arg);
+    }
+    let event = event.unwrap_or_else(|| format!("{}__{}", sanitize(symbol), if exit { "exit" } else { "entry" }));
+    Ok(Command::Define(EventSpec {
+        group: group.unwrap_or_else(|| DEFAULT_GROUP.into()),
+        event,
+        symbol: symbol.into(),
+        exit,
+        args,
+    }))
+}
+
+/// `[GRP/][EVENT]` -> (group, event), each optional.
+fn split_name(name: &str) -> Result<(Option<String>, Option<String>), DefinitionError> {
+    let (group, event) = match name.split_once('/') {
+        Some((group, event)) => (Some(group), event),
+        None => (None, name),
+    };
+    let check = |part: &str| {
+        if is_identifier(part) {
+            Ok(part.to_string())
+        } else {
+            Err(DefinitionError::BadName(name.into()))
+        }
+    };
+    let group = group.map(check).transpose()?;
+    let event = if event.is_empty() { None } else { Some(check(event)?) };
+    Ok((group, event))
+}
+
+/// `[NAME=]FETCHARG[:TYPE]`.
+fn parse_arg(text: &str, position: usize, exit: bool) -> Result<FetchArg, DefinitionError> {
+    let bad = |why| DefinitionError::BadFetchArg { arg: text.into(), why };
+    let (name, rest) = match text.split_once('=') {
+        Some((name, rest)) => {
+            if !is_identifier(name) || name.starts_with("__probe") || name.starts_with("common_") {
+                return Err(bad("invalid argument name"));
+            }
+            (name.to_string(), rest)
+        }
+        None => (format!("arg{position}"), text),
+    };
+    // The type follows the last ':' outside parentheses.
+    let (body, ty) = match rest.rfind(':').filter(|&at| !rest[at..].contains(')')) {
+        Some(at) => {
+            let ty_text = &rest[at + 1..];
+            let ty = ArgType::parse(ty_text)
+                .ok_or_else(|| DefinitionError::BadArgType { arg: text.into(), ty: ty_text.into() })?;
+            (&rest[..at], ty)
+        }
+        None => (rest, ArgType::Hex(64)),
+    };
+    let source = parse_source(body, 0).map_err(bad)?;
+    if !exit && uses_retval(&source) {
+        return Err(DefinitionError::RetvalAtEntry(text.into()));
+    }
+    Ok(FetchArg { name, source, ty, text: text.into() })
+}
+
+fn uses_retval(source: &Source) -> bool {
+    match source {
+        Source::Retval => true,
+        Source::Memory { base, .. } => uses_retval(base),
+        _ => false,
+    }
+}
+
+fn parse_source(text: &str, depth: usize) -> Result<Source, &'static str> {
+    if let Some(rest) = text.strip_prefix('$') {
+        return match rest {
+            "retval" => Ok(Source::Retval),
+            "stack" => Ok(Source::StackPointer),
+            _ => {
+                if let Some(n) = rest.strip_prefix("arg") {
+                    let n: usize = n.parse().map_err(|_| "expected $argN with N from 1")?;
+                    if n == 0 {
+                        return Err("arguments count from $arg1");
+                    }
+                    Ok(Source::Arg(n))
+                } else if let Some(n) = rest.strip_prefix("stack") {
+                    Ok(Source::Stack(n.parse().map_err(|_| "expected $stackN")?))
+                } else {
+                    Err("unknown variable (expected $argN, $retval, $stackN or $stack)")
+                }
+            }
+        };
+    }
+    if let Some(register) = text.strip_prefix('%') {
+        if !is_identifier(register) {
+            return Err("invalid register name");
+        }
+        return Ok(Source::Register(register.into()));
+    }
+    if text.starts_with('+') || text.starts_with('-') {
+        if depth == MAX_DEREF {
+            return Err("memory fetches nested too deep");
+        }
+        let open = text.find('(').ok_or("expected +OFFS(FETCHARG)")?;
+        let inner = text[open + 1..].strip_suffix(')').ok_or("unbalanced parentheses")?;
+        let offset = parse_offset(&text[..open]).ok_or("invalid offset")?;
+        let base = parse_source(inner, depth + 1)?;
+        return Ok(Source::Memory { offset, base: Box::new(base) });
+    }
+    Err("expected $argN, $retval, $stackN, $stack, %REG or +|-OFFS(FETCHARG)")
+}
+
+/// `+8`, `-0x10`.
+fn parse_offset(text: &str) -> Option<i64> {
+    let (sign, digits) = match text.split_at_checked(1)? {
+        ("+", digits) => (1, digits),
+        ("-", digits) => (-1, digits),
+        _ => return None,
+    };
+    let value = match digits.strip_prefix("0x") {
+        Some(hex) => i64::from_str_radix(hex, 16).ok()?,
+        None => digits.parse::<i64>().ok()?,
+    };
+    Some(sign * value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    fn define(line: &str) -> EventSpec {
+        match parse(line) {
+            Ok(Command::Define(spec)) => spec,
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_done_when_definitions() {
+        let entry = define("f:fibent kernel::workload::fib n=$arg1");
+        assert_eq!((entry.group.as_str(), entry.event.as_str(), entry.exit), ("fprobes", "fibent", false));
+        assert_eq!(entry.symbol, "kernel::workload::fib");
+        assert_eq!(entry.args, vec![FetchArg { name: "n".into(), source: Source::Arg(1), ty: ArgType::Hex(64), text: "n=$arg1".into() }]);
+        let exit = define("f:fibret kernel::workload::fib%return n=$arg1 ret=$retval");
+        assert!(exit.exit);
+        assert_eq!(exit.args[1].source, Source::Retval);
+        assert_eq!(exit.to_string(), "f:fprobes/fibret kernel::workload::fib%return n=$arg1 ret=$retval");
+    }
+
+    #[test]
+    fn defaults_groups_types_and_every_fetch_arg() {
+        let spec = define("f kernel::workload::fs::lookup");
+        assert_eq!((spec.group.as_str(), spec.event.as_str()), ("fprobes", "kernel__workload__fs__lookup__entry"));
+        let spec = define("f:mygrp/ev sym%return");
+        assert_eq!((spec.group.as_str(), spec.event.as_str(), spec.exit), ("mygrp", "ev", true));
+        assert_eq!(define("f:g/ sym%return").event, "sym__exit");
+        let spec = define("f:e sym $arg2:u32 s=$stack3:s16 $stack p=%di:x8 m=+8($arg1):u8 d=-0x10(+0(%sp)):string f=$arg1:symbol");
+        let sources: Vec<(&str, &Source, ArgType)> = spec.args.iter().map(|a| (a.name.as_str(), &a.source, a.ty)).collect();
+        assert_eq!(sources[0], ("arg1", &Source::Arg(2), ArgType::Unsigned(32)));
+        assert_eq!(sources[1], ("s", &Source::Stack(3), ArgType::Signed(16)));
+        assert_eq!(sources[2], ("arg3", &Source::StackPointer, ArgType::Hex(64)));
+        assert_eq!(sources[3], ("p", &Source::Register("di".into()), ArgType::Hex(8)));
+        assert_eq!(sources[4].1, &Source::Memory { offset: 8, base: Box::new(Source::Arg(1)) });
+        assert_eq!(
+            sources[5].1,
+            &Source::Memory {
+                offset: -16,
+                base: Box::new(Source::Memory { offset: 0, base: Box::new(Source::Register("sp".into())) })
+            }
+        );
+        assert_eq!(sources[5].2, ArgType::String);
+        assert_eq!(sources[6].2, ArgType::Symbol);
+        assert_eq!(define("f:e s%return r=$arg1 v=$retval:s32").args[1].ty, ArgType::Signed(32));
+    }
+
+    #[test]
+    fn removal() {
+        assert_eq!(parse("-:fibent"), Ok(Command::Remove { group: None, event: "fibent".into() }));
+        assert_eq!(parse("-:fprobes/fibent"), Ok(Command::Remove { group: Some("fprobes".into()), event: "fibent".into() }));
+        assert!(parse("-:").is_err());
+        assert!(parse("-:a b").is_err());
+    }
+
+    #[test]
+    fn bad_definitions_are_refused_with_a_reason() {
+        use DefinitionError::*;
+        assert_eq!(parse(""), Err(Empty));
+        assert_eq!(parse("p:kprobe sym"), Err(UnknownType("p:kprobe".into())));
+        assert_eq!(parse("f:1bad sym"), Err(BadName("1bad".into())));
+        assert_eq!(parse("f:a/b/c sym"), Err(BadName("a/b/c".into())));
+        assert_eq!(parse("f:ev"), Err(MissingSymbol));
+        assert_eq!(parse("f:ev %return"), Err(BadSymbol("%return".into())));
+        assert_eq!(parse("f:ev sym $retval"), Err(RetvalAtEntry("$retval".into())));
+        assert_eq!(parse("f:ev sym x=+8($retval)"), Err(RetvalAtEntry("x=+8($retval)".into())));
+        assert!(matches!(parse("f:ev sym $arg0"), Err(BadFetchArg { .. })));
+        assert!(matches!(parse("f:ev sym $argx"), Err(BadFetchArg { .. })));
+        assert!(matches!(parse("f:ev sym $bogus"), Err(BadFetchArg { .. })));
+        assert!(matches!(parse("f:ev sym +8($arg1"), Err(BadFetchArg { .. })));
+        assert!(matches!(parse("f:ev sym +z($arg1)"), Err(BadFetchArg { .. })));
+        assert!(matches!(parse("f:ev sym 9"), Err(BadFetchArg { .. })));
+        assert!(matches!(parse("f:ev sym 1x=$arg1"), Err(BadFetchArg { .. })));
+        assert!(matches!(parse("f:ev sym +0(+0(+0(+0(+0($arg1)))))"), Err(BadFetchArg { .. })));
+        assert_eq!(parse("f:ev sym $arg1:u7"), Err(BadArgType { arg: "$arg1:u7".into(), ty: "u7".into() }));
+        assert_eq!(parse("f:ev sym a=$arg1 a=$arg2"), Err(DuplicateArgName("a".into())));
+        let many: String = (1..=17).map(|i| alloc::format!(" a{i}=$arg1")).collect();
+        assert_eq!(parse(&alloc::format!("f:ev sym{many}")), Err(TooManyArgs));
+        let long = alloc::format!("f:ev sym {}", "x".repeat(MAX_DEFINITION));
+        assert_eq!(parse(&long), Err(TooLong));
+    }
+}

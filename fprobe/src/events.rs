@@ -1,0 +1,443 @@
+//! Dynamic fprobe events: `dynamic_events`, `events/GRP/EVENT/enable` and
+//! `events/GRP/EVENT/format`, and their records in `cat trace`.
+//!
+//! Defining an event parses it ([`crate::definition`]), then *compiles* it:
+//! the symbol must be a traceable function, every `%REG` a register the
+//! sparse save records (the entry save for entry events, the return save for
+//! exit events), every `$argN` one the probe can save. Any refusal leaves
+//! nothing behind. Enabling registers an fprobe on the function; its handler
+//! fetches the args (memory through fault-tolerant reads: a bad address
+//! prints `(fault)`) into a record on the stack and writes it to the trace
+//! buffer, with no allocation and no lock on the traced path.
+//!
+//! An event's compiled form is never freed: an exit handler can still run for
+//! a call hooked just before its event was removed.
+
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt::{self, Write};
+use core::sync::atomic::{AtomicU16, Ordering};
+
+use arch::ftrace_abi::{FtraceRegs, RegisterError, Saved};
+use ftrace::tracer::event_common;
+use ftrace::FilterMode;
+
+use crate::definition::{self, ArgType, Command, EventSpec, Source};
+use crate::probe::{self, EntryData, Fprobe, FprobeConfig, RegisteredFprobe, Target};
+use crate::record::{Layout, Value, MAX_RECORD, MAX_STRING};
+
+/// Arguments an event can fetch: `$arg1` to `$arg8`.
+pub const MAX_ARG_INDEX: usize = 8;
+
+/// Why an event request failed; nothing changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EventError {
+    Definition(definition::DefinitionError),
+    UnknownSymbol(String),
+    NotTraceable(String),
+    Register { name: String, why: RegisterError },
+    ArgOutOfRange(usize),
+    Exists(String),
+    NoSuchEvent(String),
+    Busy(String),
+    Probe(probe::FprobeError),
+}
+
+impl fmt::Display for EventError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EventError::Definition(error) => write!(f, "{error}"),
+            EventError::UnknownSymbol(symbol) => write!(f, "unknown symbol '{symbol}'"),
+            EventError::NotTraceable(symbol) => write!(f, "'{symbol}' is not a traceable function"),
+            EventError::Register { name, why: RegisterError::Unknown } => write!(f, "unknown register '%{name}'"),
+            EventError::Register { name, why: RegisterError::NotSaved } => {
+                write!(f, "register '%{name}' is not saved by the sparse (ARGS) register save")
+            }
+            EventError::ArgOutOfRange(n) => write!(f, "$arg{n}: only $arg1 to $arg{MAX_ARG_INDEX} can be fetched"),
+            EventError::Exists(name) => write!(f, "event '{name}' already exists"),
+            EventError::NoSuchEvent(name) => write!(f, "no event '{name}'"),
+            EventError::Busy(name) => write!(f, "event '{name}' is enabled; disable it first"),
+            EventError::Probe(error) => write!(f, "{error}"),
+        }
+    }
+}
+
+impl From<definition::DefinitionError> for EventError {
+    fn from(error: definition::DefinitionError) -> Self {
+        EventError::Definition(error)
+    }
+}
+
+/// A fetch source with names resolved.
+enum Fetch {
+    Arg(usize),
+    Retval,
+    Stack(usize),
+    StackPointer,
+    Register(usize),
+    Memory { offset: i64, base: Box<Fetch> },
+}
+
+/// What the handlers need: immutable once built.
+struct Compiled {
+    id: u16,
+    event: String,
+    layout: Layout,
+    fetches: Vec<(Fetch, ArgType)>,
+    exit: bool,
+}
+
+struct Event {
+    spec: EventSpec,
+    compiled: &'static Compiled,
+    function: usize,
+    probe: Option<RegisteredFprobe>,
+}
+
+static EVENTS: spin::Mutex<Vec<Event>> = spin::Mutex::new(Vec::new());
+/// Event type ids of dynamic events start here and are never reused.
+static NEXT_ID: AtomicU16 = AtomicU16::new(1000);
+
+fn compile_source(source: &Source, saved: Saved, exit: bool) -> Result<Fetch, EventError> {
+    Ok(match source {
+        Source::Arg(n) if *n > MAX_ARG_INDEX => return Err(EventError::ArgOutOfRange(*n)),
+        Source::Arg(n) => Fetch::Arg(n - 1),
+        Source::Retval => Fetch::Retval,
+        Source::Stack(n) => Fetch::Stack(*n),
+        Source::StackPointer => Fetch::StackPointer,
+        Source::Register(name) => Fetch::Register(
+            FtraceRegs::query_register_offset_in(saved, name)
+                .map_err(|why| EventError::Register { name: name.clone(), why })?,
+        ),
+        Source::Memory { offset, base } => {
+            Fetch::Memory { offset: *offset, base: Box::new(compile_source(base, saved, exit)?) }
+        }
+    })
+}
+
+fn compile(spec: &EventSpec) -> Result<(usize, Compiled), EventError> {
+    let table = ftrace::symbols::table().map_err(|_| EventError::UnknownSymbol(spec.symbol.clone()))?;
+    let symbol = table.by_name(&spec.symbol).ok_or_else(|| EventError::UnknownSymbol(spec.symbol.clone()))?;
+    if !ftrace::site(symbol.address).is_some_and(|site| !site.failed) {
+        return Err(EventError::NotTraceable(spec.symbol.clone()));
+    }
+    let saved = if spec.exit { Saved::Return } else { Saved::EntryArgs };
+    let fetches = spec
+        .args
+        .iter()
+        .map(|arg| Ok((compile_source(&arg.source, saved, spec.exit)?, arg.ty)))
+        .collect::<Result<Vec<_>, EventError>>()?;
+    let compiled = Compiled { id: 0, event: spec.event.clone(), layout: Layout::new(spec), fetches, exit: spec.exit };
+    Ok((symbol.address, compiled))
+}
+
+fn full_name(group: &str, event: &str) -> String {
+    format!("{group}/{event}")
+}
+
+/// A write to `dynamic_events`: `>` replaces every event (refused while any
+/// is enabled), `>>` adds or removes one.
+pub fn write_dynamic_events(text: &str, mode: FilterMode) -> Result<(), EventError> {
+    let mut events = EVENTS.lock();
+    if mode == FilterMode::Replace {
+        if let Some(enabled) = events.iter().find(|e| e.probe.is_some()) {
+            return Err(EventError::Busy(full_name(&enabled.spec.group, &enabled.spec.event)));
+        }
+        if text.trim().is_empty() {
+            events.clear();
+            return Ok(());
+        }
+    }
+    match definition::parse(text)? {
+        Command::Remove { group, event } => {
+            let position = events
+                .iter()
+                .position(|e| e.spec.event == event && group.as_ref().is_none_or(|g| *g == e.spec.group))
+                .ok_or_else(|| EventError::NoSuchEvent(event.clone()))?;
+            if events[position].probe.is_some() {
+                return Err(EventError::Busy(event));
+            }
+            events.remove(position);
+            Ok(())
+        }
+        Command::Define(spec) => {
+            if events.iter().any(|e| e.spec.event == spec.event && e.spec.group == spec.group) {
+                return Err(EventError::Exists(full_name(&spec.group, &spec.event)));
+            }
+            let (function, mut compiled) = compile(&spec)?;
+            compiled.id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+            if mode == FilterMode::Replace {
+                events.clear();
+            }
+            let compiled: &'static Compiled = Box::leak(Box::new(compiled));
+            events.push(Event { spec, compiled, function, probe: None });
+            Ok(())
+        }
+    }
+}
+
+/// `cat dynamic_events`.
+pub fn read_dynamic_events(out: &mut dyn Write) -> fmt::Result {
+    for event in EVENTS.lock().iter() {
+        writeln!(out, "{}", event.spec)?;
+    }
+    Ok(())
+}
+
+/// Every event as `GRP/EVENT`, for `ls`.
+pub fn event_names() -> Vec<String> {
+    EVENTS.lock().iter().map(|e| full_name(&e.spec.group, &e.spec.event)).collect()
+}
+
+fn find<'a>(events: &'a mut [Event], group: &str, event: &str) -> Result<&'a mut Event, EventError> {
+    events
+        .iter_mut()
+        .find(|e| e.spec.group == group && e.spec.event == event)
+        .ok_or_else(|| EventError::NoSuchEvent(full_name(group, event)))
+}
+
+/// `echo 0|1 > events/GRP/EVENT/enable`.
+pub fn set_enabled(group: &str, event: &str, enabled: bool) -> Result<(), EventError> {
+    let mut events = EVENTS.lock();
+    let entry = find(&mut events, group, event)?;
+    match (enabled, entry.probe.take()) {
+        (true, Some(probe)) => entry.probe = Some(probe),
+        (true, None) => {
+            let compiled = entry.compiled;
+            let uses_args = compiled.fetches.iter().any(|(fetch, _)| fetch_uses_args(fetch));
+            let config = FprobeConfig {
+                entry: (!compiled.exit).then_some(event_entry as probe::EntryHandler),
+                exit: compiled.exit.then_some(event_exit as probe::ExitHandler),
+                entry_data_words: 0,
+                save_args: compiled.exit && uses_args,
+                private: compiled as *const Compiled as usize,
+            };
+            let probe = probe::register(config, Target::Addresses(&[entry.function])).map_err(EventError::Probe)?;
+            entry.probe = Some(probe);
+        }
+        (false, probe) => {
+            if let Some(probe) = probe {
+                probe.unregister().map_err(EventError::Probe)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `events/GRP/EVENT/enable` is 1.
+pub fn is_enabled(group: &str, event: &str) -> Result<bool, EventError> {
+    let mut events = EVENTS.lock();
+    Ok(find(&mut events, group, event)?.probe.is_some())
+}
+
+/// Calls an event missed (recursion, full return stack).
+pub fn nmissed(group: &str, event: &str) -> Result<u64, EventError> {
+    let mut events = EVENTS.lock();
+    Ok(find(&mut events, group, event)?.probe.as_ref().map_or(0, |p| p.nmissed()))
+}
+
+fn fetch_uses_args(fetch: &Fetch) -> bool {
+    match fetch {
+        Fetch::Arg(_) => true,
+        Fetch::Memory { base, .. } => fetch_uses_args(base),
+        _ => false,
+    }
+}
+
+/// `cat events/GRP/EVENT/format`, Linux's format description.
+pub fn write_format(group: &str, event: &str, out: &mut dyn Write) -> Result<(), EventError> {
+    let mut events = EVENTS.lock();
+    let entry = find(&mut events, group, event)?;
+    let compiled = entry.compiled;
+    let _ = write_format_of(compiled, out);
+    Ok(())
+}
+
+fn write_format_of(compiled: &Compiled, out: &mut dyn Write) -> fmt::Result {
+    let layout = &compiled.layout;
+    writeln!(out, "name: {}", compiled.event)?;
+    writeln!(out, "ID: {}", compiled.id)?;
+    writeln!(out, "format:")?;
+    writeln!(out, "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;")?;
+    writeln!(out, "\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;")?;
+    writeln!(out, "\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;")?;
+    writeln!(out, "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;")?;
+    writeln!(out)?;
+    if layout.exit {
+        writeln!(out, "\tfield:unsigned long __probe_func;\toffset:{};\tsize:8;\tsigned:0;", Layout::IP)?;
+        writeln!(out, "\tfield:unsigned long __probe_ret_ip;\toffset:{};\tsize:8;\tsigned:0;", Layout::RET_IP)?;
+    } else {
+        writeln!(out, "\tfield:unsigned long __probe_ip;\toffset:{};\tsize:8;\tsigned:0;", Layout::IP)?;
+    }
+    writeln!(out, "\tfield:unsigned int __probe_faults;\toffset:{};\tsize:4;\tsigned:0;", layout.faults_offset())?;
+    for field in &layout.fields {
+        let (c_type, signed) = match field.ty {
+            ArgType::Unsigned(bits) | ArgType::Hex(bits) => (format!("u{bits}"), 0),
+            ArgType::Signed(bits) => (format!("s{bits}"), 1),
+            ArgType::Symbol => ("unsigned long".to_string(), 0),
+            ArgType::String => ("__data_loc char[]".to_string(), 0),
+        };
+        writeln!(
+            out,
+            "\tfield:{c_type} {};\toffset:{};\tsize:{};\tsigned:{signed};",
+            field.name,
+            field.offset,
+            field.ty.size()
+        )?;
+    }
+    writeln!(out)?;
+    let mut fmt_text = String::from(if layout.exit { "(%lx <- %lx)" } else { "(%lx)" });
+    let mut fmt_args = String::from(if layout.exit { "REC->__probe_ret_ip, REC->__probe_func" } else { "REC->__probe_ip" });
+    for field in &layout.fields {
+        let spec = match field.ty {
+            ArgType::Unsigned(64) => "%llu",
+            ArgType::Unsigned(_) => "%u",
+            ArgType::Signed(64) => "%lld",
+            ArgType::Signed(_) => "%d",
+            ArgType::Hex(64) => "0x%Lx",
+            ArgType::Hex(_) => "0x%x",
+            ArgType::Symbol => "%pS",
+            ArgType::String => "\\\"%s\\\"",
+        };
+        let _ = write!(fmt_text, " {}={spec}", field.name);
+        let _ = match field.ty {
+            ArgType::String => write!(fmt_args, ", __get_str({})", field.name),
+            _ => write!(fmt_args, ", REC->{}", field.name),
+        };
+    }
+    writeln!(out, "print fmt: \"{fmt_text}\", {fmt_args}")
+}
+
+/// Prints a dynamic event's record for `cat trace` (None: not one of ours).
+pub fn print_event(payload: &[u8], out: &mut dyn Write) -> Option<fmt::Result> {
+    let kind = u16::from_ne_bytes(payload.get(0..2)?.try_into().ok()?);
+    let events = EVENTS.lock();
+    let compiled = events.iter().map(|e| e.compiled).find(|c| c.id == kind)?;
+    let names = |address: usize| ftrace::symbols::table().ok()?.lookup(address);
+    Some(compiled.layout.write(&compiled.event, payload, &names, out))
+}
+
+/// The registered formats (for `trace.dat`): every event's `format` text.
+pub fn for_each_format(mut f: impl FnMut(&str, &str)) {
+    for event in EVENTS.lock().iter() {
+        let mut text = String::new();
+        let _ = write_format_of(event.compiled, &mut text);
+        f(&event.spec.group, &text);
+    }
+}
+
+// ---- the traced path ----
+
+/// What fetches read from.
+struct Context<'a> {
+    fregs: &'a FtraceRegs,
+    /// The entry arguments saved for an exit event.
+    saved_args: Option<&'a EntryData<'a>>,
+}
+
+fn fetch_word(fetch: &Fetch, context: &Context) -> Option<u64> {
+    match fetch {
+        Fetch::Arg(n) => match context.saved_args {
+            Some(data) => data.argument(*n),
+            None => context.fregs.argument(*n),
+        },
+        Fetch::Retval => Some(context.fregs.return_value()),
+        Fetch::Stack(n) => arch::fault::read_u64_nofault(context.fregs.stack_pointer() + 8 * n),
+        Fetch::StackPointer => Some(context.fregs.stack_pointer() as u64),
+        Fetch::Register(offset) => context.fregs.register_at(*offset),
+        Fetch::Memory { offset, base } => {
+            let address = fetch_word(base, context)?.wrapping_add(*offset as u64);
+            arch::fault::read_u64_nofault(address as usize)
+        }
+    }
+}
+
+/// The address a typed read should use: the memory address for `+OFFS(...)`,
+/// the value itself for a string or a plain source read as a pointer.
+fn fetch_address(fetch: &Fetch, context: &Context) -> Option<u64> {
+    match fetch {
+        Fetch::Memory { offset, base } => Some(fetch_word(base, context)?.wrapping_add(*offset as u64)),
+        other => fetch_word(other, context),
+    }
+}
+
+/// Reads a NUL-terminated string of at most [`MAX_STRING`] bytes at
+/// `address` into `buffer`; `None` if the first byte faults.
+fn read_string(address: usize, buffer: &mut [u8]) -> Option<usize> {
+    let limit = buffer.len().min(MAX_STRING);
+    for i in 0..limit {
+        let mut byte = [0u8];
+        if arch::fault::read_nofault(address + i, &mut byte).is_err() {
+            return (i > 0).then_some(i);
+        }
+        if byte[0] == 0 {
+            return Some(i);
+        }
+        buffer[i] = byte[0];
+    }
+    Some(limit)
+}
+
+fn record(compiled: &Compiled, ips: &[u64], context: &Context) {
+    let mut strings = [0u8; MAX_RECORD];
+    let mut used = 0;
+    let mut values = [Value::Fault; definition::MAX_ARGS];
+    // First the numbers and where each string goes; then the string slices,
+    // once `strings` is no longer written.
+    let mut spans = [(0usize, 0usize); definition::MAX_ARGS];
+    for (i, (fetch, ty)) in compiled.fetches.iter().enumerate() {
+        values[i] = match ty {
+            ArgType::String => match fetch_address(fetch, context)
+                .and_then(|address| read_string(address as usize, &mut strings[used..]))
+            {
+                Some(len) => {
+                    spans[i] = (used, len);
+                    used += len;
+                    Value::Str(&[])
+                }
+                None => Value::Fault,
+            },
+            _ if matches!(fetch, Fetch::Memory { .. }) => {
+                let size = ty.size();
+                let mut bytes = [0u8; 8];
+                match fetch_address(fetch, context)
+                    .and_then(|address| arch::fault::read_nofault(address as usize, &mut bytes[..size]).ok())
+                {
+                    Some(()) => Value::Int(u64::from_ne_bytes(bytes)),
+                    None => Value::Fault,
+                }
+            }
+            _ => fetch_word(fetch, context).map_or(Value::Fault, Value::Int),
+        };
+    }
+    let count = compiled.fetches.len();
+    for i in 0..count {
+        if let Value::Str(_) = values[i] {
+            let (start, len) = spans[i];
+            values[i] = Value::Str(&strings[start..start + len]);
+        }
+    }
+    let mut out = [0u8; MAX_RECORD];
+    let len = compiled.layout.encode(event_common(compiled.id), ips, &values[..count], &mut out);
+    if len > 0 {
+        ftrace::buffer::write(&out[..len]);
+    }
+}
+
+fn compiled_of(fp: &Fprobe) -> &'static Compiled {
+    // SAFETY: `set_enabled` sets the private data to a leaked, never-freed
+    // `Compiled`.
+    unsafe { &*(fp.private() as *const Compiled) }
+}
+
+fn event_entry(fp: &Fprobe, entry_ip: usize, _ret_ip: usize, fregs: &mut FtraceRegs, _data: &mut EntryData) -> bool {
+    record(compiled_of(fp), &[entry_ip as u64], &Context { fregs, saved_args: None });
+    true
+}
+
+fn event_exit(fp: &Fprobe, entry_ip: usize, ret_ip: usize, fregs: &mut FtraceRegs, data: &mut EntryData) {
+    let data: &EntryData = data;
+    record(compiled_of(fp), &[entry_ip as u64, ret_ip as u64], &Context { fregs, saved_args: Some(data) });
+}

@@ -1,0 +1,384 @@
+//! The fprobe API: entry and exit handlers on any number of functions.
+//!
+//! An [`Fprobe`] owns an `FtraceOps` whose filter is the probed functions, so
+//! a traced call reaches it through the site's literal (one ops) or the
+//! site's list (several): the cost of finding the probes of an address does
+//! not depend on how many functions are probed. It never asks for
+//! `SAVE_REGS`: its sites stay on the sparse ARGS trampoline. A handler that
+//! needs a `PtRegs` builds one with `FtraceRegs::partial_regs`.
+//!
+//! Exit handlers ride on the shared return hook (`ftrace::retstack`): the
+//! per-call data of a hooked call holds the probe's `entry_data` words and,
+//! when the probe asks, the entry arguments, so an exit handler sees the
+//! arguments the function was called with as well as its return value (on
+//! aarch64 x0 is both argument 0 and the return value).
+//!
+//! Recursion and a full return stack are counted in [`RegisteredFprobe::nmissed`].
+//!
+//! Lifetime: a registered probe lives on the heap. Unregistering stops new
+//! calls at once; its memory is freed when no hooked call of it is still in
+//! flight (by the last such return's queueing and the next registration or
+//! unregistration, in normal context), so the return path never frees.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::fmt;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+
+use arch::ftrace_abi::FtraceRegs;
+use arch::regs::ARGUMENT_REGISTERS;
+use ftrace::retstack::{self, HookError, ReturnInfo, ReturnUser, MAX_DATA_WORDS};
+use ftrace::{FilterKind, FilterMode, FtraceError, FtraceOps, OpsFlags};
+
+/// The most `entry_data` words a probe may ask for.
+pub const MAX_ENTRY_DATA_WORDS: usize = 15;
+
+const _: () = assert!(MAX_ENTRY_DATA_WORDS + ARGUMENT_REGISTERS <= MAX_DATA_WORDS);
+
+/// A call's per-call data, as handlers see it: the probe's own words, and the
+/// entry arguments if the probe saves them.
+pub struct EntryData<'a> {
+    words: &'a mut [u64],
+    args: Option<&'a [u64]>,
+}
+
+impl EntryData<'_> {
+    /// The probe's `entry_data` words (written at entry, read at exit).
+    pub fn words(&mut self) -> &mut [u64] {
+        self.words
+    }
+
+    /// Argument `n` (0-based) as the function received it at entry, if the
+    /// probe saves arguments (`save_args`).
+    pub fn argument(&self, n: usize) -> Option<u64> {
+        self.args?.get(n).copied()
+    }
+}
+
+/// An entry handler: the probe, the function, its caller's return address,
+/// the entry registers and the per-call data. Returns `true` to skip this
+/// call's exit handler.
+pub type EntryHandler = fn(fp: &Fprobe, entry_ip: usize, ret_ip: usize, fregs: &mut FtraceRegs, data: &mut EntryData) -> bool;
+
+/// An exit handler: the probe, the function, the address it returns to, the
+/// return registers and the per-call data.
+pub type ExitHandler = fn(fp: &Fprobe, entry_ip: usize, ret_ip: usize, fregs: &mut FtraceRegs, data: &mut EntryData);
+
+/// What a probe does, before it is registered.
+#[derive(Clone, Copy)]
+pub struct FprobeConfig {
+    pub entry: Option<EntryHandler>,
+    pub exit: Option<ExitHandler>,
+    /// Per-call words for the handlers (at most [`MAX_ENTRY_DATA_WORDS`]).
+    pub entry_data_words: usize,
+    /// Keep the entry arguments for the exit handler.
+    pub save_args: bool,
+    /// Private data for the handlers.
+    pub private: usize,
+}
+
+/// Why a probe could not be registered. Nothing was registered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FprobeError {
+    /// More than [`MAX_ENTRY_DATA_WORDS`] of entry data.
+    EntryDataTooLarge(usize),
+    /// Neither an entry nor an exit handler.
+    NoHandler,
+    /// No function to probe.
+    NothingToProbe,
+    /// A symbol that does not exist.
+    UnknownSymbol(alloc::string::String),
+    /// Tracing refused the filter or the registration.
+    Ftrace(FtraceError),
+}
+
+impl fmt::Display for FprobeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FprobeError::EntryDataTooLarge(words) => {
+                write!(f, "entry data of {words} words is more than {MAX_ENTRY_DATA_WORDS}")
+            }
+            FprobeError::NoHandler => write!(f, "an fprobe needs an entry or an exit handler"),
+            FprobeError::NothingToProbe => write!(f, "no function to probe"),
+            FprobeError::UnknownSymbol(name) => write!(f, "unknown symbol '{name}'"),
+            FprobeError::Ftrace(error) => write!(f, "{error}"),
+        }
+    }
+}
+
+impl From<FtraceError> for FprobeError {
+    fn from(error: FtraceError) -> Self {
+        FprobeError::Ftrace(error)
+    }
+}
+
+/// A probe. Handlers get `&Fprobe` for its private data.
+#[repr(C)]
+pub struct Fprobe {
+    /// Must stay first: the ftrace callback finds the probe from it.
+    ops: FtraceOps,
+    user: ReturnUser,
+    config: FprobeConfig,
+    disabled: AtomicBool,
+    unregistered: AtomicBool,
+    /// Calls not probed because of recursion in a handler... see `nmissed`.
+    missed: AtomicU64,
+    in_flight: AtomicUsize,
+    next_dead: AtomicPtr<Fprobe>,
+}
+
+impl Fprobe {
+    /// The private data given at creation.
+    pub fn private(&self) -> usize {
+        self.config.private
+    }
+
+    fn data_words(&self) -> usize {
+        self.config.entry_data_words + if self.config.save_args { ARGUMENT_REGISTERS } else { 0 }
+    }
+}
+
+/// Probes unregistered while calls were in flight, freed once those returned.
+static DEAD: AtomicPtr<Fprobe> = AtomicPtr::new(core::ptr::null_mut());
+
+fn reap() {
+    let mut dead = DEAD.swap(core::ptr::null_mut(), Ordering::Acquire);
+    while !dead.is_null() {
+        // SAFETY: only unregistered probes with nothing in flight are queued,
+        // once each; they came from `Box::into_raw`.
+        let probe = unsafe { Box::from_raw(dead) };
+        dead = probe.next_dead.load(Ordering::Relaxed);
+    }
+}
+
+fn queue_dead(probe: &Fprobe) {
+    let ptr = probe as *const Fprobe as *mut Fprobe;
+    let mut head = DEAD.load(Ordering::Relaxed);
+    loop {
+        probe.next_dead.store(head, Ordering::Relaxed);
+        match DEAD.compare_exchange_weak(head, ptr, Ordering::Release, Ordering::Relaxed) {
+            Ok(_) => return,
+            Err(current) => head = current,
+        }
+    }
+}
+
+/// A registered probe. Dropping it unregisters it.
+pub struct RegisteredFprobe {
+    probe: NonNull<Fprobe>,
+}
+
+// SAFETY: the handle reaches the probe only through atomics and the ftrace
+// registry, which serialises itself.
+unsafe impl Send for RegisteredFprobe {}
+// SAFETY: as above.
+unsafe impl Sync for RegisteredFprobe {}
+
+/// Which functions a registration probes.
+pub enum Target<'a> {
+    /// Globs (see `set_ftrace_filter`), minus an optional exclusion glob.
+    Glob { filter: &'a str, exclude: Option<&'a str> },
+    /// Function addresses.
+    Addresses(&'a [usize]),
+    /// Exact symbol names.
+    Symbols(&'a [&'a str]),
+}
+
+/// Registers a probe on `target`. Either everything is registered or nothing.
+pub fn register(config: FprobeConfig, target: Target) -> Result<RegisteredFprobe, FprobeError> {
+    reap();
+    if config.entry.is_none() && config.exit.is_none() {
+        return Err(FprobeError::NoHandler);
+    }
+    if config.entry_data_words > MAX_ENTRY_DATA_WORDS {
+        return Err(FprobeError::EntryDataTooLarge(config.entry_data_words));
+    }
+    let probe = Box::new(Fprobe {
+        ops: FtraceOps::new(fprobe_entry, OpsFlags::RECURSION),
+        user: ReturnUser { on_return: fprobe_exit, full_regs: false },
+        config,
+        disabled: AtomicBool::new(false),
+        unregistered: AtomicBool::new(false),
+        missed: AtomicU64::new(0),
+        in_flight: AtomicUsize::new(0),
+        next_dead: AtomicPtr::new(core::ptr::null_mut()),
+    });
+    let probe: &'static Fprobe = Box::leak(probe);
+    let result = select(probe, target).and_then(|()| ftrace::register(&probe.ops).map_err(FprobeError::from));
+    match result {
+        Ok(()) => Ok(RegisteredFprobe { probe: NonNull::from(probe) }),
+        Err(error) => {
+            // SAFETY: never registered: nothing else points at it. It came
+            // from `Box::leak`.
+            drop(unsafe { Box::from_raw(probe as *const Fprobe as *mut Fprobe) });
+            Err(error)
+        }
+    }
+}
+
+fn select(probe: &Fprobe, target: Target) -> Result<(), FprobeError> {
+    let ops = &probe.ops;
+    match target {
+        Target::Glob { filter, exclude } => {
+            if filter.split_whitespace().next().is_none() {
+                return Err(FprobeError::NothingToProbe);
+            }
+            ftrace::set_filter(ops, FilterKind::Filter, filter, FilterMode::Replace)?;
+            if let Some(exclude) = exclude {
+                ftrace::set_filter(ops, FilterKind::Notrace, exclude, FilterMode::Replace)?;
+            }
+        }
+        Target::Addresses(ips) => {
+            if ips.is_empty() {
+                return Err(FprobeError::NothingToProbe);
+            }
+            ftrace::set_filter_ips(ops, FilterKind::Filter, ips, FilterMode::Replace)?;
+        }
+        Target::Symbols(names) => {
+            let table = ftrace::symbols::table().map_err(|_| FtraceError::Unavailable("no symbol table"))?;
+            let ips = names
+                .iter()
+                .map(|name| {
+                    table.by_name(name).map(|s| s.address).ok_or_else(|| FprobeError::UnknownSymbol((*name).into()))
+                })
+                .collect::<Result<Vec<usize>, FprobeError>>()?;
+            return select(probe, Target::Addresses(&ips));
+        }
+    }
+    Ok(())
+}
+
+impl RegisteredFprobe {
+    fn probe(&self) -> &Fprobe {
+        // SAFETY: the handle keeps the probe alive until it is dropped.
+        unsafe { self.probe.as_ref() }
+    }
+
+    /// Stops calling the handlers without unregistering (cheap to flip).
+    pub fn disable(&self) {
+        self.probe().disabled.store(true, Ordering::Release);
+    }
+
+    /// Calls the handlers again.
+    pub fn enable(&self) {
+        self.probe().disabled.store(false, Ordering::Release);
+    }
+
+    /// Whether the probe is disabled.
+    pub fn is_disabled(&self) -> bool {
+        self.probe().disabled.load(Ordering::Acquire)
+    }
+
+    /// Calls the probe missed: recursion (a handler calling probed code) and
+    /// calls whose exit could not be hooked (return stack full).
+    pub fn nmissed(&self) -> u64 {
+        self.probe().missed.load(Ordering::Relaxed) + self.probe().ops.missed()
+    }
+
+    /// The underlying ops (to inspect its sites).
+    pub fn ops(&self) -> &FtraceOps {
+        &self.probe().ops
+    }
+
+    /// Calls whose exit handler has not run yet.
+    pub fn in_flight(&self) -> usize {
+        self.probe().in_flight.load(Ordering::Acquire)
+    }
+
+    /// Unregisters (the same as dropping the handle, with the error).
+    pub fn unregister(self) -> Result<(), FprobeError> {
+        let result = self.unregister_inner();
+        core::mem::forget(self);
+        result
+    }
+
+    fn unregister_inner(&self) -> Result<(), FprobeError> {
+        let probe = self.probe();
+        // SAFETY: the probe is a leaked box: it lives until freed below.
+        let ops: &'static FtraceOps = unsafe { &*(&probe.ops as *const FtraceOps) };
+        ftrace::unregister(ops)?;
+        let free_now = {
+            let _irq = arch::irq::IrqGuard::new();
+            probe.unregistered.store(true, Ordering::Release);
+            probe.in_flight.load(Ordering::Acquire) == 0
+        };
+        if free_now {
+            // SAFETY: unregistered (no site leads to it) and nothing in
+            // flight: nobody can reach it. It came from `Box::leak`.
+            drop(unsafe { Box::from_raw(self.probe.as_ptr()) });
+        }
+        reap();
+        Ok(())
+    }
+}
+
+impl Drop for RegisteredFprobe {
+    fn drop(&mut self) {
+        let _ = self.unregister_inner();
+    }
+}
+
+extern "C" fn fprobe_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {
+    // SAFETY: this callback is only installed in `Fprobe::ops`, the first
+    // field of a `repr(C)` `Fprobe`, so `ops` is that probe.
+    let probe = unsafe { &*(ops as *const FtraceOps as *const Fprobe) };
+    if probe.disabled.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut words = [0u64; MAX_DATA_WORDS];
+    let (own, rest) = words.split_at_mut(probe.config.entry_data_words);
+    let args = if probe.config.save_args {
+        for (n, slot) in rest[..ARGUMENT_REGISTERS].iter_mut().enumerate() {
+            *slot = fregs.argument(n).unwrap_or(0);
+        }
+        Some(&rest[..ARGUMENT_REGISTERS])
+    } else {
+        None
+    };
+    let mut skip_exit = false;
+    if let Some(entry) = probe.config.entry {
+        skip_exit = entry(probe, ip, parent_ip, fregs, &mut EntryData { words: own, args });
+    }
+    if probe.config.exit.is_none() || skip_exit {
+        return;
+    }
+    // The user pointer is the whole probe (its first field is the ops, the
+    // user sits at its offset), so `fprobe_exit` can step back to it.
+    let user = (probe as *const Fprobe).wrapping_byte_add(core::mem::offset_of!(Fprobe, user)) as *const ReturnUser;
+    probe.in_flight.fetch_add(1, Ordering::AcqRel);
+    // SAFETY: the probe stays alive while `in_flight` counts this call (it is
+    // freed only when unregistered with nothing in flight).
+    match unsafe { retstack::hook_raw(fregs, ip, user, &words[..probe.data_words()]) } {
+        Ok(_) => {}
+        Err(error) => {
+            if error != HookError::Stopped {
+                probe.missed.fetch_add(1, Ordering::Relaxed);
+            }
+            finish(probe);
+        }
+    }
+}
+
+fn fprobe_exit(user: *const ReturnUser, call: &ReturnInfo, data: &[u64], fregs: &mut FtraceRegs) {
+    // SAFETY: `fprobe_entry` hooks with a pointer to the `user` field made
+    // from a pointer to the whole probe, alive while the call is in flight.
+    let probe = unsafe { &*(user.wrapping_byte_sub(core::mem::offset_of!(Fprobe, user)) as *const Fprobe) };
+    if let (Some(exit), false) = (probe.config.exit, probe.disabled.load(Ordering::Relaxed)) {
+        let mut words = [0u64; MAX_DATA_WORDS];
+        let len = data.len().min(MAX_DATA_WORDS);
+        words[..len].copy_from_slice(&data[..len]);
+        let (own, rest) = words.split_at_mut(probe.config.entry_data_words.min(len));
+        let args = probe.config.save_args.then_some(&rest[..ARGUMENT_REGISTERS.min(rest.len())]);
+        exit(probe, call.func, call.ret_addr, fregs, &mut EntryData { words: own, args });
+    }
+    finish(probe);
+}
+
+/// One hooked call is over: for an unregistered probe with nothing left in
+/// flight, queue it to be freed.
+fn finish(probe: &Fprobe) {
+    if probe.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 && probe.unregistered.load(Ordering::Acquire) {
+        queue_dead(probe);
+    }
+}

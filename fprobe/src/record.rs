@@ -1,0 +1,241 @@
+//! The record an fprobe event writes into the trace buffer, and how
+//! `cat trace` prints it.
+//!
+//! Layout (Linux's, field by field, no padding): the common `trace_entry`
+//! header; `__probe_ip` (entry events) or `__probe_func` and `__probe_ret_ip`
+//! (exit events); `__probe_faults`, one bit per fetch arg whose memory read
+//! faulted; then each fetch arg at its own size (a string as a `__data_loc`
+//! word: length << 16 | offset), then the strings' bytes, NUL-terminated.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt::{self, Write};
+
+use ftrace::event::{Common, COMMON_SIZE};
+use ftrace::output::{write_code_address, write_symbol, Namer};
+
+use crate::definition::{ArgType, EventSpec};
+
+/// The longest string a fetch arg records (without its NUL).
+pub const MAX_STRING: usize = 128;
+/// The largest record.
+pub const MAX_RECORD: usize = 1024;
+
+/// One fetch arg's place in the record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Field {
+    pub name: String,
+    pub ty: ArgType,
+    pub offset: usize,
+}
+
+/// Where everything is in an event's records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub exit: bool,
+    pub fields: Vec<Field>,
+    /// The fixed part's size; strings' bytes follow it.
+    pub fixed_size: usize,
+}
+
+/// A fetched value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Value<'a> {
+    Int(u64),
+    /// String bytes (no NUL).
+    Str(&'a [u8]),
+    /// The memory read faulted.
+    Fault,
+}
+
+impl Layout {
+    /// Offset of `__probe_ip` (entry) / `__probe_func` (exit).
+    pub const IP: usize = COMMON_SIZE;
+    /// Offset of `__probe_ret_ip` (exit only).
+    pub const RET_IP: usize = COMMON_SIZE + 8;
+
+    /// The offset of `__probe_faults`.
+    pub fn faults_offset(&self) -> usize {
+        COMMON_SIZE + if self.exit { 16 } else { 8 }
+    }
+
+    /// The layout for `spec`'s records.
+    pub fn new(spec: &EventSpec) -> Layout {
+        let mut layout = Layout { exit: spec.exit, fields: Vec::new(), fixed_size: 0 };
+        let mut offset = layout.faults_offset() + 4;
+        for arg in &spec.args {
+            layout.fields.push(Field { name: arg.name.clone(), ty: arg.ty, offset });
+            offset += arg.ty.size();
+        }
+        layout.fixed_size = offset;
+        layout
+    }
+
+    /// Writes a record into `out`; returns its length (0 if it does not fit).
+    /// `ips` is `[ip]` for entry events, `[func, ret_ip]` for exit events.
+    pub fn encode(&self, common: Common, ips: &[u64], values: &[Value], out: &mut [u8]) -> usize {
+        let strings: usize = values.iter().map(|v| if let Value::Str(s) = v { s.len().min(MAX_STRING) + 1 } else { 0 }).sum();
+        let total = self.fixed_size + strings;
+        if total > out.len() || values.len() != self.fields.len() {
+            return 0;
+        }
+        out[..total].fill(0);
+        out[0..2].copy_from_slice(&common.kind.to_ne_bytes());
+        out[2] = common.flags;
+        out[3] = common.preempt_count;
+        out[4..8].copy_from_slice(&common.pid.to_ne_bytes());
+        for (i, ip) in ips.iter().take(if self.exit { 2 } else { 1 }).enumerate() {
+            out[Self::IP + 8 * i..Self::IP + 8 * i + 8].copy_from_slice(&ip.to_ne_bytes());
+        }
+        let mut faults = 0u32;
+        let mut data_at = self.fixed_size;
+        for (i, (field, value)) in self.fields.iter().zip(values).enumerate() {
+            let at = field.offset;
+            match (field.ty, value) {
+                (_, Value::Fault) => faults |= 1 << i,
+                (ArgType::String, Value::Str(bytes)) => {
+                    let len = bytes.len().min(MAX_STRING);
+                    out[data_at..data_at + len].copy_from_slice(&bytes[..len]);
+                    let loc = ((len as u32 + 1) << 16) | data_at as u32;
+                    out[at..at + 4].copy_from_slice(&loc.to_ne_bytes());
+                    data_at += len + 1;
+                }
+                (ty, Value::Int(v)) => {
+                    let size = ty.size();
+                    out[at..at + size].copy_from_slice(&v.to_ne_bytes()[..size]);
+                }
+                (_, Value::Str(_)) => faults |= 1 << i,
+            }
+        }
+        let at = self.faults_offset();
+        out[at..at + 4].copy_from_slice(&faults.to_ne_bytes());
+        total
+    }
+
+    /// Prints a record as Linux does:
+    /// `EVENT: (fib+0x0/0x60) n=0x5` or `EVENT: (run+0x1c/0x80 <- fib) n=0x5 ret=0x5`.
+    pub fn write(&self, event: &str, payload: &[u8], names: Namer, out: &mut dyn Write) -> fmt::Result {
+        let word = |at: usize| payload.get(at..at + 8).map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap()));
+        write!(out, "{event}: (")?;
+        if self.exit {
+            write_code_address(out, word(Self::RET_IP) as usize, names)?;
+            out.write_str(" <- ")?;
+            write_symbol(out, word(Self::IP) as usize, names)?;
+        } else {
+            write_code_address(out, word(Self::IP) as usize, names)?;
+        }
+        out.write_char(')')?;
+        let faults_at = self.faults_offset();
+        let faults = payload.get(faults_at..faults_at + 4).map_or(0, |b| u32::from_ne_bytes(b.try_into().unwrap()));
+        for (i, field) in self.fields.iter().enumerate() {
+            write!(out, " {}=", field.name)?;
+            if faults & (1 << i) != 0 {
+                out.write_str("(fault)")?;
+                continue;
+            }
+            let raw = |size: usize| {
+                let mut bytes = [0u8; 8];
+                if let Some(src) = payload.get(field.offset..field.offset + size) {
+                    bytes[..size].copy_from_slice(src);
+                }
+                u64::from_ne_bytes(bytes)
+            };
+            match field.ty {
+                ArgType::Unsigned(bits) => write!(out, "{}", raw(usize::from(bits / 8)))?,
+                ArgType::Signed(bits) => {
+                    let shift = 64 - u32::from(bits);
+                    write!(out, "{}", ((raw(usize::from(bits / 8)) << shift) as i64) >> shift)?
+                }
+                ArgType::Hex(bits) => write!(out, "{:#x}", raw(usize::from(bits / 8)))?,
+                ArgType::Symbol => write_code_address(out, raw(8) as usize, names)?,
+                ArgType::String => {
+                    let loc = raw(4) as u32;
+                    let (start, len) = ((loc & 0xffff) as usize, (loc >> 16) as usize);
+                    let bytes = payload.get(start..start + len.saturating_sub(1)).unwrap_or(b"");
+                    out.write_char('"')?;
+                    for &byte in bytes {
+                        if byte.is_ascii_graphic() || byte == b' ' {
+                            out.write_char(byte as char)?;
+                        } else {
+                            write!(out, "\\x{byte:02x}")?;
+                        }
+                    }
+                    out.write_char('"')?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::definition::{parse, Command};
+
+    fn layout(line: &str) -> Layout {
+        match parse(line).unwrap() {
+            Command::Define(spec) => Layout::new(&spec),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    use ftrace::kallsyms::Symbol;
+
+    fn names(address: usize) -> Option<Symbol<'static>> {
+        [
+            Symbol { name: "kernel::workload::fib", address: 0x1000, size: 0x60 },
+            Symbol { name: "kernel::workload::run", address: 0x2000, size: 0x80 },
+        ]
+        .into_iter()
+        .find(|symbol| symbol.contains(address))
+    }
+
+    #[test]
+    fn entry_and_exit_records_print_as_linux() {
+        let common = Common { kind: 1001, ..Common::default() };
+        let entry = layout("f:fibent kernel::workload::fib n=$arg1");
+        let mut buf = [0u8; MAX_RECORD];
+        let len = entry.encode(common, &[0x1000], &[Value::Int(5)], &mut buf);
+        assert_eq!(len, 8 + 8 + 4 + 8);
+        let mut text = String::new();
+        entry.write("fibent", &buf[..len], &names, &mut text).unwrap();
+        assert_eq!(text, "fibent: (kernel::workload::fib+0x0/0x60) n=0x5");
+
+        let exit = layout("f:fibret kernel::workload::fib%return n=$arg1 ret=$retval");
+        let len = exit.encode(common, &[0x1000, 0x201c], &[Value::Int(5), Value::Int(5)], &mut buf);
+        let mut text = String::new();
+        exit.write("fibret", &buf[..len], &names, &mut text).unwrap();
+        assert_eq!(text, "fibret: (kernel::workload::run+0x1c/0x80 <- kernel::workload::fib) n=0x5 ret=0x5");
+    }
+
+    #[test]
+    fn types_strings_symbols_and_faults() {
+        let l = layout("f:e s a=$arg1:u8 b=$arg1:s16 c=$arg1:x32 d=$arg1:string e=$arg1:symbol f=+0($arg1):u64 g=$arg2:string");
+        let values = [
+            Value::Int(0x1ff),
+            Value::Int(0xfffe),
+            Value::Int(0xdead_beef),
+            Value::Str(b"hello\n"),
+            Value::Int(0x1004),
+            Value::Fault,
+            Value::Fault,
+        ];
+        let mut buf = [0u8; MAX_RECORD];
+        let len = l.encode(Common::default(), &[0x1000], &values, &mut buf);
+        assert!(len > 0);
+        let mut text = String::new();
+        l.write("e", &buf[..len], &names, &mut text).unwrap();
+        assert_eq!(
+            text,
+            "e: (kernel::workload::fib+0x0/0x60) a=255 b=-2 c=0xdeadbeef d=\"hello\\x0a\" e=kernel::workload::fib+0x4/0x60 f=(fault) g=(fault)"
+        );
+    }
+
+    #[test]
+    fn records_that_do_not_fit_are_refused() {
+        let l = layout("f:e s d=$arg1:string");
+        let mut small = [0u8; 16];
+        assert_eq!(l.encode(Common::default(), &[0], &[Value::Str(b"x")], &mut small), 0);
+    }
+}

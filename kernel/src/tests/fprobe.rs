@@ -1,0 +1,400 @@
+//! fprobe: entry and exit probes on the sparse FtraceRegs, and dynamic events.
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::hint::black_box;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use fprobe::{EntryData, Fprobe, FprobeConfig, FprobeError, RegisteredFprobe, Target};
+use ftrace::{FilterMode, FtraceRegs, Trampoline};
+use ktest_macros::ktest;
+
+use crate::tracefs;
+
+fn address<T: Copy>(f: T) -> usize {
+    // SAFETY: only used on function pointers, which are pointer-sized.
+    unsafe { core::mem::transmute_copy::<T, usize>(&f) }
+}
+
+fn config(entry: Option<fprobe::EntryHandler>, exit: Option<fprobe::ExitHandler>) -> FprobeConfig {
+    FprobeConfig { entry, exit, entry_data_words: 0, save_args: false, private: 0 }
+}
+
+/// Changes its argument register before returning.
+#[inline(never)]
+extern "C" fn probed(a: u64, b: u64) -> u64 {
+    black_box(a.wrapping_mul(b) + 1)
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Call {
+    entry_ip: usize,
+    ret_ip: usize,
+    a: u64,
+    b: u64,
+    retval: u64,
+}
+
+static ENTRIES: spin::Mutex<Vec<Call>> = spin::Mutex::new(Vec::new());
+static EXITS: spin::Mutex<Vec<Call>> = spin::Mutex::new(Vec::new());
+
+fn record_entry(_fp: &Fprobe, entry_ip: usize, ret_ip: usize, fregs: &mut FtraceRegs, _data: &mut EntryData) -> bool {
+    let (a, b) = (fregs.argument(0).unwrap(), fregs.argument(1).unwrap());
+    ENTRIES.lock().push(Call { entry_ip, ret_ip, a, b, retval: 0 });
+    false
+}
+
+fn record_exit(_fp: &Fprobe, entry_ip: usize, ret_ip: usize, fregs: &mut FtraceRegs, data: &mut EntryData) {
+    let (a, b) = (data.argument(0).unwrap_or(u64::MAX), data.argument(1).unwrap_or(u64::MAX));
+    EXITS.lock().push(Call { entry_ip, ret_ip, a, b, retval: fregs.return_value() });
+}
+
+#[ktest]
+fn entry_and_exit_handlers_see_ips_arguments_and_return_values() {
+    let f = address(probed as extern "C" fn(u64, u64) -> u64);
+    let probe = fprobe::register(
+        FprobeConfig { save_args: true, ..config(Some(record_entry), Some(record_exit)) },
+        Target::Addresses(&[f]),
+    )
+    .unwrap();
+    assert_eq!(ftrace::site(f).unwrap().trampoline, Some(Trampoline::Args), "fprobes stay on the ARGS trampoline");
+    assert_eq!(probed(black_box(6), black_box(7)), 43);
+    probe.unregister().unwrap();
+    let entry = ENTRIES.lock().pop().expect("entry handler ran");
+    let exit = EXITS.lock().pop().expect("exit handler ran");
+    assert_eq!((entry.entry_ip, entry.a, entry.b), (f, 6, 7));
+    let caller = "kernel::tests::fprobe::entry_and_exit_handlers_see_ips_arguments_and_return_values";
+    assert_eq!(ftrace::symbols::name_of(entry.ret_ip), Some(caller));
+    assert_eq!(exit, Call { entry_ip: f, ret_ip: entry.ret_ip, a: 6, b: 7, retval: 43 }, "exit: entry args and the return value");
+}
+
+static DATA_EXITS: AtomicU64 = AtomicU64::new(0);
+static DATA_OK: AtomicU64 = AtomicU64::new(0);
+
+fn fill_entry_data(_fp: &Fprobe, _ip: usize, _ret: usize, fregs: &mut FtraceRegs, data: &mut EntryData) -> bool {
+    let a = fregs.argument(0).unwrap();
+    for (i, word) in data.words().iter_mut().enumerate() {
+        *word = a * 100 + i as u64;
+    }
+    a % 2 == 1 // odd arguments skip the exit handler
+}
+
+fn check_entry_data(_fp: &Fprobe, _ip: usize, _ret: usize, _fregs: &mut FtraceRegs, data: &mut EntryData) {
+    DATA_EXITS.fetch_add(1, Ordering::SeqCst);
+    let words = data.words();
+    let a = words[0] / 100;
+    if words.len() == fprobe::MAX_ENTRY_DATA_WORDS && words.iter().enumerate().all(|(i, w)| *w == a * 100 + i as u64) {
+        DATA_OK.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[ktest]
+fn entry_data_round_trips_and_skip_exit_skips() {
+    let f = address(probed as extern "C" fn(u64, u64) -> u64);
+    let with_data = |words| FprobeConfig { entry_data_words: words, ..config(Some(fill_entry_data), Some(check_entry_data)) };
+    assert_eq!(
+        fprobe::register(with_data(fprobe::MAX_ENTRY_DATA_WORDS + 1), Target::Addresses(&[f])).err(),
+        Some(FprobeError::EntryDataTooLarge(16))
+    );
+    assert_eq!(ftrace::site(f).unwrap().ops_count, 0, "a refused probe registers nothing");
+    let probe = fprobe::register(with_data(fprobe::MAX_ENTRY_DATA_WORDS), Target::Addresses(&[f])).unwrap();
+    for a in 2..8 {
+        probed(black_box(a), 1);
+    }
+    drop(probe);
+    assert_eq!(DATA_EXITS.load(Ordering::SeqCst), 3, "only even arguments reached the exit handler");
+    assert_eq!(DATA_OK.load(Ordering::SeqCst), 3, "each saw its own 15 words");
+}
+
+static MASS_CALLS: AtomicU64 = AtomicU64::new(0);
+
+fn count(_fp: &Fprobe, _ip: usize, _ret: usize, _fregs: &mut FtraceRegs, _data: &mut EntryData) -> bool {
+    MASS_CALLS.fetch_add(1, Ordering::Relaxed);
+    false
+}
+
+static SINGLE_CALLS: AtomicU64 = AtomicU64::new(0);
+
+fn count_single(_fp: &Fprobe, _ip: usize, _ret: usize, _fregs: &mut FtraceRegs, _data: &mut EntryData) -> bool {
+    SINGLE_CALLS.fetch_add(1, Ordering::Relaxed);
+    false
+}
+
+#[ktest]
+fn mass_attach_by_glob_stays_on_args_and_one_probe_is_still_direct() {
+    let probed_ip = address(probed as extern "C" fn(u64, u64) -> u64);
+    let mass = fprobe::register(
+        config(Some(count), None),
+        Target::Glob { filter: "kernel::*", exclude: Some("kernel::testing::* kernel::tests::fprobe::probed") },
+    )
+    .unwrap();
+    let single = fprobe::register(config(Some(count_single), None), Target::Addresses(&[probed_ip])).unwrap();
+    let (mut probed_sites, mut regs_sites) = (0, 0);
+    ftrace::for_each_site(|site| {
+        if site.ops_count > 0 {
+            probed_sites += 1;
+            regs_sites += usize::from(site.trampoline == Some(Trampoline::Regs));
+        }
+    });
+    assert!(probed_sites >= 200, "hundreds of functions in one registration: {probed_sites}");
+    assert_eq!(regs_sites, 0, "no fprobe moves a site to the REGS trampoline");
+    let literal = u64::from_ne_bytes({
+        let mut bytes = [0; 8];
+        arch::text::read(probed_ip - 8, &mut bytes).unwrap();
+        bytes
+    });
+    assert_eq!(literal, single.ops() as *const ftrace::FtraceOps as u64, "a function with one probe reaches it directly");
+    let before = MASS_CALLS.load(Ordering::Relaxed);
+    crate::workload::fs::run();
+    probed(1, 2);
+    assert!(MASS_CALLS.load(Ordering::Relaxed) - before >= 10, "the fs workload hit the mass probe");
+    assert_eq!(SINGLE_CALLS.load(Ordering::Relaxed), 1);
+    drop(single);
+    drop(mass);
+    let mut left = 0;
+    ftrace::for_each_site(|site| left += site.ops_count);
+    assert_eq!(left, 0, "unregistering restores every site");
+}
+
+static FIRST: AtomicU64 = AtomicU64::new(0);
+static SECOND: AtomicU64 = AtomicU64::new(0);
+
+fn first(_fp: &Fprobe, _ip: usize, _ret: usize, _fregs: &mut FtraceRegs, _data: &mut EntryData) -> bool {
+    FIRST.fetch_add(1, Ordering::SeqCst);
+    false
+}
+
+fn second_exit(_fp: &Fprobe, _ip: usize, _ret: usize, fregs: &mut FtraceRegs, _data: &mut EntryData) {
+    SECOND.fetch_add(fregs.return_value(), Ordering::SeqCst);
+}
+
+#[ktest]
+fn two_fprobes_on_one_function_and_disable_enable() {
+    let f = address(probed as extern "C" fn(u64, u64) -> u64);
+    let one = fprobe::register(config(Some(first), None), Target::Symbols(&["kernel::tests::fprobe::probed"])).unwrap();
+    let two = fprobe::register(config(None, Some(second_exit)), Target::Addresses(&[f])).unwrap();
+    assert_eq!(ftrace::site(f).unwrap().ops_count, 2);
+    probed(2, 3);
+    assert_eq!((FIRST.load(Ordering::SeqCst), SECOND.load(Ordering::SeqCst)), (1, 7));
+    one.disable();
+    probed(2, 3);
+    assert_eq!((FIRST.load(Ordering::SeqCst), SECOND.load(Ordering::SeqCst)), (1, 14), "a disabled probe is skipped");
+    one.enable();
+    probed(2, 3);
+    assert_eq!(FIRST.load(Ordering::SeqCst), 2);
+    assert!(matches!(
+        fprobe::register(config(Some(first), None), Target::Symbols(&["no_such_symbol"])),
+        Err(FprobeError::UnknownSymbol(_))
+    ));
+    assert!(fprobe::register(config(None, None), Target::Addresses(&[f])).is_err(), "a probe needs a handler");
+    drop((one, two));
+}
+
+static PARTIAL: spin::Mutex<Option<(u64, u64, bool)>> = spin::Mutex::new(None);
+
+fn take_partial_regs(_fp: &Fprobe, _ip: usize, _ret: usize, fregs: &mut FtraceRegs, _data: &mut EntryData) -> bool {
+    let regs = fregs.partial_regs();
+    let first = arch::regs::REGISTERS[0].names[0];
+    let second = arch::regs::REGISTERS[1].names[0];
+    let callee_saved_zero = arch::selftest::MARKED_REGISTERS.iter().all(|(name, _)| regs.register(name) == Some(0));
+    *PARTIAL.lock() = Some((regs.register(first).unwrap(), regs.register(second).unwrap(), callee_saved_zero));
+    false
+}
+
+#[ktest]
+fn partial_regs_for_consumers_that_insist_on_pt_regs() {
+    let f = address(probed as extern "C" fn(u64, u64) -> u64);
+    let probe = fprobe::register(config(Some(take_partial_regs), None), Target::Addresses(&[f])).unwrap();
+    probed(black_box(11), black_box(12));
+    drop(probe);
+    assert_eq!(*PARTIAL.lock(), Some((11, 12, true)), "arguments in place, unsaved registers zero");
+}
+
+fn calls_probed_code(_fp: &Fprobe, ip: usize, _ret: usize, _fregs: &mut FtraceRegs, _data: &mut EntryData) -> bool {
+    if ip != address(probed as extern "C" fn(u64, u64) -> u64) {
+        black_box(probed(1, 1)); // probed code from a handler: must not recurse
+    }
+    false
+}
+
+#[inline(never)]
+fn deep_probed(n: u64) -> u64 {
+    if n == 0 {
+        return 0;
+    }
+    black_box(deep_probed(black_box(n - 1))) + 1
+}
+
+fn nothing_at_exit(_fp: &Fprobe, _ip: usize, _ret: usize, _fregs: &mut FtraceRegs, _data: &mut EntryData) {}
+
+#[ktest]
+fn nmissed_counts_recursion_and_a_full_return_stack() {
+    let f = address(probed as extern "C" fn(u64, u64) -> u64);
+    let g = address(glob_target as fn() -> u64);
+    let probe = fprobe::register(config(Some(calls_probed_code), None), Target::Addresses(&[f, g])).unwrap();
+    glob_target();
+    assert_eq!(probe.nmissed(), 1, "the handler's call into probed code was missed, not followed");
+    drop(probe);
+
+    let probe = fprobe::register(config(None, Some(nothing_at_exit)), Target::Addresses(&[address(deep_probed as fn(u64) -> u64)]))
+        .unwrap();
+    assert_eq!(deep_probed(black_box(1000)), 1000);
+    assert!(probe.nmissed() > 0, "return-hook storage ran out and was counted");
+    assert_eq!(probe.in_flight(), 0);
+    drop(probe);
+    assert_eq!(ftrace::retstack::frames(), 0);
+}
+
+#[inline(never)]
+fn glob_target() -> u64 {
+    black_box(5)
+}
+
+static TICK_EXITS: AtomicU64 = AtomicU64::new(0);
+
+fn tick_exit(_fp: &Fprobe, _ip: usize, _ret: usize, _fregs: &mut FtraceRegs, _data: &mut EntryData) {
+    TICK_EXITS.fetch_add(1, Ordering::SeqCst);
+}
+
+#[ktest]
+fn register_and_unregister_while_interrupts_probe() {
+    let tick = address(crate::tick::on_tick as fn());
+    let probe: RegisteredFprobe = fprobe::register(config(None, Some(tick_exit)), Target::Addresses(&[tick])).unwrap();
+    let start = arch::time::ticks();
+    while arch::time::ticks() < start + 10 {
+        arch::cpu::wait_for_interrupt();
+    }
+    probe.unregister().unwrap();
+    let seen = TICK_EXITS.load(Ordering::SeqCst);
+    assert!(seen >= 9, "{seen} interrupt exits probed");
+    let start = arch::time::ticks();
+    while arch::time::ticks() < start + 5 {
+        arch::cpu::wait_for_interrupt();
+    }
+    assert_eq!(TICK_EXITS.load(Ordering::SeqCst), seen, "nothing after unregistering");
+}
+
+// ---- dynamic events ----
+
+#[repr(C)]
+struct Sample {
+    name: [u8; 8],
+    value: u32,
+    small: i16,
+}
+
+/// An event tracee: a record pointer, a bad pointer, a code address.
+#[inline(never)]
+extern "C" fn event_tracee(sample: *const Sample, bad: usize, code: usize, n: u64) -> u64 {
+    black_box((sample as usize) ^ bad ^ code) as u64 + n
+}
+
+fn define(line: &str) -> Result<(), tracefs::TracefsError> {
+    tracefs::write("dynamic_events", line, FilterMode::Append)
+}
+
+fn trace_text() -> String {
+    let mut text = String::new();
+    tracefs::read("trace", &mut text).unwrap();
+    text
+}
+
+fn dynamic_events() -> String {
+    let mut text = String::new();
+    tracefs::read("dynamic_events", &mut text).unwrap();
+    text
+}
+
+#[ktest]
+fn every_fetch_arg_syntax_in_entry_and_exit_events() {
+    let first_register = arch::regs::REGISTERS[0].names[0];
+    let entry = alloc::format!(
+        "f:tests/probe_entry kernel::tests::fprobe::event_tracee name=+0($arg1):string value=+8($arg1):u32 \
+         small=+12($arg1):s16 byte=+0($arg1):x8 bad=+0($arg2):u64 sym=$arg3:symbol n=$arg4:u16 \
+         reg=%{first_register} sp=$stack top=$stack0 s8=+12($arg1):s8 u64=$arg4:u64"
+    );
+    define(&entry).unwrap();
+    define("f:tests/probe_exit kernel::tests::fprobe::event_tracee%return n=$arg4:s32 ret=$retval:x32 r=+8($arg1):u8").unwrap();
+    let listing = dynamic_events();
+    assert!(listing.contains("f:tests/probe_entry kernel::tests::fprobe::event_tracee name=+0($arg1):string"), "{listing}");
+    assert!(listing.contains("f:tests/probe_exit kernel::tests::fprobe::event_tracee%return n=$arg4:s32"), "{listing}");
+    tracefs::write("events/tests/probe_entry/enable", "1", FilterMode::Replace).unwrap();
+    tracefs::write("events/tests/probe_exit/enable", "1", FilterMode::Replace).unwrap();
+    tracefs::write("trace", "", FilterMode::Replace).unwrap();
+
+    let sample = Sample { name: *b"sample\0\0", value: 0xbeef, small: -3 };
+    let fib = address(crate::workload::fib as fn(u64) -> u64);
+    let bad = arch::mm::UNMAPPED_ADDRESS;
+    // Opaque arguments: a call site with constants would let the compiler
+    // propagate them into the function and drop the parameters.
+    let result = event_tracee(black_box(&sample), black_box(bad), black_box(fib), black_box(42));
+    tracefs::write("events/tests/probe_entry/enable", "0", FilterMode::Replace).unwrap();
+    tracefs::write("events/tests/probe_exit/enable", "0", FilterMode::Replace).unwrap();
+    let trace = trace_text();
+    define("-:tests/probe_entry").unwrap();
+    define("-:probe_exit").unwrap();
+
+    let line = |event: &str| trace.lines().find(|l| l.contains(event)).unwrap_or_else(|| panic!("no {event} in {trace}")).to_string();
+    let entry_line = line("probe_entry: ");
+    for expected in [
+        "probe_entry: (kernel::tests::fprobe::event_tracee+0x0/0x",
+        " name=\"sample\"",
+        " value=48879",
+        " small=-3",
+        " byte=0x73",
+        " bad=(fault)",
+        " sym=kernel::workload::fib+0x0/0x",
+        " n=42",
+        " reg=0x",
+        " s8=-3",
+        " u64=42",
+    ] {
+        assert!(entry_line.contains(expected), "{expected:?} not in {entry_line}");
+    }
+    let sp_word = entry_line.split(" sp=").nth(1).unwrap().split(' ').next().unwrap();
+    assert!(sp_word.starts_with("0x") && sp_word.len() > 4, "{entry_line}");
+    let exit_line = line("probe_exit: ");
+    let caller = "kernel::tests::fprobe::every_fetch_arg_syntax_in_entry_and_exit_events+0x";
+    assert!(exit_line.contains(&alloc::format!("probe_exit: ({caller}")), "{exit_line}");
+    assert!(exit_line.contains(" <- kernel::tests::fprobe::event_tracee) n=42 "), "{exit_line}");
+    assert!(exit_line.contains(&alloc::format!(" ret={:#x} ", result as u32)), "{exit_line}");
+    assert!(exit_line.ends_with(" r=239"), "+8($arg1):u8 at exit reads memory through the saved argument: {exit_line}");
+    assert_eq!(dynamic_events(), "", "both removed");
+}
+
+#[ktest]
+fn bad_event_definitions_are_refused_and_register_nothing() {
+    let unsaved = arch::selftest::MARKED_REGISTERS[0].0;
+    let cases = [
+        "f:e1 no::such::symbol".to_string(),
+        "f:e2 arch::enter_kernel".into(),
+        "f:e3 kernel::workload::fib $arg1:u7".into(),
+        "f:e4 kernel::workload::fib $arg0".into(),
+        "f:e5 kernel::workload::fib +8($arg1".into(),
+        alloc::format!("f:e6 kernel::workload::fib %{unsaved}"),
+        "f:e7 kernel::workload::fib %nosuchreg".into(),
+        "f:e8 kernel::workload::fib $retval".into(),
+        "f:e9 kernel::workload::fib $arg9".into(),
+        "q:e10 kernel::workload::fib".into(),
+        "f:1e kernel::workload::fib".into(),
+        alloc::format!("f:e11 kernel::workload::fib {}", "a=$arg1 ".repeat(80)),
+    ];
+    for case in &cases {
+        let result = define(case);
+        assert!(result.is_err(), "{case} was accepted");
+    }
+    define("f:dup kernel::workload::fib").unwrap();
+    let duplicate = define("f:dup kernel::workload::fs::lookup");
+    assert!(matches!(&duplicate, Err(tracefs::TracefsError::Invalid(m)) if m.contains("already exists")), "{duplicate:?}");
+    assert_eq!(dynamic_events(), "f:fprobes/dup kernel::workload::fib\n", "only the good one exists");
+    assert!(tracefs::write("events/fprobes/nosuch/enable", "1", FilterMode::Replace).is_err());
+    tracefs::write("events/fprobes/dup/enable", "1", FilterMode::Replace).unwrap();
+    assert!(define("-:dup").is_err(), "an enabled event cannot be removed");
+    assert!(tracefs::write("dynamic_events", "", FilterMode::Replace).is_err(), "nor cleared");
+    tracefs::write("events/fprobes/dup/enable", "0", FilterMode::Replace).unwrap();
+    tracefs::write("dynamic_events", "", FilterMode::Replace).unwrap();
+    assert_eq!(dynamic_events(), "");
+    let mut enabled = 0;
+    ftrace::for_each_site(|site| enabled += site.ops_count);
+    assert_eq!(enabled, 0);
+}
