@@ -3,7 +3,7 @@
 # output, and exits with the kernel's status (0 after `poweroff` or a passing
 # test run, 1 after a panic or a failing one, 124 on timeout).
 #
-#   tools/qemu.sh ARCH KERNEL.elf [--kvm] [--timeout SECONDS] [--append CMDLINE] [-- QEMU_ARGS...]
+#   tools/qemu.sh ARCH KERNEL.elf [--kvm] [--icount] [--timeout SECONDS] [--append CMDLINE] [-- QEMU_ARGS...]
 #
 # Shared by qemu-run.sh and the cargo test runner (tests/qemu-runner.sh).
 set -euo pipefail
@@ -12,12 +12,14 @@ arch=$1
 elf=$2
 shift 2
 kvm=0
+icount=0
 timeout_s=0
 append=""
 extra=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --kvm) kvm=1 ;;
+        --icount) icount=1 ;;
         --timeout) timeout_s=$2; shift ;;
         --append) append=$2; shift ;;
         --) shift; extra=("$@"); break ;;
@@ -27,14 +29,26 @@ while [ $# -gt 0 ]; do
 done
 
 common=(-m 512M -kernel "$elf" -display none -serial stdio -monitor none -no-reboot)
+# One emulated instruction is one nanosecond of guest time: deterministic.
+[ "$icount" = 1 ] && common+=(-icount shift=0)
 [ -n "$append" ] && common+=(-append "$append")
 
 case "$arch" in
     x86_64)
         accel=(-cpu max)
         if [ "$kvm" = 1 ]; then
-            if [ -w /dev/kvm ]; then accel=(-enable-kvm -cpu host); else
-                echo "qemu: /dev/kvm is not available, using TCG" >&2; fi
+            if [ ! -w /dev/kvm ]; then
+                echo "qemu: /dev/kvm is not available, using TCG" >&2
+            elif [ -d /sys/module/kvm_pvm ]; then
+                # PVM is KVM without hardware virtualization (the CPU has no
+                # VMX/SVM): it runs this ring-0, identity-mapped kernel some
+                # 500 times slower than TCG, so measuring there is pointless.
+                echo "qemu: /dev/kvm is PVM (software virtualization, no VMX/SVM): using TCG" >&2
+            else
+                # host minus arch-capabilities: KVM inside another hypervisor
+                # may refuse to set that MSR.
+                accel=(-enable-kvm -cpu host,-arch-capabilities)
+            fi
         fi
         cmd=(qemu-system-x86_64 -M pc "${accel[@]}" "${common[@]}"
              -device isa-debug-exit,iobase=0xf4,iosize=0x04)

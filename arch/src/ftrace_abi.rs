@@ -182,7 +182,11 @@ impl FtraceRegs {
         }
         match RETURN_ADDRESS {
             ReturnAddress::LinkRegister => self.regs.link_register(),
-            ReturnAddress::Stack => crate::fault::read_u64_nofault(self.regs.sp()).map(|a| a as usize),
+            // A save made by hand (`FtraceRegs::new`) has no stack.
+            ReturnAddress::Stack if self.regs.sp() == 0 || self.regs.sp() % 8 != 0 => None,
+            // SAFETY: a trampoline's entry save: the stack pointer points at
+            // the return-address slot the call pushed, mapped and aligned.
+            ReturnAddress::Stack => Some(unsafe { core::ptr::read_volatile(self.regs.sp() as *const usize) }),
         }
     }
 

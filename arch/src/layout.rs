@@ -10,6 +10,7 @@ extern "C" {
     static __text_end: u8;
     static __rodata_end: u8;
     static __kernel_end: u8;
+    static __boot_stack_guard: u8;
     static __heap_start: u8;
     static __heap_end: u8;
 }
@@ -47,12 +48,21 @@ pub enum PagePermission {
     ReadExecute,
     ReadOnly,
     ReadWrite,
+    /// Not mapped: the guard page below the boot stack.
+    None,
+}
+
+/// The guard page under the boot stack.
+pub fn stack_guard() -> usize {
+    address_of!(__boot_stack_guard)
 }
 
 /// The permission for the image page at `addr`: text, rodata (including
-/// whatever precedes text), or writable.
+/// whatever precedes text), the stack guard, or writable.
 pub fn page_permission(addr: usize) -> PagePermission {
-    if text().contains(&addr) {
+    if addr == stack_guard() {
+        PagePermission::None
+    } else if text().contains(&addr) {
         PagePermission::ReadExecute
     } else if addr < rodata_end() {
         PagePermission::ReadOnly

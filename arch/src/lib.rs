@@ -56,6 +56,28 @@ pub const MAX_CPUS: usize = 4;
 /// The architecture's name as the test summary and the banner print it.
 pub const NAME: &str = imp::NAME;
 
+/// What runs the virtual CPU, as far as the guest can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accelerator {
+    /// Hardware virtualization (KVM): cycle counts mean something.
+    Kvm,
+    /// QEMU's software emulation (TCG): only ratios mean anything.
+    Tcg,
+    /// Something else, or nothing said.
+    Unknown,
+}
+
+impl Accelerator {
+    /// The name benchmarks print.
+    pub fn name(self) -> &'static str {
+        match self {
+            Accelerator::Kvm => "KVM",
+            Accelerator::Tcg => "TCG",
+            Accelerator::Unknown => "unknown accelerator",
+        }
+    }
+}
+
 /// How the kernel leaves QEMU. `qemu-run.sh` turns each into its own exit
 /// status: `Success` into 0, `Failure` into 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -66,6 +66,7 @@ _start32:
     wrmsr
     movl %cr0, %eax
     orl $((1 << 31) | (1 << 16) | 1), %eax  /* PG | WP | PE */
+    andl $~((1 << 30) | (1 << 29)), %eax    /* caches on: clear CD and NW */
     movl %eax, %cr0
     lgdt boot_gdt_pointer
     ljmp $0x08, $_start64

@@ -16,15 +16,17 @@
 //! Recursion and a full return stack are counted in [`RegisteredFprobe::nmissed`].
 //!
 //! Lifetime: a registered probe lives on the heap. Unregistering stops new
-//! calls at once; its memory is freed when no hooked call of it is still in
-//! flight (by the last such return's queueing and the next registration or
-//! unregistration, in normal context), so the return path never frees.
+//! calls at once; its memory is freed then if no hooked call of it is still
+//! in flight (a scan of the shadow stacks, `retstack::user_in_flight`), or
+//! else by a later registration or unregistration once they have returned.
+//! The traced path keeps no count and never frees.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::fmt;
+use core::mem::MaybeUninit;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arch::ftrace_abi::FtraceRegs;
 use arch::regs::ARGUMENT_REGISTERS;
@@ -121,11 +123,8 @@ pub struct Fprobe {
     user: ReturnUser,
     config: FprobeConfig,
     disabled: AtomicBool,
-    unregistered: AtomicBool,
-    /// Calls not probed because of recursion in a handler... see `nmissed`.
+    /// Calls whose exit could not be hooked (see `nmissed`).
     missed: AtomicU64,
-    in_flight: AtomicUsize,
-    next_dead: AtomicPtr<Fprobe>,
 }
 
 impl Fprobe {
@@ -137,31 +136,30 @@ impl Fprobe {
     fn data_words(&self) -> usize {
         self.config.entry_data_words + if self.config.save_args { ARGUMENT_REGISTERS } else { 0 }
     }
+
+    /// The return-hook user, made from a pointer to the whole probe so that
+    /// `fprobe_exit` can step back from it to the probe.
+    fn return_user(&self) -> *const ReturnUser {
+        (self as *const Fprobe).wrapping_byte_add(core::mem::offset_of!(Fprobe, user)) as *const ReturnUser
+    }
 }
 
-/// Probes unregistered while calls were in flight, freed once those returned.
-static DEAD: AtomicPtr<Fprobe> = AtomicPtr::new(core::ptr::null_mut());
+/// Unregistered probes with hooked calls still in flight: freed by a later
+/// `reap` once those have returned. Only normal context touches it.
+static DEAD: spin::Mutex<Vec<usize>> = spin::Mutex::new(Vec::new());
 
+/// Frees the unregistered probes no hooked call refers to any more.
 fn reap() {
-    let mut dead = DEAD.swap(core::ptr::null_mut(), Ordering::Acquire);
-    while !dead.is_null() {
-        // SAFETY: only unregistered probes with nothing in flight are queued,
-        // once each; they came from `Box::into_raw`.
-        let probe = unsafe { Box::from_raw(dead) };
-        dead = probe.next_dead.load(Ordering::Relaxed);
-    }
-}
-
-fn queue_dead(probe: &Fprobe) {
-    let ptr = probe as *const Fprobe as *mut Fprobe;
-    let mut head = DEAD.load(Ordering::Relaxed);
-    loop {
-        probe.next_dead.store(head, Ordering::Relaxed);
-        match DEAD.compare_exchange_weak(head, ptr, Ordering::Release, Ordering::Relaxed) {
-            Ok(_) => return,
-            Err(current) => head = current,
+    DEAD.lock().retain(|&probe| {
+        let probe = probe as *mut Fprobe;
+        // SAFETY: queued probes are unregistered boxes, freed only here.
+        if retstack::user_in_flight(unsafe { (*probe).return_user() }) {
+            return true;
         }
-    }
+        // SAFETY: unregistered, nothing in flight: unreachable. From `Box::leak`.
+        drop(unsafe { Box::from_raw(probe) });
+        false
+    });
 }
 
 /// A registered probe. Dropping it unregisters it.
@@ -199,10 +197,7 @@ pub fn register(config: FprobeConfig, target: Target) -> Result<RegisteredFprobe
         user: ReturnUser { on_return: fprobe_exit, full_regs: false },
         config,
         disabled: AtomicBool::new(false),
-        unregistered: AtomicBool::new(false),
         missed: AtomicU64::new(0),
-        in_flight: AtomicUsize::new(0),
-        next_dead: AtomicPtr::new(core::ptr::null_mut()),
     });
     let probe: &'static Fprobe = Box::leak(probe);
     let result = select(probe, target).and_then(|()| ftrace::register(&probe.ops).map_err(FprobeError::from));
@@ -281,9 +276,9 @@ impl RegisteredFprobe {
         &self.probe().ops
     }
 
-    /// Calls whose exit handler has not run yet.
-    pub fn in_flight(&self) -> usize {
-        self.probe().in_flight.load(Ordering::Acquire)
+    /// Whether a hooked call's exit handler has not run yet.
+    pub fn in_flight(&self) -> bool {
+        retstack::user_in_flight(self.probe().return_user())
     }
 
     /// Unregisters (the same as dropping the handle, with the error).
@@ -298,16 +293,9 @@ impl RegisteredFprobe {
         // SAFETY: the probe is a leaked box: it lives until freed below.
         let ops: &'static FtraceOps = unsafe { &*(&probe.ops as *const FtraceOps) };
         ftrace::unregister(ops)?;
-        let free_now = {
-            let _irq = arch::irq::IrqGuard::new();
-            probe.unregistered.store(true, Ordering::Release);
-            probe.in_flight.load(Ordering::Acquire) == 0
-        };
-        if free_now {
-            // SAFETY: unregistered (no site leads to it) and nothing in
-            // flight: nobody can reach it. It came from `Box::leak`.
-            drop(unsafe { Box::from_raw(self.probe.as_ptr()) });
-        }
+        // No site leads to it any more; calls hooked before may still return
+        // through it, so it is freed by `reap` once none is in flight.
+        DEAD.lock().push(self.probe.as_ptr() as usize);
         reap();
         Ok(())
     }
@@ -326,16 +314,22 @@ extern "C" fn fprobe_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: 
     if probe.disabled.load(Ordering::Relaxed) {
         return;
     }
-    let mut words = [0u64; MAX_DATA_WORDS];
-    let (own, rest) = words.split_at_mut(probe.config.entry_data_words);
-    let args = if probe.config.save_args {
-        for (n, slot) in rest[..ARGUMENT_REGISTERS].iter_mut().enumerate() {
-            *slot = fregs.argument(n).unwrap_or(0);
+    // Only the words this probe uses are initialised: the traced path should
+    // not pay for clearing the rest.
+    let mut buffer = [MaybeUninit::<u64>::uninit(); MAX_DATA_WORDS];
+    let used = probe.data_words();
+    for slot in &mut buffer[..probe.config.entry_data_words] {
+        slot.write(0);
+    }
+    if probe.config.save_args {
+        for (n, slot) in buffer[probe.config.entry_data_words..used].iter_mut().enumerate() {
+            slot.write(fregs.argument(n).unwrap_or(0));
         }
-        Some(&rest[..ARGUMENT_REGISTERS])
-    } else {
-        None
-    };
+    }
+    // SAFETY: the first `used` words were initialised just above.
+    let words = unsafe { &mut *(&mut buffer[..used] as *mut [MaybeUninit<u64>] as *mut [u64]) };
+    let (own, rest) = words.split_at_mut(probe.config.entry_data_words);
+    let args = probe.config.save_args.then_some(&*rest);
     let mut skip_exit = false;
     if let Some(entry) = probe.config.entry {
         skip_exit = entry(probe, ip, parent_ip, fregs, &mut EntryData { words: own, args });
@@ -343,42 +337,24 @@ extern "C" fn fprobe_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: 
     if probe.config.exit.is_none() || skip_exit {
         return;
     }
-    // The user pointer is the whole probe (its first field is the ops, the
-    // user sits at its offset), so `fprobe_exit` can step back to it.
-    let user = (probe as *const Fprobe).wrapping_byte_add(core::mem::offset_of!(Fprobe, user)) as *const ReturnUser;
-    probe.in_flight.fetch_add(1, Ordering::AcqRel);
-    // SAFETY: the probe stays alive while `in_flight` counts this call (it is
-    // freed only when unregistered with nothing in flight).
-    match unsafe { retstack::hook_raw(fregs, ip, user, &words[..probe.data_words()]) } {
-        Ok(_) => {}
-        Err(error) => {
-            if error != HookError::Stopped {
-                probe.missed.fetch_add(1, Ordering::Relaxed);
-            }
-            finish(probe);
+    // SAFETY: the first `used` words were initialised above.
+    let words = unsafe { &*(&buffer[..used] as *const [MaybeUninit<u64>] as *const [u64]) };
+    // SAFETY: the probe is freed only when no shadow stack holds its entry
+    // (`reap`), and the user pointer is made from the whole probe.
+    if let Err(error) = unsafe { retstack::hook_raw(fregs, ip, probe.return_user(), words) } {
+        if error != HookError::Stopped {
+            probe.missed.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
 
-fn fprobe_exit(user: *const ReturnUser, call: &ReturnInfo, data: &[u64], fregs: &mut FtraceRegs) {
-    // SAFETY: `fprobe_entry` hooks with a pointer to the `user` field made
-    // from a pointer to the whole probe, alive while the call is in flight.
+fn fprobe_exit(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fregs: &mut FtraceRegs) {
+    // SAFETY: `fprobe_entry` hooks with `return_user()`, made from a pointer
+    // to the whole probe, which is not freed while this entry exists.
     let probe = unsafe { &*(user.wrapping_byte_sub(core::mem::offset_of!(Fprobe, user)) as *const Fprobe) };
     if let (Some(exit), false) = (probe.config.exit, probe.disabled.load(Ordering::Relaxed)) {
-        let mut words = [0u64; MAX_DATA_WORDS];
-        let len = data.len().min(MAX_DATA_WORDS);
-        words[..len].copy_from_slice(&data[..len]);
-        let (own, rest) = words.split_at_mut(probe.config.entry_data_words.min(len));
-        let args = probe.config.save_args.then_some(&rest[..ARGUMENT_REGISTERS.min(rest.len())]);
+        let (own, rest) = data.split_at_mut(probe.config.entry_data_words.min(data.len()));
+        let args = probe.config.save_args.then_some(&*rest);
         exit(probe, call.func, call.ret_addr, fregs, &mut EntryData { words: own, args });
-    }
-    finish(probe);
-}
-
-/// One hooked call is over: for an unregistered probe with nothing left in
-/// flight, queue it to be freed.
-fn finish(probe: &Fprobe) {
-    if probe.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 && probe.unregistered.load(Ordering::Acquire) {
-        queue_dead(probe);
     }
 }

@@ -9,13 +9,14 @@
 //! and the call and return times. Any number of users can trace the same
 //! function: each hooks the call's single shadow-stack frame.
 
-use core::mem::offset_of;
+use core::mem::{offset_of, MaybeUninit};
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use arch::ftrace_abi::FtraceRegs;
 
 use crate::ops::{FtraceOps, OpsFlags};
 use crate::registry::{self, FtraceError};
+use crate::clock;
 use crate::retstack::{self, HookError, ReturnInfo, ReturnUser, MAX_DATA_WORDS};
 
 /// A call at entry, as an entry callback sees it.
@@ -42,27 +43,36 @@ pub struct FgraphReturn {
     pub ret_addr: usize,
 }
 
-/// Per-call data an entry callback reserves.
+/// Per-call data an entry callback reserves. Only reserved words are ever
+/// initialised: most calls reserve none, and the traced path should not pay
+/// for clearing the rest.
 pub struct EntryData {
-    words: [u64; MAX_DATA_WORDS],
+    words: [MaybeUninit<u64>; MAX_DATA_WORDS],
     len: usize,
 }
 
 impl EntryData {
     fn new() -> Self {
-        Self { words: [0; MAX_DATA_WORDS], len: 0 }
+        Self { words: [MaybeUninit::uninit(); MAX_DATA_WORDS], len: 0 }
     }
 
-    /// Reserves `words` more words (zeroed), or `None` past the limit.
+    /// Reserves `words` more words (zeroed), or `None` past the limit (the
+    /// graph layer keeps one word of its own: the call time).
     pub fn reserve(&mut self, words: usize) -> Option<&mut [u64]> {
         let start = self.len;
         let end = start.checked_add(words).filter(|&end| end <= MAX_DATA_WORDS)?;
         self.len = end;
-        Some(&mut self.words[start..end])
+        let reserved = &mut self.words[start..end];
+        for word in reserved.iter_mut() {
+            word.write(0);
+        }
+        // SAFETY: every word of `reserved` was just initialised.
+        Some(unsafe { &mut *(reserved as *mut [MaybeUninit<u64>] as *mut [u64]) })
     }
 
     fn as_slice(&self) -> &[u64] {
-        &self.words[..self.len]
+        // SAFETY: the first `len` words were initialised by `reserve`.
+        unsafe { &*(&self.words[..self.len] as *const [MaybeUninit<u64>] as *const [u64]) }
     }
 }
 
@@ -142,6 +152,7 @@ extern "C" fn graph_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &
     }
     let call = FgraphEntry { func: ip, parent_ip, depth: retstack::depth_of(fregs, ip) };
     let mut data = EntryData::new();
+    data.reserve(1).expect("room for the call time")[0] = clock::now_ns();
     if !(gops.entry)(gops, &call, &mut data, fregs) {
         return;
     }
@@ -155,17 +166,18 @@ extern "C" fn graph_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &
     }
 }
 
-fn graph_return(user: *const ReturnUser, call: &ReturnInfo, data: &[u64], fregs: &mut FtraceRegs) {
+fn graph_return(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fregs: &mut FtraceRegs) {
     // SAFETY: only `graph_entry` hooks with this callback, with a pointer to
     // the `user` field made from a pointer to the whole (static) `FgraphOps`;
     // stepping back by the field's offset gives that ops.
     let gops = unsafe { &*(user.wrapping_byte_sub(offset_of!(FgraphOps, user)) as *const FgraphOps) };
+    let Some((calltime, data)) = data.split_first() else { return };
     let info = FgraphReturn {
         func: call.func,
         depth: call.depth,
         retval: fregs.return_value(),
-        calltime: call.calltime,
-        rettime: call.rettime,
+        calltime: *calltime,
+        rettime: clock::now_ns(),
         overrun: call.overrun,
         ret_addr: call.ret_addr,
     };

@@ -67,6 +67,11 @@ impl Filters {
 
 /// A tracing client. Create it as a `static` (or leak it): sites hold its
 /// address while it is registered.
+///
+/// Without [`OpsFlags::RECURSION`] the callback is called directly and must
+/// never reach traced code, itself included: build it (and what it calls)
+/// without a patchable entry, `#[patchable_function_entry(prefix_nops = 0,
+/// entry_nops = 0)]`, Linux's `notrace`.
 #[repr(C)]
 pub struct FtraceOps {
     /// Must stay first: a pointer to it is a pointer to the ops.

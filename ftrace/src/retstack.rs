@@ -3,9 +3,9 @@
 //!
 //! # Hooking a return
 //!
-//! From a function's entry callback, [`hook`] pushes a *frame* on the current
-//! CPU's shadow stack (the function, its real return address, its frame
-//! pointer and stack pointer at entry, the call time and depth) and replaces
+//! From a function's entry callback, [`hook_raw`] pushes a *frame* on the
+//! current CPU's shadow stack (the function, its real return address, its
+//! frame pointer and stack pointer at entry, and its depth) and replaces
 //! the return address with a return trampoline (x86_64: the stack slot;
 //! aarch64: the link register the entry trampoline restores). Each user that
 //! wants the return appends an *entry* to the frame: a pointer to its
@@ -27,7 +27,14 @@
 //!   of the code it interrupted and are gone before that code resumes: one
 //!   stack per CPU serves the boot context and every nested context. (With
 //!   tasks, the stack becomes per task; `this_stack` is the only place that
-//!   chooses it.) Pushes and pops run with interrupts masked.
+//!   chooses it.)
+//! - No interrupt masking is needed: a push first *reserves* its words by
+//!   raising the top, then writes them, then links the frame; an interrupt
+//!   that arrives in between pushes above the reservation and has popped
+//!   again (restoring top and base) before the push resumes. A pop lowers the
+//!   top before relinking, which an interrupt cannot tell from a stack with
+//!   one more, unjoinable, frame. Reads need nothing at all: whatever an
+//!   interrupt changes it has undone before the interrupted code reads again.
 //! - A full stack counts an overrun and the call runs untraced.
 //! - A frame pointer that does not match stops the return hook (no new hooks
 //!   anywhere, reported once) and still returns to the recorded address.
@@ -35,14 +42,13 @@
 //!   ([`resolve_return_address`]).
 
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{compiler_fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use arch::ftrace::return_trampoline_address;
 use arch::ftrace_abi::{FtraceRegs, ReturnTrampoline};
-use arch::irq::IrqGuard;
 use arch::{cpu, println, MAX_CPUS};
 
-use crate::{clock, recursion, symbols};
+use crate::{recursion, symbols};
 
 /// Words in each CPU's shadow stack (32 KiB).
 pub const STACK_WORDS: usize = 4096;
@@ -56,10 +62,9 @@ const RET: usize = 0;
 const FUNC: usize = 1;
 const FP: usize = 2;
 const SP: usize = 3;
-const CALLTIME: usize = 4;
-const INFO: usize = 5;
-const PREV_BASE: usize = 6;
-const HEADER: usize = 7;
+const INFO: usize = 4;
+const PREV_BASE: usize = 5;
+const HEADER: usize = 6;
 // An entry: [data length][user pointer][data...].
 const ENTRY_HEADER: usize = 2;
 const INFO_FULL: u64 = 1 << 32;
@@ -79,7 +84,8 @@ pub struct ReturnUser {
 /// A return callback. `user` is the pointer given to [`hook_raw`]: raw, so
 /// that a user embedded in a larger object can reach (and change) the rest of
 /// it, provided that pointer was made from a pointer to the whole object.
-pub type ReturnFunc = fn(user: *const ReturnUser, call: &ReturnInfo, data: &[u64], fregs: &mut FtraceRegs);
+/// `data` is the user's entry in the frame, its own until the frame is popped.
+pub type ReturnFunc = fn(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fregs: &mut FtraceRegs);
 
 /// A call, as its return callbacks see it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,9 +96,6 @@ pub struct ReturnInfo {
     pub depth: usize,
     /// Where it returns to (its real return address).
     pub ret_addr: usize,
-    /// Entry and return times (trace clock, ns).
-    pub calltime: u64,
-    pub rettime: u64,
     /// Calls this CPU's stack had no room for so far.
     pub overrun: u64,
 }
@@ -112,8 +115,8 @@ pub enum HookError {
 
 /// One CPU's shadow stack. The words are only ever reached through raw
 /// element pointers (never a reference to the whole array), so a return
-/// callback can read its own entry's data while an interrupt pushes and pops
-/// frames above it. The indices change only with interrupts masked.
+/// callback can use its own entry's data while an interrupt pushes and pops
+/// frames above it.
 struct Stack {
     words: UnsafeCell<[u64; STACK_WORDS]>,
     /// The first free word.
@@ -125,9 +128,9 @@ struct Stack {
     overruns: AtomicU64,
 }
 
-// SAFETY: each CPU touches only its own stack; changes happen with interrupts
-// masked, and interrupt handlers only touch words above the interrupted
-// code's frames (see the module documentation).
+// SAFETY: each CPU touches only its own stack, and interrupt handlers only
+// touch words above the interrupted code's reservation (see the module
+// documentation).
 unsafe impl Sync for Stack {}
 
 static STACKS: [Stack; MAX_CPUS] = [const {
@@ -158,19 +161,29 @@ impl Stack {
 
     fn set_word(&self, index: usize, value: u64) {
         debug_assert!(index < STACK_WORDS);
-        // SAFETY: as for `word`; callers write only words they own (their new
-        // frame above `top`, with interrupts masked).
+        // SAFETY: as for `word`; callers write only words they reserved.
         unsafe { *(self.words.get() as *mut u64).add(index) = value }
     }
 
     /// Words `at..at + len` as a slice.
     ///
     /// # Safety
-    /// Nothing may write those words while the slice lives.
-    unsafe fn slice(&self, at: usize, len: usize) -> &[u64] {
+    /// The words must belong to the caller's frame, and nothing else may use
+    /// them while the slice lives.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn slice(&self, at: usize, len: usize) -> &mut [u64] {
         assert!(at + len <= STACK_WORDS);
-        // SAFETY: in bounds; the caller guarantees no writer.
-        unsafe { core::slice::from_raw_parts((self.words.get() as *const u64).add(at), len) }
+        // SAFETY: in bounds; the caller guarantees exclusive use.
+        unsafe { core::slice::from_raw_parts_mut((self.words.get() as *mut u64).add(at), len) }
+    }
+
+    /// Reserves `len` words at the top; returns where they start. The
+    /// compiler fence keeps the words' writes after the reservation.
+    fn reserve(&self, len: usize) -> usize {
+        let at = self.top();
+        self.top.store(at + len, Ordering::Relaxed);
+        compiler_fence(Ordering::SeqCst);
+        at
     }
 
     fn top(&self) -> usize {
@@ -199,15 +212,13 @@ impl Stack {
             .then_some(base)
     }
 
-    /// Appends an entry at the top (interrupts masked).
-    fn push_entry(&self, user: *const ReturnUser, data: &[u64]) {
-        let at = self.top();
+    /// Writes an entry at `at` (reserved by the caller).
+    fn write_entry(&self, at: usize, user: *const ReturnUser, data: &[u64]) {
         self.set_word(at, data.len() as u64);
         self.set_word(at + 1, user as u64);
         for (i, &word) in data.iter().enumerate() {
             self.set_word(at + ENTRY_HEADER + i, word);
         }
-        self.top.store(at + ENTRY_HEADER + data.len(), Ordering::Relaxed);
     }
 
     /// The innermost frame's entries: (offset, data length), in hook order.
@@ -229,7 +240,6 @@ impl Stack {
 /// The depth the call described by `fregs` has (if hooked already) or will
 /// have: how many hooked calls are below it.
 pub fn depth_of(fregs: &FtraceRegs, func: usize) -> usize {
-    let _irq = IrqGuard::new();
     this_stack().depth_for(func, fregs.stack_pointer())
 }
 
@@ -255,7 +265,6 @@ pub unsafe fn hook_raw(fregs: &mut FtraceRegs, func: usize, user: *const ReturnU
     // SAFETY: the caller vouches for `user`.
     let wants_full = unsafe { (*user).full_regs };
     let needed = ENTRY_HEADER + data.len();
-    let _irq = IrqGuard::new();
     let stack = this_stack();
 
     if let Some(base) = stack.joinable(func, sp) {
@@ -266,7 +275,8 @@ pub unsafe fn hook_raw(fregs: &mut FtraceRegs, func: usize, user: *const ReturnU
         if stack.entries(base).count() >= MAX_ENTRIES {
             return Err(HookError::TooLarge);
         }
-        stack.push_entry(user, data);
+        let at = stack.reserve(needed);
+        stack.write_entry(at, user, data);
         let info = stack.word(base + INFO);
         if wants_full && info & INFO_FULL == 0 {
             stack.set_word(base + INFO, info | INFO_FULL);
@@ -276,21 +286,20 @@ pub unsafe fn hook_raw(fregs: &mut FtraceRegs, func: usize, user: *const ReturnU
         return Ok(stack.depth_at(base));
     }
 
-    let base = stack.top();
-    if base + HEADER + needed > STACK_WORDS {
+    if stack.top() + HEADER + needed > STACK_WORDS {
         stack.overruns.fetch_add(1, Ordering::Relaxed);
         return Err(HookError::Overrun);
     }
     let depth = stack.frames.load(Ordering::Relaxed);
+    let base = stack.reserve(HEADER + needed);
     stack.set_word(base + RET, return_address as u64);
     stack.set_word(base + FUNC, func as u64);
     stack.set_word(base + FP, fregs.frame_pointer() as u64);
     stack.set_word(base + SP, sp as u64);
-    stack.set_word(base + CALLTIME, clock::now_ns());
     stack.set_word(base + INFO, depth as u64 | if wants_full { INFO_FULL } else { 0 });
     stack.set_word(base + PREV_BASE, stack.base() as u64);
-    stack.top.store(base + HEADER, Ordering::Relaxed);
-    stack.push_entry(user, data);
+    stack.write_entry(base + HEADER, user, data);
+    compiler_fence(Ordering::SeqCst);
     stack.base.store(base, Ordering::Relaxed);
     stack.frames.store(depth + 1, Ordering::Relaxed);
     let trampoline = if wants_full { ReturnTrampoline::Full } else { ReturnTrampoline::Sparse };
@@ -307,15 +316,12 @@ pub unsafe fn hook_raw(fregs: &mut FtraceRegs, func: usize, user: *const ReturnU
 ///
 /// The frame stays on the stack while its callbacks run: interrupts push
 /// above it, and the callbacks cannot hook calls of their own (they run under
-/// the recursion guard), so its words do not change.
+/// the recursion guard), so its words do not change under them. Callbacks run
+/// in the order their users hooked the call.
 #[no_mangle]
 pub extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usize {
-    let rettime = clock::now_ns();
     let stack = this_stack();
-    let (base, end) = {
-        let _irq = IrqGuard::new();
-        (stack.base(), stack.top())
-    };
+    let (base, end) = (stack.base(), stack.top());
     if base == NO_FRAME {
         panic!("ftrace: return trampoline reached with an empty shadow stack");
     }
@@ -337,33 +343,27 @@ pub extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usize {
             func,
             depth: stack.depth_at(base),
             ret_addr,
-            calltime: stack.word(base + CALLTIME),
-            rettime,
             overrun: stack.overruns.load(Ordering::Relaxed),
         };
-        let mut offsets = [(0usize, 0usize); MAX_ENTRIES];
-        let mut count = 0;
         let mut at = base + HEADER;
-        while at < end && count < MAX_ENTRIES {
+        while at < end {
             let len = stack.word(at) as usize;
-            offsets[count] = (at, len);
-            count += 1;
-            at += ENTRY_HEADER + len;
-        }
-        for &(at, len) in offsets[..count].iter().rev() {
             let user = stack.word(at + 1) as *const ReturnUser;
             // SAFETY: entries hold `ReturnUser` pointers that `hook_raw`'s
             // callers keep valid until this return.
             let on_return = unsafe { (*user).on_return };
-            // SAFETY: this frame's words stay unchanged until it is popped
-            // below (see the function documentation).
+            // SAFETY: the entry's words belong to this frame, and nothing
+            // else uses them until it is popped below.
             let data = unsafe { stack.slice(at + ENTRY_HEADER, len) };
             on_return(user, &info, data, fregs);
+            at += ENTRY_HEADER + len;
         }
     }
 
-    let _irq = IrqGuard::new();
+    // Lower the top first: until base is relinked, an interrupt sees one more
+    // frame, which it never joins (another function at another stack pointer).
     stack.top.store(base, Ordering::Relaxed);
+    compiler_fence(Ordering::SeqCst);
     stack.base.store(stack.word(base + PREV_BASE) as usize, Ordering::Relaxed);
     stack.frames.fetch_sub(1, Ordering::Relaxed);
     ret_addr
@@ -382,7 +382,6 @@ pub fn resolve_return_address(address: usize, caller_fp: usize) -> usize {
     if !is_return_trampoline(address) {
         return address;
     }
-    let _irq = IrqGuard::new();
     let stack = this_stack();
     let mut base = stack.base();
     while base != NO_FRAME {
@@ -392,6 +391,28 @@ pub fn resolve_return_address(address: usize, caller_fp: usize) -> usize {
         base = stack.word(base + PREV_BASE) as usize;
     }
     address
+}
+
+/// Whether any shadow stack holds an entry of `user`: a hooked call whose
+/// return callback has not run yet. For freeing a user safely, at the cost of
+/// a scan when it is unregistered rather than a counter on every call.
+pub fn user_in_flight(user: *const ReturnUser) -> bool {
+    STACKS.iter().any(|stack| {
+        let mut base = stack.base();
+        let mut end = stack.top();
+        while base != NO_FRAME {
+            let mut at = base + HEADER;
+            while at < end {
+                if stack.word(at + 1) as *const ReturnUser == user {
+                    return true;
+                }
+                at += ENTRY_HEADER + stack.word(at) as usize;
+            }
+            end = base;
+            base = stack.word(base + PREV_BASE) as usize;
+        }
+        false
+    })
 }
 
 /// Hooked calls on this CPU's shadow stack now.
@@ -417,7 +438,6 @@ pub fn restart() {
 /// Empties this CPU's shadow stack: its calls were abandoned (the test
 /// framework resumed on a fresh stack after an expected panic).
 pub fn reset() {
-    let _irq = IrqGuard::new();
     let stack = this_stack();
     stack.top.store(0, Ordering::Relaxed);
     stack.base.store(NO_FRAME, Ordering::Relaxed);
@@ -427,7 +447,6 @@ pub fn reset() {
 /// For tests: overwrites the frame pointer recorded for the innermost hooked
 /// call, so its return finds a mismatch.
 pub fn corrupt_innermost_frame_pointer() {
-    let _irq = IrqGuard::new();
     let stack = this_stack();
     let base = stack.base();
     if base != NO_FRAME {

@@ -6,11 +6,12 @@
 #![feature(custom_test_frameworks)]
 #![test_runner(crate::testing::run_tests)]
 #![reexport_test_harness_main = "test_main"]
+#![feature(patchable_function_entry)]
 
 extern crate alloc;
 
 mod backtrace;
-#[allow(dead_code)] // options are read by the test framework and later by tracing
+mod bench;
 mod cmdline;
 mod console;
 mod heap;
@@ -43,6 +44,10 @@ pub fn kernel_main() -> ! {
     start_tracing();
     #[cfg(test)]
     test_main();
+    if cmdline::option("bench").is_some() {
+        bench::run();
+        arch::exit(arch::ExitCode::Success);
+    }
     shell::run()
 }
 

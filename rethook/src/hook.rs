@@ -261,7 +261,7 @@ impl Drop for Rethook {
 }
 
 /// The return-hook callback of every rethook.
-fn rethook_return(user: *const ReturnUser, call: &ReturnInfo, data: &[u64], fregs: &mut FtraceRegs) {
+fn rethook_return(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fregs: &mut FtraceRegs) {
     // SAFETY: `Rethook::hook` hooks with a pointer to a whole `Inner` (whose
     // first field is the `ReturnUser`), alive while the node is in flight.
     let inner = unsafe { &*(user as *const Inner) };

@@ -81,6 +81,7 @@ fn page_flags(addr: usize) -> u64 {
         PagePermission::ReadExecute => NORMAL | TABLE | READ_ONLY,
         PagePermission::ReadOnly => NORMAL | TABLE | READ_ONLY | PRIVILEGED_NO_EXECUTE,
         PagePermission::ReadWrite => NORMAL | TABLE | PRIVILEGED_NO_EXECUTE,
+        PagePermission::None => 0,
     }
 }
 

@@ -87,3 +87,18 @@ pub unsafe fn reset_stack_and_call(f: extern "C" fn() -> !) -> ! {
         )
     }
 }
+
+/// KVM or TCG, from the hypervisor's CPUID leaf (0x4000_0000) signature.
+pub fn accelerator() -> crate::Accelerator {
+    // The hypervisor leaf returns zeros or a vendor signature.
+    let leaf = core::arch::x86_64::__cpuid(0x4000_0000);
+    let mut signature = [0u8; 12];
+    signature[0..4].copy_from_slice(&leaf.ebx.to_le_bytes());
+    signature[4..8].copy_from_slice(&leaf.ecx.to_le_bytes());
+    signature[8..12].copy_from_slice(&leaf.edx.to_le_bytes());
+    match &signature {
+        b"KVMKVMKVM\0\0\0" => crate::Accelerator::Kvm,
+        b"TCGTCGTCGTCG" => crate::Accelerator::Tcg,
+        _ => crate::Accelerator::Unknown,
+    }
+}

@@ -75,11 +75,38 @@ fn page_flags(addr: usize) -> u64 {
         PagePermission::ReadExecute => PRESENT,
         PagePermission::ReadOnly => PRESENT | NO_EXECUTE,
         PagePermission::ReadWrite => PRESENT | WRITABLE | NO_EXECUTE,
+        PagePermission::None => 0,
+    }
+}
+
+/// Makes sure RAM is write-back cacheable. The PVH entry leaves memory types
+/// to the kernel: firmware normally enables the MTRRs (QEMU's SeaBIOS does),
+/// but if nothing did, every access would be uncached, which TCG hides (it
+/// models no caches) and hardware virtualization does not. So if the MTRRs
+/// are off, turn them on with write-back as the default type (the device hole
+/// stays uncached through its page-table bits). The boot stub already cleared
+/// CR0.CD and CR0.NW.
+fn enable_write_back_caching() {
+    use x86_64::registers::model_specific::Msr;
+    const IA32_MTRR_DEF_TYPE: u32 = 0x2ff;
+    const MTRR_ENABLE: u64 = 1 << 11;
+    const WRITE_BACK: u64 = 6;
+    if core::arch::x86_64::__cpuid(1).edx & (1 << 12) == 0 {
+        return; // no MTRRs
+    }
+    let mut def_type = Msr::new(IA32_MTRR_DEF_TYPE);
+    // SAFETY: MTRRs exist (CPUID). Only a disabled set is changed, to the
+    // write-back default the kernel assumes for all of RAM.
+    unsafe {
+        if def_type.read() & MTRR_ENABLE == 0 {
+            def_type.write(MTRR_ENABLE | WRITE_BACK);
+        }
     }
 }
 
 /// Builds and loads the final page tables.
 pub(crate) fn init() {
+    enable_write_back_caching();
     let image = layout::image();
     let split = (image.start & !(LARGE_PAGE - 1))..image.end.next_multiple_of(LARGE_PAGE);
     assert!(

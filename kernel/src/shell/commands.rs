@@ -28,6 +28,7 @@ const COMMANDS: &[Command] = &[
     Command { name: "ls", usage: "ls", summary: "list the tracing files", run: ls },
     Command { name: "cat", usage: "cat FILE", summary: "print a tracing file", run: cat },
     Command { name: "run", usage: "run fib N | run fs", summary: "run a built-in workload", run: run },
+    Command { name: "bench", usage: "bench", summary: "benchmark every tracing mode", run: bench },
     Command { name: "uptime", usage: "uptime", summary: "timer ticks and seconds since boot", run: uptime },
     Command { name: "meminfo", usage: "meminfo", summary: "heap used and free", run: meminfo },
     Command { name: "poweroff", usage: "poweroff", summary: "power off (QEMU exits with status 0)", run: poweroff },
@@ -124,4 +125,10 @@ fn poweroff(invocation: &Invocation) -> Result<(), ShellError> {
     no_arguments("poweroff", invocation)?;
     println!("power off");
     arch::exit(arch::ExitCode::Success)
+}
+
+fn bench(invocation: &Invocation) -> Result<(), ShellError> {
+    no_arguments("bench", invocation)?;
+    crate::bench::run();
+    Ok(())
 }

@@ -6,6 +6,7 @@
 //! exercises a small in-memory file system.
 
 pub mod fs;
+pub mod generated;
 
 use alloc::format;
 use alloc::string::String;

@@ -1,0 +1,254 @@
+//! The tracing benchmark: `bench` on the console, or `./qemu-run.sh ARCH --bench`.
+//!
+//! A never-inlined tracee with six arguments is called in a loop (100,000
+//! calls a sample, the median of seven samples, interrupts masked) and timed
+//! with the cycle counter, once per tracing mode: built without a patchable
+//! entry, untraced, one ops (ARGS), one SAVE_REGS ops, two ops, one ops while
+//! another traces 1,000 other functions, function graph, rethook sparse and
+//! full, fprobe entry-only and entry+exit. Then every patchable site is
+//! enabled and disabled once, and timed.
+//!
+//! It prints a table and one `ratio NAME VALUE` line per figure. Under TCG
+//! (always, for aarch64 here) only the ratios mean anything.
+
+use alloc::vec::Vec;
+use core::hint::black_box;
+use core::sync::atomic::{AtomicPtr, Ordering};
+
+use fprobe::{EntryData, Fprobe, FprobeConfig, Target};
+use ftrace::fgraph::{EntryData as GraphData, FgraphEntry, FgraphOps, FgraphReturn};
+use ftrace::{FilterKind, FilterMode, FtraceOps, FtraceRegs, OpsFlags};
+use rethook::{Rethook, RethookMode, RethookNode};
+
+use crate::println;
+use crate::workload::generated;
+
+/// Calls in one sample.
+pub const CALLS: u64 = 100_000;
+/// Samples per mode; the median is reported.
+pub const SAMPLES: usize = 7;
+/// Functions the "busy" ops traces elsewhere.
+const BUSY_FUNCTIONS: usize = 1_000;
+
+/// The traced function under test.
+#[inline(never)]
+pub extern "C" fn tracee(a: u64, b: u64, c: u64, d: u64, e: u64, f: u64) -> u64 {
+    black_box(a ^ b ^ c ^ d ^ e ^ f)
+}
+
+/// The same function, built without a patchable entry.
+#[inline(never)]
+#[patchable_function_entry(prefix_nops = 0, entry_nops = 0)]
+pub extern "C" fn tracee_notrace(a: u64, b: u64, c: u64, d: u64, e: u64, f: u64) -> u64 {
+    black_box(a ^ b ^ c ^ d ^ e ^ f)
+}
+
+/// Counter ticks for [`CALLS`] direct calls of `$f`, interrupts masked. Every
+/// argument is a run-time value: constants would let the compiler specialise
+/// the untraced twin (whose address is never taken) and compare unlike code.
+macro_rules! time_calls {
+    ($f:path) => {{
+        arch::irq::without_interrupts(|| {
+            let start = arch::timer::cycles();
+            let mut acc = 0u64;
+            for i in 0..CALLS {
+                acc = acc.wrapping_add($f(i, acc, i ^ 3, acc ^ 4, i + 5, acc + 6));
+            }
+            let end = arch::timer::cycles();
+            black_box(acc);
+            end - start
+        })
+    }};
+}
+
+/// The median of [`SAMPLES`] samples, in counter ticks per call.
+fn median_per_call(mut sample: impl FnMut() -> u64) -> f64 {
+    sample(); // warm up (TCG translates the code once)
+    let mut samples: Vec<u64> = (0..SAMPLES).map(|_| sample()).collect();
+    samples.sort_unstable();
+    samples[SAMPLES / 2] as f64 / CALLS as f64
+}
+
+fn measure_tracee() -> f64 {
+    median_per_call(|| time_calls!(tracee))
+}
+
+// ---- the tracing clients, each with nothing to do ----
+//
+// The callbacks are built without a patchable entry (notrace): an ops without
+// the RECURSION flag must never reach traced code, and "every site" includes
+// the kernel's own functions.
+
+#[patchable_function_entry(prefix_nops = 0, entry_nops = 0)]
+extern "C" fn empty_callback(_ip: usize, _parent: usize, _ops: &FtraceOps, _fregs: &mut FtraceRegs) {}
+
+static ARGS_OPS: FtraceOps = FtraceOps::new(empty_callback, OpsFlags::empty());
+static SECOND_OPS: FtraceOps = FtraceOps::new(empty_callback, OpsFlags::empty());
+static REGS_OPS: FtraceOps = FtraceOps::new(empty_callback, OpsFlags::SAVE_REGS);
+static BUSY_OPS: FtraceOps = FtraceOps::new(empty_callback, OpsFlags::empty());
+static PATCH_ALL_OPS: FtraceOps = FtraceOps::new(empty_callback, OpsFlags::empty());
+
+#[patchable_function_entry(prefix_nops = 0, entry_nops = 0)]
+fn graph_entry(_gops: &FgraphOps, _call: &FgraphEntry, _data: &mut GraphData, _fregs: &mut FtraceRegs) -> bool {
+    true
+}
+
+#[patchable_function_entry(prefix_nops = 0, entry_nops = 0)]
+fn graph_return(_gops: &FgraphOps, _call: &FgraphReturn, _data: &[u64], _fregs: &mut FtraceRegs) {}
+
+static GRAPH_OPS: FgraphOps = FgraphOps::new(graph_entry, graph_return);
+
+/// The rethook the entry ops hooks with, read without a lock.
+static RETHOOK: AtomicPtr<Rethook> = AtomicPtr::new(core::ptr::null_mut());
+
+#[patchable_function_entry(prefix_nops = 0, entry_nops = 0)]
+extern "C" fn hook_return(_ip: usize, _parent: usize, _ops: &FtraceOps, fregs: &mut FtraceRegs) {
+    // SAFETY: `bench_rethook` publishes a boxed rethook here and takes it back
+    // only after unregistering this ops.
+    let Some(rethook) = (unsafe { RETHOOK.load(Ordering::Acquire).as_ref() }) else { return };
+    if let Some(node) = rethook.try_get() {
+        let _ = rethook.hook(node, fregs);
+    }
+}
+
+#[patchable_function_entry(prefix_nops = 0, entry_nops = 0)]
+fn rethook_handler(_node: &RethookNode, _data: usize, _ret_addr: usize, _fregs: &mut FtraceRegs) {}
+
+static RETHOOK_OPS: FtraceOps = FtraceOps::new(hook_return, OpsFlags::RECURSION);
+
+#[patchable_function_entry(prefix_nops = 0, entry_nops = 0)]
+fn fprobe_entry(_fp: &Fprobe, _ip: usize, _ret: usize, _fregs: &mut FtraceRegs, _data: &mut EntryData) -> bool {
+    false
+}
+
+#[patchable_function_entry(prefix_nops = 0, entry_nops = 0)]
+fn fprobe_exit(_fp: &Fprobe, _ip: usize, _ret: usize, _fregs: &mut FtraceRegs, _data: &mut EntryData) {}
+
+fn tracee_ip() -> usize {
+    tracee as *const () as usize
+}
+
+fn only_tracee(ops: &'static FtraceOps) {
+    ftrace::set_filter_ips(ops, FilterKind::Filter, &[tracee_ip()], FilterMode::Replace).expect("filter");
+    ftrace::register(ops).expect("register");
+}
+
+fn unregister(ops: &'static FtraceOps) {
+    ftrace::unregister(ops).expect("unregister");
+}
+
+fn bench_rethook(mode: RethookMode) -> f64 {
+    let rethook = alloc::boxed::Box::new(Rethook::new(rethook_handler, 0, 64, 1, mode));
+    RETHOOK.store(alloc::boxed::Box::into_raw(rethook), Ordering::Release);
+    only_tracee(&RETHOOK_OPS);
+    let result = measure_tracee();
+    unregister(&RETHOOK_OPS);
+    let rethook = RETHOOK.swap(core::ptr::null_mut(), Ordering::AcqRel);
+    // SAFETY: made by `Box::into_raw` above; the ops that read it is gone.
+    drop(unsafe { alloc::boxed::Box::from_raw(rethook) });
+    result
+}
+
+fn bench_fprobe(exit: bool) -> f64 {
+    let config = FprobeConfig {
+        entry: Some(fprobe_entry),
+        exit: exit.then_some(fprobe_exit as fprobe::ExitHandler),
+        entry_data_words: 0,
+        save_args: false,
+        private: 0,
+    };
+    let probe = fprobe::register(config, Target::Addresses(&[tracee_ip()])).expect("fprobe");
+    let result = measure_tracee();
+    drop(probe);
+    result
+}
+
+/// One measured mode.
+struct Row {
+    name: &'static str,
+    ticks: f64,
+}
+
+/// Runs every mode and prints the table and the ratios.
+pub fn run() {
+    let hz = arch::timer::cycles_per_second();
+    println!(
+        "benchmark: {} under {}, cycle counter {}.{:03} MHz, {CALLS} calls a sample, median of {SAMPLES}",
+        arch::NAME,
+        arch::cpu::accelerator().name(),
+        hz / 1_000_000,
+        hz / 1_000 % 1_000
+    );
+    let busy: Vec<usize> = generated::FUNCTIONS[..BUSY_FUNCTIONS].iter().map(|f| *f as usize).collect();
+    let mut rows = Vec::new();
+    let mut row = |name, ticks| rows.push(Row { name, ticks });
+
+    row("notrace", median_per_call(|| time_calls!(tracee_notrace)));
+    row("nop", measure_tracee());
+
+    only_tracee(&ARGS_OPS);
+    row("args", measure_tracee());
+    only_tracee(&SECOND_OPS);
+    row("two_ops", measure_tracee());
+    unregister(&SECOND_OPS);
+    ftrace::set_filter_ips(&BUSY_OPS, FilterKind::Filter, &busy, FilterMode::Replace).expect("busy filter");
+    ftrace::register(&BUSY_OPS).expect("busy ops");
+    row("args_busy", measure_tracee());
+    unregister(&BUSY_OPS);
+    unregister(&ARGS_OPS);
+
+    only_tracee(&REGS_OPS);
+    row("regs", measure_tracee());
+    unregister(&REGS_OPS);
+
+    ftrace::set_filter_ips(GRAPH_OPS.ops(), FilterKind::Filter, &[tracee_ip()], FilterMode::Replace).expect("filter");
+    GRAPH_OPS.register().expect("graph");
+    row("graph", measure_tracee());
+    GRAPH_OPS.unregister().expect("graph");
+
+    row("rethook", bench_rethook(RethookMode::Sparse));
+    row("rethook_regs", bench_rethook(RethookMode::FullRegs));
+    row("fprobe_entry", bench_fprobe(false));
+    row("fprobe_exit", bench_fprobe(true));
+
+    println!("{:<14} {:>12} {:>10}", "mode", "ticks/call", "ns/call");
+    for row in &rows {
+        let ns = row.ticks * 1e9 / hz as f64;
+        println!("{:<14} {:>12.2} {:>10.2}", row.name, row.ticks, ns);
+    }
+    let ticks = |name: &str| rows.iter().find(|r| r.name == name).map_or(f64::NAN, |r| r.ticks);
+    for (name, over, under) in [
+        ("args_over_nop", "args", "nop"),
+        ("regs_over_args", "regs", "args"),
+        ("two_ops_over_args", "two_ops", "args"),
+        ("args_busy_over_args", "args_busy", "args"),
+        ("nop_over_notrace", "nop", "notrace"),
+        ("graph_over_args", "graph", "args"),
+        ("fprobe_exit_over_entry", "fprobe_exit", "fprobe_entry"),
+    ] {
+        println!("ratio {name} {:.3}", ticks(over) / ticks(under));
+    }
+    patch_every_site(hz);
+}
+
+/// Enables, then disables, tracing on every patchable site, and times both.
+fn patch_every_site(hz: u64) {
+    ftrace::set_filter(&PATCH_ALL_OPS, FilterKind::Filter, "", FilterMode::Replace).expect("clear filter");
+    let start = arch::timer::cycles();
+    ftrace::register(&PATCH_ALL_OPS).expect("enable every site");
+    let enabled = arch::timer::cycles() - start;
+    let mut sites = 0;
+    ftrace::for_each_site(|site| sites += usize::from(site.ops_count > 0));
+    let start = arch::timer::cycles();
+    unregister(&PATCH_ALL_OPS);
+    let disabled = arch::timer::cycles() - start;
+    let micros = |ticks: u64| ticks as f64 * 1e6 / hz as f64;
+    println!(
+        "patching: {sites} sites enabled in {:.0} us ({:.3} us a site), disabled in {:.0} us",
+        micros(enabled),
+        micros(enabled) / sites as f64,
+        micros(disabled)
+    );
+    println!("ratio patch_sites {sites}");
+    println!("ratio patch_enable_all_us {:.0}", micros(enabled));
+}
