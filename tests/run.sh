@@ -7,14 +7,15 @@
 # Each kernel run must end with `ARCH: N passed, 0 failed`. After each one, a
 # second short run injects a failing test (kernel option ktest.inject_failure)
 # and must fail: proof that a failure really fails the run. Then the console
-# scenarios (tests/scenarios.sh) drive the shell as a user would. Installs what is
+# scenarios (tests/scenarios.sh) drive the shell as a user would, and
+# tests/trace-export.sh records sessions and reads them back with trace-cmd. Installs what is
 # missing (Rust targets, QEMU) and says so.
 set -euo pipefail
 source "$(dirname "$0")/../tools/env.sh"
 cd "$KTRACE_ROOT"
 
 # Crates whose unit tests run on the host.
-HOST_CRATES=(shell ftrace fprobe ksyms)
+HOST_CRATES=(shell ftrace fprobe ksyms tracedat)
 
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(host x86_64 aarch64)
@@ -60,6 +61,9 @@ run_kernel() {
 
     echo "== $arch: console scenarios"
     tests/scenarios.sh "$arch" || failures+=("$arch-scenarios")
+
+    echo "== $arch: traces leaving the machine (trace.dat, trace-cmd, flame graph)"
+    tests/trace-export.sh "$arch" || failures+=("$arch-trace-export")
 }
 
 for stage in "${stages[@]}"; do

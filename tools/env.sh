@@ -56,10 +56,20 @@ ensure_qemu() {
     esac
 }
 
+# trace-cmd, to read the trace.dat files the kernel records.
+ensure_trace_cmd() {
+    command -v trace-cmd >/dev/null || apt_install trace-cmd
+}
+
+# Builds one of the host tools under tools/ (target/release/NAME).
+build_host_tool() {
+    (cd "$KTRACE_ROOT" && cargo build --quiet --release -p "$1" >&2)
+}
+
 # The post-link step every kernel image needs (tools/ksyms): sorts the
 # patchable-entry table and writes the symbol table into the image.
 post_link() {
-    (cd "$KTRACE_ROOT" && cargo build --quiet --release -p ksyms >&2)
+    build_host_tool ksyms
     "$KTRACE_ROOT/target/release/ksyms" "$1"
 }
 

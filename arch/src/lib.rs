@@ -7,6 +7,7 @@
 //! | module       | what it provides |
 //! |--------------|------------------|
 //! | `boot`       | the kernel command line handed over by the boot protocol |
+//! | `channel`    | the trace channel: a byte stream to a host file, apart from the console |
 //! | `console`    | the serial port: `write_byte`, `read_byte` |
 //! | `cpu`        | interrupt flag, wait for interrupt, breakpoint, frame pointer, stack reset |
 //! | `exceptions` | the exception vectors and their dispatcher |
@@ -48,13 +49,22 @@ pub mod print;
 pub mod text;
 pub mod time;
 
-pub use imp::{boot, console, cpu, exceptions, exit, ftrace, mm, patch, regs, selftest, timer};
+pub use imp::{boot, channel, console, cpu, exceptions, exit, ftrace, mm, patch, regs, selftest, timer};
 
 /// The most CPUs per-CPU arrays are sized for. One runs today.
 pub const MAX_CPUS: usize = 4;
 
 /// The architecture's name as the test summary and the banner print it.
 pub const NAME: &str = imp::NAME;
+
+/// Why the trace channel failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChannelError {
+    /// No channel to the host (not configured by QEMU's command line).
+    Unavailable,
+    /// A write did not go through.
+    Broken,
+}
 
 /// What runs the virtual CPU, as far as the guest can tell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -288,8 +288,12 @@ fn write_format_of(compiled: &Compiled, out: &mut dyn Write) -> fmt::Result {
         )?;
     }
     writeln!(out)?;
-    let mut fmt_text = String::from(if layout.exit { "(%lx <- %lx)" } else { "(%lx)" });
-    let mut fmt_args = String::from(if layout.exit { "REC->__probe_ret_ip, REC->__probe_func" } else { "REC->__probe_ip" });
+    let mut fmt_text = String::from(if layout.exit { "(%pS <- %ps)" } else { "(%pS)" });
+    let mut fmt_args = String::from(if layout.exit {
+        "(void *)REC->__probe_ret_ip, (void *)REC->__probe_func"
+    } else {
+        "(void *)REC->__probe_ip"
+    });
     for field in &layout.fields {
         let spec = match field.ty {
             ArgType::Unsigned(64) => "%llu",
@@ -319,13 +323,17 @@ pub fn print_event(payload: &[u8], out: &mut dyn Write) -> Option<fmt::Result> {
     Some(compiled.layout.write(&compiled.event, payload, &names, out))
 }
 
-/// The registered formats (for `trace.dat`): every event's `format` text.
-pub fn for_each_format(mut f: impl FnMut(&str, &str)) {
-    for event in EVENTS.lock().iter() {
-        let mut text = String::new();
-        let _ = write_format_of(event.compiled, &mut text);
-        f(&event.spec.group, &text);
-    }
+/// Every event's format, as (group, `format` text), for the trace stream.
+pub fn formats() -> Vec<(String, String)> {
+    EVENTS
+        .lock()
+        .iter()
+        .map(|event| {
+            let mut text = String::new();
+            let _ = write_format_of(event.compiled, &mut text);
+            (event.spec.group.clone(), text)
+        })
+        .collect()
 }
 
 // ---- the traced path ----

@@ -195,6 +195,50 @@ impl Record {
     }
 }
 
+/// The common fields every format description starts with.
+pub const COMMON_FIELDS: &str = "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+";
+
+/// The format descriptions (Linux's `events/ftrace/*/format`) of the
+/// tracers' own events: (name, text).
+pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 3] {
+    let format = |name: &str, id: u16, fields: &str, print: &str| {
+        alloc::format!("name: {name}\nID: {id}\nformat:\n{COMMON_FIELDS}\n{fields}\nprint fmt: {print}\n")
+    };
+    [
+        (
+            "function",
+            format(
+                "function",
+                TRACE_FN,
+                "\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned long parent_ip;\toffset:16;\tsize:8;\tsigned:0;\n",
+                "\" %ps <-- %ps\", (void *)REC->ip, (void *)REC->parent_ip",
+            ),
+        ),
+        (
+            "funcgraph_entry",
+            format(
+                "funcgraph_entry",
+                TRACE_GRAPH_ENT,
+                "\tfield:unsigned long func;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:int depth;\toffset:16;\tsize:4;\tsigned:1;\n",
+                "\"--> %ps (%d)\", (void *)REC->func, REC->depth",
+            ),
+        ),
+        (
+            "funcgraph_exit",
+            format(
+                "funcgraph_exit",
+                TRACE_GRAPH_RET,
+                "\tfield:unsigned long func;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned long retval;\toffset:16;\tsize:8;\tsigned:0;\n\tfield:int depth;\toffset:24;\tsize:4;\tsigned:1;\n\tfield:unsigned int overrun;\toffset:28;\tsize:4;\tsigned:0;\n\tfield:unsigned long long calltime;\toffset:32;\tsize:8;\tsigned:0;\n\tfield:unsigned long long rettime;\toffset:40;\tsize:8;\tsigned:0;\n",
+                "\"<-- %ps (%d) (start: %llx  end: %llx) over: %d retval: %lx\", (void *)REC->func, REC->depth, REC->calltime, REC->rettime, REC->depth, REC->retval",
+            ),
+        ),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,6 +257,18 @@ mod tests {
         other[0] = 99;
         assert_eq!(FunctionEvent::decode(&other), None);
         assert!(matches!(Record::decode(&other), Some(Record::Other(c)) if c.kind == 99));
+    }
+
+    #[test]
+    fn formats_describe_the_encoded_layout() {
+        let formats = ftrace_formats();
+        let function = &formats[0].1;
+        assert!(function.starts_with("name: function\nID: 1\nformat:\n\tfield:unsigned short common_type;"));
+        assert!(function.contains("\tfield:unsigned long parent_ip;\toffset:16;\tsize:8;\tsigned:0;\n"));
+        assert!(function.ends_with("print fmt: \" %ps <-- %ps\", (void *)REC->ip, (void *)REC->parent_ip\n"));
+        assert_eq!(FunctionEvent::SIZE, 24);
+        assert!(formats[2].1.contains("field:unsigned long long rettime;\toffset:40;\tsize:8"));
+        assert_eq!(GraphExitEvent::SIZE, 48);
     }
 
     #[test]

@@ -31,11 +31,14 @@ pub mod glob;
 pub mod kallsyms;
 pub mod output;
 pub mod ring_buffer;
+pub mod stream;
 
 #[cfg(target_os = "none")]
 pub mod buffer;
 #[cfg(target_os = "none")]
 pub mod clock;
+#[cfg(target_os = "none")]
+pub mod export;
 #[cfg(target_os = "none")]
 pub mod fgraph;
 #[cfg(target_os = "none")]

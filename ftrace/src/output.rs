@@ -59,7 +59,8 @@ pub fn latency_flags(common: &Common) -> [u8; 5] {
 pub fn write_context(out: &mut dyn Write, cpu: usize, time_ns: u64, common: &Common) -> fmt::Result {
     let flags = latency_flags(common);
     let flags = core::str::from_utf8(&flags).unwrap_or(".....");
-    let micros = time_ns / 1_000;
+    // Rounded to the nearest microsecond, as Linux's ns2usecs() does.
+    let micros = (time_ns + 500) / 1_000;
     write!(
         out,
         "{:>16}-{:<7} [{cpu:03}] {flags} {:>5}.{:06}: ",
@@ -255,7 +256,7 @@ pub(crate) mod tests {
         };
         let mut line = String::new();
         write_function(&mut line, 0, 12_345_678_901, &event, &names).unwrap();
-        assert_eq!(line, "          <idle>-0       [000] d....    12.345678: kernel::workload::fib <-kernel::workload::run\n");
+        assert_eq!(line, "          <idle>-0       [000] d....    12.345679: kernel::workload::fib <-kernel::workload::run\n");
         let mut unknown = String::new();
         let event = FunctionEvent { parent_ip: 0x9999, ..event };
         write_function(&mut unknown, 1, 0, &event, &names).unwrap();

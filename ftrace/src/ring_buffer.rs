@@ -94,6 +94,14 @@ impl Page {
     }
 }
 
+/// The events of a raw page (4096 bytes in Linux's page format), for readers
+/// of pages that left the machine.
+pub fn page_events(page: &[u8]) -> PageEvents<'_> {
+    let word = |at: usize| page.get(at..at + 8).map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap()));
+    let commit = (word(8) as usize).min(page.len().saturating_sub(PAGE_HEADER_SIZE));
+    PageEvents { data: &page[PAGE_HEADER_SIZE.min(page.len())..PAGE_HEADER_SIZE + commit], offset: 0, time: word(0) }
+}
+
 /// A data event read back: its timestamp and payload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Event<'a> {

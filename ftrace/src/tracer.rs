@@ -299,8 +299,17 @@ fn print_other(payload: &[u8], out: &mut dyn Write) -> fmt::Result {
 }
 
 /// Writes `cat trace`: the header, then every recorded event, in the current
-/// tracer's format.
+/// tracer's format. Recording pauses while it runs, as Linux's
+/// `pause-on-trace` does, so reading the trace does not trace itself.
 pub fn write_trace(out: &mut dyn Write) -> fmt::Result {
+    let was_on = buffer::tracing_on();
+    buffer::set_tracing_on(false);
+    let result = write_trace_paused(out);
+    buffer::set_tracing_on(was_on);
+    result
+}
+
+fn write_trace_paused(out: &mut dyn Write) -> fmt::Result {
     let snapshot = buffer::snapshot();
     let names = |address: usize| symbols::table().ok()?.lookup(address);
     if current() == Tracer::FunctionGraph {

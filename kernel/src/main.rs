@@ -16,6 +16,7 @@ mod cmdline;
 mod console;
 mod heap;
 mod panic;
+mod record;
 mod shell;
 #[cfg(test)]
 mod testing;

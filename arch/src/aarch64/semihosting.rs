@@ -7,6 +7,9 @@ use core::arch::asm;
 #[repr(u64)]
 #[derive(Clone, Copy)]
 pub(crate) enum Operation {
+    Open = 0x01,
+    Close = 0x02,
+    Write = 0x05,
     GetCommandLine = 0x15,
     ExitExtended = 0x20,
 }

@@ -3,6 +3,7 @@
 pub const NAME: &str = "x86_64";
 
 pub mod boot;
+pub mod channel;
 pub mod console;
 pub mod cpu;
 pub mod exceptions;

@@ -123,6 +123,7 @@ fn meminfo(invocation: &Invocation) -> Result<(), ShellError> {
 
 fn poweroff(invocation: &Invocation) -> Result<(), ShellError> {
     no_arguments("poweroff", invocation)?;
+    crate::record::send_if_recording();
     println!("power off");
     arch::exit(arch::ExitCode::Success)
 }

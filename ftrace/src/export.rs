@@ -1,0 +1,54 @@
+//! Sending the trace to the host: the stream of [`crate::stream`] through
+//! the architecture's trace channel, written at power-off when recording.
+//!
+//! Pages go straight from a copy of each CPU's ring to the channel; nothing
+//! is assembled in memory first.
+
+use alloc::format;
+use alloc::string::String;
+
+use arch::channel;
+use arch::ChannelError;
+
+use crate::buffer;
+use crate::event::ftrace_formats;
+use crate::ring_buffer::PAGE_SIZE;
+use crate::stream::{record_header, Tag, MAGIC};
+
+/// Writes the whole trace to the host file `host_path`: metadata, the event
+/// formats (the tracers' own and `extra` ones, as (system, format text)),
+/// and every CPU's pages.
+pub fn export(host_path: &str, extra: &[(String, String)]) -> Result<usize, ChannelError> {
+    let mut channel = channel::open(host_path)?;
+    let mut written = 0usize;
+    let mut send = |bytes: &[u8]| {
+        written += bytes.len();
+        channel.write(bytes)
+    };
+    send(&MAGIC)?;
+    let meta = format!(
+        "arch={}\ncpus=1\npage_size={PAGE_SIZE}\nlong_size=8\nclock=local\ntracer={}\n",
+        arch::NAME,
+        crate::tracer::current().name()
+    );
+    send(&record_header(Tag::Meta, meta.len()))?;
+    send(meta.as_bytes())?;
+    let own = ftrace_formats().into_iter().map(|(_, text)| (String::from("ftrace"), text));
+    for (system, text) in own.chain(extra.iter().cloned()) {
+        send(&record_header(Tag::Format, system.len() + 1 + text.len()))?;
+        send(system.as_bytes())?;
+        send(&[0])?;
+        send(text.as_bytes())?;
+    }
+    let snapshot = buffer::snapshot();
+    let pages = snapshot.pages().count();
+    send(&record_header(Tag::Cpu, 8 + pages * PAGE_SIZE))?;
+    send(&(snapshot.cpu as u64).to_le_bytes())?;
+    for page in snapshot.pages() {
+        send(page)?;
+    }
+    send(&record_header(Tag::End, 0))?;
+    drop(send);
+    channel.close()?;
+    Ok(written)
+}
