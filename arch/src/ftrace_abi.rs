@@ -111,8 +111,8 @@ pub const FTRACE_REGS_PT: usize = offset_of!(FtraceRegs, regs);
 pub const FTRACE_REGS_SAVED: usize = offset_of!(FtraceRegs, saved);
 
 impl FtraceRegs {
-    /// An entry save with the given arguments and no other state, as tests
-    /// and `partial_regs` consumers build one.
+    /// A save of kind `saved` with every register zero and no stack: what
+    /// tests and hand-built consumers start from (trampolines fill their own).
     pub fn new(saved: Saved) -> Self {
         Self { regs: PtRegs::default(), saved }
     }

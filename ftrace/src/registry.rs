@@ -179,36 +179,46 @@ impl Registry {
         self.registered.iter().position(|r| core::ptr::eq(r.ops, ops))
     }
 
+    /// The ops tracing record `index`, in registration order.
+    fn ops_at(&self, index: usize) -> impl Iterator<Item = &'static FtraceOps> + '_ {
+        let enabled = self.enabled;
+        self.registered.iter().filter(move |r| enabled && r.effective.get(index)).map(|r| r.ops)
+    }
+
     fn plan(&self, candidates: &Bitmap) -> Result<Vec<Desired>, FtraceError> {
-        let mut plan = Vec::new();
+        let mut plan = Vec::with_capacity(candidates.count());
         for index in candidates.iter_ones() {
             let record = &self.records[index];
             if record.failed {
                 continue;
             }
-            let mut here: Vec<&'static FtraceOps> = Vec::new();
-            let (mut regs, mut ipmodify) = (false, 0);
-            if self.enabled {
-                for registered in self.registered.iter().filter(|r| r.effective.get(index)) {
-                    here.push(registered.ops);
-                    regs |= registered.ops.wants_regs();
-                    ipmodify += usize::from(registered.ops.flags().contains(OpsFlags::IPMODIFY));
-                }
+            // One pass for the counts: most sites have one ops or none, and
+            // those need no list (and no allocation) at all.
+            let (mut count, mut regs, mut ipmodify, mut single) = (0usize, false, 0usize, None);
+            for ops in self.ops_at(index) {
+                count += 1;
+                regs |= ops.wants_regs();
+                ipmodify += usize::from(ops.flags().contains(OpsFlags::IPMODIFY));
+                single.get_or_insert(ops);
             }
             if ipmodify > 1 {
                 return Err(FtraceError::IpModifyConflict(record.name));
             }
-            let same_list = record.list.as_ref().is_some_and(|list| {
-                list.ops.len() == here.len() && list.ops.iter().zip(&here).all(|(a, b)| core::ptr::eq(*a, *b))
-            });
-            let list = (here.len() > 1 && !same_list).then(|| SiteList::new(here.clone().into_boxed_slice()));
+            let list = if count > 1 {
+                let same_list = record.list.as_ref().is_some_and(|list| {
+                    list.ops.len() == count && list.ops.iter().zip(self.ops_at(index)).all(|(a, b)| core::ptr::eq(*a, b))
+                });
+                (!same_list).then(|| SiteList::new(self.ops_at(index).collect()))
+            } else {
+                None
+            };
             plan.push(Desired {
                 index,
-                call: (!here.is_empty()).then_some(if regs { Trampoline::Regs } else { Trampoline::Args }),
-                ops_count: here.len() as u32,
+                call: (count > 0).then_some(if regs { Trampoline::Regs } else { Trampoline::Args }),
+                ops_count: count as u32,
                 ipmodify: ipmodify == 1,
                 list,
-                single: (here.len() == 1).then(|| here[0]),
+                single: single.filter(|_| count == 1),
             });
         }
         Ok(plan)
