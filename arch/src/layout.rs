@@ -57,6 +57,12 @@ pub fn stack_guard() -> usize {
     address_of!(__boot_stack_guard)
 }
 
+/// Whether `address` is in the stack guard page: a fault there is a kernel
+/// stack overflow.
+pub fn in_stack_guard(address: usize) -> bool {
+    (stack_guard()..stack_guard() + 4096).contains(&address)
+}
+
 /// The permission for the image page at `addr`: text, rodata (including
 /// whatever precedes text), the stack guard, or writable.
 pub fn page_permission(addr: usize) -> PagePermission {

@@ -8,6 +8,16 @@
 //! every register from the (possibly modified) `PtRegs` and `eret`s, so a
 //! handler resumes elsewhere by changing `pc`.
 //!
+//! Stack overflow: exceptions at EL1 are taken on the stack the kernel runs
+//! on, so a fault in the guard page under the boot stack would fault again
+//! on the slot's first store, and again, each round lower, until it wrote
+//! past the guard page. So before storing anything each slot checks that sp
+//! leaves room for a `PtRegs` above the boot stack's bottom (x0 waits in
+//! SP_EL0, unused by the kernel). If not, it switches to a separate overflow
+//! stack (keeping the old sp in TPIDRRO_EL0) and enters the common code with
+//! [`OVERFLOW`] added to its slot number; the handler reports a kernel stack
+//! overflow and panics.
+//!
 //! Invariants: every offset comes from `offset_of!`; sp stays 16-byte aligned
 //! (SCTLR_EL1.SA checks it). Handlers run with IRQs masked. The kernel never
 //! uses FP/SIMD (softfloat target), so q0-q31 need no saving.
@@ -37,6 +47,8 @@ enum Slot {
 
 const FRAME_SIZE: usize = size_of::<PtRegs>();
 const X0: usize = offset_of!(PtRegs, regs);
+/// Added to the slot number of an exception taken with the stack exhausted.
+const OVERFLOW: u64 = 16;
 
 global_asm!(
     r#"
@@ -47,9 +59,26 @@ aarch64_vectors:
     .set slot, 0
     .rept 16
     .balign 0x80
+    msr sp_el0, x0                      /* no store may come before the check */
+    adrp x0, __boot_stack_bottom
+    add x0, x0, :lo12:__boot_stack_bottom
+    add x0, x0, #{frame_size}
+    cmp sp, x0
+    mrs x0, sp_el0
+    b.lo 1f
     sub sp, sp, #{frame_size}
     stp x0, x1, [sp, #{x0}]
     mov x0, #slot
+    b aarch64_exception_common
+1:  mov x0, sp
+    msr tpidrro_el0, x0                 /* the exhausted sp, for the report */
+    adrp x0, __overflow_stack_top
+    add x0, x0, :lo12:__overflow_stack_top
+    mov sp, x0
+    mrs x0, sp_el0
+    sub sp, sp, #{frame_size}
+    stp x0, x1, [sp, #{x0}]
+    mov x0, #(slot + {overflow})
     b aarch64_exception_common
     .set slot, slot + 1
     .endr
@@ -112,6 +141,7 @@ aarch64_exception_common:
     pc = const offset_of!(PtRegs, pc),
     pstate = const offset_of!(PtRegs, pstate),
     stackframe = const offset_of!(PtRegs, stackframe),
+    overflow = const OVERFLOW,
     trap = sym aarch64_trap,
 );
 
@@ -242,6 +272,20 @@ fn synchronous(regs: &mut PtRegs) {
     }
 }
 
+/// An exception taken with the stack exhausted (see the module
+/// documentation): nothing can run on that stack any more.
+fn stack_overflow(regs: &mut PtRegs) -> ! {
+    let sp: u64;
+    // SAFETY: reads a system register the vector slot wrote.
+    unsafe { core::arch::asm!("mrs {}, tpidrro_el0", out(reg) sp, options(nomem, nostack)) };
+    regs.sp = sp;
+    let esr = read_esr();
+    let class = Class::from_esr(esr);
+    let address = class.has_address().then(read_far);
+    report("kernel stack overflow", esr, regs, address);
+    panic!("kernel stack overflow at pc {:#x}, sp {sp:#x}", regs.pc)
+}
+
 fn irq() {
     let Some(interrupt) = gic::acknowledge() else { return };
     // Completed before the handler runs, so that an abandoned handler (a panic
@@ -263,6 +307,9 @@ extern "C" fn aarch64_trap(regs: &mut PtRegs, slot: u64) {
 }
 
 fn dispatch(regs: &mut PtRegs, slot: u64) {
+    if slot >= OVERFLOW {
+        stack_overflow(regs);
+    }
     match slot {
         s if s == Slot::CurrentSpxSync as u64 => synchronous(regs),
         s if s == Slot::CurrentSpxIrq as u64 => irq(),

@@ -305,6 +305,16 @@ fn dispatch(regs: &mut PtRegs) {
             pic::end_of_interrupt(super::timer::PIT_IRQ);
             crate::time::tick();
         }
+        DOUBLE_FAULT => {
+            // A page fault that could not be delivered: with the fault in the
+            // stack guard, the stack ran out (this handler has its own).
+            let address = x86_64::registers::control::Cr2::read_raw() as usize;
+            if crate::layout::in_stack_guard(address) {
+                report(regs, Some(address));
+                panic!("kernel stack overflow at ip {:#x}, address {address:#x}", regs.rip);
+            }
+            unhandled(regs, None)
+        }
         SPURIOUS_MASTER => {}
         SPURIOUS_SLAVE => pic::end_of_interrupt(0),
         _ => unhandled(regs, None),

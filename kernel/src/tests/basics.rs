@@ -59,6 +59,23 @@ fn unhandled_page_fault_reports_the_address() {
     core::hint::black_box(value);
 }
 
+/// Recurses with a 1 KiB frame until the stack runs out.
+#[inline(never)]
+fn exhaust_stack(depth: u64) -> u64 {
+    let frame = core::hint::black_box([depth; 128]);
+    if depth == u64::MAX {
+        return 0;
+    }
+    exhaust_stack(core::hint::black_box(depth + 1)) + frame[(depth % 128) as usize]
+}
+
+// Without the guard page (and, on aarch64, the overflow stack the exception
+// vectors switch to) this would run into .bss, or fault forever.
+#[ktest(should_panic = "kernel stack overflow")]
+fn a_kernel_stack_overflow_is_caught_and_reported() {
+    core::hint::black_box(exhaust_stack(core::hint::black_box(0)));
+}
+
 #[ktest(should_panic)]
 fn any_expected_panic_passes() {
     panic!("any message");
