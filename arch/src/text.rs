@@ -92,25 +92,29 @@ impl TextPatcher {
             return Err(PatchError::Mismatch { addr, actual, len: expected.len() });
         }
         let alias = patch::text_alias(addr);
-        // SAFETY: the alias maps the text page writable while this batch is
-        // open; `read` checked the range is inside text. Naturally
-        // aligned 4- and 8-byte patches are single stores, so even a
-        // concurrent instruction fetch sees the old or the new value whole.
-        unsafe {
-            match new.len() {
-                8 if addr % 8 == 0 => core::ptr::write_volatile(
-                    alias as *mut u64,
-                    u64::from_ne_bytes(new.try_into().expect("8 bytes")),
-                ),
-                4 if addr % 4 == 0 => core::ptr::write_volatile(
-                    alias as *mut u32,
-                    u32::from_ne_bytes(new.try_into().expect("4 bytes")),
-                ),
-                _ => {
-                    for (i, byte) in new.iter().enumerate() {
-                        core::ptr::write_volatile((alias + i) as *mut u8, *byte);
-                    }
-                }
+        let offset = addr % 8;
+        if offset + new.len() <= 8 {
+            // Inside one naturally aligned doubleword (every site patch is:
+            // an ops literal, an aarch64 instruction, the x86_64 5-byte call
+            // at a 16-byte aligned function): one store of that doubleword,
+            // its other bytes rewritten unchanged, so even a concurrent
+            // instruction fetch sees the old bytes or the new, never a mix.
+            let word = (alias - offset) as *mut u64;
+            // SAFETY: the alias maps the text page writable while this batch
+            // is open; `read` checked the range is inside text, and an
+            // aligned doubleword never crosses a page.
+            unsafe {
+                let mut bytes = core::ptr::read_volatile(word).to_ne_bytes();
+                bytes[offset..offset + new.len()].copy_from_slice(new);
+                core::ptr::write_volatile(word, u64::from_ne_bytes(bytes));
+            }
+        } else {
+            // Straddling two doublewords: byte by byte. Safe only because one
+            // CPU runs and interrupts are masked, so nothing executes the
+            // bytes half written; no site patch takes this path.
+            for (i, byte) in new.iter().enumerate() {
+                // SAFETY: as above, for each byte of the checked range.
+                unsafe { core::ptr::write_volatile((alias + i) as *mut u8, *byte) };
             }
         }
         patch::after_write(addr, new.len());
