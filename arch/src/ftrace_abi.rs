@@ -134,11 +134,31 @@ impl FtraceRegs {
         self.regs.ip()
     }
 
-    /// Makes the trampoline resume at `ip` instead: the function's entry state
-    /// (arguments, stack, return address) is kept, so `ip` may be a
-    /// replacement function with the same signature (needs `IPMODIFY`).
+    /// Makes the entry trampoline resume at `ip` instead: the function's
+    /// entry state (arguments, stack, return address) is kept, so `ip` may be
+    /// a replacement function with the same signature (needs `IPMODIFY`).
+    /// Entry saves only: at a return the trampoline returns to the address
+    /// the return hook recorded, and this does nothing.
     pub fn set_instruction_pointer(&mut self, ip: usize) {
-        self.regs.set_ip(ip);
+        if self.has_args() {
+            self.regs.set_ip(ip);
+        }
+    }
+
+    /// In a return save: records where the call returns to, as the caller
+    /// will see it after the return: the instruction pointer and, in a full
+    /// save on an architecture with a link register, that register too (a
+    /// `ret` leaves the return address in it). The return hook calls this
+    /// before any return callback runs; it does not change where the return
+    /// goes. Does nothing in an entry save.
+    pub fn set_returned_to(&mut self, address: usize) {
+        if self.has_args() {
+            return;
+        }
+        self.regs.set_ip(address);
+        if RETURN_ADDRESS == ReturnAddress::LinkRegister && self.is_full() {
+            self.regs.set_link_register(address);
+        }
     }
 
     /// Whether the function-entry arguments are available.
@@ -192,12 +212,16 @@ impl FtraceRegs {
 
     /// Replaces the address the traced function returns to (the return hook
     /// uses this). On architectures that keep it on the stack this writes the
-    /// stack slot directly.
+    /// stack slot directly. Only where [`return_address`](Self::return_address)
+    /// answers (a trampoline's entry save); does nothing otherwise.
     ///
     /// # Safety
     /// `address` must be code that can take over from the traced function's
     /// return (its caller's continuation, or a return trampoline).
     pub unsafe fn set_return_address(&mut self, address: usize) {
+        if self.return_address().is_none() {
+            return;
+        }
         match RETURN_ADDRESS {
             ReturnAddress::LinkRegister => self.regs.set_link_register(address),
             // SAFETY: at entry the stack pointer points at the return address
@@ -216,19 +240,15 @@ impl FtraceRegs {
         self.regs.set_return_value(value);
     }
 
-    /// Skips the traced function: the trampoline returns straight to its
-    /// caller (with whatever [`set_return_value`](Self::set_return_value) put
-    /// in the return register). Entry saves only; does nothing otherwise.
+    /// Skips the traced function: the trampoline resumes at a lone `ret`, so
+    /// the function returns at once (with whatever
+    /// [`set_return_value`](Self::set_return_value) put in the return
+    /// register) through its return address as it stands. The stack and the
+    /// return address are left alone, so a callback that runs after this one
+    /// may still hook the return, and overriding twice is overriding once.
+    /// Entry saves only; does nothing otherwise.
     pub fn override_function_with_return(&mut self) {
-        if !self.has_args() {
-            return;
-        }
-        if let Some(return_address) = self.return_address() {
-            if RETURN_ADDRESS == ReturnAddress::Stack {
-                self.regs.set_sp(self.regs.sp() + 8);
-            }
-            self.regs.set_ip(return_address);
-        }
+        self.set_instruction_pointer(crate::ftrace::just_return_address());
     }
 
     /// The full register set, only if the trampoline saved all of it.

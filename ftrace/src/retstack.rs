@@ -338,7 +338,7 @@ pub extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usize {
             );
         }
     } else if let Some(_guard) = recursion::try_enter() {
-        fregs.set_instruction_pointer(ret_addr);
+        fregs.set_returned_to(ret_addr);
         let info = ReturnInfo {
             func,
             depth: stack.depth_at(base),

@@ -30,8 +30,8 @@
 //! Afterwards it restores the saved registers, puts the (possibly changed)
 //! return address back in x30 and the stack pointer back, and branches through
 //! x16 (a scratch register at calls) to `F+8`, or to the instruction pointer a
-//! callback set (`IPMODIFY`; `override_function_with_return` sets it to the
-//! return address, skipping the function).
+//! callback set (`IPMODIFY`; `override_function_with_return` sets it to
+//! [`ftrace_just_return`], a lone `ret` through x30, skipping the function).
 //!
 //! # The return trampolines
 //!
@@ -138,6 +138,7 @@ global_asm!(
     /* Everything else a full save adds: x9-x28 and PSTATE (NZCV, DAIF,
        EL1h). x16 and x17 are scratch at calls: the restore leaves them. */
     .macro ftrace_save_rest_regs
+    stp xzr, xzr, [sp, #({pt} + {stackframe})]  /* the frame records are the trampoline's own */
     str x9, [sp, #({x0} + 9 * 8)]
     stp x10, x11, [sp, #({x0} + 10 * 8)]
     stp x12, x13, [sp, #({x0} + 12 * 8)]
@@ -280,6 +281,7 @@ return_to_handler_regs:
     sp = const offset_of!(PtRegs, sp),
     pc = const offset_of!(PtRegs, pc),
     pstate = const offset_of!(PtRegs, pstate),
+    stackframe = const offset_of!(PtRegs, stackframe),
     saved = const offset_of!(CallerFrame, fregs) + FTRACE_REGS_SAVED,
     saved_args = const Saved::EntryArgs as u64,
     saved_full = const Saved::EntryFull as u64,
@@ -291,8 +293,23 @@ return_to_handler_regs:
     func = const SITE_CALL_FUNC,
 );
 
+// What `override_function_with_return` resumes at: returning from here is
+// returning from the skipped function, through its return address as it
+// stands in x30 (a return hook may have replaced it).
+global_asm!(
+    r#"
+    .pushsection .text.ftrace, "ax"
+    .p2align 3
+    .global ftrace_just_return
+ftrace_just_return:
+    ret
+    .popsection
+"#
+);
+
 extern "C" {
     fn ftrace_caller();
+    fn ftrace_just_return();
     fn ftrace_regs_caller();
     fn return_to_handler();
     fn return_to_handler_regs();
@@ -304,6 +321,11 @@ pub fn trampoline_address(trampoline: Trampoline) -> usize {
         Trampoline::Args => ftrace_caller as *const () as usize,
         Trampoline::Regs => ftrace_regs_caller as *const () as usize,
     }
+}
+
+/// A lone return: where an entry trampoline resumes to skip the function.
+pub fn just_return_address() -> usize {
+    ftrace_just_return as *const () as usize
 }
 
 /// The address a hooked call returns through for `trampoline`.

@@ -92,7 +92,8 @@ macro_rules! x {
 /// Every register, and which saves record it: the entry save keeps x0-x7
 /// (arguments), x8 (indirect result), fp, lr (the traced function's return
 /// address), sp and pc; the return save keeps x0-x7, fp, sp (and pc, the
-/// address returned to).
+/// address returned to). A full save at a return holds lr as a `ret` leaves
+/// it: the address returned to.
 pub const REGISTERS: &[RegisterInfo] = &[
     x!(0, ENTRY | RETURN),
     x!(1, ENTRY | RETURN),

@@ -22,8 +22,8 @@
 //!
 //! Afterwards it resumes at `F+5`, or at the new instruction pointer if a
 //! callback changed it (`IPMODIFY`, or `override_function_with_return`, which
-//! also raises the stack pointer past the return address). Both cases run the
-//! same code: the resume address is stored just below the (possibly changed)
+//! points it at [`ftrace_just_return`], a lone `ret`). Both cases run the
+//! same code: the resume address is stored just below the function's entry
 //! stack pointer and a single `ret` jumps there with the function's entry
 //! stack; `ftrace_regs_caller` also restores RFLAGS with `popfq`. The final
 //! stack pointer is loaded in one instruction from the frame, so an interrupt
@@ -196,7 +196,7 @@ global_asm!(
     .endm
 
     /* rax = where to resume (F+5, or the ip a callback set);
-       rcx = the function's stack pointer (raised by an override). */
+       rcx = the function's entry stack pointer. */
     .macro ftrace_resume_target
     movq {pt}+{rip}(%rsp), %rax
     movq {function_record}+8(%rsp), %rdx
@@ -327,8 +327,24 @@ return_to_handler_regs:
     options(att_syntax)
 );
 
+// What `override_function_with_return` resumes at: returning from here is
+// returning from the skipped function, through its return address as it
+// stands (a return hook may have replaced it).
+global_asm!(
+    r#"
+    .pushsection .text.ftrace, "ax"
+    .p2align 4
+    .global ftrace_just_return
+ftrace_just_return:
+    ret
+    .popsection
+"#,
+    options(att_syntax)
+);
+
 extern "C" {
     fn ftrace_caller();
+    fn ftrace_just_return();
     fn ftrace_regs_caller();
     fn return_to_handler();
     fn return_to_handler_regs();
@@ -340,6 +356,11 @@ pub fn trampoline_address(trampoline: Trampoline) -> usize {
         Trampoline::Args => ftrace_caller as *const () as usize,
         Trampoline::Regs => ftrace_regs_caller as *const () as usize,
     }
+}
+
+/// A lone return: where an entry trampoline resumes to skip the function.
+pub fn just_return_address() -> usize {
+    ftrace_just_return as *const () as usize
 }
 
 /// The address a hooked call returns through for `trampoline`.
