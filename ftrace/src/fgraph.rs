@@ -2,8 +2,8 @@
 //! shared return hook ([`crate::retstack`]).
 //!
 //! An [`FgraphOps`] is an [`FtraceOps`] (its filters choose the functions)
-//! plus two callbacks. At a traced function's entry its entry callback runs
-//! with the call's depth; it may reserve a few words of per-call data and
+//! plus two callbacks. At a traced function's entry (if the shadow stack has
+//! room for the call) its entry callback runs with the call's depth; it may reserve a few words of per-call data and
 //! answers whether it wants the return. Only the calls its entry accepted
 //! reach its return callback, with the data it reserved, the return value,
 //! and the call and return times. Any number of users can trace the same
@@ -84,7 +84,8 @@ pub type FgraphReturnFunc = fn(gops: &FgraphOps, call: &FgraphReturn, data: &[u6
 /// A function-graph user. Create it as a `static`.
 #[repr(C)]
 pub struct FgraphOps {
-    /// Must stay first: the ftrace callback finds the graph ops from it.
+    /// The ops whose filters choose the functions; its callback reaches the
+    /// graph ops through [`FtraceOps::container`].
     ops: FtraceOps,
     user: ReturnUser,
     entry: FgraphEntryFunc,
@@ -114,6 +115,7 @@ impl FgraphOps {
 
     /// Starts tracing.
     pub fn register(&'static self) -> Result<(), FtraceError> {
+        self.ops.set_container(self);
         registry::register(&self.ops)
     }
 
@@ -132,7 +134,7 @@ impl FgraphOps {
         self.private.store(value, Ordering::Relaxed);
     }
 
-    /// Calls this user accepted but the shadow stack had no room for.
+    /// Calls this user could not trace: the shadow stack had no room.
     pub fn overruns(&self) -> u64 {
         self.overruns.load(Ordering::Relaxed)
     }
@@ -144,13 +146,20 @@ impl FgraphOps {
 }
 
 extern "C" fn graph_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {
-    // SAFETY: this callback is only installed in `FgraphOps::ops`, the first
-    // field of a `repr(C)` `FgraphOps`, so `ops` is that graph ops.
-    let gops = unsafe { &*(ops as *const FtraceOps as *const FgraphOps) };
-    if retstack::is_stopped() {
-        return;
-    }
-    let call = FgraphEntry { func: ip, parent_ip, depth: retstack::depth_of(fregs, ip) };
+    // SAFETY: this callback is only installed in `FgraphOps::ops`, and
+    // `register` recorded the (static) graph ops that holds it.
+    let gops = unsafe { &*ops.container::<FgraphOps>() };
+    // The frame comes first (as in Linux): an entry callback may set state
+    // that only the return clears, so it runs only when the return will come.
+    let pending = match retstack::begin_hook(fregs, ip, MAX_DATA_WORDS) {
+        Ok(pending) => pending,
+        Err(HookError::Overrun) => {
+            gops.overruns.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        Err(_) => return,
+    };
+    let call = FgraphEntry { func: ip, parent_ip, depth: pending.depth() };
     let mut data = EntryData::new();
     data.reserve(1).expect("room for the call time")[0] = clock::now_ns();
     if !(gops.entry)(gops, &call, &mut data, fregs) {
@@ -160,10 +169,10 @@ extern "C" fn graph_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &
     // `graph_return` can step back from it to the ops.
     let user = (gops as *const FgraphOps).wrapping_byte_add(offset_of!(FgraphOps, user)) as *const ReturnUser;
     // SAFETY: graph ops are statics (`register` takes `&'static self`): the
-    // user outlives every call; `user` was made as `hook_raw` asks.
-    if let Err(HookError::Overrun) = unsafe { retstack::hook_raw(fregs, ip, user, data.as_slice()) } {
-        gops.overruns.fetch_add(1, Ordering::Relaxed);
-    }
+    // user outlives every call; `user` was made as `commit` asks. The data
+    // fits: the pending hook has room for MAX_DATA_WORDS, `EntryData`'s limit.
+    let committed = unsafe { pending.commit(fregs, user, data.as_slice()) };
+    debug_assert!(committed.is_ok());
 }
 
 fn graph_return(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fregs: &mut FtraceRegs) {

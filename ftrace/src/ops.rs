@@ -14,7 +14,7 @@
 //! once and calls exactly the ops that trace that site, with no filter checks.
 
 use alloc::boxed::Box;
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 use arch::ftrace_abi::{FtraceRegs, SiteCall, SiteFunc};
 use bitflags::bitflags;
@@ -79,6 +79,9 @@ pub struct FtraceOps {
     func: FtraceFunc,
     flags: OpsFlags,
     private: AtomicUsize,
+    /// The object this ops is part of (a graph ops, a probe), as a pointer
+    /// to that whole object: see [`container`](Self::container).
+    container: AtomicPtr<()>,
     missed: AtomicU64,
     pub(crate) filters: spin::Mutex<Filters>,
 }
@@ -102,6 +105,7 @@ impl FtraceOps {
             func,
             flags,
             private: AtomicUsize::new(0),
+            container: AtomicPtr::new(core::ptr::null_mut()),
             missed: AtomicU64::new(0),
             filters: spin::Mutex::new(Filters { filter: Bitmap::EMPTY, notrace: Bitmap::EMPTY }),
         }
@@ -125,6 +129,22 @@ impl FtraceOps {
     /// Sets the private data word.
     pub fn set_private(&self, value: usize) {
         self.private.store(value, Ordering::Relaxed);
+    }
+
+    /// Records the object this ops is a field of, for its callback to reach
+    /// through [`container`](Self::container). Set it before registering.
+    /// The pointer must be made from a reference to the whole object: the
+    /// `&FtraceOps` a callback gets is only good for the ops itself, so
+    /// casting *it* to the container would reach past what it may.
+    pub fn set_container<T>(&self, container: *const T) {
+        self.container.store(container as *mut (), Ordering::Release);
+    }
+
+    /// The object recorded with [`set_container`](Self::set_container) (null
+    /// if none). Dereferencing it is the caller's business: it is valid as
+    /// long as the container keeps itself alive while registered.
+    pub fn container<T>(&self) -> *const T {
+        self.container.load(Ordering::Acquire) as *const T
     }
 
     /// Calls the framework skipped because of recursion.

@@ -6,7 +6,9 @@
 //! patch can state what it expects to find. When the bytes in place differ,
 //! the patch is refused, a report names the function, the bytes found, the
 //! bytes expected and what was being done, and the site is taken out of
-//! service: it is never written again.
+//! service: it is quiesced (back to its NOP, or its literal pointed at the
+//! empty call, so it never leads to an ops that may be freed) and not
+//! updated again.
 
 use alloc::boxed::Box;
 use alloc::format;
@@ -14,11 +16,11 @@ use alloc::string::String;
 use core::fmt;
 
 use arch::ftrace::{self as site, Insn, CALL_OFFSET, LITERAL_NOPS, NOP};
-use arch::ftrace_abi::{OutOfRange, Trampoline};
+use arch::ftrace_abi::{OutOfRange, SiteCall, Trampoline};
 use arch::println;
 use arch::text::{PatchError, TextPatcher};
 
-use crate::ops::SiteList;
+use crate::ops::{SiteList, NOP_CALL};
 
 /// Bytes between a table entry and its function: the ops literal.
 pub(crate) const LITERAL_SIZE: usize = 8;
@@ -154,6 +156,14 @@ pub(crate) fn prepare(patcher: &mut TextPatcher, record: &mut Record) {
 ///
 /// [`SiteCall`]: arch::ftrace_abi::SiteCall
 pub(crate) fn set_state(patcher: &mut TextPatcher, record: &mut Record, call: Option<Trampoline>, literal: u64) -> bool {
+    let done = move_to(patcher, record, call, literal);
+    if !done {
+        quiesce(patcher, record);
+    }
+    done
+}
+
+fn move_to(patcher: &mut TextPatcher, record: &mut Record, call: Option<Trampoline>, literal: u64) -> bool {
     if call.is_some() && record.literal != literal {
         let old = record.literal.to_ne_bytes();
         if !patch(patcher, record, Action::SetLiteral, record.literal_slot(), &old, &literal.to_ne_bytes()) {
@@ -192,4 +202,30 @@ pub(crate) fn set_state(patcher: &mut TextPatcher, record: &mut Record, call: Op
         record.literal = literal;
     }
     true
+}
+
+/// Makes a refused site lead to no ops ever again: the ops its literal
+/// names may be unregistered and freed, and an out-of-service site is not
+/// updated any more. Puts the NOP back in the call slot if the slot still
+/// holds what the record says; otherwise points the literal at the empty
+/// call. A site where both are refused stays as it is, and says so.
+fn quiesce(patcher: &mut TextPatcher, record: &mut Record) {
+    record.ops_count = 0;
+    record.ipmodify = false;
+    let Some(current) = record.call else { return };
+    if let (Ok(old), Ok(nop)) = (record.insn(Some(current)), record.insn(None)) {
+        if patcher.replace(record.call_slot(), &old, &nop).is_ok() {
+            record.call = None;
+            return;
+        }
+    }
+    let empty = &NOP_CALL as *const SiteCall as u64;
+    if record.literal == empty {
+        return;
+    }
+    let (old, new) = (record.literal.to_ne_bytes(), empty.to_ne_bytes());
+    match patcher.replace(record.literal_slot(), &old, &new) {
+        Ok(()) => record.literal = empty,
+        Err(error) => println!("ftrace: {} still calls the trampoline with an unknown literal: {error}", record.name),
+    }
 }

@@ -198,8 +198,12 @@ impl Registry {
             for ops in self.ops_at(index) {
                 count += 1;
                 regs |= ops.wants_regs();
-                ipmodify += usize::from(ops.flags().contains(OpsFlags::IPMODIFY));
                 single.get_or_insert(ops);
+            }
+            // Conflicts count every registered ops, even with tracing off:
+            // turning it back on must not find one.
+            for registered in self.registered.iter().filter(|r| r.effective.get(index)) {
+                ipmodify += usize::from(registered.ops.flags().contains(OpsFlags::IPMODIFY));
             }
             if ipmodify > 1 {
                 return Err(FtraceError::IpModifyConflict(record.name));
@@ -216,7 +220,7 @@ impl Registry {
                 index,
                 call: (count > 0).then_some(if regs { Trampoline::Regs } else { Trampoline::Args }),
                 ops_count: count as u32,
-                ipmodify: ipmodify == 1,
+                ipmodify: ipmodify == 1 && count > 0,
                 list,
                 single: single.filter(|_| count == 1),
             });

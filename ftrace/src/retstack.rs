@@ -13,13 +13,20 @@
 //! same call (same function and entry stack pointer) joins the frame rather
 //! than pushing another, so one call returns through the trampoline once.
 //!
+//! A user that must decide in its entry callback (the graph tracer, fprobe)
+//! hooks in two steps, as Linux's fgraph does: [`begin_hook`] reserves the
+//! frame and an entry first (so the call is traced only if its return is
+//! sure to come, and an interrupt meanwhile sees the call's depth), then the
+//! callback runs, then [`PendingHook::commit`] fills the entry in, or
+//! dropping the pending hook takes it back.
+//!
 //! # The return
 //!
 //! The trampoline saves the return registers (a sparse `FtraceRegs`, or all
 //! of them if some entry asked for full registers) and calls
 //! [`ftrace_return_to_handler`], which checks the frame pointer against the
-//! one recorded at entry, runs every entry's return callback (last hooked,
-//! first called), pops the frame and answers the real return address.
+//! one recorded at entry, runs every entry's return callback (in the order
+//! the users hooked the call), pops the frame and answers the real return address.
 //!
 //! # Invariants and failure modes
 //!
@@ -31,13 +38,17 @@
 //! - No interrupt masking is needed: a push first *reserves* its words by
 //!   raising the top, then writes them, then links the frame; an interrupt
 //!   that arrives in between pushes above the reservation and has popped
-//!   again (restoring top and base) before the push resumes. A pop lowers the
-//!   top before relinking, which an interrupt cannot tell from a stack with
-//!   one more, unjoinable, frame. Reads need nothing at all: whatever an
+//!   again (restoring top and base) before the push resumes. A pop reads the
+//!   frame's header, relinks the base, and only then lowers the top: until
+//!   then an interrupt pushes above the dead frame, so it never overwrites
+//!   words the pop still reads. Reads need nothing at all: whatever an
 //!   interrupt changes it has undone before the interrupted code reads again.
 //! - A full stack counts an overrun and the call runs untraced.
 //! - A frame pointer that does not match stops the return hook (no new hooks
-//!   anywhere, reported once) and still returns to the recorded address.
+//!   anywhere, reported once) and still returns to the recorded address. The
+//!   suspect frame's return callbacks do not run, so whatever they would have
+//!   released (a rethook node) stays allocated: a stopped hook is a kernel
+//!   bug to report, not a state to recover from.
 //! - Backtraces turn a trampoline address back into the real return address
 //!   ([`resolve_return_address`]).
 
@@ -152,6 +163,7 @@ fn this_stack() -> &'static Stack {
 }
 
 impl Stack {
+    #[inline]
     fn word(&self, index: usize) -> u64 {
         debug_assert!(index < STACK_WORDS);
         // SAFETY: in bounds (indices come from `top`, which never exceeds
@@ -159,6 +171,7 @@ impl Stack {
         unsafe { *(self.words.get() as *const u64).add(index) }
     }
 
+    #[inline]
     fn set_word(&self, index: usize, value: u64) {
         debug_assert!(index < STACK_WORDS);
         // SAFETY: as for `word`; callers write only words they reserved.
@@ -171,6 +184,7 @@ impl Stack {
     /// The words must belong to the caller's frame, and nothing else may use
     /// them while the slice lives.
     #[allow(clippy::mut_from_ref)]
+    #[inline]
     unsafe fn slice(&self, at: usize, len: usize) -> &mut [u64] {
         assert!(at + len <= STACK_WORDS);
         // SAFETY: in bounds; the caller guarantees exclusive use.
@@ -179,6 +193,7 @@ impl Stack {
 
     /// Reserves `len` words at the top; returns where they start. The
     /// compiler fence keeps the words' writes after the reservation.
+    #[inline]
     fn reserve(&self, len: usize) -> usize {
         let at = self.top();
         self.top.store(at + len, Ordering::Relaxed);
@@ -186,42 +201,39 @@ impl Stack {
         at
     }
 
+    #[inline]
     fn top(&self) -> usize {
         self.top.load(Ordering::Relaxed)
     }
 
+    #[inline]
     fn base(&self) -> usize {
         self.base.load(Ordering::Relaxed)
     }
 
+    #[inline]
     fn depth_at(&self, base: usize) -> usize {
         (self.word(base + INFO) & 0xffff_ffff) as usize
     }
 
-    fn depth_for(&self, func: usize, sp: usize) -> usize {
-        match self.joinable(func, sp) {
-            Some(base) => self.depth_at(base),
-            None => self.frames.load(Ordering::Relaxed),
-        }
-    }
-
     /// The innermost frame, if it is this call's.
+    #[inline]
     fn joinable(&self, func: usize, sp: usize) -> Option<usize> {
         let base = self.base();
         (base != NO_FRAME && self.word(base + FUNC) == func as u64 && self.word(base + SP) == sp as u64)
             .then_some(base)
     }
 
-    /// Writes an entry at `at` (reserved by the caller).
-    fn write_entry(&self, at: usize, user: *const ReturnUser, data: &[u64]) {
-        self.set_word(at, data.len() as u64);
-        self.set_word(at + 1, user as u64);
-        for (i, &word) in data.iter().enumerate() {
-            self.set_word(at + ENTRY_HEADER + i, word);
-        }
+    /// Writes the header of an entry with room for `len` words and no user
+    /// yet at `at` (reserved by the caller), so walkers can step over it.
+    #[inline]
+    fn write_placeholder(&self, at: usize, len: usize) {
+        self.set_word(at, len as u64);
+        self.set_word(at + 1, 0);
     }
 
     /// The innermost frame's entries: (offset, data length), in hook order.
+    #[inline]
     fn entries(&self, base: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
         let end = self.top();
         let mut at = base + HEADER;
@@ -237,24 +249,30 @@ impl Stack {
     }
 }
 
-/// The depth the call described by `fregs` has (if hooked already) or will
-/// have: how many hooked calls are below it.
-pub fn depth_of(fregs: &FtraceRegs, func: usize) -> usize {
-    this_stack().depth_for(func, fregs.stack_pointer())
-}
-
 /// Hooks the return of the call whose entry registers are `fregs` for
 /// `user`, keeping `data` for its return callback. Returns the call's depth.
 ///
 /// # Safety
-/// `user` must stay valid until the hooked call returns. Its callback gets
-/// this same pointer back; if it reaches an object `user` is part of, the
-/// pointer must have been made from a pointer to that whole object.
+/// As for [`PendingHook::commit`].
+#[inline]
 pub unsafe fn hook_raw(fregs: &mut FtraceRegs, func: usize, user: *const ReturnUser, data: &[u64]) -> Result<usize, HookError> {
+    let pending = begin_hook(fregs, func, data.len())?;
+    // SAFETY: the caller's guarantees, passed on.
+    unsafe { pending.commit(fregs, user, data) }
+}
+
+/// Starts hooking the return of the call whose entry registers are `fregs`,
+/// with room for up to `max_data` data words: the call's frame is on the
+/// shadow stack from now on (an interrupt sees its depth), but its return is
+/// not hooked until [`PendingHook::commit`]. Dropping the pending hook takes
+/// it back. Use it to decide about a call (and set state its return will
+/// undo) only once the return is sure to come.
+#[inline]
+pub fn begin_hook(fregs: &FtraceRegs, func: usize, max_data: usize) -> Result<PendingHook, HookError> {
     if !fregs.has_args() {
         return Err(HookError::NotAtEntry);
     }
-    if data.len() > MAX_DATA_WORDS {
+    if max_data > MAX_DATA_WORDS {
         return Err(HookError::TooLarge);
     }
     if STOPPED.load(Ordering::Relaxed) {
@@ -262,9 +280,7 @@ pub unsafe fn hook_raw(fregs: &mut FtraceRegs, func: usize, user: *const ReturnU
     }
     let return_address = fregs.return_address().ok_or(HookError::NotAtEntry)?;
     let sp = fregs.stack_pointer();
-    // SAFETY: the caller vouches for `user`.
-    let wants_full = unsafe { (*user).full_regs };
-    let needed = ENTRY_HEADER + data.len();
+    let needed = ENTRY_HEADER + max_data;
     let stack = this_stack();
 
     if let Some(base) = stack.joinable(func, sp) {
@@ -275,15 +291,9 @@ pub unsafe fn hook_raw(fregs: &mut FtraceRegs, func: usize, user: *const ReturnU
         if stack.entries(base).count() >= MAX_ENTRIES {
             return Err(HookError::TooLarge);
         }
-        let at = stack.reserve(needed);
-        stack.write_entry(at, user, data);
-        let info = stack.word(base + INFO);
-        if wants_full && info & INFO_FULL == 0 {
-            stack.set_word(base + INFO, info | INFO_FULL);
-            // SAFETY: the return trampolines take over from any return.
-            unsafe { fregs.set_return_address(return_trampoline_address(ReturnTrampoline::Full)) };
-        }
-        return Ok(stack.depth_at(base));
+        let entry = stack.reserve(needed);
+        stack.write_placeholder(entry, max_data);
+        return Ok(PendingHook { base, entry, capacity: max_data, new_frame: false });
     }
 
     if stack.top() + HEADER + needed > STACK_WORDS {
@@ -296,20 +306,92 @@ pub unsafe fn hook_raw(fregs: &mut FtraceRegs, func: usize, user: *const ReturnU
     stack.set_word(base + FUNC, func as u64);
     stack.set_word(base + FP, fregs.frame_pointer() as u64);
     stack.set_word(base + SP, sp as u64);
-    stack.set_word(base + INFO, depth as u64 | if wants_full { INFO_FULL } else { 0 });
+    stack.set_word(base + INFO, depth as u64);
     stack.set_word(base + PREV_BASE, stack.base() as u64);
-    stack.write_entry(base + HEADER, user, data);
+    stack.write_placeholder(base + HEADER, max_data);
     compiler_fence(Ordering::SeqCst);
     stack.base.store(base, Ordering::Relaxed);
     stack.frames.store(depth + 1, Ordering::Relaxed);
-    let trampoline = if wants_full { ReturnTrampoline::Full } else { ReturnTrampoline::Sparse };
-    // SAFETY: the return trampoline takes over from the function's return:
-    // it finds the real return address in the frame just pushed.
-    unsafe { fregs.set_return_address(return_trampoline_address(trampoline)) };
-    Ok(depth)
+    Ok(PendingHook { base, entry: base + HEADER, capacity: max_data, new_frame: true })
 }
 
+/// A return hook [`begin_hook`] started: the call's frame (new or joined) and
+/// one reserved entry, holding no user yet. It must be committed or dropped
+/// before the entry callback that began it returns, on the same CPU.
+#[must_use = "dropping a pending hook takes it back"]
+pub struct PendingHook {
+    base: usize,
+    entry: usize,
+    capacity: usize,
+    new_frame: bool,
+}
 
+impl PendingHook {
+    /// The call's depth: how many hooked calls are below it.
+    #[inline]
+    pub fn depth(&self) -> usize {
+        this_stack().depth_at(self.base)
+    }
+
+    /// Hooks the return for `user` with `data` (at most the words reserved;
+    /// more is `TooLarge` and takes the hook back). Returns the call's depth.
+    ///
+    /// # Safety
+    /// `user` must stay valid until the hooked call returns. Its callback gets
+    /// this same pointer back; if it reaches an object `user` is part of, the
+    /// pointer must have been made from a pointer to that whole object.
+    #[inline]
+    pub unsafe fn commit(self, fregs: &mut FtraceRegs, user: *const ReturnUser, data: &[u64]) -> Result<usize, HookError> {
+        if data.len() > self.capacity {
+            return Err(HookError::TooLarge);
+        }
+        let this = core::mem::ManuallyDrop::new(self);
+        let stack = this_stack();
+        for (i, &word) in data.iter().enumerate() {
+            stack.set_word(this.entry + ENTRY_HEADER + i, word);
+        }
+        stack.set_word(this.entry + 1, user as u64);
+        // Give back the words not used, then shorten the entry: a walker that
+        // reads the old length in between stops at the top.
+        compiler_fence(Ordering::SeqCst);
+        stack.top.store(this.entry + ENTRY_HEADER + data.len(), Ordering::Relaxed);
+        compiler_fence(Ordering::SeqCst);
+        stack.set_word(this.entry, data.len() as u64);
+
+        // SAFETY: the caller vouches for `user`.
+        let wants_full = unsafe { (*user).full_regs };
+        let info = stack.word(this.base + INFO);
+        let trampoline = if wants_full || info & INFO_FULL != 0 {
+            stack.set_word(this.base + INFO, info | INFO_FULL);
+            ReturnTrampoline::Full
+        } else {
+            ReturnTrampoline::Sparse
+        };
+        if this.new_frame || (wants_full && info & INFO_FULL == 0) {
+            // SAFETY: the return trampolines take over from any return: they
+            // find the real return address in this frame.
+            unsafe { fregs.set_return_address(return_trampoline_address(trampoline)) };
+        }
+        Ok(stack.depth_at(this.base))
+    }
+}
+
+impl Drop for PendingHook {
+    /// Takes the hook back: the reserved entry, and the frame if it was new.
+    #[inline]
+    fn drop(&mut self) {
+        let stack = this_stack();
+        if self.new_frame {
+            stack.base.store(stack.word(self.base + PREV_BASE) as usize, Ordering::Relaxed);
+            stack.frames.fetch_sub(1, Ordering::Relaxed);
+            compiler_fence(Ordering::SeqCst);
+            stack.top.store(self.base, Ordering::Relaxed);
+        } else {
+            compiler_fence(Ordering::SeqCst);
+            stack.top.store(self.entry, Ordering::Relaxed);
+        }
+    }
+}
 
 /// Called by the return trampolines: runs the return callbacks of the
 /// innermost frame, pops it, and answers the real return address.
@@ -349,8 +431,9 @@ pub extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usize {
         while at < end {
             let len = stack.word(at) as usize;
             let user = stack.word(at + 1) as *const ReturnUser;
-            // SAFETY: entries hold `ReturnUser` pointers that `hook_raw`'s
-            // callers keep valid until this return.
+            // SAFETY: this frame's entries are all committed (its call could
+            // not return while one was pending), and hold `ReturnUser`
+            // pointers their committers keep valid until this return.
             let on_return = unsafe { (*user).on_return };
             // SAFETY: the entry's words belong to this frame, and nothing
             // else uses them until it is popped below.
@@ -360,12 +443,14 @@ pub extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usize {
         }
     }
 
-    // Lower the top first: until base is relinked, an interrupt sees one more
-    // frame, which it never joins (another function at another stack pointer).
-    stack.top.store(base, Ordering::Relaxed);
-    compiler_fence(Ordering::SeqCst);
-    stack.base.store(stack.word(base + PREV_BASE) as usize, Ordering::Relaxed);
+    // Unlink first, release the words last: until the top comes down, an
+    // interrupt pushes above this dead frame and never reads it, so the
+    // header words read here cannot change under us.
+    let prev_base = stack.word(base + PREV_BASE) as usize;
+    stack.base.store(prev_base, Ordering::Relaxed);
     stack.frames.fetch_sub(1, Ordering::Relaxed);
+    compiler_fence(Ordering::SeqCst);
+    stack.top.store(base, Ordering::Relaxed);
     ret_addr
 }
 

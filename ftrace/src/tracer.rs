@@ -16,6 +16,7 @@ use arch::ftrace_abi::FtraceRegs;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use arch::irq::IrqGuard;
 use arch::{cpu, MAX_CPUS};
 
 use crate::event::{flags, Common, FunctionEvent, GraphEntryEvent, GraphExitEvent, Record, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET};
@@ -193,12 +194,22 @@ fn graph_list(list: GraphList) -> (&'static spin::Mutex<Vec<usize>>, &'static At
 
 /// Changes `set_graph_function` or `set_graph_notrace` with globs. On error
 /// nothing changes.
+///
+/// The traced path only ever *tries* the list's lock (`in_list`), so the
+/// glob matching (thousands of names) runs outside it and the lock is held
+/// just for the swap, with interrupts masked.
 pub fn set_graph_list(list: GraphList, text: &str, mode: FilterMode) -> Result<(), FtraceError> {
     let (lock, flag) = graph_list(list);
-    let mut functions = lock.lock();
-    let updated = registry::match_functions(&functions, text, mode)?;
-    flag.store(!updated.is_empty(), Ordering::Relaxed);
-    *functions = updated;
+    let current = lock.lock().clone();
+    let updated = registry::match_functions(&current, text, mode)?;
+    let has_functions = !updated.is_empty();
+    let old = {
+        let _irq = IrqGuard::new();
+        let old = core::mem::replace(&mut *lock.lock(), updated);
+        flag.store(has_functions, Ordering::Relaxed);
+        old
+    };
+    drop(old);
     Ok(())
 }
 
@@ -207,8 +218,11 @@ pub fn graph_list_names(list: GraphList) -> Vec<&'static str> {
     graph_list(list).0.lock().iter().filter_map(|&ip| symbols::name_of(ip)).collect()
 }
 
+/// Whether `ip` is in a graph list. On the traced path: never waits for the
+/// lock (an interrupt may have arrived while it was held), and a list being
+/// replaced counts as not holding `ip`.
 fn in_list(list: &spin::Mutex<Vec<usize>>, ip: usize) -> bool {
-    list.lock().binary_search(&ip).is_ok()
+    list.try_lock().is_some_and(|functions| functions.binary_search(&ip).is_ok())
 }
 
 fn graph_trace_entry(_gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, _fregs: &mut FtraceRegs) -> bool {

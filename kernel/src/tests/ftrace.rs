@@ -253,6 +253,14 @@ fn ipmodify_redirects_to_a_replacement_and_is_exclusive() {
     assert_eq!(ops_count(f), 1, "nothing changed");
     assert!(ftrace::site(f).unwrap().ipmodify);
 
+    // With tracing off the conflict is still refused: turning tracing back
+    // on must not find one.
+    ftrace::set_enabled(false).unwrap();
+    let refused = ftrace::register(&SECOND_REDIRECT_OPS);
+    assert!(matches!(refused, Err(FtraceError::IpModifyConflict(_))), "{refused:?}");
+    assert_eq!(ftrace::set_enabled(true), Ok(()));
+    assert_eq!(original(black_box(6), black_box(7)), 42);
+
     ftrace::unregister(&REDIRECT_OPS).unwrap();
     trace_only(&REDIRECT_REGS_OPS, &[f]);
     assert_eq!(original(black_box(6), black_box(7)), 42, "REGS trampoline honours a new ip");
@@ -603,6 +611,48 @@ fn a_corrupted_site_is_refused_with_a_report() {
     assert_eq!(CORRUPT_CALLS.load(Ordering::SeqCst), 1);
     ftrace::unregister(&CORRUPT_OPS).unwrap();
     assert_eq!(call_slot(f), NOP);
+}
+
+#[inline(never)]
+extern "C" fn quiesced_tracee() -> u64 {
+    black_box(6)
+}
+
+static QUIESCE_CALLS: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn count_quiesce(_ip: usize, _parent: usize, _ops: &FtraceOps, _fregs: &mut FtraceRegs) {
+    QUIESCE_CALLS.fetch_add(1, Ordering::SeqCst);
+}
+
+static QUIESCE_ARGS_OPS: FtraceOps = FtraceOps::new(count_quiesce, OpsFlags::empty());
+static QUIESCE_REGS_OPS: FtraceOps = FtraceOps::new(count_quiesce, OpsFlags::SAVE_REGS);
+
+#[ktest]
+fn a_site_refused_while_live_never_leads_to_an_unregistered_ops() {
+    // A site whose call slot was changed behind ftrace's back to a call that
+    // still works: the switch to the full-registers trampoline is refused
+    // after its literal already names the new two-ops list. The site must
+    // stop leading to those ops: once they are unregistered (and the list
+    // freed) a call must reach neither.
+    let f = address(quiesced_tracee as extern "C" fn() -> u64);
+    trace_only(&QUIESCE_ARGS_OPS, &[f]);
+    assert_eq!(quiesced_tracee(), 6);
+    assert_eq!(QUIESCE_CALLS.load(Ordering::SeqCst), 1);
+    let slot = f + CALL_OFFSET;
+    let (args_call, regs_call) = (call_to(f, Trampoline::Args), call_to(f, Trampoline::Regs));
+    TextPatcher::new().replace(slot, &args_call, &regs_call).expect("change the call behind ftrace's back");
+
+    trace_only(&QUIESCE_REGS_OPS, &[f]);
+    assert!(ftrace::site(f).unwrap().failed, "the switch was refused");
+    assert_eq!(call_slot(f), regs_call, "the slot was left alone");
+    ftrace::unregister(&QUIESCE_REGS_OPS).unwrap();
+    ftrace::unregister(&QUIESCE_ARGS_OPS).unwrap();
+    let calls = QUIESCE_CALLS.load(Ordering::SeqCst);
+    assert_eq!(quiesced_tracee(), 6);
+    assert_eq!(QUIESCE_CALLS.load(Ordering::SeqCst), calls, "no unregistered ops was called");
+
+    TextPatcher::new().replace(slot, &regs_call, &NOP).expect("repair the slot");
+    assert_eq!(quiesced_tracee(), 6);
 }
 
 #[ktest]
