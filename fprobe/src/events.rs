@@ -29,7 +29,7 @@ use crate::probe::{self, EntryData, Fprobe, FprobeConfig, RegisteredFprobe, Targ
 use crate::record::{Layout, Value, MAX_RECORD, MAX_STRING};
 
 /// Arguments an event can fetch: `$arg1` to `$arg8`.
-pub const MAX_ARG_INDEX: usize = 8;
+pub const MAX_ARG_INDEX: usize = crate::probe::SAVED_ARGS;
 
 /// Why an event request failed; nothing changed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -219,7 +219,10 @@ pub fn set_enabled(group: &str, event: &str, enabled: bool) -> Result<(), EventE
         }
         (false, probe) => {
             if let Some(probe) = probe {
-                probe.unregister().map_err(EventError::Probe)?;
+                if let Err((probe, error)) = probe.unregister() {
+                    entry.probe = Some(probe);
+                    return Err(EventError::Probe(error));
+                }
             }
         }
     }
@@ -391,6 +394,10 @@ fn read_string(address: usize, buffer: &mut [u8]) -> Option<usize> {
 fn record(compiled: &Compiled, ips: &[u64], context: &Context) {
     let mut strings = [0u8; MAX_RECORD];
     let mut used = 0;
+    // Strings share what the record has left after its fixed part and one
+    // NUL each: a late string is cut short rather than the event dropped.
+    let string_fields = compiled.fetches.iter().filter(|(_, ty)| *ty == ArgType::String).count();
+    let budget = MAX_RECORD.saturating_sub(compiled.layout.fixed_size + string_fields);
     let mut values = [Value::Fault; definition::MAX_ARGS];
     // First the numbers and where each string goes; then the string slices,
     // once `strings` is no longer written.
@@ -398,7 +405,7 @@ fn record(compiled: &Compiled, ips: &[u64], context: &Context) {
     for (i, (fetch, ty)) in compiled.fetches.iter().enumerate() {
         values[i] = match ty {
             ArgType::String => match fetch_address(fetch, context)
-                .and_then(|address| read_string(address as usize, &mut strings[used..]))
+                .and_then(|address| read_string(address as usize, &mut strings[used..budget.max(used)]))
             {
                 Some(len) => {
                     spans[i] = (used, len);

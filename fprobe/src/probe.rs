@@ -29,14 +29,18 @@ use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arch::ftrace_abi::FtraceRegs;
-use arch::regs::ARGUMENT_REGISTERS;
-use ftrace::retstack::{self, HookError, ReturnInfo, ReturnUser, MAX_DATA_WORDS};
+use ftrace::retstack::{self, ReturnInfo, ReturnUser, MAX_DATA_WORDS};
 use ftrace::{FilterKind, FilterMode, FtraceError, FtraceOps, OpsFlags};
 
 /// The most `entry_data` words a probe may ask for.
 pub const MAX_ENTRY_DATA_WORDS: usize = 15;
 
-const _: () = assert!(MAX_ENTRY_DATA_WORDS + ARGUMENT_REGISTERS <= MAX_DATA_WORDS);
+/// How many entry arguments a probe that saves them keeps (what `$arg1` to
+/// `$arg8` in an exit event can fetch): the argument registers, and on
+/// architectures with fewer, the first stack arguments too.
+pub const SAVED_ARGS: usize = 8;
+
+const _: () = assert!(MAX_ENTRY_DATA_WORDS + SAVED_ARGS <= MAX_DATA_WORDS);
 
 /// A call's per-call data, as handlers see it: the probe's own words, and the
 /// entry arguments if the probe saves them.
@@ -74,7 +78,7 @@ pub struct FprobeConfig {
     pub exit: Option<ExitHandler>,
     /// Per-call words for the handlers (at most [`MAX_ENTRY_DATA_WORDS`]).
     pub entry_data_words: usize,
-    /// Keep the entry arguments for the exit handler.
+    /// Keep the first [`SAVED_ARGS`] entry arguments for the exit handler.
     pub save_args: bool,
     /// Private data for the handlers.
     pub private: usize,
@@ -118,7 +122,8 @@ impl From<FtraceError> for FprobeError {
 /// A probe. Handlers get `&Fprobe` for its private data.
 #[repr(C)]
 pub struct Fprobe {
-    /// Must stay first: the ftrace callback finds the probe from it.
+    /// The ops whose filters choose the functions; its callback reaches the
+    /// probe through [`FtraceOps::container`].
     ops: FtraceOps,
     user: ReturnUser,
     config: FprobeConfig,
@@ -134,7 +139,7 @@ impl Fprobe {
     }
 
     fn data_words(&self) -> usize {
-        self.config.entry_data_words + if self.config.save_args { ARGUMENT_REGISTERS } else { 0 }
+        self.config.entry_data_words + if self.config.save_args { SAVED_ARGS } else { 0 }
     }
 
     /// The return-hook user, made from a pointer to the whole probe so that
@@ -162,7 +167,10 @@ fn reap() {
     });
 }
 
-/// A registered probe. Dropping it unregisters it.
+/// A registered probe. Dropping it unregisters it (an error there, from a
+/// context that may not change tracing, leaves it registered for good: use
+/// [`unregister`](Self::unregister) to get the handle back instead).
+#[derive(Debug)]
 pub struct RegisteredFprobe {
     probe: NonNull<Fprobe>,
 }
@@ -200,6 +208,7 @@ pub fn register(config: FprobeConfig, target: Target) -> Result<RegisteredFprobe
         missed: AtomicU64::new(0),
     });
     let probe: &'static Fprobe = Box::leak(probe);
+    probe.ops.set_container(probe);
     let result = select(probe, target).and_then(|()| ftrace::register(&probe.ops).map_err(FprobeError::from));
     match result {
         Ok(()) => Ok(RegisteredFprobe { probe: NonNull::from(probe) }),
@@ -220,6 +229,11 @@ fn select(probe: &Fprobe, target: Target) -> Result<(), FprobeError> {
                 return Err(FprobeError::NothingToProbe);
             }
             ftrace::set_filter(ops, FilterKind::Filter, filter, FilterMode::Replace)?;
+            // A pattern that removes all it adds ("f !f") leaves the filter
+            // empty, which for ftrace means every function.
+            if ftrace::filter_names(ops, FilterKind::Filter).is_empty() {
+                return Err(FprobeError::NothingToProbe);
+            }
             if let Some(exclude) = exclude {
                 ftrace::set_filter(ops, FilterKind::Notrace, exclude, FilterMode::Replace)?;
             }
@@ -281,11 +295,16 @@ impl RegisteredFprobe {
         retstack::user_in_flight(self.probe().return_user())
     }
 
-    /// Unregisters (the same as dropping the handle, with the error).
-    pub fn unregister(self) -> Result<(), FprobeError> {
-        let result = self.unregister_inner();
-        core::mem::forget(self);
-        result
+    /// Unregisters. On error the probe is still registered, and its handle
+    /// comes back with the error.
+    pub fn unregister(self) -> Result<(), (RegisteredFprobe, FprobeError)> {
+        match self.unregister_inner() {
+            Ok(()) => {
+                core::mem::forget(self);
+                Ok(())
+            }
+            Err(error) => Err((self, error)),
+        }
     }
 
     fn unregister_inner(&self) -> Result<(), FprobeError> {
@@ -308,16 +327,30 @@ impl Drop for RegisteredFprobe {
 }
 
 extern "C" fn fprobe_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {
-    // SAFETY: this callback is only installed in `Fprobe::ops`, the first
-    // field of a `repr(C)` `Fprobe`, so `ops` is that probe.
-    let probe = unsafe { &*(ops as *const FtraceOps as *const Fprobe) };
+    // SAFETY: this callback is only installed in `Fprobe::ops`, and
+    // `register` recorded the probe that holds it, which is freed only once
+    // no site leads to the ops.
+    let probe = unsafe { &*ops.container::<Fprobe>() };
     if probe.disabled.load(Ordering::Relaxed) {
         return;
     }
+    let used = probe.data_words();
+    // With an exit handler, the return hook's room comes first (as in Linux):
+    // a call the exit cannot be hooked for is missed whole, so every entry
+    // the handler sees gets its exit.
+    let pending = match probe.config.exit {
+        None => None,
+        Some(_) => match retstack::begin_hook(fregs, ip, used) {
+            Ok(pending) => Some(pending),
+            Err(_) => {
+                probe.missed.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        },
+    };
     // Only the words this probe uses are initialised: the traced path should
     // not pay for clearing the rest.
     let mut buffer = [MaybeUninit::<u64>::uninit(); MAX_DATA_WORDS];
-    let used = probe.data_words();
     for slot in &mut buffer[..probe.config.entry_data_words] {
         slot.write(0);
     }
@@ -334,18 +367,17 @@ extern "C" fn fprobe_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: 
     if let Some(entry) = probe.config.entry {
         skip_exit = entry(probe, ip, parent_ip, fregs, &mut EntryData { words: own, args });
     }
-    if probe.config.exit.is_none() || skip_exit {
-        return;
+    let Some(pending) = pending else { return };
+    if skip_exit {
+        return; // dropping the pending hook takes it back
     }
     // SAFETY: the first `used` words were initialised above.
     let words = unsafe { &*(&buffer[..used] as *const [MaybeUninit<u64>] as *const [u64]) };
     // SAFETY: the probe is freed only when no shadow stack holds its entry
-    // (`reap`), and the user pointer is made from the whole probe.
-    if let Err(error) = unsafe { retstack::hook_raw(fregs, ip, probe.return_user(), words) } {
-        if error != HookError::Stopped {
-            probe.missed.fetch_add(1, Ordering::Relaxed);
-        }
-    }
+    // (`reap`), and the user pointer is made from the whole probe. The
+    // pending hook has room for exactly `used` words.
+    let committed = unsafe { pending.commit(fregs, probe.return_user(), words) };
+    debug_assert!(committed.is_ok());
 }
 
 fn fprobe_exit(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fregs: &mut FtraceRegs) {

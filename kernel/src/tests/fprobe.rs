@@ -187,6 +187,12 @@ fn two_fprobes_on_one_function_and_disable_enable() {
         Err(FprobeError::UnknownSymbol(_))
     ));
     assert!(fprobe::register(config(None, None), Target::Addresses(&[f])).is_err(), "a probe needs a handler");
+    let cancelled = Target::Glob { filter: "kernel::tests::fprobe::probed !kernel::tests::fprobe::probed", exclude: None };
+    assert_eq!(
+        fprobe::register(config(Some(first), None), cancelled).err(),
+        Some(FprobeError::NothingToProbe),
+        "a pattern that takes back what it adds selects nothing, not everything"
+    );
     drop((one, two));
 }
 
@@ -225,8 +231,6 @@ fn deep_probed(n: u64) -> u64 {
     black_box(deep_probed(black_box(n - 1))) + 1
 }
 
-fn nothing_at_exit(_fp: &Fprobe, _ip: usize, _ret: usize, _fregs: &mut FtraceRegs, _data: &mut EntryData) {}
-
 #[ktest]
 fn nmissed_counts_recursion_and_a_full_return_stack() {
     let f = address(probed as extern "C" fn(u64, u64) -> u64);
@@ -236,13 +240,29 @@ fn nmissed_counts_recursion_and_a_full_return_stack() {
     assert_eq!(probe.nmissed(), 1, "the handler's call into probed code was missed, not followed");
     drop(probe);
 
-    let probe = fprobe::register(config(None, Some(nothing_at_exit)), Target::Addresses(&[address(deep_probed as fn(u64) -> u64)]))
-        .unwrap();
+    let deep = Target::Addresses(&[address(deep_probed as fn(u64) -> u64)]);
+    let (entries, exits) = (DEEP_ENTRIES.load(Ordering::SeqCst), DEEP_EXITS.load(Ordering::SeqCst));
+    let probe = fprobe::register(config(Some(count_deep_entry), Some(count_deep_exit)), deep).unwrap();
     assert_eq!(deep_probed(black_box(1000)), 1000);
     assert!(probe.nmissed() > 0, "return-hook storage ran out and was counted");
+    let entries = DEEP_ENTRIES.load(Ordering::SeqCst) - entries;
+    assert_eq!(DEEP_EXITS.load(Ordering::SeqCst) - exits, entries, "every entry the handler saw got its exit");
+    assert_eq!(entries + probe.nmissed(), 1001, "probed or missed, never half");
     assert!(!probe.in_flight());
     drop(probe);
     assert_eq!(ftrace::retstack::frames(), 0);
+}
+
+static DEEP_ENTRIES: AtomicU64 = AtomicU64::new(0);
+static DEEP_EXITS: AtomicU64 = AtomicU64::new(0);
+
+fn count_deep_entry(_fp: &Fprobe, _ip: usize, _ret: usize, _fregs: &mut FtraceRegs, _data: &mut EntryData) -> bool {
+    DEEP_ENTRIES.fetch_add(1, Ordering::SeqCst);
+    false
+}
+
+fn count_deep_exit(_fp: &Fprobe, _ip: usize, _ret: usize, _fregs: &mut FtraceRegs, _data: &mut EntryData) {
+    DEEP_EXITS.fetch_add(1, Ordering::SeqCst);
 }
 
 #[inline(never)]
@@ -360,6 +380,54 @@ fn every_fetch_arg_syntax_in_entry_and_exit_events() {
     assert!(exit_line.contains(&alloc::format!(" ret={:#x} ", result as u32)), "{exit_line}");
     assert!(exit_line.ends_with(" r=239"), "+8($arg1):u8 at exit reads memory through the saved argument: {exit_line}");
     assert_eq!(dynamic_events(), "", "both removed");
+}
+
+#[ktest]
+fn strings_past_the_record_size_are_cut_short_not_dropped() {
+    // Nine 127-byte strings do not fit a 1 KiB record: the last ones are cut.
+    let fields: String = (1..=9).map(|i| alloc::format!(" s{i}=+0($arg1):string")).collect();
+    define(&alloc::format!("f:tests/long kernel::tests::fprobe::event_tracee{fields}")).unwrap();
+    tracefs::write("events/tests/long/enable", "1", FilterMode::Replace).unwrap();
+    tracefs::write("trace", "", FilterMode::Replace).unwrap();
+    let mut text = [b'x'; 128];
+    text[127] = 0;
+    let sample = text.as_ptr() as *const Sample;
+    event_tracee(black_box(sample), black_box(0), black_box(0), black_box(0));
+    tracefs::write("events/tests/long/enable", "0", FilterMode::Replace).unwrap();
+    let trace = trace_text();
+    define("-:tests/long").unwrap();
+    let line = trace.lines().find(|l| l.contains("long: ")).unwrap_or_else(|| panic!("event dropped: {trace}"));
+    let full = alloc::format!(" s1=\"{}\"", "x".repeat(127));
+    assert!(line.contains(&full), "the first strings are whole: {line}");
+    assert!(line.contains(" s9=\"\""), "the last is cut short: {line}");
+}
+
+/// Eight arguments: on x86_64 the last two are passed on the stack.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+extern "C" fn eight_args(a: u64, b: u64, c: u64, d: u64, e: u64, f: u64, g: u64, h: u64) -> u64 {
+    black_box(a + b + c + d + e + f + g * h)
+}
+
+#[ktest]
+fn every_argument_reaches_entry_and_exit_events() {
+    define("f:tests/eight kernel::tests::fprobe::eight_args a=$arg1:u64 f=$arg6:u64 g=$arg7:u64 h=$arg8:u64").unwrap();
+    define("f:tests/eight_exit kernel::tests::fprobe::eight_args%return a=$arg1:u64 g=$arg7:u64 h=$arg8:u64").unwrap();
+    tracefs::write("events/tests/eight/enable", "1", FilterMode::Replace).unwrap();
+    tracefs::write("events/tests/eight_exit/enable", "1", FilterMode::Replace).unwrap();
+    tracefs::write("trace", "", FilterMode::Replace).unwrap();
+    let [a, b, c, d, e, f, g, h] = black_box([11u64, 12, 13, 14, 15, 16, 17, 18]);
+    assert_eq!(eight_args(a, b, c, d, e, f, g, h), 11 + 12 + 13 + 14 + 15 + 16 + 17 * 18);
+    tracefs::write("events/tests/eight/enable", "0", FilterMode::Replace).unwrap();
+    tracefs::write("events/tests/eight_exit/enable", "0", FilterMode::Replace).unwrap();
+    let trace = trace_text();
+    define("-:tests/eight").unwrap();
+    define("-:tests/eight_exit").unwrap();
+    let line = |event: &str| trace.lines().find(|l| l.contains(event)).unwrap_or_else(|| panic!("no {event} in {trace}")).to_string();
+    let entry = line("eight: ");
+    assert!(entry.ends_with(" a=11 f=16 g=17 h=18"), "{entry}");
+    let exit = line("eight_exit: ");
+    assert!(exit.ends_with(" a=11 g=17 h=18"), "the exit sees the saved arguments, stack ones too: {exit}");
 }
 
 #[ktest]
