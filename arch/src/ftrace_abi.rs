@@ -203,7 +203,7 @@ impl FtraceRegs {
         match RETURN_ADDRESS {
             ReturnAddress::LinkRegister => self.regs.link_register(),
             // A save made by hand (`FtraceRegs::new`) has no stack.
-            ReturnAddress::Stack if self.regs.sp() == 0 || self.regs.sp() % 8 != 0 => None,
+            ReturnAddress::Stack if self.regs.sp() == 0 || !self.regs.sp().is_multiple_of(8) => None,
             // SAFETY: a trampoline's entry save: the stack pointer points at
             // the return-address slot the call pushed, mapped and aligned.
             ReturnAddress::Stack => Some(unsafe { core::ptr::read_volatile(self.regs.sp() as *const usize) }),

@@ -68,6 +68,7 @@ impl TextPatcher {
     ///
     /// # Panics
     /// If another batch is open (a kernel bug: batches do not nest).
+    #[allow(clippy::new_without_default)] // opening a batch is not a default value
     pub fn new() -> TextPatcher {
         let irq = IrqGuard::new();
         assert!(!ACTIVE.swap(true, Ordering::Acquire), "text patch batches do not nest");

@@ -100,7 +100,7 @@ static EVENTS: spin::Mutex<Vec<Event>> = spin::Mutex::new(Vec::new());
 /// Event type ids of dynamic events start here and are never reused.
 static NEXT_ID: AtomicU16 = AtomicU16::new(1000);
 
-fn compile_source(source: &Source, saved: Saved, exit: bool) -> Result<Fetch, EventError> {
+fn compile_source(source: &Source, saved: Saved) -> Result<Fetch, EventError> {
     Ok(match source {
         Source::Arg(n) if *n > MAX_ARG_INDEX => return Err(EventError::ArgOutOfRange(*n)),
         Source::Arg(n) => Fetch::Arg(n - 1),
@@ -112,7 +112,7 @@ fn compile_source(source: &Source, saved: Saved, exit: bool) -> Result<Fetch, Ev
                 .map_err(|why| EventError::Register { name: name.clone(), why })?,
         ),
         Source::Memory { offset, base } => {
-            Fetch::Memory { offset: *offset, base: Box::new(compile_source(base, saved, exit)?) }
+            Fetch::Memory { offset: *offset, base: Box::new(compile_source(base, saved)?) }
         }
     })
 }
@@ -120,14 +120,14 @@ fn compile_source(source: &Source, saved: Saved, exit: bool) -> Result<Fetch, Ev
 fn compile(spec: &EventSpec) -> Result<(usize, Compiled), EventError> {
     let table = ftrace::symbols::table().map_err(|_| EventError::UnknownSymbol(spec.symbol.clone()))?;
     let symbol = table.by_name(&spec.symbol).ok_or_else(|| EventError::UnknownSymbol(spec.symbol.clone()))?;
-    if !ftrace::site(symbol.address).is_some_and(|site| !site.failed) {
+    if ftrace::site(symbol.address).is_none_or(|site| site.failed) {
         return Err(EventError::NotTraceable(spec.symbol.clone()));
     }
     let saved = if spec.exit { Saved::Return } else { Saved::EntryArgs };
     let fetches = spec
         .args
         .iter()
-        .map(|arg| Ok((compile_source(&arg.source, saved, spec.exit)?, arg.ty)))
+        .map(|arg| Ok((compile_source(&arg.source, saved)?, arg.ty)))
         .collect::<Result<Vec<_>, EventError>>()?;
     let compiled = Compiled { id: 0, event: spec.event.clone(), layout: Layout::new(spec), fetches, exit: spec.exit };
     Ok((symbol.address, compiled))
@@ -378,7 +378,7 @@ fn fetch_address(fetch: &Fetch, context: &Context) -> Option<u64> {
 /// `address` into `buffer`; `None` if the first byte faults.
 fn read_string(address: usize, buffer: &mut [u8]) -> Option<usize> {
     let limit = buffer.len().min(MAX_STRING);
-    for i in 0..limit {
+    for (i, slot) in buffer[..limit].iter_mut().enumerate() {
         let mut byte = [0u8];
         if arch::fault::read_nofault(address + i, &mut byte).is_err() {
             return (i > 0).then_some(i);
@@ -386,7 +386,7 @@ fn read_string(address: usize, buffer: &mut [u8]) -> Option<usize> {
         if byte[0] == 0 {
             return Some(i);
         }
-        buffer[i] = byte[0];
+        *slot = byte[0];
     }
     Some(limit)
 }

@@ -21,7 +21,7 @@ impl Bitmap {
     /// The full set over `0..len`.
     pub fn full(len: usize) -> Self {
         let mut set = Self { words: alloc::vec![u64::MAX; len.div_ceil(64)], len };
-        if len % 64 != 0 {
+        if !len.is_multiple_of(64) {
             if let Some(last) = set.words.last_mut() {
                 *last = (1 << (len % 64)) - 1;
             }

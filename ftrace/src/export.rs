@@ -48,7 +48,6 @@ pub fn export(host_path: &str, extra: &[(String, String)]) -> Result<usize, Chan
         send(page)?;
     }
     send(&record_header(Tag::End, 0))?;
-    drop(send);
     channel.close()?;
     Ok(written)
 }

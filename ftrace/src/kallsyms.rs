@@ -99,7 +99,7 @@ pub struct Kallsyms<'a> {
 }
 
 fn read_header(bytes: &[u8]) -> Option<Header> {
-    if bytes.len() < size_of::<Header>() || bytes.as_ptr() as usize % 8 != 0 {
+    if bytes.len() < size_of::<Header>() || !(bytes.as_ptr() as usize).is_multiple_of(8) {
         return None;
     }
     // SAFETY: `Header` is plain old data (integers and bytes), the slice holds

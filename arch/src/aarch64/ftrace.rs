@@ -108,7 +108,7 @@ const PT: usize = offset_of!(CallerFrame, fregs) + FTRACE_REGS_PT;
 const X0: usize = PT + offset_of!(PtRegs, regs);
 
 const _: () = {
-    assert!(FRAME % 16 == 0 && RETURN_FRAME % 16 == 0, "sp stays 16-byte aligned");
+    assert!(FRAME.is_multiple_of(16) && RETURN_FRAME.is_multiple_of(16), "sp stays 16-byte aligned");
     assert!(FRAME <= 504 && RETURN_FRAME <= 504, "stp/ldp immediate offsets reach the whole frame");
     assert!(offset_of!(CallerFrame, fregs) == 0, "callbacks get &fregs = sp");
     assert!(offset_of!(ReturnFrame, fregs) + FTRACE_REGS_PT == PT);

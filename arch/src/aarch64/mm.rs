@@ -30,6 +30,7 @@ const NORMAL: u64 = VALID | ATTR_NORMAL | INNER_SHAREABLE | ACCESSED | USER_NO_E
 const DEVICE_BLOCK: u64 = VALID | ATTR_DEVICE | ACCESSED | PRIVILEGED_NO_EXECUTE | USER_NO_EXECUTE;
 
 /// MAIR_EL1: index 0 Device-nGnRnE, index 1 normal inner/outer write-back.
+#[allow(clippy::identity_op)] // attribute 0 (Device-nGnRnE) spelled out
 const MAIR: u64 = 0x00 | (0xff << 8);
 /// TCR_EL1: T0SZ 25, write-back cacheable inner-shareable walks, 4 KiB
 /// granule, TTBR1 walks disabled (EPD1), 40-bit physical addresses.

@@ -21,10 +21,10 @@ pub struct PtRegs {
 }
 
 const _: () = {
-    assert!(size_of::<PtRegs>() % 16 == 0);
+    assert!(size_of::<PtRegs>().is_multiple_of(16));
     // stp/ldp offsets are signed 7-bit multiples of 8: at most 504.
     assert!(size_of::<PtRegs>() <= 504);
-    assert!(offset_of!(PtRegs, regs) % 16 == 0);
+    assert!(offset_of!(PtRegs, regs).is_multiple_of(16));
 };
 
 impl PtRegs {

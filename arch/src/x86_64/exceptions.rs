@@ -45,7 +45,7 @@ const FRAME_RECORD: usize = 16;
 
 // The CPU aligns RSP to 16 before pushing its frame; PtRegs and the frame
 // record are multiples of 16, so the dispatcher is called on an aligned stack.
-const _: () = assert!((size_of::<PtRegs>() + FRAME_RECORD) % 16 == 0);
+const _: () = assert!((size_of::<PtRegs>() + FRAME_RECORD).is_multiple_of(16));
 
 global_asm!(
     r#"

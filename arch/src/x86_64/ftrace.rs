@@ -105,14 +105,14 @@ const PT: usize = offset_of!(CallerFrame, fregs) + FTRACE_REGS_PT;
 const _: () = {
     // Entered with rsp 16-byte aligned (the traced function's caller had it
     // at 8 mod 16 after its call; the site's call pushed 8 more).
-    assert!(FRAME % 16 == 0);
+    assert!(FRAME.is_multiple_of(16));
     // ftrace_regs_caller parks RFLAGS just below the resume slot, on the
     // frame's last word, which is no longer needed by then.
     assert!(offset_of!(CallerFrame, callsite_record) + 16 == FRAME);
     // The callbacks get `&fregs` as the frame's own address.
     assert!(offset_of!(CallerFrame, fregs) == 0);
     // A hooked function returns with rsp 16-byte aligned.
-    assert!(RETURN_FRAME % 16 == 0);
+    assert!(RETURN_FRAME.is_multiple_of(16));
     assert!(offset_of!(ReturnFrame, fregs) + FTRACE_REGS_PT == PT);
     // `popfq; ret` from the record: it must be the frame's last 16 bytes.
     assert!(offset_of!(ReturnFrame, record) + 16 == RETURN_FRAME);

@@ -49,7 +49,7 @@ const _: () = {
     assert!(offset_of!(PtRegs, rsp) == offset_of!(PtRegs, rflags) + 8);
     assert!(offset_of!(PtRegs, ss) == offset_of!(PtRegs, rsp) + 8);
     assert!(offset_of!(PtRegs, ss) + 8 == size_of::<PtRegs>());
-    assert!(size_of::<PtRegs>() % 16 == 0);
+    assert!(size_of::<PtRegs>().is_multiple_of(16));
 };
 
 impl PtRegs {

@@ -27,7 +27,7 @@ const COMMANDS: &[Command] = &[
     },
     Command { name: "ls", usage: "ls", summary: "list the tracing files", run: ls },
     Command { name: "cat", usage: "cat FILE", summary: "print a tracing file", run: cat },
-    Command { name: "run", usage: "run fib N | run fs", summary: "run a built-in workload", run: run },
+    Command { name: "run", usage: "run fib N | run fs", summary: "run a built-in workload", run },
     Command { name: "bench", usage: "bench", summary: "benchmark every tracing mode", run: bench },
     Command { name: "uptime", usage: "uptime", summary: "timer ticks and seconds since boot", run: uptime },
     Command { name: "meminfo", usage: "meminfo", summary: "heap used and free", run: meminfo },
