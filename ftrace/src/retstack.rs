@@ -134,7 +134,9 @@ struct Stack {
     top: AtomicUsize,
     /// The base of the innermost frame, or `NO_FRAME`.
     base: AtomicUsize,
-    /// Frames on the stack.
+    /// Frames on the stack. Only this CPU changes it (an interrupt restores
+    /// what it changed before returning), so plain loads and stores do: no
+    /// locked read-modify-write on the traced path.
     frames: AtomicUsize,
     overruns: AtomicU64,
 }
@@ -383,7 +385,7 @@ impl Drop for PendingHook {
         let stack = this_stack();
         if self.new_frame {
             stack.base.store(stack.word(self.base + PREV_BASE) as usize, Ordering::Relaxed);
-            stack.frames.fetch_sub(1, Ordering::Relaxed);
+            stack.frames.store(stack.frames.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
             compiler_fence(Ordering::SeqCst);
             stack.top.store(self.base, Ordering::Relaxed);
         } else {
@@ -448,7 +450,7 @@ pub extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usize {
     // header words read here cannot change under us.
     let prev_base = stack.word(base + PREV_BASE) as usize;
     stack.base.store(prev_base, Ordering::Relaxed);
-    stack.frames.fetch_sub(1, Ordering::Relaxed);
+    stack.frames.store(stack.frames.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
     compiler_fence(Ordering::SeqCst);
     stack.top.store(base, Ordering::Relaxed);
     ret_addr
