@@ -248,7 +248,7 @@ impl FtraceRegs {
     /// may still hook the return, and overriding twice is overriding once.
     /// Entry saves only; does nothing otherwise.
     pub fn override_function_with_return(&mut self) {
-        self.set_instruction_pointer(crate::ftrace::just_return_address());
+        self.set_instruction_pointer(just_return_address());
     }
 
     /// The full register set, only if the trampoline saved all of it.
@@ -365,6 +365,38 @@ pub enum ReturnTrampoline {
     Sparse,
     /// `return_to_handler_regs`: every register ([`Saved::ReturnFull`]).
     Full,
+}
+
+// Every architecture's `ftrace` module defines these symbols: the two entry
+// trampolines, the two return trampolines, and a lone `ret` that skips a
+// function (`override_function_with_return`).
+extern "C" {
+    fn ftrace_caller();
+    fn ftrace_regs_caller();
+    fn return_to_handler();
+    fn return_to_handler_regs();
+    fn ftrace_just_return();
+}
+
+/// The address a site calls for `trampoline`.
+pub fn trampoline_address(trampoline: Trampoline) -> usize {
+    match trampoline {
+        Trampoline::Args => ftrace_caller as *const () as usize,
+        Trampoline::Regs => ftrace_regs_caller as *const () as usize,
+    }
+}
+
+/// The address a hooked call returns through for `trampoline`.
+pub fn return_trampoline_address(trampoline: ReturnTrampoline) -> usize {
+    match trampoline {
+        ReturnTrampoline::Sparse => return_to_handler as *const () as usize,
+        ReturnTrampoline::Full => return_to_handler_regs as *const () as usize,
+    }
+}
+
+/// A lone return: where an entry trampoline resumes to skip the function.
+pub fn just_return_address() -> usize {
+    ftrace_just_return as *const () as usize
 }
 
 // The return trampolines call this, which generic tracing code defines:

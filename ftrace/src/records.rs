@@ -16,7 +16,7 @@ use alloc::string::String;
 use core::fmt;
 
 use arch::ftrace::{self as site, Insn, CALL_OFFSET, LITERAL_NOPS, NOP};
-use arch::ftrace_abi::{OutOfRange, SiteCall, Trampoline};
+use arch::ftrace_abi::{trampoline_address, OutOfRange, SiteCall, Trampoline};
 use arch::println;
 use arch::text::{PatchError, TextPatcher};
 
@@ -63,7 +63,7 @@ impl Record {
     fn insn(&self, call: Option<Trampoline>) -> Result<Insn, OutOfRange> {
         match call {
             None => Ok(NOP),
-            Some(trampoline) => site::call_insn(self.call_slot(), site::trampoline_address(trampoline)),
+            Some(trampoline) => site::call_insn(self.call_slot(), trampoline_address(trampoline)),
         }
     }
 }

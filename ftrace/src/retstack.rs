@@ -55,8 +55,7 @@
 use core::cell::UnsafeCell;
 use core::sync::atomic::{compiler_fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-use arch::ftrace::return_trampoline_address;
-use arch::ftrace_abi::{FtraceRegs, ReturnTrampoline};
+use arch::ftrace_abi::{return_trampoline_address, FtraceRegs, ReturnTrampoline};
 use arch::{cpu, println, MAX_CPUS};
 
 use crate::{recursion, symbols};

@@ -47,7 +47,7 @@ use core::arch::global_asm;
 use core::mem::{offset_of, size_of};
 
 use crate::ftrace_abi::{
-    FtraceRegs, OutOfRange, PtRegs, ReturnTrampoline, Saved, Trampoline, FTRACE_REGS_PT, FTRACE_REGS_SAVED,
+    FtraceRegs, OutOfRange, PtRegs, Saved, FTRACE_REGS_PT, FTRACE_REGS_SAVED,
     SITE_CALL_FUNC,
 };
 
@@ -341,32 +341,3 @@ ftrace_just_return:
 "#,
     options(att_syntax)
 );
-
-extern "C" {
-    fn ftrace_caller();
-    fn ftrace_just_return();
-    fn ftrace_regs_caller();
-    fn return_to_handler();
-    fn return_to_handler_regs();
-}
-
-/// The address a site calls for `trampoline`.
-pub fn trampoline_address(trampoline: Trampoline) -> usize {
-    match trampoline {
-        Trampoline::Args => ftrace_caller as *const () as usize,
-        Trampoline::Regs => ftrace_regs_caller as *const () as usize,
-    }
-}
-
-/// A lone return: where an entry trampoline resumes to skip the function.
-pub fn just_return_address() -> usize {
-    ftrace_just_return as *const () as usize
-}
-
-/// The address a hooked call returns through for `trampoline`.
-pub fn return_trampoline_address(trampoline: ReturnTrampoline) -> usize {
-    match trampoline {
-        ReturnTrampoline::Sparse => return_to_handler as *const () as usize,
-        ReturnTrampoline::Full => return_to_handler_regs as *const () as usize,
-    }
-}

@@ -8,7 +8,8 @@ use core::hint::black_box;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use arch::context::{self, Context};
-use arch::ftrace::{call_insn, trampoline_address, Insn, CALL_OFFSET, INSN_LEN, NOP, PREPARE};
+use arch::ftrace::{call_insn, Insn, CALL_OFFSET, INSN_LEN, NOP, PREPARE};
+use arch::ftrace_abi::trampoline_address;
 use arch::selftest::{call_with_marked_registers, CORRUPT_INSN, MARKED_FLAGS, MARKED_REGISTERS};
 use arch::text::TextPatcher;
 use ftrace::{
