@@ -18,33 +18,36 @@ target_triple() {
     esac
 }
 
+# The toolchain rust-toolchain.toml pins, with its targets and components.
+# `rustup toolchain install` with no arguments reads that file (in rustup
+# 1.28 and later), so a machine with rustup and nothing else gets the exact
+# release, every target and every component in one step; the checks after it
+# only repair a toolchain that was installed without some of them.
 ensure_rust() {
-    local installed
-    installed=$(rustup target list --installed)
+    local channel installed
+    if ! command -v rustup >/dev/null; then
+        echo "setup: rustup is needed (https://rustup.rs); it is not on PATH" >&2
+        return 1
+    fi
+    channel=$(sed -n 's/^channel *= *"\(.*\)"/\1/p' "$KTRACE_ROOT/rust-toolchain.toml")
+    if ! rustup toolchain list 2>/dev/null | grep -q "^$channel-"; then
+        echo "setup: installing Rust $channel from rust-toolchain.toml (rustup toolchain install)" >&2
+        (cd "$KTRACE_ROOT" && rustup toolchain install >&2)
+    fi
+    installed=$(cd "$KTRACE_ROOT" && rustup target list --installed)
     for target in x86_64-unknown-none aarch64-unknown-none aarch64-unknown-none-softfloat; do
         if ! grep -qx "$target" <<<"$installed"; then
             echo "setup: installing Rust target $target (rustup target add)" >&2
-            rustup target add "$target" >&2
+            (cd "$KTRACE_ROOT" && rustup target add "$target" >&2)
         fi
     done
-    installed=$(rustup component list --installed)
-    for component in rust-src llvm-tools; do
+    installed=$(cd "$KTRACE_ROOT" && rustup component list --installed)
+    for component in rust-src llvm-tools rustfmt clippy; do
         if ! grep -q "^$component" <<<"$installed"; then
             echo "setup: installing Rust component $component (rustup component add)" >&2
-            rustup component add "$component" >&2
+            (cd "$KTRACE_ROOT" && rustup component add "$component" >&2)
         fi
     done
-}
-
-# apt-get install, refreshing the package lists once if the first try fails.
-apt_install() {
-    local sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    echo "setup: installing Debian package $1 (apt-get install $1)" >&2
-    if ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "$1" >&2; then
-        DEBIAN_FRONTEND=noninteractive $sudo apt-get update -q >&2
-        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "$1" >&2
-    fi
 }
 
 # QEMU for one architecture. The two packages need separate apt-get calls on
