@@ -32,7 +32,7 @@ ensure_rust() {
     channel=$(sed -n 's/^channel *= *"\(.*\)"/\1/p' "$KTRACE_ROOT/rust-toolchain.toml")
     if ! rustup toolchain list 2>/dev/null | grep -q "^$channel-"; then
         echo "setup: installing Rust $channel from rust-toolchain.toml (rustup toolchain install)" >&2
-        (cd "$KTRACE_ROOT" && rustup toolchain install >&2)
+        (cd "$KTRACE_ROOT" && rustup toolchain install --no-self-update >&2)
     fi
     installed=$(cd "$KTRACE_ROOT" && rustup target list --installed)
     for target in x86_64-unknown-none aarch64-unknown-none aarch64-unknown-none-softfloat; do
@@ -48,6 +48,17 @@ ensure_rust() {
             (cd "$KTRACE_ROOT" && rustup component add "$component" >&2)
         fi
     done
+}
+
+# apt-get install, refreshing the package lists once if the first try fails.
+apt_install() {
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "setup: installing Debian package $1 (apt-get install $1)" >&2
+    if ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "$1" >&2; then
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get update -q >&2
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "$1" >&2
+    fi
 }
 
 # QEMU for one architecture. The two packages need separate apt-get calls on
