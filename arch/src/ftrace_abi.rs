@@ -190,6 +190,17 @@ impl FtraceRegs {
         self.regs.sp()
     }
 
+    /// At entry: the stack pointer the caller will have once the function
+    /// returns (x86_64: above the return address the call pushed; aarch64:
+    /// the entry stack pointer). At a return: the stack pointer now, the
+    /// same value, which is how the return hook matches the two.
+    pub fn caller_stack_pointer(&self) -> usize {
+        match (RETURN_ADDRESS, self.has_args()) {
+            (ReturnAddress::Stack, true) => self.regs.sp() + core::mem::size_of::<usize>(),
+            _ => self.regs.sp(),
+        }
+    }
+
     /// The frame pointer: at entry, the caller's frame.
     pub fn frame_pointer(&self) -> usize {
         self.regs.fp()
@@ -256,21 +267,37 @@ impl FtraceRegs {
         self.is_full().then_some(&mut self.regs)
     }
 
-    /// A `PtRegs` built from what was saved, every unsaved register zero: for
-    /// consumers that insist on a `PtRegs` without paying for a full save.
-    pub fn partial_regs(&self) -> PtRegs {
+    /// The saved registers as a `PtRegs`, every register the save did not
+    /// record set to zero: for consumers that insist on a `PtRegs` without
+    /// paying for a full save. It is this save's own `PtRegs` (the unsaved
+    /// fields, stale stack memory until now, are cleared in place), so a
+    /// write to a register the trampoline restores lands, exactly as it
+    /// would through [`set_return_value`](Self::set_return_value) and the
+    /// other accessors; writes to unsaved registers are ignored.
+    pub fn partial_regs(&mut self) -> &mut PtRegs {
         if self.is_full() {
-            return self.regs;
+            return &mut self.regs;
         }
-        let mut partial = PtRegs::default();
-        let source = &self.regs as *const PtRegs as *const u8;
-        let target = &mut partial as *mut PtRegs as *mut u8;
-        for info in regs::REGISTERS.iter().filter(|info| info.saved_by & self.saved.bit() != 0) {
-            // SAFETY: `info.offset` is the offset of a u64 field of `PtRegs`
-            // (the table is built with `offset_of!`), in both structs.
-            unsafe { *(target.add(info.offset) as *mut u64) = *(source.add(info.offset) as *const u64) };
+        let bit = self.saved.bit();
+        let mut kept = [(0usize, 0u64); regs::REGISTERS.len()];
+        let mut count = 0;
+        for info in regs::REGISTERS.iter().filter(|info| info.saved_by & bit != 0) {
+            kept[count] = (info.offset, self.read_field(info.offset));
+            count += 1;
         }
-        partial
+        self.regs = PtRegs::default();
+        for &(offset, value) in &kept[..count] {
+            // SAFETY: `offset` comes from the register table, built with
+            // `offset_of!` of u64 fields of `PtRegs`.
+            unsafe { *((&mut self.regs as *mut PtRegs as *mut u8).add(offset) as *mut u64) = value };
+        }
+        &mut self.regs
+    }
+
+    fn read_field(&self, offset: usize) -> u64 {
+        // SAFETY: callers pass offsets from the register table (`offset_of!`
+        // of u64 fields of `PtRegs`).
+        unsafe { *((&self.regs as *const PtRegs as *const u8).add(offset) as *const u64) }
     }
 
     /// The offset in `FtraceRegs` of the register called `name`, if the
@@ -303,9 +330,7 @@ impl FtraceRegs {
         if !self.records(field) {
             return None;
         }
-        // SAFETY: `records` found a table entry with this offset, which is
-        // the offset of a u64 field of `PtRegs`.
-        Some(unsafe { *((&self.regs as *const PtRegs as *const u8).add(field) as *const u64) })
+        Some(self.read_field(field))
     }
 
     /// Direct access for the architecture's tests and harnesses.
@@ -327,6 +352,14 @@ impl PtRegs {
         let info = regs::REGISTERS.iter().find(|info| info.names.contains(&name))?;
         // SAFETY: the table's offsets are `offset_of!` of u64 fields.
         Some(unsafe { *((self as *const PtRegs as *const u8).add(info.offset) as *const u64) })
+    }
+
+    /// Sets the register called `name`; false if there is no such register.
+    pub fn set_register(&mut self, name: &str, value: u64) -> bool {
+        let Some(info) = regs::REGISTERS.iter().find(|info| info.names.contains(&name)) else { return false };
+        // SAFETY: the table's offsets are `offset_of!` of u64 fields.
+        unsafe { *((self as *mut PtRegs as *mut u8).add(info.offset) as *mut u64) = value };
+        true
     }
 }
 

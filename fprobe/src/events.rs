@@ -10,11 +10,14 @@
 //! prints `(fault)`) into a record on the stack and writes it to the trace
 //! buffer, with no allocation and no lock on the traced path.
 //!
-//! An event's compiled form is never freed: an exit handler can still run for
-//! a call hooked just before its event was removed.
+//! An event's compiled form is shared (`Arc`) by its definition and by each
+//! probe that records it: a probe owns one reference and drops it when the
+//! probe itself is freed, after the last call it hooked has returned. So
+//! removing an event frees everything it allocated once no call is in flight.
 
 use alloc::boxed::Box;
 use alloc::format;
+use alloc::sync::Arc;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
@@ -91,7 +94,7 @@ struct Compiled {
 
 struct Event {
     spec: EventSpec,
-    compiled: &'static Compiled,
+    compiled: Arc<Compiled>,
     function: usize,
     probe: Option<RegisteredFprobe>,
 }
@@ -171,8 +174,7 @@ pub fn write_dynamic_events(text: &str, mode: FilterMode) -> Result<(), EventErr
             if mode == FilterMode::Replace {
                 events.clear();
             }
-            let compiled: &'static Compiled = Box::leak(Box::new(compiled));
-            events.push(Event { spec, compiled, function, probe: None });
+            events.push(Event { spec, compiled: Arc::new(compiled), function, probe: None });
             Ok(())
         }
     }
@@ -205,17 +207,26 @@ pub fn set_enabled(group: &str, event: &str, enabled: bool) -> Result<(), EventE
     match (enabled, entry.probe.take()) {
         (true, Some(probe)) => entry.probe = Some(probe),
         (true, None) => {
-            let compiled = entry.compiled;
+            let compiled = &entry.compiled;
             let uses_args = compiled.fetches.iter().any(|(fetch, _)| fetch_uses_args(fetch));
+            // The probe owns a reference to the compiled form, dropped when
+            // the probe is freed (`release_compiled`).
+            let private = Arc::into_raw(compiled.clone()) as usize;
             let config = FprobeConfig {
                 entry: (!compiled.exit).then_some(event_entry as probe::EntryHandler),
                 exit: compiled.exit.then_some(event_exit as probe::ExitHandler),
                 entry_data_words: 0,
                 save_args: compiled.exit && uses_args,
-                private: compiled as *const Compiled as usize,
+                private,
+                free_private: Some(release_compiled),
             };
-            let probe = probe::register(config, Target::Addresses(&[entry.function])).map_err(EventError::Probe)?;
-            entry.probe = Some(probe);
+            match probe::register(config, Target::Addresses(&[entry.function])) {
+                Ok(probe) => entry.probe = Some(probe),
+                Err(error) => {
+                    release_compiled(private);
+                    return Err(EventError::Probe(error));
+                }
+            }
         }
         (false, probe) => {
             if let Some(probe) = probe {
@@ -253,8 +264,7 @@ fn fetch_uses_args(fetch: &Fetch) -> bool {
 pub fn write_format(group: &str, event: &str, out: &mut dyn Write) -> Result<(), EventError> {
     let mut events = EVENTS.lock();
     let entry = find(&mut events, group, event)?;
-    let compiled = entry.compiled;
-    let _ = write_format_of(compiled, out);
+    let _ = write_format_of(&entry.compiled, out);
     Ok(())
 }
 
@@ -321,7 +331,7 @@ fn write_format_of(compiled: &Compiled, out: &mut dyn Write) -> fmt::Result {
 pub fn print_event(payload: &[u8], out: &mut dyn Write) -> Option<fmt::Result> {
     let kind = u16::from_ne_bytes(payload.get(0..2)?.try_into().ok()?);
     let events = EVENTS.lock();
-    let compiled = events.iter().map(|e| e.compiled).find(|c| c.id == kind)?;
+    let compiled = events.iter().map(|e| &e.compiled).find(|c| c.id == kind)?;
     let names = |address: usize| ftrace::symbols::table().ok()?.lookup(address);
     Some(compiled.layout.write(&compiled.event, payload, &names, out))
 }
@@ -333,7 +343,7 @@ pub fn formats() -> Vec<(String, String)> {
         .iter()
         .map(|event| {
             let mut text = String::new();
-            let _ = write_format_of(event.compiled, &mut text);
+            let _ = write_format_of(&event.compiled, &mut text);
             (event.spec.group.clone(), text)
         })
         .collect()
@@ -441,10 +451,17 @@ fn record(compiled: &Compiled, ips: &[u64], context: &Context) {
     }
 }
 
-fn compiled_of(fp: &Fprobe) -> &'static Compiled {
-    // SAFETY: `set_enabled` sets the private data to a leaked, never-freed
-    // `Compiled`.
+fn compiled_of(fp: &Fprobe) -> &Compiled {
+    // SAFETY: `set_enabled` sets the private data to an `Arc<Compiled>`
+    // reference the probe owns until it is freed, after its handlers.
     unsafe { &*(fp.private() as *const Compiled) }
+}
+
+/// Drops the reference `set_enabled` gave a probe.
+fn release_compiled(private: usize) {
+    // SAFETY: `private` came from `Arc::into_raw` in `set_enabled`, and is
+    // released once (the probe's free, or a failed registration).
+    drop(unsafe { Arc::from_raw(private as *const Compiled) });
 }
 
 fn event_entry(fp: &Fprobe, entry_ip: usize, _ret_ip: usize, fregs: &mut FtraceRegs, _data: &mut EntryData) -> bool {

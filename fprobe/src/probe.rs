@@ -15,11 +15,13 @@
 //!
 //! Recursion and a full return stack are counted in [`RegisteredFprobe::nmissed`].
 //!
-//! Lifetime: a registered probe lives on the heap. Unregistering stops new
-//! calls at once; its memory is freed then if no hooked call of it is still
-//! in flight (a scan of the shadow stacks, `retstack::user_in_flight`), or
-//! else by a later registration or unregistration once they have returned.
-//! The traced path keeps no count and never frees.
+//! Lifetime: a registered probe lives on the heap and counts references
+//! (`ftrace::deferred::Refs`): one for the registration, one per hooked call
+//! in flight. Unregistering stops new calls at once and lets go of the
+//! registration's reference after a grace period; the last reference queues
+//! the free, which runs in normal context after another grace period, and
+//! also frees the private data if the probe owns it
+//! ([`FprobeConfig::free_private`]). The traced path never frees.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -29,6 +31,7 @@ use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arch::ftrace_abi::FtraceRegs;
+use ftrace::deferred::{Deferred, Refs};
 use ftrace::retstack::{self, ReturnInfo, ReturnUser, MAX_DATA_WORDS};
 use ftrace::{FilterKind, FilterMode, FtraceError, FtraceOps, OpsFlags};
 
@@ -82,6 +85,9 @@ pub struct FprobeConfig {
     pub save_args: bool,
     /// Private data for the handlers.
     pub private: usize,
+    /// Frees `private` when the probe itself is freed (the probe owns it);
+    /// `None` if the caller keeps it alive itself.
+    pub free_private: Option<fn(usize)>,
 }
 
 /// Why a probe could not be registered. Nothing was registered.
@@ -128,8 +134,10 @@ pub struct Fprobe {
     user: ReturnUser,
     config: FprobeConfig,
     disabled: AtomicBool,
-    /// Calls whose exit could not be hooked (see `nmissed`).
+    /// Calls whose exit could not be hooked or handled (see `nmissed`).
     missed: AtomicU64,
+    /// One reference for the registration, one per hooked call in flight.
+    refs: Refs,
 }
 
 impl Fprobe {
@@ -149,22 +157,15 @@ impl Fprobe {
     }
 }
 
-/// Unregistered probes with hooked calls still in flight: freed by a later
-/// `reap` once those have returned. Only normal context touches it.
-static DEAD: spin::Mutex<Vec<usize>> = spin::Mutex::new(Vec::new());
-
-/// Frees the unregistered probes no hooked call refers to any more.
-fn reap() {
-    DEAD.lock().retain(|&probe| {
-        let probe = probe as *mut Fprobe;
-        // SAFETY: queued probes are unregistered boxes, freed only here.
-        if retstack::user_in_flight(unsafe { (*probe).return_user() }) {
-            return true;
-        }
-        // SAFETY: unregistered, nothing in flight: unreachable. From `Box::leak`.
-        drop(unsafe { Box::from_raw(probe) });
-        false
-    });
+/// The deferred free, once no reference is left.
+unsafe fn free_probe(node: *const Deferred) {
+    let probe = ftrace::container_of!(Refs::of_node(node), Fprobe, refs) as *mut Fprobe;
+    // SAFETY: `Refs::new(free_probe)` is only used inside a `Fprobe` leaked
+    // from a box; no reference is left and a grace period has passed.
+    let probe = unsafe { Box::from_raw(probe) };
+    if let Some(free) = probe.config.free_private {
+        free(probe.config.private);
+    }
 }
 
 /// A registered probe. Dropping it unregisters it (an error there, from a
@@ -193,7 +194,6 @@ pub enum Target<'a> {
 
 /// Registers a probe on `target`. Either everything is registered or nothing.
 pub fn register(config: FprobeConfig, target: Target) -> Result<RegisteredFprobe, FprobeError> {
-    reap();
     if config.entry.is_none() && config.exit.is_none() {
         return Err(FprobeError::NoHandler);
     }
@@ -202,10 +202,11 @@ pub fn register(config: FprobeConfig, target: Target) -> Result<RegisteredFprobe
     }
     let probe = Box::new(Fprobe {
         ops: FtraceOps::new(fprobe_entry, OpsFlags::RECURSION),
-        user: ReturnUser { on_return: fprobe_exit, full_regs: false },
+        user: ReturnUser { on_return: fprobe_exit, on_missed: fprobe_missed, full_regs: false },
         config,
         disabled: AtomicBool::new(false),
         missed: AtomicU64::new(0),
+        refs: Refs::new(free_probe),
     });
     let probe: &'static Fprobe = Box::leak(probe);
     probe.ops.set_container(probe);
@@ -214,7 +215,7 @@ pub fn register(config: FprobeConfig, target: Target) -> Result<RegisteredFprobe
         Ok(()) => Ok(RegisteredFprobe { probe: NonNull::from(probe) }),
         Err(error) => {
             // SAFETY: never registered: nothing else points at it. It came
-            // from `Box::leak`.
+            // from `Box::leak`. Its private data stays the caller's.
             drop(unsafe { Box::from_raw(probe as *const Fprobe as *mut Fprobe) });
             Err(error)
         }
@@ -292,7 +293,7 @@ impl RegisteredFprobe {
 
     /// Whether a hooked call's exit handler has not run yet.
     pub fn in_flight(&self) -> bool {
-        retstack::user_in_flight(self.probe().return_user())
+        self.probe().refs.count() > 1
     }
 
     /// Unregisters. On error the probe is still registered, and its handle
@@ -313,9 +314,10 @@ impl RegisteredFprobe {
         let ops: &'static FtraceOps = unsafe { &*(&probe.ops as *const FtraceOps) };
         ftrace::unregister(ops)?;
         // No site leads to it any more; calls hooked before may still return
-        // through it, so it is freed by `reap` once none is in flight.
-        DEAD.lock().push(self.probe.as_ptr() as usize);
-        reap();
+        // through it, so it is freed once the last of them has returned.
+        // SAFETY: unregistered: no new callback reaches it after the grace
+        // period `retire` waits for; the handle is gone after this.
+        unsafe { probe.refs.retire() };
         Ok(())
     }
 }
@@ -373,20 +375,38 @@ extern "C" fn fprobe_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: 
     }
     // SAFETY: the first `used` words were initialised above.
     let words = unsafe { &*(&buffer[..used] as *const [MaybeUninit<u64>] as *const [u64]) };
-    // SAFETY: the probe is freed only when no shadow stack holds its entry
-    // (`reap`), and the user pointer is made from the whole probe. The
-    // pending hook has room for exactly `used` words.
+    // The hooked call holds a reference until its exit runs. Taking it here
+    // is safe: this callback runs before the registration is retired.
+    probe.refs.get();
+    // SAFETY: the reference keeps the probe alive until `fprobe_exit` or
+    // `fprobe_missed`, and the user pointer is made from the whole probe.
+    // The pending hook has room for exactly `used` words.
     let committed = unsafe { pending.commit(fregs, probe.return_user(), words) };
     debug_assert!(committed.is_ok());
 }
 
-fn fprobe_exit(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fregs: &mut FtraceRegs) {
+fn probe_of(user: *const ReturnUser) -> &'static Fprobe {
     // SAFETY: `fprobe_entry` hooks with `return_user()`, made from a pointer
-    // to the whole probe, which is not freed while this entry exists.
-    let probe = unsafe { &*(user.wrapping_byte_sub(core::mem::offset_of!(Fprobe, user)) as *const Fprobe) };
+    // to the whole probe, which the call's reference keeps alive.
+    unsafe { &*ftrace::container_of!(user, Fprobe, user) }
+}
+
+fn fprobe_exit(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fregs: &mut FtraceRegs) {
+    let probe = probe_of(user);
     if let (Some(exit), false) = (probe.config.exit, probe.disabled.load(Ordering::Relaxed)) {
         let (own, rest) = data.split_at_mut(probe.config.entry_data_words.min(data.len()));
         let args = probe.config.save_args.then_some(&*rest);
         exit(probe, call.func, call.ret_addr, fregs, &mut EntryData { words: own, args });
     }
+    // SAFETY: the call's reference, dropped last.
+    unsafe { probe.refs.put() };
+}
+
+/// An exit that could not run its handler (inside another return callback):
+/// counted, and the call's reference released.
+fn fprobe_missed(user: *const ReturnUser, _call: &ReturnInfo, _data: &mut [u64]) {
+    let probe = probe_of(user);
+    probe.missed.fetch_add(1, Ordering::Relaxed);
+    // SAFETY: as in `fprobe_exit`.
+    unsafe { probe.refs.put() };
 }

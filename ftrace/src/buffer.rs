@@ -57,12 +57,23 @@ pub fn set_tracing_on(on: bool) {
 /// Records one event now, if recording is on. Returns whether it was.
 #[inline]
 pub fn write(payload: &[u8]) -> bool {
+    write_with(payload.len(), |_, bytes| bytes.copy_from_slice(payload)).is_some()
+}
+
+/// Records one event of `len` payload bytes now, if recording is on:
+/// `fill` gets the event's timestamp and writes the payload in place.
+/// Returns the timestamp, so a caller can keep the time its event carries
+/// (one call shows one duration wherever it is read).
+#[inline]
+pub fn write_with(len: usize, fill: impl FnOnce(u64, &mut [u8])) -> Option<u64> {
     if !tracing_on() {
-        return false;
+        return None;
     }
-    with_buffer(|slot| match slot {
-        Some(ring) => ring.write(clock::now_ns(), payload).is_ok(),
-        None => false,
+    with_buffer(|slot| {
+        let ring = slot.as_mut()?;
+        let time = clock::now_ns();
+        ring.write_with(time, len, |bytes| fill(time, bytes)).ok()?;
+        Some(time)
     })
 }
 

@@ -33,6 +33,23 @@ pub struct Common {
 /// Bytes of [`Common`].
 pub const COMMON_SIZE: usize = 8;
 
+/// An event with a fixed-size payload, written in place into the trace
+/// buffer ([`encode_into`](Self::encode_into)).
+pub trait FixedEvent {
+    /// Payload bytes.
+    const SIZE: usize;
+
+    /// Writes the payload into `out` (at least `SIZE` bytes).
+    fn encode_into(&self, out: &mut [u8]);
+
+    /// The payload as bytes (for tests and host tools).
+    fn to_bytes(&self) -> alloc::vec::Vec<u8> {
+        let mut out = alloc::vec![0; Self::SIZE];
+        self.encode_into(&mut out);
+        out
+    }
+}
+
 impl Common {
     fn encode(&self, out: &mut [u8]) {
         out[0..2].copy_from_slice(&self.kind.to_ne_bytes());
@@ -65,19 +82,19 @@ pub struct FunctionEvent {
     pub parent_ip: u64,
 }
 
-impl FunctionEvent {
-    /// Bytes of an encoded event.
-    pub const SIZE: usize = COMMON_SIZE + 16;
+impl FixedEvent for FunctionEvent {
+    const SIZE: usize = COMMON_SIZE + 16;
 
-    /// The event's payload bytes.
-    pub fn encode(&self) -> [u8; Self::SIZE] {
-        let mut out = [0; Self::SIZE];
-        self.common.encode(&mut out);
+    #[inline]
+    fn encode_into(&self, out: &mut [u8]) {
+        let out = &mut out[..Self::SIZE];
+        self.common.encode(out);
         out[8..16].copy_from_slice(&self.ip.to_ne_bytes());
         out[16..24].copy_from_slice(&self.parent_ip.to_ne_bytes());
-        out
     }
+}
 
+impl FunctionEvent {
     /// Reads an event back, if `bytes` holds one.
     pub fn decode(bytes: &[u8]) -> Option<FunctionEvent> {
         let common = Common::decode(bytes)?;
@@ -102,18 +119,20 @@ pub struct GraphEntryEvent {
     pub depth: i32,
 }
 
-impl GraphEntryEvent {
-    /// Bytes of an encoded event (the depth is padded to 8).
-    pub const SIZE: usize = COMMON_SIZE + 16;
+impl FixedEvent for GraphEntryEvent {
+    const SIZE: usize = COMMON_SIZE + 16;
 
-    pub fn encode(&self) -> [u8; Self::SIZE] {
-        let mut out = [0; Self::SIZE];
-        self.common.encode(&mut out);
+    #[inline]
+    fn encode_into(&self, out: &mut [u8]) {
+        let out = &mut out[..Self::SIZE];
+        self.common.encode(out);
         out[8..16].copy_from_slice(&self.func.to_ne_bytes());
         out[16..20].copy_from_slice(&self.depth.to_ne_bytes());
-        out
+        out[20..24].fill(0);
     }
+}
 
+impl GraphEntryEvent {
     pub fn decode(bytes: &[u8]) -> Option<GraphEntryEvent> {
         let common = Common::decode(bytes)?;
         (common.kind == TRACE_GRAPH_ENT).then_some(GraphEntryEvent {
@@ -137,22 +156,23 @@ pub struct GraphExitEvent {
     pub rettime: u64,
 }
 
-impl GraphExitEvent {
-    /// Bytes of an encoded event.
-    pub const SIZE: usize = COMMON_SIZE + 40;
+impl FixedEvent for GraphExitEvent {
+    const SIZE: usize = COMMON_SIZE + 40;
 
-    pub fn encode(&self) -> [u8; Self::SIZE] {
-        let mut out = [0; Self::SIZE];
-        self.common.encode(&mut out);
+    #[inline]
+    fn encode_into(&self, out: &mut [u8]) {
+        let out = &mut out[..Self::SIZE];
+        self.common.encode(out);
         out[8..16].copy_from_slice(&self.func.to_ne_bytes());
         out[16..24].copy_from_slice(&self.retval.to_ne_bytes());
         out[24..28].copy_from_slice(&self.depth.to_ne_bytes());
         out[28..32].copy_from_slice(&self.overrun.to_ne_bytes());
         out[32..40].copy_from_slice(&self.calltime.to_ne_bytes());
         out[40..48].copy_from_slice(&self.rettime.to_ne_bytes());
-        out
     }
+}
 
+impl GraphExitEvent {
     pub fn decode(bytes: &[u8]) -> Option<GraphExitEvent> {
         let common = Common::decode(bytes)?;
         (common.kind == TRACE_GRAPH_RET).then_some(GraphExitEvent {
@@ -250,7 +270,7 @@ mod tests {
             ip: 0x4008_1234,
             parent_ip: 0x4008_5678,
         };
-        let bytes = event.encode();
+        let bytes = event.to_bytes();
         assert_eq!(u16::from_ne_bytes([bytes[0], bytes[1]]), TRACE_FN);
         assert_eq!(FunctionEvent::decode(&bytes), Some(event));
         let mut other = bytes;
@@ -275,10 +295,10 @@ mod tests {
     fn graph_events_round_trip() {
         let common = Common { kind: TRACE_GRAPH_ENT, ..Common::default() };
         let entry = GraphEntryEvent { common, func: 0x1000, depth: 3 };
-        assert_eq!(Record::decode(&entry.encode()), Some(Record::GraphEntry(entry)));
+        assert_eq!(Record::decode(&entry.to_bytes()), Some(Record::GraphEntry(entry)));
         let common = Common { kind: TRACE_GRAPH_RET, ..Common::default() };
         let exit = GraphExitEvent { common, func: 0x1000, retval: 5, depth: 3, overrun: 1, calltime: 100, rettime: 912 };
-        assert_eq!(Record::decode(&exit.encode()), Some(Record::GraphExit(exit)));
+        assert_eq!(Record::decode(&exit.to_bytes()), Some(Record::GraphExit(exit)));
         assert_eq!(exit.duration(), 812);
     }
 }

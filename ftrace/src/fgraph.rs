@@ -3,11 +3,18 @@
 //!
 //! An [`FgraphOps`] is an [`FtraceOps`] (its filters choose the functions)
 //! plus two callbacks. At a traced function's entry (if the shadow stack has
-//! room for the call) its entry callback runs with the call's depth; it may reserve a few words of per-call data and
-//! answers whether it wants the return. Only the calls its entry accepted
-//! reach its return callback, with the data it reserved, the return value,
-//! and the call and return times. Any number of users can trace the same
-//! function: each hooks the call's single shadow-stack frame.
+//! room for the call) its entry callback runs with the call's depth; it may
+//! reserve up to the data words the ops declared
+//! ([`with_data_words`](FgraphOps::with_data_words)) and answers whether it
+//! wants the return. Only the calls its entry accepted reach its return
+//! callback, with the data it reserved and the return value. Any number of
+//! users can trace the same function: each hooks the call's single
+//! shadow-stack frame.
+//!
+//! Graph entries run under the recursion guard, so a graph user only hooks
+//! calls made outside callbacks, and those return outside callbacks too: the
+//! return hook's `on_missed` never has a graph user's return to skip (it
+//! counts one in [`missed`](FgraphOps::missed) if it ever does).
 
 use core::mem::{offset_of, MaybeUninit};
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -16,7 +23,6 @@ use arch::ftrace_abi::FtraceRegs;
 
 use crate::ops::{FtraceOps, OpsFlags};
 use crate::registry::{self, FtraceError};
-use crate::clock;
 use crate::retstack::{self, HookError, ReturnInfo, ReturnUser, MAX_DATA_WORDS};
 
 /// A call at entry, as an entry callback sees it.
@@ -34,9 +40,6 @@ pub struct FgraphReturn {
     pub func: usize,
     pub depth: usize,
     pub retval: u64,
-    /// Trace-clock times of the entry and the return (ns).
-    pub calltime: u64,
-    pub rettime: u64,
     /// Calls the shadow stack had no room for so far.
     pub overrun: u64,
     /// Where the call returns to.
@@ -44,23 +47,24 @@ pub struct FgraphReturn {
 }
 
 /// Per-call data an entry callback reserves. Only reserved words are ever
-/// initialised: most calls reserve none, and the traced path should not pay
+/// initialised: most calls reserve few, and the traced path should not pay
 /// for clearing the rest.
 pub struct EntryData {
     words: [MaybeUninit<u64>; MAX_DATA_WORDS],
     len: usize,
+    limit: usize,
 }
 
 impl EntryData {
-    fn new() -> Self {
-        Self { words: [MaybeUninit::uninit(); MAX_DATA_WORDS], len: 0 }
+    fn new(limit: usize) -> Self {
+        Self { words: [MaybeUninit::uninit(); MAX_DATA_WORDS], len: 0, limit }
     }
 
-    /// Reserves `words` more words (zeroed), or `None` past the limit (the
-    /// graph layer keeps one word of its own: the call time).
+    /// Reserves `words` more words (zeroed), or `None` past what the ops
+    /// declared.
     pub fn reserve(&mut self, words: usize) -> Option<&mut [u64]> {
         let start = self.len;
-        let end = start.checked_add(words).filter(|&end| end <= MAX_DATA_WORDS)?;
+        let end = start.checked_add(words).filter(|&end| end <= self.limit)?;
         self.len = end;
         let reserved = &mut self.words[start..end];
         for word in reserved.iter_mut() {
@@ -90,22 +94,34 @@ pub struct FgraphOps {
     user: ReturnUser,
     entry: FgraphEntryFunc,
     ret: FgraphReturnFunc,
+    data_words: usize,
     private: AtomicUsize,
     overruns: AtomicU64,
+    missed_returns: AtomicU64,
 }
 
 impl FgraphOps {
-    /// A graph user with the two callbacks; it traces every function until a
-    /// filter is set on [`ops`](Self::ops).
+    /// A graph user with the two callbacks and no per-call data; it traces
+    /// every function until a filter is set on [`ops`](Self::ops).
     pub const fn new(entry: FgraphEntryFunc, ret: FgraphReturnFunc) -> Self {
         FgraphOps {
             ops: FtraceOps::new(graph_entry, OpsFlags::RECURSION),
-            user: ReturnUser { on_return: graph_return, full_regs: false },
+            user: ReturnUser { on_return: graph_return, on_missed: graph_missed, full_regs: false },
             entry,
             ret,
+            data_words: 0,
             private: AtomicUsize::new(0),
             overruns: AtomicU64::new(0),
+            missed_returns: AtomicU64::new(0),
         }
+    }
+
+    /// The same, with room for `words` data words per call (at most
+    /// [`MAX_DATA_WORDS`]): what the shadow stack reserves for each call.
+    pub const fn with_data_words(mut self, words: usize) -> Self {
+        assert!(words <= MAX_DATA_WORDS);
+        self.data_words = words;
+        self
     }
 
     /// The underlying ops, for filters.
@@ -139,9 +155,10 @@ impl FgraphOps {
         self.overruns.load(Ordering::Relaxed)
     }
 
-    /// Calls skipped because the entry ran inside another callback.
+    /// Calls missed: entries skipped because they ran inside another
+    /// callback, and returns whose callback could not run.
     pub fn missed(&self) -> u64 {
-        self.ops.missed()
+        self.ops.missed() + self.missed_returns.load(Ordering::Relaxed)
     }
 }
 
@@ -151,7 +168,7 @@ extern "C" fn graph_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &
     let gops = unsafe { &*ops.container::<FgraphOps>() };
     // The frame comes first (as in Linux): an entry callback may set state
     // that only the return clears, so it runs only when the return will come.
-    let pending = match retstack::begin_hook(fregs, ip, MAX_DATA_WORDS) {
+    let pending = match retstack::begin_hook(fregs, ip, gops.data_words) {
         Ok(pending) => pending,
         Err(HookError::Overrun) => {
             gops.overruns.fetch_add(1, Ordering::Relaxed);
@@ -160,8 +177,7 @@ extern "C" fn graph_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &
         Err(_) => return,
     };
     let call = FgraphEntry { func: ip, parent_ip, depth: pending.depth() };
-    let mut data = EntryData::new();
-    data.reserve(1).expect("room for the call time")[0] = clock::now_ns();
+    let mut data = EntryData::new(gops.data_words);
     if !(gops.entry)(gops, &call, &mut data, fregs) {
         return;
     }
@@ -170,25 +186,31 @@ extern "C" fn graph_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &
     let user = (gops as *const FgraphOps).wrapping_byte_add(offset_of!(FgraphOps, user)) as *const ReturnUser;
     // SAFETY: graph ops are statics (`register` takes `&'static self`): the
     // user outlives every call; `user` was made as `commit` asks. The data
-    // fits: the pending hook has room for MAX_DATA_WORDS, `EntryData`'s limit.
+    // fits: the pending hook has room for `data_words`, `EntryData`'s limit.
     let committed = unsafe { pending.commit(fregs, user, data.as_slice()) };
     debug_assert!(committed.is_ok());
 }
 
+/// The graph ops a return user belongs to.
+fn gops_of(user: *const ReturnUser) -> &'static FgraphOps {
+    // SAFETY: only `graph_entry` hooks with these callbacks, with a pointer
+    // to the `user` field made from a pointer to the whole (static)
+    // `FgraphOps`; stepping back by the field's offset gives that ops.
+    unsafe { &*crate::container_of!(user, FgraphOps, user) }
+}
+
 fn graph_return(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fregs: &mut FtraceRegs) {
-    // SAFETY: only `graph_entry` hooks with this callback, with a pointer to
-    // the `user` field made from a pointer to the whole (static) `FgraphOps`;
-    // stepping back by the field's offset gives that ops.
-    let gops = unsafe { &*(user.wrapping_byte_sub(offset_of!(FgraphOps, user)) as *const FgraphOps) };
-    let Some((calltime, data)) = data.split_first() else { return };
+    let gops = gops_of(user);
     let info = FgraphReturn {
         func: call.func,
         depth: call.depth,
         retval: fregs.return_value(),
-        calltime: *calltime,
-        rettime: clock::now_ns(),
         overrun: call.overrun,
         ret_addr: call.ret_addr,
     };
     (gops.ret)(gops, &info, data, fregs);
+}
+
+fn graph_missed(user: *const ReturnUser, _call: &ReturnInfo, _data: &mut [u64]) {
+    gops_of(user).missed_returns.fetch_add(1, Ordering::Relaxed);
 }

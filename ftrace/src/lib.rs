@@ -9,9 +9,12 @@
 //!   one ops calls it through the per-site literal with no list walk;
 //! - **the registry** ([`register`], [`set_filter`], ...): recomputes and
 //!   patches exactly the sites a change affects, in one batch;
-//! - **the return hook** ([`retstack`]): one shadow return stack per CPU and
-//!   one return trampoline per architecture, under both the function-graph
-//!   API ([`fgraph`]) and rethook (the `rethook` crate);
+//! - **the return hook** ([`retstack`]): one shadow return stack
+//!   ([`shadow`]) per task ([`task`]) and one return trampoline per
+//!   architecture, under both the function-graph API ([`fgraph`]) and
+//!   rethook (the `rethook` crate);
+//! - **lifetimes** ([`deferred`]): what tracing code may still be using is
+//!   freed only after a grace period;
 //! - **the trace buffer** ([`buffer`]): per-CPU rings in Linux's page format;
 //! - **tracers** ([`tracer`]): `nop`, `function`, `function_graph`, and
 //!   `cat trace`.
@@ -25,18 +28,32 @@
 
 extern crate alloc;
 
+/// The object that holds field `$field` at `$ptr`: `$ptr` stepped back by
+/// the field's offset, as a `*const $Type`. Sound to dereference only if
+/// `$ptr` was made from a pointer to that whole object (not from a
+/// reference to the field alone), and the object is alive.
+#[macro_export]
+macro_rules! container_of {
+    ($ptr:expr, $Type:ty, $field:ident) => {
+        ($ptr as *const _ as *const u8).wrapping_sub(::core::mem::offset_of!($Type, $field)) as *const $Type
+    };
+}
+
 pub mod bitmap;
 pub mod event;
 pub mod glob;
 pub mod kallsyms;
 pub mod output;
 pub mod ring_buffer;
+pub mod shadow;
 pub mod stream;
 
 #[cfg(target_os = "none")]
 pub mod buffer;
 #[cfg(target_os = "none")]
 pub mod clock;
+#[cfg(target_os = "none")]
+pub mod deferred;
 #[cfg(target_os = "none")]
 pub mod export;
 #[cfg(target_os = "none")]
@@ -53,6 +70,8 @@ pub mod retstack;
 mod registry;
 #[cfg(target_os = "none")]
 pub mod symbols;
+#[cfg(target_os = "none")]
+pub mod task;
 #[cfg(target_os = "none")]
 pub mod tracer;
 
@@ -75,6 +94,7 @@ pub use arch::ftrace_abi::{FtraceRegs, PtRegs, RegisterError, Saved, Trampoline}
 /// the trace clock and allocates the trace buffer.
 #[cfg(target_os = "none")]
 pub fn init() -> Result<InitInfo, FtraceError> {
+    task::init_cpu();
     clock::init();
     buffer::init();
     registry::init()

@@ -20,6 +20,7 @@ use arch::ftrace_abi::{FtraceRegs, SiteCall, SiteFunc};
 use bitflags::bitflags;
 
 use crate::bitmap::Bitmap;
+use crate::deferred::{self, Deferred};
 use crate::recursion;
 
 bitflags! {
@@ -188,17 +189,35 @@ pub(crate) struct SiteList {
     /// Must stay first (see [`FtraceOps`]).
     call: SiteCall,
     pub ops: Box<[&'static FtraceOps]>,
+    /// For the deferred free once no site leads here.
+    retired: Deferred,
 }
 
 impl SiteList {
     pub fn new(ops: Box<[&'static FtraceOps]>) -> Box<SiteList> {
-        Box::new(SiteList { call: SiteCall { func: list_entry }, ops })
+        Box::new(SiteList { call: SiteCall { func: list_entry }, ops, retired: Deferred::new() })
     }
 
     /// What a site literal points at: the whole list, seen as its first field.
     pub fn site_call(&self) -> *const SiteCall {
         self as *const SiteList as *const SiteCall
     }
+
+    /// Frees a list no site points at any more, once every trampoline that
+    /// may have loaded it has left (after a grace period).
+    pub fn retire(list: Box<SiteList>) {
+        let list = Box::into_raw(list);
+        // SAFETY: the list is leaked until the action frees it; no site
+        // points at it any more, so after the grace period nothing uses it.
+        unsafe { deferred::defer(&(*list).retired, free_site_list) };
+    }
+}
+
+/// The deferred action of [`SiteList::retire`].
+unsafe fn free_site_list(node: *const Deferred) {
+    let list = crate::container_of!(node, SiteList, retired) as *mut SiteList;
+    // SAFETY: `retire` queued the node of a list it leaked from a box.
+    drop(unsafe { Box::from_raw(list) });
 }
 
 /// The entry of a site traced by several ops.

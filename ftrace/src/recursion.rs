@@ -1,55 +1,85 @@
-//! The recursion guard: at most one tracing callback per CPU per context.
+//! The recursion guard: at most one tracing callback of each kind per task
+//! per context.
 //!
 //! A callback that calls a traced function would re-enter the tracer; an
-//! interrupt arriving inside a callback must still be traced. So each CPU has
-//! one bit per [`Context`](arch::context::Context): entering a callback sets
-//! the current context's bit, and finding it already set means recursion (the
-//! caller counts a miss and returns). Only the owning CPU touches its word and
-//! interrupts nest strictly, so a plain load and store suffice: an interrupt
-//! between them sets and clears its own bit before we resume.
+//! interrupt arriving inside a callback must still be traced. So each task
+//! has, per [`Context`](arch::context::Context), two bits (Linux's
+//! `trace_recursion` banks):
+//!
+//! - the **entry** bit, held while entry callbacks run ([`try_enter`]);
+//! - the **return** bit, held while return callbacks run
+//!   ([`try_enter_return`]).
+//!
+//! An entry callback may not start while either bit of its context is held:
+//! nothing called from inside a callback is hooked. A return callback may
+//! not start while the return bit is held; it *may* start inside an entry
+//! callback, because the call returning was hooked by an ops without the
+//! guard (the API allows it) and its return must not be lost. A return that
+//! cannot run its callbacks is counted as missed by its users and releases
+//! what its entry reserved (see `crate::retstack`).
+//!
+//! Only the owning task (and the interrupts nesting on it) touch its bits,
+//! and interrupts nest strictly, so a plain load and store suffice: an
+//! interrupt between them sets and clears its own bit before we resume.
 
-use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicUsize, Ordering};
 
-use arch::{context, cpu, MAX_CPUS};
+use arch::context;
 
-static ACTIVE: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
+use crate::task::{self, TaskTrace};
 
-/// Proof that this CPU entered a callback in the current context; clears the
-/// bit when dropped.
+const RETURN_SHIFT: u32 = 8;
+
+/// Proof that the current task entered a callback in the current context;
+/// clears the bit when dropped.
 pub struct RecursionGuard {
+    task: &'static TaskTrace,
     bit: u32,
 }
 
-/// Enters a callback, or `None` if this context is already inside one.
 #[inline(always)]
-pub fn try_enter() -> Option<RecursionGuard> {
-    let bit = 1 << context::current() as u32;
-    let word = &ACTIVE[cpu::id()];
-    let active = word.load(Ordering::Relaxed);
-    if active & bit != 0 {
+fn context_bit() -> u32 {
+    1 << context::current() as u32
+}
+
+#[inline(always)]
+fn acquire(blocked_by: u32, bit: u32) -> Option<RecursionGuard> {
+    let task = task::current();
+    let active = task.recursion.load(Ordering::Relaxed);
+    if active & blocked_by != 0 {
         return None;
     }
-    word.store(active | bit, Ordering::Relaxed);
-    Some(RecursionGuard { bit })
+    task.recursion.store(active | bit, Ordering::Relaxed);
+    Some(RecursionGuard { task, bit })
+}
+
+/// Enters entry callbacks, or `None` if this context is already inside a
+/// callback of either kind.
+#[inline(always)]
+pub fn try_enter() -> Option<RecursionGuard> {
+    let bit = context_bit();
+    acquire(bit | bit << RETURN_SHIFT, bit)
+}
+
+/// Enters return callbacks, or `None` if this context is already running
+/// return callbacks.
+#[inline(always)]
+pub fn try_enter_return() -> Option<RecursionGuard> {
+    let bit = context_bit() << RETURN_SHIFT;
+    acquire(bit, bit)
 }
 
 impl Drop for RecursionGuard {
     #[inline(always)]
     fn drop(&mut self) {
-        let word = &ACTIVE[cpu::id()];
+        let word = &self.task.recursion;
         word.store(word.load(Ordering::Relaxed) & !self.bit, Ordering::Relaxed);
     }
 }
 
-/// Whether this CPU is inside a callback in any context.
+/// Whether the current task is inside a callback in any context.
 pub fn in_callback() -> bool {
-    ACTIVE[cpu::id()].load(Ordering::Relaxed) != 0
-}
-
-/// Forgets guards held by an abandoned stack (the test framework resuming
-/// after an expected panic inside a callback).
-pub fn reset() {
-    ACTIVE[cpu::id()].store(0, Ordering::Relaxed);
+    task::current().recursion.load(Ordering::Relaxed) != 0
 }
 
 /// How many distinct recursion sites [`recursed_functions`] remembers.

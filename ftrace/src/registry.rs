@@ -14,10 +14,9 @@
 //!
 //! Updates run in normal context only, never from a callback (the registry
 //! lock is not interrupt-safe and a callback must not patch its own caller).
-//! Per-site lists replaced by an update are freed after the batch: with one
-//! CPU no trampoline can still be inside them (the updater is not inside a
-//! callback, and interrupts were masked while sites changed). With several
-//! CPUs this is where a grace period would go.
+//! Per-site lists replaced by an update are retired: freed after a grace
+//! period (`crate::deferred`), since a trampoline may have loaded one just
+//! before its site changed.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -32,7 +31,7 @@ use crate::glob::{apply_filter, FilterError, FilterMode};
 use crate::kallsyms::KallsymsError;
 use crate::ops::{FtraceOps, OpsFlags, SiteList, NOP_CALL};
 use crate::records::{self, Record, LITERAL_SIZE};
-use crate::{recursion, symbols};
+use crate::{deferred, recursion, symbols};
 
 /// Why a tracing request was refused. Nothing changed when one is returned.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -169,9 +168,15 @@ fn with_registry<R>(f: impl FnOnce(&mut Registry) -> Result<R, FtraceError>) -> 
     if context::current() != Context::Normal || recursion::in_callback() {
         return Err(FtraceError::WrongContext);
     }
-    let mut guard = REGISTRY.lock();
-    let registry = guard.as_mut().ok_or(FtraceError::Unavailable("not initialised"))?;
-    f(registry)
+    let result = {
+        let mut guard = REGISTRY.lock();
+        let registry = guard.as_mut().ok_or(FtraceError::Unavailable("not initialised"))?;
+        f(registry)
+    };
+    // Normal context, outside callbacks: a good moment to free what earlier
+    // changes retired.
+    deferred::reclaim();
+    result
 }
 
 impl Registry {
@@ -264,8 +269,11 @@ impl Registry {
                 }
             }
         }
-        // The batch is closed: no site points at a retired list any more.
-        drop(retired);
+        // The batch is closed: no site points at a retired list any more, but
+        // a trampoline may still be walking one.
+        for list in retired {
+            SiteList::retire(list);
+        }
         Ok(())
     }
 

@@ -17,15 +17,15 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use arch::irq::IrqGuard;
-use arch::{cpu, MAX_CPUS};
 
-use crate::event::{flags, Common, FunctionEvent, GraphEntryEvent, GraphExitEvent, Record, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET};
+use crate::event::{flags, Common, FixedEvent, FunctionEvent, GraphEntryEvent, GraphExitEvent, Record, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET};
 use crate::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn};
 use crate::glob::FilterMode;
 use crate::ops::{FtraceOps, OpsFlags};
 use crate::output::GraphOptions;
 use crate::registry::{self, FilterKind, FtraceError};
-use crate::{buffer, output, symbols};
+use crate::task::{self, NOT_INSIDE};
+use crate::{buffer, clock, output, symbols};
 
 /// A tracer `current_tracer` can name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,8 +76,11 @@ static CURRENT: spin::Mutex<Tracer> = spin::Mutex::new(Tracer::Nop);
 /// `set_ftrace_notrace`.
 pub static FUNCTION_OPS: FtraceOps = FtraceOps::new(function_trace_call, OpsFlags::RECURSION);
 
-/// The function-graph tracer's user of the return hook.
-pub static GRAPH_OPS: FgraphOps = FgraphOps::new(graph_trace_entry, graph_trace_return);
+/// The function-graph tracer's user of the return hook. Per call it keeps
+/// two words: its mark (below) and the call time, which is the timestamp of
+/// the call's entry event, so the duration an exit event carries is exactly
+/// the distance between the two events' timestamps.
+pub static GRAPH_OPS: FgraphOps = FgraphOps::new(graph_trace_entry, graph_trace_return).with_data_words(2);
 
 /// Sets a tracer filter (`set_ftrace_filter` / `set_ftrace_notrace`): it
 /// applies to every tracer, as Linux's global filter does. On error nothing
@@ -126,7 +129,7 @@ pub fn event_common(kind: u16) -> Common {
 
 extern "C" fn function_trace_call(ip: usize, parent_ip: usize, _ops: &FtraceOps, _fregs: &mut FtraceRegs) {
     let event = FunctionEvent { common: event_common(TRACE_FN), ip: ip as u64, parent_ip: parent_ip as u64 };
-    buffer::write(&event.encode());
+    buffer::write_with(FunctionEvent::SIZE, |_, bytes| event.encode_into(bytes));
 }
 
 // ---- function_graph ----
@@ -142,13 +145,7 @@ static GRAPH_NOTRACE: spin::Mutex<Vec<usize>> = spin::Mutex::new(Vec::new());
 static HAS_GRAPH_FUNCTIONS: AtomicBool = AtomicBool::new(false);
 static HAS_GRAPH_NOTRACE: AtomicBool = AtomicBool::new(false);
 
-const NOT_INSIDE: usize = usize::MAX;
-/// Per CPU: the depth of the `set_graph_function` call being traced below.
-static GRAPH_FUNCTION_DEPTH: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(NOT_INSIDE) }; MAX_CPUS];
-/// Per CPU: the depth of the `set_graph_notrace` call nothing is traced below.
-static GRAPH_NOTRACE_DEPTH: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(NOT_INSIDE) }; MAX_CPUS];
-
-/// What the graph tracer's one data word says about a hooked call.
+/// What the graph tracer's mark word says about a hooked call.
 const MARK_PLAIN: u64 = 0;
 const MARK_NOTRACE: u64 = 1;
 const MARK_GRAPH_FUNCTION: u64 = 2;
@@ -223,8 +220,8 @@ fn in_list(list: &spin::Mutex<Vec<usize>>, ip: usize) -> bool {
 }
 
 fn graph_trace_entry(_gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, _fregs: &mut FtraceRegs) -> bool {
-    let cpu = cpu::id();
-    let notrace_depth = GRAPH_NOTRACE_DEPTH[cpu].load(Ordering::Relaxed);
+    let marks = task::current().graph_marks(context::current());
+    let notrace_depth = marks.notrace_depth.load(Ordering::Relaxed);
     if notrace_depth != NOT_INSIDE && call.depth > notrace_depth {
         return false;
     }
@@ -232,54 +229,71 @@ fn graph_trace_entry(_gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData
     if max != 0 && call.depth >= max {
         return false;
     }
-    let Some(mark) = data.reserve(1) else { return false };
+    let Some(words) = data.reserve(2) else { return false };
     if HAS_GRAPH_NOTRACE.load(Ordering::Relaxed) && in_list(&GRAPH_NOTRACE, call.func) {
         // Hook it only to learn when it returns; record nothing below it.
-        GRAPH_NOTRACE_DEPTH[cpu].store(call.depth, Ordering::Relaxed);
-        mark[0] = MARK_NOTRACE;
+        marks.notrace_depth.store(call.depth, Ordering::Relaxed);
+        words[0] = MARK_NOTRACE;
         return true;
     }
     if HAS_GRAPH_FUNCTIONS.load(Ordering::Relaxed) {
-        let inside = GRAPH_FUNCTION_DEPTH[cpu].load(Ordering::Relaxed);
+        let inside = marks.function_depth.load(Ordering::Relaxed);
         if inside == NOT_INSIDE || call.depth <= inside {
             if !in_list(&GRAPH_FUNCTIONS, call.func) {
                 return false;
             }
-            GRAPH_FUNCTION_DEPTH[cpu].store(call.depth, Ordering::Relaxed);
-            mark[0] = MARK_GRAPH_FUNCTION;
+            marks.function_depth.store(call.depth, Ordering::Relaxed);
+            words[0] = MARK_GRAPH_FUNCTION;
         }
     }
     let event = GraphEntryEvent { common: event_common(TRACE_GRAPH_ENT), func: call.func as u64, depth: call.depth as i32 };
-    buffer::write(&event.encode());
+    let time = buffer::write_with(GraphEntryEvent::SIZE, |_, bytes| event.encode_into(bytes));
+    words[1] = time.unwrap_or_else(clock::now_ns);
     true
 }
 
-fn graph_trace_return(_gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _fregs: &mut FtraceRegs) {
-    let cpu = cpu::id();
+/// Undoes what the entry's mark set; answers whether the call was recorded.
+fn graph_trace_unmark(data: &[u64]) -> bool {
+    let marks = task::current().graph_marks(context::current());
     match data.first().copied() {
         Some(MARK_NOTRACE) => {
-            GRAPH_NOTRACE_DEPTH[cpu].store(NOT_INSIDE, Ordering::Relaxed);
-            return;
+            marks.notrace_depth.store(NOT_INSIDE, Ordering::Relaxed);
+            false
         }
-        Some(MARK_GRAPH_FUNCTION) => GRAPH_FUNCTION_DEPTH[cpu].store(NOT_INSIDE, Ordering::Relaxed),
-        _ => debug_assert!(data.first() == Some(&MARK_PLAIN)),
+        Some(MARK_GRAPH_FUNCTION) => {
+            marks.function_depth.store(NOT_INSIDE, Ordering::Relaxed);
+            true
+        }
+        _ => {
+            debug_assert!(data.first() == Some(&MARK_PLAIN));
+            true
+        }
     }
-    let event = GraphExitEvent {
+}
+
+fn graph_trace_return(_gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _fregs: &mut FtraceRegs) {
+    if !graph_trace_unmark(data) {
+        return;
+    }
+    let mut event = GraphExitEvent {
         common: event_common(TRACE_GRAPH_RET),
         func: call.func as u64,
         retval: call.retval,
         depth: call.depth as i32,
         overrun: call.overrun as u32,
-        calltime: call.calltime,
-        rettime: call.rettime,
+        calltime: data.get(1).copied().unwrap_or(0),
+        rettime: 0,
     };
-    buffer::write(&event.encode());
+    // The return time is the exit event's own timestamp.
+    buffer::write_with(GraphExitEvent::SIZE, |time, bytes| {
+        event.rettime = time;
+        event.encode_into(bytes);
+    });
 }
 
-/// Forgets per-CPU graph state an abandoned stack left (tests that panic).
+/// Forgets the current task's graph markers (tests that abandon a stack).
 pub fn reset_graph_state() {
-    GRAPH_FUNCTION_DEPTH[cpu::id()].store(NOT_INSIDE, Ordering::Relaxed);
-    GRAPH_NOTRACE_DEPTH[cpu::id()].store(NOT_INSIDE, Ordering::Relaxed);
+    task::current().reset_graph_marks();
 }
 
 // ---- cat trace ----

@@ -156,6 +156,7 @@ fn bench_fprobe(exit: bool) -> f64 {
         entry_data_words: 0,
         save_args: false,
         private: 0,
+        free_private: None,
     };
     let probe = fprobe::register(config, Target::Addresses(&[tracee_ip()])).expect("fprobe");
     let result = measure_tracee();

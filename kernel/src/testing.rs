@@ -170,9 +170,10 @@ pub fn on_panic(info: &PanicInfo) {
 fn forget_abandoned_state() {
     arch::context::reset();
     arch::text::abandon();
-    ftrace::recursion::reset();
-    ftrace::retstack::reset();
-    ftrace::tracer::reset_graph_state();
+    ftrace::task::current().reset();
+    if ftrace::retstack::is_stopped() {
+        ftrace::retstack::restart();
+    }
 }
 
 /// A fixed-size buffer for formatting a panic message without allocating.

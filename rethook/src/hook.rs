@@ -1,13 +1,15 @@
 use alloc::boxed::Box;
-use alloc::vec::Vec;
 use core::cell::UnsafeCell;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arch::ftrace_abi::FtraceRegs;
 use arch::irq::IrqGuard;
+use arch::{cpu, MAX_CPUS};
+use ftrace::deferred::{Deferred, Refs};
 use ftrace::retstack::{self, HookError, ReturnInfo, ReturnUser};
 
+use crate::pool::ObjPool;
 
 /// A handler: the node, the rethook's private data, where the call returns
 /// to, and the registers at the return.
@@ -32,25 +34,19 @@ struct Inner {
     words_per_node: usize,
     /// `words_per_node` words per node.
     storage: Box<[UnsafeCell<u64>]>,
-    /// Free node indices; a preallocated stack, changed with interrupts masked.
-    free: UnsafeCell<Vec<u32>>,
+    /// The free nodes.
+    pool: ObjPool,
     active: AtomicBool,
-    dropped: AtomicBool,
-    in_flight: AtomicUsize,
+    /// One reference for the handle, one per node out of the pool.
+    refs: Refs,
     missed: AtomicU64,
-    /// Link in the queue of rethooks waiting to be freed.
-    next_dead: AtomicPtr<Inner>,
 }
 
-// SAFETY: `free` is touched only with interrupts masked on the one CPU; node
-// storage is owned by whoever holds the node (taken from `free`); everything
-// else is atomic or immutable.
+// SAFETY: node storage is owned by whoever holds the node (taken from the
+// pool); everything else is atomic or immutable.
 unsafe impl Sync for Inner {}
 // SAFETY: as above; the raw pointers inside point into this same allocation.
 unsafe impl Send for Inner {}
-
-/// Rethooks whose last in-flight call returned after they were dropped.
-static DEAD: AtomicPtr<Inner> = AtomicPtr::new(core::ptr::null_mut());
 
 /// A return hook with its node pool. See the crate documentation.
 pub struct Rethook {
@@ -58,7 +54,7 @@ pub struct Rethook {
 }
 
 // SAFETY: the handle only reaches `Inner` through methods that are safe to
-// call from any context of the one CPU.
+// call from any context and CPU.
 unsafe impl Sync for Rethook {}
 // SAFETY: as above.
 unsafe impl Send for Rethook {}
@@ -71,8 +67,8 @@ pub struct RethookNode {
 
 impl RethookNode {
     fn words(&self) -> *mut u64 {
-        // SAFETY: `inner` lives while the node is taken or in flight (see
-        // the crate documentation); the index is in range.
+        // SAFETY: `inner` lives while the node is out of the pool (the node
+        // holds a reference); the index is in range.
         unsafe {
             let inner = self.inner.as_ref();
             inner.storage[self.index * inner.words_per_node].get()
@@ -97,57 +93,40 @@ impl RethookNode {
     }
 }
 
-/// Frees the rethooks queued by returns.
-fn reap() {
-    let mut dead = DEAD.swap(core::ptr::null_mut(), Ordering::Acquire);
-    while !dead.is_null() {
-        // SAFETY: only fully finished rethooks (dropped, nothing in flight)
-        // are queued, each once; they came from `Box::into_raw`.
-        let inner = unsafe { Box::from_raw(dead) };
-        dead = inner.next_dead.load(Ordering::Relaxed);
-    }
-}
-
 impl Rethook {
     /// A rethook calling `handler` with private `data`, with `nodes` nodes of
     /// `words_per_node` data words each, all allocated now.
     pub fn new(handler: RethookHandler, data: usize, nodes: usize, words_per_node: usize, mode: RethookMode) -> Rethook {
-        reap();
         let words_per_node = words_per_node.max(1);
         let inner = Box::new(Inner {
-            user: ReturnUser { on_return: rethook_return, full_regs: mode == RethookMode::FullRegs },
+            user: ReturnUser { on_return: rethook_return, on_missed: rethook_missed, full_regs: mode == RethookMode::FullRegs },
             handler,
             data,
             words_per_node,
             storage: (0..nodes * words_per_node).map(|_| UnsafeCell::new(0)).collect(),
-            free: UnsafeCell::new((0..nodes as u32).rev().collect()),
+            pool: ObjPool::new(nodes, MAX_CPUS),
             active: AtomicBool::new(true),
-            dropped: AtomicBool::new(false),
-            in_flight: AtomicUsize::new(0),
+            refs: Refs::new(free_inner),
             missed: AtomicU64::new(0),
-            next_dead: AtomicPtr::new(core::ptr::null_mut()),
         });
         Rethook { inner: NonNull::from(Box::leak(inner)) }
     }
 
     fn inner(&self) -> &Inner {
-        // SAFETY: the handle keeps `Inner` alive until it is dropped.
+        // SAFETY: the handle's reference keeps `Inner` alive until dropped.
         unsafe { self.inner.as_ref() }
     }
 
-    /// Takes a free node, or `None` (and a counted miss) if the pool is empty
-    /// or the rethook is stopped. Never allocates.
+    /// Takes a free node, or `None` if the rethook is stopped or its pool is
+    /// empty (counted as a miss). Never allocates, never locks.
     pub fn try_get(&self) -> Option<RethookNode> {
         let inner = self.inner();
         if !inner.active.load(Ordering::Acquire) {
             return None;
         }
-        let _irq = IrqGuard::new();
-        // SAFETY: interrupts masked: the only access to the free list now.
-        let free = unsafe { &mut *inner.free.get() };
-        match free.pop() {
+        match inner.pool.pop(cpu::id()) {
             Some(index) => {
-                inner.in_flight.fetch_add(1, Ordering::Relaxed);
+                inner.refs.get();
                 Some(RethookNode { inner: self.inner, index: index as usize })
             }
             None => {
@@ -166,25 +145,17 @@ impl Rethook {
         // The whole `Inner`, seen as its first field, so the return callback
         // can reach the rest of it.
         let user = self.inner.as_ptr() as *const ReturnUser;
-        // SAFETY: `Inner` stays alive while a node is in flight (it is freed
-        // only when `in_flight` is zero after the handle is dropped), and
-        // `user` points at the whole `Inner`.
-        let result = unsafe { retstack::hook_raw(fregs, func, user, &index) };
-        match result {
-            Ok(_) => Ok(()),
-            Err(error) => {
-                if error == HookError::Overrun {
-                    inner.missed.fetch_add(1, Ordering::Relaxed);
-                }
-                release(inner, node.index);
-                Err(error)
+        // SAFETY: the node's reference keeps `Inner` alive until the return
+        // callback (or `on_missed`) releases it; `user` points at the whole
+        // `Inner`.
+        let result = unsafe { retstack::hook(fregs, func, user, &index) };
+        result.map(|_| ()).inspect_err(|error| {
+            if *error == HookError::Overrun {
+                inner.missed.fetch_add(1, Ordering::Relaxed);
             }
-        }
-    }
-
-    /// Gives back a node taken with `try_get` but not hooked.
-    pub fn recycle(&self, node: RethookNode) {
-        release(self.inner(), node.index);
+            // SAFETY: the node was taken and not hooked: its reference is ours.
+            unsafe { release(inner, node.index) };
+        })
     }
 
     /// Stops the rethook: no new hooks, and in-flight calls return without
@@ -198,77 +169,83 @@ impl Rethook {
         self.inner().active.load(Ordering::Acquire)
     }
 
-    /// Calls not hooked because the pool was empty or the stack full.
+    /// Calls not hooked or not handled: the pool was empty, the stack full,
+    /// or the return ran inside another return callback.
     pub fn missed(&self) -> u64 {
         self.inner().missed.load(Ordering::Relaxed)
     }
 
-    /// Hooked calls that have not returned yet.
+    /// Nodes out of the pool: calls hooked and not returned yet.
     pub fn in_flight(&self) -> usize {
-        self.inner().in_flight.load(Ordering::Acquire)
+        self.inner().refs.count() - 1
     }
 
     /// Nodes free in the pool.
     pub fn free_nodes(&self) -> usize {
-        let _irq = IrqGuard::new();
-        // SAFETY: interrupts masked: the only access to the free list now.
-        unsafe { (*self.inner().free.get()).len() }
+        self.inner().pool.free()
     }
 }
 
-/// Puts a node back and, for a dropped rethook, queues it for freeing once
-/// nothing is in flight.
-fn release(inner: &Inner, index: usize) {
+/// Puts a node back (into this CPU's ring) and drops its reference.
+///
+/// # Safety
+/// The caller held the node, and does not use `inner` afterwards.
+unsafe fn release(inner: &Inner, index: usize) {
     {
         let _irq = IrqGuard::new();
-        // SAFETY: interrupts masked: the only access to the free list now.
-        // The list was allocated with room for every node: no allocation.
-        unsafe { (*inner.free.get()).push(index as u32) };
+        // SAFETY: interrupts are masked, so this CPU does not push
+        // concurrently with itself; the node is given back once.
+        unsafe { inner.pool.push(cpu::id(), index as u32) };
     }
-    if inner.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 && inner.dropped.load(Ordering::Acquire) {
-        queue_dead(inner);
-    }
-}
-
-fn queue_dead(inner: &Inner) {
-    let ptr = inner as *const Inner as *mut Inner;
-    let mut head = DEAD.load(Ordering::Relaxed);
-    loop {
-        inner.next_dead.store(head, Ordering::Relaxed);
-        match DEAD.compare_exchange_weak(head, ptr, Ordering::Release, Ordering::Relaxed) {
-            Ok(_) => return,
-            Err(current) => head = current,
-        }
-    }
+    // SAFETY: the node's reference, dropped last.
+    unsafe { inner.refs.put() };
 }
 
 impl Drop for Rethook {
+    /// Stops the rethook and lets go of it: it is freed once every hooked
+    /// call has returned (the last return queues the free) and a grace
+    /// period has passed.
     fn drop(&mut self) {
         let inner = self.inner();
         inner.active.store(false, Ordering::Release);
-        let free_now = {
-            let _irq = IrqGuard::new();
-            inner.dropped.store(true, Ordering::Release);
-            inner.in_flight.load(Ordering::Acquire) == 0
-        };
-        if free_now {
-            // SAFETY: nothing is in flight and the handle is gone: nobody else
-            // can reach `Inner`. It came from `Box::leak`.
-            drop(unsafe { Box::from_raw(self.inner.as_ptr()) });
-        }
-        reap();
+        // SAFETY: stopped, so no new node will be handed out once callbacks
+        // that already passed the check are done (the grace period `retire`
+        // waits for); the handle is gone after this.
+        unsafe { inner.refs.retire() };
     }
+}
+
+/// The deferred free, once no reference is left.
+unsafe fn free_inner(node: *const Deferred) {
+    let inner = ftrace::container_of!(Refs::of_node(node), Inner, refs) as *mut Inner;
+    // SAFETY: `Refs::new(free_inner)` is only used inside `Inner`, leaked
+    // from a box; no reference is left and a grace period has passed.
+    drop(unsafe { Box::from_raw(inner) });
+}
+
+fn inner_of(user: *const ReturnUser) -> &'static Inner {
+    // SAFETY: `Rethook::hook` hooks with a pointer to a whole `Inner` (whose
+    // first field is the `ReturnUser`), kept alive by the node's reference
+    // until `release` below.
+    unsafe { &*(user as *const Inner) }
 }
 
 /// The return-hook callback of every rethook.
 fn rethook_return(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fregs: &mut FtraceRegs) {
-    // SAFETY: `Rethook::hook` hooks with a pointer to a whole `Inner` (whose
-    // first field is the `ReturnUser`), alive while the node is in flight.
-    let inner = unsafe { &*(user as *const Inner) };
+    let inner = inner_of(user);
     let index = data.first().copied().unwrap_or(0) as usize;
     let node = RethookNode { inner: NonNull::from(inner), index };
     if inner.active.load(Ordering::Acquire) {
         (inner.handler)(&node, inner.data, call.ret_addr, fregs);
     }
-    release(inner, index);
+    // SAFETY: the hooked call held this node; nothing uses it after.
+    unsafe { release(inner, index) };
+}
+
+/// A return that could not run the handler: counted, and the node released.
+fn rethook_missed(user: *const ReturnUser, _call: &ReturnInfo, data: &mut [u64]) {
+    let inner = inner_of(user);
+    inner.missed.fetch_add(1, Ordering::Relaxed);
+    // SAFETY: as in `rethook_return`.
+    unsafe { release(inner, data.first().copied().unwrap_or(0) as usize) };
 }

@@ -7,9 +7,9 @@
 //! return trampoline.
 //!
 //! A [`Rethook`] owns a pool of nodes allocated when it is created, so the
-//! traced path never allocates: an entry callback takes a node
-//! ([`Rethook::try_get`]), fills its data words, and hooks the current call
-//! ([`Rethook::hook`]). When the call returns, the handler runs with the node,
+//! traced path never allocates or locks: an entry callback takes a node
+//! ([`Rethook::try_get`], from per-CPU rings, see [`pool`]), fills its data
+//! words, and hooks the current call ([`Rethook::hook`]). When the call returns, the handler runs with the node,
 //! the rethook's private data, the real return address and the return
 //! registers: by default only the sparse return save (the light `FtraceRegs`
 //! the seed asks for); a [`RethookMode::FullRegs`] rethook gets a full
@@ -20,17 +20,21 @@
 //! # Stopping and freeing while calls are in flight
 //!
 //! [`Rethook::stop`] makes `try_get` fail and turns the handler off; hooked
-//! calls still return normally. Dropping a `Rethook` stops it; its memory is
-//! freed at once if no hooked call is in flight, otherwise by the last such
-//! call's return, which only queues it, and the next `Rethook::new` or drop
-//! (normal context) frees it. The return path never allocates or frees.
+//! calls still return normally. A rethook counts references: one for the
+//! handle, one per node out of the pool. Dropping the handle stops it and
+//! lets go of the handle's reference (after a grace period); each return
+//! puts its node back and lets go of the node's. Whichever comes last queues
+//! the free (`ftrace::deferred`), which runs in normal context after a grace
+//! period. A return that cannot run the handler (inside another return
+//! callback) counts a miss and releases its node the same way. The return
+//! path never allocates or frees.
 #![no_std]
 
-#[cfg(target_os = "none")]
 extern crate alloc;
 
 #[cfg(target_os = "none")]
 mod hook;
+pub mod pool;
 
 #[cfg(target_os = "none")]
 pub use hook::*;

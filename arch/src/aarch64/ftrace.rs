@@ -29,9 +29,12 @@
 //!
 //! Afterwards it restores the saved registers, puts the (possibly changed)
 //! return address back in x30 and the stack pointer back, and branches through
-//! x16 (a scratch register at calls) to `F+8`, or to the instruction pointer a
-//! callback set (`IPMODIFY`; `override_function_with_return` sets it to
-//! [`ftrace_just_return`], a lone `ret` through x30, skipping the function).
+//! x9 to `F+8`, or to the instruction pointer a callback set (`IPMODIFY`;
+//! `override_function_with_return` sets it to [`ftrace_just_return`], a lone
+//! `ret` through x30, skipping the function). x9 is the one register the
+//! site itself already uses (`mov x9, x30`), so the branch clobbers nothing
+//! the function could see: every other register a save holds is restored,
+//! x16 and x17 included.
 //!
 //! # The return trampolines
 //!
@@ -136,7 +139,8 @@ global_asm!(
     .endm
 
     /* Everything else a full save adds: x9-x28 and PSTATE (NZCV, DAIF,
-       EL1h). x16 and x17 are scratch at calls: the restore leaves them. */
+       EL1h). x9 holds the caller's return address by now (the site's
+       `mov x9, x30`): the restore leaves it, the branch uses it. */
     .macro ftrace_save_rest_regs
     stp xzr, xzr, [sp, #({pt} + {stackframe})]  /* the frame records are the trampoline's own */
     str x9, [sp, #({x0} + 9 * 8)]
@@ -159,12 +163,12 @@ global_asm!(
     .endm
 
     .macro ftrace_restore_rest_regs
-    ldr x17, [sp, #({pt} + {pstate})]
-    msr nzcv, x17
-    ldr x9, [sp, #({x0} + 9 * 8)]
+    ldr x10, [sp, #({pt} + {pstate})]
+    msr nzcv, x10
     ldp x10, x11, [sp, #({x0} + 10 * 8)]
     ldp x12, x13, [sp, #({x0} + 12 * 8)]
     ldp x14, x15, [sp, #({x0} + 14 * 8)]
+    ldp x16, x17, [sp, #({x0} + 16 * 8)]
     ldp x18, x19, [sp, #({x0} + 18 * 8)]
     ldp x20, x21, [sp, #({x0} + 20 * 8)]
     ldp x22, x23, [sp, #({x0} + 22 * 8)]
@@ -192,21 +196,24 @@ global_asm!(
     mov x3, sp
     ldr x4, [x2, #{func}]
     blr x4
-    /* x16 = where to resume: F+8, or the ip a callback set. */
-    ldr x16, [sp, #({pt} + {pc})]
+    .endm
+
+    /* x9 = where to resume: F+8, or the ip a callback set. Before the
+       register restore: it uses x10 and x11. */
+    .macro ftrace_resume_target
+    ldr x9, [sp, #({pt} + {pc})]
     ldr x10, [sp, #({function_record} + 8)]
     sub x11, x10, #8
-    cmp x16, x11
-    csel x16, x10, x16, eq
+    cmp x9, x11
+    csel x9, x10, x9, eq
     .endm
 
     /* Entry, last part: fp, lr (maybe changed by the return hook), sp. */
     .macro ftrace_resume
     ldr x29, [sp, #({x0} + 29 * 8)]
     ldr x30, [sp, #({x0} + 30 * 8)]
-    ldr x17, [sp, #({pt} + {sp})]
-    mov sp, x17
-    br x16
+    add sp, sp, #{frame}
+    br x9
     .endm
 
     /* Return, middle part: fp, sp as the caller sees them, the frame record,
@@ -233,6 +240,7 @@ ftrace_caller:
     mov x10, #{saved_args}
     str x10, [sp, #{saved}]
     ftrace_call_ops
+    ftrace_resume_target
     ftrace_restore_arg_regs
     ftrace_resume
 
@@ -245,6 +253,7 @@ ftrace_regs_caller:
     mov x10, #{saved_full}
     str x10, [sp, #{saved}]
     ftrace_call_ops
+    ftrace_resume_target
     ftrace_restore_arg_regs
     ftrace_restore_rest_regs
     ftrace_resume
@@ -269,6 +278,7 @@ return_to_handler_regs:
     ftrace_return_call_handler {saved_return_full}
     ftrace_restore_arg_regs
     ftrace_restore_rest_regs
+    ldr x9, [sp, #({x0} + 9 * 8)]
     ldr x29, [sp, #({x0} + 29 * 8)]
     add sp, sp, #{return_frame}
     ret

@@ -93,7 +93,10 @@ macro_rules! x {
 /// (arguments), x8 (indirect result), fp, lr (the traced function's return
 /// address), sp and pc; the return save keeps x0-x7, fp, sp (and pc, the
 /// address returned to). A full save at a return holds lr as a `ret` leaves
-/// it: the address returned to.
+/// it: the address returned to. The trampolines restore every register they
+/// save (a callback's write lands), except x9 in a full entry save: by then
+/// the site's `mov x9, x30` has made it a copy of the return address, and
+/// the trampoline resumes through it.
 pub const REGISTERS: &[RegisterInfo] = &[
     x!(0, ENTRY | RETURN),
     x!(1, ENTRY | RETURN),

@@ -93,3 +93,19 @@ pub unsafe extern "C" fn call_with_marked_registers(target: extern "C" fn()) -> 
         "ret",
     )
 }
+
+/// A scratch register no function prologue touches, which a full entry save
+/// holds and restores: tests write it in a callback and read it first thing
+/// in the traced function, to see that the write landed (x17, which the
+/// full-registers trampoline once left alone).
+pub const SCRATCH_REGISTER: &str = "x17";
+
+/// Reads [`SCRATCH_REGISTER`]. Inline, so that it reads the register as the
+/// calling function found it.
+#[inline(always)]
+pub fn scratch_register() -> u64 {
+    let value: u64;
+    // SAFETY: reads a register.
+    unsafe { core::arch::asm!("mov {}, x17", out(reg) value, options(nomem, nostack, preserves_flags)) };
+    value
+}

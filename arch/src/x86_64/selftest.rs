@@ -75,3 +75,18 @@ pub unsafe extern "C" fn call_with_marked_registers(target: extern "C" fn()) -> 
         r15 = const 0x1111_2222_3333_0015u64,
     )
 }
+
+/// A scratch register no function prologue touches, which a full entry save
+/// holds and restores: tests write it in a callback and read it first thing
+/// in the traced function, to see that the write landed.
+pub const SCRATCH_REGISTER: &str = "r11";
+
+/// Reads [`SCRATCH_REGISTER`]. Inline, so that it reads the register as the
+/// calling function found it.
+#[inline(always)]
+pub fn scratch_register() -> u64 {
+    let value: u64;
+    // SAFETY: reads a register.
+    unsafe { core::arch::asm!("mov {}, r11", out(reg) value, options(nomem, nostack, preserves_flags)) };
+    value
+}

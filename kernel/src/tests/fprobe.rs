@@ -17,7 +17,7 @@ fn address<T: Copy>(f: T) -> usize {
 }
 
 fn config(entry: Option<fprobe::EntryHandler>, exit: Option<fprobe::ExitHandler>) -> FprobeConfig {
-    FprobeConfig { entry, exit, entry_data_words: 0, save_args: false, private: 0 }
+    FprobeConfig { entry, exit, entry_data_words: 0, save_args: false, private: 0, free_private: None }
 }
 
 /// Changes its argument register before returning.
@@ -205,6 +205,24 @@ fn take_partial_regs(_fp: &Fprobe, _ip: usize, _ret: usize, fregs: &mut FtraceRe
     let callee_saved_zero = arch::selftest::MARKED_REGISTERS.iter().all(|(name, _)| regs.register(name) == Some(0));
     *PARTIAL.lock() = Some((regs.register(first).unwrap(), regs.register(second).unwrap(), callee_saved_zero));
     false
+}
+
+fn rewrite_second_argument(_fp: &Fprobe, _ip: usize, _ret: usize, fregs: &mut FtraceRegs, _data: &mut EntryData) -> bool {
+    let second = arch::regs::REGISTERS[1].names[0];
+    let regs = fregs.partial_regs();
+    let value = regs.register(second).unwrap();
+    assert!(regs.set_register(second, value * 100));
+    false
+}
+
+#[ktest]
+fn writes_through_partial_regs_land() {
+    let f = address(probed as extern "C" fn(u64, u64) -> u64);
+    let expected = probed(black_box(3), black_box(400));
+    let probe = fprobe::register(config(Some(rewrite_second_argument), None), Target::Addresses(&[f])).unwrap();
+    let seen = probed(black_box(3), black_box(4));
+    drop(probe);
+    assert_eq!(seen, expected, "the function got the argument the handler wrote");
 }
 
 #[ktest]
@@ -465,4 +483,34 @@ fn bad_event_definitions_are_refused_and_register_nothing() {
     let mut enabled = 0;
     ftrace::for_each_site(|site| enabled += site.ops_count);
     assert_eq!(enabled, 0);
+}
+
+/// Adding, enabling, disabling and removing an event, with the tracers
+/// switched in between, gives back everything it allocated.
+#[ktest]
+fn event_rounds_and_tracer_switches_leak_nothing() {
+    let round = |i: usize| {
+        define("f:leakcheck kernel::workload::fib%return n=$arg1 r=$retval s=+0($stack):string").unwrap();
+        tracefs::write("events/fprobes/leakcheck/enable", "1", FilterMode::Replace).unwrap();
+        crate::workload::fib(black_box(3));
+        tracefs::write("events/fprobes/leakcheck/enable", "0", FilterMode::Replace).unwrap();
+        let tracer = if i % 2 == 0 { "function" } else { "function_graph" };
+        tracefs::write("current_tracer", tracer, FilterMode::Replace).unwrap();
+        crate::workload::fib(black_box(2));
+        tracefs::write("current_tracer", "nop", FilterMode::Replace).unwrap();
+        tracefs::write("dynamic_events", "-:leakcheck", FilterMode::Append).unwrap();
+    };
+    // One round first: buffers and tables that are allocated once.
+    round(0);
+    ftrace::deferred::reclaim();
+    let before = crate::heap::stats().used;
+    for i in 1..=300 {
+        round(i);
+    }
+    ftrace::deferred::reclaim();
+    let after = crate::heap::stats().used;
+    assert!(after <= before + 8 * 1024, "heap grew from {before} to {after} bytes over 300 rounds");
+    let mut enabled = String::new();
+    tracefs::read("enabled_functions", &mut enabled).unwrap();
+    assert_eq!(enabled, "", "no site left enabled");
 }

@@ -10,7 +10,9 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use arch::context::{self, Context};
 use arch::ftrace::{call_insn, Insn, CALL_OFFSET, INSN_LEN, NOP, PREPARE};
 use arch::ftrace_abi::trampoline_address;
-use arch::selftest::{call_with_marked_registers, CORRUPT_INSN, MARKED_FLAGS, MARKED_REGISTERS};
+use arch::selftest::{
+    call_with_marked_registers, scratch_register, CORRUPT_INSN, MARKED_FLAGS, MARKED_REGISTERS, SCRATCH_REGISTER,
+};
 use arch::text::TextPatcher;
 use ftrace::{
     FilterKind, FilterMode, FtraceError, FtraceOps, FtraceRegs, OpsFlags, RegisterError, Saved, Trampoline,
@@ -326,6 +328,30 @@ fn save_regs_sees_marked_registers_and_flags() {
     }
     let (flags, mask, value) = MARKED_FLAGS;
     assert_eq!(FLAGS_SEEN.load(Ordering::SeqCst) & mask, value, "{flags} as set before the call");
+}
+
+/// Reads the scratch register before anything else can change it.
+#[inline(never)]
+extern "C" fn reads_scratch() -> u64 {
+    scratch_register()
+}
+
+const SCRATCH_VALUE: u64 = 0x5c7a_7c40_0000_0017;
+
+extern "C" fn write_scratch(_ip: usize, _parent: usize, _ops: &FtraceOps, fregs: &mut FtraceRegs) {
+    let regs = fregs.regs().expect("a full save");
+    assert!(regs.set_register(SCRATCH_REGISTER, SCRATCH_VALUE));
+}
+
+static SCRATCH_OPS: FtraceOps = FtraceOps::new(write_scratch, OpsFlags::SAVE_REGS);
+
+#[ktest]
+fn a_callback_write_to_a_full_save_register_lands() {
+    let f = address(reads_scratch as extern "C" fn() -> u64);
+    trace_only(&SCRATCH_OPS, &[f]);
+    let seen = reads_scratch();
+    ftrace::unregister(&SCRATCH_OPS).unwrap();
+    assert_eq!(seen, SCRATCH_VALUE, "{SCRATCH_REGISTER} as the callback set it");
 }
 
 #[ktest]

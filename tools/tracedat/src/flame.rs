@@ -2,7 +2,7 @@
 //! duration minus its children's) is counted against its stack of traced
 //! callers, folded as `outer;inner;leaf NANOSECONDS`, and drawn by `inferno`.
 
-use ftrace::event::Record;
+use ftrace::event::{FixedEvent, Record};
 use ftrace::ring_buffer::{page_events, PAGE_SIZE};
 use ftrace::stream::Stream;
 
@@ -77,8 +77,8 @@ mod tests {
         let mut ring = RingBuffer::new(4);
         for (time, record) in events.iter().enumerate() {
             let payload = match record {
-                Record::GraphEntry(e) => e.encode().to_vec(),
-                Record::GraphExit(e) => e.encode().to_vec(),
+                Record::GraphEntry(e) => e.to_bytes(),
+                Record::GraphExit(e) => e.to_bytes(),
                 _ => unreachable!(),
             };
             ring.write(time as u64, &payload).unwrap();

@@ -1,0 +1,196 @@
+//! Freeing what tracing code may still be using: one mechanism for every
+//! object a trampoline, a callback or a hooked call in flight can reach
+//! (per-site ops lists, probes, rethooks, event definitions).
+//!
+//! # Deferred actions
+//!
+//! [`defer`] queues an action (usually "free this object") on an intrusive
+//! [`Deferred`] node the object carries, from any context, without
+//! allocating or locking. [`reclaim`], called from normal context outside
+//! callbacks, takes the queue, waits for a *grace period* (every flow of
+//! control that might have reached the objects before they were queued has
+//! left the tracing code), then runs the actions. Linux does the same with
+//! `call_rcu` and `synchronize_rcu_tasks`.
+//!
+//! # Counted objects
+//!
+//! An object that hooked calls can still return through (a rethook, an
+//! fprobe with an exit handler) carries [`Refs`]: one reference for its
+//! owner, one per call in flight. The last [`Refs::put`] queues the free, so
+//! the object goes away only once its owner let go *and* every hooked call
+//! has returned, whichever comes last, and never on the return path itself.
+//! The owner lets go with [`Refs::retire`], which drops its reference only
+//! after a grace period, so no entry callback that might still be taking a
+//! new reference is running when the count can reach zero.
+//!
+//! # The grace period
+//!
+//! [`synchronize`] is the one place that defines it. With one CPU, the
+//! caller of `reclaim` is in normal context and outside every callback, and
+//! interrupts that entered tracing code have all left it before normal code
+//! runs again: nothing else can be inside tracing code, so the grace period
+//! is already over.
+
+use core::ptr;
+use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+
+/// A queued action: `run(node)` after the next grace period.
+pub type Action = unsafe fn(node: *const Deferred);
+
+/// The intrusive node an object carries to be queued with [`defer`].
+pub struct Deferred {
+    next: AtomicPtr<Deferred>,
+    action: AtomicUsize,
+}
+
+impl Deferred {
+    /// A node not queued.
+    pub const fn new() -> Deferred {
+        Deferred { next: AtomicPtr::new(ptr::null_mut()), action: AtomicUsize::new(0) }
+    }
+}
+
+impl Default for Deferred {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+static QUEUE: AtomicPtr<Deferred> = AtomicPtr::new(ptr::null_mut());
+static QUEUED: AtomicUsize = AtomicUsize::new(0);
+
+/// Queues `action(node)` to run after the next grace period. Any context;
+/// never allocates, never waits.
+///
+/// # Safety
+/// `node` must stay valid until the action runs, must not be queued twice
+/// at once, and the action must be sound to run on it then (typically: the
+/// object holding `node` is unreachable by new users).
+pub unsafe fn defer(node: *const Deferred, action: Action) {
+    // SAFETY: the caller keeps `node` valid until the action has run.
+    let node_ref = unsafe { &*node };
+    node_ref.action.store(action as usize, Ordering::Relaxed);
+    let mut head = QUEUE.load(Ordering::Relaxed);
+    loop {
+        node_ref.next.store(head, Ordering::Relaxed);
+        match QUEUE.compare_exchange_weak(head, node as *mut Deferred, Ordering::Release, Ordering::Relaxed) {
+            Ok(_) => break,
+            Err(current) => head = current,
+        }
+    }
+    QUEUED.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Waits for a grace period. See the module documentation.
+pub fn synchronize() {}
+
+/// Runs the queued actions whose grace period is over. Normal context,
+/// outside callbacks (the caller's duty: registry paths and the kernel's
+/// housekeeping call it). Returns how many ran.
+pub fn reclaim() -> usize {
+    let mut node = QUEUE.swap(ptr::null_mut(), Ordering::Acquire);
+    if node.is_null() {
+        return 0;
+    }
+    synchronize();
+    let mut ran = 0;
+    while !node.is_null() {
+        // SAFETY: queued nodes stay valid until their action ran (`defer`'s
+        // contract). Read the link first: the action may free the node or
+        // queue it again.
+        let (next, action) = unsafe { ((*node).next.load(Ordering::Relaxed), (*node).action.load(Ordering::Relaxed)) };
+        // SAFETY: only `Action` values are stored in `action` (`defer`), and
+        // function pointers round-trip through usize.
+        let action = unsafe { core::mem::transmute::<usize, Action>(action) };
+        // SAFETY: the grace period is over: `defer`'s caller made the action
+        // sound to run now.
+        unsafe { action(node) };
+        ran += 1;
+        node = next;
+    }
+    QUEUED.fetch_sub(ran, Ordering::Relaxed);
+    ran
+}
+
+/// Actions queued and not yet run.
+pub fn pending() -> usize {
+    QUEUED.load(Ordering::Relaxed)
+}
+
+/// A reference count whose last reference frees its object after a grace
+/// period. See the module documentation.
+pub struct Refs {
+    count: AtomicUsize,
+    node: Deferred,
+    free: Action,
+}
+
+impl Refs {
+    /// One reference (the owner's); `free` receives the node inside these
+    /// `Refs` (see [`Refs::of_node`]) and must free the object holding them.
+    pub const fn new(free: Action) -> Refs {
+        Refs { count: AtomicUsize::new(1), node: Deferred::new(), free }
+    }
+
+    /// The `Refs` whose node `free` received: a pointer into the object,
+    /// for the free function to step back to the object.
+    pub fn of_node(node: *const Deferred) -> *const Refs {
+        crate::container_of!(node, Refs, node)
+    }
+
+    /// References held now.
+    pub fn count(&self) -> usize {
+        self.count.load(Ordering::Acquire)
+    }
+
+    /// Takes one more reference. Only for a caller that knows the object is
+    /// alive: it holds a reference, or it runs inside a callback its owner
+    /// has not retired yet.
+    #[inline]
+    pub fn get(&self) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Drops one reference; the last one queues the free.
+    ///
+    /// # Safety
+    /// The caller holds the reference it drops, and does not touch the
+    /// object after this returns.
+    #[inline]
+    pub unsafe fn put(&self) {
+        if self.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // SAFETY: no reference is left, so nothing but the deferred
+            // free will use the object; it stays valid until then.
+            unsafe { defer(&self.node, self.free) };
+        }
+    }
+
+    /// The owner lets go: its reference is dropped after a grace period, so
+    /// a callback still taking references (which it may do until the owner
+    /// made the object unreachable) has finished first.
+    ///
+    /// # Safety
+    /// The object is unreachable for new callbacks (unregistered, stopped),
+    /// the owner's reference is not used again, and the node is not queued
+    /// (it is not: the count cannot reach zero before this runs).
+    pub unsafe fn retire(&self) {
+        // SAFETY: the node lives in the object, which the owner's reference
+        // keeps alive until `drop_owner_reference` runs.
+        unsafe { defer(&self.node, drop_owner_reference) };
+    }
+}
+
+/// The action `retire` queues: drops the owner's reference. If that was
+/// the last one the object is freed right here (normal context, after a
+/// grace period, and no call is in flight); otherwise the last return frees
+/// it through `put`.
+unsafe fn drop_owner_reference(node: *const Deferred) {
+    let refs = Refs::of_node(node);
+    // SAFETY: `retire` queued the node inside a `Refs`, whose object the
+    // owner's reference (dropped here) kept alive.
+    let refs = unsafe { &*refs };
+    if refs.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+        // SAFETY: the last reference; the grace period is over.
+        unsafe { (refs.free)(node) };
+    }
+}

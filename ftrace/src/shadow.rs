@@ -1,0 +1,631 @@
+//! The shadow return stack as a data structure: frames of hooked calls, each
+//! holding the entries of the users that want that call's return.
+//!
+//! This module is the bookkeeping only, with no knowledge of registers,
+//! trampolines or CPUs, so it builds and is unit tested on the host; the
+//! return hook ([`crate::retstack`]) drives it from the trampolines.
+//!
+//! # Layout
+//!
+//! A stack is an array of words. A *frame* is a [`FrameHeader`] followed by
+//! the *entries* of the users that hooked the call, each an [`EntryHeader`]
+//! (its data length and user word) followed by its data words:
+//!
+//! ```text
+//!   base ->  FrameHeader { ret, func, fp, sp, info, prev_base }
+//!            EntryHeader { len: 2, user: A }  data data
+//!            EntryHeader { len: 0, user: B }
+//!   top  ->  (free)
+//! ```
+//!
+//! `prev_base` links each frame to the one below it, so walks start from
+//! the innermost frame. A second user hooking the same call (same function,
+//! same caller stack pointer) joins the innermost frame instead of pushing
+//! another, so the call returns through the trampoline once.
+//!
+//! # Two-step hooks
+//!
+//! [`ShadowStack::begin`] reserves a frame (or joins one) and one entry with
+//! room for `max_data` words and no user yet; [`PendingHook::commit`] fills
+//! the entry in, and dropping the pending hook takes the reservation back.
+//! So a user can decide about a call (and set state its return will undo)
+//! only once the return is sure to come.
+//!
+//! # Concurrency and invariants
+//!
+//! A stack belongs to one flow of control (a task) and the interrupts that
+//! nest on it: no other CPU touches it. Interrupts nest strictly, so every
+//! interrupt's frames sit above the frames of the code it interrupted and are
+//! gone before that code resumes. No interrupt masking is needed:
+//!
+//! - a push first *reserves* its words by raising `top`, then writes them,
+//!   then links the frame as the innermost (`base`); an interrupt arriving in
+//!   between pushes above the reservation and pops again before the push
+//!   resumes;
+//! - a pop first unlinks the frame, then lowers `top`: until then an
+//!   interrupt pushes above the dead frame and never overwrites words the pop
+//!   still reads;
+//! - an entry's words are its user's from commit until its frame is popped.
+//!
+//! Compiler fences keep those steps in program order; the counters are
+//! atomics only to be shareable, and are read and written with plain
+//! (relaxed) loads and stores.
+//!
+//! A full stack counts an *overrun* and refuses the hook; the call then
+//! runs unhooked.
+
+use alloc::boxed::Box;
+use core::cell::UnsafeCell;
+use core::mem::size_of;
+use core::sync::atomic::{compiler_fence, AtomicU64, AtomicUsize, Ordering};
+
+/// The most data words one user may keep per call.
+pub const MAX_DATA_WORDS: usize = 32;
+/// The most users (entries) one frame can hold.
+pub const MAX_ENTRIES: usize = 32;
+
+const WORD: usize = size_of::<u64>();
+const NO_FRAME: usize = usize::MAX;
+/// `FrameHeader::info`: the frame wants the full-registers return trampoline.
+const INFO_FULL: u64 = 1 << 32;
+const INFO_DEPTH: u64 = 0xffff_ffff;
+
+/// The words that start every frame.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameHeader {
+    /// Where the call really returns to.
+    pub ret: u64,
+    /// The function called.
+    pub func: u64,
+    /// The frame pointer at entry (the caller's frame), checked at return.
+    pub fp: u64,
+    /// The stack pointer the caller has once the call returns, checked at
+    /// return and used to recognise the same call.
+    pub sp: u64,
+    /// The call's depth (hooked calls below it), and [`INFO_FULL`].
+    pub info: u64,
+    /// The base of the frame below, or `NO_FRAME`.
+    pub prev_base: u64,
+}
+
+/// The words that start every entry.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryHeader {
+    /// Data words that follow.
+    pub len: u64,
+    /// The user's word (a pointer to its `ReturnUser`); 0 while pending.
+    pub user: u64,
+}
+
+const HEADER: usize = size_of::<FrameHeader>() / WORD;
+const ENTRY_HEADER: usize = size_of::<EntryHeader>() / WORD;
+
+/// Words a frame with one user keeping `data` words takes.
+pub const fn frame_words(data: usize) -> usize {
+    HEADER + ENTRY_HEADER + data
+}
+
+/// Why a return could not be hooked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HookError {
+    /// The shadow stack is full; counted as an overrun.
+    Overrun,
+    /// The return hook was stopped after a frame mismatch.
+    Stopped,
+    /// The registers are not a function-entry save.
+    NotAtEntry,
+    /// More than [`MAX_DATA_WORDS`] of data, or a frame with too many users.
+    TooLarge,
+    /// The current task has no shadow stack.
+    NoStack,
+}
+
+/// A call to hook: what its frame records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallSite {
+    pub func: usize,
+    pub ret: usize,
+    pub fp: usize,
+    /// The caller's stack pointer after the return.
+    pub sp: usize,
+}
+
+/// A frame as walkers see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// Where it starts in the stack.
+    pub base: usize,
+    pub header: FrameHeader,
+}
+
+impl Frame {
+    /// The call's depth: how many hooked calls are below it.
+    pub fn depth(&self) -> usize {
+        (self.header.info & INFO_DEPTH) as usize
+    }
+
+    /// Whether a user asked for the full-registers return trampoline.
+    pub fn wants_full(&self) -> bool {
+        self.header.info & INFO_FULL != 0
+    }
+}
+
+/// One entry of a frame: where its data starts, its length and user word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub data: usize,
+    pub len: usize,
+    pub user: u64,
+}
+
+/// One shadow stack. See the module documentation.
+pub struct ShadowStack {
+    words: Box<[UnsafeCell<u64>]>,
+    /// The first free word.
+    top: AtomicUsize,
+    /// The base of the innermost frame, or `NO_FRAME`.
+    base: AtomicUsize,
+    /// Frames on the stack.
+    frames: AtomicUsize,
+    overruns: AtomicU64,
+}
+
+// SAFETY: a stack is used by one flow of control and the interrupts nesting
+// on it, under the reserve-write-link discipline of the module
+// documentation; nothing else touches its words.
+unsafe impl Sync for ShadowStack {}
+// SAFETY: as above: moving it between threads moves that flow's stack.
+unsafe impl Send for ShadowStack {}
+
+impl ShadowStack {
+    /// An empty stack of `words` words.
+    pub fn new(words: usize) -> ShadowStack {
+        ShadowStack {
+            words: (0..words).map(|_| UnsafeCell::new(0)).collect(),
+            top: AtomicUsize::new(0),
+            base: AtomicUsize::new(NO_FRAME),
+            frames: AtomicUsize::new(0),
+            overruns: AtomicU64::new(0),
+        }
+    }
+
+    /// Its size in words.
+    pub fn capacity(&self) -> usize {
+        self.words.len()
+    }
+
+    #[inline(always)]
+    fn word(&self, index: usize) -> u64 {
+        // SAFETY: a plain read of one element through its cell; `get`
+        // bounds-checks the index.
+        unsafe { *self.words[index].get() }
+    }
+
+    #[inline(always)]
+    fn set_word(&self, index: usize, value: u64) {
+        // SAFETY: as for `word`; callers write only words they reserved.
+        unsafe { *self.words[index].get() = value }
+    }
+
+    #[inline(always)]
+    fn header_at(&self, base: usize) -> FrameHeader {
+        FrameHeader {
+            ret: self.word(base),
+            func: self.word(base + 1),
+            fp: self.word(base + 2),
+            sp: self.word(base + 3),
+            info: self.word(base + 4),
+            prev_base: self.word(base + 5),
+        }
+    }
+
+    #[inline(always)]
+    fn write_header(&self, base: usize, header: &FrameHeader) {
+        let FrameHeader { ret, func, fp, sp, info, prev_base } = *header;
+        for (i, value) in [ret, func, fp, sp, info, prev_base].into_iter().enumerate() {
+            self.set_word(base + i, value);
+        }
+    }
+
+    /// Raises `top` by `len` words and answers where they start; the fence
+    /// keeps the writes into them after the reservation.
+    #[inline(always)]
+    fn reserve(&self, len: usize) -> usize {
+        let at = self.top.load(Ordering::Relaxed);
+        self.top.store(at + len, Ordering::Relaxed);
+        compiler_fence(Ordering::SeqCst);
+        at
+    }
+
+    /// Hooked calls on the stack now.
+    pub fn frames(&self) -> usize {
+        self.frames.load(Ordering::Relaxed)
+    }
+
+    /// Calls the stack had no room for so far.
+    pub fn overruns(&self) -> u64 {
+        self.overruns.load(Ordering::Relaxed)
+    }
+
+    /// Words in use.
+    pub fn used(&self) -> usize {
+        self.top.load(Ordering::Relaxed)
+    }
+
+    /// The innermost frame.
+    #[inline]
+    pub fn innermost(&self) -> Option<Frame> {
+        let base = self.base.load(Ordering::Relaxed);
+        (base != NO_FRAME).then(|| Frame { base, header: self.header_at(base) })
+    }
+
+    /// The frame below `frame`.
+    pub fn below(&self, frame: &Frame) -> Option<Frame> {
+        let base = frame.header.prev_base as usize;
+        (base != NO_FRAME).then(|| Frame { base, header: self.header_at(base) })
+    }
+
+    /// Every frame, innermost first.
+    pub fn frames_iter(&self) -> impl Iterator<Item = Frame> + '_ {
+        core::iter::successors(self.innermost(), |frame| self.below(frame))
+    }
+
+    /// The entries of the innermost frame `frame` (up to `end`, the top when
+    /// it was read), in the order their users hooked the call.
+    #[inline]
+    pub fn entries(&self, frame: &Frame, end: usize) -> impl Iterator<Item = Entry> + '_ {
+        let mut at = frame.base + HEADER;
+        core::iter::from_fn(move || {
+            if at >= end {
+                return None;
+            }
+            let len = self.word(at) as usize;
+            let entry = Entry { data: at + ENTRY_HEADER, len, user: self.word(at + 1) };
+            at += ENTRY_HEADER + len;
+            Some(entry)
+        })
+    }
+
+    /// The current top: where the innermost frame's entries end.
+    #[inline]
+    pub fn top(&self) -> usize {
+        self.top.load(Ordering::Relaxed)
+    }
+
+    /// An entry's data words.
+    ///
+    /// # Safety
+    /// The entry must belong to a frame still on the stack, and nothing else
+    /// may use its words while the slice lives (they are its user's).
+    #[allow(clippy::mut_from_ref)]
+    #[inline]
+    pub unsafe fn data(&self, entry: &Entry) -> &mut [u64] {
+        let cells = &self.words[entry.data..entry.data + entry.len];
+        // SAFETY: `UnsafeCell<u64>` has the layout of `u64`; the caller
+        // guarantees exclusive use of these words.
+        unsafe { core::slice::from_raw_parts_mut(cells.as_ptr() as *mut u64, entry.len) }
+    }
+
+    /// Reserves a frame for `call` (or joins the innermost frame when it is
+    /// the same call) and one entry with room for `max_data` words.
+    #[inline]
+    pub fn begin(&self, call: &CallSite, max_data: usize) -> Result<PendingHook<'_>, HookError> {
+        if max_data > MAX_DATA_WORDS {
+            return Err(HookError::TooLarge);
+        }
+        let needed = ENTRY_HEADER + max_data;
+        let top = self.top();
+        if let Some(frame) = self.innermost().filter(|f| f.header.func == call.func as u64 && f.header.sp == call.sp as u64) {
+            if top + needed > self.capacity() {
+                self.overruns.fetch_add(1, Ordering::Relaxed);
+                return Err(HookError::Overrun);
+            }
+            if self.entries(&frame, top).count() >= MAX_ENTRIES {
+                return Err(HookError::TooLarge);
+            }
+            let entry = self.reserve(needed);
+            self.write_placeholder(entry, max_data);
+            return Ok(PendingHook { stack: self, base: frame.base, entry, capacity: max_data, new_frame: false });
+        }
+        if top + HEADER + needed > self.capacity() {
+            self.overruns.fetch_add(1, Ordering::Relaxed);
+            return Err(HookError::Overrun);
+        }
+        let depth = self.frames();
+        let base = self.reserve(HEADER + needed);
+        let header = FrameHeader {
+            ret: call.ret as u64,
+            func: call.func as u64,
+            fp: call.fp as u64,
+            sp: call.sp as u64,
+            info: depth as u64,
+            prev_base: self.base.load(Ordering::Relaxed) as u64,
+        };
+        self.write_header(base, &header);
+        self.write_placeholder(base + HEADER, max_data);
+        compiler_fence(Ordering::SeqCst);
+        self.base.store(base, Ordering::Relaxed);
+        self.frames.store(depth + 1, Ordering::Relaxed);
+        Ok(PendingHook { stack: self, base, entry: base + HEADER, capacity: max_data, new_frame: true })
+    }
+
+    /// An entry header with room for `len` words and no user, so walkers can
+    /// step over it before it is committed.
+    #[inline(always)]
+    fn write_placeholder(&self, at: usize, len: usize) {
+        self.set_word(at, len as u64);
+        self.set_word(at + 1, 0);
+    }
+
+    /// Pops the innermost frame (after its return callbacks ran): unlinks it
+    /// first, lowers the top last.
+    #[inline]
+    pub fn pop(&self, frame: &Frame) {
+        debug_assert_eq!(self.base.load(Ordering::Relaxed), frame.base);
+        self.base.store(frame.header.prev_base as usize, Ordering::Relaxed);
+        self.frames.store(self.frames() - 1, Ordering::Relaxed);
+        compiler_fence(Ordering::SeqCst);
+        self.top.store(frame.base, Ordering::Relaxed);
+    }
+
+    /// The real return address of the hooked call whose frame recorded
+    /// `caller_fp`, for backtraces that find a return trampoline.
+    pub fn return_address_for(&self, caller_fp: usize) -> Option<usize> {
+        self.frames_iter().find(|frame| frame.header.fp == caller_fp as u64).map(|frame| frame.header.ret as usize)
+    }
+
+    /// Whether any frame holds an entry with user word `user`.
+    pub fn holds_user(&self, user: u64) -> bool {
+        let mut end = self.top();
+        for frame in self.frames_iter() {
+            if self.entries(&frame, end).any(|entry| entry.user == user) {
+                return true;
+            }
+            end = frame.base;
+        }
+        false
+    }
+
+    /// Empties the stack (its calls were abandoned).
+    pub fn reset(&self) {
+        self.top.store(0, Ordering::Relaxed);
+        self.base.store(NO_FRAME, Ordering::Relaxed);
+        self.frames.store(0, Ordering::Relaxed);
+    }
+
+    /// For tests: changes what the innermost frame recorded, so its return
+    /// finds a mismatch.
+    pub fn corrupt_innermost(&self, field: Recorded) {
+        if let Some(frame) = self.innermost() {
+            match field {
+                Recorded::FramePointer => self.set_word(frame.base + 2, frame.header.fp ^ 0x10),
+                Recorded::StackPointer => self.set_word(frame.base + 3, frame.header.sp ^ 0x10),
+            }
+        }
+    }
+}
+
+/// What a frame recorded at entry that its return checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recorded {
+    FramePointer,
+    StackPointer,
+}
+
+/// What committing a pending hook asks of the caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Committed {
+    /// The call's depth.
+    pub depth: usize,
+    /// Whether the return address must now lead to the return trampoline
+    /// (a new frame), and to which one.
+    pub redirect: Option<ReturnPath>,
+}
+
+/// Which return trampoline a frame returns through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReturnPath {
+    /// The return registers only.
+    Sparse,
+    /// Every register.
+    Full,
+}
+
+/// A hook [`ShadowStack::begin`] started: the frame (new or joined) and one
+/// reserved entry with no user yet. Commit it or drop it before the entry
+/// callback that began it returns.
+#[must_use = "dropping a pending hook takes it back"]
+pub struct PendingHook<'a> {
+    stack: &'a ShadowStack,
+    base: usize,
+    entry: usize,
+    capacity: usize,
+    new_frame: bool,
+}
+
+impl PendingHook<'_> {
+    /// The call's depth: how many hooked calls are below it.
+    #[inline]
+    pub fn depth(&self) -> usize {
+        (self.stack.word(self.base + 4) & INFO_DEPTH) as usize
+    }
+
+    /// Fills the entry in for `user` with `data` (at most the words
+    /// reserved; more is `TooLarge` and takes the hook back). `full`: this
+    /// user wants every register at the return.
+    #[inline]
+    pub fn commit(self, user: u64, data: &[u64], full: bool) -> Result<Committed, HookError> {
+        if data.len() > self.capacity {
+            return Err(HookError::TooLarge);
+        }
+        let this = core::mem::ManuallyDrop::new(self);
+        let stack = this.stack;
+        for (i, &word) in data.iter().enumerate() {
+            stack.set_word(this.entry + ENTRY_HEADER + i, word);
+        }
+        stack.set_word(this.entry + 1, user);
+        // Give back the words not used, then shorten the entry: a walker
+        // that reads the old length in between stops at the top.
+        compiler_fence(Ordering::SeqCst);
+        stack.top.store(this.entry + ENTRY_HEADER + data.len(), Ordering::Relaxed);
+        compiler_fence(Ordering::SeqCst);
+        stack.set_word(this.entry, data.len() as u64);
+
+        let info = stack.word(this.base + 4);
+        let was_full = info & INFO_FULL != 0;
+        if full && !was_full {
+            stack.set_word(this.base + 4, info | INFO_FULL);
+        }
+        let path = if full || was_full { ReturnPath::Full } else { ReturnPath::Sparse };
+        let redirect = (this.new_frame || (full && !was_full)).then_some(path);
+        Ok(Committed { depth: (info & INFO_DEPTH) as usize, redirect })
+    }
+}
+
+impl Drop for PendingHook<'_> {
+    /// Takes the hook back: the reserved entry, and the frame if it was new.
+    #[inline]
+    fn drop(&mut self) {
+        let stack = self.stack;
+        if self.new_frame {
+            stack.base.store(stack.word(self.base + 5) as usize, Ordering::Relaxed);
+            stack.frames.store(stack.frames() - 1, Ordering::Relaxed);
+            compiler_fence(Ordering::SeqCst);
+            stack.top.store(self.base, Ordering::Relaxed);
+        } else {
+            compiler_fence(Ordering::SeqCst);
+            stack.top.store(self.entry, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec::Vec;
+
+    fn call(func: usize, sp: usize) -> CallSite {
+        CallSite { func, ret: func + 0x100, fp: sp + 0x40, sp }
+    }
+
+    fn users(stack: &ShadowStack, frame: &Frame) -> Vec<(u64, Vec<u64>)> {
+        stack
+            .entries(frame, stack.top())
+            // SAFETY: the test owns the stack; nothing else uses the words.
+            .map(|entry| (entry.user, unsafe { stack.data(&entry) }.to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn push_commit_and_pop_round_trip() {
+        let stack = ShadowStack::new(256);
+        let pending = stack.begin(&call(0x1000, 0x8000), 4).unwrap();
+        assert_eq!(pending.depth(), 0);
+        let committed = pending.commit(0xa, &[1, 2], false).unwrap();
+        assert_eq!(committed, Committed { depth: 0, redirect: Some(ReturnPath::Sparse) });
+        let frame = stack.innermost().unwrap();
+        assert_eq!(frame.header.ret, 0x1100);
+        assert_eq!(users(&stack, &frame), alloc::vec![(0xa, alloc::vec![1, 2])]);
+        assert_eq!(stack.used(), HEADER + ENTRY_HEADER + 2, "unused reserved words given back");
+        stack.pop(&frame);
+        assert_eq!((stack.frames(), stack.used()), (0, 0));
+        assert!(stack.innermost().is_none());
+    }
+
+    #[test]
+    fn a_second_user_of_the_same_call_joins_its_frame() {
+        let stack = ShadowStack::new(256);
+        stack.begin(&call(0x1000, 0x8000), 1).unwrap().commit(0xa, &[7], false).unwrap();
+        let joined = stack.begin(&call(0x1000, 0x8000), 0).unwrap().commit(0xb, &[], true).unwrap();
+        assert_eq!(joined, Committed { depth: 0, redirect: Some(ReturnPath::Full) }, "upgrade to full registers");
+        let again = stack.begin(&call(0x1000, 0x8000), 0).unwrap().commit(0xc, &[], false).unwrap();
+        assert_eq!(again.redirect, None, "already redirected to the full trampoline");
+        assert_eq!(stack.frames(), 1);
+        let frame = stack.innermost().unwrap();
+        assert!(frame.wants_full());
+        let users: Vec<u64> = users(&stack, &frame).into_iter().map(|(user, _)| user).collect();
+        assert_eq!(users, [0xa, 0xb, 0xc], "hook order");
+        // A different call (another function, or the same one at another
+        // stack depth) gets a frame of its own, one deeper.
+        let nested = stack.begin(&call(0x1000, 0x7000), 0).unwrap().commit(0xa, &[], false).unwrap();
+        assert_eq!(nested.depth, 1);
+        assert_eq!(stack.frames(), 2);
+    }
+
+    #[test]
+    fn dropping_a_pending_hook_takes_it_back() {
+        let stack = ShadowStack::new(256);
+        stack.begin(&call(0x1000, 0x8000), 2).unwrap().commit(0xa, &[5, 6], false).unwrap();
+        let used = stack.used();
+        drop(stack.begin(&call(0x1000, 0x8000), 3).unwrap());
+        assert_eq!(stack.used(), used, "joined entry taken back");
+        drop(stack.begin(&call(0x2000, 0x7000), 3).unwrap());
+        assert_eq!((stack.used(), stack.frames()), (used, 1), "new frame taken back");
+        let frame = stack.innermost().unwrap();
+        assert_eq!(frame.header.func, 0x1000);
+        assert_eq!(users(&stack, &frame), alloc::vec![(0xa, alloc::vec![5, 6])]);
+    }
+
+    #[test]
+    fn too_much_data_is_refused_and_taken_back() {
+        let stack = ShadowStack::new(256);
+        assert_eq!(stack.begin(&call(1, 2), MAX_DATA_WORDS + 1).err(), Some(HookError::TooLarge));
+        let pending = stack.begin(&call(1, 2), 1).unwrap();
+        assert_eq!(pending.commit(0xa, &[1, 2], false), Err(HookError::TooLarge));
+        assert_eq!((stack.used(), stack.frames()), (0, 0));
+    }
+
+    #[test]
+    fn a_full_stack_counts_overruns() {
+        let stack = ShadowStack::new(HEADER + ENTRY_HEADER + 1);
+        stack.begin(&call(1, 100), 1).unwrap().commit(0xa, &[9], false).unwrap();
+        assert_eq!(stack.begin(&call(2, 90), 0).err(), Some(HookError::Overrun));
+        assert_eq!(stack.begin(&call(1, 100), 0).err(), Some(HookError::Overrun), "no room to join either");
+        assert_eq!(stack.overruns(), 2);
+        assert_eq!(stack.frames(), 1);
+    }
+
+    #[test]
+    fn an_interrupt_between_reservation_and_commit_nests_cleanly() {
+        // The task reserves; an "interrupt" hooks and returns a call of its
+        // own above the reservation; the task then commits. Both frames come
+        // out intact.
+        let stack = ShadowStack::new(256);
+        let pending = stack.begin(&call(0x1000, 0x8000), 4).unwrap();
+        {
+            let irq = stack.begin(&call(0x3000, 0x7000), 1).unwrap();
+            assert_eq!(irq.depth(), 1, "the interrupt sees the task's call below it");
+            irq.commit(0xb, &[42], false).unwrap();
+            let frame = stack.innermost().unwrap();
+            assert_eq!(users(&stack, &frame), alloc::vec![(0xb, alloc::vec![42])]);
+            stack.pop(&frame);
+        }
+        pending.commit(0xa, &[1], false).unwrap();
+        let frame = stack.innermost().unwrap();
+        assert_eq!(frame.header.func, 0x1000);
+        assert_eq!(users(&stack, &frame), alloc::vec![(0xa, alloc::vec![1])]);
+        assert_eq!(stack.frames(), 1);
+    }
+
+    #[test]
+    fn walks_find_return_addresses_and_users() {
+        let stack = ShadowStack::new(256);
+        stack.begin(&call(0x1000, 0x8000), 0).unwrap().commit(0xa, &[], false).unwrap();
+        stack.begin(&call(0x2000, 0x7000), 0).unwrap().commit(0xb, &[], false).unwrap();
+        assert_eq!(stack.return_address_for(0x8040), Some(0x1100));
+        assert_eq!(stack.return_address_for(0x7040), Some(0x2100));
+        assert_eq!(stack.return_address_for(0x1234), None);
+        assert!(stack.holds_user(0xa) && stack.holds_user(0xb) && !stack.holds_user(0xc));
+        let funcs: Vec<u64> = stack.frames_iter().map(|f| f.header.func).collect();
+        assert_eq!(funcs, [0x2000, 0x1000], "innermost first");
+        stack.corrupt_innermost(Recorded::FramePointer);
+        assert_eq!(stack.innermost().unwrap().header.fp, 0x7040 ^ 0x10);
+        stack.corrupt_innermost(Recorded::StackPointer);
+        assert_eq!(stack.innermost().unwrap().header.sp, 0x7000 ^ 0x10);
+        stack.reset();
+        assert!(!stack.holds_user(0xa));
+        assert_eq!(stack.frames(), 0);
+    }
+}
