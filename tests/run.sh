@@ -7,7 +7,8 @@
 # Each kernel run must end with `ARCH: N passed, 0 failed`. After each one, a
 # second short run injects a failing test (kernel option ktest.inject_failure)
 # and must fail: proof that a failure really fails the run. Then the console
-# scenarios (tests/scenarios.sh) drive the shell as a user would, and
+# scenarios (tests/scenarios.sh) drive the shell as a user would, a script
+# waits on each answer through a fifo (tests/interactive.sh), and
 # tests/trace-export.sh records sessions and reads them back with trace-cmd. Installs what is
 # missing (Rust targets, QEMU) and says so.
 set -euo pipefail
@@ -61,6 +62,7 @@ run_kernel() {
 
     echo "== $arch: console scenarios"
     tests/scenarios.sh "$arch" || failures+=("$arch-scenarios")
+    tests/interactive.sh "$arch" || failures+=("$arch-interactive")
 
     echo "== $arch: traces leaving the machine (trace.dat, trace-cmd, flame graph)"
     tests/trace-export.sh "$arch" || failures+=("$arch-trace-export")

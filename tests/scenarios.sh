@@ -75,4 +75,18 @@ if run_session fprobe-events "${fib_events}${bad_events}echo 1 > events/fprobes/
     expect "only the two good events exist" test "$(count_lines '^f:fprobes/')" -eq 2
 fi
 
+# 300 rounds of defining, enabling, disabling and removing an fprobe event,
+# with the function and function_graph tracers switched in between (on the
+# workload's functions: switching them on every kernel function 600 times
+# would only make the run slow).
+round='echo '"'"'f:leak kernel::workload::fib%return n=$arg1 r=$retval'"'"' >> dynamic_events\necho 1 > events/fprobes/leak/enable\nrun fib 3\necho 0 > events/fprobes/leak/enable\necho function > current_tracer\nrun fib 2\necho function_graph > current_tracer\nrun fib 2\necho nop > current_tracer\necho -:leak >> dynamic_events\n'
+rounds=""
+for _ in $(seq 300); do rounds="$rounds$round"; done
+if run_session event-rounds "echo *fib* > set_ftrace_filter\n${round}meminfo\n${rounds}meminfo\ncat enabled_functions\ncat dynamic_events\npoweroff\n"; then
+    used=($(sed -n 's/^heap: \([0-9]*\) KiB used.*/\1/p' <<<"$out"))
+    expect "meminfo before and after" test "${#used[@]}" -eq 2
+    expect "heap within 8 KiB after 300 rounds (${used[0]:-?} -> ${used[1]:-?} KiB)" test "$(( ${used[1]:-999999} - ${used[0]:-0} ))" -le 8
+    expect "no site left enabled, no event left" test "$(sed -n '/^> cat enabled_functions$/,/^> poweroff$/p' <<<"$out" | wc -l)" -eq 3
+fi
+
 [ "$failures" -eq 0 ]

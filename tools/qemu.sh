@@ -63,13 +63,15 @@ esac
 [ "$timeout_s" != 0 ] && cmd=(timeout -k 5 "$timeout_s" "${cmd[@]}")
 
 # The kernel writes CR LF as a terminal wants; strip the CR when the output
-# goes to a file or a pipe.
+# goes to a file or a pipe. Unbuffered (stdbuf -o0): tr would otherwise keep
+# up to 4 KiB back whenever its output is not a terminal, and a program that
+# waits for a command's output and the next prompt would wait for ever.
 set +e
 if [ -t 1 ]; then
     "${cmd[@]}" "${extra[@]}"
     status=$?
 else
-    "${cmd[@]}" "${extra[@]}" | tr -d '\r'
+    "${cmd[@]}" "${extra[@]}" | stdbuf -o0 tr -d '\r'
     status=${PIPESTATUS[0]}
 fi
 set -e

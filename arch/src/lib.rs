@@ -8,7 +8,7 @@
 //! |--------------|------------------|
 //! | `boot`       | the kernel command line handed over by the boot protocol |
 //! | `channel`    | the trace channel: a byte stream to a host file, apart from the console |
-//! | `console`    | the serial port: `write_byte`, `read_byte` |
+//! | `console`    | the serial port: `write_byte`, `poll_byte`, its receive interrupt |
 //! | `cpu`        | interrupt flag, wait for interrupt, breakpoint, frame pointer, stack reset |
 //! | `exceptions` | the exception vectors and their dispatcher |
 //! | `exit`       | powering QEMU off with an [`ExitCode`] |
@@ -20,8 +20,9 @@
 //! | `timer`      | the periodic tick and the cycle counter |
 //!
 //! Next to them live the few architecture-neutral pieces the arch code shares:
-//! formatted console output with its lock ([`print!`], [`println!`]), the
-//! exception table ([`fault`]), interrupt guards ([`irq`]), tick counting
+//! formatted console output with its lock ([`print!`], [`println!`]), console
+//! input ([`input`]), the exception table ([`fault`]), interrupt guards
+//! ([`irq`]) and interrupt-safe locks ([`sync`]), tick counting
 //! ([`time`]), the image layout from the linker script ([`layout`]), the
 //! execution context ([`context`]), the trampoline contract ([`ftrace_abi`])
 //! and batched, verified text patching ([`text`]).
@@ -43,9 +44,11 @@ pub mod cell;
 pub mod context;
 pub mod fault;
 pub mod ftrace_abi;
+pub mod input;
 pub mod irq;
 pub mod layout;
 pub mod print;
+pub mod sync;
 pub mod text;
 pub mod time;
 

@@ -7,8 +7,8 @@
 //!   hold, so every patch is verified before it is written;
 //! - **ops** ([`FtraceOps`]): a callback, its flags and filters; a site with
 //!   one ops calls it through the per-site literal with no list walk;
-//! - **the registry** ([`register`], [`set_filter`], ...): recomputes and
-//!   patches exactly the sites a change affects, in one batch;
+//! - **the registry** ([`register`], [`set_filter`], ...): recomputes
+//!   ([`plan`]) and patches exactly the sites a change affects, in one batch;
 //! - **the return hook** ([`retstack`]): one shadow return stack
 //!   ([`shadow`]) per task ([`task`]) and one return trampoline per
 //!   architecture, under both the function-graph API ([`fgraph`]) and
@@ -44,6 +44,7 @@ pub mod event;
 pub mod glob;
 pub mod kallsyms;
 pub mod output;
+pub mod plan;
 pub mod ring_buffer;
 pub mod shadow;
 pub mod stream;

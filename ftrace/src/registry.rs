@@ -30,6 +30,7 @@ use crate::bitmap::Bitmap;
 use crate::glob::{apply_filter, FilterError, FilterMode};
 use crate::kallsyms::KallsymsError;
 use crate::ops::{FtraceOps, OpsFlags, SiteList, NOP_CALL};
+use crate::plan::{self, Call, PlanOps};
 use crate::records::{self, Record, LITERAL_SIZE};
 use crate::{deferred, recursion, symbols};
 
@@ -184,53 +185,41 @@ impl Registry {
         self.registered.iter().position(|r| core::ptr::eq(r.ops, ops))
     }
 
-    /// The ops tracing record `index`, in registration order.
-    fn ops_at(&self, index: usize) -> impl Iterator<Item = &'static FtraceOps> + '_ {
-        let enabled = self.enabled;
-        self.registered.iter().filter(move |r| enabled && r.effective.get(index)).map(|r| r.ops)
-    }
-
+    /// Plans the candidates (see [`crate::plan`]): what each must become,
+    /// with the new per-site lists built (never on the traced path).
     fn plan(&self, candidates: &Bitmap) -> Result<Vec<Desired>, FtraceError> {
-        let mut plan = Vec::with_capacity(candidates.count());
-        for index in candidates.iter_ones() {
-            let record = &self.records[index];
-            if record.failed {
-                continue;
-            }
-            // One pass for the counts: most sites have one ops or none, and
-            // those need no list (and no allocation) at all.
-            let (mut count, mut regs, mut ipmodify, mut single) = (0usize, false, 0usize, None);
-            for ops in self.ops_at(index) {
-                count += 1;
-                regs |= ops.wants_regs();
-                single.get_or_insert(ops);
-            }
-            // Conflicts count every registered ops, even with tracing off:
-            // turning it back on must not find one.
-            for registered in self.registered.iter().filter(|r| r.effective.get(index)) {
-                ipmodify += usize::from(registered.ops.flags().contains(OpsFlags::IPMODIFY));
-            }
-            if ipmodify > 1 {
-                return Err(FtraceError::IpModifyConflict(record.name));
-            }
-            let list = if count > 1 {
-                let same_list = record.list.as_ref().is_some_and(|list| {
-                    list.ops.len() == count && list.ops.iter().zip(self.ops_at(index)).all(|(a, b)| core::ptr::eq(*a, b))
-                });
-                (!same_list).then(|| SiteList::new(self.ops_at(index).collect()))
-            } else {
-                None
-            };
-            plan.push(Desired {
-                index,
-                call: (count > 0).then_some(if regs { Trampoline::Regs } else { Trampoline::Args }),
-                ops_count: count as u32,
-                ipmodify: ipmodify == 1 && count > 0,
-                list,
-                single: single.filter(|_| count == 1),
-            });
-        }
-        Ok(plan)
+        let ops: Vec<PlanOps> = self
+            .registered
+            .iter()
+            .map(|r| PlanOps {
+                effective: &r.effective,
+                regs: r.ops.wants_regs(),
+                ipmodify: r.ops.flags().contains(OpsFlags::IPMODIFY),
+            })
+            .collect();
+        let list_is = |index: usize, wanted: &[usize]| {
+            self.records[index].list.as_ref().is_some_and(|list| {
+                list.ops.len() == wanted.len()
+                    && list.ops.iter().zip(wanted).all(|(a, &b)| core::ptr::eq(*a, self.registered[b].ops))
+            })
+        };
+        let failed = |index: usize| self.records[index].failed;
+        let sites = plan::plan(candidates, &ops, self.enabled, failed, list_is)
+            .map_err(|conflict| FtraceError::IpModifyConflict(self.records[conflict.index].name))?;
+        Ok(sites
+            .into_iter()
+            .map(|site| Desired {
+                index: site.index,
+                call: site.call.map(|call| match call {
+                    Call::Args => Trampoline::Args,
+                    Call::Regs => Trampoline::Regs,
+                }),
+                ops_count: site.count as u32,
+                ipmodify: site.ipmodify,
+                list: site.new_list.map(|ops| SiteList::new(ops.iter().map(|&i| self.registered[i].ops).collect())),
+                single: site.single.map(|i| self.registered[i].ops),
+            })
+            .collect())
     }
 
     /// Plans, validates, then patches the candidates whose state changes.

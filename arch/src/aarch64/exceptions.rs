@@ -294,6 +294,8 @@ fn irq() {
     if interrupt == timer::VIRTUAL_TIMER_INTID {
         timer::rearm();
         crate::time::tick();
+    } else if interrupt == super::console::INTID {
+        crate::input::on_interrupt();
     }
 }
 

@@ -26,13 +26,24 @@ fn read(register: usize) -> u32 {
     unsafe { read_volatile(register as *const u32) }
 }
 
-/// Enables the distributor and CPU interface and unmasks `intid`.
-pub(crate) fn init(intid: u32) {
+const GICD_ITARGETSR: usize = DISTRIBUTOR + 0x800;
+
+/// Enables the distributor and CPU interface and unmasks `intids`; shared
+/// peripheral interrupts (32 and up) go to CPU 0.
+pub(crate) fn init(intids: &[u32]) {
     write(GICD_CTLR, 1);
-    let priority = GICD_IPRIORITYR + intid as usize;
-    // SAFETY: the priority registers are byte-accessible; one byte per INTID.
-    unsafe { write_volatile(priority as *mut u8, 0xa0) };
-    write(GICD_ISENABLER + 4 * (intid as usize / 32), 1 << (intid % 32));
+    for &intid in intids {
+        let byte = |base: usize, value: u8| {
+            // SAFETY: the priority and target registers are byte-accessible,
+            // one byte per INTID.
+            unsafe { write_volatile((base + intid as usize) as *mut u8, value) };
+        };
+        byte(GICD_IPRIORITYR, 0xa0);
+        if intid >= 32 {
+            byte(GICD_ITARGETSR, 0x01);
+        }
+        write(GICD_ISENABLER + 4 * (intid as usize / 32), 1 << (intid % 32));
+    }
     write(GICC_PMR, 0xf0);
     write(GICC_CTLR, 1);
 }

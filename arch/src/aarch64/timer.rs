@@ -18,7 +18,7 @@ fn frequency() -> u64 {
 
 /// Starts the tick.
 pub(crate) fn init() {
-    gic::init(VIRTUAL_TIMER_INTID);
+    gic::init(&[VIRTUAL_TIMER_INTID, super::console::INTID]);
     rearm();
     // SAFETY: CNTV_CTL_EL0 = ENABLE, interrupt unmasked.
     unsafe { asm!("msr cntv_ctl_el0, {}", in(reg) 1u64, options(nomem, nostack)) };

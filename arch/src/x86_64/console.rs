@@ -24,16 +24,28 @@ fn inb(port: u16) -> u8 {
     unsafe { Port::new(port).read() }
 }
 
-/// 115200 baud, 8N1, no UART interrupts (the shell polls). The FIFO control
-/// register is left alone: enabling the FIFOs resets them, which would drop
-/// input QEMU delivered before this ran (piped commands arrive at once).
+/// The UART's IRQ line (COM1).
+pub(crate) const IRQ: u8 = 4;
+
+const IER_RECEIVED_DATA: u8 = 1 << 0;
+const MCR_OUT2: u8 = 1 << 3; // gates the UART's interrupt line on PCs
+
+/// 115200 baud, 8N1, interrupts off until [`set_receive_interrupt`]. The
+/// FIFO control register is left alone: enabling the FIFOs resets them,
+/// which would drop input QEMU delivered before this ran (piped commands
+/// arrive at once).
 pub(crate) fn init() {
     outb(INTERRUPT_ENABLE, 0x00);
     outb(LINE_CONTROL, 0x80); // divisor latch access
     outb(DATA, 0x01); // divisor 1: 115200 baud
     outb(INTERRUPT_ENABLE, 0x00);
     outb(LINE_CONTROL, 0x03); // 8 bits, no parity, one stop bit
-    outb(MODEM_CONTROL, 0x03); // DTR | RTS
+    outb(MODEM_CONTROL, 0x03 | MCR_OUT2); // DTR | RTS | OUT2
+}
+
+/// Turns the received-data interrupt on or off.
+pub fn set_receive_interrupt(enabled: bool) {
+    outb(INTERRUPT_ENABLE, if enabled { IER_RECEIVED_DATA } else { 0 });
 }
 
 /// Sends one byte, waiting for room in the transmitter.
@@ -44,7 +56,7 @@ pub fn write_byte(byte: u8) {
     outb(DATA, byte);
 }
 
-/// The next received byte, if one is waiting.
-pub fn read_byte() -> Option<u8> {
+/// The byte the UART holds, if any (`crate::input` keeps what arrived).
+pub fn poll_byte() -> Option<u8> {
     (inb(LINE_STATUS) & LSR_DATA_READY != 0).then(|| inb(DATA))
 }

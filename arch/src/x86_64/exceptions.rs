@@ -34,6 +34,7 @@ const DOUBLE_FAULT: u64 = 8;
 const GENERAL_PROTECTION: u64 = 13;
 const PAGE_FAULT: u64 = 14;
 const TIMER_VECTOR: u64 = pic::IRQ_BASE as u64 + super::timer::PIT_IRQ as u64;
+const UART_VECTOR: u64 = pic::IRQ_BASE as u64 + super::console::IRQ as u64;
 const SPURIOUS_MASTER: u64 = pic::IRQ_BASE as u64 + 7;
 const SPURIOUS_SLAVE: u64 = pic::IRQ_BASE as u64 + 15;
 
@@ -304,6 +305,10 @@ fn dispatch(regs: &mut PtRegs) {
         TIMER_VECTOR => {
             pic::end_of_interrupt(super::timer::PIT_IRQ);
             crate::time::tick();
+        }
+        UART_VECTOR => {
+            pic::end_of_interrupt(super::console::IRQ);
+            crate::input::on_interrupt();
         }
         DOUBLE_FAULT => {
             // A page fault that could not be delivered: with the fault in the

@@ -26,7 +26,7 @@ pub(crate) fn init() {
         Port::<u8>::new(PIT_CHANNEL0).write(divisor as u8);
         Port::<u8>::new(PIT_CHANNEL0).write((divisor >> 8) as u8);
     }
-    pic::init(1 << PIT_IRQ);
+    pic::init(1 << PIT_IRQ | 1 << super::console::IRQ);
 }
 
 /// Measures the TSC rate over a few ticks. Needs interrupts enabled.

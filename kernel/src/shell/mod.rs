@@ -69,7 +69,7 @@ pub fn run() -> ! {
     let mut reader = LineReader::<MAX_LINE>::new();
     print!("{PROMPT}");
     loop {
-        let Some(byte) = arch::console::read_byte() else {
+        let Some(byte) = arch::input::read_byte() else {
             arch::cpu::wait_for_interrupt();
             continue;
         };
@@ -82,6 +82,9 @@ pub fn run() -> ! {
                 if let Err(error) = execute(line) {
                     print!("error: {error}\n");
                 }
+                // Housekeeping between commands: free what tracing changes
+                // retired (normal context, outside every callback).
+                ftrace::deferred::reclaim();
                 print!("{PROMPT}");
             }
             LineEvent::Rejected(error) => print!("\nerror: {error}\n{PROMPT}"),

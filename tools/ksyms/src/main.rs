@@ -57,34 +57,54 @@ fn process(image: &mut [u8]) -> Result<Report, String> {
             continue;
         }
         let Some(raw) = elf.strtab.get_at(symbol.st_name) else { continue };
-        let name = format!("{:#}", rustc_demangle::demangle(raw));
-        functions.entry(symbol.st_value).or_insert((symbol.st_size, name));
+        functions.entry(symbol.st_value).or_insert((symbol.st_size, demangle(raw)));
     }
 
     let offset = sites.sh_offset as usize;
     let count = sites.sh_size as usize / 8;
-    let read = |i: usize| u64::from_le_bytes(image[offset + 8 * i..offset + 8 * i + 8].try_into().unwrap());
-    let mut valid: Vec<u64> = (0..count)
-        .map(read)
-        .filter(|&entry| entry != 0 && functions.contains_key(&(entry + prefix)))
-        .collect();
-    valid.sort_unstable();
-    valid.dedup();
-    let dropped = (0..count).map(read).filter(|&e| e != 0).count() - valid.len();
-    for i in 0..count {
-        let value = valid.get(i).copied().unwrap_or(0);
+    let entries: Vec<u64> =
+        (0..count).map(|i| u64::from_le_bytes(image[offset + 8 * i..offset + 8 * i + 8].try_into().unwrap())).collect();
+    let (table_entries, dropped) = sort_sites(&entries, |entry| functions.contains_key(&(entry + prefix)));
+    for (i, value) in table_entries.iter().enumerate() {
         image[offset + 8 * i..offset + 8 * i + 8].copy_from_slice(&value.to_le_bytes());
     }
+    let sites = table_entries.iter().filter(|&&entry| entry != 0).count();
 
+    let bytes = symbol_table(&functions, sites, table.sh_size as usize)?;
+    let start = table.sh_offset as usize;
+    image[start..start + bytes.len()].copy_from_slice(&bytes);
+    image[start + bytes.len()..start + table.sh_size as usize].fill(0);
+    Ok(Report { symbols: functions.len(), sites, dropped })
+}
+
+/// A symbol's name as traces show it: the demangled Rust path without the
+/// hash (`kernel::workload::fs::lookup`).
+fn demangle(raw: &str) -> String {
+    format!("{:#}", rustc_demangle::demangle(raw))
+}
+
+/// The sorted site table: the entries that are a function's site
+/// (`is_site`), ascending, without duplicates, then zeros to the table's
+/// length (as Linux's scripts/sorttable sorts `__mcount_loc`). Also answers
+/// how many non-zero entries were dropped.
+fn sort_sites(entries: &[u64], is_site: impl Fn(u64) -> bool) -> (Vec<u64>, usize) {
+    let mut valid: Vec<u64> = entries.iter().copied().filter(|&entry| entry != 0 && is_site(entry)).collect();
+    valid.sort_unstable();
+    valid.dedup();
+    let dropped = entries.iter().filter(|&&entry| entry != 0).count() - valid.len();
+    let mut table = valid;
+    table.resize(entries.len(), 0);
+    (table, dropped)
+}
+
+/// The `.kernel_symbols` contents (`ftrace::kallsyms` format) for
+/// `functions` (address -> (size, name)) and the number of sites.
+fn symbol_table(functions: &BTreeMap<u64, (u64, String)>, sites: usize, capacity: usize) -> Result<Vec<u8>, String> {
     let symbols: Vec<Symbol> = functions
         .iter()
         .map(|(&address, (size, name))| Symbol { name, address: address as usize, size: *size as usize })
         .collect();
-    let bytes = kallsyms::encode(&symbols, valid.len(), table.sh_size as usize).map_err(|e| e.to_string())?;
-    let start = table.sh_offset as usize;
-    image[start..start + bytes.len()].copy_from_slice(&bytes);
-    image[start + bytes.len()..start + table.sh_size as usize].fill(0);
-    Ok(Report { symbols: symbols.len(), sites: valid.len(), dropped })
+    kallsyms::encode(&symbols, sites, capacity).map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {
@@ -117,5 +137,46 @@ fn main() -> ExitCode {
             eprintln!("ksyms: {path}: {message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ftrace::kallsyms::Kallsyms;
+
+    #[test]
+    fn sites_are_sorted_deduplicated_and_padded_with_zeros() {
+        let functions = [0x1008u64, 0x2008, 0x3008];
+        let entries = [0x3000, 0, 0x1000, 0x9999, 0x3000, 0x2000, 0];
+        let (table, dropped) = sort_sites(&entries, |entry| functions.contains(&(entry + 8)));
+        assert_eq!(table, [0x1000, 0x2000, 0x3000, 0, 0, 0, 0]);
+        assert_eq!(dropped, 2, "the entry of no function and the duplicate");
+        let (again, dropped) = sort_sites(&table, |entry| functions.contains(&(entry + 8)));
+        assert_eq!((again, dropped), (table.clone(), 0), "running twice yields the same table");
+    }
+
+    #[test]
+    fn the_symbol_table_reads_back_through_kallsyms() {
+        let mut functions = BTreeMap::new();
+        functions.insert(0x4000_1000u64, (0x40u64, "kernel::workload::fib".to_string()));
+        functions.insert(0x4000_0800, (0x20, "kernel::main".to_string()));
+        functions.insert(0x4000_2000, (0x10, "core::ptr::drop_in_place<alloc::string::String>".to_string()));
+        let bytes = symbol_table(&functions, 2, 4096).unwrap();
+        let table = Kallsyms::parse(&bytes).unwrap();
+        assert_eq!((table.len(), table.site_count()), (3, 2));
+        let names: Vec<&str> = table.iter().map(|symbol| symbol.name).collect();
+        assert_eq!(names, ["kernel::main", "kernel::workload::fib", "core::ptr::drop_in_place<alloc::string::String>"], "address order");
+        let fib = table.by_name("kernel::workload::fib").unwrap();
+        assert_eq!((fib.address, fib.size), (0x4000_1000, 0x40));
+        assert_eq!(table.lookup(0x4000_1020).map(|symbol| symbol.name), Some("kernel::workload::fib"));
+        assert_eq!(table.lookup(0x4000_1040), None, "past the function's end");
+        assert!(symbol_table(&functions, 2, 16).is_err(), "a table that does not fit is refused");
+    }
+
+    #[test]
+    fn names_are_demangled_without_their_hash() {
+        assert_eq!(demangle("_ZN6kernel8workload3fib17h0123456789abcdefE"), "kernel::workload::fib");
+        assert_eq!(demangle("ftrace_caller"), "ftrace_caller");
     }
 }
