@@ -2,11 +2,12 @@
 # Builds the kernel and boots it under QEMU with the serial console on
 # standard input and output; exits with the kernel's status.
 #
-#   ./qemu-run.sh [x86_64|aarch64] [--kvm] [--bench] [--icount]
+#   ./qemu-run.sh [x86_64|aarch64] [--smp N] [--kvm] [--bench] [--icount]
 #                 [--record FILE.dat] [--flamegraph FILE.svg]
 #                 [--timeout SECONDS] [-- QEMU_ARGS...]
 #
-# x86_64 is the default. --kvm uses KVM where /dev/kvm exists (x86_64).
+# x86_64 is the default. --smp N: N CPUs (1 to 8; 4 by default).
+# --kvm uses KVM where /dev/kvm exists (x86_64).
 # --bench runs the tracing benchmark and powers off. --icount (TCG) makes
 # guest time count executed instructions: the benchmark's figures become
 # deterministic instruction counts.
@@ -20,7 +21,7 @@
 set -euo pipefail
 source "$(dirname "$0")/tools/env.sh"
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 arch=x86_64
 qemu_opts=()
@@ -34,6 +35,7 @@ while [ $# -gt 0 ]; do
         --kvm) qemu_opts+=(--kvm) ;;
         --bench) cmdline+=(bench) ;;
         --icount) qemu_opts+=(--icount) ;;
+        --smp) [ $# -ge 2 ] || usage; qemu_opts+=(--smp "$2"); shift ;;
         --record) [ $# -ge 2 ] || usage; record=$2; shift ;;
         --flamegraph) [ $# -ge 2 ] || usage; flamegraph=$2; shift ;;
         --timeout) [ $# -ge 2 ] || usage; qemu_opts+=(--timeout "$2"); shift ;;

@@ -3,7 +3,9 @@
 # output, and exits with the kernel's status (0 after `poweroff` or a passing
 # test run, 1 after a panic or a failing one, 124 on timeout).
 #
-#   tools/qemu.sh ARCH KERNEL.elf [--kvm] [--icount] [--timeout SECONDS] [--append CMDLINE] [-- QEMU_ARGS...]
+#   tools/qemu.sh ARCH KERNEL.elf [--kvm] [--icount] [--smp N] [--timeout SECONDS] [--append CMDLINE] [-- QEMU_ARGS...]
+#
+# --smp N: N CPUs (1 to 8, default 4).
 #
 # Shared by qemu-run.sh and the cargo test runner (tests/qemu-runner.sh).
 set -euo pipefail
@@ -14,6 +16,7 @@ shift 2
 kvm=0
 icount=0
 timeout_s=0
+smp=4
 append=""
 extra=()
 while [ $# -gt 0 ]; do
@@ -21,6 +24,7 @@ while [ $# -gt 0 ]; do
         --kvm) kvm=1 ;;
         --icount) icount=1 ;;
         --timeout) timeout_s=$2; shift ;;
+        --smp) smp=$2; shift ;;
         --append) append=$2; shift ;;
         --) shift; extra=("$@"); break ;;
         *) echo "tools/qemu.sh: unknown option '$1'" >&2; exit 2 ;;
@@ -28,7 +32,11 @@ while [ $# -gt 0 ]; do
     shift
 done
 
-common=(-m 512M -kernel "$elf" -display none -serial stdio -monitor none -no-reboot)
+case "$smp" in
+    [1-8]) ;;
+    *) echo "tools/qemu.sh: --smp takes 1 to 8 CPUs, not '$smp'" >&2; exit 2 ;;
+esac
+common=(-m 512M -smp "$smp" -kernel "$elf" -display none -serial stdio -monitor none -no-reboot)
 # One emulated instruction is one nanosecond of guest time: deterministic.
 [ "$icount" = 1 ] && common+=(-icount shift=0)
 [ -n "$append" ] && common+=(-append "$append")

@@ -1,57 +1,66 @@
-//! Which context each CPU is running in: normal code, a hardware interrupt, or
-//! a synchronous exception. Exception entry switches it and switches it back;
-//! the tracer's recursion guard keeps one bit per context, so a traced
-//! function interrupted by a traced interrupt handler is not mistaken for
-//! recursion.
+//! Which context each CPU is running in: a task, softirq-like deferred work,
+//! a hardware interrupt, or an NMI-like synchronous exception (a breakpoint
+//! or a fault, which can arrive anywhere, interrupt handlers included).
+//! Exception entry switches it and switches it back; the tracer keeps its
+//! recursion bits and graph markers per context (as Linux's
+//! `trace_recursion` does), so a traced function interrupted by a traced
+//! interrupt handler is not mistaken for recursion.
 
-use core::sync::atomic::{AtomicU8, Ordering};
+use core::sync::atomic::Ordering;
 
-use crate::{cpu, MAX_CPUS};
+use crate::percpu;
 
-/// An execution context, innermost first in priority.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// An execution context, from the least to the most urgent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum Context {
+    /// A task (normal kernel code).
     Normal = 0,
-    Irq = 1,
-    Exception = 2,
+    /// Deferred interrupt work run with interrupts enabled (the tick's
+    /// bottom half).
+    Softirq = 1,
+    /// A hardware interrupt handler.
+    Irq = 2,
+    /// A synchronous exception (breakpoint, fault): it may interrupt any
+    /// other context, as an NMI may.
+    Nmi = 3,
 }
 
 impl Context {
     /// How many contexts there are (for per-context arrays).
-    pub const COUNT: usize = 3;
+    pub const COUNT: usize = 4;
 
     fn from_u8(value: u8) -> Context {
         match value {
-            1 => Context::Irq,
-            2 => Context::Exception,
+            1 => Context::Softirq,
+            2 => Context::Irq,
+            3 => Context::Nmi,
             _ => Context::Normal,
         }
     }
 }
 
-static CURRENT: [AtomicU8; MAX_CPUS] = [const { AtomicU8::new(Context::Normal as u8) }; MAX_CPUS];
-
 /// The context this CPU is running in.
 #[inline(always)]
 pub fn current() -> Context {
-    Context::from_u8(CURRENT[cpu::id()].load(Ordering::Relaxed))
+    Context::from_u8(crate::cpu::context_byte())
 }
 
-/// Called by exception entry: switches to `context`, returns the previous one.
+/// Called by exception entry and by softirq-like work: switches to
+/// `context`, returns the previous one.
 #[inline(always)]
 pub(crate) fn enter(context: Context) -> Context {
-    Context::from_u8(CURRENT[cpu::id()].swap(context as u8, Ordering::Relaxed))
+    Context::from_u8(percpu::this().context.swap(context as u8, Ordering::Relaxed))
 }
 
-/// Called by exception exit with what [`enter`] returned.
+/// Called on the way out with what [`enter`] returned.
 #[inline(always)]
 pub(crate) fn leave(previous: Context) {
-    CURRENT[cpu::id()].store(previous as u8, Ordering::Relaxed);
+    percpu::this().context.store(previous as u8, Ordering::Relaxed);
 }
 
 /// Forgets any context an abandoned exception handler left behind (the test
 /// framework resumes in normal context after an expected panic).
 pub fn reset() {
-    CURRENT[cpu::id()].store(Context::Normal as u8, Ordering::Relaxed);
+    percpu::this().context.store(Context::Normal as u8, Ordering::Relaxed);
 }

@@ -35,6 +35,7 @@
 
 use core::fmt;
 use core::mem::offset_of;
+use core::sync::atomic::{AtomicU32, Ordering};
 
 pub use crate::regs::PtRegs;
 use crate::regs::{self, ARGUMENT_REGISTERS, RETURN_ADDRESS};
@@ -438,3 +439,34 @@ pub fn just_return_address() -> usize {
 extern "C" {
     pub fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usize;
 }
+
+/// Per task: how deep it is in tracing code entered through an entry
+/// trampoline, and how many times that depth came back to zero. The entry
+/// trampolines keep both, reaching the running task's through the per-CPU
+/// pointer (`percpu::task_trace`, whose first field these are): `active`
+/// goes up before the trampoline reads the site's ops literal and down once
+/// the callbacks returned, and `exits` counts the returns to zero. A grace
+/// period (`ftrace::deferred`) waits until every task that was inside has
+/// been seen outside.
+#[repr(C)]
+#[derive(Debug, Default)]
+pub struct TrampolineCounters {
+    pub active: AtomicU32,
+    pub exits: AtomicU32,
+}
+
+impl TrampolineCounters {
+    /// Outside, never left.
+    pub const fn new() -> Self {
+        TrampolineCounters { active: AtomicU32::new(0), exits: AtomicU32::new(0) }
+    }
+
+    /// A snapshot: (active, exits).
+    pub fn read(&self) -> (u32, u32) {
+        (self.active.load(Ordering::Acquire), self.exits.load(Ordering::Acquire))
+    }
+}
+
+/// Offsets of the counters, for the trampolines.
+pub const COUNTERS_ACTIVE: usize = offset_of!(TrampolineCounters, active);
+pub const COUNTERS_EXITS: usize = offset_of!(TrampolineCounters, exits);

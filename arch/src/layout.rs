@@ -48,7 +48,7 @@ pub enum PagePermission {
     ReadExecute,
     ReadOnly,
     ReadWrite,
-    /// Not mapped: the guard page below the boot stack.
+    /// Not mapped: the first page (null), the guard pages below stacks.
     None,
 }
 
@@ -57,17 +57,55 @@ pub fn stack_guard() -> usize {
     address_of!(__boot_stack_guard)
 }
 
-/// Whether `address` is in the stack guard page: a fault there is a kernel
-/// stack overflow.
+/// Whether `address` is in a stack guard page (the boot stack's or a task
+/// stack's): a fault there is a kernel stack overflow.
 pub fn in_stack_guard(address: usize) -> bool {
-    (stack_guard()..stack_guard() + 4096).contains(&address)
+    (stack_guard()..stack_guard() + GUARD).contains(&address)
+        || task_stacks().contains(&address) && (address - task_stacks().start) % TASK_SLOT < GUARD
 }
 
-/// The permission for the image page at `addr`: text, rodata (including
-/// whatever precedes text), the stack guard, or writable.
+extern "C" {
+    static __task_stacks_start: u8;
+    static __task_stacks_end: u8;
+    static __boot_stack_bottom: u8;
+    static __boot_stack_top: u8;
+}
+
+const GUARD: usize = 4096;
+/// Bytes of each task stack (a guard page sits under each).
+pub const TASK_STACK_SIZE: usize = 64 * 1024;
+const TASK_SLOT: usize = GUARD + TASK_STACK_SIZE;
+
+fn task_stacks() -> Range<usize> {
+    address_of!(__task_stacks_start)..address_of!(__task_stacks_end)
+}
+
+/// How many task stacks the image reserves.
+pub fn task_stack_count() -> usize {
+    task_stacks().len() / TASK_SLOT
+}
+
+/// Task stack `slot` (below [`task_stack_count`]): its usable bytes, above
+/// its guard page.
+pub fn task_stack(slot: usize) -> Range<usize> {
+    assert!(slot < task_stack_count(), "no task stack {slot}");
+    let bottom = task_stacks().start + slot * TASK_SLOT + GUARD;
+    bottom..bottom + TASK_STACK_SIZE
+}
+
+/// The boot stack (the boot CPU's first task runs on it).
+pub fn boot_stack() -> Range<usize> {
+    address_of!(__boot_stack_bottom)..address_of!(__boot_stack_top)
+}
+
+/// The permission for the page at `addr` in the image's 4 KiB-mapped
+/// region: the null page and stack guards unmapped, memory before the image
+/// writable (x86_64 starts its other CPUs there), text, rodata, or writable.
 pub fn page_permission(addr: usize) -> PagePermission {
-    if addr == stack_guard() {
+    if addr < 4096 || in_stack_guard(addr) {
         PagePermission::None
+    } else if addr < image().start {
+        PagePermission::ReadWrite
     } else if text().contains(&addr) {
         PagePermission::ReadExecute
     } else if addr < rodata_end() {

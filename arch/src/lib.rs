@@ -32,6 +32,8 @@
 //! traced itself.
 #![no_std]
 
+extern crate alloc;
+
 #[cfg(target_arch = "x86_64")]
 #[path = "x86_64/mod.rs"]
 mod imp;
@@ -47,15 +49,19 @@ pub mod ftrace_abi;
 pub mod input;
 pub mod irq;
 pub mod layout;
+pub mod percpu;
+pub mod preempt;
 pub mod print;
+pub mod sched;
+pub mod smp;
 pub mod sync;
 pub mod text;
 pub mod time;
 
-pub use imp::{boot, channel, console, cpu, exceptions, exit, ftrace, mm, patch, regs, selftest, timer};
+pub use imp::{boot, channel, console, cpu, exceptions, exit, ftrace, mm, patch, regs, selftest, switch, timer};
 
-/// The most CPUs per-CPU arrays are sized for. One runs today.
-pub const MAX_CPUS: usize = 4;
+/// The most CPUs per-CPU arrays are sized for.
+pub const MAX_CPUS: usize = 8;
 
 /// The architecture's name as the test summary and the banner print it.
 pub const NAME: &str = imp::NAME;

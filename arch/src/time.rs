@@ -1,8 +1,10 @@
 //! Tick counting shared by both timers.
 //!
-//! Each architecture programs its own periodic interrupt at [`HZ`] and calls
-//! [`tick`] from the interrupt; the kernel may install one hook that runs on
-//! every tick (in interrupt context, so it must not block or allocate).
+//! Each CPU's timer interrupts [`HZ`] times a second and calls [`tick`]: the
+//! boot CPU's ticks count time ([`ticks`]), every CPU's drive the scheduler
+//! (in interrupt context) and leave softirq-like work for interrupt exit,
+//! which runs the one hook the kernel may install ([`set_tick_hook`]) in the
+//! `Softirq` context with interrupts enabled (it must not block).
 
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -24,7 +26,15 @@ pub fn set_tick_hook(hook: fn()) {
 
 /// Called by the architecture's timer interrupt handler.
 pub(crate) fn tick() {
-    TICKS.fetch_add(1, Ordering::Relaxed);
+    if crate::cpu::id() == 0 {
+        TICKS.fetch_add(1, Ordering::Relaxed);
+    }
+    crate::percpu::this().softirq_pending.store(true, Ordering::Relaxed);
+    crate::sched::tick();
+}
+
+/// Runs the tick hook (softirq-like work, see `crate::irq::exit`).
+pub(crate) fn run_tick_hook() {
     let hook = TICK_HOOK.load(Ordering::Acquire);
     if hook != 0 {
         // SAFETY: the only non-zero values stored are `fn()` pointers

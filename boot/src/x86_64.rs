@@ -98,8 +98,78 @@ boot_gdt_pointer:
     .long boot_gdt
     .popsection
 
+    /* The application-processor trampoline, copied to AP_TRAMPOLINE at run
+       time: every absolute address is AP_TRAMPOLINE + (label - start). */
+    .set AP_TRAMPOLINE, 0x8000
+    .pushsection .rodata.ap_trampoline, "a"
+    .p2align 12
+    .global ap_trampoline_start
+ap_trampoline_start:
+    .code16
+    cli
+    cld
+    xorw %ax, %ax
+    movw %ax, %ds
+    lgdtl (AP_TRAMPOLINE + ap_gdt_pointer - ap_trampoline_start)
+    movl %cr0, %eax
+    orl $1, %eax
+    movl %eax, %cr0
+    ljmpl $0x08, $(AP_TRAMPOLINE + ap_protected - ap_trampoline_start)
+
+    .code32
+ap_protected:
+    movw $0x10, %ax
+    movw %ax, %ds
+    movw %ax, %es
+    movw %ax, %ss
+    movl %cr4, %eax
+    orl $(1 << 5), %eax             /* PAE */
+    movl %eax, %cr4
+    movl (AP_TRAMPOLINE + ap_param_cr3 - ap_trampoline_start), %eax
+    movl %eax, %cr3
+    movl $0xC0000080, %ecx          /* IA32_EFER */
+    rdmsr
+    orl $((1 << 8) | (1 << 11)), %eax   /* LME | NXE */
+    wrmsr
+    movl %cr0, %eax
+    orl $((1 << 31) | (1 << 16)), %eax  /* PG | WP */
+    andl $~((1 << 30) | (1 << 29)), %eax
+    movl %eax, %cr0
+    ljmpl $0x18, $(AP_TRAMPOLINE + ap_long - ap_trampoline_start)
+
+    .code64
+ap_long:
+    movq (AP_TRAMPOLINE + ap_param_stack - ap_trampoline_start), %rsp
+    movl (AP_TRAMPOLINE + ap_param_cpu - ap_trampoline_start), %edi
+    movq (AP_TRAMPOLINE + ap_param_entry - ap_trampoline_start), %rax
+    xorl %ebp, %ebp
+    callq *%rax
+1:  hlt
+    jmp 1b
+
+    .p2align 3
+ap_gdt:
+    .quad 0
+    .quad 0x00cf9a000000ffff        /* 0x08: 32-bit code */
+    .quad 0x00cf92000000ffff        /* 0x10: data */
+    .quad 0x00af9a000000ffff        /* 0x18: 64-bit code */
+ap_gdt_pointer:
+    .word ap_gdt_pointer - ap_gdt - 1
+    .long AP_TRAMPOLINE + ap_gdt - ap_trampoline_start
+    .p2align 3
+    .global ap_trampoline_params
+ap_trampoline_params:               /* filled by the boot CPU: see arch */
+ap_param_cr3:   .quad 0
+ap_param_stack: .quad 0
+ap_param_entry: .quad 0
+ap_param_cpu:   .quad 0
+    .global ap_trampoline_end
+ap_trampoline_end:
+    .popsection
+
     .pushsection .bss.boot, "aw", @nobits
     .p2align 12
+    .global boot_pml4
 boot_pml4:  .skip 4096
 boot_pdpt:  .skip 4096
 boot_pd:    .skip 4096 * 4

@@ -1,18 +1,20 @@
 //! The kernel's trace buffers: one [`RingBuffer`] per CPU.
 //!
 //! A CPU writes only its own buffer, with interrupts masked for the few
-//! instructions of the write, so an interrupt that traces cannot interleave
-//! with the event it interrupted. Readers take a copy of the pages (also with
-//! interrupts masked) and format it at leisure, while tracing goes on.
-//! `tracing_on` switches recording without touching any site.
+//! instructions of the write (so an interrupt that traces cannot interleave
+//! with the event it interrupted, and the task cannot move to another CPU
+//! in the middle), under that buffer's lock, which only a reader on another
+//! CPU ever contends for. Readers take a copy of a buffer's pages under the
+//! same lock and format it at leisure, while tracing goes on. `tracing_on`
+//! switches recording without touching any site.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use arch::irq::IrqGuard;
 use arch::{cpu, MAX_CPUS};
+use spin::Once;
 
 use crate::clock;
 use crate::ring_buffer::{Page, RingBuffer, Stats, PAGE_SIZE};
@@ -20,28 +22,19 @@ use crate::ring_buffer::{Page, RingBuffer, Stats, PAGE_SIZE};
 /// Pages per CPU: 1 MiB.
 pub const PAGES_PER_CPU: usize = 256;
 
-struct PerCpu(UnsafeCell<Option<RingBuffer>>);
-
-// SAFETY: each CPU's buffer is touched only by that CPU, with interrupts
-// masked (see `with_buffer`), so accesses never overlap.
-unsafe impl Sync for PerCpu {}
-
-static BUFFERS: [PerCpu; MAX_CPUS] = [const { PerCpu(UnsafeCell::new(None)) }; MAX_CPUS];
+static BUFFERS: [Once<spin::Mutex<RingBuffer>>; MAX_CPUS] = [const { Once::new() }; MAX_CPUS];
 static TRACING_ON: AtomicBool = AtomicBool::new(true);
 
-/// Runs `f` on this CPU's buffer with interrupts masked.
-#[inline(always)]
-fn with_buffer<R>(f: impl FnOnce(&mut Option<RingBuffer>) -> R) -> R {
-    let _irq = IrqGuard::new();
-    // SAFETY: this CPU's slot, interrupts masked: no other access can run
-    // until the guard drops (see `PerCpu`).
-    f(unsafe { &mut *BUFFERS[cpu::id()].0.get() })
+/// Allocates a buffer for each of `cpus` CPUs. Called once at boot.
+pub fn init(cpus: usize) {
+    for buffer in BUFFERS.iter().take(cpus.clamp(1, MAX_CPUS)) {
+        buffer.call_once(|| spin::Mutex::new(RingBuffer::new(PAGES_PER_CPU)));
+    }
 }
 
-/// Allocates this CPU's buffer. Called once at boot.
-pub fn init() {
-    let ring = RingBuffer::new(PAGES_PER_CPU);
-    with_buffer(|slot| *slot = Some(ring));
+/// How many CPUs have a buffer.
+pub fn cpus() -> usize {
+    BUFFERS.iter().take_while(|buffer| buffer.is_completed()).count()
 }
 
 /// Whether events are being recorded (`tracing_on`).
@@ -69,21 +62,19 @@ pub fn write_with(len: usize, fill: impl FnOnce(u64, &mut [u8])) -> Option<u64> 
     if !tracing_on() {
         return None;
     }
-    with_buffer(|slot| {
-        let ring = slot.as_mut()?;
-        let time = clock::now_ns();
-        ring.write_with(time, len, |bytes| fill(time, bytes)).ok()?;
-        Some(time)
-    })
+    let _irq = IrqGuard::new();
+    let mut ring = BUFFERS[cpu::id()].get()?.lock();
+    let time = clock::now_ns();
+    ring.write_with(time, len, |bytes| fill(time, bytes)).ok()?;
+    Some(time)
 }
 
 /// Empties every buffer (`echo > trace`).
 pub fn reset() {
-    with_buffer(|slot| {
-        if let Some(ring) = slot {
-            ring.reset();
-        }
-    });
+    for buffer in BUFFERS.iter().filter_map(Once::get) {
+        let _irq = IrqGuard::new();
+        buffer.lock().reset();
+    }
 }
 
 /// A copy of one CPU's buffer, for reading.
@@ -113,13 +104,38 @@ impl Snapshot {
 #[repr(C, align(4096))]
 struct AlignedPage([u8; PAGE_SIZE]);
 
-/// Copies this CPU's buffer.
+/// Copies CPU `cpu`'s buffer.
+pub fn snapshot_of(cpu: usize) -> Snapshot {
+    let Some(buffer) = BUFFERS.get(cpu).and_then(Once::get) else {
+        return Snapshot { cpu, stats: Stats::default(), pages: Vec::new() };
+    };
+    // Allocate outside the lock (interrupts are masked under it).
+    let count = {
+        let _irq = IrqGuard::new();
+        buffer.lock().pages().count()
+    };
+    let mut pages: Vec<Box<AlignedPage>> = (0..count).map(|_| Box::new(AlignedPage([0; PAGE_SIZE]))).collect();
+    let _irq = IrqGuard::new();
+    let ring = buffer.lock();
+    let mut used = 0;
+    for (copy, page) in pages.iter_mut().zip(ring.pages()) {
+        copy.0 = *page.as_bytes();
+        used += 1;
+    }
+    pages.truncate(used);
+    Snapshot { cpu, stats: ring.stats(), pages }
+}
+
+/// Copies every CPU's buffer.
+pub fn snapshot_all() -> Vec<Snapshot> {
+    (0..cpus()).map(snapshot_of).collect()
+}
+
+/// This CPU's buffer (tests that trace on one CPU).
 pub fn snapshot() -> Snapshot {
-    with_buffer(|slot| {
-        let Some(ring) = slot else {
-            return Snapshot { cpu: cpu::id(), stats: Stats::default(), pages: Vec::new() };
-        };
-        let pages = ring.pages().map(|page| Box::new(AlignedPage(*page.as_bytes()))).collect();
-        Snapshot { cpu: cpu::id(), stats: ring.stats(), pages }
-    })
+    let cpu = {
+        let _irq = IrqGuard::new();
+        cpu::id()
+    };
+    snapshot_of(cpu)
 }

@@ -25,14 +25,28 @@
 //!
 //! # The grace period
 //!
-//! [`synchronize`] is the one place that defines it. With one CPU, the
-//! caller of `reclaim` is in normal context and outside every callback, and
-//! interrupts that entered tracing code have all left it before normal code
-//! runs again: nothing else can be inside tracing code, so the grace period
-//! is already over.
+//! [`synchronize`] is the one place that defines it (Linux's
+//! `synchronize_rcu_tasks_rude` and `synchronize_rcu_tasks` in one):
+//!
+//! 1. every other CPU takes an interrupt (`arch::smp::sync_all`): whatever
+//!    it was doing, it has seen the writes made before the grace period
+//!    began (a new ops literal, an unlinked list), and a trampoline it
+//!    enters from now on reads those;
+//! 2. every task that was inside tracing code entered through a trampoline
+//!    (its `TrampolineCounters::active` above zero: running, preempted in a
+//!    callback, or interrupted there) is waited for until it has come out
+//!    (`active` back to zero, or `exits` moved on). Tasks outside then can
+//!    only enter again through the updated sites.
+//!
+//! The caller must be in normal context, outside callbacks, with
+//! interrupts enabled (it may sleep). Objects a hooked call can still
+//! return through are kept alive by [`Refs`], not by the grace period.
 
+use alloc::vec::Vec;
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+
+use crate::task;
 
 /// A queued action: `run(node)` after the next grace period.
 pub type Action = unsafe fn(node: *const Deferred);
@@ -82,7 +96,32 @@ pub unsafe fn defer(node: *const Deferred, action: Action) {
 }
 
 /// Waits for a grace period. See the module documentation.
-pub fn synchronize() {}
+pub fn synchronize() {
+    arch::smp::sync_all();
+    // The tasks that were inside: their counters' address and `exits` then.
+    let mut inside: Vec<(usize, u32)> = Vec::new();
+    task::for_each(|state| {
+        let (active, exits) = state.counters().read();
+        if active != 0 {
+            inside.push((state.counters() as *const _ as usize, exits));
+        }
+    });
+    while !inside.is_empty() {
+        arch::sched::yield_now();
+        let mut still = Vec::with_capacity(inside.len());
+        task::for_each(|state| {
+            let address = state.counters() as *const _ as usize;
+            if let Some(&(_, exits_then)) = inside.iter().find(|(a, _)| *a == address) {
+                let (active, exits) = state.counters().read();
+                if active != 0 && exits == exits_then {
+                    still.push((address, exits_then));
+                }
+            }
+        });
+        // A task gone from the registry has exited: it is outside too.
+        inside = still;
+    }
+}
 
 /// Runs the queued actions whose grace period is over. Normal context,
 /// outside callbacks (the caller's duty: registry paths and the kernel's

@@ -8,11 +8,17 @@ pub const TRACE_FN: u16 = 1;
 pub const TRACE_GRAPH_RET: u16 = 10;
 /// A function-graph entry (Linux's `TRACE_GRAPH_ENT`).
 pub const TRACE_GRAPH_ENT: u16 = 11;
+/// `sched:sched_switch` (Linux numbers tracepoints at boot; so do we).
+pub const SCHED_SWITCH: u16 = 300;
+/// `sched:sched_wakeup`.
+pub const SCHED_WAKEUP: u16 = 301;
 
 /// `trace_entry.flags` bits, as Linux defines them.
 pub mod flags {
     /// Interrupts were disabled.
     pub const IRQS_OFF: u8 = 0x01;
+    /// A reschedule was pending.
+    pub const NEED_RESCHED: u8 = 0x04;
     /// Recorded in hardware-interrupt context.
     pub const HARDIRQ: u8 = 0x08;
     /// Recorded in software-interrupt context.
@@ -192,12 +198,125 @@ impl GraphExitEvent {
     }
 }
 
+/// A task name as events store it: 16 bytes, NUL-padded.
+pub type Comm = [u8; 16];
+
+/// The name in a [`Comm`].
+pub fn comm_str(comm: &Comm) -> &str {
+    let len = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+    core::str::from_utf8(&comm[..len]).unwrap_or("?")
+}
+
+/// The default priority of a kernel thread, as Linux reports it.
+pub const DEFAULT_PRIO: i32 = 120;
+
+/// `sched_switch` (Linux's layout): the task switched out, its state, and
+/// the task switched in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SchedSwitchEvent {
+    pub common: Common,
+    pub prev_comm: Comm,
+    pub prev_pid: i32,
+    pub prev_prio: i32,
+    pub prev_state: u64,
+    pub next_comm: Comm,
+    pub next_pid: i32,
+    pub next_prio: i32,
+}
+
+impl FixedEvent for SchedSwitchEvent {
+    const SIZE: usize = COMMON_SIZE + 56;
+
+    #[inline]
+    fn encode_into(&self, out: &mut [u8]) {
+        let out = &mut out[..Self::SIZE];
+        self.common.encode(out);
+        out[8..24].copy_from_slice(&self.prev_comm);
+        out[24..28].copy_from_slice(&self.prev_pid.to_ne_bytes());
+        out[28..32].copy_from_slice(&self.prev_prio.to_ne_bytes());
+        out[32..40].copy_from_slice(&self.prev_state.to_ne_bytes());
+        out[40..56].copy_from_slice(&self.next_comm);
+        out[56..60].copy_from_slice(&self.next_pid.to_ne_bytes());
+        out[60..64].copy_from_slice(&self.next_prio.to_ne_bytes());
+    }
+}
+
+impl SchedSwitchEvent {
+    pub fn decode(bytes: &[u8]) -> Option<SchedSwitchEvent> {
+        let common = Common::decode(bytes)?;
+        (common.kind == SCHED_SWITCH).then_some(SchedSwitchEvent {
+            common,
+            prev_comm: bytes.get(8..24)?.try_into().ok()?,
+            prev_pid: u32_at(bytes, 24)? as i32,
+            prev_prio: u32_at(bytes, 28)? as i32,
+            prev_state: u64_at(bytes, 32)?,
+            next_comm: bytes.get(40..56)?.try_into().ok()?,
+            next_pid: u32_at(bytes, 56)? as i32,
+            next_prio: u32_at(bytes, 60)? as i32,
+        })
+    }
+
+    /// `prev_state` as Linux prints it: `R`, `R+` (preempted), `S`, `D`, `X`.
+    pub fn state_text(&self) -> &'static str {
+        match (self.prev_state & 0xff, self.prev_state & STATE_REPORT_MAX != 0) {
+            (0, true) => "R+",
+            (0, false) => "R",
+            (1, _) => "S",
+            (2, _) => "D",
+            (0x10, _) => "X",
+            _ => "?",
+        }
+    }
+}
+
+/// Linux's `TASK_REPORT_MAX`: the task was preempted (printed as `+`).
+pub const STATE_REPORT_MAX: u64 = 0x100;
+
+/// `sched_wakeup` (Linux's layout): the task woken and the CPU it goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SchedWakeupEvent {
+    pub common: Common,
+    pub comm: Comm,
+    pub pid: i32,
+    pub prio: i32,
+    pub target_cpu: i32,
+}
+
+impl FixedEvent for SchedWakeupEvent {
+    const SIZE: usize = COMMON_SIZE + 28;
+
+    #[inline]
+    fn encode_into(&self, out: &mut [u8]) {
+        let out = &mut out[..Self::SIZE];
+        self.common.encode(out);
+        out[8..24].copy_from_slice(&self.comm);
+        out[24..28].copy_from_slice(&self.pid.to_ne_bytes());
+        out[28..32].copy_from_slice(&self.prio.to_ne_bytes());
+        out[32..36].copy_from_slice(&self.target_cpu.to_ne_bytes());
+    }
+}
+
+impl SchedWakeupEvent {
+    pub fn decode(bytes: &[u8]) -> Option<SchedWakeupEvent> {
+        let common = Common::decode(bytes)?;
+        (common.kind == SCHED_WAKEUP).then_some(SchedWakeupEvent {
+            common,
+            comm: bytes.get(8..24)?.try_into().ok()?,
+            pid: u32_at(bytes, 24)? as i32,
+            prio: u32_at(bytes, 28)? as i32,
+            target_cpu: u32_at(bytes, 32)? as i32,
+        })
+    }
+}
+
 /// Any event the kernel records, decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Record {
     Function(FunctionEvent),
     GraphEntry(GraphEntryEvent),
     GraphExit(GraphExitEvent),
+    SchedSwitch(SchedSwitchEvent),
+    SchedWakeup(SchedWakeupEvent),
     /// A type this decoder does not know (later tracers, probes).
     Other(Common),
 }
@@ -210,6 +329,8 @@ impl Record {
             TRACE_FN => Record::Function(FunctionEvent::decode(bytes)?),
             TRACE_GRAPH_ENT => Record::GraphEntry(GraphEntryEvent::decode(bytes)?),
             TRACE_GRAPH_RET => Record::GraphExit(GraphExitEvent::decode(bytes)?),
+            SCHED_SWITCH => Record::SchedSwitch(SchedSwitchEvent::decode(bytes)?),
+            SCHED_WAKEUP => Record::SchedWakeup(SchedWakeupEvent::decode(bytes)?),
             _ => Record::Other(common),
         })
     }
@@ -221,6 +342,38 @@ pub const COMMON_FIELDS: &str = "\tfield:unsigned short common_type;\toffset:0;\
 \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
 \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
 ";
+
+/// The format descriptions of the scheduler's events, as Linux's
+/// `events/sched/*/format` (trace-cmd's sched plugin reads them by field
+/// name): (name, text).
+pub fn sched_formats() -> [(&'static str, alloc::string::String); 2] {
+    let format = |name: &str, id: u16, fields: &str, print: &str| {
+        alloc::format!("name: {name}\nID: {id}\nformat:\n{COMMON_FIELDS}\n{fields}\nprint fmt: {print}\n")
+    };
+    const STATES: &str = "(((0x0000 | 0x0001 | 0x0002 | 0x0004 | 0x0008 | 0x0010 | 0x0020 | 0x0040) + 1) << 1)";
+    [
+        (
+            "sched_switch",
+            format(
+                "sched_switch",
+                SCHED_SWITCH,
+                "\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;\n\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;\n\tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;\n\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;\n\tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;\n",
+                &alloc::format!(
+                    "\"prev_comm=%s prev_pid=%d prev_prio=%d prev_state=%s%s ==> next_comm=%s next_pid=%d next_prio=%d\", REC->prev_comm, REC->prev_pid, REC->prev_prio, (REC->prev_state & ({STATES} - 1)) ? __print_flags(REC->prev_state & ({STATES} - 1), \"|\", {{ 0x0001, \"S\" }}, {{ 0x0002, \"D\" }}, {{ 0x0004, \"T\" }}, {{ 0x0008, \"t\" }}, {{ 0x0010, \"X\" }}, {{ 0x0020, \"Z\" }}, {{ 0x0040, \"P\" }}, {{ 0x0080, \"I\" }}) : \"R\", REC->prev_state & {STATES} ? \"+\" : \"\", REC->next_comm, REC->next_pid, REC->next_prio"
+                ),
+            ),
+        ),
+        (
+            "sched_wakeup",
+            format(
+                "sched_wakeup",
+                SCHED_WAKEUP,
+                "\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n\tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;\n\tfield:int target_cpu;\toffset:32;\tsize:4;\tsigned:1;\n",
+                "\"comm=%s pid=%d prio=%d target_cpu=%03d\", REC->comm, REC->pid, REC->prio, REC->target_cpu",
+            ),
+        ),
+    ]
+}
 
 /// The format descriptions (Linux's `events/ftrace/*/format`) of the
 /// tracers' own events: (name, text).

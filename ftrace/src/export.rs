@@ -11,13 +11,13 @@ use arch::channel;
 use arch::ChannelError;
 
 use crate::buffer;
-use crate::event::ftrace_formats;
+use crate::event::{ftrace_formats, sched_formats};
 use crate::ring_buffer::PAGE_SIZE;
 use crate::stream::{record_header, Tag, MAGIC};
 
 /// Writes the whole trace to the host file `host_path`: metadata, the event
-/// formats (the tracers' own and `extra` ones, as (system, format text)),
-/// and every CPU's pages.
+/// formats (the tracers' own, the scheduler's and `extra` ones, as (system,
+/// format text)), the task names, and every CPU's pages.
 pub fn export(host_path: &str, extra: &[(String, String)]) -> Result<usize, ChannelError> {
     let mut channel = channel::open(host_path)?;
     let mut written = 0usize;
@@ -27,25 +27,34 @@ pub fn export(host_path: &str, extra: &[(String, String)]) -> Result<usize, Chan
     };
     send(&MAGIC)?;
     let meta = format!(
-        "arch={}\ncpus=1\npage_size={PAGE_SIZE}\nlong_size=8\nclock=local\ntracer={}\n",
+        "arch={}\ncpus={}\npage_size={PAGE_SIZE}\nlong_size=8\nclock=local\ntracer={}\n",
         arch::NAME,
+        buffer::cpus(),
         crate::tracer::current().name()
     );
     send(&record_header(Tag::Meta, meta.len()))?;
     send(meta.as_bytes())?;
     let own = ftrace_formats().into_iter().map(|(_, text)| (String::from("ftrace"), text));
-    for (system, text) in own.chain(extra.iter().cloned()) {
+    let sched = sched_formats().into_iter().map(|(_, text)| (String::from("sched"), text));
+    for (system, text) in own.chain(sched).chain(extra.iter().cloned()) {
         send(&record_header(Tag::Format, system.len() + 1 + text.len()))?;
         send(system.as_bytes())?;
         send(&[0])?;
         send(text.as_bytes())?;
     }
-    let snapshot = buffer::snapshot();
-    let pages = snapshot.pages().count();
-    send(&record_header(Tag::Cpu, 8 + pages * PAGE_SIZE))?;
-    send(&(snapshot.cpu as u64).to_le_bytes())?;
-    for page in snapshot.pages() {
-        send(page)?;
+    let mut cmdlines = String::new();
+    for (pid, comm) in crate::sched::saved_cmdlines() {
+        cmdlines.push_str(&format!("{pid} {comm}\n"));
+    }
+    send(&record_header(Tag::Cmdlines, cmdlines.len()))?;
+    send(cmdlines.as_bytes())?;
+    for snapshot in buffer::snapshot_all() {
+        let pages = snapshot.pages().count();
+        send(&record_header(Tag::Cpu, 8 + pages * PAGE_SIZE))?;
+        send(&(snapshot.cpu as u64).to_le_bytes())?;
+        for page in snapshot.pages() {
+            send(page)?;
+        }
     }
     send(&record_header(Tag::End, 0))?;
     channel.close()?;

@@ -2,7 +2,10 @@
 //!
 //! A glob is matched against a whole name: `*` matches any run of characters
 //! (including none), `?` any one character, everything else itself. So
-//! `fib`, `kernel::*`, `*::fib`, `*fs*`, `kernel::*::lookup` all work.
+//! `kernel::*`, `*::fib`, `*fs*`, `kernel::*::lookup` all work. A pattern
+//! without `::` also matches a name whose last path segment it matches, as a
+//! C function name would: `fib` finds `kernel::workload::fib`, `*alloc`
+//! every path ending in `alloc` ([`name_match`]).
 //!
 //! A filter text is whitespace-separated words; `GLOB` adds what it matches,
 //! `!GLOB` removes it. A word that matches nothing is an error and the whole
@@ -40,6 +43,34 @@ pub fn glob_match(glob: &str, name: &str) -> bool {
         }
     }
     glob[g..].iter().all(|&c| c == b'*')
+}
+
+/// The last segment of a Rust path (`fib` of `kernel::workload::fib`),
+/// ignoring `::` inside generic arguments (`drop_in_place<a::B>` stays
+/// whole).
+pub fn last_segment(name: &str) -> &str {
+    let bytes = name.as_bytes();
+    let (mut depth, mut start) = (0usize, 0usize);
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'<' => depth += 1,
+            b'>' => depth = depth.saturating_sub(1),
+            b':' if depth == 0 && bytes.get(i + 1) == Some(&b':') => {
+                start = i + 2;
+                i += 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    &name[start..]
+}
+
+/// Whether a filter pattern selects `name`: the whole name, or, for a
+/// pattern without `::`, its last path segment.
+pub fn name_match(pattern: &str, name: &str) -> bool {
+    glob_match(pattern, name) || (!pattern.contains("::") && glob_match(pattern, last_segment(name)))
 }
 
 /// How a filter text combines with the current set (`>` or `>>`).
@@ -85,7 +116,7 @@ pub fn apply_filter<'a>(
             None => (false, word),
         };
         let mut matched = false;
-        for index in (0..count).filter(|&i| glob_match(glob, name_of(i))) {
+        for index in (0..count).filter(|&i| name_match(glob, name_of(i))) {
             matched = true;
             if remove {
                 result.clear(index);
@@ -103,6 +134,20 @@ pub fn apply_filter<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bare_names_match_the_last_path_segment() {
+        assert_eq!(last_segment("kernel::workload::fib"), "fib");
+        assert_eq!(last_segment("fib"), "fib");
+        assert_eq!(last_segment("core::ptr::drop_in_place<alloc::string::String>"), "drop_in_place<alloc::string::String>");
+        assert!(name_match("fib", "kernel::workload::fib"));
+        assert!(!name_match("fib", "kernel::workload::napping_fib"));
+        assert!(name_match("*alloc", "alloc::alloc::alloc"));
+        assert!(name_match("*alloc", "__rust_alloc"));
+        assert!(!name_match("*alloc", "alloc::alloc::alloc_zeroed"));
+        assert!(name_match("*fs*", "kernel::workload::fs::lookup"), "the whole name still matches");
+        assert!(!name_match("workload::fib", "kernel::workload::fib"), "a pattern with :: matches whole names only");
+    }
 
     #[test]
     fn globs() {

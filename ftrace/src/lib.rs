@@ -70,6 +70,8 @@ pub mod retstack;
 #[cfg(target_os = "none")]
 mod registry;
 #[cfg(target_os = "none")]
+pub mod sched;
+#[cfg(target_os = "none")]
 pub mod symbols;
 #[cfg(target_os = "none")]
 pub mod task;
@@ -90,13 +92,13 @@ pub use glob::{FilterError, FilterMode};
 #[cfg(target_os = "none")]
 pub use arch::ftrace_abi::{FtraceRegs, PtRegs, RegisterError, Saved, Trampoline};
 
-/// Starts function tracing at boot: checks the symbol and site tables, builds
-/// the records (preparing each site where the architecture needs it), starts
-/// the trace clock and allocates the trace buffer.
+/// Starts function tracing at boot (after the scheduler gave the boot CPU a
+/// task, and before the other CPUs start): checks the symbol and site
+/// tables, builds the records (preparing each site where the architecture
+/// needs it), starts the trace clock and allocates the trace buffers.
 #[cfg(target_os = "none")]
 pub fn init() -> Result<InitInfo, FtraceError> {
-    task::init_cpu();
     clock::init();
-    buffer::init();
+    buffer::init(arch::smp::possible_cpus());
     registry::init()
 }

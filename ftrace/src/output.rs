@@ -2,12 +2,17 @@
 
 use core::fmt::{self, Write};
 
-use crate::event::{flags, Common, FunctionEvent, GraphExitEvent, Record};
+use alloc::string::String;
+
+use crate::event::{comm_str, flags, Common, FunctionEvent, GraphExitEvent, Record, SchedSwitchEvent, SchedWakeupEvent};
 use crate::kallsyms::Symbol;
 use crate::ring_buffer::Stats;
 
 /// Finds the function an address is inside, if any.
 pub type Namer<'a> = &'a dyn Fn(usize) -> Option<Symbol<'static>>;
+
+/// Finds a task's name by pid (`saved_cmdlines`), if known.
+pub type Comms<'a> = &'a dyn Fn(i32) -> Option<String>;
 
 /// The header `cat trace` prints before the events.
 pub fn write_header(out: &mut dyn Write, tracer: &str, stats: Stats, cpus: usize) -> fmt::Result {
@@ -25,13 +30,13 @@ pub fn write_header(out: &mut dyn Write, tracer: &str, stats: Stats, cpus: usize
     writeln!(out, "#              | |         |   |||||     |         |")
 }
 
-/// The task column: the boot context is the idle task, pid 0.
-fn task_name(pid: i32) -> &'static str {
+/// The task column's name: the idle tasks are `<idle>`, a task whose name
+/// is not known `<...>`, as Linux prints them.
+fn task_name(pid: i32, comms: Comms) -> String {
     if pid == 0 {
-        "<idle>"
-    } else {
-        "<...>"
+        return String::from("<idle>");
     }
+    comms(pid).unwrap_or_else(|| String::from("<...>"))
 }
 
 /// The five latency-format flag characters (`d.h..`).
@@ -52,11 +57,12 @@ pub fn latency_flags(common: &Common) -> [u8; 5] {
         0 => b'.',
         n => b"0123456789abcdef"[n as usize],
     };
-    [irqs, b'.', context, depth, b'.']
+    let resched = if common.flags & flags::NEED_RESCHED != 0 { b'N' } else { b'.' };
+    [irqs, resched, context, depth, b'.']
 }
 
 /// `          <idle>-0       [000] d....    12.345678: `
-pub fn write_context(out: &mut dyn Write, cpu: usize, time_ns: u64, common: &Common) -> fmt::Result {
+pub fn write_context(out: &mut dyn Write, cpu: usize, time_ns: u64, common: &Common, comms: Comms) -> fmt::Result {
     let flags = latency_flags(common);
     let flags = core::str::from_utf8(&flags).unwrap_or(".....");
     // Rounded to the nearest microsecond, as Linux's ns2usecs() does.
@@ -64,10 +70,37 @@ pub fn write_context(out: &mut dyn Write, cpu: usize, time_ns: u64, common: &Com
     write!(
         out,
         "{:>16}-{:<7} [{cpu:03}] {flags} {:>5}.{:06}: ",
-        task_name(common.pid),
+        task_name(common.pid, comms),
         common.pid,
         micros / 1_000_000,
         micros % 1_000_000
+    )
+}
+
+/// A `sched_switch` line's text, as Linux prints it.
+pub fn write_sched_switch(out: &mut dyn Write, event: &SchedSwitchEvent) -> fmt::Result {
+    write!(
+        out,
+        "sched_switch: prev_comm={} prev_pid={} prev_prio={} prev_state={} ==> next_comm={} next_pid={} next_prio={}",
+        comm_str(&event.prev_comm),
+        event.prev_pid,
+        event.prev_prio,
+        event.state_text(),
+        comm_str(&event.next_comm),
+        event.next_pid,
+        event.next_prio
+    )
+}
+
+/// A `sched_wakeup` line's text, as Linux prints it.
+pub fn write_sched_wakeup(out: &mut dyn Write, event: &SchedWakeupEvent) -> fmt::Result {
+    write!(
+        out,
+        "sched_wakeup: comm={} pid={} prio={} target_cpu={:03}",
+        comm_str(&event.comm),
+        event.pid,
+        event.prio,
+        event.target_cpu
     )
 }
 
@@ -88,8 +121,15 @@ pub fn write_code_address(out: &mut dyn Write, address: usize, names: Namer) -> 
 }
 
 /// One function tracer line: `context function <-caller`.
-pub fn write_function(out: &mut dyn Write, cpu: usize, time_ns: u64, event: &FunctionEvent, names: Namer) -> fmt::Result {
-    write_context(out, cpu, time_ns, &event.common)?;
+pub fn write_function(
+    out: &mut dyn Write,
+    cpu: usize,
+    time_ns: u64,
+    event: &FunctionEvent,
+    names: Namer,
+    comms: Comms,
+) -> fmt::Result {
+    write_context(out, cpu, time_ns, &event.common, comms)?;
     write_symbol(out, event.ip as usize, names)?;
     out.write_str(" <-")?;
     write_symbol(out, event.parent_ip as usize, names)?;
@@ -153,31 +193,52 @@ fn indent(out: &mut dyn Write, depth: i32) -> fmt::Result {
 /// Prints an event the graph output does not know itself (as a comment).
 pub type OtherPrinter<'a> = &'a dyn Fn(&[u8], &mut dyn Write) -> fmt::Result;
 
-/// `function_graph` lines for `events` (time, record, payload) of one CPU: a
-/// call whose return follows its entry directly is one `func();` line with
-/// its duration; other calls open `func() {` and close with `}`; other events
-/// appear as `/* ... */` comments, as Linux prints them.
+/// One event as the graph output takes it: its time, CPU, decoded record
+/// and raw payload.
+pub type GraphLine<'a> = (u64, usize, Record, &'a [u8]);
+
+/// `function_graph` lines for `events` (merged from every CPU, by time): a
+/// call whose return is the next event on its CPU is one `func();` line
+/// with its duration; other calls open `func() {` and close with `}`; other
+/// events appear as `/* ... */` comments; and where the task on a CPU
+/// changes, a ` => ` line says so, as Linux prints them.
 pub fn write_graph(
     out: &mut dyn Write,
-    cpu: usize,
-    events: &[(u64, Record, &[u8])],
+    events: &[GraphLine],
     names: Namer,
+    comms: Comms,
     options: GraphOptions,
     other: OtherPrinter,
 ) -> fmt::Result {
-    let mut i = 0;
-    while i < events.len() {
+    let mut last_pid: [Option<i32>; 64] = [None; 64];
+    let mut skip = alloc::vec![false; events.len()];
+    for i in 0..events.len() {
+        if skip[i] {
+            continue;
+        }
+        let (_, cpu, record, payload) = &events[i];
+        let cpu = *cpu;
+        let pid = match record {
+            Record::GraphEntry(e) => Some(e.common.pid),
+            Record::GraphExit(e) => Some(e.common.pid),
+            _ => None,
+        };
+        if let (Some(pid), Some(slot)) = (pid, last_pid.get_mut(cpu)) {
+            if let Some(previous) = slot.replace(pid).filter(|&previous| previous != pid) {
+                write_task_change(out, cpu, previous, pid, comms)?;
+            }
+        }
         write!(out, " {cpu}) ")?;
-        match events[i].1 {
+        match record {
             Record::GraphEntry(entry) => {
-                let leaf = match events.get(i + 1) {
-                    Some((_, Record::GraphExit(exit), _)) if exit.func == entry.func && exit.depth == entry.depth => {
-                        Some(*exit)
-                    }
+                // The next event of the same CPU: the return, for a leaf.
+                let next = (i + 1..events.len()).find(|&j| events[j].1 == cpu);
+                let leaf = next.and_then(|j| match events[j].2 {
+                    Record::GraphExit(exit) if exit.func == entry.func && exit.depth == entry.depth => Some((j, exit)),
                     _ => None,
-                };
+                });
                 match leaf {
-                    Some(exit) => {
+                    Some((j, exit)) => {
                         write_duration(out, exit.duration())?;
                         indent(out, entry.depth)?;
                         write_symbol(out, entry.func as usize, names)?;
@@ -185,37 +246,61 @@ pub fn write_graph(
                         if options.retval {
                             write!(out, " /* = {:#x} */", exit.retval)?;
                         }
-                        i += 2;
+                        skip[j] = true;
                     }
                     None => {
                         out.write_str("              |  ")?;
                         indent(out, entry.depth)?;
                         write_symbol(out, entry.func as usize, names)?;
                         out.write_str("() {")?;
-                        i += 1;
                     }
                 }
             }
-            Record::GraphExit(exit) => {
-                write_closing(out, &exit, names, options)?;
-                i += 1;
-            }
+            Record::GraphExit(exit) => write_closing(out, exit, names, options)?,
             Record::Function(event) => {
                 out.write_str("              |  /* ")?;
                 write_symbol(out, event.ip as usize, names)?;
                 out.write_str(" */")?;
-                i += 1;
+            }
+            Record::SchedSwitch(event) => {
+                out.write_str("              |  /* ")?;
+                write_sched_switch(out, event)?;
+                out.write_str(" */")?;
+            }
+            Record::SchedWakeup(event) => {
+                out.write_str("              |  /* ")?;
+                write_sched_wakeup(out, event)?;
+                out.write_str(" */")?;
             }
             Record::Other(_) => {
                 out.write_str("              |  /* ")?;
-                other(events[i].2, out)?;
+                other(payload, out)?;
                 out.write_str(" */")?;
-                i += 1;
             }
         }
         writeln!(out)?;
     }
     Ok(())
+}
+
+/// `comm-pid` centred in 14 columns (Linux's `print_graph_proc`).
+fn write_proc(out: &mut dyn Write, pid: i32, comms: Comms) -> fmt::Result {
+    let text = alloc::format!("{}-{pid}", task_name(pid, comms));
+    let spaces = 14usize.saturating_sub(text.len());
+    let before = spaces / 2;
+    write!(out, "{:before$}{text}{:after$}", "", "", before = before, after = spaces - before)
+}
+
+/// The lines Linux prints when the task on a CPU changes.
+fn write_task_change(out: &mut dyn Write, cpu: usize, previous: i32, pid: i32, comms: Comms) -> fmt::Result {
+    writeln!(out, " ------------------------------------------")?;
+    write!(out, " {cpu}) ")?;
+    write_proc(out, previous, comms)?;
+    out.write_str(" => ")?;
+    write_proc(out, pid, comms)?;
+    writeln!(out)?;
+    writeln!(out, " ------------------------------------------")?;
+    writeln!(out)
 }
 
 fn write_closing(out: &mut dyn Write, exit: &GraphExitEvent, names: Namer, options: GraphOptions) -> fmt::Result {
@@ -255,11 +340,12 @@ pub(crate) mod tests {
             parent_ip: 0x201c,
         };
         let mut line = String::new();
-        write_function(&mut line, 0, 12_345_678_901, &event, &names).unwrap();
+        let comms = |_: i32| None;
+        write_function(&mut line, 0, 12_345_678_901, &event, &names, &comms).unwrap();
         assert_eq!(line, "          <idle>-0       [000] d....    12.345679: kernel::workload::fib <-kernel::workload::run\n");
         let mut unknown = String::new();
         let event = FunctionEvent { parent_ip: 0x9999, ..event };
-        write_function(&mut unknown, 1, 0, &event, &names).unwrap();
+        write_function(&mut unknown, 1, 0, &event, &names, &comms).unwrap();
         assert!(unknown.ends_with("kernel::workload::fib <-0x9999\n"), "{unknown}");
     }
 
@@ -295,11 +381,12 @@ mod graph_tests {
     #[test]
     fn nested_and_leaf_calls_as_linux_prints_them() {
         let names = super::tests::test_names;
-        let events: Vec<(u64, Record, &[u8])> =
-            vec![(0, entry(0), &[]), (1, entry(1), &[]), (2, exit(1, 1_000, 1_812, 1), &[]), (3, exit(0, 0, 2_431, 5), &[])];
+        let events: Vec<GraphLine> =
+            vec![(0, 0, entry(0), &[]), (1, 0, entry(1), &[]), (2, 0, exit(1, 1_000, 1_812, 1), &[]), (3, 0, exit(0, 0, 2_431, 5), &[])];
         let other = |_: &[u8], _: &mut dyn Write| Ok(());
+        let comms = |_: i32| None;
         let mut text = String::new();
-        write_graph(&mut text, 0, &events, &names, GraphOptions::default(), &other).unwrap();
+        write_graph(&mut text, &events, &names, &comms, GraphOptions::default(), &other).unwrap();
         assert_eq!(
             text,
             " 0)               |  kernel::workload::fib() {\n\
@@ -308,9 +395,42 @@ mod graph_tests {
                 .replace("\x20\x200)", " 0)")
         );
         let mut with_retval = String::new();
-        write_graph(&mut with_retval, 0, &events, &names, GraphOptions { retval: true }, &other).unwrap();
+        write_graph(&mut with_retval, &events, &names, &comms, GraphOptions { retval: true }, &other).unwrap();
         assert!(with_retval.contains("kernel::workload::fib(); /* = 0x1 */\n"), "{with_retval}");
         assert!(with_retval.ends_with("|  } /* kernel::workload::fib = 0x5 */\n"), "{with_retval}");
+    }
+
+    #[test]
+    fn a_leaf_is_found_across_other_cpus_events_and_task_changes_are_marked() {
+        let names = super::tests::test_names;
+        let pid = |record: Record, pid: i32| match record {
+            Record::GraphEntry(mut e) => {
+                e.common.pid = pid;
+                Record::GraphEntry(e)
+            }
+            Record::GraphExit(mut e) => {
+                e.common.pid = pid;
+                Record::GraphExit(e)
+            }
+            other => other,
+        };
+        // CPU 0 runs pid 5 then pid 6; CPU 1's event sits between pid 5's
+        // entry and return.
+        let events: Vec<GraphLine> = vec![
+            (0, 0, pid(entry(0), 5), &[]),
+            (1, 1, pid(entry(0), 7), &[]),
+            (2, 0, pid(exit(0, 0, 900, 0), 5), &[]),
+            (3, 0, pid(entry(0), 6), &[]),
+        ];
+        let other = |_: &[u8], _: &mut dyn Write| Ok(());
+        let comms = |pid: i32| (pid == 5).then(|| String::from("fib/0"));
+        let mut text = String::new();
+        write_graph(&mut text, &events, &names, &comms, GraphOptions::default(), &other).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], " 0)   0.900 us    |  kernel::workload::fib();", "{text}");
+        assert_eq!(lines[1], " 1)               |  kernel::workload::fib() {");
+        assert_eq!(lines[2], " ------------------------------------------");
+        assert_eq!(lines[3], " 0)    fib/0-5     =>    <...>-6    ");
     }
 
     #[test]

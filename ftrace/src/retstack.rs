@@ -233,7 +233,7 @@ pub fn resolve_return_address(address: usize, caller_fp: usize) -> usize {
     if !is_return_trampoline(address) {
         return address;
     }
-    task::current().stack.return_address_for(caller_fp).unwrap_or(address)
+    task::try_current().and_then(|state| state.stack.return_address_for(caller_fp)).unwrap_or(address)
 }
 
 /// Whether any shadow stack holds an entry of `user`: a hooked call whose

@@ -10,6 +10,8 @@
 //! - `Meta`: `key=value` lines (architecture, page size, CPU count...);
 //! - `Format`: an event system's name, a NUL, and one event's format text
 //!   (system `ftrace` for the tracers' own events);
+//! - `Cmdlines`: the task names, `pid comm` lines (Linux's
+//!   `saved_cmdlines`);
 //! - `Cpu`: a CPU number (u64), then that CPU's ring-buffer pages, oldest
 //!   first, in Linux's page format, exactly as the ring holds them.
 
@@ -28,6 +30,7 @@ pub enum Tag {
     Meta = 1,
     Format = 2,
     Cpu = 3,
+    Cmdlines = 4,
 }
 
 impl Tag {
@@ -37,6 +40,7 @@ impl Tag {
             1 => Some(Tag::Meta),
             2 => Some(Tag::Format),
             3 => Some(Tag::Cpu),
+            4 => Some(Tag::Cmdlines),
             _ => None,
         }
     }
@@ -61,6 +65,8 @@ pub struct Stream {
     pub formats: Vec<(String, String)>,
     /// (CPU, its pages back to back).
     pub cpus: Vec<(u64, Vec<u8>)>,
+    /// `pid comm` lines.
+    pub cmdlines: String,
 }
 
 impl Stream {
@@ -127,6 +133,11 @@ pub fn parse(bytes: &[u8]) -> Result<Stream, StreamError> {
                     core::str::from_utf8(b).map(str::to_string).map_err(|_| StreamError::Corrupt("format is not UTF-8"))
                 };
                 stream.formats.push((text(&payload[..nul])?, text(&payload[nul + 1..])?));
+            }
+            Tag::Cmdlines => {
+                stream.cmdlines = core::str::from_utf8(payload)
+                    .map_err(|_| StreamError::Corrupt("cmdlines are not UTF-8"))?
+                    .to_string();
             }
             Tag::Cpu => {
                 let cpu = payload.get(0..8).ok_or(StreamError::Corrupt("CPU record without a CPU"))?;

@@ -1,23 +1,37 @@
-//! The tracing state of one flow of control: its shadow return stack, its
-//! recursion bits and the graph tracer's markers (Linux keeps these in
-//! `task_struct`: `ret_stack`, `trace_recursion`, the graph depth fields).
+//! The tracing state of one task: its shadow return stack, its recursion
+//! bits and the graph tracer's markers (Linux keeps these in `task_struct`:
+//! `ret_stack`, `trace_recursion`, the graph depth fields), and what events
+//! say about it (pid, name).
 //!
-//! Every piece of tracing code that needs "the current task" reaches it
-//! through [`current`], the one place that chooses it.
-
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+//! The kernel's scheduler owns one [`TaskTrace`] per task, registers it
+//! here ([`register`]) and, at every switch, points the CPU at the running
+//! task's (`arch::percpu::set_task_trace`): that pointer is the one narrow
+//! hook between the scheduler and the tracer. [`current`] reads it. Since
+//! the state belongs to the task, a hooked call survives sleeping,
+//! preemption and migration: its frame waits on its own task's stack.
+//!
+//! The first word of a `TaskTrace` is read by the entry trampolines
+//! ([`TrampolineCounters`], see `crate::deferred`): how deep the task is
+//! in tracing code now, and how often it has left it.
 
 use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+
 use arch::context::Context;
-use arch::{cpu, MAX_CPUS};
+use arch::ftrace_abi::TrampolineCounters;
+use arch::sync::SpinLock;
 
 use crate::shadow::ShadowStack;
 
-/// Words in each shadow stack (32 KiB).
-pub const STACK_WORDS: usize = 4096;
+/// Words in each shadow stack (16 KiB).
+pub const STACK_WORDS: usize = 2048;
 
 /// "No marker set" for the graph tracer's depth markers.
 pub const NOT_INSIDE: usize = usize::MAX;
+
+/// The longest task name events carry (Linux's `TASK_COMM_LEN`, less NUL).
+pub const COMM_LEN: usize = 15;
 
 /// The graph tracer's markers for one context: below which depth nothing is
 /// recorded (`set_graph_notrace`), and the depth of the `set_graph_function`
@@ -38,24 +52,53 @@ impl GraphMarks {
     }
 }
 
-/// One flow of control's tracing state. See the module documentation.
+/// One task's tracing state. See the module documentation.
+#[repr(C)]
 pub struct TaskTrace {
+    /// Must stay first: the trampolines find it at the state's address.
+    pub(crate) counters: TrampolineCounters,
     /// Recursion bits: see [`crate::recursion`].
     pub(crate) recursion: AtomicU32,
     /// The graph tracer's markers, one set per context.
     pub(crate) graph: [GraphMarks; Context::COUNT],
     /// The shadow return stack.
     pub(crate) stack: ShadowStack,
+    /// The task's pid, as events show it.
+    pid: i32,
+    /// The task's name (`comm`), NUL-padded.
+    comm: [u8; COMM_LEN + 1],
 }
 
 impl TaskTrace {
-    /// Fresh state with an empty shadow stack.
-    pub fn new() -> TaskTrace {
+    /// Fresh state for task `pid` called `name` (cut to [`COMM_LEN`] bytes).
+    pub fn new(pid: i32, name: &str) -> TaskTrace {
+        let mut comm = [0u8; COMM_LEN + 1];
+        let len = name.len().min(COMM_LEN);
+        comm[..len].copy_from_slice(&name.as_bytes()[..len]);
         TaskTrace {
+            counters: TrampolineCounters::new(),
             recursion: AtomicU32::new(0),
             graph: [const { GraphMarks::new() }; Context::COUNT],
             stack: ShadowStack::new(STACK_WORDS),
+            pid,
+            comm,
         }
+    }
+
+    /// The task's pid.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// The task's name.
+    pub fn comm(&self) -> &str {
+        let len = self.comm.iter().position(|&b| b == 0).unwrap_or(COMM_LEN);
+        core::str::from_utf8(&self.comm[..len]).unwrap_or("?")
+    }
+
+    /// The name as events store it: 16 bytes, NUL-padded.
+    pub fn comm_bytes(&self) -> &[u8; COMM_LEN + 1] {
+        &self.comm
     }
 
     /// Forgets everything an abandoned flow of control left: its hooked
@@ -82,42 +125,69 @@ impl TaskTrace {
     pub fn shadow_stack(&self) -> &ShadowStack {
         &self.stack
     }
-}
 
-impl Default for TaskTrace {
-    fn default() -> Self {
-        Self::new()
+    /// The trampolines' counters.
+    pub fn counters(&self) -> &TrampolineCounters {
+        &self.counters
     }
 }
 
-/// Per CPU: the state of what runs there now.
-static CURRENT: [AtomicPtr<TaskTrace>; MAX_CPUS] = [const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_CPUS];
+/// A registered state: a pointer the registry keeps while the task lives.
+struct Registered(*const TaskTrace);
 
-/// Gives this CPU its tracing state. Called once per CPU at boot.
-pub fn init_cpu() {
-    let state = Box::leak(Box::new(TaskTrace::new()));
-    CURRENT[cpu::id()].store(state, Ordering::Release);
+// SAFETY: the pointer is only dereferenced while registered, and the state
+// is `Sync` (atomics, and a shadow stack used by its own task).
+unsafe impl Send for Registered {}
+
+/// Every task's state, for walks across tasks (grace periods, restarts).
+static ALL: SpinLock<Vec<Registered>> = SpinLock::new(Vec::new());
+
+/// Registers a task's state (the scheduler, when it creates a task).
+///
+/// # Safety
+/// `state` stays valid, at the same address, until [`unregister`]ed.
+pub unsafe fn register(state: &TaskTrace) {
+    crate::sched::save_cmdline(state.pid, &state.comm);
+    ALL.lock().push(Registered(state));
 }
 
-/// The tracing state of what runs here now.
+/// Forgets a task's state (the scheduler, when the task is gone for good:
+/// it runs no tracing code any more).
+pub fn unregister(state: &TaskTrace) {
+    ALL.lock().retain(|registered| !core::ptr::eq(registered.0, state));
+}
+
+/// The running task's tracing state, if the scheduler gave this CPU one.
+#[inline(always)]
+pub fn try_current() -> Option<&'static TaskTrace> {
+    let state = arch::percpu::task_trace() as *const TaskTrace;
+    // SAFETY: the scheduler points the CPU at the running task's registered
+    // state, which lives at least as long as the task runs.
+    unsafe { state.as_ref() }
+}
+
+/// The running task's tracing state.
 ///
 /// # Panics
-/// Before [`init_cpu`] ran on this CPU (a kernel bug: tracing starts after).
+/// Before the scheduler gave this CPU a task (a kernel bug: tracing starts
+/// after).
 #[inline(always)]
 pub fn current() -> &'static TaskTrace {
-    let state = CURRENT[cpu::id()].load(Ordering::Relaxed);
-    assert!(!state.is_null(), "ftrace: no tracing state on this CPU");
-    // SAFETY: set once by `init_cpu` to a leaked (never freed) state.
-    unsafe { &*state }
+    try_current().expect("ftrace: no task tracing state on this CPU")
 }
 
-/// Every tracing state there is (for walks across tasks).
+/// Calls `f` with every registered task's state, under the registry's lock
+/// (interrupts masked: keep `f` short).
 pub fn for_each(mut f: impl FnMut(&TaskTrace)) {
-    for slot in &CURRENT {
-        let state = slot.load(Ordering::Acquire);
-        if !state.is_null() {
-            // SAFETY: as in `current`.
-            f(unsafe { &*state });
-        }
+    for registered in ALL.lock().iter() {
+        // SAFETY: registered states stay valid until unregistered, which
+        // needs this lock.
+        f(unsafe { &*registered.0 });
     }
+}
+
+/// A boxed state for a task that is about to exist (the scheduler keeps it
+/// at a fixed address for the task's life).
+pub fn boxed(pid: i32, name: &str) -> Box<TaskTrace> {
+    Box::new(TaskTrace::new(pid, name))
 }

@@ -114,17 +114,24 @@ pub fn set_current(tracer: Tracer) -> Result<(), FtraceError> {
     Ok(())
 }
 
-/// The common header for an event recorded now.
+/// The common header for an event recorded now: the context flags, the
+/// preempt count and the running task's pid.
 #[inline]
 pub fn event_common(kind: u16) -> Common {
-    let mut bits = 0;
+    let mut bits = match context::current() {
+        Context::Normal => 0,
+        Context::Softirq => flags::SOFTIRQ,
+        Context::Irq => flags::HARDIRQ,
+        Context::Nmi => flags::NMI,
+    };
     if !arch::cpu::interrupts_enabled() {
         bits |= flags::IRQS_OFF;
     }
-    if context::current() == Context::Irq {
-        bits |= flags::HARDIRQ;
+    if arch::percpu::need_resched() {
+        bits |= flags::NEED_RESCHED;
     }
-    Common { kind, flags: bits, preempt_count: 0, pid: 0 }
+    let pid = task::try_current().map_or(0, |task| task.pid());
+    Common { kind, flags: bits, preempt_count: arch::preempt::count().min(255) as u8, pid }
 }
 
 extern "C" fn function_trace_call(ip: usize, parent_ip: usize, _ops: &FtraceOps, _fregs: &mut FtraceRegs) {
@@ -335,28 +342,57 @@ pub fn write_trace(out: &mut dyn Write) -> fmt::Result {
 }
 
 fn write_trace_paused(out: &mut dyn Write) -> fmt::Result {
-    let snapshot = buffer::snapshot();
+    let snapshots = buffer::snapshot_all();
     let names = |address: usize| symbols::table().ok()?.lookup(address);
+    let comms = |pid: i32| crate::sched::comm_of(pid);
+    let events = merged(&snapshots);
     if current() == Tracer::FunctionGraph {
         output::write_graph_header(out)?;
-        let events: Vec<(u64, Record, &[u8])> = snapshot
-            .events()
-            .filter_map(|(time, payload)| Record::decode(payload).map(|record| (time, record, payload)))
+        let lines: Vec<output::GraphLine> = events
+            .iter()
+            .filter_map(|&(time, cpu, payload)| Record::decode(payload).map(|record| (time, cpu, record, payload)))
             .collect();
         let options = GraphOptions { retval: graph_retval() };
-        return output::write_graph(out, snapshot.cpu, &events, &names, options, &print_other);
+        return output::write_graph(out, &lines, &names, &comms, options, &print_other);
     }
-    output::write_header(out, current().name(), snapshot.stats, 1)?;
-    for (time, payload) in snapshot.events() {
-        match FunctionEvent::decode(payload) {
-            Some(event) => output::write_function(out, snapshot.cpu, time, &event, &names)?,
-            None => {
+    let mut stats = crate::ring_buffer::Stats::default();
+    for snapshot in &snapshots {
+        stats.entries += snapshot.stats.entries;
+        stats.written += snapshot.stats.written;
+        stats.overrun += snapshot.stats.overrun;
+    }
+    output::write_header(out, current().name(), stats, snapshots.len())?;
+    for (time, cpu, payload) in events {
+        match Record::decode(payload) {
+            Some(Record::Function(event)) => output::write_function(out, cpu, time, &event, &names, &comms)?,
+            Some(Record::SchedSwitch(event)) => {
+                output::write_context(out, cpu, time, &event.common, &comms)?;
+                output::write_sched_switch(out, &event)?;
+                writeln!(out)?;
+            }
+            Some(Record::SchedWakeup(event)) => {
+                output::write_context(out, cpu, time, &event.common, &comms)?;
+                output::write_sched_wakeup(out, &event)?;
+                writeln!(out)?;
+            }
+            _ => {
                 let common = Common::decode(payload).unwrap_or_default();
-                output::write_context(out, snapshot.cpu, time, &common)?;
+                output::write_context(out, cpu, time, &common, &comms)?;
                 print_other(payload, out)?;
                 writeln!(out)?;
             }
         }
     }
     Ok(())
+}
+
+/// Every CPU's events in one list, oldest first: (time, CPU, payload). A
+/// merge by timestamp, as Linux's `trace` iterator does (the trace clock
+/// is comparable across CPUs); events with equal times keep their CPU's
+/// order.
+pub fn merged(snapshots: &[buffer::Snapshot]) -> Vec<(u64, usize, &[u8])> {
+    let mut events: Vec<(u64, usize, &[u8])> =
+        snapshots.iter().flat_map(|snapshot| snapshot.events().map(move |(time, payload)| (time, snapshot.cpu, payload))).collect();
+    events.sort_by_key(|&(time, cpu, _)| (time, cpu));
+    events
 }

@@ -17,6 +17,7 @@ mod console;
 mod heap;
 mod panic;
 mod record;
+mod sched;
 mod shell;
 #[cfg(test)]
 mod testing;
@@ -30,11 +31,13 @@ mod tests;
 pub use arch::{print, println};
 
 /// Entered from the architecture's boot code with the console, exceptions,
-/// page tables and timer ready and interrupts enabled.
+/// page tables and timer ready and interrupts enabled: the boot CPU becomes
+/// the first task, tracing starts, then the other CPUs.
 #[no_mangle]
 pub fn kernel_main() -> ! {
     boot::linked();
     heap::init();
+    sched::init();
     tick::init();
     println!();
     println!(
@@ -43,6 +46,10 @@ pub fn kernel_main() -> ! {
         arch::NAME
     );
     start_tracing();
+    let wanted = cmdline::option("smp").and_then(|n| n.parse().ok()).unwrap_or(arch::MAX_CPUS);
+    let online = sched::start_cpus(wanted);
+    println!("smp: {online} CPUs online");
+    record::start_if_recording();
     #[cfg(test)]
     test_main();
     if cmdline::option("bench").is_some() {

@@ -4,6 +4,17 @@
 
 use crate::{cmdline, println};
 
+/// When recording, records the scheduler's events too, as
+/// `trace-cmd record -e sched` would: the host needs them to tell which
+/// task ran where.
+pub fn start_if_recording() {
+    if cmdline::option("record").is_some() {
+        for event in ftrace::sched::SchedEvent::ALL {
+            event.set_enabled(true);
+        }
+    }
+}
+
 /// Sends the trace if the session is recording.
 pub fn send_if_recording() {
     let Some(path) = cmdline::option("record") else { return };

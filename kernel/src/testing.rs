@@ -135,7 +135,13 @@ fn record(outcome: Outcome) {
 
 /// Called by the panic handler. Outside a test it returns, and the normal
 /// panic path runs; inside one it scores the test and resumes the run.
+/// Only the task running the tests can resume them: a panic in any other
+/// task (or an interrupt on another CPU) ends the whole run as a failure.
 pub fn on_panic(info: &PanicInfo) {
+    let on_runner = crate::sched::current().is_some_and(|task| task.pid() == 1);
+    if !on_runner {
+        return;
+    }
     let current = RUN.try_lock().and_then(|guard| guard.as_ref().and_then(|run| run.current));
     let Some(test) = current else { return };
     arch::print::force_unlock();
@@ -169,6 +175,7 @@ pub fn on_panic(info: &PanicInfo) {
 /// hooked calls that will never return.
 fn forget_abandoned_state() {
     arch::context::reset();
+    arch::preempt::reset();
     arch::text::abandon();
     ftrace::task::current().reset();
     if ftrace::retstack::is_stopped() {

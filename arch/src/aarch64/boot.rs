@@ -10,10 +10,13 @@ static CMDLINE: BootCell<([u8; CMDLINE_MAX], usize)> = BootCell::new(([0; CMDLIN
 /// Called by the boot stub at EL1 with the MMU off.
 #[no_mangle]
 extern "C" fn arch_entry() -> ! {
+    crate::percpu::install(0);
+    crate::percpu::set_task(0, crate::layout::boot_stack().start);
     super::exceptions::init();
     super::mm::init();
     save_cmdline();
     super::timer::init();
+    crate::percpu::set_online();
     super::cpu::enable_interrupts();
     crate::enter_kernel()
 }

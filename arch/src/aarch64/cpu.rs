@@ -2,11 +2,48 @@
 
 use core::arch::asm;
 
-/// This CPU's index. Only the boot CPU runs for now; per-CPU state elsewhere is
-/// already indexed by this so that SMP needs no redesign.
+use crate::percpu::{offsets, CpuLocal};
+
+/// This CPU's index (0 for the boot CPU), from its `CpuLocal`.
 #[inline(always)]
 pub fn id() -> usize {
-    0
+    // SAFETY: `tpidr_el1` points at this CPU's `CpuLocal` (`percpu::install`).
+    unsafe { (*(percpu_base() as *const CpuLocal)).cpu }
+}
+
+/// This CPU's `CpuLocal::context` byte.
+#[inline(always)]
+pub(crate) fn context_byte() -> u8 {
+    let value: u32;
+    // SAFETY: as in `id`, for the `context` field (one byte).
+    unsafe {
+        asm!("mrs {base}, tpidr_el1", "ldrb {value:w}, [{base}, #{off}]", base = out(reg) _, value = out(reg) value,
+             off = const offsets::CONTEXT, options(nostack, readonly, preserves_flags))
+    };
+    value as u8
+}
+
+/// The address of this CPU's `CpuLocal`.
+#[inline(always)]
+pub(crate) fn percpu_base() -> usize {
+    let base: usize;
+    // SAFETY: reads a system register.
+    unsafe { asm!("mrs {}, tpidr_el1", out(reg) base, options(nomem, nostack, preserves_flags)) };
+    base
+}
+
+/// Points `tpidr_el1` at this CPU's `CpuLocal`.
+pub(crate) fn set_percpu_base(address: usize) {
+    // SAFETY: `tpidr_el1` is the kernel's to use; nothing else reads it.
+    unsafe { asm!("msr tpidr_el1, {}", in(reg) address, options(nomem, nostack, preserves_flags)) };
+}
+
+/// A barrier and instruction synchronisation: the CPU refetches
+/// instructions after it.
+#[inline(always)]
+pub fn serialize() {
+    // SAFETY: barriers only.
+    unsafe { asm!("dsb ish", "isb", options(nostack, preserves_flags)) };
 }
 
 /// Whether IRQs are unmasked (DAIF.I clear).

@@ -12,11 +12,12 @@
 //! on, so a fault in the guard page under the boot stack would fault again
 //! on the slot's first store, and again, each round lower, until it wrote
 //! past the guard page. So before storing anything each slot checks that sp
-//! leaves room for a `PtRegs` above the boot stack's bottom (x0 waits in
-//! SP_EL0, unused by the kernel). If not, it switches to a separate overflow
-//! stack (keeping the old sp in TPIDRRO_EL0) and enters the common code with
-//! [`OVERFLOW`] added to its slot number; the handler reports a kernel stack
-//! overflow and panics.
+//! leaves room for a `PtRegs` above the bottom of the stack this CPU runs
+//! on (`CpuLocal::stack_bottom`, which the scheduler updates at every
+//! switch; x0 waits in SP_EL0, unused by the kernel). If not, it switches to
+//! this CPU's overflow stack (keeping the old sp in TPIDRRO_EL0, x1 in
+//! TPIDR_EL0) and enters the common code with [`OVERFLOW`] added to its slot
+//! number; the handler reports a kernel stack overflow and panics.
 //!
 //! Invariants: every offset comes from `offset_of!`; sp stays 16-byte aligned
 //! (SCTLR_EL1.SA checks it). Handlers run with IRQs masked. The kernel never
@@ -60,8 +61,8 @@ aarch64_vectors:
     .rept 16
     .balign 0x80
     msr sp_el0, x0                      /* no store may come before the check */
-    adrp x0, __boot_stack_bottom
-    add x0, x0, :lo12:__boot_stack_bottom
+    mrs x0, tpidr_el1
+    ldr x0, [x0, #{stack_bottom}]       /* this CPU's current stack */
     add x0, x0, #{frame_size}
     cmp sp, x0
     mrs x0, sp_el0
@@ -72,9 +73,16 @@ aarch64_vectors:
     b aarch64_exception_common
 1:  mov x0, sp
     msr tpidrro_el0, x0                 /* the exhausted sp, for the report */
-    adrp x0, __overflow_stack_top
-    add x0, x0, :lo12:__overflow_stack_top
+    msr tpidr_el0, x1                   /* x1 waits there (unused by the kernel) */
+    mrs x0, tpidr_el1
+    ldr x0, [x0, #{cpu}]
+    add x0, x0, #1
+    lsl x0, x0, #{overflow_shift}
+    adrp x1, {overflow_stacks}
+    add x1, x1, :lo12:{overflow_stacks}
+    add x0, x0, x1                      /* the top of this CPU's overflow stack */
     mov sp, x0
+    mrs x1, tpidr_el0
     mrs x0, sp_el0
     sub sp, sp, #{frame_size}
     stp x0, x1, [sp, #{x0}]
@@ -142,8 +150,19 @@ aarch64_exception_common:
     pstate = const offset_of!(PtRegs, pstate),
     stackframe = const offset_of!(PtRegs, stackframe),
     overflow = const OVERFLOW,
+    stack_bottom = const crate::percpu::offsets::STACK_BOTTOM,
+    cpu = const crate::percpu::offsets::CPU,
+    overflow_shift = const OVERFLOW_STACK_SHIFT,
+    overflow_stacks = sym OVERFLOW_STACKS,
     trap = sym aarch64_trap,
 );
+
+/// Each CPU's stack for exceptions taken with its stack exhausted.
+const OVERFLOW_STACK_SHIFT: usize = 14;
+#[repr(C, align(16))]
+struct OverflowStack([u8; 1 << OVERFLOW_STACK_SHIFT]);
+static OVERFLOW_STACKS: crate::cell::BootCell<[OverflowStack; crate::MAX_CPUS]> =
+    crate::cell::BootCell::new([const { OverflowStack([0; 1 << OVERFLOW_STACK_SHIFT]) }; crate::MAX_CPUS]);
 
 extern "C" {
     static aarch64_vectors: u8;
@@ -291,21 +310,33 @@ fn irq() {
     // Completed before the handler runs, so that an abandoned handler (a panic
     // in a test that expects one) cannot block later interrupts.
     gic::end_of_interrupt(interrupt);
-    if interrupt == timer::VIRTUAL_TIMER_INTID {
-        timer::rearm();
-        crate::time::tick();
-    } else if interrupt == super::console::INTID {
-        crate::input::on_interrupt();
+    match interrupt.intid {
+        timer::VIRTUAL_TIMER_INTID => {
+            timer::rearm();
+            crate::time::tick();
+        }
+        super::console::INTID => crate::input::on_interrupt(),
+        sgi => {
+            if let Some(ipi) = super::smp::ipi_of(sgi) {
+                crate::smp::handle_ipi(ipi);
+            }
+        }
     }
 }
+
+/// PSTATE.I: IRQs masked.
+const PSTATE_I: u64 = 1 << 7;
 
 /// The common exception dispatcher, called by the entry assembly with the
 /// vector slot that was taken.
 extern "C" fn aarch64_trap(regs: &mut PtRegs, slot: u64) {
-    let kind = if slot == Slot::CurrentSpxIrq as u64 { Context::Irq } else { Context::Exception };
-    let previous = context::enter(kind);
+    let interrupt = slot == Slot::CurrentSpxIrq as u64;
+    let previous = context::enter(if interrupt { Context::Irq } else { Context::Nmi });
     dispatch(regs, slot);
     context::leave(previous);
+    if interrupt {
+        crate::irq::exit(previous, regs.pstate & PSTATE_I == 0);
+    }
 }
 
 fn dispatch(regs: &mut PtRegs, slot: u64) {

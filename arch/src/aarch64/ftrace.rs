@@ -27,6 +27,11 @@
 //! `literal->func(F, parent_ip, literal, &fregs)`, where the literal is the
 //! doubleword at `F-8 = x30-16`.
 //!
+//! Around the call the trampoline keeps the running task's counters
+//! (`TrampolineCounters`, through `tpidr_el1`): `active` up before it reads
+//! the literal, down after the callbacks, and `exits` up when that reaches
+//! zero, so a grace period can tell when no task still uses an ops.
+//!
 //! Afterwards it restores the saved registers, puts the (possibly changed)
 //! return address back in x30 and the stack pointer back, and branches through
 //! x9 to `F+8`, or to the instruction pointer a callback set (`IPMODIFY`;
@@ -53,9 +58,10 @@ use core::arch::global_asm;
 use core::mem::{offset_of, size_of};
 
 use crate::ftrace_abi::{
-    FtraceRegs, OutOfRange, PtRegs, Saved, FTRACE_REGS_PT, FTRACE_REGS_SAVED,
+    FtraceRegs, OutOfRange, PtRegs, Saved, COUNTERS_ACTIVE, COUNTERS_EXITS, FTRACE_REGS_PT, FTRACE_REGS_SAVED,
     SITE_CALL_FUNC,
 };
+use crate::percpu::offsets::TASK_TRACE;
 
 /// Bytes of the patchable instruction at a site.
 pub const INSN_LEN: usize = 4;
@@ -180,6 +186,11 @@ global_asm!(
     /* Entry, middle part: sp, pc, the frame records, then
        literal->func(ip = F, parent_ip = x9, literal, &fregs). */
     .macro ftrace_call_ops
+    mrs x10, tpidr_el1
+    ldr x10, [x10, #{task_trace}]
+    ldr w11, [x10, #{active}]
+    add w11, w11, #1
+    str w11, [x10, #{active}]
     str x29, [sp, #({x0} + 29 * 8)]
     str x9, [sp, #({x0} + 30 * 8)]      /* lr: the traced function's return address */
     add x10, sp, #{frame}
@@ -196,6 +207,16 @@ global_asm!(
     mov x3, sp
     ldr x4, [x2, #{func}]
     blr x4
+    mrs x10, tpidr_el1                  /* the same task, maybe another CPU */
+    ldr x10, [x10, #{task_trace}]
+    ldr w11, [x10, #{active}]
+    subs w11, w11, #1
+    str w11, [x10, #{active}]
+    b.ne 1f
+    ldr w11, [x10, #{exits}]
+    add w11, w11, #1
+    str w11, [x10, #{exits}]
+1:
     .endm
 
     /* x9 = where to resume: F+8, or the ip a callback set. Before the
@@ -301,6 +322,9 @@ return_to_handler_regs:
     function_record = const offset_of!(CallerFrame, function_record),
     record = const offset_of!(ReturnFrame, record),
     func = const SITE_CALL_FUNC,
+    task_trace = const TASK_TRACE,
+    active = const COUNTERS_ACTIVE,
+    exits = const COUNTERS_EXITS,
 );
 
 // What `override_function_with_return` resumes at: returning from here is

@@ -1,5 +1,7 @@
 //! The GICv2 of QEMU `virt`: distributor at 0x0800_0000, CPU interface at
-//! 0x0801_0000. Only what one CPU and a few private interrupts need.
+//! 0x0801_0000. The distributor is shared; the CPU interface and the
+//! registers of interrupts 0-31 (SGIs and PPIs) are banked per CPU, so each
+//! CPU enables its own timer and IPIs ([`init_cpu`]).
 
 use core::ptr::{read_volatile, write_volatile};
 
@@ -9,12 +11,15 @@ const CPU_INTERFACE: usize = 0x0801_0000;
 const GICD_CTLR: usize = DISTRIBUTOR;
 const GICD_ISENABLER: usize = DISTRIBUTOR + 0x100;
 const GICD_IPRIORITYR: usize = DISTRIBUTOR + 0x400;
+const GICD_ITARGETSR: usize = DISTRIBUTOR + 0x800;
+const GICD_SGIR: usize = DISTRIBUTOR + 0xf00;
 const GICC_CTLR: usize = CPU_INTERFACE;
 const GICC_PMR: usize = CPU_INTERFACE + 0x4;
 const GICC_IAR: usize = CPU_INTERFACE + 0xc;
 const GICC_EOIR: usize = CPU_INTERFACE + 0x10;
 
 const SPURIOUS: u32 = 1023;
+const PRIORITY: u8 = 0xa0;
 
 fn write(register: usize, value: u32) {
     // SAFETY: GIC registers at fixed addresses, mapped as device memory.
@@ -26,35 +31,63 @@ fn read(register: usize) -> u32 {
     unsafe { read_volatile(register as *const u32) }
 }
 
-const GICD_ITARGETSR: usize = DISTRIBUTOR + 0x800;
+/// Writes the byte-sized register of `intid` in the array at `base`.
+fn write_byte(base: usize, intid: u32, value: u8) {
+    // SAFETY: the priority and target registers are byte-accessible, one
+    // byte per INTID.
+    unsafe { write_volatile((base + intid as usize) as *mut u8, value) };
+}
 
-/// Enables the distributor and CPU interface and unmasks `intids`; shared
-/// peripheral interrupts (32 and up) go to CPU 0.
-pub(crate) fn init(intids: &[u32]) {
+/// Enables `intid` (its priority, and for a shared interrupt, CPU 0 as its
+/// target).
+fn enable(intid: u32) {
+    write_byte(GICD_IPRIORITYR, intid, PRIORITY);
+    if intid >= 32 {
+        write_byte(GICD_ITARGETSR, intid, 0x01);
+    }
+    write(GICD_ISENABLER + 4 * (intid as usize / 32), 1 << (intid % 32));
+}
+
+/// Enables the distributor and the shared interrupts `spis` (boot CPU, once).
+pub(crate) fn init(spis: &[u32]) {
     write(GICD_CTLR, 1);
-    for &intid in intids {
-        let byte = |base: usize, value: u8| {
-            // SAFETY: the priority and target registers are byte-accessible,
-            // one byte per INTID.
-            unsafe { write_volatile((base + intid as usize) as *mut u8, value) };
-        };
-        byte(GICD_IPRIORITYR, 0xa0);
-        if intid >= 32 {
-            byte(GICD_ITARGETSR, 0x01);
-        }
-        write(GICD_ISENABLER + 4 * (intid as usize / 32), 1 << (intid % 32));
+    for &intid in spis {
+        enable(intid);
+    }
+}
+
+/// Enables this CPU's interface and its own interrupts `private` (SGIs and
+/// PPIs, banked per CPU).
+pub(crate) fn init_cpu(private: &[u32]) {
+    for &intid in private {
+        enable(intid);
     }
     write(GICC_PMR, 0xf0);
     write(GICC_CTLR, 1);
 }
 
-/// Acknowledges the highest-priority pending interrupt, if any.
-pub(crate) fn acknowledge() -> Option<u32> {
-    let intid = read(GICC_IAR) & 0x3ff;
-    (intid != SPURIOUS).then_some(intid)
+/// An acknowledged interrupt: its ID, and the raw value the end of
+/// interrupt must give back (for an SGI it also names the sender).
+#[derive(Clone, Copy)]
+pub(crate) struct Acknowledged {
+    pub intid: u32,
+    raw: u32,
 }
 
-/// Signals the end of handling `intid`.
-pub(crate) fn end_of_interrupt(intid: u32) {
-    write(GICC_EOIR, intid);
+/// Acknowledges the highest-priority pending interrupt, if any.
+pub(crate) fn acknowledge() -> Option<Acknowledged> {
+    let raw = read(GICC_IAR);
+    let intid = raw & 0x3ff;
+    (intid != SPURIOUS).then_some(Acknowledged { intid, raw })
+}
+
+/// Signals the end of handling an interrupt.
+pub(crate) fn end_of_interrupt(interrupt: Acknowledged) {
+    write(GICC_EOIR, interrupt.raw);
+}
+
+/// Sends software-generated interrupt `intid` (0-15) to CPU interface
+/// `cpu` (the CPU's number on QEMU `virt`).
+pub(crate) fn send_sgi(cpu: usize, intid: u32) {
+    write(GICD_SGIR, (1 << (16 + cpu)) | intid);
 }

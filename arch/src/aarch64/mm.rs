@@ -60,7 +60,9 @@ struct Table([u64; 512]);
 
 const EMPTY: Table = Table([0; 512]);
 
+#[repr(C)]
 struct PageTables {
+    /// First: the tables' address is the root table's.
     level1: Table,
     ram: Table,
     image: [Table; IMAGE_TABLES],
@@ -111,9 +113,17 @@ pub(crate) fn init() {
     }
     tables.level1.0[RAM_GIB] = &tables.ram as *const Table as u64 | VALID | TABLE;
     build_text_alias(tables);
-    let root = &tables.level1 as *const Table as u64;
+    enable();
+}
+
+/// Turns this CPU's MMU and caches on with the kernel's tables (built by
+/// `init` on the boot CPU).
+pub(crate) fn enable() {
+    let root = TABLES.as_ptr() as u64;
     // SAFETY: the tables identity-map everything the kernel touches (image,
     // stacks, heap, devices), so turning translation on changes no address.
+    // `level1` is the first field of `PageTables`, so `TABLES`' address is
+    // the root table's.
     unsafe {
         asm!(
             "msr mair_el1, {mair}",

@@ -16,9 +16,16 @@ fn frequency() -> u64 {
     freq
 }
 
-/// Starts the tick.
+/// Starts the boot CPU's tick (and the interrupt controller).
 pub(crate) fn init() {
-    gic::init(&[VIRTUAL_TIMER_INTID, super::console::INTID]);
+    gic::init(&[super::console::INTID]);
+    init_cpu();
+}
+
+/// Starts this CPU's tick, and enables its interrupt-controller interface
+/// for the tick and the IPIs.
+pub(crate) fn init_cpu() {
+    gic::init_cpu(&[VIRTUAL_TIMER_INTID, super::smp::SGI_RESCHEDULE, super::smp::SGI_CALL]);
     rearm();
     // SAFETY: CNTV_CTL_EL0 = ENABLE, interrupt unmasked.
     unsafe { asm!("msr cntv_ctl_el0, {}", in(reg) 1u64, options(nomem, nostack)) };

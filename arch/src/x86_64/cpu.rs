@@ -2,11 +2,51 @@
 
 use core::arch::asm;
 
-/// This CPU's index. Only the boot CPU runs for now; per-CPU state elsewhere is
-/// already indexed by this so that SMP needs no redesign.
+use crate::percpu::offsets;
+
+/// This CPU's index (0 for the boot CPU): one load through `gs`.
 #[inline(always)]
 pub fn id() -> usize {
-    0
+    let id: usize;
+    // SAFETY: `gs` points at this CPU's `CpuLocal` (`percpu::install`), whose
+    // `cpu` field is at `offsets::CPU`.
+    unsafe { asm!("mov {}, qword ptr gs:[{off}]", out(reg) id, off = const offsets::CPU, options(nostack, readonly, preserves_flags)) };
+    id
+}
+
+/// This CPU's `CpuLocal::context` byte.
+#[inline(always)]
+pub(crate) fn context_byte() -> u8 {
+    let value: u8;
+    // SAFETY: as in `id`, for the `context` field.
+    unsafe {
+        asm!("mov {}, byte ptr gs:[{off}]", out(reg_byte) value, off = const offsets::CONTEXT, options(nostack, readonly, preserves_flags))
+    };
+    value
+}
+
+/// The address of this CPU's `CpuLocal` (its first field points at itself).
+#[inline(always)]
+pub(crate) fn percpu_base() -> usize {
+    let base: usize;
+    // SAFETY: as in `id`, for the self pointer.
+    unsafe { asm!("mov {}, qword ptr gs:[{off}]", out(reg) base, off = const offsets::SELF, options(nostack, readonly, preserves_flags)) };
+    base
+}
+
+/// Points `gs` at this CPU's `CpuLocal`.
+pub(crate) fn set_percpu_base(address: usize) {
+    x86_64::registers::model_specific::GsBase::write(x86_64::VirtAddr::new(address as u64));
+}
+
+/// A serialising instruction: the CPU refetches instructions after it.
+#[inline(always)]
+pub fn serialize() {
+    // SAFETY: cpuid has no effect but its output registers (rbx is
+    // reserved by LLVM, hence the save).
+    unsafe {
+        asm!("push rbx", "xor eax, eax", "cpuid", "pop rbx", out("eax") _, out("ecx") _, out("edx") _, options(preserves_flags))
+    };
 }
 
 /// Whether maskable interrupts are enabled (RFLAGS.IF).

@@ -21,12 +21,14 @@ use core::arch::global_asm;
 use core::mem::{offset_of, size_of};
 
 use super::regs::PtRegs;
-use super::{gdt, pic};
+use super::{gdt, lapic, pic, smp};
 use crate::context::{self, Context};
+use crate::smp::Ipi;
 use crate::fault::{self, RecoveredFault};
 
-/// Vectors with entry stubs: the 32 exceptions and the 16 remapped PIC IRQs.
-const STUB_COUNT: usize = 48;
+/// Vectors with entry stubs: all of them (exceptions, the remapped PIC's
+/// IRQs, the local APIC's timer, IPIs and spurious vector).
+const STUB_COUNT: usize = 256;
 const STUB_SIZE: usize = 16;
 
 const BREAKPOINT: u64 = 3;
@@ -35,6 +37,12 @@ const GENERAL_PROTECTION: u64 = 13;
 const PAGE_FAULT: u64 = 14;
 const TIMER_VECTOR: u64 = pic::IRQ_BASE as u64 + super::timer::PIT_IRQ as u64;
 const UART_VECTOR: u64 = pic::IRQ_BASE as u64 + super::console::IRQ as u64;
+const APIC_TIMER: u64 = lapic::TIMER_VECTOR as u64;
+const APIC_SPURIOUS: u64 = lapic::SPURIOUS_VECTOR as u64;
+const IPI_RESCHEDULE: u64 = smp::vector(Ipi::Reschedule) as u64;
+const IPI_CALL: u64 = smp::vector(Ipi::Call) as u64;
+/// RFLAGS.IF: the interrupted code had interrupts enabled.
+const RFLAGS_IF: u64 = 1 << 9;
 const SPURIOUS_MASTER: u64 = pic::IRQ_BASE as u64 + 7;
 const SPURIOUS_SLAVE: u64 = pic::IRQ_BASE as u64 + 15;
 
@@ -183,7 +191,8 @@ struct Idt([Gate; 256]);
 
 static IDT: crate::cell::BootCell<Idt> = crate::cell::BootCell::new(Idt([Gate::MISSING; 256]));
 
-/// Installs the IDT: every stubbed vector enters [`x86_64_trap`].
+/// Builds the IDT (every vector enters [`x86_64_trap`]) and loads it on the
+/// boot CPU.
 pub(crate) fn init() {
     // SAFETY: boot runs on one CPU with interrupts off; nothing else touches
     // the IDT until `lidt` below publishes it.
@@ -194,12 +203,18 @@ pub(crate) fn init() {
         let ist = if vector as u64 == DOUBLE_FAULT { gdt::DOUBLE_FAULT_IST as u8 } else { 0 };
         *gate = Gate::new(stubs + vector * STUB_SIZE, selector, ist);
     }
+    load();
+}
+
+/// Loads the (shared) IDT on this CPU.
+pub(crate) fn load() {
     let pointer = x86_64::structures::DescriptorTablePointer {
         limit: (size_of::<Idt>() - 1) as u16,
-        base: x86_64::VirtAddr::from_ptr(idt),
+        base: x86_64::VirtAddr::from_ptr(IDT.as_ptr()),
     };
-    // SAFETY: the IDT is a static that lives forever and every present gate
-    // points at a valid entry stub.
+    // SAFETY: the IDT is a static that lives forever, built by `init`
+    // before any CPU loads it, and every present gate points at a valid
+    // entry stub.
     unsafe { x86_64::instructions::tables::lidt(&pointer) };
 }
 
@@ -278,10 +293,13 @@ fn unhandled(regs: &PtRegs, address: Option<usize>) -> ! {
 
 /// The common exception dispatcher, called by the entry assembly.
 extern "C" fn x86_64_trap(regs: &mut PtRegs) {
-    let kind = if regs.vector >= u64::from(pic::IRQ_BASE) { Context::Irq } else { Context::Exception };
-    let previous = context::enter(kind);
+    let interrupt = regs.vector >= u64::from(pic::IRQ_BASE);
+    let previous = context::enter(if interrupt { Context::Irq } else { Context::Nmi });
     dispatch(regs);
     context::leave(previous);
+    if interrupt {
+        crate::irq::exit(previous, regs.rflags & RFLAGS_IF != 0);
+    }
 }
 
 fn dispatch(regs: &mut PtRegs) {
@@ -303,9 +321,23 @@ fn dispatch(regs: &mut PtRegs) {
             }
         }
         TIMER_VECTOR => {
+            // The PIT ticks only until the APIC timers take over.
             pic::end_of_interrupt(super::timer::PIT_IRQ);
             crate::time::tick();
         }
+        APIC_TIMER => {
+            lapic::end_of_interrupt();
+            crate::time::tick();
+        }
+        IPI_RESCHEDULE => {
+            lapic::end_of_interrupt();
+            crate::smp::handle_ipi(Ipi::Reschedule);
+        }
+        IPI_CALL => {
+            lapic::end_of_interrupt();
+            crate::smp::handle_ipi(Ipi::Call);
+        }
+        APIC_SPURIOUS => {}
         UART_VECTOR => {
             pic::end_of_interrupt(super::console::IRQ);
             crate::input::on_interrupt();

@@ -20,6 +20,11 @@
 //! caller, so that backtraces taken inside a callback show both. It then
 //! calls `literal->func(F, parent_ip, literal, &fregs)`.
 //!
+//! Around the call the trampoline keeps the running task's counters
+//! (`TrampolineCounters`, through `%gs`): `active` up before it reads the
+//! literal, down after the callbacks, and `exits` up when that reaches
+//! zero, so a grace period can tell when no task still uses an ops.
+//!
 //! Afterwards it resumes at `F+5`, or at the new instruction pointer if a
 //! callback changed it (`IPMODIFY`, or `override_function_with_return`, which
 //! points it at [`ftrace_just_return`], a lone `ret`). Both cases run the
@@ -47,9 +52,10 @@ use core::arch::global_asm;
 use core::mem::{offset_of, size_of};
 
 use crate::ftrace_abi::{
-    FtraceRegs, OutOfRange, PtRegs, Saved, FTRACE_REGS_PT, FTRACE_REGS_SAVED,
+    FtraceRegs, OutOfRange, PtRegs, Saved, COUNTERS_ACTIVE, COUNTERS_EXITS, FTRACE_REGS_PT, FTRACE_REGS_SAVED,
     SITE_CALL_FUNC,
 };
+use crate::percpu::offsets::TASK_TRACE;
 
 /// Bytes of the patchable instruction at a site.
 pub const INSN_LEN: usize = 5;
@@ -176,8 +182,11 @@ global_asm!(
     .endm
 
     /* Entry, middle part: fill rsp/rip and the frame records, then call
-       literal->func(ip = F, parent_ip, literal, &fregs). */
+       literal->func(ip = F, parent_ip, literal, &fregs), the task's
+       `active` counter raised around it (rax is saved by now). */
     .macro ftrace_call_ops
+    movq %gs:{task_trace}, %rax
+    incl {active}(%rax)
     leaq ({frame} + 8)(%rsp), %rax      /* the function's entry rsp: at the return address */
     movq %rax, {pt}+{rsp}(%rsp)
     movq {frame}(%rsp), %rax            /* F+5, pushed by the site's call */
@@ -193,6 +202,11 @@ global_asm!(
     movq %rdi, {pt}+{rip}(%rsp)
     movq %rsp, %rcx                     /* &fregs */
     call *{func}(%rdx)
+    movq %gs:{task_trace}, %rax         /* the same task, maybe another CPU */
+    decl {active}(%rax)
+    jnz 1f
+    incl {exits}(%rax)
+1:
     .endm
 
     /* rax = where to resume (F+5, or the ip a callback set);
@@ -302,6 +316,9 @@ return_to_handler_regs:
     record = const offset_of!(ReturnFrame, record),
     insn_len = const INSN_LEN,
     func = const SITE_CALL_FUNC,
+    task_trace = const TASK_TRACE,
+    active = const COUNTERS_ACTIVE,
+    exits = const COUNTERS_EXITS,
     rsp = const offset_of!(PtRegs, rsp),
     rip = const offset_of!(PtRegs, rip),
     rdi = const offset_of!(PtRegs, rdi),

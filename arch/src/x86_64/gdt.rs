@@ -1,6 +1,7 @@
-//! The GDT and TSS. Long mode needs a code and a data segment; the TSS only
-//! supplies the interrupt stack for double faults, so a stack overflow is
-//! reported instead of triple-faulting.
+//! The GDT and TSS of each CPU. Long mode needs a code and a data segment;
+//! the TSS only supplies the interrupt stack for double faults, so a stack
+//! overflow is reported instead of triple-faulting. Each CPU has its own
+//! TSS (a TSS descriptor is busy while loaded) and so its own GDT.
 
 use spin::Once;
 use x86_64::instructions::segmentation::{Segment, CS, DS, ES, SS};
@@ -8,6 +9,8 @@ use x86_64::instructions::tables::load_tss;
 use x86_64::structures::gdt::{Descriptor, GlobalDescriptorTable, SegmentSelector};
 use x86_64::structures::tss::TaskStateSegment;
 use x86_64::VirtAddr;
+
+use crate::MAX_CPUS;
 
 /// IST slot (1-based in the IDT entry) for the double-fault stack.
 pub(crate) const DOUBLE_FAULT_IST: u16 = 1;
@@ -17,11 +20,11 @@ const DOUBLE_FAULT_STACK_SIZE: usize = 16 * 1024;
 #[repr(C, align(16))]
 struct Stack([u8; DOUBLE_FAULT_STACK_SIZE]);
 
-static DOUBLE_FAULT_STACK: crate::cell::BootCell<Stack> =
-    crate::cell::BootCell::new(Stack([0; DOUBLE_FAULT_STACK_SIZE]));
+static DOUBLE_FAULT_STACKS: [crate::cell::BootCell<Stack>; MAX_CPUS] =
+    [const { crate::cell::BootCell::new(Stack([0; DOUBLE_FAULT_STACK_SIZE])) }; MAX_CPUS];
 
-static TSS: Once<TaskStateSegment> = Once::new();
-static GDT: Once<(GlobalDescriptorTable, Selectors)> = Once::new();
+static TSS: [Once<TaskStateSegment>; MAX_CPUS] = [const { Once::new() }; MAX_CPUS];
+static GDT: [Once<(GlobalDescriptorTable, Selectors)>; MAX_CPUS] = [const { Once::new() }; MAX_CPUS];
 
 struct Selectors {
     code: SegmentSelector,
@@ -29,16 +32,16 @@ struct Selectors {
     tss: SegmentSelector,
 }
 
-/// Loads the GDT and TSS and reloads every segment register.
-pub(crate) fn init() {
-    let tss = TSS.call_once(|| {
+/// Loads CPU `cpu`'s GDT and TSS and reloads every segment register.
+pub(crate) fn init(cpu: usize) {
+    let tss = TSS[cpu].call_once(|| {
         let mut tss = TaskStateSegment::new();
-        let stack = DOUBLE_FAULT_STACK.as_ptr() as u64;
+        let stack = DOUBLE_FAULT_STACKS[cpu].as_ptr() as u64;
         tss.interrupt_stack_table[usize::from(DOUBLE_FAULT_IST - 1)] =
             VirtAddr::new(stack + DOUBLE_FAULT_STACK_SIZE as u64);
         tss
     });
-    let (gdt, selectors) = GDT.call_once(|| {
+    let (gdt, selectors) = GDT[cpu].call_once(|| {
         let mut gdt = GlobalDescriptorTable::new();
         let code = gdt.append(Descriptor::kernel_code_segment());
         let data = gdt.append(Descriptor::kernel_data_segment());
@@ -59,5 +62,5 @@ pub(crate) fn init() {
 
 /// The kernel code selector (for hand-built interrupt frames).
 pub(crate) fn kernel_code_selector() -> u16 {
-    GDT.get().map_or(0x08, |(_, s)| s.code.0)
+    GDT[0].get().map_or(0x08, |(_, s)| s.code.0)
 }

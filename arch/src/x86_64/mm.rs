@@ -49,7 +49,9 @@ struct Table([u64; 512]);
 
 const EMPTY: Table = Table([0; 512]);
 
+#[repr(C)]
 struct PageTables {
+    /// First: the tables' address is the PML4's.
     pml4: Table,
     pdpt: Table,
     pd: [Table; MAPPED_GIB],
@@ -106,7 +108,6 @@ fn enable_write_back_caching() {
 
 /// Builds and loads the final page tables.
 pub(crate) fn init() {
-    enable_write_back_caching();
     let image = layout::image();
     let split = (image.start & !(LARGE_PAGE - 1))..image.end.next_multiple_of(LARGE_PAGE);
     assert!(
@@ -138,10 +139,18 @@ pub(crate) fn init() {
     }
     tables.pml4.0[0] = &tables.pdpt as *const Table as u64 | PRESENT | WRITABLE;
     build_text_alias(tables);
-    let frame = PhysFrame::containing_address(PhysAddr::new(&tables.pml4 as *const Table as u64));
-    // SAFETY: the new tables identity-map everything the kernel uses (image,
+    load();
+}
+
+/// Switches this CPU to the kernel's page tables (built by `init` on the
+/// boot CPU), with write-back caching enabled.
+pub(crate) fn load() {
+    enable_write_back_caching();
+    let frame = PhysFrame::containing_address(PhysAddr::new(TABLES.as_ptr() as u64));
+    // SAFETY: the tables identity-map everything the kernel uses (image,
     // stacks, heap, devices) at the same addresses as the boot tables, so
-    // execution continues seamlessly after the switch.
+    // execution continues seamlessly after the switch. `pml4` is the first
+    // field of `PageTables`, so `TABLES`' address is the PML4's.
     unsafe { Cr3::write(frame, Cr3Flags::empty()) };
 }
 

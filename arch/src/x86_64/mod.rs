@@ -13,7 +13,10 @@ pub mod mm;
 pub mod patch;
 pub mod regs;
 pub mod selftest;
+pub mod switch;
+pub mod smp;
 pub mod timer;
 
 mod gdt;
+mod lapic;
 mod pic;

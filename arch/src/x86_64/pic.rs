@@ -31,6 +31,14 @@ pub(crate) fn init(unmasked_irqs: u16) {
     outb(SLAVE_DATA, (mask >> 8) as u8);
 }
 
+/// Masks `irq` (the boot code masks the PIT once the APIC timers run).
+pub(crate) fn mask(irq: u8) {
+    let port = if irq < 8 { MASTER_DATA } else { SLAVE_DATA };
+    // SAFETY: the PIC's mask register belongs to this driver.
+    let current: u8 = unsafe { Port::new(port).read() };
+    outb(port, current | 1 << (irq % 8));
+}
+
 /// Acknowledges `irq`. Sent before the handler runs, so that an abandoned
 /// handler (a panic in a test that expects one) cannot block later ticks.
 pub(crate) fn end_of_interrupt(irq: u8) {

@@ -1,5 +1,8 @@
-//! The periodic tick (8254 PIT channel 0 through the 8259 PIC) and the cycle
-//! counter (TSC, calibrated against the tick).
+//! The periodic tick and the cycle counter.
+//!
+//! At boot the 8254 PIT (channel 0, through the 8259 PIC) ticks on the boot
+//! CPU, long enough to calibrate the TSC and the local APIC timer against
+//! it; then every CPU's own APIC timer ticks (the PIT is masked).
 
 use core::arch::asm;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -42,6 +45,28 @@ pub(crate) fn calibrate() {
     }
     let elapsed = cycles() - tsc0;
     CYCLES_PER_SECOND.store(elapsed * HZ / SAMPLE_TICKS, Ordering::Relaxed);
+}
+
+/// Moves the boot CPU's tick from the PIT to its local APIC timer, after
+/// measuring that timer against the PIT. Interrupts enabled.
+pub(crate) fn start_apic_timer() {
+    super::lapic::enable();
+    super::lapic::calibrate(|ticks| {
+        let start = crate::time::ticks();
+        while crate::time::ticks() < start + ticks {
+            core::hint::spin_loop();
+        }
+    }, 10);
+    pic::mask(PIT_IRQ);
+    super::lapic::start_timer();
+}
+
+/// Waits `us` microseconds (busy, on the TSC).
+pub(crate) fn delay_us(us: u64) {
+    let end = cycles() + cycles_per_second() * us / 1_000_000;
+    while cycles() < end {
+        core::hint::spin_loop();
+    }
 }
 
 /// The cycle counter (RDTSC).

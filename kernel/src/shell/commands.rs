@@ -2,6 +2,7 @@
 
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use core::fmt::Write;
 
 use ftrace::FilterMode;
 
@@ -27,7 +28,14 @@ const COMMANDS: &[Command] = &[
     },
     Command { name: "ls", usage: "ls", summary: "list the tracing files", run: ls },
     Command { name: "cat", usage: "cat FILE", summary: "print a tracing file", run: cat },
-    Command { name: "run", usage: "run fib N | run fs", summary: "run a built-in workload", run },
+    Command {
+        name: "run",
+        usage: "run fib N | run fs | run par T WORKLOAD ARGS...",
+        summary: "run a built-in workload (par: on T threads at once)",
+        run,
+    },
+    Command { name: "ps", usage: "ps", summary: "every task: PID, CPU, STATE, NAME", run: ps },
+    Command { name: "cpus", usage: "cpus", summary: "the CPUs online and what runs on each", run: cpus },
     Command { name: "bench", usage: "bench", summary: "benchmark every tracing mode", run: bench },
     Command { name: "uptime", usage: "uptime", summary: "timer ticks and seconds since boot", run: uptime },
     Command { name: "meminfo", usage: "meminfo", summary: "heap used and free", run: meminfo },
@@ -89,15 +97,43 @@ fn cat(invocation: &Invocation) -> Result<(), ShellError> {
 }
 
 fn run(invocation: &Invocation) -> Result<(), ShellError> {
+    const USAGE: &str = "run fib N | run fs | run par T WORKLOAD ARGS...";
     let Some((name, args)) = invocation.args.split_first() else {
-        return Err(ShellError::Usage("run fib N | run fs"));
+        return Err(ShellError::Usage(USAGE));
     };
     if invocation.redirect.is_some() {
         return Err(ShellError::NoRedirect("run"));
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let output = workload::run(name, &args).map_err(|e| ShellError::Failed(e.to_string()))?;
-    println!("{output}");
+    let output = match (name.as_str(), args.as_slice()) {
+        ("par", [threads, workload, rest @ ..]) => {
+            let threads = threads.parse().map_err(|_| ShellError::Usage("run par T WORKLOAD ARGS... (T from 1 to 16)"))?;
+            workload::run_parallel(threads, workload, rest)
+        }
+        ("par", _) => return Err(ShellError::Usage("run par T WORKLOAD ARGS... (T from 1 to 16)")),
+        _ => workload::run(name, &args),
+    };
+    println!("{}", output.map_err(|e| ShellError::Failed(e.to_string()))?);
+    Ok(())
+}
+
+fn ps(invocation: &Invocation) -> Result<(), ShellError> {
+    no_arguments("ps", invocation)?;
+    let mut out = LineWriter::default();
+    let _ = writeln!(out, "{:>5} {:>3} {:<9} NAME", "PID", "CPU", "STATE");
+    for task in crate::sched::tasks() {
+        let _ = writeln!(out, "{:>5} {:>3} {:<9} {}", task.pid, task.cpu, task.state.name(), task.name);
+    }
+    Ok(())
+}
+
+fn cpus(invocation: &Invocation) -> Result<(), ShellError> {
+    no_arguments("cpus", invocation)?;
+    let mut out = LineWriter::default();
+    let _ = writeln!(out, "CPU  TASK");
+    for (cpu, task) in crate::sched::cpus() {
+        let _ = writeln!(out, "{cpu:>3}  {} (pid {})", task.name, task.pid);
+    }
     Ok(())
 }
 

@@ -8,6 +8,7 @@
 pub mod fs;
 pub mod generated;
 
+use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
 use core::hint::black_box;
@@ -25,11 +26,26 @@ pub fn fib(n: u64) -> u64 {
 /// The largest `n` `run fib` accepts (fib(32) is millions of calls).
 pub const MAX_FIB: u64 = 32;
 
+/// `fib(n)`, but the call sleeps for a millisecond before and after the
+/// computation: a traced function a task sleeps inside (and may wake up
+/// on another CPU from).
+#[inline(never)]
+pub fn napping_fib(n: u64) -> u64 {
+    crate::sched::sleep_ms(1);
+    let result = fib(black_box(n));
+    crate::sched::sleep_ms(1);
+    result
+}
+
+/// The most threads `run par` starts.
+pub const MAX_THREADS: usize = 16;
+
 /// Why a workload did not run.
 #[derive(Debug, PartialEq, Eq)]
 pub enum WorkloadError {
     Unknown(String),
     Usage(&'static str),
+    Spawn(crate::sched::SpawnError),
 }
 
 impl core::fmt::Display for WorkloadError {
@@ -37,7 +53,69 @@ impl core::fmt::Display for WorkloadError {
         match self {
             WorkloadError::Unknown(name) => write!(f, "no such workload '{name}' (fib, fs)"),
             WorkloadError::Usage(usage) => write!(f, "usage: {usage}"),
+            WorkloadError::Spawn(error) => write!(f, "{error}"),
         }
+    }
+}
+
+/// Runs workload `name` with `args` on `threads` kernel threads at once
+/// (named `NAME/0`, `NAME/1`, ...; the odd ones run it inside a traced
+/// function that sleeps), and returns one line per thread: its name and
+/// what it printed.
+pub fn run_parallel(threads: usize, name: &str, args: &[&str]) -> Result<String, WorkloadError> {
+    if threads == 0 || threads > MAX_THREADS {
+        return Err(WorkloadError::Usage("run par T WORKLOAD ARGS... (T from 1 to 16)"));
+    }
+    // Refuse bad arguments before starting anything.
+    check(name, args)?;
+    let mut handles = alloc::vec::Vec::new();
+    for index in 0..threads {
+        let thread_name = format!("{name}/{index}");
+        let (name, args): (String, alloc::vec::Vec<String>) = (name.into(), args.iter().map(|a| String::from(*a)).collect());
+        let handle = crate::sched::spawn(&thread_name, move || {
+            let args: alloc::vec::Vec<&str> = args.iter().map(String::as_str).collect();
+            let output = if index % 2 == 1 { run_napping(&name, &args) } else { run(&name, &args) };
+            let line = output.unwrap_or_else(|error| format!("error: {error}"));
+            Box::into_raw(Box::new(line)) as u64
+        });
+        match handle {
+            Ok(handle) => handles.push((thread_name, handle)),
+            Err(error) => {
+                handles.iter().for_each(|_| {});
+                return Err(WorkloadError::Spawn(error));
+            }
+        }
+    }
+    let mut out = String::new();
+    for (thread_name, handle) in handles {
+        let pid = handle.pid();
+        // SAFETY: each thread's result is a `Box<String>` it leaked above.
+        let line = unsafe { Box::from_raw(handle.join() as *mut String) };
+        out.push_str(&format!("{thread_name} (pid {pid}): {line}\n"));
+    }
+    out.pop();
+    Ok(out)
+}
+
+/// The workload's arguments, checked.
+fn check(name: &str, args: &[&str]) -> Result<(), WorkloadError> {
+    match (name, args) {
+        ("fib", [n]) if n.parse::<u64>().is_ok_and(|n| n <= MAX_FIB) => Ok(()),
+        ("fib", _) => Err(WorkloadError::Usage("run fib N (0..=32)")),
+        ("fs", []) => Ok(()),
+        ("fs", _) => Err(WorkloadError::Usage("run fs")),
+        (other, _) => Err(WorkloadError::Unknown(other.into())),
+    }
+}
+
+/// [`run`], sleeping inside traced calls (fib only).
+fn run_napping(name: &str, args: &[&str]) -> Result<String, WorkloadError> {
+    match (name, args) {
+        ("fib", [n]) => {
+            let n: u64 = n.parse().ok().filter(|&n| n <= MAX_FIB).ok_or(WorkloadError::Usage("run fib N (0..=32)"))?;
+            Ok(format!("fib({n}) = {}", napping_fib(black_box(n))))
+        }
+        _ => run(name, args),
     }
 }
 

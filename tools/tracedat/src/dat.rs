@@ -119,7 +119,8 @@ pub fn write(stream: &Stream, kallsyms: &str) -> Result<Vec<u8>, String> {
 
     out.sized32(kallsyms);
     out.sized32(""); // no trace_printk formats
-    out.sized64("0 <idle>\n");
+    let cmdlines = if stream.cmdlines.is_empty() { String::from("0 <idle>\n") } else { stream.cmdlines.clone() };
+    out.sized64(&cmdlines);
 
     out.u32(stream.cpus.len() as u32);
     out.bytes(b"flyrecord\0");
@@ -193,6 +194,7 @@ mod tests {
                 ("tests".into(), "name: probe\n".into()),
             ],
             cpus: vec![(0, page)],
+            cmdlines: String::new(),
         }
     }
 

@@ -1,0 +1,159 @@
+//! Per-CPU data: one [`CpuLocal`] per CPU, found through a register that
+//! belongs to the CPU (x86_64: the `gs` segment base; aarch64: `tpidr_el1`),
+//! so reaching this CPU's data is one or two instructions and needs no CPU
+//! number first.
+//!
+//! The fields the trampolines read from assembly (the current task's tracing
+//! state) have their offsets taken with `offset_of!` next to that assembly.
+//! Everything here is written only by its own CPU, except where a field says
+//! otherwise; fields are atomics so they can be shared, accessed with plain
+//! (relaxed) loads and stores.
+
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, AtomicUsize, Ordering};
+
+use crate::MAX_CPUS;
+
+/// One CPU's data. See the module documentation.
+#[repr(C)]
+pub struct CpuLocal {
+    /// The address of this very struct, so that one load through the
+    /// per-CPU register yields it (x86_64 reads `%gs:0`).
+    pub(crate) self_ptr: AtomicUsize,
+    /// This CPU's number, 0 for the boot CPU.
+    pub(crate) cpu: usize,
+    /// The [`Context`](crate::context::Context) running now.
+    pub(crate) context: AtomicU8,
+    /// Set by the scheduler (any CPU): switch tasks at the next chance.
+    pub(crate) need_resched: AtomicBool,
+    /// Preemption disabled this many times (`crate::preempt`).
+    pub(crate) preempt_count: AtomicU32,
+    /// The current task's tracing state (an `ftrace::task::TaskTrace`), for
+    /// the trampolines and tracing code; set at every task switch.
+    pub(crate) task_trace: AtomicPtr<()>,
+    /// The current task, as the kernel's scheduler names it (opaque here).
+    pub(crate) task: AtomicUsize,
+    /// The lowest usable address of the stack the current task runs on: an
+    /// exception taken below it (plus a frame) is a stack overflow.
+    pub(crate) stack_bottom: AtomicUsize,
+    /// Whether this CPU has finished coming up.
+    pub(crate) online: AtomicBool,
+    /// The timer left softirq-like work for interrupt exit.
+    pub(crate) softirq_pending: AtomicBool,
+}
+
+impl CpuLocal {
+    const fn new(cpu: usize) -> CpuLocal {
+        CpuLocal {
+            self_ptr: AtomicUsize::new(0),
+            cpu,
+            context: AtomicU8::new(0),
+            need_resched: AtomicBool::new(false),
+            preempt_count: AtomicU32::new(0),
+            task_trace: AtomicPtr::new(core::ptr::null_mut()),
+            task: AtomicUsize::new(0),
+            stack_bottom: AtomicUsize::new(0),
+            online: AtomicBool::new(false),
+            softirq_pending: AtomicBool::new(false),
+        }
+    }
+}
+
+static CPUS: [CpuLocal; MAX_CPUS] = {
+    let mut cpus = [const { CpuLocal::new(0) }; MAX_CPUS];
+    let mut i = 0;
+    while i < MAX_CPUS {
+        cpus[i] = CpuLocal::new(i);
+        i += 1;
+    }
+    cpus
+};
+
+/// This CPU's data.
+#[inline(always)]
+pub(crate) fn this() -> &'static CpuLocal {
+    // SAFETY: the per-CPU register is set, before any code that reaches
+    // here runs on the CPU, to this CPU's entry of `CPUS` (`install`), which
+    // lives for ever.
+    unsafe { &*(crate::cpu::percpu_base() as *const CpuLocal) }
+}
+
+/// Points this CPU's per-CPU register at its data. The first thing each CPU
+/// does.
+pub(crate) fn install(cpu: usize) {
+    let local = &CPUS[cpu];
+    let address = local as *const CpuLocal as usize;
+    local.self_ptr.store(address, Ordering::Relaxed);
+    crate::cpu::set_percpu_base(address);
+}
+
+/// The current task's tracing state (null until the tracer gives one).
+#[inline(always)]
+pub fn task_trace() -> *mut () {
+    this().task_trace.load(Ordering::Relaxed)
+}
+
+/// Sets the current task's tracing state (the scheduler, at a switch; the
+/// tracer, for the boot flow of each CPU).
+#[inline(always)]
+pub fn set_task_trace(state: *mut ()) {
+    this().task_trace.store(state, Ordering::Relaxed);
+}
+
+/// The current task, as the scheduler named it with [`set_task`].
+#[inline(always)]
+pub fn task() -> usize {
+    this().task.load(Ordering::Relaxed)
+}
+
+/// Names the current task (the scheduler, at a switch), and the bottom of
+/// the stack it runs on.
+#[inline(always)]
+pub fn set_task(task: usize, stack_bottom: usize) {
+    let cpu = this();
+    cpu.task.store(task, Ordering::Relaxed);
+    cpu.stack_bottom.store(stack_bottom, Ordering::Relaxed);
+}
+
+/// Asks CPU `cpu` to switch tasks at its next chance (the caller then
+/// sends it a reschedule IPI if it is another CPU).
+pub fn set_need_resched(cpu: usize) {
+    CPUS[cpu].need_resched.store(true, Ordering::Release);
+}
+
+/// Takes this CPU's reschedule request.
+pub fn take_need_resched() -> bool {
+    this().need_resched.swap(false, Ordering::Acquire)
+}
+
+/// Whether this CPU has a reschedule request pending.
+pub fn need_resched() -> bool {
+    this().need_resched.load(Ordering::Relaxed)
+}
+
+/// How many CPUs have come up.
+pub fn online_count() -> usize {
+    CPUS.iter().filter(|cpu| cpu.online.load(Ordering::Acquire)).count()
+}
+
+/// Whether CPU `cpu` is up.
+pub fn is_online(cpu: usize) -> bool {
+    cpu < MAX_CPUS && CPUS[cpu].online.load(Ordering::Acquire)
+}
+
+/// Marks this CPU up.
+pub(crate) fn set_online() {
+    this().online.store(true, Ordering::Release);
+}
+
+/// The per-CPU offsets assembly needs.
+pub(crate) mod offsets {
+    use super::CpuLocal;
+    use core::mem::offset_of;
+
+    pub const SELF: usize = offset_of!(CpuLocal, self_ptr);
+    pub const CPU: usize = offset_of!(CpuLocal, cpu);
+    pub const CONTEXT: usize = offset_of!(CpuLocal, context);
+    pub const TASK_TRACE: usize = offset_of!(CpuLocal, task_trace);
+    #[cfg_attr(target_arch = "x86_64", allow(dead_code))] // the aarch64 vectors' overflow check
+    pub const STACK_BOTTOM: usize = offset_of!(CpuLocal, stack_bottom);
+}

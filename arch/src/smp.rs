@@ -1,0 +1,121 @@
+//! Several CPUs: starting them, interrupting them, and running a function
+//! on all the others at once.
+//!
+//! The architecture finds the CPUs (x86_64: the ACPI MADT; aarch64: the
+//! device tree) and starts them; each comes up on a stack the kernel gave
+//! it, sets up its own per-CPU state and enters the kernel at
+//! `kernel_secondary_main`. Inter-processor interrupts ([`Ipi`]) ask a CPU
+//! to reschedule or to run the function of a cross-CPU call.
+//!
+//! [`call_on_others`] runs a function on every other online CPU, in
+//! interrupt context, and returns once all have run it. The caller spins
+//! for its lock with interrupts enabled, so two CPUs calling at once never
+//! deadlock: the one waiting still answers the other's interrupt. Returning
+//! from an interrupt synchronises a CPU's instruction stream (x86_64: `iret`
+//! is serialising; aarch64: an exception return is a context
+//! synchronisation event), so an empty call is also a barrier that makes
+//! every CPU refetch changed code.
+
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use crate::{cpu, percpu, preempt, MAX_CPUS};
+
+/// An inter-processor interrupt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ipi {
+    /// Switch tasks if the scheduler says so.
+    Reschedule,
+    /// Run the pending cross-CPU call.
+    Call,
+}
+
+/// How many CPUs the machine has (at most [`MAX_CPUS`]). Needs the heap.
+pub fn possible_cpus() -> usize {
+    crate::imp::smp::possible_cpus()
+}
+
+/// Starts CPU `cpu` (1 up to [`possible_cpus`]) on the stack whose top is
+/// `stack_top`; returns whether it came up.
+pub fn start_cpu(cpu: usize, stack_top: usize) -> bool {
+    cpu < MAX_CPUS && crate::imp::smp::start_cpu(cpu, stack_top)
+}
+
+/// How many CPUs are up.
+pub fn online() -> usize {
+    percpu::online_count()
+}
+
+/// The common end of every secondary CPU's bring-up: marks it online and
+/// enters the kernel (interrupts still masked).
+pub(crate) fn secondary_started(cpu: usize) -> ! {
+    percpu::set_online();
+    extern "Rust" {
+        fn kernel_secondary_main(cpu: usize) -> !;
+    }
+    // SAFETY: the kernel defines `kernel_secondary_main` with this exact
+    // signature; each secondary CPU calls it once, set up.
+    unsafe { kernel_secondary_main(cpu) }
+}
+
+/// Sends `ipi` to CPU `cpu`.
+pub fn send_ipi(cpu: usize, ipi: Ipi) {
+    if percpu::is_online(cpu) {
+        crate::imp::smp::send_ipi(cpu, ipi);
+    }
+}
+
+/// Asks CPU `cpu` to reschedule soon (at once if it is another CPU).
+pub fn kick(cpu: usize) {
+    percpu::set_need_resched(cpu);
+    if cpu != cpu::id() {
+        send_ipi(cpu, Ipi::Reschedule);
+    }
+}
+
+static CALL_LOCK: AtomicBool = AtomicBool::new(false);
+static CALL_FUNCTION: AtomicUsize = AtomicUsize::new(0);
+static CALL_PENDING: AtomicUsize = AtomicUsize::new(0);
+
+/// Runs `f` on every other online CPU, in interrupt context, and returns
+/// once each has. Normal context, interrupts enabled.
+pub fn call_on_others(f: fn()) {
+    assert!(cpu::interrupts_enabled(), "call_on_others with interrupts masked could deadlock");
+    while CALL_LOCK.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        core::hint::spin_loop();
+    }
+    let _pinned = preempt::Guard::new();
+    let me = cpu::id();
+    let targets: usize = (0..MAX_CPUS).filter(|&c| c != me && percpu::is_online(c)).count();
+    CALL_FUNCTION.store(f as usize, Ordering::Relaxed);
+    CALL_PENDING.store(targets, Ordering::Release);
+    for target in (0..MAX_CPUS).filter(|&c| c != me && percpu::is_online(c)) {
+        crate::imp::smp::send_ipi(target, Ipi::Call);
+    }
+    while CALL_PENDING.load(Ordering::Acquire) != 0 {
+        core::hint::spin_loop();
+    }
+    CALL_LOCK.store(false, Ordering::Release);
+}
+
+/// Makes every CPU synchronise its instruction stream and memory view: an
+/// empty cross-CPU call (see the module documentation), then this CPU's own
+/// barrier.
+pub fn sync_all() {
+    call_on_others(|| {});
+    cpu::serialize();
+}
+
+/// Called by the architecture's interrupt handler for an IPI.
+pub(crate) fn handle_ipi(ipi: Ipi) {
+    match ipi {
+        Ipi::Reschedule => percpu::set_need_resched(cpu::id()),
+        Ipi::Call => {
+            let raw = CALL_FUNCTION.load(Ordering::Acquire);
+            // SAFETY: only `fn()` values are stored (`call_on_others`), and
+            // function pointers round-trip through usize.
+            let f = unsafe { core::mem::transmute::<usize, fn()>(raw) };
+            f();
+            CALL_PENDING.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}

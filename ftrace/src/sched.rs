@@ -1,0 +1,140 @@
+//! The scheduler's events (`sched_switch`, `sched_wakeup`) and the task
+//! names traces show (`saved_cmdlines`).
+//!
+//! The kernel's scheduler calls [`trace_switch`] at every switch and
+//! [`trace_wakeup`] when it wakes a task; they record an event only while
+//! that event is enabled (`events/sched/.../enable`, or `--record`, which
+//! enables both as `trace-cmd record -e sched` would). Every task the
+//! tracer learns of leaves its pid and name in a bounded table, so traces
+//! can name tasks that have since exited.
+
+use alloc::collections::VecDeque;
+use alloc::string::String;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use arch::sync::SpinLock;
+
+use crate::buffer;
+use crate::event::{FixedEvent, SchedSwitchEvent, SchedWakeupEvent, DEFAULT_PRIO, SCHED_SWITCH, SCHED_WAKEUP, STATE_REPORT_MAX};
+use crate::task::TaskTrace;
+use crate::tracer::event_common;
+
+/// `prev_state` of a preempted task (`R+`).
+pub const STATE_PREEMPTED: u64 = STATE_REPORT_MAX;
+/// `prev_state` of a task going to sleep (`S`).
+pub const STATE_SLEEPING: u64 = 0x1;
+/// `prev_state` of a task blocking (`D`).
+pub const STATE_BLOCKED: u64 = 0x2;
+/// `prev_state` of an exiting task (`X`).
+pub const STATE_DEAD: u64 = 0x10;
+
+/// A scheduler event tracefs can switch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchedEvent {
+    Switch,
+    Wakeup,
+}
+
+impl SchedEvent {
+    /// Both, in `available_events` order.
+    pub const ALL: [SchedEvent; 2] = [SchedEvent::Switch, SchedEvent::Wakeup];
+
+    /// The event's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            SchedEvent::Switch => "sched_switch",
+            SchedEvent::Wakeup => "sched_wakeup",
+        }
+    }
+
+    /// The event called `name`.
+    pub fn from_name(name: &str) -> Option<SchedEvent> {
+        Self::ALL.into_iter().find(|event| event.name() == name)
+    }
+
+    fn flag(self) -> &'static AtomicBool {
+        match self {
+            SchedEvent::Switch => &SWITCH_ON,
+            SchedEvent::Wakeup => &WAKEUP_ON,
+        }
+    }
+
+    /// Whether it records.
+    pub fn is_enabled(self) -> bool {
+        self.flag().load(Ordering::Relaxed)
+    }
+
+    /// Switches it.
+    pub fn set_enabled(self, on: bool) {
+        self.flag().store(on, Ordering::Relaxed);
+    }
+}
+
+static SWITCH_ON: AtomicBool = AtomicBool::new(false);
+static WAKEUP_ON: AtomicBool = AtomicBool::new(false);
+
+/// Records a switch from `prev` (leaving in `prev_state`) to `next`.
+pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
+    if !SWITCH_ON.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut common = event_common(SCHED_SWITCH);
+    common.pid = prev.pid();
+    let event = SchedSwitchEvent {
+        common,
+        prev_comm: *prev.comm_bytes(),
+        prev_pid: prev.pid(),
+        prev_prio: DEFAULT_PRIO,
+        prev_state,
+        next_comm: *next.comm_bytes(),
+        next_pid: next.pid(),
+        next_prio: DEFAULT_PRIO,
+    };
+    buffer::write_with(SchedSwitchEvent::SIZE, |_, bytes| event.encode_into(bytes));
+}
+
+/// Records that `task` was woken, to run on `target_cpu`.
+pub fn trace_wakeup(task: &TaskTrace, target_cpu: usize) {
+    if !WAKEUP_ON.load(Ordering::Relaxed) {
+        return;
+    }
+    let event = SchedWakeupEvent {
+        common: event_common(SCHED_WAKEUP),
+        comm: *task.comm_bytes(),
+        pid: task.pid(),
+        prio: DEFAULT_PRIO,
+        target_cpu: target_cpu as i32,
+    };
+    buffer::write_with(SchedWakeupEvent::SIZE, |_, bytes| event.encode_into(bytes));
+}
+
+/// How many task names [`saved_cmdlines`] keeps (Linux keeps 128 by
+/// default; tasks here are few and short-lived ones matter).
+pub const SAVED_CMDLINES: usize = 1024;
+
+static CMDLINES: SpinLock<VecDeque<(i32, [u8; 16])>> = SpinLock::new(VecDeque::new());
+
+/// Remembers `pid`'s name (the newest name wins; the oldest entry goes
+/// when the table is full).
+pub fn save_cmdline(pid: i32, comm: &[u8; 16]) {
+    let mut table = CMDLINES.lock();
+    table.retain(|(saved, _)| *saved != pid);
+    if table.len() == SAVED_CMDLINES {
+        table.pop_front();
+    }
+    table.push_back((pid, *comm));
+}
+
+/// The name of `pid`, if known (pid 0 is the idle task, `<idle>`).
+pub fn comm_of(pid: i32) -> Option<String> {
+    if pid == 0 {
+        return Some(String::from("<idle>"));
+    }
+    let table = CMDLINES.lock();
+    table.iter().find(|(saved, _)| *saved == pid).map(|(_, comm)| String::from(crate::event::comm_str(comm)))
+}
+
+/// Every remembered (pid, name), oldest first (`saved_cmdlines`).
+pub fn saved_cmdlines() -> alloc::vec::Vec<(i32, String)> {
+    CMDLINES.lock().iter().map(|(pid, comm)| (*pid, String::from(crate::event::comm_str(comm)))).collect()
+}

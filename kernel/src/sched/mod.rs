@@ -1,0 +1,500 @@
+//! Kernel threads and a preemptive scheduler for every CPU.
+//!
+//! # Design
+//!
+//! - A [`Task`] is a kernel thread: its own stack (a slot the image
+//!   reserves, with a guard page), its saved registers while switched out,
+//!   its tracing state (`ftrace::task::TaskTrace`) and its life cycle.
+//! - One global run queue of runnable tasks, under one lock: a CPU that
+//!   needs work takes the first task allowed to run on it (its affinity),
+//!   so tasks migrate freely between CPUs. Each CPU has an idle task
+//!   (pid 0, as Linux's `swapper/N`) that halts until an interrupt.
+//! - Preemption: every CPU's timer tick counts down the running task's time
+//!   slice; at zero (with someone waiting) it asks for a reschedule, which
+//!   happens on the way out of the interrupt, if the interrupt came from a
+//!   task with interrupts enabled and preemption enabled (`arch::irq::exit`).
+//!   Tasks also give the CPU up themselves: [`yield_now`], [`sleep_ms`],
+//!   blocking on a [`WaitQueue`] or a mutex, exiting.
+//! - The run-queue lock is held across the switch itself (as Linux's rq
+//!   lock): the CPU that switches away from a task still owns the lock, so
+//!   no other CPU can pick that task up before its registers are saved; the
+//!   task switched to releases it ([`finish_switch`]).
+//!
+//! # Invariants
+//!
+//! - The lock is only taken with interrupts masked; a switch happens only
+//!   with it held; at most one CPU runs a task, and a running task is never
+//!   in the run queue.
+//! - Wake-ups are never lost: a task about to block checks its pending
+//!   wake-up under the lock, and a wake-up of a task that is not blocked
+//!   leaves one pending.
+//! - A dead task's stack is freed by the next task on its CPU, after the
+//!   switch away from it.
+
+mod stacks;
+mod task;
+mod wait;
+
+use alloc::collections::VecDeque;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use arch::irq::IrqGuard;
+use arch::{cpu, percpu, smp, MAX_CPUS};
+
+pub use task::{JoinHandle, State, Task, TaskInfo};
+pub use wait::WaitQueue;
+
+use crate::println;
+
+/// Timer ticks a task runs before others waiting get the CPU.
+const TIME_SLICE: u32 = 10;
+
+/// The scheduler's shared state, behind [`LOCK`].
+struct Scheduler {
+    run_queue: VecDeque<Arc<Task>>,
+    /// Tasks in `sleep_ms`, with the tick they wake at.
+    sleepers: Vec<(u64, Arc<Task>)>,
+    /// Every live task (for `ps`), idle tasks included.
+    tasks: Vec<Arc<Task>>,
+    cpus: [CpuState; MAX_CPUS],
+}
+
+#[derive(Default)]
+struct CpuState {
+    current: Option<Arc<Task>>,
+    idle: Option<Arc<Task>>,
+    /// The task this CPU switched away from for the last time (it exited):
+    /// freed after the switch, by the next task.
+    dead: Option<Arc<Task>>,
+}
+
+/// The run-queue lock: a plain spin lock taken with interrupts masked and
+/// held across a switch (released by the task switched to).
+static LOCK: AtomicBool = AtomicBool::new(false);
+
+struct Shared(UnsafeCell<Option<Scheduler>>);
+// SAFETY: reached only with `LOCK` held (see `with`).
+unsafe impl Sync for Shared {}
+static SCHEDULER: Shared = Shared(UnsafeCell::new(None));
+
+static RUNNING: AtomicBool = AtomicBool::new(false);
+
+fn lock() {
+    debug_assert!(!cpu::interrupts_enabled());
+    while LOCK.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        core::hint::spin_loop();
+    }
+}
+
+fn unlock() {
+    LOCK.store(false, Ordering::Release);
+}
+
+/// The scheduler's state. The caller holds `LOCK`.
+#[allow(clippy::mut_from_ref)]
+fn state() -> &'static mut Scheduler {
+    // SAFETY: `LOCK` is held (the caller's duty), so this is the only
+    // reference; `init` set it before `RUNNING`.
+    unsafe { (*SCHEDULER.0.get()).as_mut().expect("scheduler initialised") }
+}
+
+/// Runs `f` on the scheduler's state, with interrupts masked and the lock
+/// held.
+fn with<R>(f: impl FnOnce(&mut Scheduler) -> R) -> R {
+    let _irq = IrqGuard::new();
+    lock();
+    let result = f(state());
+    unlock();
+    result
+}
+
+/// Whether the scheduler runs (after [`init`]).
+pub fn running() -> bool {
+    RUNNING.load(Ordering::Acquire)
+}
+
+/// The running task.
+pub fn current() -> Option<&'static Task> {
+    let task = percpu::task() as *const Task;
+    // SAFETY: the scheduler names the running task (`set_current`), which
+    // lives at least while it runs.
+    unsafe { task.as_ref() }
+}
+
+/// Makes `task` this CPU's running task for the per-CPU register and the
+/// tracer.
+fn set_current(task: &Task) {
+    percpu::set_task(task as *const Task as usize, task.stack_bottom());
+    percpu::set_task_trace(task.trace_ptr());
+}
+
+/// Turns the boot flow into the first task (`kmain`, pid 1) and gives the
+/// boot CPU its idle task. Once, on the boot CPU, before tracing starts.
+pub fn init() {
+    let main = Task::for_boot_flow("kmain", 1);
+    let idle = Task::idle(0);
+    set_current(&main);
+    // SAFETY: nothing else runs yet; `LOCK` is not needed before `RUNNING`.
+    unsafe {
+        *SCHEDULER.0.get() = Some(Scheduler {
+            run_queue: VecDeque::new(),
+            sleepers: Vec::new(),
+            tasks: alloc::vec![main.clone(), idle.clone()],
+            cpus: Default::default(),
+        })
+    };
+    with(|s| {
+        s.cpus[0].current = Some(main);
+        s.cpus[0].idle = Some(idle);
+    });
+    RUNNING.store(true, Ordering::Release);
+}
+
+/// Starts every other CPU (up to `wanted` in all), each on its idle task.
+/// Returns how many CPUs are online.
+pub fn start_cpus(wanted: usize) -> usize {
+    let possible = smp::possible_cpus().min(wanted).min(MAX_CPUS);
+    for cpu in 1..possible {
+        let idle = Task::idle(cpu);
+        let top = idle.stack_top();
+        // The CPU starts running its idle task's code at once.
+        idle.set_state(State::Running);
+        with(|s| {
+            s.cpus[cpu].idle = Some(idle.clone());
+            s.cpus[cpu].current = Some(idle.clone());
+            s.tasks.push(idle);
+        });
+        if !smp::start_cpu(cpu, top) {
+            println!("smp: CPU {cpu} did not come up");
+            break;
+        }
+    }
+    smp::online()
+}
+
+/// Where each secondary CPU enters the kernel, on its idle task's stack,
+/// interrupts masked. Not traced: it runs before the CPU has a task.
+#[no_mangle]
+#[patchable_function_entry(prefix_nops = 0, entry_nops = 0)]
+fn kernel_secondary_main(cpu: usize) -> ! {
+    let idle = with(|s| s.cpus[cpu].idle.clone().expect("an idle task for every started CPU"));
+    set_current(&idle);
+    drop(idle);
+    cpu::enable_interrupts();
+    idle_loop()
+}
+
+/// What an idle task does: halt until an interrupt, switch when there is
+/// work.
+fn idle_loop() -> ! {
+    loop {
+        cpu::disable_interrupts();
+        if percpu::take_need_resched() || with_locked_queue_has_work() {
+            schedule(None);
+        }
+        cpu::wait_for_interrupt();
+    }
+}
+
+fn with_locked_queue_has_work() -> bool {
+    lock();
+    let me = cpu::id();
+    let work = state().run_queue.iter().any(|task| task.may_run_on(me));
+    unlock();
+    work
+}
+
+/// Runs the scheduler with interrupts masked: puts the current task back in
+/// the queue if it is still runnable (or in `park` state), picks the next
+/// one and switches. Returns when this task runs again.
+fn schedule(park: Option<State>) {
+    debug_assert!(!cpu::interrupts_enabled());
+    lock();
+    let s = state();
+    let me = cpu::id();
+    let prev = s.cpus[me].current.clone().expect("a running task");
+    match park {
+        // A wake-up came between deciding to block and getting here: it
+        // is taken under the same lock a waker uses, so it cannot be lost.
+        Some(State::Blocked) if prev.take_wake_pending() => {}
+        Some(state) => prev.set_state(state),
+        None => {}
+    }
+    if prev.state() == State::Running {
+        prev.set_state(State::Runnable);
+    }
+    if prev.state() == State::Runnable && !prev.is_idle() {
+        s.run_queue.push_back(prev.clone());
+    }
+    let next = match s.run_queue.iter().position(|task| task.may_run_on(me)) {
+        Some(index) => s.run_queue.remove(index).expect("in the queue"),
+        None => s.cpus[me].idle.clone().expect("an idle task"),
+    };
+    next.set_state(State::Running);
+    next.set_cpu(me);
+    next.refill_slice(TIME_SLICE);
+    percpu::take_need_resched();
+    if Arc::ptr_eq(&prev, &next) {
+        unlock();
+        return;
+    }
+    if prev.state() == State::Dead {
+        s.cpus[me].dead = Some(prev.clone());
+    }
+    s.cpus[me].current = Some(next.clone());
+    ftrace::sched::trace_switch(prev.trace(), prev.state().report(), next.trace());
+    set_current(&next);
+    let (prev_context, next_context) = (prev.context_ptr(), next.context_ptr());
+    // The Arcs live on in the scheduler's tables (`current`, the queue, or
+    // `dead`) while this task is switched out.
+    drop((prev, next));
+    // SAFETY: interrupts masked, the lock held; `next` is switched out (or
+    // new) and only this CPU resumes it (it left the queue under the lock);
+    // `prev`'s context lives as long as the task.
+    unsafe { arch::switch::switch(prev_context, next_context) };
+    finish_switch();
+}
+
+/// The first thing after a switch, in the task switched to: releases the
+/// lock the switching CPU held, and frees the task it switched away from
+/// if that one exited.
+fn finish_switch() {
+    let dead = state().cpus[cpu::id()].dead.take();
+    unlock();
+    if let Some(task) = dead {
+        task.release_resources();
+    }
+}
+
+/// Lets other runnable tasks run first.
+pub fn yield_now() {
+    let _irq = IrqGuard::new();
+    schedule(None);
+}
+
+/// Sleeps at least `ms` milliseconds (timer ticks).
+pub fn sleep_ms(ms: u64) {
+    let Some(task) = current_arc() else {
+        let end = arch::time::ticks() + ms;
+        while arch::time::ticks() < end {
+            core::hint::spin_loop();
+        }
+        return;
+    };
+    let _irq = IrqGuard::new();
+    lock();
+    state().sleepers.push((arch::time::ticks() + ms.max(1), task));
+    unlock();
+    schedule(Some(State::Sleeping));
+}
+
+/// The running task, as a shared handle.
+fn current_arc() -> Option<Arc<Task>> {
+    if !running() {
+        return None;
+    }
+    with(|s| s.cpus[cpu::id()].current.clone())
+}
+
+/// Blocks the running task until [`wake`] (or returns at once if a wake-up
+/// is pending: `schedule` checks under the lock).
+fn block() {
+    let _irq = IrqGuard::new();
+    schedule(Some(State::Blocked));
+}
+
+/// Wakes `task` if it sleeps or is blocked; otherwise leaves a wake-up
+/// pending for its next block.
+pub fn wake(task: &Arc<Task>) {
+    let target = with(|s| {
+        match task.state() {
+            State::Blocked | State::Sleeping => {
+                s.sleepers.retain(|(_, sleeper)| !Arc::ptr_eq(sleeper, task));
+                task.set_state(State::Runnable);
+                s.run_queue.push_back(task.clone());
+                idle_cpu_for(s, task)
+            }
+            _ => {
+                task.set_wake_pending();
+                None
+            }
+        }
+    });
+    if let Some(cpu) = target {
+        smp::kick(cpu);
+    }
+}
+
+/// An idle CPU `task` may run on, to kick.
+fn idle_cpu_for(s: &Scheduler, task: &Task) -> Option<usize> {
+    (0..MAX_CPUS).find(|&cpu| {
+        task.may_run_on(cpu)
+            && percpu::is_online(cpu)
+            && s.cpus[cpu].current.as_ref().is_some_and(|current| current.is_idle())
+    })
+}
+
+/// Spawns a kernel thread called `name` running `f`; its result comes back
+/// through the handle's [`JoinHandle::join`].
+pub fn spawn(name: &str, f: impl FnOnce() -> u64 + Send + 'static) -> Result<JoinHandle, SpawnError> {
+    spawn_on(name, task::ALL_CPUS, f)
+}
+
+/// [`spawn`], restricted to the CPUs in `affinity` (a bit per CPU).
+pub fn spawn_on(name: &str, affinity: u64, f: impl FnOnce() -> u64 + Send + 'static) -> Result<JoinHandle, SpawnError> {
+    let task = Task::new(name, affinity, alloc::boxed::Box::new(f)).ok_or(SpawnError::NoStack)?;
+    let target = with(|s| {
+        s.tasks.push(task.clone());
+        s.run_queue.push_back(task.clone());
+        idle_cpu_for(s, &task)
+    });
+    ftrace::sched::trace_wakeup(task.trace(), target.unwrap_or(0));
+    if let Some(cpu) = target {
+        smp::kick(cpu);
+    }
+    Ok(JoinHandle::new(task))
+}
+
+/// Why a task could not be created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpawnError {
+    /// Every task stack is in use.
+    NoStack,
+}
+
+impl core::fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SpawnError::NoStack => write!(f, "no free task stack (too many tasks)"),
+        }
+    }
+}
+
+/// Restricts the running task to the CPUs in `affinity` (a bit per CPU),
+/// moving it now if it runs elsewhere.
+pub fn set_affinity(affinity: u64) {
+    let Some(task) = current() else { return };
+    task.set_affinity(affinity);
+    if !task.may_run_on(cpu::id()) {
+        yield_now();
+    }
+}
+
+/// The end of every task: records its result, wakes its joiners, and leaves
+/// the CPU for good.
+fn exit(result: u64) -> ! {
+    let task = current_arc().expect("a running task");
+    task.finish(result);
+    with(|s| s.tasks.retain(|t| !Arc::ptr_eq(t, &task)));
+    drop(task);
+    cpu::disable_interrupts();
+    schedule(Some(State::Dead));
+    unreachable!("a dead task ran again");
+}
+
+/// Where every new task starts (see `arch::switch::TaskContext::new`).
+extern "C" fn task_start(_arg: usize) -> ! {
+    finish_switch();
+    cpu::enable_interrupts();
+    let task = current().expect("a running task");
+    let body = task.take_body().expect("a task's body runs once");
+    let result = body();
+    exit(result)
+}
+
+/// Every task, for `ps`.
+pub fn tasks() -> Vec<TaskInfo> {
+    with(|s| s.tasks.iter().map(|task| task.info()).collect())
+}
+
+/// Each online CPU and the name and pid of the task on it, for `cpus`.
+pub fn cpus() -> Vec<(usize, TaskInfo)> {
+    with(|s| {
+        (0..MAX_CPUS)
+            .filter(|&cpu| percpu::is_online(cpu))
+            .filter_map(|cpu| s.cpus[cpu].current.as_ref().map(|task| (cpu, task.info())))
+            .collect()
+    })
+}
+
+/// The scheduler's share of every CPU's timer tick (interrupt context):
+/// wakes sleepers whose time came (boot CPU), and asks for a reschedule
+/// when the running task's slice is used up and something waits.
+#[no_mangle]
+fn kernel_sched_tick() {
+    if !running() {
+        return;
+    }
+    let me = cpu::id();
+    let now = arch::time::ticks();
+    let mut kick = 0u64;
+    lock();
+    let s = state();
+    if me == 0 && !s.sleepers.is_empty() {
+        let mut index = 0;
+        while index < s.sleepers.len() {
+            if s.sleepers[index].0 <= now {
+                let (_, task) = s.sleepers.swap_remove(index);
+                task.set_state(State::Runnable);
+                if let Some(cpu) = idle_cpu_for(s, &task) {
+                    kick |= 1 << cpu;
+                }
+                s.run_queue.push_back(task);
+            } else {
+                index += 1;
+            }
+        }
+    }
+    let waiting = s.run_queue.iter().any(|task| task.may_run_on(me));
+    if let Some(current) = &s.cpus[me].current {
+        if waiting && (current.is_idle() || current.use_tick()) {
+            percpu::set_need_resched(me);
+        }
+    }
+    unlock();
+    for cpu in (0..MAX_CPUS).filter(|cpu| kick & (1 << cpu) != 0) {
+        smp::kick(cpu);
+    }
+}
+
+/// Interrupt exit asks for a switch (`arch::irq::exit`).
+#[no_mangle]
+fn kernel_sched_preempt() {
+    if running() {
+        schedule(None);
+    }
+}
+
+#[no_mangle]
+fn kernel_sched_current() -> usize {
+    if running() {
+        percpu::task()
+    } else {
+        0
+    }
+}
+
+#[no_mangle]
+fn kernel_sched_block() {
+    block();
+}
+
+#[no_mangle]
+fn kernel_sched_wake(task: usize) {
+    // SAFETY: `task` came from `kernel_sched_current` for a task that is
+    // blocked on (or about to block on) the caller's lock, so it lives; an
+    // `Arc` of it is made from a new strong count.
+    let task = unsafe {
+        Arc::increment_strong_count(task as *const Task);
+        Arc::from_raw(task as *const Task)
+    };
+    wake(&task);
+}
+
+#[no_mangle]
+fn kernel_sched_yield() {
+    yield_now();
+}
