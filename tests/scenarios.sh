@@ -37,8 +37,12 @@ expect() {
 
 count_lines() { grep -cE "$1" <<<"$out" || true; }
 
-if run_session boot 'help\nuptime\nbogus\npoweroff\n'; then
+if run_session boot 'help\nuptime\nbogus\nps\ncpus\npoweroff\n'; then
     expect "boot banner" grep -q "^ktrace kernel .* on $arch" <<<"$out"
+    expect "four CPUs online" grep -q "^smp: 4 CPUs online$" <<<"$out"
+    expect "ps lists the shell" grep -qE "^ +1 +[0-3] running +shell$" <<<"$out"
+    expect "ps lists four idle tasks" test "$(count_lines '^ +0 +[0-3] [a-z]+ +swapper/[0-3]$')" -eq 4
+    expect "cpus lists four CPUs" test "$(count_lines '^ +[0-3]  [^ ]+ \(pid [0-9]+\)$')" -eq 4
     expect "command list" grep -q "^  poweroff" <<<"$out"
     expect "uptime" grep -qE "^up [0-9]+ ticks" <<<"$out"
     expect "unknown command error" grep -q "^error: unknown command 'bogus'" <<<"$out"

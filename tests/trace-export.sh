@@ -102,6 +102,27 @@ report_probes "$work/probes.dat" >"$work/probes.report"
 check "trace-cmd report prints the same fprobe events and fields" same_events fprobe "$work/probes.kernel" "$work/probes.report"
 check "30 probe events" test "$(wc -l <"$work/probes.kernel")" -eq 30
 
+echo "-- eight tasks at once under function_graph ($arch)"
+record par 'echo fib > set_ftrace_filter\necho function_graph > current_tracer\nrun par 8 fib 18\npoweroff\n'
+trace-cmd report "$work/par.dat" 2>/dev/null >"$work/par.report" || true
+check "sched_switch events" grep -q "sched_switch:" "$work/par.report"
+tasks=$(grep -oE "^ *fib/[0-9]+-[0-9]+ " "$work/par.report" | sort -u | awk '{print $1}')
+check "8 fib tasks, each its own name and pid" test "$(wc -l <<<"$tasks")" -eq 8
+balanced() {
+    local task open close leaves
+    for task in $tasks; do
+        open=$(grep -cE "^ *$task .*\(\) \{$" "$work/par.report" || true)
+        close=$(grep -cE "^ *$task .*funcgraph_exit:" "$work/par.report" || true)
+        leaves=$(grep -cE "^ *$task .*fib\(\);$" "$work/par.report" || true)
+        if [ "$open" -ne "$close" ] || [ $((open + leaves)) -ne 8361 ]; then
+            echo "  $task: $open opened, $close closed, $leaves leaves"
+            return 1
+        fi
+    done
+}
+check "every task's calls balanced: fib(18)'s 8361 calls each" balanced
+check "events from at least 2 CPUs" test "$(grep -oE "^ *[^ ]+-[0-9]+ +\[[0-9]+\]" "$work/par.report" | awk '{print $2}' | sort -u | wc -l)" -ge 2
+
 echo "-- flame graph ($arch)"
 printf 'echo kernel::workload::* > set_ftrace_filter\necho function_graph > current_tracer\nrun fs\npoweroff\n' |
     ./qemu-run.sh "$arch" --flamegraph "$work/fs.svg" --timeout 120 >"$work/flame.out" 2>&1 || true

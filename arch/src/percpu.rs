@@ -130,6 +130,12 @@ pub fn need_resched() -> bool {
     this().need_resched.load(Ordering::Relaxed)
 }
 
+/// Whether CPU `cpu` has a reschedule request pending (a wake-up already
+/// kicked it).
+pub fn need_resched_of(cpu: usize) -> bool {
+    CPUS[cpu].need_resched.load(Ordering::Relaxed)
+}
+
 /// How many CPUs have come up.
 pub fn online_count() -> usize {
     CPUS.iter().filter(|cpu| cpu.online.load(Ordering::Acquire)).count()
@@ -150,6 +156,7 @@ pub(crate) mod offsets {
     use super::CpuLocal;
     use core::mem::offset_of;
 
+    #[cfg_attr(target_arch = "aarch64", allow(dead_code))] // x86_64 reads %gs:SELF
     pub const SELF: usize = offset_of!(CpuLocal, self_ptr);
     pub const CPU: usize = offset_of!(CpuLocal, cpu);
     pub const CONTEXT: usize = offset_of!(CpuLocal, context);

@@ -99,7 +99,9 @@ struct Event {
     probe: Option<RegisteredFprobe>,
 }
 
-static EVENTS: spin::Mutex<Vec<Event>> = spin::Mutex::new(Vec::new());
+/// The defined events, behind a sleeping mutex (enabling one registers a
+/// probe: a long path, in task context only).
+static EVENTS: arch::sync::Mutex<Vec<Event>> = arch::sync::Mutex::new(Vec::new());
 /// Event type ids of dynamic events start here and are never reused.
 static NEXT_ID: AtomicU16 = AtomicU16::new(1000);
 

@@ -24,6 +24,7 @@ use core::fmt;
 
 use arch::context::{self, Context};
 use arch::ftrace_abi::{SiteCall, Trampoline};
+use arch::sync::Mutex;
 use arch::text::TextPatcher;
 
 use crate::bitmap::Bitmap;
@@ -113,7 +114,9 @@ struct Desired {
     single: Option<&'static FtraceOps>,
 }
 
-static REGISTRY: spin::Mutex<Option<Registry>> = spin::Mutex::new(None);
+/// The registry, behind a sleeping mutex: an update (planning thousands of
+/// sites, patching them) is long, and only ever runs in task context.
+static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
 
 /// What `init` found.
 #[derive(Clone, Copy, Debug)]

@@ -70,7 +70,7 @@ impl Tracer {
     }
 }
 
-static CURRENT: spin::Mutex<Tracer> = spin::Mutex::new(Tracer::Nop);
+static CURRENT: arch::sync::Mutex<Tracer> = arch::sync::Mutex::new(Tracer::Nop);
 
 /// The ops of the function tracer; its filters are `set_ftrace_filter` and
 /// `set_ftrace_notrace`.

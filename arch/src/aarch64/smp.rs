@@ -121,7 +121,9 @@ pub fn start_cpu(cpu: usize, stack_top: usize) -> bool {
         crate::println!("smp: PSCI CPU_ON for CPU {cpu} (MPIDR {mpidr:#x}) failed with {status}");
         return false;
     }
-    for _ in 0..100_000 {
+    // Up to a second: under emulation, on a busy host, a CPU may take long.
+    let deadline = super::timer::cycles() + super::timer::cycles_per_second();
+    while super::timer::cycles() < deadline {
         if crate::percpu::is_online(cpu) {
             return true;
         }

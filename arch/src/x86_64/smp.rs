@@ -122,7 +122,8 @@ pub fn start_cpu(cpu: usize, stack_top: usize) -> bool {
         lapic::send_startup(apic_id, (TRAMPOLINE / 4096) as u8);
         super::timer::delay_us(200);
     }
-    for _ in 0..1000 {
+    // Up to a second: under emulation, on a busy host, a CPU may take long.
+    for _ in 0..10_000 {
         if crate::percpu::is_online(cpu) {
             return true;
         }

@@ -45,7 +45,6 @@ use arch::irq::IrqGuard;
 use arch::{cpu, percpu, smp, MAX_CPUS};
 
 pub use task::{JoinHandle, State, Task, TaskInfo};
-pub use wait::WaitQueue;
 
 use crate::println;
 
@@ -131,10 +130,11 @@ fn set_current(task: &Task) {
     percpu::set_task_trace(task.trace_ptr());
 }
 
-/// Turns the boot flow into the first task (`kmain`, pid 1) and gives the
+/// Turns the boot flow into the first task (`shell`, pid 1; `ktest` when it
+/// runs the in-kernel tests) and gives the
 /// boot CPU its idle task. Once, on the boot CPU, before tracing starts.
 pub fn init() {
-    let main = Task::for_boot_flow("kmain", 1);
+    let main = Task::for_boot_flow(if cfg!(test) { "ktest" } else { "shell" }, 1);
     let idle = Task::idle(0);
     set_current(&main);
     // SAFETY: nothing else runs yet; `LOCK` is not needed before `RUNNING`.
@@ -275,10 +275,11 @@ pub fn yield_now() {
     schedule(None);
 }
 
-/// Sleeps at least `ms` milliseconds (timer ticks).
+/// Sleeps at least `ms` milliseconds: until `ms + 1` ticks have passed
+/// (the current tick is already partly over, as Linux's `msleep` counts).
 pub fn sleep_ms(ms: u64) {
     let Some(task) = current_arc() else {
-        let end = arch::time::ticks() + ms;
+        let end = arch::time::ticks() + ms + 1;
         while arch::time::ticks() < end {
             core::hint::spin_loop();
         }
@@ -286,7 +287,7 @@ pub fn sleep_ms(ms: u64) {
     };
     let _irq = IrqGuard::new();
     lock();
-    state().sleepers.push((arch::time::ticks() + ms.max(1), task));
+    state().sleepers.push((arch::time::ticks() + ms + 1, task));
     unlock();
     schedule(Some(State::Sleeping));
 }
@@ -328,13 +329,18 @@ pub fn wake(task: &Arc<Task>) {
     }
 }
 
-/// An idle CPU `task` may run on, to kick.
+/// An idle CPU `task` may run on, to kick (after the lock is released):
+/// one not kicked already, marked kicked now, so that tasks woken together
+/// spread over the idle CPUs.
 fn idle_cpu_for(s: &Scheduler, task: &Task) -> Option<usize> {
-    (0..MAX_CPUS).find(|&cpu| {
+    let cpu = (0..MAX_CPUS).find(|&cpu| {
         task.may_run_on(cpu)
             && percpu::is_online(cpu)
+            && !percpu::need_resched_of(cpu)
             && s.cpus[cpu].current.as_ref().is_some_and(|current| current.is_idle())
-    })
+    })?;
+    percpu::set_need_resched(cpu);
+    Some(cpu)
 }
 
 /// Spawns a kernel thread called `name` running `f`; its result comes back

@@ -42,8 +42,3 @@ impl Drop for StackSlot {
         IN_USE.lock()[self.slot] = false;
     }
 }
-
-/// Slots in use now.
-pub fn in_use() -> usize {
-    IN_USE.lock().iter().filter(|&&used| used).count()
-}

@@ -96,7 +96,8 @@ pub struct Task {
     trace: Box<TaskTrace>,
     body: SpinLock<Option<Body>>,
     result: AtomicU64,
-    finished: AtomicBool,
+    /// Its stack and tracing state are given back (after the switch away).
+    released: AtomicBool,
     exited: WaitQueue,
 }
 
@@ -134,7 +135,7 @@ impl Task {
             trace,
             body: SpinLock::new(None),
             result: AtomicU64::new(0),
-            finished: AtomicBool::new(false),
+            released: AtomicBool::new(false),
             exited: WaitQueue::new(),
         });
         // SAFETY: the state is boxed inside the task, at a fixed address,
@@ -178,10 +179,6 @@ impl Task {
 
     pub fn pid(&self) -> u32 {
         self.pid
-    }
-
-    pub fn name(&self) -> &str {
-        &self.name
     }
 
     pub fn state(&self) -> State {
@@ -257,18 +254,19 @@ impl Task {
         self.body.lock().take()
     }
 
-    /// Records the result and wakes the joiners.
+    /// Records the result (its joiners wait until the task is gone too).
     pub(super) fn finish(&self, result: u64) {
         self.result.store(result, Ordering::Release);
-        self.finished.store(true, Ordering::Release);
-        self.exited.wake_all();
     }
 
     /// Frees what a dead task no longer needs: its stack and its place in
-    /// the tracer's registry (after the switch away from it).
+    /// the tracer's registry (after the switch away from it); then wakes
+    /// its joiners.
     pub(super) fn release_resources(&self) {
         ftrace::task::unregister(&self.trace);
         drop(self.slot.lock().take());
+        self.released.store(true, Ordering::Release);
+        self.exited.wake_all();
     }
 
     pub(super) fn info(&self) -> TaskInfo {
@@ -298,15 +296,12 @@ impl JoinHandle {
         self.task.pid
     }
 
-    /// Waits for the task to finish; its result.
+    /// Waits for the task to finish and be gone (its stack given back);
+    /// its result.
     pub fn join(self) -> u64 {
         let task = &self.task;
-        task.exited.wait_until(|| task.finished.load(Ordering::Acquire));
+        task.exited.wait_until(|| task.released.load(Ordering::Acquire));
         task.result.load(Ordering::Acquire)
     }
 
-    /// Whether it finished.
-    pub fn is_finished(&self) -> bool {
-        self.task.finished.load(Ordering::Acquire)
-    }
 }

@@ -302,9 +302,10 @@ fn register_and_unregister_while_interrupts_probe() {
     while arch::time::ticks() < start + 10 {
         arch::cpu::wait_for_interrupt();
     }
+    let missed = probe.nmissed();
     probe.unregister().unwrap();
     let seen = TICK_EXITS.load(Ordering::SeqCst);
-    assert!(seen >= 9, "{seen} interrupt exits probed");
+    assert!(seen >= 9, "{seen} interrupt exits probed ({missed} missed, hook stopped: {})", ftrace::retstack::is_stopped());
     let start = arch::time::ticks();
     while arch::time::ticks() < start + 5 {
         arch::cpu::wait_for_interrupt();

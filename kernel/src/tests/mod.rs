@@ -4,3 +4,4 @@ mod basics;
 mod ftrace;
 mod fprobe;
 mod graph;
+mod sched;

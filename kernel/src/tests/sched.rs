@@ -1,0 +1,262 @@
+//! The concurrent kernel: tasks on every CPU, and tracing that follows tasks
+//! through sleeps, preemption and migration.
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+use core::hint::black_box;
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use fprobe::{EntryData, Fprobe, FprobeConfig, Target};
+use ftrace::event::Record;
+use ftrace::fgraph::{EntryData as GraphData, FgraphEntry, FgraphOps, FgraphReturn};
+use ftrace::{FilterKind, FilterMode, FtraceOps, FtraceRegs, OpsFlags};
+use ktest_macros::ktest;
+
+use crate::sched;
+use crate::tracefs;
+
+fn address<T: Copy>(f: T) -> usize {
+    // SAFETY: only used on function pointers, which are pointer-sized.
+    unsafe { core::mem::transmute_copy::<T, usize>(&f) }
+}
+
+/// The affinity of CPU `cpu`, which must be online (the suite runs with
+/// four CPUs; a task pinned to a CPU that is not up would never run).
+fn cpu_bit(cpu: usize) -> u64 {
+    assert!(arch::percpu::is_online(cpu), "CPU {cpu} is not online (run the suite with --smp 4)");
+    1 << cpu
+}
+
+#[ktest]
+fn the_kernel_runs_on_several_cpus() {
+    assert!(arch::smp::online() >= 2, "the suite runs with several CPUs");
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            sched::spawn("spread", move || {
+                // Busy for 10 ms: long enough for every CPU to take work.
+                let (mut seen, end) = (0u64, arch::time::ticks() + 10);
+                while arch::time::ticks() < end {
+                    seen |= 1 << arch::cpu::id();
+                    core::hint::spin_loop();
+                }
+                seen | (i << 32)
+            })
+            .unwrap()
+        })
+        .collect();
+    let cpus = handles.into_iter().map(|handle| handle.join() & 0xffff_ffff).fold(0, |all, seen| all | seen);
+    assert!(cpus.count_ones() >= 2, "tasks ran on CPUs {cpus:#b}");
+}
+
+#[ktest]
+fn join_returns_each_tasks_result_and_sleep_sleeps() {
+    let start = arch::time::ticks();
+    let handles: Vec<_> = (0..4).map(|i| sched::spawn("sleeper", move || {
+        sched::sleep_ms(5);
+        i * 10
+    }).unwrap()).collect();
+    let results: Vec<u64> = handles.into_iter().map(|handle| handle.join()).collect();
+    assert_eq!(results, [0, 10, 20, 30]);
+    assert!(arch::time::ticks() >= start + 5, "slept at least 5 ms");
+}
+
+// ---- a hooked call that sleeps and migrates ----
+
+static MIGRATE_GRAPH: FgraphOps = FgraphOps::new(migrate_entry, migrate_return).with_data_words(1);
+static MIGRATE_RETURN: AtomicU64 = AtomicU64::new(0);
+static MIGRATE_NS: AtomicU64 = AtomicU64::new(0);
+static BUSY_ENTRIES: AtomicU64 = AtomicU64::new(0);
+static BUSY_RETURNS: AtomicU64 = AtomicU64::new(0);
+
+fn migrate_entry(_gops: &FgraphOps, call: &FgraphEntry, data: &mut GraphData, _fregs: &mut FtraceRegs) -> bool {
+    if call.func == address(busy_tracee as fn(u64) -> u64) {
+        BUSY_ENTRIES.fetch_add(1, Ordering::SeqCst);
+    }
+    data.reserve(1).unwrap()[0] = ftrace::clock::now_ns();
+    true
+}
+
+fn migrate_return(_gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _fregs: &mut FtraceRegs) {
+    if call.func == address(migrating_tracee as fn(u64) -> u64) {
+        MIGRATE_RETURN.store(call.retval, Ordering::SeqCst);
+        MIGRATE_NS.store(ftrace::clock::now_ns() - data[0], Ordering::SeqCst);
+    } else {
+        BUSY_RETURNS.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Sleeps on CPU 1, wakes up on CPU 2: returns (where it started << 8 |
+/// where it ended) in its upper bits and `x * 3` below.
+#[inline(never)]
+fn migrating_tracee(x: u64) -> u64 {
+    let before = arch::cpu::id() as u64;
+    sched::set_affinity(cpu_bit(2));
+    sched::sleep_ms(5);
+    let after = arch::cpu::id() as u64;
+    (before << 40) | (after << 32) | black_box(x * 3)
+}
+
+#[inline(never)]
+fn busy_tracee(x: u64) -> u64 {
+    black_box(x + 1)
+}
+
+#[ktest]
+fn a_hooked_call_that_sleeps_and_migrates_returns_right() {
+    let migrating = address(migrating_tracee as fn(u64) -> u64);
+    let busy = address(busy_tracee as fn(u64) -> u64);
+    ftrace::set_filter_ips(MIGRATE_GRAPH.ops(), FilterKind::Filter, &[migrating, busy], FilterMode::Replace).unwrap();
+    MIGRATE_GRAPH.register().unwrap();
+    let (entries, returns) = (BUSY_ENTRIES.load(Ordering::SeqCst), BUSY_RETURNS.load(Ordering::SeqCst));
+    let sleeper = sched::spawn_on("migrant", cpu_bit(1), || migrating_tracee(black_box(14))).unwrap();
+    // Meanwhile, hooked calls on the CPU the sleeper left.
+    let busy_task = sched::spawn_on("busy", cpu_bit(1), || (0..500).map(|i| busy_tracee(black_box(i))).sum()).unwrap();
+    let result = sleeper.join();
+    let busy_sum = busy_task.join();
+    MIGRATE_GRAPH.unregister().unwrap();
+    assert_eq!(result & 0xffff_ffff, 42, "the caller got the real return value");
+    assert_eq!((result >> 40, (result >> 32) & 0xff), (1, 2), "slept on CPU 1, resumed on CPU 2");
+    assert_eq!(MIGRATE_RETURN.load(Ordering::SeqCst), result, "the return callback saw the same value");
+    let ns = MIGRATE_NS.load(Ordering::SeqCst);
+    assert!(ns >= 5_000_000, "its duration spans the sleep: {ns} ns");
+    assert_eq!(busy_sum, (1..=500).sum::<u64>());
+    assert_eq!(BUSY_ENTRIES.load(Ordering::SeqCst) - entries, 500);
+    assert_eq!(BUSY_RETURNS.load(Ordering::SeqCst) - returns, 500, "every call on the left CPU returned through its own frame");
+}
+
+// ---- a callback preempted mid-way ----
+
+static B_DONE: AtomicBool = AtomicBool::new(false);
+static PREEMPTED_INSIDE: AtomicBool = AtomicBool::new(false);
+static FAST_CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// Spins, inside its callback, until the other task on this CPU finished
+/// (which it can only do if this callback was preempted), or 2 s.
+extern "C" fn slow_callback(_ip: usize, _parent: usize, _ops: &FtraceOps, _fregs: &mut FtraceRegs) {
+    let deadline = arch::time::ticks() + 2000;
+    while !B_DONE.load(Ordering::SeqCst) && arch::time::ticks() < deadline {
+        core::hint::spin_loop();
+    }
+    PREEMPTED_INSIDE.store(B_DONE.load(Ordering::SeqCst), Ordering::SeqCst);
+}
+
+extern "C" fn fast_callback(_ip: usize, _parent: usize, _ops: &FtraceOps, _fregs: &mut FtraceRegs) {
+    FAST_CALLS.fetch_add(1, Ordering::SeqCst);
+}
+
+static SLOW_OPS: FtraceOps = FtraceOps::new(slow_callback, OpsFlags::RECURSION);
+static FAST_OPS: FtraceOps = FtraceOps::new(fast_callback, OpsFlags::RECURSION);
+
+#[inline(never)]
+fn slow_tracee() -> u64 {
+    black_box(1)
+}
+
+#[inline(never)]
+fn fast_tracee(x: u64) -> u64 {
+    black_box(x)
+}
+
+#[ktest]
+fn a_preempted_callback_does_not_stop_other_tasks_events() {
+    let slow = address(slow_tracee as fn() -> u64);
+    let fast = address(fast_tracee as fn(u64) -> u64);
+    ftrace::set_filter_ips(&SLOW_OPS, FilterKind::Filter, &[slow], FilterMode::Replace).unwrap();
+    ftrace::set_filter_ips(&FAST_OPS, FilterKind::Filter, &[fast], FilterMode::Replace).unwrap();
+    ftrace::register(&SLOW_OPS).unwrap();
+    ftrace::register(&FAST_OPS).unwrap();
+    B_DONE.store(false, Ordering::SeqCst);
+    let (calls, missed) = (FAST_CALLS.load(Ordering::SeqCst), FAST_OPS.missed());
+    // Both on CPU 3: B runs only when A is preempted inside its callback.
+    let a = sched::spawn_on("slow", cpu_bit(3), slow_tracee).unwrap();
+    let b = sched::spawn_on("fast", cpu_bit(3), || {
+        let sum = (0..100).map(|i| fast_tracee(black_box(i))).sum();
+        B_DONE.store(true, Ordering::SeqCst);
+        sum
+    })
+    .unwrap();
+    a.join();
+    assert_eq!(b.join(), (0..100).sum::<u64>());
+    ftrace::unregister(&FAST_OPS).unwrap();
+    ftrace::unregister(&SLOW_OPS).unwrap();
+    assert!(PREEMPTED_INSIDE.load(Ordering::SeqCst), "the other task ran while the callback was preempted");
+    assert_eq!(FAST_CALLS.load(Ordering::SeqCst) - calls, 100, "every call of the other task was traced");
+    assert_eq!(FAST_OPS.missed() - missed, 0, "none mistaken for recursion");
+}
+
+// ---- run par under function_graph ----
+
+#[ktest]
+fn run_par_under_function_graph_gives_a_balanced_tree_per_task() {
+    tracefs::write("set_ftrace_filter", "fib", FilterMode::Replace).unwrap();
+    tracefs::write("current_tracer", "function_graph", FilterMode::Replace).unwrap();
+    let output = crate::workload::run_parallel(8, "fib", &["12"]).unwrap();
+    let snapshots = ftrace::buffer::snapshot_all();
+    tracefs::write("current_tracer", "nop", FilterMode::Replace).unwrap();
+    tracefs::write("set_ftrace_filter", "", FilterMode::Replace).unwrap();
+    assert_eq!(output.lines().filter(|line| line.ends_with("fib(12) = 144")).count(), 8, "{output}");
+    // Replay each task's events: every exit closes its last open entry.
+    let mut open: BTreeMap<i32, Vec<(u64, i32)>> = BTreeMap::new();
+    let mut calls: BTreeMap<i32, usize> = BTreeMap::new();
+    let mut cpus = 0u64;
+    for (_, cpu, payload) in ftrace::tracer::merged(&snapshots) {
+        match Record::decode(payload) {
+            Some(Record::GraphEntry(entry)) => {
+                open.entry(entry.common.pid).or_default().push((entry.func, entry.depth));
+                cpus |= 1 << cpu;
+            }
+            Some(Record::GraphExit(exit)) => {
+                let top = open.entry(exit.common.pid).or_default().pop();
+                assert_eq!(top, Some((exit.func, exit.depth)), "pid {}: an exit closes its entry", exit.common.pid);
+                *calls.entry(exit.common.pid).or_default() += 1;
+            }
+            _ => {}
+        }
+    }
+    assert!(open.values().all(Vec::is_empty), "every task's tree is closed");
+    assert_eq!(calls.len(), 8, "eight tasks: {calls:?}");
+    assert!(calls.values().all(|&n| n == 465), "fib(12) makes 465 calls in each: {calls:?}");
+    assert!(cpus.count_ones() >= 2, "events from CPUs {cpus:#b}");
+}
+
+// ---- unregistering while a call sleeps ----
+
+static EXITS_SEEN: AtomicUsize = AtomicUsize::new(0);
+
+fn count_exit(_fp: &Fprobe, _ip: usize, _ret: usize, _fregs: &mut FtraceRegs, _data: &mut EntryData) {
+    EXITS_SEEN.fetch_add(1, Ordering::SeqCst);
+}
+
+static SLEEPING: AtomicBool = AtomicBool::new(false);
+
+#[inline(never)]
+fn sleeps_inside(x: u64) -> u64 {
+    SLEEPING.store(true, Ordering::SeqCst);
+    sched::sleep_ms(20);
+    black_box(x + 1)
+}
+
+#[ktest]
+fn an_fprobe_unregistered_while_a_call_sleeps_in_it_outlives_that_call() {
+    let f = address(sleeps_inside as fn(u64) -> u64);
+    let config = FprobeConfig { entry: None, exit: Some(count_exit), entry_data_words: 0, save_args: false, private: 0, free_private: None };
+    // Warm up what is allocated once.
+    drop(fprobe::register(config, Target::Addresses(&[f])).unwrap());
+    ftrace::deferred::reclaim();
+    let heap = crate::heap::stats().used;
+    let probe = fprobe::register(config, Target::Addresses(&[f])).unwrap();
+    SLEEPING.store(false, Ordering::SeqCst);
+    let task = sched::spawn("in-flight", || sleeps_inside(black_box(1))).unwrap();
+    while !SLEEPING.load(Ordering::SeqCst) {
+        sched::yield_now();
+    }
+    assert!(probe.in_flight(), "the sleeping call is hooked");
+    let exits = EXITS_SEEN.load(Ordering::SeqCst);
+    probe.unregister().map_err(|(_, error)| error).unwrap();
+    ftrace::deferred::reclaim();
+    assert_eq!(task.join(), 2, "the sleeping call returned to its caller");
+    assert_eq!(EXITS_SEEN.load(Ordering::SeqCst) - exits, 1, "its exit still reached the probe");
+    ftrace::deferred::reclaim();
+    let after = crate::heap::stats().used;
+    assert!(after <= heap + 512, "the probe was freed once the call returned: {heap} -> {after} bytes");
+}
