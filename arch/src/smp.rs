@@ -27,6 +27,9 @@ pub enum Ipi {
     Reschedule,
     /// Run the pending cross-CPU call.
     Call,
+    /// Nothing: wakes a CPU halted waiting for the others (see
+    /// [`call_on_others`]).
+    Wake,
 }
 
 /// How many CPUs the machine has (at most [`MAX_CPUS`]). Needs the heap.
@@ -75,24 +78,38 @@ pub fn kick(cpu: usize) {
 static CALL_LOCK: AtomicBool = AtomicBool::new(false);
 static CALL_FUNCTION: AtomicUsize = AtomicUsize::new(0);
 static CALL_PENDING: AtomicUsize = AtomicUsize::new(0);
+/// The CPU waiting in `call_on_others`, which the last CPU to answer wakes.
+static CALL_WAITER: AtomicUsize = AtomicUsize::new(0);
 
 /// Runs `f` on every other online CPU, in interrupt context, and returns
-/// once each has. Normal context, interrupts enabled.
+/// once each has. Normal context, interrupts enabled. The caller halts
+/// while it waits, and the last CPU to answer wakes it: under emulation, a
+/// spinning caller would take host time the others need to answer.
 pub fn call_on_others(f: fn()) {
     assert!(cpu::interrupts_enabled(), "call_on_others with interrupts masked could deadlock");
+    // Pinned before the lock: a holder preempted on this CPU would leave a
+    // pinned spinner here waiting for it for ever.
+    let _pinned = preempt::Guard::new();
     while CALL_LOCK.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
         core::hint::spin_loop();
     }
-    let _pinned = preempt::Guard::new();
     let me = cpu::id();
     let targets: usize = (0..MAX_CPUS).filter(|&c| c != me && percpu::is_online(c)).count();
     CALL_FUNCTION.store(f as usize, Ordering::Relaxed);
+    CALL_WAITER.store(me, Ordering::Relaxed);
     CALL_PENDING.store(targets, Ordering::Release);
     for target in (0..MAX_CPUS).filter(|&c| c != me && percpu::is_online(c)) {
         crate::imp::smp::send_ipi(target, Ipi::Call);
     }
-    while CALL_PENDING.load(Ordering::Acquire) != 0 {
-        core::hint::spin_loop();
+    loop {
+        // Masked for the check, so the wake-up cannot slip in between it
+        // and the halt (which unmasks).
+        cpu::disable_interrupts();
+        if CALL_PENDING.load(Ordering::Acquire) == 0 {
+            cpu::enable_interrupts();
+            break;
+        }
+        cpu::wait_for_interrupt();
     }
     CALL_LOCK.store(false, Ordering::Release);
 }
@@ -115,7 +132,10 @@ pub(crate) fn handle_ipi(ipi: Ipi) {
             // function pointers round-trip through usize.
             let f = unsafe { core::mem::transmute::<usize, fn()>(raw) };
             f();
-            CALL_PENDING.fetch_sub(1, Ordering::AcqRel);
+            if CALL_PENDING.fetch_sub(1, Ordering::AcqRel) == 1 {
+                crate::imp::smp::send_ipi(CALL_WAITER.load(Ordering::Relaxed), Ipi::Wake);
+            }
         }
+        Ipi::Wake => {}
     }
 }

@@ -122,6 +122,17 @@ impl<T> Mutex<T> {
     }
 }
 
+impl<T> Mutex<T> {
+    /// Releases the lock whatever holds it.
+    ///
+    /// # Safety
+    /// The holder is gone for good (its stack abandoned) and never touches
+    /// the value again.
+    pub unsafe fn force_unlock(&self) {
+        self.locked.store(false, Ordering::Release);
+    }
+}
+
 impl<T> core::ops::Deref for MutexGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {

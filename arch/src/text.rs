@@ -1,23 +1,35 @@
-//! Patching kernel text: read, compare, then write, through a temporary
-//! writable alias.
+//! Patching kernel text while every CPU may be running it: read, compare,
+//! then write, through a temporary writable alias, with the architecture's
+//! cross-modifying-code protocol.
 //!
-//! Kernel text stays mapped read-only and executable. A [`TextPatcher`] maps
-//! the architecture's writable alias of the text and masks interrupts for as
-//! long as it lives, so a batch of patches costs one mapping, one TLB flush
-//! and one instruction-stream synchronisation however many sites it touches,
-//! and no interrupt handler can run code a write has only half changed.
+//! Kernel text stays mapped read-only and executable. A [`TextPatcher`] is
+//! one *batch*: [`replace`](TextPatcher::replace) (an instruction) and
+//! [`replace_data`](TextPatcher::replace_data) (data kept in text, such as
+//! an ops literal, which is read but never executed) check the bytes in
+//! place against what the caller believes is there, refuse with the actual
+//! bytes when they differ, and queue the change. Dropping the batch applies
+//! it all at once:
 //!
-//! [`TextPatcher::replace`] never writes blindly: it reads the bytes in place,
-//! compares them with what the caller believes is there, and refuses with the
-//! actual bytes when they differ. Only one patcher exists at a time.
+//! 1. the data, as single aligned stores (a reader sees old or new);
+//! 2. the instructions, with the architecture's protocol
+//!    (`patch::apply_instructions`): x86_64 goes through an `int3` on each
+//!    site's first byte, so no CPU ever executes a half-written
+//!    instruction; aarch64 changes one whole instruction between two that
+//!    the architecture lets other CPUs execute while it changes (NOP and
+//!    BL), then makes every CPU synchronise.
 //!
-//! (One CPU runs today. With several, a write would also need the other CPUs
-//! to stop fetching the site first, as Linux's `text_poke_bp` arranges.)
+//! So a batch costs one alias mapping and a handful of cross-CPU
+//! synchronisations however many sites it touches, never one per site.
+//! Data goes first: an ops literal is in place before a call that reads it
+//! (and a literal being emptied is only ever replaced by the empty call,
+//! valid while the call still runs). Batches are exclusive (a sleeping
+//! mutex) and run in task context with interrupts enabled (the protocol
+//! waits for the other CPUs).
 
+use alloc::vec::Vec;
 use core::fmt;
-use core::sync::atomic::{AtomicBool, Ordering};
 
-use crate::irq::IrqGuard;
+use crate::sync::{Mutex, MutexGuard};
 use crate::{layout, patch};
 
 /// The longest patch: an ops literal.
@@ -55,93 +67,151 @@ pub fn write_bytes(f: &mut dyn fmt::Write, bytes: &[u8]) -> fmt::Result {
     Ok(())
 }
 
-static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// One queued change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Patch {
+    pub addr: usize,
+    pub len: usize,
+    /// What was there when the batch first touched `addr`.
+    pub old: [u8; MAX_PATCH],
+    pub new: [u8; MAX_PATCH],
+}
+
+impl Patch {
+    /// The new bytes.
+    pub fn new_bytes(&self) -> &[u8] {
+        &self.new[..self.len]
+    }
+
+    /// The bytes it replaces.
+    pub fn old_bytes(&self) -> &[u8] {
+        &self.old[..self.len]
+    }
+}
+
+/// Only one batch at a time, in task context.
+static BATCH: Mutex<()> = Mutex::new(());
 
 /// An open patch batch. See the module documentation.
 pub struct TextPatcher {
-    _irq: IrqGuard,
+    data: Vec<Patch>,
+    instructions: Vec<Patch>,
     writes: usize,
+    _exclusive: MutexGuard<'static, ()>,
 }
 
 impl TextPatcher {
-    /// Opens a batch: masks interrupts and maps the text alias.
-    ///
-    /// # Panics
-    /// If another batch is open (a kernel bug: batches do not nest).
+    /// Opens a batch (waiting for any other to finish).
     #[allow(clippy::new_without_default)] // opening a batch is not a default value
     pub fn new() -> TextPatcher {
-        let irq = IrqGuard::new();
-        assert!(!ACTIVE.swap(true, Ordering::Acquire), "text patch batches do not nest");
-        patch::map_text_alias();
-        TextPatcher { _irq: irq, writes: 0 }
+        TextPatcher { data: Vec::new(), instructions: Vec::new(), writes: 0, _exclusive: BATCH.lock() }
     }
 
-    /// How many writes this batch made so far.
+    /// How many changes this batch holds.
     pub fn writes(&self) -> usize {
         self.writes
     }
 
-    /// Replaces `expected` with `new` at text address `addr`, if and only if
-    /// `expected` is what is there now.
+    /// Queues replacing the instruction `expected` with `new` at text
+    /// address `addr`, if and only if `expected` is what is there now (as
+    /// this batch will have left it).
     pub fn replace(&mut self, addr: usize, expected: &[u8], new: &[u8]) -> Result<(), PatchError> {
+        Self::queue(&mut self.instructions, &mut self.writes, addr, expected, new)
+    }
+
+    /// Queues replacing data kept in text (read, never executed: an ops
+    /// literal) with `new`, if `expected` is there now. Written as one
+    /// aligned store, before the batch's instructions.
+    pub fn replace_data(&mut self, addr: usize, expected: &[u8], new: &[u8]) -> Result<(), PatchError> {
+        Self::queue(&mut self.data, &mut self.writes, addr, expected, new)
+    }
+
+    fn queue(queue: &mut Vec<Patch>, writes: &mut usize, addr: usize, expected: &[u8], new: &[u8]) -> Result<(), PatchError> {
         if expected.len() != new.len() {
             return Err(PatchError::BadLength { len: new.len() });
         }
+        let len = new.len();
         let mut actual = [0u8; MAX_PATCH];
-        read(addr, &mut actual[..expected.len()])?;
-        if actual[..expected.len()] != *expected {
-            return Err(PatchError::Mismatch { addr, actual, len: expected.len() });
+        read(addr, &mut actual[..len])?;
+        let queued = queue.iter().position(|patch| patch.addr == addr && patch.len == len);
+        if let Some(index) = queued {
+            actual = queue[index].new;
         }
-        let alias = patch::text_alias(addr);
-        let offset = addr % 8;
-        if offset + new.len() <= 8 {
-            // Inside one naturally aligned doubleword (every site patch is:
-            // an ops literal, an aarch64 instruction, the x86_64 5-byte call
-            // at a 16-byte aligned function): one store of that doubleword,
-            // its other bytes rewritten unchanged, so even a concurrent
-            // instruction fetch sees the old bytes or the new, never a mix.
-            let word = (alias - offset) as *mut u64;
-            // SAFETY: the alias maps the text page writable while this batch
-            // is open; `read` checked the range is inside text, and an
-            // aligned doubleword never crosses a page.
-            unsafe {
-                let mut bytes = core::ptr::read_volatile(word).to_ne_bytes();
-                bytes[offset..offset + new.len()].copy_from_slice(new);
-                core::ptr::write_volatile(word, u64::from_ne_bytes(bytes));
-            }
-        } else {
-            // Straddling two doublewords: byte by byte. Safe only because one
-            // CPU runs and interrupts are masked, so nothing executes the
-            // bytes half written; no site patch takes this path.
-            for (i, byte) in new.iter().enumerate() {
-                // SAFETY: as above, for each byte of the checked range.
-                unsafe { core::ptr::write_volatile((alias + i) as *mut u8, *byte) };
-            }
+        if actual[..len] != *expected {
+            return Err(PatchError::Mismatch { addr, actual, len });
         }
-        patch::after_write(addr, new.len());
-        self.writes += 1;
+        let mut bytes = [0u8; MAX_PATCH];
+        bytes[..len].copy_from_slice(new);
+        match queued {
+            Some(index) => queue[index].new = bytes,
+            None => queue.push(Patch { addr, len, old: actual, new: bytes }),
+        }
+        *writes += 1;
         Ok(())
+    }
+
+    fn apply(&mut self) {
+        self.data.retain(|patch| patch.old != patch.new);
+        self.instructions.retain(|patch| patch.old != patch.new);
+        if self.data.is_empty() && self.instructions.is_empty() {
+            return;
+        }
+        // On one CPU from mapping the alias to unmapping it.
+        let _pinned = crate::preempt::Guard::new();
+        patch::map_text_alias();
+        for patch in &self.data {
+            write_in_place(patch.addr, patch.new_bytes());
+            patch::after_write(patch.addr, patch.len);
+        }
+        self.instructions.sort_unstable_by_key(|patch| patch.addr);
+        patch::apply_instructions(&self.instructions);
+        patch::unmap_text_alias();
+        patch::finish_batch();
     }
 }
 
 impl Drop for TextPatcher {
     fn drop(&mut self) {
-        close_batch();
+        self.apply();
     }
 }
 
-fn close_batch() {
-    patch::unmap_text_alias();
-    patch::finish_batch();
-    ACTIVE.store(false, Ordering::Release);
+/// Writes `bytes` at text address `addr` through the alias (mapped by the
+/// batch), as stores of the naturally aligned doublewords holding them,
+/// their other bytes rewritten unchanged. Bytes within one doubleword (an
+/// ops literal, an aarch64 instruction, one byte) therefore change in one
+/// store: a concurrent reader sees the old bytes or the new, never a mix.
+/// Longer ranges (the tail of an x86_64 call, which no CPU executes while
+/// an `int3` guards its first byte) may take two.
+pub(crate) fn write_in_place(addr: usize, bytes: &[u8]) {
+    let mut done = 0;
+    while done < bytes.len() {
+        let at = addr + done;
+        let offset = at % 8;
+        let part = (8 - offset).min(bytes.len() - done);
+        let word = (patch::text_alias(at) - offset) as *mut u64;
+        // SAFETY: the alias maps the text page writable while a batch is
+        // open; `read` checked the range is inside text when the patch was
+        // queued, and an aligned doubleword never crosses a page.
+        unsafe {
+            let mut current = core::ptr::read_volatile(word).to_ne_bytes();
+            current[offset..offset + part].copy_from_slice(&bytes[done..done + part]);
+            core::ptr::write_volatile(word, u64::from_ne_bytes(current));
+        }
+        done += part;
+    }
 }
 
-/// Closes a batch whose owner was abandoned (a panic inside it, in a test
-/// that expects one): removes the alias and allows new batches. Interrupts are
-/// the caller's business.
+/// Lets a new batch open after one whose owner was abandoned (a panic
+/// inside it, in a test that expects one): removes the alias and releases
+/// the batch lock.
 pub fn abandon() {
-    if ACTIVE.load(Ordering::Acquire) {
-        close_batch();
+    if BATCH.try_lock().is_none() {
+        patch::abandon();
+        patch::unmap_text_alias();
+        // SAFETY: the owner's stack is gone for good (the caller's
+        // contract); nobody else holds the lock.
+        unsafe { BATCH.force_unlock() };
     }
 }
 

@@ -175,13 +175,14 @@ pub(crate) fn map_text_alias() {
     }
 }
 
-/// Removes the text alias and invalidates the TLB.
+/// Removes the text alias and invalidates every CPU's TLB entries for it.
 pub(crate) fn unmap_text_alias() {
     // SAFETY: as for `map_text_alias`; after the TLB invalidation no
     // translation of the alias survives.
     unsafe {
         core::ptr::write_volatile(&mut TABLES.get().level1.0[ALIAS_L1_SLOT], 0);
-        asm!("dsb ishst", "tlbi vmalle1", "dsb ish", "isb", options(nostack));
+        // Broadcast: no CPU keeps a translation of the alias.
+        asm!("dsb ishst", "tlbi vmalle1is", "dsb ish", "isb", options(nostack));
     }
 }
 

@@ -25,6 +25,7 @@ const PSCI_CPU_ON: u64 = 0xc400_0003;
 /// The SGIs the IPIs use.
 pub(crate) const SGI_RESCHEDULE: u32 = 1;
 pub(crate) const SGI_CALL: u32 = 2;
+pub(crate) const SGI_WAKE: u32 = 3;
 
 /// How PSCI calls reach the firmware.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,6 +152,7 @@ fn sgi(ipi: Ipi) -> u32 {
     match ipi {
         Ipi::Reschedule => SGI_RESCHEDULE,
         Ipi::Call => SGI_CALL,
+        Ipi::Wake => SGI_WAKE,
     }
 }
 
@@ -159,6 +161,7 @@ pub(crate) fn ipi_of(intid: u32) -> Option<Ipi> {
     match intid {
         SGI_RESCHEDULE => Some(Ipi::Reschedule),
         SGI_CALL => Some(Ipi::Call),
+        SGI_WAKE => Some(Ipi::Wake),
         _ => None,
     }
 }

@@ -41,6 +41,7 @@ const APIC_TIMER: u64 = lapic::TIMER_VECTOR as u64;
 const APIC_SPURIOUS: u64 = lapic::SPURIOUS_VECTOR as u64;
 const IPI_RESCHEDULE: u64 = smp::vector(Ipi::Reschedule) as u64;
 const IPI_CALL: u64 = smp::vector(Ipi::Call) as u64;
+const IPI_WAKE: u64 = smp::vector(Ipi::Wake) as u64;
 /// RFLAGS.IF: the interrupted code had interrupts enabled.
 const RFLAGS_IF: u64 = 1 << 9;
 const SPURIOUS_MASTER: u64 = pic::IRQ_BASE as u64 + 7;
@@ -65,6 +66,9 @@ x86_64_exception_stubs:
     .set vector, 0
     .rept {stub_count}
     .p2align 4
+    .if vector == 3
+    jmp x86_64_int3_entry
+    .else
     /* Vectors 8, 10-14, 17, 21, 29, 30 get an error code from the CPU. */
     .if (vector == 8) + ((vector >= 10) * (vector <= 14)) + (vector == 17) + (vector == 21) + (vector == 29) + (vector == 30)
     .else
@@ -72,8 +76,22 @@ x86_64_exception_stubs:
     .endif
     pushq $vector
     jmp x86_64_exception_common
+    .endif
     .set vector, vector + 1
     .endr
+
+    /* #BP: copy the five-word interrupt frame five words further down, as
+       Linux's int3 entry does, leaving the old one as a gap under the
+       interrupted stack pointer: the handler may emulate a call there
+       (text patching), pushing a return address below that stack
+       pointer, and iretq uses the copy. */
+x86_64_int3_entry:
+    .rept 5
+    pushq 32(%rsp)
+    .endr
+    pushq $0
+    pushq $3
+    jmp x86_64_exception_common
 
 x86_64_exception_common:
     subq ${gpr_area}, %rsp
@@ -305,6 +323,9 @@ extern "C" fn x86_64_trap(regs: &mut PtRegs) {
 fn dispatch(regs: &mut PtRegs) {
     match regs.vector {
         BREAKPOINT => {
+            if super::patch::emulate_int3(regs) {
+                return;
+            }
             // RIP already points past the one-byte int3.
             fault::note_breakpoint(regs.ip() - 1);
             report(regs, None);
@@ -337,6 +358,7 @@ fn dispatch(regs: &mut PtRegs) {
             lapic::end_of_interrupt();
             crate::smp::handle_ipi(Ipi::Call);
         }
+        IPI_WAKE => lapic::end_of_interrupt(),
         APIC_SPURIOUS => {}
         UART_VECTOR => {
             pic::end_of_interrupt(super::console::IRQ);

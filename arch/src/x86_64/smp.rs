@@ -154,6 +154,7 @@ pub(crate) const fn vector(ipi: Ipi) -> u8 {
     match ipi {
         Ipi::Reschedule => 0xf0,
         Ipi::Call => 0xf1,
+        Ipi::Wake => 0xf2,
     }
 }
 

@@ -260,3 +260,74 @@ fn an_fprobe_unregistered_while_a_call_sleeps_in_it_outlives_that_call() {
     let after = crate::heap::stats().used;
     assert!(after <= heap + 512, "the probe was freed once the call returned: {heap} -> {after} bytes");
 }
+
+// ---- patching a site other CPUs are running ----
+
+static HAMMER_STOP: AtomicBool = AtomicBool::new(false);
+static HAMMER_CALLS: AtomicU64 = AtomicU64::new(0);
+static HAMMER_CALLBACKS: AtomicU64 = AtomicU64::new(0);
+static HAMMER_BAD: AtomicU64 = AtomicU64::new(0);
+
+#[inline(never)]
+fn hammered(x: u64) -> u64 {
+    black_box(x.wrapping_mul(7).wrapping_add(3))
+}
+
+/// Counts calls, and checks the argument is one a worker passes (its CPU in
+/// the upper half: 1 to 3).
+extern "C" fn hammer_callback(_ip: usize, _parent: usize, _ops: &FtraceOps, fregs: &mut FtraceRegs) {
+    HAMMER_CALLBACKS.fetch_add(1, Ordering::Relaxed);
+    if !matches!(fregs.argument(0).map(|x| x >> 32), Some(1..=3)) {
+        HAMMER_BAD.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+static HAMMER_ARGS: FtraceOps = FtraceOps::new(hammer_callback, OpsFlags::RECURSION);
+static HAMMER_REGS: FtraceOps = FtraceOps::new(hammer_callback, OpsFlags::RECURSION.union(OpsFlags::SAVE_REGS));
+
+#[ktest]
+fn a_site_patched_ten_thousand_times_while_three_cpus_run_it() {
+    let f = address(hammered as fn(u64) -> u64);
+    for ops in [&HAMMER_ARGS, &HAMMER_REGS] {
+        ftrace::set_filter_ips(ops, FilterKind::Filter, &[f], FilterMode::Replace).unwrap();
+    }
+    HAMMER_STOP.store(false, Ordering::SeqCst);
+    let workers: Vec<_> = (1..=3)
+        .map(|cpu| {
+            sched::spawn_on("hammer", cpu_bit(cpu), move || {
+                let mut calls = 0u64;
+                while !HAMMER_STOP.load(Ordering::Relaxed) {
+                    let x = ((cpu as u64) << 32) | (calls & 0xffff);
+                    if hammered(black_box(x)) != x.wrapping_mul(7).wrapping_add(3) {
+                        HAMMER_BAD.fetch_add(1, Ordering::Relaxed);
+                    }
+                    calls += 1;
+                }
+                HAMMER_CALLS.fetch_add(calls, Ordering::Relaxed);
+                calls
+            })
+            .unwrap()
+        })
+        .collect();
+    let (bad, callbacks) = (HAMMER_BAD.load(Ordering::SeqCst), HAMMER_CALLBACKS.load(Ordering::SeqCst));
+    // nop -> call (ARGS) -> call (REGS) -> call (ARGS) -> nop: each step
+    // rewrites the site's instruction while the workers run it.
+    let mut patches = 0;
+    while patches < 10_000 {
+        ftrace::register(&HAMMER_ARGS).unwrap();
+        ftrace::register(&HAMMER_REGS).unwrap();
+        ftrace::unregister(&HAMMER_REGS).unwrap();
+        ftrace::unregister(&HAMMER_ARGS).unwrap();
+        patches += 4;
+    }
+    let before_stop = HAMMER_CALLBACKS.load(Ordering::SeqCst);
+    HAMMER_STOP.store(true, Ordering::SeqCst);
+    let calls: u64 = workers.into_iter().map(|worker| worker.join()).sum();
+    assert_eq!(HAMMER_BAD.load(Ordering::SeqCst) - bad, 0, "every result and every argument right");
+    let seen = HAMMER_CALLBACKS.load(Ordering::SeqCst) - callbacks;
+    assert!(seen > 0 && seen <= calls, "{seen} callbacks for {calls} calls");
+    assert_eq!(HAMMER_CALLBACKS.load(Ordering::SeqCst), before_stop, "no callback once the site is back to its NOP");
+    let mut slot = [0u8; arch::ftrace::INSN_LEN];
+    arch::text::read(f + arch::ftrace::CALL_OFFSET, &mut slot).unwrap();
+    assert_eq!(slot, arch::ftrace::NOP, "the site is its NOP again");
+}
