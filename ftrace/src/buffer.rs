@@ -3,10 +3,11 @@
 //! A CPU writes only its own buffer, with interrupts masked for the few
 //! instructions of the write (so an interrupt that traces cannot interleave
 //! with the event it interrupted, and the task cannot move to another CPU
-//! in the middle), under that buffer's lock, which only a reader on another
-//! CPU ever contends for. Readers take a copy of a buffer's pages under the
-//! same lock and format it at leisure, while tracing goes on. `tracing_on`
-//! switches recording without touching any site.
+//! in the middle): the one writer the ring asks for, and no lock. Readers
+//! on any CPU either consume pages ([`read_page`])
+//! or copy them all with that CPU's writer paused for the copy
+//! ([`snapshot_of`]); see `crate::ring_buffer`. `tracing_on` switches
+//! recording without touching any site.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -17,19 +18,19 @@ use arch::{cpu, MAX_CPUS};
 use spin::Once;
 
 use crate::clock;
-use crate::ring_buffer::{Page, RingBuffer, Stats, PAGE_SIZE};
+use crate::ring_buffer::{page_events, Lifetime, RingBuffer, Stats, PAGE_SIZE};
 
 /// Pages per CPU: 4 MiB (Linux's default is 1.4 MiB; a function_graph
 /// trace of eight threads running fib(18) puts up to 2.5 MiB on one CPU).
 pub const PAGES_PER_CPU: usize = 1024;
 
-static BUFFERS: [Once<spin::Mutex<RingBuffer>>; MAX_CPUS] = [const { Once::new() }; MAX_CPUS];
+static BUFFERS: [Once<RingBuffer>; MAX_CPUS] = [const { Once::new() }; MAX_CPUS];
 static TRACING_ON: AtomicBool = AtomicBool::new(true);
 
 /// Allocates a buffer for each of `cpus` CPUs. Called once at boot.
 pub fn init(cpus: usize) {
     for buffer in BUFFERS.iter().take(cpus.clamp(1, MAX_CPUS)) {
-        buffer.call_once(|| spin::Mutex::new(RingBuffer::new(PAGES_PER_CPU)));
+        buffer.call_once(|| RingBuffer::new(PAGES_PER_CPU));
     }
 }
 
@@ -64,17 +65,17 @@ pub fn write_with(len: usize, fill: impl FnOnce(u64, &mut [u8])) -> Option<u64> 
         return None;
     }
     let _irq = IrqGuard::new();
-    let mut ring = BUFFERS[cpu::id()].get()?.lock();
+    let ring = BUFFERS[cpu::id()].get()?;
     let time = clock::now_ns();
-    ring.write_with(time, len, |bytes| fill(time, bytes)).ok()?;
+    // SAFETY: this CPU's buffer, interrupts masked: its one writer.
+    unsafe { ring.write_with(time, len, |bytes| fill(time, bytes)) }.ok()?;
     Some(time)
 }
 
 /// Empties every buffer (`echo > trace`).
 pub fn reset() {
     for buffer in BUFFERS.iter().filter_map(Once::get) {
-        let _irq = IrqGuard::new();
-        buffer.lock().reset();
+        buffer.reset();
     }
 }
 
@@ -82,49 +83,27 @@ pub fn reset() {
 pub struct Snapshot {
     pub cpu: usize,
     pub stats: Stats,
-    pages: Vec<Box<AlignedPage>>,
+    pages: Vec<Box<[u8; PAGE_SIZE]>>,
 }
 
 impl Snapshot {
     /// The copied pages, oldest first, as raw Linux-format pages.
     pub fn pages(&self) -> impl Iterator<Item = &[u8; PAGE_SIZE]> {
-        self.pages.iter().map(|page| &page.0)
+        self.pages.iter().map(|page| &**page)
     }
 
     /// The events: (timestamp in ns, payload).
     pub fn events(&self) -> impl Iterator<Item = (u64, &[u8])> {
-        self.pages.iter().flat_map(|page| {
-            // SAFETY: `Page` and `AlignedPage` are both `repr(C)` wrappers of
-            // `[u8; PAGE_SIZE]` aligned to 4096.
-            let page: &Page = unsafe { &*(page.as_ref() as *const AlignedPage as *const Page) };
-            page.events().map(|event| (event.time, event.payload))
-        })
+        self.pages.iter().flat_map(|page| page_events(&page[..]).map(|event| (event.time, event.payload)))
     }
 }
 
-#[repr(C, align(4096))]
-struct AlignedPage([u8; PAGE_SIZE]);
-
-/// Copies CPU `cpu`'s buffer.
+/// Copies CPU `cpu`'s unread events (its writer paused meanwhile).
 pub fn snapshot_of(cpu: usize) -> Snapshot {
-    let Some(buffer) = BUFFERS.get(cpu).and_then(Once::get) else {
-        return Snapshot { cpu, stats: Stats::default(), pages: Vec::new() };
-    };
-    // Allocate outside the lock (interrupts are masked under it).
-    let count = {
-        let _irq = IrqGuard::new();
-        buffer.lock().pages().count()
-    };
-    let mut pages: Vec<Box<AlignedPage>> = (0..count).map(|_| Box::new(AlignedPage([0; PAGE_SIZE]))).collect();
-    let _irq = IrqGuard::new();
-    let ring = buffer.lock();
-    let mut used = 0;
-    for (copy, page) in pages.iter_mut().zip(ring.pages()) {
-        copy.0 = *page.as_bytes();
-        used += 1;
+    match BUFFERS.get(cpu).and_then(Once::get) {
+        Some(ring) => Snapshot { cpu, stats: ring.stats(), pages: ring.snapshot() },
+        None => Snapshot { cpu, stats: Stats::default(), pages: Vec::new() },
     }
-    pages.truncate(used);
-    Snapshot { cpu, stats: ring.stats(), pages }
 }
 
 /// Copies every CPU's buffer.
@@ -132,11 +111,27 @@ pub fn snapshot_all() -> Vec<Snapshot> {
     (0..cpus()).map(snapshot_of).collect()
 }
 
-/// This CPU's buffer (tests that trace on one CPU).
-pub fn snapshot() -> Snapshot {
-    let cpu = {
-        let _irq = IrqGuard::new();
-        cpu::id()
-    };
-    snapshot_of(cpu)
+/// CPU `cpu`'s counters.
+pub fn stats_of(cpu: usize) -> Stats {
+    BUFFERS.get(cpu).and_then(Once::get).map(RingBuffer::stats).unwrap_or_default()
+}
+
+/// Every CPU's counters since boot, added up (a reset does not clear them).
+pub fn lifetime() -> Lifetime {
+    let mut total = Lifetime::default();
+    for ring in BUFFERS.iter().filter_map(Once::get) {
+        let one = ring.lifetime();
+        total.written += one.written;
+        total.overrun += one.overrun;
+        total.read += one.read;
+        total.erased += one.erased;
+        total.entries += one.entries;
+    }
+    total
+}
+
+/// Takes CPU `cpu`'s oldest unread events out, as one page (a consuming
+/// read); how many events, or `None` if there are none.
+pub fn read_page(cpu: usize, out: &mut [u8; PAGE_SIZE]) -> Option<usize> {
+    BUFFERS.get(cpu).and_then(Once::get)?.read_page(out)
 }

@@ -42,6 +42,7 @@
 //! interrupts enabled (it may sleep). Objects a hooked call can still
 //! return through are kept alive by [`Refs`], not by the grace period.
 
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
@@ -232,4 +233,60 @@ unsafe fn drop_owner_reference(node: *const Deferred) {
         // SAFETY: the last reference; the grace period is over.
         unsafe { (refs.free)(node) };
     }
+}
+
+/// A value the traced path reads without a lock, and writers replace whole:
+/// each write publishes a new immutable snapshot, and the one it replaces
+/// is freed after a grace period (Linux's RCU-protected pointer). Readers
+/// in tracing code are safe by the grace period; readers elsewhere, and
+/// writers, serialise on a lock of their own.
+pub struct Published<T> {
+    current: AtomicPtr<Snapshot<T>>,
+}
+
+struct Snapshot<T> {
+    node: Deferred,
+    value: T,
+}
+
+impl<T: Send> Published<T> {
+    /// Nothing published.
+    pub const fn empty() -> Self {
+        Published { current: AtomicPtr::new(ptr::null_mut()) }
+    }
+
+    /// Calls `f` with the current snapshot (`None` if nothing is
+    /// published).
+    ///
+    /// The reference must not outlive `f`: it stays valid inside tracing
+    /// code (a callback: the grace period), or while the caller holds the
+    /// writers' lock.
+    #[inline]
+    pub fn read<R>(&self, f: impl FnOnce(Option<&T>) -> R) -> R {
+        let snapshot = self.current.load(Ordering::Acquire);
+        // SAFETY: a published snapshot is freed only a grace period after it
+        // was replaced; see the method's documentation for the callers.
+        f(unsafe { snapshot.as_ref() }.map(|snapshot| &snapshot.value))
+    }
+
+    /// Publishes `value` (or nothing) and retires the old snapshot. Writers
+    /// serialise among themselves.
+    pub fn replace(&self, value: Option<T>) {
+        let new = value.map_or(ptr::null_mut(), |value| Box::into_raw(Box::new(Snapshot { node: Deferred::new(), value })));
+        let old = self.current.swap(new, Ordering::AcqRel);
+        if !old.is_null() {
+            // SAFETY: unpublished: new readers cannot find it; the node lives
+            // in the snapshot, leaked until `free_snapshot` frees it after a
+            // grace period.
+            unsafe { defer(&(*old).node, free_snapshot::<T>) };
+        }
+    }
+}
+
+/// The deferred action of [`Published::replace`].
+unsafe fn free_snapshot<T>(node: *const Deferred) {
+    let snapshot = crate::container_of!(node, Snapshot<T>, node) as *mut Snapshot<T>;
+    // SAFETY: `replace` queued the node of a snapshot leaked from a box, no
+    // longer published; the grace period is over.
+    drop(unsafe { Box::from_raw(snapshot) });
 }

@@ -97,8 +97,9 @@ impl fmt::Display for Action {
     }
 }
 
-/// Writes `expected` -> `new` at `addr`, or reports the refusal and takes the
-/// record out of service.
+/// Queues `expected` -> `new` at `addr` (the literal as data, anything else
+/// as an instruction), or reports the refusal and takes the record out of
+/// service.
 fn patch(
     patcher: &mut TextPatcher,
     record: &mut Record,
@@ -107,7 +108,11 @@ fn patch(
     expected: &[u8],
     new: &[u8],
 ) -> bool {
-    match patcher.replace(addr, expected, new) {
+    let queued = match action {
+        Action::SetLiteral => patcher.replace_data(addr, expected, new),
+        _ => patcher.replace(addr, expected, new),
+    };
+    match queued {
         Ok(()) => true,
         Err(error) => {
             refuse(record, action, addr, expected, error);
@@ -224,7 +229,7 @@ fn quiesce(patcher: &mut TextPatcher, record: &mut Record) {
         return;
     }
     let (old, new) = (record.literal.to_ne_bytes(), empty.to_ne_bytes());
-    match patcher.replace(record.literal_slot(), &old, &new) {
+    match patcher.replace_data(record.literal_slot(), &old, &new) {
         Ok(()) => record.literal = empty,
         Err(error) => println!("ftrace: {} still calls the trampoline with an unknown literal: {error}", record.name),
     }

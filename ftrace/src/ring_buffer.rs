@@ -1,10 +1,15 @@
-//! One CPU's trace ring buffer, in Linux's ring-buffer page format.
+//! One CPU's trace ring buffer, in Linux's ring-buffer page format, with a
+//! writer that takes no lock and readers that never see a torn event.
+//!
+//! # Page format
 //!
 //! The buffer is a ring of 4 KiB pages. Each page starts with a 16-byte header
-//! (the page's timestamp, then `commit`: how many data bytes follow) and holds
-//! events, each led by a 32-bit header with a 5-bit `type_len` and a 27-bit
-//! `time_delta` from the previous event (the first event of a page counts from
-//! the page's timestamp):
+//! (the page's timestamp, then `commit`: how many data bytes follow, plus two
+//! flags Linux sets on pages handed to readers: [`RB_MISSED_EVENTS`], events
+//! were lost before this page; [`RB_MISSED_STORED`], their count is stored
+//! after the data) and holds events, each led by a 32-bit header with a 5-bit
+//! `type_len` and a 27-bit `time_delta` from the previous event (the first
+//! event of a page counts from the page's timestamp):
 //!
 //! - `type_len` 1..=28: a data event of `type_len * 4` bytes;
 //! - `type_len` 0: a data event whose length (plus 4) is in the next word;
@@ -14,14 +19,51 @@
 //!   here but are understood when reading.
 //!
 //! Pages can therefore leave the machine as they are (trace-cmd reads this
-//! format). When the ring is full the oldest page is overwritten and its events
-//! counted as overruns.
+//! format).
 //!
-//! This type is plain data: it knows nothing of CPUs or interrupts. The kernel
-//! keeps one per CPU and writes it with interrupts masked.
+//! # Concurrency
+//!
+//! One writer (the buffer's CPU, interrupts masked: it never runs twice at
+//! once) and any number of readers, which serialise among themselves on a
+//! readers' lock the writer never takes. Pages never move: the writer fills
+//! them in ring order and numbers each page it starts with a sequence
+//! number (page `n` is always `pages[n % len]`), so a reader knows which page
+//! it wants by number and can tell when the writer has lapped it.
+//!
+//! Each page has one atomic *tag* word: its sequence number and how many of
+//! its data bytes a consuming reader has taken (`consumed`). Both sides
+//! change the tag only by read-modify-write, so they meet at one point:
+//!
+//! - **Writing** appends to the current page and publishes the new `commit`
+//!   with release ordering; the bytes below a page's commit never change
+//!   again until the writer comes back to that page a lap later. At a page
+//!   boundary the writer *claims* the next page by swapping its tag for
+//!   `(new sequence, CLAIMING)`: whatever the old tag says was not consumed
+//!   is lost, and counted as overrun, there and then (the buffer overwrites
+//!   the oldest page; it never waits for a reader). Then it resets the page
+//!   and publishes the tag `(new sequence, 0)`.
+//! - **A consuming read** ([`RingBuffer::read_page`], Linux's
+//!   `ring_buffer_read_page`) looks at the page it wants: if its tag has the
+//!   expected sequence number, it copies the events past `consumed` and
+//!   moves `consumed` up with a compare-and-swap of the whole tag. The swap
+//!   fails if the writer claimed the page meanwhile, and the copy (perhaps
+//!   torn by the reset) is dropped: those events are the writer's overrun.
+//!   If the tag has a newer sequence number the writer lapped the reader,
+//!   which moves on to the oldest page left. The page handed out says
+//!   `RB_MISSED_EVENTS` (and how many) when events were lost since the last
+//!   read.
+//! - **A non-consuming read** ([`RingBuffer::snapshot`], `cat trace`)
+//!   pauses the writer (as Linux's `trace` iterator disables recording on
+//!   the CPU), waits for a write in progress, copies, and resumes.
+//!
+//! So an event is either read once, or counted as overrun once, or was
+//! never written (the buffer was paused, or the event too large):
+//! `written == read + overrun + entries` at rest.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Bytes in a page.
 pub const PAGE_SIZE: usize = 4096;
@@ -29,6 +71,13 @@ pub const PAGE_SIZE: usize = 4096;
 pub const PAGE_HEADER_SIZE: usize = 16;
 /// Data bytes a page can hold.
 pub const PAGE_DATA_SIZE: usize = PAGE_SIZE - PAGE_HEADER_SIZE;
+/// `commit` flag: events were lost between the previous page read and this
+/// one (Linux's `RB_MISSED_EVENTS`).
+pub const RB_MISSED_EVENTS: u64 = 1 << 31;
+/// `commit` flag: the number of lost events is stored after the data
+/// (Linux's `RB_MISSED_STORED`).
+pub const RB_MISSED_STORED: u64 = 1 << 30;
+const COMMIT_MASK: u64 = RB_MISSED_STORED - 1;
 
 const TYPE_PADDING: u32 = 29;
 const TYPE_TIME_EXTEND: u32 = 30;
@@ -43,63 +92,108 @@ pub const MAX_PAYLOAD: usize = 1024;
 /// One page, laid out as Linux's `buffer_data_page`.
 #[repr(C, align(4096))]
 pub struct Page {
-    bytes: [u8; PAGE_SIZE],
+    bytes: UnsafeCell<[u8; PAGE_SIZE]>,
 }
 
+// SAFETY: a page's bytes are written by its one owner (the writer while it
+// holds the page, or a reader that took it out of the ring); readers of a
+// page in the ring only read bytes below the commit the writer published
+// with release ordering, which it never writes again while the page is in
+// the ring (see the module documentation).
+unsafe impl Sync for Page {}
+
 impl Page {
-    fn new() -> Box<Page> {
-        Box::new(Page { bytes: [0; PAGE_SIZE] })
+    const EMPTY: Page = Page { bytes: UnsafeCell::new([0; PAGE_SIZE]) };
+
+    fn base(&self) -> *mut u8 {
+        self.bytes.get() as *mut u8
     }
 
-    fn word(&self, offset: usize) -> u64 {
-        u64::from_ne_bytes(self.bytes[offset..offset + 8].try_into().expect("8 bytes"))
+    fn commit_word(&self) -> &AtomicU64 {
+        // SAFETY: bytes 8..16 of the page are its commit count, 8-aligned
+        // (the page is 4096-aligned); every access to them is atomic.
+        unsafe { &*(self.base().add(8) as *const AtomicU64) }
+    }
+
+    fn time_word(&self) -> &AtomicU64 {
+        // SAFETY: as for `commit_word`, bytes 0..8.
+        unsafe { &*(self.base() as *const AtomicU64) }
     }
 
     /// The timestamp the page's first event counts from.
     pub fn time_stamp(&self) -> u64 {
-        self.word(0)
+        self.time_word().load(Ordering::Acquire)
     }
 
     /// Bytes of events in the page.
     pub fn commit(&self) -> usize {
-        self.word(8) as usize
+        (self.commit_word().load(Ordering::Acquire) & COMMIT_MASK) as usize
     }
 
-    /// The whole page, header included, as it would leave the machine.
-    pub fn as_bytes(&self) -> &[u8; PAGE_SIZE] {
-        &self.bytes
+    fn reset(&self, time_stamp: u64) {
+        self.commit_word().store(0, Ordering::Relaxed);
+        self.time_word().store(time_stamp, Ordering::Release);
     }
 
-    fn reset(&mut self, time_stamp: u64) {
-        self.bytes[0..8].copy_from_slice(&time_stamp.to_ne_bytes());
-        self.bytes[8..16].copy_from_slice(&0u64.to_ne_bytes());
+    /// Writes `bytes` at data offset `at` (the owner only).
+    fn put(&self, at: usize, bytes: &[u8]) {
+        debug_assert!(PAGE_HEADER_SIZE + at + bytes.len() <= PAGE_SIZE);
+        // SAFETY: in bounds; only the page's owner writes, above the commit
+        // readers may be reading below.
+        unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base().add(PAGE_HEADER_SIZE + at), bytes.len()) };
     }
 
-    fn set_commit(&mut self, commit: usize) {
-        self.bytes[8..16].copy_from_slice(&(commit as u64).to_ne_bytes());
+    fn put_u32(&self, at: usize, value: u32) {
+        self.put(at, &value.to_ne_bytes());
     }
 
-    fn put_u32(&mut self, offset: usize, value: u32) {
-        let at = PAGE_HEADER_SIZE + offset;
-        self.bytes[at..at + 4].copy_from_slice(&value.to_ne_bytes());
+    /// The data bytes `at..at + len` for the owner to fill.
+    #[allow(clippy::mut_from_ref)]
+    fn data_mut(&self, at: usize, len: usize) -> &mut [u8] {
+        debug_assert!(PAGE_HEADER_SIZE + at + len <= PAGE_SIZE);
+        // SAFETY: as for `put`: the owner's bytes, above the commit.
+        unsafe { core::slice::from_raw_parts_mut(self.base().add(PAGE_HEADER_SIZE + at), len) }
     }
 
-    fn data(&self) -> &[u8] {
-        &self.bytes[PAGE_HEADER_SIZE..PAGE_HEADER_SIZE + self.commit()]
+    /// A copy of the page, header included, with its commit as published.
+    fn copy_to(&self, out: &mut [u8; PAGE_SIZE]) -> usize {
+        let commit = self.commit();
+        out[0..8].copy_from_slice(&self.time_stamp().to_ne_bytes());
+        out[8..16].copy_from_slice(&(commit as u64).to_ne_bytes());
+        // SAFETY: the bytes below the commit (read with acquire ordering
+        // above) are stable while the page is the caller's or in the ring.
+        let data = unsafe { core::slice::from_raw_parts(self.base().add(PAGE_HEADER_SIZE), commit) };
+        out[PAGE_HEADER_SIZE..PAGE_HEADER_SIZE + commit].copy_from_slice(data);
+        commit
     }
 
-    /// The page's events, with absolute timestamps.
-    pub fn events(&self) -> PageEvents<'_> {
-        PageEvents { data: self.data(), offset: 0, time: self.time_stamp() }
+    /// The page's events, with absolute timestamps (the owner only).
+    fn events(&self) -> PageEvents<'_> {
+        let commit = self.commit();
+        // SAFETY: as for `copy_to`.
+        let data = unsafe { core::slice::from_raw_parts(self.base().add(PAGE_HEADER_SIZE), commit) };
+        PageEvents { data, offset: 0, time: self.time_stamp() }
     }
 }
 
 /// The events of a raw page (4096 bytes in Linux's page format), for readers
-/// of pages that left the machine.
+/// of pages that left the ring or the machine.
 pub fn page_events(page: &[u8]) -> PageEvents<'_> {
     let word = |at: usize| page.get(at..at + 8).map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap()));
-    let commit = (word(8) as usize).min(page.len().saturating_sub(PAGE_HEADER_SIZE));
+    let commit = ((word(8) & COMMIT_MASK) as usize).min(page.len().saturating_sub(PAGE_HEADER_SIZE));
     PageEvents { data: &page[PAGE_HEADER_SIZE.min(page.len())..PAGE_HEADER_SIZE + commit], offset: 0, time: word(0) }
+}
+
+/// Whether a raw page says events were lost before it, and how many if it
+/// stored the count.
+pub fn page_missed(page: &[u8]) -> Option<Option<u64>> {
+    let word = |at: usize| page.get(at..at + 8).map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap()));
+    let commit = word(8);
+    if commit & RB_MISSED_EVENTS == 0 {
+        return None;
+    }
+    let end = PAGE_HEADER_SIZE + (commit & COMMIT_MASK) as usize;
+    Some((commit & RB_MISSED_STORED != 0).then(|| word(end)))
 }
 
 /// A data event read back: its timestamp and payload.
@@ -114,6 +208,13 @@ pub struct PageEvents<'a> {
     data: &'a [u8],
     offset: usize,
     time: u64,
+}
+
+impl<'a> PageEvents<'a> {
+    /// Where the next event starts (for a reader resuming in a page).
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
 }
 
 impl<'a> Iterator for PageEvents<'a> {
@@ -162,183 +263,459 @@ impl<'a> Iterator for PageEvents<'a> {
     }
 }
 
-/// Counters, as `cat trace`'s header prints them.
+/// Counters, as `cat trace`'s header and `per_cpu/cpuN/stats` print them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// Events still in the buffer.
+    /// Events in the buffer, not read yet.
     pub entries: u64,
     /// Events written since the last reset.
     pub written: u64,
     /// Events lost when the oldest page was overwritten.
     pub overrun: u64,
+    /// Events consuming readers took out.
+    pub read: u64,
+}
+
+/// Counters since the buffer was made, which [`RingBuffer::reset`] does
+/// not clear: what became of every event ever written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Lifetime {
+    pub written: u64,
+    pub overrun: u64,
+    pub read: u64,
+    /// Events emptied out unread by a reset.
+    pub erased: u64,
+    /// Events in the buffer now.
+    pub entries: u64,
 }
 
 /// Why an event was not written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TooLarge;
+pub enum WriteError {
+    /// Empty, or more than [`MAX_PAYLOAD`] bytes.
+    TooLarge,
+    /// A non-consuming reader paused the buffer.
+    Paused,
+}
+
+/// The writer's own state.
+struct Writer {
+    /// The sequence number of the page being written.
+    seq: u64,
+    commit: usize,
+    last_time: u64,
+}
+
+/// The consuming readers' state (under the readers' lock).
+struct Reader {
+    /// The sequence number of the page to read next.
+    next: u64,
+    /// The overrun count when the last page was handed out.
+    overrun_seen: u64,
+}
+
+/// A page's tag: its sequence number (low 32 bits of it) and the data bytes
+/// a consuming reader took from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Tag {
+    seq: u32,
+    consumed: u32,
+}
+
+impl Tag {
+    /// `consumed` while the writer resets a page it claimed.
+    const CLAIMING: u32 = u32::MAX;
+
+    fn pack(self) -> u64 {
+        u64::from(self.seq) << 32 | u64::from(self.consumed)
+    }
+
+    fn unpack(word: u64) -> Tag {
+        Tag { seq: (word >> 32) as u32, consumed: word as u32 }
+    }
+}
 
 /// One CPU's ring of pages. See the module documentation.
 pub struct RingBuffer {
-    pages: Vec<Box<Page>>,
-    page_entries: Vec<u32>,
-    /// The oldest page holding events.
-    head: usize,
-    /// The page being written.
-    tail: usize,
-    last_time: u64,
-    stats: Stats,
+    /// The ring: page `n` is `pages[n % len]`.
+    pages: Box<[Page]>,
+    /// Per page: its [`Tag`], packed.
+    tags: Box<[AtomicU64]>,
+    /// The sequence number of the writer's page.
+    tail: AtomicU64,
+    writer: UnsafeCell<Writer>,
+    reader: spin::Mutex<Reader>,
+    /// A non-consuming reader asks the writer to stop.
+    paused: AtomicBool,
+    /// The writer is inside `write_with`.
+    writing: AtomicBool,
+    written: AtomicU64,
+    overrun: AtomicU64,
+    read: AtomicU64,
+    /// The counters as they were at the last reset (under the readers'
+    /// lock).
+    before_reset: spin::Mutex<Lifetime>,
 }
+
+// SAFETY: `writer` is touched only by the one writer (`write_with`'s
+// contract) and by `reset`, which pauses it first; `reader` is locked; the
+// rest are atomics and the pages, shared as the module documentation says.
+unsafe impl Sync for RingBuffer {}
 
 impl RingBuffer {
     /// A buffer of `pages` pages (at least 2).
     pub fn new(pages: usize) -> Self {
-        let pages = pages.max(2);
-        Self {
-            pages: (0..pages).map(|_| Page::new()).collect(),
-            page_entries: alloc::vec![0; pages],
-            head: 0,
-            tail: 0,
-            last_time: 0,
-            stats: Stats::default(),
+        let count = pages.max(2);
+        RingBuffer {
+            pages: (0..count).map(|_| Page::EMPTY).collect(),
+            tags: (0..count).map(|_| AtomicU64::new(0)).collect(),
+            tail: AtomicU64::new(0),
+            writer: UnsafeCell::new(Writer { seq: 0, commit: 0, last_time: 0 }),
+            reader: spin::Mutex::new(Reader { next: 0, overrun_seen: 0 }),
+            paused: AtomicBool::new(false),
+            writing: AtomicBool::new(false),
+            written: AtomicU64::new(0),
+            overrun: AtomicU64::new(0),
+            read: AtomicU64::new(0),
+            before_reset: spin::Mutex::new(Lifetime::default()),
         }
     }
 
-    /// Empties the buffer (`echo > trace`).
-    pub fn reset(&mut self) {
-        for page in &mut self.pages {
-            page.reset(0);
-        }
-        self.page_entries.fill(0);
-        self.head = 0;
-        self.tail = 0;
-        self.stats = Stats::default();
+    /// Page number `seq` (or the one a lap later that replaced it) and its tag.
+    fn page(&self, seq: u64) -> (&Page, &AtomicU64) {
+        let index = (seq % self.pages.len() as u64) as usize;
+        (&self.pages[index], &self.tags[index])
+    }
+
+    /// The oldest page number the ring can still hold.
+    fn oldest(&self, tail: u64) -> u64 {
+        tail.saturating_sub(self.pages.len() as u64 - 1)
     }
 
     /// The counters.
     pub fn stats(&self) -> Stats {
-        self.stats
+        let written = self.written.load(Ordering::Acquire);
+        let overrun = self.overrun.load(Ordering::Acquire);
+        let read = self.read.load(Ordering::Acquire);
+        Stats { entries: written.saturating_sub(overrun + read), written, overrun, read }
     }
 
-    /// Moves to the next page, overwriting the oldest if the ring is full.
-    fn advance(&mut self, time: u64) {
-        self.tail = (self.tail + 1) % self.pages.len();
-        if self.tail == self.head {
-            let lost = u64::from(self.page_entries[self.head]);
-            self.stats.overrun += lost;
-            self.stats.entries -= lost;
-            self.head = (self.head + 1) % self.pages.len();
+    /// The counters since the buffer was made.
+    pub fn lifetime(&self) -> Lifetime {
+        let base = *self.before_reset.lock();
+        let now = self.stats();
+        Lifetime {
+            written: base.written + now.written,
+            overrun: base.overrun + now.overrun,
+            read: base.read + now.read,
+            erased: base.erased,
+            entries: now.entries,
         }
-        self.pages[self.tail].reset(time);
-        self.page_entries[self.tail] = 0;
     }
 
     /// Appends an event with `payload` at `time` (nanoseconds; never less
     /// than the previous event's).
-    pub fn write(&mut self, time: u64, payload: &[u8]) -> Result<(), TooLarge> {
-        self.write_with(time, payload.len(), |bytes| bytes.copy_from_slice(payload))
+    ///
+    /// # Safety
+    /// As for [`write_with`](Self::write_with).
+    pub unsafe fn write(&self, time: u64, payload: &[u8]) -> Result<(), WriteError> {
+        // SAFETY: the caller's guarantee, passed on.
+        unsafe { self.write_with(time, payload.len(), |bytes| bytes.copy_from_slice(payload)) }
     }
 
     /// Appends an event of `len` payload bytes at `time`, which `fill`
     /// writes in place (the bytes it gets are exactly `len` long; the
-    /// padding to a 4-byte multiple is zeroed here). One copy, no staging.
+    /// padding to a 4-byte multiple is zeroed here). One copy, no staging,
+    /// no lock.
+    ///
+    /// # Safety
+    /// One writer at a time: the buffer's CPU, with interrupts masked (the
+    /// kernel), or one thread (tests).
     #[inline]
-    pub fn write_with(&mut self, time: u64, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<(), TooLarge> {
+    pub unsafe fn write_with(&self, time: u64, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<(), WriteError> {
         if len == 0 || len > MAX_PAYLOAD {
-            return Err(TooLarge);
+            return Err(WriteError::TooLarge);
         }
+        // Pairs with `snapshot`: it sets `paused`, then waits for `writing`.
+        self.writing.store(true, Ordering::SeqCst);
+        if self.paused.load(Ordering::SeqCst) {
+            self.writing.store(false, Ordering::Release);
+            return Err(WriteError::Paused);
+        }
+        // SAFETY: the one writer (the caller's guarantee).
+        let writer = unsafe { &mut *self.writer.get() };
         let padded = len.next_multiple_of(4);
         let small = padded <= TYPE_DATA_MAX as usize * 4;
         let event_size = if small { 4 + padded } else { 8 + padded };
 
-        let mut commit = self.pages[self.tail].commit();
-        if commit == 0 {
-            self.pages[self.tail].reset(time);
-            self.last_time = time;
+        if writer.commit == 0 {
+            self.page(writer.seq).0.reset(time);
+            writer.last_time = time;
         }
-        let mut delta = time.saturating_sub(self.last_time);
+        let mut delta = time.saturating_sub(writer.last_time);
         let extend = if delta > TIME_DELTA_MAX { 8 } else { 0 };
-        if commit + extend + event_size > PAGE_DATA_SIZE {
-            self.advance(time);
-            commit = 0;
+        if writer.commit + extend + event_size > PAGE_DATA_SIZE {
+            self.advance(writer, time);
             delta = 0;
-            self.last_time = time;
         }
-        let page = &mut self.pages[self.tail];
+        let page = self.page(writer.seq).0;
+        let mut at = writer.commit;
         if delta > TIME_DELTA_MAX {
-            page.put_u32(commit, TYPE_TIME_EXTEND | (((delta & TIME_DELTA_MAX) as u32) << 5));
-            page.put_u32(commit + 4, (delta >> TIME_DELTA_BITS) as u32);
-            commit += 8;
+            page.put_u32(at, TYPE_TIME_EXTEND | (((delta & TIME_DELTA_MAX) as u32) << 5));
+            page.put_u32(at + 4, (delta >> TIME_DELTA_BITS) as u32);
+            at += 8;
             delta = 0;
         }
         let data_at = if small {
-            page.put_u32(commit, (padded / 4) as u32 | ((delta as u32) << 5));
-            commit + 4
+            page.put_u32(at, (padded / 4) as u32 | ((delta as u32) << 5));
+            at + 4
         } else {
-            page.put_u32(commit, (delta as u32) << 5);
-            page.put_u32(commit + 4, (padded + 4) as u32);
-            commit + 8
+            page.put_u32(at, (delta as u32) << 5);
+            page.put_u32(at + 4, (padded + 4) as u32);
+            at + 8
         };
-        let start = PAGE_HEADER_SIZE + data_at;
-        fill(&mut page.bytes[start..start + len]);
-        page.bytes[start + len..start + padded].fill(0);
-        page.set_commit(data_at + padded);
-
-        self.last_time = time;
-        self.page_entries[self.tail] += 1;
-        self.stats.entries += 1;
-        self.stats.written += 1;
+        fill(page.data_mut(data_at, len));
+        page.data_mut(data_at + len, padded - len).fill(0);
+        writer.commit = data_at + padded;
+        writer.last_time = time;
+        page.commit_word().store(writer.commit as u64, Ordering::Release);
+        self.written.fetch_add(1, Ordering::Release);
+        self.writing.store(false, Ordering::Release);
         Ok(())
     }
 
-    /// The pages holding events, oldest first.
-    pub fn pages(&self) -> impl Iterator<Item = &Page> + '_ {
-        let count = (self.tail + self.pages.len() - self.head) % self.pages.len() + 1;
-        (0..count)
-            .map(move |i| &*self.pages[(self.head + i) % self.pages.len()])
-            .filter(|page| page.commit() > 0)
+    /// Moves the writer to the next page: claims it, counting what a
+    /// reader had not consumed of it as overrun.
+    #[cold]
+    fn advance(&self, writer: &mut Writer, time: u64) {
+        let seq = writer.seq + 1;
+        let (page, tag) = self.page(seq);
+        let old = Tag::unpack(tag.swap(Tag { seq: seq as u32, consumed: Tag::CLAIMING }.pack(), Ordering::AcqRel));
+        // Only the writer claims pages, and it left this one complete.
+        let lost = page.events().skip_while_offset(old.consumed as usize).count();
+        if lost > 0 {
+            self.overrun.fetch_add(lost as u64, Ordering::AcqRel);
+        }
+        page.reset(time);
+        tag.store(Tag { seq: seq as u32, consumed: 0 }.pack(), Ordering::Release);
+        self.tail.store(seq, Ordering::Release);
+        writer.seq = seq;
+        writer.commit = 0;
+        writer.last_time = time;
     }
 
-    /// Every event, oldest first.
-    pub fn events(&self) -> impl Iterator<Item = Event<'_>> + '_ {
-        self.pages().flat_map(Page::events)
+    /// Takes the oldest unread events out of the buffer into `out`, as a
+    /// page in Linux's format (with `RB_MISSED_EVENTS` and the count if
+    /// events were overwritten since the last read). Returns how many events
+    /// it holds, or `None` if there is nothing to read. Any CPU, any time.
+    pub fn read_page(&self, out: &mut [u8; PAGE_SIZE]) -> Option<usize> {
+        let mut reader = self.reader.lock();
+        loop {
+            let tail = self.tail.load(Ordering::Acquire);
+            reader.next = reader.next.max(self.oldest(tail));
+            let (page, tag_word) = self.page(reader.next);
+            let tag = Tag::unpack(tag_word.load(Ordering::Acquire));
+            if tag.seq != reader.next as u32 || tag.consumed == Tag::CLAIMING {
+                // The writer lapped the reader: what was there is overrun
+                // (`next` is never past the writer's page, and the writer
+                // publishes a page's tag before its number).
+                reader.next += 1;
+                continue;
+            }
+            let finished = reader.next < tail;
+            let skip = tag.consumed as usize;
+            let commit = page.copy_to(out);
+            let count = page_events(&out[..]).skip_while_offset(skip).count();
+            let taken = Tag { consumed: commit as u32, ..tag };
+            if tag_word.compare_exchange(tag.pack(), taken.pack(), Ordering::AcqRel, Ordering::Acquire).is_err() {
+                continue; // claimed under us: the copy may be torn
+            }
+            if finished {
+                reader.next += 1;
+            }
+            if count > 0 {
+                return Some(self.finish_page(&mut reader, out, skip, count));
+            }
+            if !finished {
+                return None;
+            }
+        }
+    }
+
+    /// Makes `out`, a copy of a page whose events from data offset `skip` on
+    /// (`count` of them) were just consumed, a page of those events alone,
+    /// flagged if events were lost before them. Returns `count`.
+    fn finish_page(&self, reader: &mut Reader, out: &mut [u8; PAGE_SIZE], skip: usize, count: usize) -> usize {
+        let commit = drop_consumed(out, skip);
+        let overrun = self.overrun.load(Ordering::Acquire);
+        let mut word = commit as u64;
+        if overrun > reader.overrun_seen {
+            word |= RB_MISSED_EVENTS;
+            let end = PAGE_HEADER_SIZE + commit;
+            if end + 8 <= PAGE_SIZE {
+                out[end..end + 8].copy_from_slice(&(overrun - reader.overrun_seen).to_ne_bytes());
+                word |= RB_MISSED_STORED;
+            }
+            reader.overrun_seen = overrun;
+        }
+        out[8..16].copy_from_slice(&word.to_ne_bytes());
+        self.read.fetch_add(count as u64, Ordering::AcqRel);
+        count
+    }
+
+    /// Runs `f` with the writer paused and idle: nothing changes in the
+    /// ring meanwhile (events written then are dropped, not counted, as
+    /// Linux's `trace` file does while it is read).
+    fn paused<R>(&self, f: impl FnOnce() -> R) -> R {
+        let was = self.paused.swap(true, Ordering::SeqCst);
+        while self.writing.load(Ordering::SeqCst) {
+            core::hint::spin_loop();
+        }
+        let result = f();
+        self.paused.store(was, Ordering::SeqCst);
+        result
+    }
+
+    /// Copies every unread page, oldest first (a non-consuming read).
+    pub fn snapshot(&self) -> Vec<Box<[u8; PAGE_SIZE]>> {
+        let reader = self.reader.lock();
+        self.paused(|| {
+            let tail = self.tail.load(Ordering::Acquire);
+            let first = reader.next.max(self.oldest(tail));
+            let mut pages = Vec::with_capacity((tail + 1 - first) as usize);
+            for seq in first..=tail {
+                let (page, tag) = self.page(seq);
+                let skip = Tag::unpack(tag.load(Ordering::Acquire)).consumed as usize;
+                let mut copy = Box::new([0u8; PAGE_SIZE]);
+                page.copy_to(&mut copy);
+                drop_consumed(&mut copy, skip);
+                if page_events(&copy[..]).next().is_some() {
+                    pages.push(copy);
+                }
+            }
+            pages
+        })
+    }
+
+    /// Empties the buffer (`echo > trace`). The writer is paused meanwhile.
+    pub fn reset(&self) {
+        let mut reader = self.reader.lock();
+        self.paused(|| {
+            // SAFETY: the writer is paused and idle: nothing else touches its
+            // state until `paused` returns.
+            let writer = unsafe { &mut *self.writer.get() };
+            for (page, tag) in self.pages.iter().zip(self.tags.iter()) {
+                page.reset(0);
+                tag.store(0, Ordering::Release);
+            }
+            let mut base = self.before_reset.lock();
+            let now = self.stats();
+            base.written += now.written;
+            base.overrun += now.overrun;
+            base.read += now.read;
+            base.erased += now.entries;
+            self.tail.store(0, Ordering::Release);
+            *writer = Writer { seq: 0, commit: 0, last_time: 0 };
+            *reader = Reader { next: 0, overrun_seen: 0 };
+            self.written.store(0, Ordering::Release);
+            self.overrun.store(0, Ordering::Release);
+            self.read.store(0, Ordering::Release);
+        })
+    }
+
+    /// Every unread event (copied), oldest first.
+    pub fn events(&self) -> Vec<(u64, Vec<u8>)> {
+        self.snapshot()
+            .iter()
+            .flat_map(|page| page_events(&page[..]).map(|event| (event.time, event.payload.to_vec())).collect::<Vec<_>>())
+            .collect()
+    }
+}
+
+/// Removes the first `skip` data bytes (events a reader already took) from
+/// `page`, a copy of a page: the rest moves down and the page's timestamp
+/// becomes the time the first remaining event counts from. Returns the new
+/// commit.
+fn drop_consumed(page: &mut [u8; PAGE_SIZE], skip: usize) -> usize {
+    let commit = (u64::from_ne_bytes(page[8..16].try_into().unwrap()) & COMMIT_MASK) as usize;
+    if skip == 0 {
+        return commit;
+    }
+    let base = page_events(&page[..]).time_before_offset(skip);
+    page.copy_within(PAGE_HEADER_SIZE + skip..PAGE_HEADER_SIZE + commit, PAGE_HEADER_SIZE);
+    page[0..8].copy_from_slice(&base.to_ne_bytes());
+    page[8..16].copy_from_slice(&((commit - skip) as u64).to_ne_bytes());
+    commit - skip
+}
+
+impl PageEvents<'_> {
+    /// The events from data offset `offset` on.
+    fn skip_while_offset(mut self, offset: usize) -> Self {
+        while self.offset < offset {
+            if self.next().is_none() {
+                break;
+            }
+        }
+        self
+    }
+
+    /// The time of the last event that ends at or before `offset` (the
+    /// page's timestamp if none).
+    fn time_before_offset(mut self, offset: usize) -> u64 {
+        let mut time = self.time;
+        while self.offset < offset {
+            match self.next() {
+                Some(event) => time = event.time,
+                None => break,
+            }
+        }
+        time
     }
 }
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
+
     use super::*;
+    use std::sync::Arc;
 
     fn payload(i: u32, len: usize) -> Vec<u8> {
         (0..len).map(|b| (i as usize + b) as u8).collect()
     }
 
+    fn write(ring: &RingBuffer, time: u64, payload: &[u8]) {
+        // SAFETY: one writer (the test thread).
+        unsafe { ring.write(time, payload) }.unwrap();
+    }
+
     #[test]
     fn events_round_trip_with_times() {
-        let mut ring = RingBuffer::new(4);
-        ring.write(1_000, &payload(1, 24)).unwrap();
-        ring.write(1_500, &payload(2, 13)).unwrap(); // padded to 16
-        ring.write(1_000 + (1 << 30), &payload(3, 24)).unwrap(); // needs a time extend
-        ring.write(2_000 + (1 << 30), &payload(4, 200)).unwrap(); // length in the next word
-        let events: Vec<Event> = ring.events().collect();
+        let ring = RingBuffer::new(4);
+        write(&ring, 1_000, &payload(1, 24));
+        write(&ring, 1_500, &payload(2, 13)); // padded to 16
+        write(&ring, 1_000 + (1 << 30), &payload(3, 24)); // needs a time extend
+        write(&ring, 2_000 + (1 << 30), &payload(4, 200)); // length in the next word
+        let events = ring.events();
         assert_eq!(events.len(), 4);
-        assert_eq!(events[0], Event { time: 1_000, payload: &payload(1, 24) });
-        assert_eq!(events[1].time, 1_500);
-        assert_eq!(&events[1].payload[..13], &payload(2, 13)[..]);
-        assert_eq!(events[1].payload.len(), 16);
-        assert_eq!(events[2].time, 1_000 + (1 << 30));
-        assert_eq!(events[3], Event { time: 2_000 + (1 << 30), payload: &payload(4, 200) });
-        assert_eq!(ring.stats(), Stats { entries: 4, written: 4, overrun: 0 });
+        assert_eq!(events[0], (1_000, payload(1, 24)));
+        assert_eq!(events[1].0, 1_500);
+        assert_eq!(&events[1].1[..13], &payload(2, 13)[..]);
+        assert_eq!(events[1].1.len(), 16);
+        assert_eq!(events[2].0, 1_000 + (1 << 30));
+        assert_eq!(events[3], (2_000 + (1 << 30), payload(4, 200)));
+        assert_eq!(ring.stats(), Stats { entries: 4, written: 4, overrun: 0, read: 0 });
     }
 
     #[test]
     fn header_words_are_linux_format() {
-        let mut ring = RingBuffer::new(2);
-        ring.write(77, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
-        ring.write(80, &[9; 8]).unwrap();
-        let page = ring.pages().next().unwrap();
-        let bytes = page.as_bytes();
-        assert_eq!(page.time_stamp(), 77);
-        assert_eq!(page.commit(), 24);
+        let ring = RingBuffer::new(2);
+        write(&ring, 77, &[1, 2, 3, 4, 5, 6, 7, 8]);
+        write(&ring, 80, &[9; 8]);
+        let pages = ring.snapshot();
+        let bytes = &pages[0];
+        let word = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap());
+        assert_eq!((word(0), word(8)), (77, 24), "timestamp, commit");
         let header = |at: usize| u32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap());
         assert_eq!(header(16), 2, "type_len 2 (8 bytes), delta 0");
         assert_eq!(header(28), 2 | (3 << 5), "type_len 2, delta 3");
@@ -346,31 +723,121 @@ mod tests {
 
     #[test]
     fn full_ring_overwrites_oldest_and_counts_overruns() {
-        let mut ring = RingBuffer::new(3);
+        let ring = RingBuffer::new(3);
         let per_page = PAGE_DATA_SIZE / 28;
         let total = per_page * 5;
         for i in 0..total {
-            ring.write(i as u64, &(i as u32).to_ne_bytes().repeat(6)).unwrap();
+            write(&ring, i as u64, &(i as u32).to_ne_bytes().repeat(6));
         }
         let stats = ring.stats();
         assert_eq!(stats.written, total as u64);
         assert_eq!(stats.entries + stats.overrun, total as u64);
         assert!(stats.overrun > 0);
-        let events: Vec<Event> = ring.events().collect();
+        let events = ring.events();
         assert_eq!(events.len() as u64, stats.entries);
         // What is left is the newest events, in order, ending with the last.
-        let last = u32::from_ne_bytes(events.last().unwrap().payload[..4].try_into().unwrap());
+        let last = u32::from_ne_bytes(events.last().unwrap().1[..4].try_into().unwrap());
         assert_eq!(last as usize, total - 1);
-        assert!(events.windows(2).all(|w| w[0].time < w[1].time));
+        assert!(events.windows(2).all(|w| w[0].0 < w[1].0));
         ring.reset();
-        assert_eq!(ring.events().count(), 0);
+        assert_eq!(ring.events().len(), 0);
         assert_eq!(ring.stats(), Stats::default());
+        let lifetime = ring.lifetime();
+        assert_eq!(
+            lifetime,
+            Lifetime { written: total as u64, overrun: stats.overrun, read: 0, erased: stats.entries, entries: 0 },
+            "a reset erases what was left, and says so"
+        );
     }
 
     #[test]
     fn oversized_payload_is_refused() {
-        let mut ring = RingBuffer::new(2);
-        assert_eq!(ring.write(0, &[0; MAX_PAYLOAD + 1]), Err(TooLarge));
-        assert_eq!(ring.write(0, &[]), Err(TooLarge));
+        let ring = RingBuffer::new(2);
+        // SAFETY: one writer.
+        unsafe {
+            assert_eq!(ring.write(0, &[0; MAX_PAYLOAD + 1]), Err(WriteError::TooLarge));
+            assert_eq!(ring.write(0, &[]), Err(WriteError::TooLarge));
+        }
+    }
+
+    #[test]
+    fn consuming_reads_take_each_event_once_and_flag_what_was_lost() {
+        let ring = RingBuffer::new(3);
+        let mut out = [0u8; PAGE_SIZE];
+        assert_eq!(ring.read_page(&mut out), None, "nothing to read");
+        write(&ring, 10, &7u32.to_ne_bytes());
+        write(&ring, 11, &8u32.to_ne_bytes());
+        assert_eq!(ring.read_page(&mut out), Some(2), "the writer's page, read in place");
+        assert_eq!(page_events(&out[..]).map(|e| e.time).collect::<Vec<_>>(), [10, 11]);
+        assert_eq!(ring.read_page(&mut out), None, "nothing new");
+        write(&ring, 12, &9u32.to_ne_bytes());
+        assert_eq!(ring.read_page(&mut out), Some(1), "only the new event");
+        assert_eq!(page_events(&out[..]).map(|e| e.time).collect::<Vec<_>>(), [12]);
+        // Overflow the ring: the reader learns how many it lost.
+        let per_page = PAGE_DATA_SIZE / 8;
+        for i in 0..per_page * 6 {
+            write(&ring, 100 + i as u64, &(i as u32).to_ne_bytes());
+        }
+        let mut read = 0;
+        let mut missed = None;
+        while let Some(count) = ring.read_page(&mut out) {
+            read += count as u64;
+            missed = missed.or(page_missed(&out[..]));
+        }
+        let stats = ring.stats();
+        assert!(stats.overrun > 0);
+        // The first page read after the loss carries the flag, and the count
+        // when the page had room for it.
+        assert!(matches!(missed, Some(None)) || missed == Some(Some(stats.overrun)), "{missed:?}");
+        assert_eq!(stats.read, 3 + read);
+        assert_eq!(stats.written, stats.read + stats.overrun + stats.entries);
+        assert_eq!(stats.entries, 0);
+    }
+
+    /// A writer thread and a reader thread at once: every event the writer
+    /// wrote is read once or counted as overrun, none torn, in order.
+    #[test]
+    fn a_concurrent_reader_never_tears_or_loses_an_event() {
+        let ring = Arc::new(RingBuffer::new(4));
+        const EVENTS: u64 = 200_000;
+        let writer = {
+            let ring = ring.clone();
+            std::thread::spawn(move || {
+                for seq in 0..EVENTS {
+                    // Each event: its sequence number, and its complement.
+                    let mut bytes = [0u8; 16];
+                    bytes[..8].copy_from_slice(&seq.to_ne_bytes());
+                    bytes[8..].copy_from_slice(&(!seq).to_ne_bytes());
+                    // SAFETY: the only writer.
+                    unsafe { ring.write(seq, &bytes) }.unwrap();
+                }
+            })
+        };
+        let mut out = [0u8; PAGE_SIZE];
+        let (mut read, mut last) = (0u64, None::<u64>);
+        let mut check = |out: &[u8; PAGE_SIZE], read: &mut u64| {
+            for event in page_events(&out[..]) {
+                let seq = u64::from_ne_bytes(event.payload[..8].try_into().unwrap());
+                let not = u64::from_ne_bytes(event.payload[8..16].try_into().unwrap());
+                assert_eq!(not, !seq, "event {seq} torn");
+                assert_eq!(event.time, seq, "its timestamp");
+                assert!(last.is_none_or(|last| seq > last), "{seq} after {last:?}");
+                last = Some(seq);
+                *read += 1;
+            }
+        };
+        while !writer.is_finished() {
+            if ring.read_page(&mut out).is_some() {
+                check(&out, &mut read);
+            }
+        }
+        writer.join().unwrap();
+        while ring.read_page(&mut out).is_some() {
+            check(&out, &mut read);
+        }
+        let stats = ring.stats();
+        assert_eq!(stats.written, EVENTS);
+        assert_eq!(stats.read, read);
+        assert_eq!(read + stats.overrun, EVENTS, "read or counted as overrun, never both, never neither");
     }
 }

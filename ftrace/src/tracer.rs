@@ -16,7 +16,6 @@ use arch::ftrace_abi::FtraceRegs;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use arch::irq::IrqGuard;
 
 use crate::event::{flags, Common, FixedEvent, FunctionEvent, GraphEntryEvent, GraphExitEvent, Record, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET};
 use crate::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn};
@@ -25,6 +24,7 @@ use crate::ops::{FtraceOps, OpsFlags};
 use crate::output::GraphOptions;
 use crate::registry::{self, FilterKind, FtraceError};
 use crate::task::{self, NOT_INSIDE};
+use crate::deferred::Published;
 use crate::{buffer, clock, output, symbols};
 
 /// A tracer `current_tracer` can name.
@@ -146,11 +146,13 @@ static GRAPH_RETVAL: AtomicBool = AtomicBool::new(false);
 /// `max_graph_depth` (0: no limit).
 static MAX_GRAPH_DEPTH: AtomicUsize = AtomicUsize::new(0);
 /// `set_graph_function` and `set_graph_notrace`: sorted function addresses.
-static GRAPH_FUNCTIONS: spin::Mutex<Vec<usize>> = spin::Mutex::new(Vec::new());
-static GRAPH_NOTRACE: spin::Mutex<Vec<usize>> = spin::Mutex::new(Vec::new());
-/// Whether each list is non-empty, read on the traced path without the lock.
-static HAS_GRAPH_FUNCTIONS: AtomicBool = AtomicBool::new(false);
-static HAS_GRAPH_NOTRACE: AtomicBool = AtomicBool::new(false);
+/// Published as immutable snapshots (nothing published: an empty list), so
+/// the traced path reads them without a lock and never misses a match
+/// because a writer holds one.
+static GRAPH_FUNCTIONS: Published<Vec<usize>> = Published::empty();
+static GRAPH_NOTRACE: Published<Vec<usize>> = Published::empty();
+/// Serialises the lists' writers (and readers outside the traced path).
+static GRAPH_LISTS: arch::sync::Mutex<()> = arch::sync::Mutex::new(());
 
 /// What the graph tracer's mark word says about a hooked call.
 const MARK_PLAIN: u64 = 0;
@@ -186,44 +188,38 @@ pub enum GraphList {
     Notrace,
 }
 
-fn graph_list(list: GraphList) -> (&'static spin::Mutex<Vec<usize>>, &'static AtomicBool) {
+fn graph_list(list: GraphList) -> &'static Published<Vec<usize>> {
     match list {
-        GraphList::Functions => (&GRAPH_FUNCTIONS, &HAS_GRAPH_FUNCTIONS),
-        GraphList::Notrace => (&GRAPH_NOTRACE, &HAS_GRAPH_NOTRACE),
+        GraphList::Functions => &GRAPH_FUNCTIONS,
+        GraphList::Notrace => &GRAPH_NOTRACE,
     }
 }
 
 /// Changes `set_graph_function` or `set_graph_notrace` with globs. On error
-/// nothing changes.
-///
-/// The traced path only ever *tries* the list's lock (`in_list`), so the
-/// glob matching (thousands of names) runs outside it and the lock is held
-/// just for the swap, with interrupts masked.
+/// nothing changes. The new list is published whole; traced calls read it
+/// without a lock.
 pub fn set_graph_list(list: GraphList, text: &str, mode: FilterMode) -> Result<(), FtraceError> {
-    let (lock, flag) = graph_list(list);
-    let current = lock.lock().clone();
+    let _writers = GRAPH_LISTS.lock();
+    let published = graph_list(list);
+    let current = published.read(|functions| functions.cloned().unwrap_or_default());
     let updated = registry::match_functions(&current, text, mode)?;
-    let has_functions = !updated.is_empty();
-    let old = {
-        let _irq = IrqGuard::new();
-        let old = core::mem::replace(&mut *lock.lock(), updated);
-        flag.store(has_functions, Ordering::Relaxed);
-        old
-    };
-    drop(old);
+    published.replace((!updated.is_empty()).then_some(updated));
     Ok(())
 }
 
 /// The functions in a graph list.
 pub fn graph_list_names(list: GraphList) -> Vec<&'static str> {
-    graph_list(list).0.lock().iter().filter_map(|&ip| symbols::name_of(ip)).collect()
+    let _writers = GRAPH_LISTS.lock();
+    graph_list(list).read(|functions| {
+        functions.map_or(Vec::new(), |functions| functions.iter().filter_map(|&ip| symbols::name_of(ip)).collect())
+    })
 }
 
-/// Whether `ip` is in a graph list. On the traced path: never waits for the
-/// lock (an interrupt may have arrived while it was held), and a list being
-/// replaced counts as not holding `ip`.
-fn in_list(list: &spin::Mutex<Vec<usize>>, ip: usize) -> bool {
-    list.try_lock().is_some_and(|functions| functions.binary_search(&ip).is_ok())
+/// `Some(whether ip is in the list)`, or `None` for an empty list. On the
+/// traced path: no lock.
+#[inline]
+fn in_list(list: &Published<Vec<usize>>, ip: usize) -> Option<bool> {
+    list.read(|functions| functions.map(|functions| functions.binary_search(&ip).is_ok()))
 }
 
 fn graph_trace_entry(_gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, _fregs: &mut FtraceRegs) -> bool {
@@ -237,16 +233,16 @@ fn graph_trace_entry(_gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData
         return false;
     }
     let Some(words) = data.reserve(2) else { return false };
-    if HAS_GRAPH_NOTRACE.load(Ordering::Relaxed) && in_list(&GRAPH_NOTRACE, call.func) {
+    if in_list(&GRAPH_NOTRACE, call.func) == Some(true) {
         // Hook it only to learn when it returns; record nothing below it.
         marks.notrace_depth.store(call.depth, Ordering::Relaxed);
         words[0] = MARK_NOTRACE;
         return true;
     }
-    if HAS_GRAPH_FUNCTIONS.load(Ordering::Relaxed) {
+    if let Some(listed) = in_list(&GRAPH_FUNCTIONS, call.func) {
         let inside = marks.function_depth.load(Ordering::Relaxed);
         if inside == NOT_INSIDE || call.depth <= inside {
-            if !in_list(&GRAPH_FUNCTIONS, call.func) {
+            if !listed {
                 return false;
             }
             marks.function_depth.store(call.depth, Ordering::Relaxed);

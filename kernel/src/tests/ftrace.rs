@@ -763,9 +763,8 @@ fn backtraces_name_their_functions() {
 }
 
 fn fib_events() -> Vec<(usize, usize)> {
-    let snapshot = ftrace::buffer::snapshot();
-    snapshot
-        .events()
+    super::recorded_events()
+        .iter()
         .filter_map(|(_, payload)| ftrace::event::FunctionEvent::decode(payload))
         .map(|event| (event.ip as usize, event.parent_ip as usize))
         .collect()

@@ -558,7 +558,7 @@ fn a_return_inside_a_return_callback_is_missed_and_released() {
 // ---- the function_graph tracer ----
 
 fn graph_events() -> Vec<ftrace::event::Record> {
-    ftrace::buffer::snapshot().events().filter_map(|(_, payload)| ftrace::event::Record::decode(payload)).collect()
+    super::recorded_events().iter().filter_map(|(_, payload)| ftrace::event::Record::decode(payload)).collect()
 }
 
 fn tracer_setup(filter: &str, graph_function: &str, max_depth: &str) {
@@ -614,11 +614,11 @@ fn graph_call_times_are_the_timestamps_of_their_events() {
     use ftrace::event::Record;
     tracer_setup("*::fib", "", "0");
     fib(black_box(5));
-    let snapshot = ftrace::buffer::snapshot();
+    let events = super::recorded_events();
     tracer_cleanup();
     let mut open = Vec::new();
     let mut exits = 0;
-    for (time, payload) in snapshot.events() {
+    for &(time, ref payload) in &events {
         match Record::decode(payload) {
             Some(Record::GraphEntry(_)) => open.push(time),
             Some(Record::GraphExit(exit)) => {

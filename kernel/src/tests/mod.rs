@@ -5,3 +5,9 @@ mod ftrace;
 mod fprobe;
 mod graph;
 mod sched;
+
+/// Every recorded event on every CPU, oldest first: (timestamp, payload).
+fn recorded_events() -> alloc::vec::Vec<(u64, alloc::vec::Vec<u8>)> {
+    let snapshots = ::ftrace::buffer::snapshot_all();
+    ::ftrace::tracer::merged(&snapshots).into_iter().map(|(time, _, payload)| (time, payload.to_vec())).collect()
+}
