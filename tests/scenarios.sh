@@ -93,4 +93,21 @@ if run_session event-rounds "echo *fib* > set_ftrace_filter\n${round}meminfo\n${
     expect "no site left enabled, no event left" test "$(sed -n '/^> cat enabled_functions$/,/^> poweroff$/p' <<<"$out" | wc -l)" -eq 3
 fi
 
+# Tracing switched on and off 300 times while every CPU runs traced code
+# (the full run, `stress --toggles 10000`, is the issue's acceptance check).
+# Bad arguments, and a stress with a tracer already on, are refused.
+if run_session stress 'stress --toggles 300\nstress --toggles\nstress --bogus 3\necho function > current_tracer\nstress\necho nop > current_tracer\npoweroff\n'; then
+    line=$(grep -E '^stress: cpus=' <<<"$out" || true)
+    field() { sed -n "s/.* $1=\([0-9/-]*\).*/\1/p" <<<"$line"; }
+    expect "one report line ($line)" test -n "$line"
+    expect "four CPUs, 300 toggles" test "$(field cpus) $(field toggles)" = "4 300"
+    expect "calls made and events written" test "$(field calls)" -gt 0 -a "$(field events)" -gt 0
+    expect "nothing lost, unbalanced or wrong" test "$(field lost) $(field unbalanced) $(field bad_args) $(field bad_retvals)" = "0 0 0 0"
+    restored=$(field sites_restored)
+    expect "every site restored ($restored)" test "${restored%/*}" = "${restored#*/}"
+    expect "heap within 16 KiB ($(field heap_delta) bytes)" test "$(field heap_delta)" -lt 16384
+    expect "missing count refused" grep -q "^error: usage: stress \[--seconds S\] \[--toggles N\]" <<<"$out"
+    expect "a tracer already on refused" grep -q "^error: stress: set current_tracer to nop first" <<<"$out"
+fi
+
 [ "$failures" -eq 0 ]

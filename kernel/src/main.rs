@@ -19,6 +19,7 @@ mod panic;
 mod record;
 mod sched;
 mod shell;
+mod stress;
 #[cfg(test)]
 mod testing;
 mod tick;

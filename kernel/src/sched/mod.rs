@@ -380,7 +380,8 @@ impl core::fmt::Display for SpawnError {
 }
 
 /// Restricts the running task to the CPUs in `affinity` (a bit per CPU),
-/// moving it now if it runs elsewhere.
+/// moving it now if it runs elsewhere. (Tests move tasks with it.)
+#[cfg(test)]
 pub fn set_affinity(affinity: u64) {
     let Some(task) = current() else { return };
     task.set_affinity(affinity);

@@ -177,6 +177,7 @@ impl Task {
         Some(task)
     }
 
+    #[cfg_attr(not(test), allow(dead_code))] // the test framework's
     pub fn pid(&self) -> u32 {
         self.pid
     }
@@ -205,6 +206,7 @@ impl Task {
         self.cpu.store(cpu, Ordering::Relaxed);
     }
 
+    #[cfg(test)]
     pub(super) fn set_affinity(&self, affinity: u64) {
         self.affinity.store(affinity, Ordering::Relaxed);
     }

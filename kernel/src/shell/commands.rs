@@ -37,6 +37,12 @@ const COMMANDS: &[Command] = &[
     Command { name: "ps", usage: "ps", summary: "every task: PID, CPU, STATE, NAME", run: ps },
     Command { name: "cpus", usage: "cpus", summary: "the CPUs online and what runs on each", run: cpus },
     Command { name: "bench", usage: "bench", summary: "benchmark every tracing mode", run: bench },
+    Command {
+        name: "stress",
+        usage: "stress [--seconds S] [--toggles N]",
+        summary: "switch tracing on and off while every CPU runs traced code",
+        run: stress,
+    },
     Command { name: "uptime", usage: "uptime", summary: "timer ticks and seconds since boot", run: uptime },
     Command { name: "meminfo", usage: "meminfo", summary: "heap used and free", run: meminfo },
     Command { name: "poweroff", usage: "poweroff", summary: "power off (QEMU exits with status 0)", run: poweroff },
@@ -167,5 +173,16 @@ fn poweroff(invocation: &Invocation) -> Result<(), ShellError> {
 fn bench(invocation: &Invocation) -> Result<(), ShellError> {
     no_arguments("bench", invocation)?;
     crate::bench::run();
+    Ok(())
+}
+
+fn stress(invocation: &Invocation) -> Result<(), ShellError> {
+    if invocation.redirect.is_some() {
+        return Err(ShellError::NoRedirect("stress"));
+    }
+    let args: Vec<&str> = invocation.args.iter().map(String::as_str).collect();
+    let limits = crate::stress::Limits::parse(&args).map_err(ShellError::Usage)?;
+    let report = crate::stress::run(limits).map_err(ShellError::Failed)?;
+    println!("{report}");
     Ok(())
 }
