@@ -74,16 +74,17 @@ mod tests {
     use ftrace::ring_buffer::RingBuffer;
 
     fn stream_of(events: &[Record]) -> Stream {
-        let mut ring = RingBuffer::new(4);
+        let ring = RingBuffer::new(4);
         for (time, record) in events.iter().enumerate() {
             let payload = match record {
                 Record::GraphEntry(e) => e.to_bytes(),
                 Record::GraphExit(e) => e.to_bytes(),
                 _ => unreachable!(),
             };
-            ring.write(time as u64, &payload).unwrap();
+            // SAFETY: one writer (this test).
+            unsafe { ring.write(time as u64, &payload) }.unwrap();
         }
-        let pages: Vec<u8> = ring.pages().flat_map(|p| p.as_bytes().to_vec()).collect();
+        let pages: Vec<u8> = ring.snapshot().iter().flat_map(|page| page.to_vec()).collect();
         Stream { cpus: vec![(0, pages)], ..Stream::default() }
     }
 
