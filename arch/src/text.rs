@@ -165,6 +165,7 @@ impl TextPatcher {
         }
         self.instructions.sort_unstable_by_key(|patch| patch.addr);
         patch::apply_instructions(&self.instructions);
+        store_again_for_emulators(&self.instructions);
         patch::unmap_text_alias();
         patch::finish_batch();
     }
@@ -174,6 +175,31 @@ impl Drop for TextPatcher {
     fn drop(&mut self) {
         self.apply();
     }
+}
+
+/// Stores every changed instruction's final bytes once more, after the
+/// protocol has synchronised every CPU, and synchronises them again.
+///
+/// Real CPUs need nothing of the kind; QEMU's translator does. It notices
+/// self-modifying code when a store hits a page it already holds
+/// translations of; a block translated from a site's old bytes at the very
+/// moment of the first store (before the page was known as code to the
+/// storing CPU) is never noticed, and that CPU runs the old instruction for
+/// ever: a site patched to call, never calling. Seen under host load about
+/// once in a hundred registrations. The identical second store comes after
+/// every CPU finished any translation it had started (the synchronisation
+/// round), so it lands on a page known as code and throws such a block
+/// away. Storing the bytes already there changes nothing a CPU can see.
+fn store_again_for_emulators(patches: &[Patch]) {
+    if patches.is_empty() {
+        return;
+    }
+    for patch in patches {
+        write_in_place(patch.addr, patch.new_bytes());
+        patch::after_write(patch.addr, patch.len);
+    }
+    patch::finish_batch();
+    crate::smp::sync_all();
 }
 
 /// Writes `bytes` at text address `addr` through the alias (mapped by the

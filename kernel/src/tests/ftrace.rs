@@ -485,6 +485,29 @@ fn register_and_unregister_while_interrupts_trace() {
     assert_eq!(call_slot(f), NOP);
 }
 
+/// Registering, then unregistering, the tick's ops many times: every time,
+/// some CPU's tick calls back within 50 ticks. A CPU that kept running a
+/// copy of the site translated from its old bytes (QEMU under host load,
+/// see `arch::text`) would never call back.
+#[ktest]
+fn every_registration_reaches_the_interrupt_path() {
+    let f = address(crate::tick::on_tick as fn());
+    let mut silent = 0;
+    for _ in 0..150 {
+        let before = TICK_CALLS.load(Ordering::SeqCst);
+        trace_only(&TICK_OPS, &[f]);
+        let start = arch::time::ticks();
+        while TICK_CALLS.load(Ordering::SeqCst) == before && arch::time::ticks() < start + 50 {
+            arch::cpu::wait_for_interrupt();
+        }
+        if TICK_CALLS.load(Ordering::SeqCst) == before {
+            silent += 1;
+        }
+        ftrace::unregister(&TICK_OPS).unwrap();
+    }
+    assert_eq!(silent, 0, "registrations the tick never called back");
+}
+
 #[inline(never)]
 extern "C" fn recursion_outer() -> u64 {
     black_box(10)
