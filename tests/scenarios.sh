@@ -79,6 +79,19 @@ if run_session fprobe-events "${fib_events}${bad_events}echo 1 > events/fprobes/
     expect "only the two good events exist" test "$(count_lines '^f:fprobes/')" -eq 2
 fi
 
+# An instance: its own tracer, filter and buffer; ls, mkdir and rmdir as on
+# Linux, and the refusals.
+if run_session instances 'mkdir instances/foo\nls instances\nls instances/foo\necho *fib* > instances/foo/set_ftrace_filter\necho function > instances/foo/current_tracer\nrun fib 3\ncat instances/foo/trace\ncat trace\nmkdir instances/foo\nmkdir instances/a/b\nrmdir instances/foo\nrmdir instances/foo\nls instances\ncat enabled_functions\npoweroff\n'; then
+    expect "ls instances lists it" grep -qx "instances/foo/" <<<"$out"
+    expect "its files" grep -qx "instances/foo/current_tracer" <<<"$out"
+    expect "5 fib lines in its trace" test "$(count_lines ': kernel::workload::fib <-kernel::workload::(fib|run)$')" -eq 5
+    expect "the top level's trace is empty" grep -q "^# entries-in-buffer/entries-written: 0/0 " <<<"$out"
+    expect "mkdir of an existing instance refused" grep -q "^error: instance 'foo' exists" <<<"$out"
+    expect "a bad name refused" grep -q "^error: bad instance name 'a/b'" <<<"$out"
+    expect "rmdir of a missing instance refused" grep -q "^error: no instance 'foo'" <<<"$out"
+    expect "rmdir stopped its tracer" test "$(sed -n '/^> cat enabled_functions$/,/^> poweroff$/p' <<<"$out" | wc -l)" -eq 2
+fi
+
 # 300 rounds of defining, enabling, disabling and removing an fprobe event,
 # with the function and function_graph tracers switched in between (on the
 # workload's functions: switching them on every kernel function 600 times

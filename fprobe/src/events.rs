@@ -248,6 +248,43 @@ pub fn is_enabled(group: &str, event: &str) -> Result<bool, EventError> {
     Ok(find(&mut events, group, event)?.probe.is_some())
 }
 
+/// `echo 0|1 > events/enable` (every event) or `events/GRP/enable` (the
+/// group's). Stops at the first event that cannot change; an unknown group
+/// is an error.
+pub fn set_enabled_all(group: Option<&str>, enabled: bool) -> Result<(), EventError> {
+    let names: Vec<(String, String)> = {
+        let events = EVENTS.lock();
+        events
+            .iter()
+            .filter(|e| group.is_none_or(|group| e.spec.group == group))
+            .map(|e| (e.spec.group.clone(), e.spec.event.clone()))
+            .collect()
+    };
+    if let (Some(group), true) = (group, names.is_empty()) {
+        return Err(EventError::NoSuchEvent(String::from(group)));
+    }
+    names.iter().try_for_each(|(group, event)| set_enabled(group, event, enabled))
+}
+
+/// What `cat events/enable` (or `events/GRP/enable`) prints: `0` none
+/// enabled, `1` all, `X` some (as Linux).
+pub fn enabled_all(group: Option<&str>) -> Result<char, EventError> {
+    let events = EVENTS.lock();
+    let mut matching = events.iter().filter(|e| group.is_none_or(|group| e.spec.group == group)).peekable();
+    if matching.peek().is_none() && group.is_some() {
+        return Err(EventError::NoSuchEvent(String::from(group.unwrap_or_default())));
+    }
+    let (mut on, mut off) = (false, false);
+    for event in matching {
+        if event.probe.is_some() { on = true } else { off = true }
+    }
+    Ok(match (on, off) {
+        (true, true) => 'X',
+        (true, false) => '1',
+        _ => '0',
+    })
+}
+
 /// Calls an event missed (recursion, full return stack).
 pub fn nmissed(group: &str, event: &str) -> Result<u64, EventError> {
     let mut events = EVENTS.lock();
@@ -449,7 +486,7 @@ fn record(compiled: &Compiled, ips: &[u64], context: &Context) {
     let mut out = [0u8; MAX_RECORD];
     let len = compiled.layout.encode(event_common(compiled.id), ips, &values[..count], &mut out);
     if len > 0 {
-        ftrace::buffer::write(&out[..len]);
+        ftrace::instance::top().buffer().write(&out[..len]);
     }
 }
 

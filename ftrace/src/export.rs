@@ -30,7 +30,7 @@ pub fn export(host_path: &str, extra: &[(String, String)]) -> Result<usize, Chan
         "arch={}\ncpus={}\npage_size={PAGE_SIZE}\nlong_size=8\nclock=local\ntracer={}\n",
         arch::NAME,
         buffer::cpus(),
-        crate::tracer::current().name()
+        crate::instance::top().current_tracer().name()
     );
     send(&record_header(Tag::Meta, meta.len()))?;
     send(meta.as_bytes())?;
@@ -48,7 +48,7 @@ pub fn export(host_path: &str, extra: &[(String, String)]) -> Result<usize, Chan
     }
     send(&record_header(Tag::Cmdlines, cmdlines.len()))?;
     send(cmdlines.as_bytes())?;
-    for snapshot in buffer::snapshot_all() {
+    for snapshot in crate::instance::top().buffer().snapshot_all() {
         let pages = snapshot.pages().count();
         send(&record_header(Tag::Cpu, 8 + pages * PAGE_SIZE))?;
         send(&(snapshot.cpu as u64).to_le_bytes())?;

@@ -150,6 +150,12 @@ impl FgraphOps {
         self.private.store(value, Ordering::Relaxed);
     }
 
+    /// Whether a call this user hooked has not returned yet (on any task).
+    pub fn in_flight(&self) -> bool {
+        let user = (self as *const FgraphOps).wrapping_byte_add(offset_of!(FgraphOps, user)) as *const ReturnUser;
+        retstack::user_in_flight(user)
+    }
+
     /// Calls this user could not trace: the shadow stack had no room.
     pub fn overruns(&self) -> u64 {
         self.overruns.load(Ordering::Relaxed)

@@ -60,6 +60,8 @@ pub mod export;
 #[cfg(target_os = "none")]
 pub mod fgraph;
 #[cfg(target_os = "none")]
+pub mod instance;
+#[cfg(target_os = "none")]
 mod ops;
 #[cfg(target_os = "none")]
 mod records;
@@ -100,5 +102,6 @@ pub use arch::ftrace_abi::{FtraceRegs, PtRegs, RegisterError, Saved, Trampoline}
 pub fn init() -> Result<InitInfo, FtraceError> {
     clock::init();
     buffer::init(arch::smp::possible_cpus());
+    instance::init();
     registry::init()
 }

@@ -365,10 +365,22 @@ unsafe impl Sync for RingBuffer {}
 impl RingBuffer {
     /// A buffer of `pages` pages (at least 2).
     pub fn new(pages: usize) -> Self {
+        Self::try_new(pages).expect("ring buffer: out of memory")
+    }
+
+    /// A buffer of `pages` pages (at least 2), or `None` if the heap cannot
+    /// hold it.
+    pub fn try_new(pages: usize) -> Option<Self> {
         let count = pages.max(2);
-        RingBuffer {
-            pages: (0..count).map(|_| Page::EMPTY).collect(),
-            tags: (0..count).map(|_| AtomicU64::new(0)).collect(),
+        let mut all = Vec::new();
+        all.try_reserve_exact(count).ok()?;
+        all.extend((0..count).map(|_| Page::EMPTY));
+        let mut tags = Vec::new();
+        tags.try_reserve_exact(count).ok()?;
+        tags.extend((0..count).map(|_| AtomicU64::new(0)));
+        Some(RingBuffer {
+            pages: all.into_boxed_slice(),
+            tags: tags.into_boxed_slice(),
             tail: AtomicU64::new(0),
             writer: UnsafeCell::new(Writer { seq: 0, commit: 0, last_time: 0 }),
             reader: spin::Mutex::new(Reader { next: 0, overrun_seen: 0 }),
@@ -378,7 +390,7 @@ impl RingBuffer {
             overrun: AtomicU64::new(0),
             read: AtomicU64::new(0),
             before_reset: spin::Mutex::new(Lifetime::default()),
-        }
+        })
     }
 
     /// Page number `seq` (or the one a lap later that replaced it) and its tag.

@@ -14,7 +14,6 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use arch::sync::SpinLock;
 
-use crate::buffer;
 use crate::event::{FixedEvent, SchedSwitchEvent, SchedWakeupEvent, DEFAULT_PRIO, SCHED_SWITCH, SCHED_WAKEUP, STATE_REPORT_MAX};
 use crate::task::TaskTrace;
 use crate::tracer::event_common;
@@ -90,7 +89,7 @@ pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
         next_pid: next.pid(),
         next_prio: DEFAULT_PRIO,
     };
-    buffer::write_with(SchedSwitchEvent::SIZE, |_, bytes| event.encode_into(bytes));
+    crate::instance::top().buffer().write_with(SchedSwitchEvent::SIZE, |_, bytes| event.encode_into(bytes));
 }
 
 /// Records that `task` was woken, to run on `target_cpu`.
@@ -105,7 +104,7 @@ pub fn trace_wakeup(task: &TaskTrace, target_cpu: usize) {
         prio: DEFAULT_PRIO,
         target_cpu: target_cpu as i32,
     };
-    buffer::write_with(SchedWakeupEvent::SIZE, |_, bytes| event.encode_into(bytes));
+    crate::instance::top().buffer().write_with(SchedWakeupEvent::SIZE, |_, bytes| event.encode_into(bytes));
 }
 
 /// How many task names [`saved_cmdlines`] keeps (Linux keeps 128 by

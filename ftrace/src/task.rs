@@ -27,6 +27,10 @@ use crate::shadow::ShadowStack;
 /// Words in each shadow stack (16 KiB).
 pub const STACK_WORDS: usize = 2048;
 
+/// How many trace arrays can run the graph tracer with their own markers
+/// (see `crate::instance`).
+pub const GRAPH_SLOTS: usize = 16;
+
 /// "No marker set" for the graph tracer's depth markers.
 pub const NOT_INSIDE: usize = usize::MAX;
 
@@ -59,8 +63,9 @@ pub struct TaskTrace {
     pub(crate) counters: TrampolineCounters,
     /// Recursion bits: see [`crate::recursion`].
     pub(crate) recursion: AtomicU32,
-    /// The graph tracer's markers, one set per context.
-    pub(crate) graph: [GraphMarks; Context::COUNT],
+    /// The graph tracer's markers: per trace array slot, one set per
+    /// context.
+    pub(crate) graph: [[GraphMarks; Context::COUNT]; GRAPH_SLOTS],
     /// The shadow return stack.
     pub(crate) stack: ShadowStack,
     /// The task's pid, as events show it.
@@ -78,7 +83,7 @@ impl TaskTrace {
         TaskTrace {
             counters: TrampolineCounters::new(),
             recursion: AtomicU32::new(0),
-            graph: [const { GraphMarks::new() }; Context::COUNT],
+            graph: [const { [const { GraphMarks::new() }; Context::COUNT] }; GRAPH_SLOTS],
             stack: ShadowStack::new(STACK_WORDS),
             pid,
             comm,
@@ -109,16 +114,23 @@ impl TaskTrace {
         self.reset_graph_marks();
     }
 
-    /// Clears the graph tracer's markers in every context.
+    /// Clears the graph tracer's markers in every slot and context.
     pub fn reset_graph_marks(&self) {
-        for marks in &self.graph {
+        for slot in 0..GRAPH_SLOTS {
+            self.reset_graph_slot(slot);
+        }
+    }
+
+    /// Clears one slot's markers in every context.
+    pub fn reset_graph_slot(&self, slot: usize) {
+        for marks in &self.graph[slot] {
             marks.reset();
         }
     }
 
-    /// The markers of `context`.
-    pub fn graph_marks(&self, context: Context) -> &GraphMarks {
-        &self.graph[context as usize]
+    /// The markers of trace array slot `slot` in `context`.
+    pub fn graph_marks(&self, slot: usize, context: Context) -> &GraphMarks {
+        &self.graph[slot][context as usize]
     }
 
     /// Its shadow stack.

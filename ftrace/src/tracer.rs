@@ -3,28 +3,27 @@
 //! `nop` traces nothing; `function` records one event per traced call (the
 //! function and its caller) through an ops with the recursion guard;
 //! `function_graph` records each call's entry and return through the return
-//! hook. Both follow `set_ftrace_filter` / `set_ftrace_notrace`; the graph
+//! hook. Each trace array (the top level, every instance: see
+//! `crate::instance`) has its own of both, writing to its own buffer. Both
+//! follow the array's `set_ftrace_filter` / `set_ftrace_notrace`; the graph
 //! tracer also honours `set_graph_function` (only what runs below these),
 //! `set_graph_notrace` (nothing below these) and `max_graph_depth`. Changing
 //! the tracer empties the buffer, as Linux does.
 
 use core::fmt::{self, Write};
+use core::sync::atomic::{AtomicUsize, Ordering};
 
+use alloc::vec::Vec;
 use arch::context::{self, Context};
 use arch::ftrace_abi::FtraceRegs;
 
-use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-
-
+use crate::deferred::Published;
 use crate::event::{flags, Common, FixedEvent, FunctionEvent, GraphEntryEvent, GraphExitEvent, Record, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET};
 use crate::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn};
-use crate::glob::FilterMode;
-use crate::ops::{FtraceOps, OpsFlags};
+use crate::instance::TraceArray;
+use crate::ops::FtraceOps;
 use crate::output::GraphOptions;
-use crate::registry::{self, FilterKind, FtraceError};
 use crate::task::{self, NOT_INSIDE};
-use crate::deferred::Published;
 use crate::{buffer, clock, output, symbols};
 
 /// A tracer `current_tracer` can name.
@@ -53,65 +52,34 @@ impl Tracer {
         Self::ALL.iter().copied().find(|tracer| tracer.name() == name)
     }
 
-    fn start(self) -> Result<(), FtraceError> {
-        match self {
-            Tracer::Nop => Ok(()),
-            Tracer::Function => registry::register(&FUNCTION_OPS),
-            Tracer::FunctionGraph => GRAPH_OPS.register(),
-        }
-    }
-
-    fn stop(self) -> Result<(), FtraceError> {
-        match self {
-            Tracer::Nop => Ok(()),
-            Tracer::Function => registry::unregister(&FUNCTION_OPS),
-            Tracer::FunctionGraph => GRAPH_OPS.unregister(),
-        }
-    }
 }
 
-static CURRENT: arch::sync::Mutex<Tracer> = arch::sync::Mutex::new(Tracer::Nop);
-
-/// The ops of the function tracer; its filters are `set_ftrace_filter` and
-/// `set_ftrace_notrace`.
-pub static FUNCTION_OPS: FtraceOps = FtraceOps::new(function_trace_call, OpsFlags::RECURSION);
-
-/// The function-graph tracer's user of the return hook. Per call it keeps
-/// two words: its mark (below) and the call time, which is the timestamp of
-/// the call's entry event, so the duration an exit event carries is exactly
-/// the distance between the two events' timestamps.
-pub static GRAPH_OPS: FgraphOps = FgraphOps::new(graph_trace_entry, graph_trace_return).with_data_words(2);
-
-/// Sets a tracer filter (`set_ftrace_filter` / `set_ftrace_notrace`): it
-/// applies to every tracer, as Linux's global filter does. On error nothing
-/// changes.
-pub fn set_tracer_filter(kind: FilterKind, text: &str, mode: FilterMode) -> Result<(), FtraceError> {
-    registry::set_filter(&FUNCTION_OPS, kind, text, mode)?;
-    // Same records, same text: if the first applied, this one does too; keep
-    // the two identical even so.
-    registry::copy_filters(&FUNCTION_OPS, GRAPH_OPS.ops())
+/// The graph tracer's per-call data: two words, its mark (below) and the
+/// call time, which is the timestamp of the call's entry event, so the
+/// duration an exit event carries is exactly the distance between the two
+/// events' timestamps.
+pub(crate) const fn graph_ops() -> FgraphOps {
+    FgraphOps::new(graph_trace_entry, graph_trace_return).with_data_words(2)
 }
 
-/// The current tracer.
-pub fn current() -> Tracer {
-    *CURRENT.lock()
+/// The trace array an ops of a tracer belongs to.
+///
+/// # Safety
+/// `ops` must be the `function_ops` of a trace array.
+#[inline(always)]
+unsafe fn array_of_function_ops(ops: &FtraceOps) -> &TraceArray {
+    // SAFETY: the caller's guarantee: stepping back from the field gives
+    // the array, alive while its ops is called (see `crate::instance`).
+    unsafe { &*crate::container_of!(ops, TraceArray, function_ops) }
 }
 
-/// Switches tracers: stops the old one, empties the buffer, starts the new.
-/// If the new one cannot start, the old one is restarted.
-pub fn set_current(tracer: Tracer) -> Result<(), FtraceError> {
-    let mut current = CURRENT.lock();
-    if *current == tracer {
-        return Ok(());
-    }
-    current.stop()?;
-    buffer::reset();
-    if let Err(error) = tracer.start() {
-        let _ = current.start();
-        return Err(error);
-    }
-    *current = tracer;
-    Ok(())
+/// The trace array a graph ops belongs to.
+#[inline(always)]
+fn array_of_graph_ops(gops: &FgraphOps) -> &TraceArray {
+    // SAFETY: the tracers' graph callbacks are only installed in the
+    // `graph_ops` of a trace array (`graph_ops` above, used by
+    // `TraceArray::new` alone), alive while its calls are in flight.
+    unsafe { &*crate::container_of!(gops, TraceArray, graph_ops) }
 }
 
 /// The common header for an event recorded now: the context flags, the
@@ -134,86 +102,20 @@ pub fn event_common(kind: u16) -> Common {
     Common { kind, flags: bits, preempt_count: arch::preempt::count().min(255) as u8, pid }
 }
 
-extern "C" fn function_trace_call(ip: usize, parent_ip: usize, _ops: &FtraceOps, _fregs: &mut FtraceRegs) {
+pub(crate) extern "C" fn function_trace_call(ip: usize, parent_ip: usize, ops: &FtraceOps, _fregs: &mut FtraceRegs) {
+    // SAFETY: this callback is only installed in a trace array's
+    // `function_ops` (`TraceArray::new`).
+    let array = unsafe { array_of_function_ops(ops) };
     let event = FunctionEvent { common: event_common(TRACE_FN), ip: ip as u64, parent_ip: parent_ip as u64 };
-    buffer::write_with(FunctionEvent::SIZE, |_, bytes| event.encode_into(bytes));
+    array.buffer().write_with(FunctionEvent::SIZE, |_, bytes| event.encode_into(bytes));
 }
 
 // ---- function_graph ----
-
-/// `options/funcgraph-retval`.
-static GRAPH_RETVAL: AtomicBool = AtomicBool::new(false);
-/// `max_graph_depth` (0: no limit).
-static MAX_GRAPH_DEPTH: AtomicUsize = AtomicUsize::new(0);
-/// `set_graph_function` and `set_graph_notrace`: sorted function addresses.
-/// Published as immutable snapshots (nothing published: an empty list), so
-/// the traced path reads them without a lock and never misses a match
-/// because a writer holds one.
-static GRAPH_FUNCTIONS: Published<Vec<usize>> = Published::empty();
-static GRAPH_NOTRACE: Published<Vec<usize>> = Published::empty();
-/// Serialises the lists' writers (and readers outside the traced path).
-static GRAPH_LISTS: arch::sync::Mutex<()> = arch::sync::Mutex::new(());
 
 /// What the graph tracer's mark word says about a hooked call.
 const MARK_PLAIN: u64 = 0;
 const MARK_NOTRACE: u64 = 1;
 const MARK_GRAPH_FUNCTION: u64 = 2;
-
-/// Sets `options/funcgraph-retval`.
-pub fn set_graph_retval(on: bool) {
-    GRAPH_RETVAL.store(on, Ordering::Relaxed);
-}
-
-/// `options/funcgraph-retval`.
-pub fn graph_retval() -> bool {
-    GRAPH_RETVAL.load(Ordering::Relaxed)
-}
-
-/// Sets `max_graph_depth` (0: no limit).
-pub fn set_max_graph_depth(depth: usize) {
-    MAX_GRAPH_DEPTH.store(depth, Ordering::Relaxed);
-}
-
-/// `max_graph_depth`.
-pub fn max_graph_depth() -> usize {
-    MAX_GRAPH_DEPTH.load(Ordering::Relaxed)
-}
-
-/// Which graph list a change applies to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GraphList {
-    /// `set_graph_function`.
-    Functions,
-    /// `set_graph_notrace`.
-    Notrace,
-}
-
-fn graph_list(list: GraphList) -> &'static Published<Vec<usize>> {
-    match list {
-        GraphList::Functions => &GRAPH_FUNCTIONS,
-        GraphList::Notrace => &GRAPH_NOTRACE,
-    }
-}
-
-/// Changes `set_graph_function` or `set_graph_notrace` with globs. On error
-/// nothing changes. The new list is published whole; traced calls read it
-/// without a lock.
-pub fn set_graph_list(list: GraphList, text: &str, mode: FilterMode) -> Result<(), FtraceError> {
-    let _writers = GRAPH_LISTS.lock();
-    let published = graph_list(list);
-    let current = published.read(|functions| functions.cloned().unwrap_or_default());
-    let updated = registry::match_functions(&current, text, mode)?;
-    published.replace((!updated.is_empty()).then_some(updated));
-    Ok(())
-}
-
-/// The functions in a graph list.
-pub fn graph_list_names(list: GraphList) -> Vec<&'static str> {
-    let _writers = GRAPH_LISTS.lock();
-    graph_list(list).read(|functions| {
-        functions.map_or(Vec::new(), |functions| functions.iter().filter_map(|&ip| symbols::name_of(ip)).collect())
-    })
-}
 
 /// `Some(whether ip is in the list)`, or `None` for an empty list. On the
 /// traced path: no lock.
@@ -222,24 +124,25 @@ fn in_list(list: &Published<Vec<usize>>, ip: usize) -> Option<bool> {
     list.read(|functions| functions.map(|functions| functions.binary_search(&ip).is_ok()))
 }
 
-fn graph_trace_entry(_gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, _fregs: &mut FtraceRegs) -> bool {
-    let marks = task::current().graph_marks(context::current());
+fn graph_trace_entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, _fregs: &mut FtraceRegs) -> bool {
+    let array = array_of_graph_ops(gops);
+    let marks = task::current().graph_marks(array.slot(), context::current());
     let notrace_depth = marks.notrace_depth.load(Ordering::Relaxed);
     if notrace_depth != NOT_INSIDE && call.depth > notrace_depth {
         return false;
     }
-    let max = MAX_GRAPH_DEPTH.load(Ordering::Relaxed);
+    let max = array.graph.max_depth.load(Ordering::Relaxed);
     if max != 0 && call.depth >= max {
         return false;
     }
     let Some(words) = data.reserve(2) else { return false };
-    if in_list(&GRAPH_NOTRACE, call.func) == Some(true) {
+    if in_list(&array.graph.notrace, call.func) == Some(true) {
         // Hook it only to learn when it returns; record nothing below it.
         marks.notrace_depth.store(call.depth, Ordering::Relaxed);
         words[0] = MARK_NOTRACE;
         return true;
     }
-    if let Some(listed) = in_list(&GRAPH_FUNCTIONS, call.func) {
+    if let Some(listed) = in_list(&array.graph.functions, call.func) {
         let inside = marks.function_depth.load(Ordering::Relaxed);
         if inside == NOT_INSIDE || call.depth <= inside {
             if !listed {
@@ -250,14 +153,14 @@ fn graph_trace_entry(_gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData
         }
     }
     let event = GraphEntryEvent { common: event_common(TRACE_GRAPH_ENT), func: call.func as u64, depth: call.depth as i32 };
-    let time = buffer::write_with(GraphEntryEvent::SIZE, |_, bytes| event.encode_into(bytes));
+    let time = array.buffer().write_with(GraphEntryEvent::SIZE, |_, bytes| event.encode_into(bytes));
     words[1] = time.unwrap_or_else(clock::now_ns);
     true
 }
 
 /// Undoes what the entry's mark set; answers whether the call was recorded.
-fn graph_trace_unmark(data: &[u64]) -> bool {
-    let marks = task::current().graph_marks(context::current());
+fn graph_trace_unmark(array: &TraceArray, data: &[u64]) -> bool {
+    let marks = task::current().graph_marks(array.slot(), context::current());
     match data.first().copied() {
         Some(MARK_NOTRACE) => {
             marks.notrace_depth.store(NOT_INSIDE, Ordering::Relaxed);
@@ -274,8 +177,9 @@ fn graph_trace_unmark(data: &[u64]) -> bool {
     }
 }
 
-fn graph_trace_return(_gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _fregs: &mut FtraceRegs) {
-    if !graph_trace_unmark(data) {
+fn graph_trace_return(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _fregs: &mut FtraceRegs) {
+    let array = array_of_graph_ops(gops);
+    if !graph_trace_unmark(array, data) {
         return;
     }
     let mut event = GraphExitEvent {
@@ -288,13 +192,14 @@ fn graph_trace_return(_gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _fre
         rettime: 0,
     };
     // The return time is the exit event's own timestamp.
-    buffer::write_with(GraphExitEvent::SIZE, |time, bytes| {
+    array.buffer().write_with(GraphExitEvent::SIZE, |time, bytes| {
         event.rettime = time;
         event.encode_into(bytes);
     });
 }
 
-/// Forgets the current task's graph markers (tests that abandon a stack).
+/// Forgets the current task's graph markers, in every trace array (tests
+/// that abandon a stack).
 pub fn reset_graph_state() {
     task::current().reset_graph_marks();
 }
@@ -326,29 +231,32 @@ fn print_other(payload: &[u8], out: &mut dyn Write) -> fmt::Result {
     }
 }
 
-/// Writes `cat trace`: the header, then every recorded event, in the current
-/// tracer's format. Recording pauses while it runs, as Linux's
-/// `pause-on-trace` does, so reading the trace does not trace itself.
-pub fn write_trace(out: &mut dyn Write) -> fmt::Result {
-    let was_on = buffer::tracing_on();
-    buffer::set_tracing_on(false);
-    let result = write_trace_paused(out);
-    buffer::set_tracing_on(was_on);
+/// Writes `cat trace` of `array`: the header, then every recorded event,
+/// in its current tracer's format. Recording pauses while it runs, as
+/// Linux's `pause-on-trace` does, so reading the trace does not trace
+/// itself.
+pub fn write_trace(array: &TraceArray, out: &mut dyn Write) -> fmt::Result {
+    let buffer = array.buffer();
+    let was_on = buffer.is_on();
+    buffer.set_on(false);
+    let result = write_trace_paused(array, out);
+    buffer.set_on(was_on);
     result
 }
 
-fn write_trace_paused(out: &mut dyn Write) -> fmt::Result {
-    let snapshots = buffer::snapshot_all();
+fn write_trace_paused(array: &TraceArray, out: &mut dyn Write) -> fmt::Result {
+    let snapshots = array.buffer().snapshot_all();
     let names = |address: usize| symbols::table().ok()?.lookup(address);
     let comms = |pid: i32| crate::sched::comm_of(pid);
     let events = merged(&snapshots);
-    if current() == Tracer::FunctionGraph {
+    let tracer = array.current_tracer();
+    if tracer == Tracer::FunctionGraph {
         output::write_graph_header(out)?;
         let lines: Vec<output::GraphLine> = events
             .iter()
             .filter_map(|&(time, cpu, payload)| Record::decode(payload).map(|record| (time, cpu, record, payload)))
             .collect();
-        let options = GraphOptions { retval: graph_retval() };
+        let options = GraphOptions { retval: array.graph_retval() };
         return output::write_graph(out, &lines, &names, &comms, options, &print_other);
     }
     let mut stats = crate::ring_buffer::Stats::default();
@@ -357,7 +265,7 @@ fn write_trace_paused(out: &mut dyn Write) -> fmt::Result {
         stats.written += snapshot.stats.written;
         stats.overrun += snapshot.stats.overrun;
     }
-    output::write_header(out, current().name(), stats, snapshots.len())?;
+    output::write_header(out, tracer.name(), stats, snapshots.len())?;
     for (time, cpu, payload) in events {
         match Record::decode(payload) {
             Some(Record::Function(event)) => output::write_function(out, cpu, time, &event, &names, &comms)?,

@@ -53,8 +53,18 @@ pub fn kernel_main() -> ! {
     record::start_if_recording();
     #[cfg(test)]
     test_main();
+    match cmdline::option("bench") {
+        Some("") => bench::run(),
+        Some("vs-linux") => {
+            if let Err(error) = bench::vs_linux::run(&[]) {
+                println!("vso-error {error}");
+                arch::exit(arch::ExitCode::Failure);
+            }
+        }
+        Some(other) => println!("bench: no benchmark '{other}' (bench, bench=vs-linux)"),
+        None => {}
+    }
     if cmdline::option("bench").is_some() {
-        bench::run();
         arch::exit(arch::ExitCode::Success);
     }
     shell::run()

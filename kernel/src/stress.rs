@@ -11,7 +11,7 @@
 //!   each result is known in advance: a worker counts every wrong result
 //!   as a bad return value.
 //! - **A reader** consumes every CPU's buffer as `trace_pipe` does
-//!   (`ftrace::buffer::read_page`) and counts the events it decodes.
+//!   (`TraceBuffer::read_page`) and counts the events it decodes.
 //! - **The controller** (the task that typed `stress`) flips one thing at a
 //!   time, chosen by a pseudo-random sequence: the current tracer
 //!   (`nop`/`function`/`function_graph`), the tracer filter, a pair of fprobe
@@ -37,7 +37,6 @@ use core::hint::black_box;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 use fprobe::{EntryData, Fprobe, FprobeConfig, RegisteredFprobe, Target};
-use ftrace::buffer;
 use ftrace::ring_buffer::{page_events, PAGE_SIZE};
 use ftrace::{FilterKind, FilterMode, FtraceOps, FtraceRegs, OpsFlags};
 use rethook::{Rethook, RethookMode, RethookNode};
@@ -390,11 +389,12 @@ fn worker(seed: u64, naps: bool) -> (u64, u64) {
 fn reader() -> u64 {
     let mut page = Box::new([0u8; PAGE_SIZE]);
     let mut events = 0u64;
+    let buffer = ftrace::instance::top().buffer();
     loop {
         let stopping = STOP.load(Ordering::Acquire);
         let mut any = false;
-        for cpu in 0..buffer::cpus() {
-            while buffer::read_page(cpu, &mut page).is_some() {
+        for cpu in 0..buffer.cpus() {
+            while buffer.read_page(cpu, &mut page).is_some() {
                 any = true;
                 events += page_events(&page[..]).filter(|event| well_formed(event.payload)).count() as u64;
             }
@@ -416,7 +416,8 @@ fn well_formed(payload: &[u8]) -> bool {
 /// Runs the stress and reports. Refuses to start unless tracing is idle
 /// (the `nop` tracer, no events defined): it flips those switches itself.
 pub fn run(limits: Limits) -> Result<Report, String> {
-    if ftrace::tracer::current() != ftrace::tracer::Tracer::Nop {
+    let top = ftrace::instance::top();
+    if top.current_tracer() != ftrace::tracer::Tracer::Nop {
         return Err("stress: set current_tracer to nop first".into());
     }
     let mut defined = String::new();
@@ -426,7 +427,7 @@ pub fn run(limits: Limits) -> Result<Report, String> {
     }
     ftrace::deferred::reclaim();
     let heap_before = crate::heap::stats().used as isize;
-    let before = buffer::lifetime();
+    let before = top.buffer().lifetime();
     BAD_ARGS.store(0, Ordering::Relaxed);
     BAD_RETVALS.store(0, Ordering::Relaxed);
     STOP.store(false, Ordering::Release);
@@ -460,7 +461,7 @@ pub fn run(limits: Limits) -> Result<Report, String> {
     settled?;
     ftrace::deferred::reclaim();
 
-    let after = buffer::lifetime();
+    let after = top.buffer().lifetime();
     let events = after.written - before.written;
     let dropped = after.overrun - before.overrun;
     let erased = after.erased - before.erased;

@@ -3,12 +3,17 @@
 //! The shell reads them with `cat FILE` and writes them with `echo TEXT > FILE`
 //! (or `>>` to append, where Linux supports it). A write that cannot be
 //! applied is an error and changes nothing.
+//!
+//! `mkdir instances/NAME` makes an instance (`ftrace::instance`): a
+//! directory `instances/NAME/` with its own copy of the per-array files
+//! (its own buffer, tracer, filters, `tracing_on`); `rmdir` removes it.
 
 use alloc::format;
 use alloc::string::{String, ToString};
 use core::fmt::{self, Write};
 
-use ftrace::tracer::{self, GraphList, Tracer, FUNCTION_OPS};
+use ftrace::instance::{self, GraphList, InstanceError, TraceArray};
+use ftrace::tracer::Tracer;
 use ftrace::{FilterKind, FilterMode, Trampoline};
 
 /// Why a tracefs access failed; printed as `error: ...`.
@@ -32,71 +37,154 @@ impl fmt::Display for TracefsError {
     }
 }
 
+impl From<InstanceError> for TracefsError {
+    fn from(error: InstanceError) -> Self {
+        TracefsError::Invalid(error.to_string())
+    }
+}
+
 impl From<ftrace::FtraceError> for TracefsError {
     fn from(error: ftrace::FtraceError) -> Self {
         TracefsError::Invalid(error.to_string())
     }
 }
 
-type Reader = fn(&mut dyn Write) -> fmt::Result;
-type Writer = fn(&str, FilterMode) -> Result<(), TracefsError>;
+/// The trace array a file belongs to: the top level's, or an instance's.
+type Array = &'static TraceArray;
+type Reader = fn(Array, &mut dyn Write) -> fmt::Result;
+type Writer = fn(Array, &str, FilterMode) -> Result<(), TracefsError>;
 
-/// One file: its name and what reading and writing it do.
+/// Where a file exists.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// At the top level only (it is about the whole system).
+    Top,
+    /// At the top level and in every instance (it is about one array).
+    Array,
+}
+
+/// One file: its name, where it exists, and what reading and writing it do.
 struct File {
     name: &'static str,
+    scope: Scope,
     read: Option<Reader>,
     write: Option<Writer>,
 }
 
-const FILES: &[File] = &[
-    File { name: "available_tracers", read: Some(read_available_tracers), write: None },
-    File { name: "current_tracer", read: Some(read_current_tracer), write: Some(write_current_tracer) },
-    File { name: "available_filter_functions", read: Some(read_available_filter_functions), write: None },
-    File {
-        name: "available_filter_functions_addrs",
-        read: Some(read_available_filter_functions_addrs),
-        write: None,
-    },
-    File { name: "set_ftrace_filter", read: Some(read_ftrace_filter), write: Some(write_ftrace_filter) },
-    File { name: "set_ftrace_notrace", read: Some(read_ftrace_notrace), write: Some(write_ftrace_notrace) },
-    File { name: "enabled_functions", read: Some(read_enabled_functions), write: None },
-    File { name: "tracing_on", read: Some(read_tracing_on), write: Some(write_tracing_on) },
-    File { name: "ftrace_enabled", read: Some(read_ftrace_enabled), write: Some(write_ftrace_enabled) },
-    File { name: "trace", read: Some(read_trace), write: Some(write_trace) },
-    File { name: "recursed_functions", read: Some(read_recursed_functions), write: Some(write_recursed_functions) },
-    File { name: "set_graph_function", read: Some(read_graph_function), write: Some(write_graph_function) },
-    File { name: "set_graph_notrace", read: Some(read_graph_notrace), write: Some(write_graph_notrace) },
-    File { name: "max_graph_depth", read: Some(read_max_graph_depth), write: Some(write_max_graph_depth) },
-    File { name: "options/funcgraph-retval", read: Some(read_funcgraph_retval), write: Some(write_funcgraph_retval) },
-    File { name: "dynamic_events", read: Some(read_dynamic_events), write: Some(write_dynamic_events) },
-];
-
-fn find(name: &str) -> Result<&'static File, TracefsError> {
-    FILES.iter().find(|file| file.name == name).ok_or_else(|| TracefsError::NoSuchFile(name.to_string()))
+const fn top(name: &'static str, read: Option<Reader>, write: Option<Writer>) -> File {
+    File { name, scope: Scope::Top, read, write }
 }
 
-/// The file names, for `ls`: the fixed ones, then each dynamic event's.
+const fn per_array(name: &'static str, read: Option<Reader>, write: Option<Writer>) -> File {
+    File { name, scope: Scope::Array, read, write }
+}
+
+const FILES: &[File] = &[
+    per_array("available_tracers", Some(read_available_tracers), None),
+    per_array("current_tracer", Some(read_current_tracer), Some(write_current_tracer)),
+    top("available_filter_functions", Some(read_available_filter_functions), None),
+    top("available_filter_functions_addrs", Some(read_available_filter_functions_addrs), None),
+    per_array("set_ftrace_filter", Some(read_ftrace_filter), Some(write_ftrace_filter)),
+    per_array("set_ftrace_notrace", Some(read_ftrace_notrace), Some(write_ftrace_notrace)),
+    top("enabled_functions", Some(read_enabled_functions), None),
+    per_array("tracing_on", Some(read_tracing_on), Some(write_tracing_on)),
+    top("ftrace_enabled", Some(read_ftrace_enabled), Some(write_ftrace_enabled)),
+    per_array("trace", Some(read_trace), Some(write_trace)),
+    top("recursed_functions", Some(read_recursed_functions), Some(write_recursed_functions)),
+    per_array("set_graph_function", Some(read_graph_function), Some(write_graph_function)),
+    per_array("set_graph_notrace", Some(read_graph_notrace), Some(write_graph_notrace)),
+    per_array("max_graph_depth", Some(read_max_graph_depth), Some(write_max_graph_depth)),
+    per_array("options/funcgraph-retval", Some(read_funcgraph_retval), Some(write_funcgraph_retval)),
+    top("dynamic_events", Some(read_dynamic_events), Some(write_dynamic_events)),
+];
+
+/// A path resolved: the array it belongs to (held, if an instance's) and
+/// the file's name within the array.
+struct Resolved<'a> {
+    array: Array,
+    /// Keeps an instance from being removed while its file is in use.
+    hold: Option<instance::InstanceRef>,
+    name: &'a str,
+}
+
+fn resolve(path: &str) -> Result<Resolved<'_>, TracefsError> {
+    let Some(rest) = path.strip_prefix("instances/") else {
+        return Ok(Resolved { array: instance::top(), hold: None, name: path });
+    };
+    let (instance, name) = rest.split_once('/').unwrap_or((rest, ""));
+    let hold = instance::find(instance).ok_or_else(|| TracefsError::NoSuchFile(path.to_string()))?;
+    Ok(Resolved { array: hold.array(), hold: Some(hold), name })
+}
+
+fn find(resolved: &Resolved, path: &str) -> Result<&'static File, TracefsError> {
+    let top_level = resolved.hold.is_none();
+    FILES
+        .iter()
+        .find(|file| file.name == resolved.name && (top_level || file.scope == Scope::Array))
+        .ok_or_else(|| TracefsError::NoSuchFile(path.to_string()))
+}
+
+/// The file names, for `ls`: the fixed ones, each dynamic event's, then
+/// each instance's directory.
 pub fn names() -> impl Iterator<Item = String> {
     let events = fprobe::events::event_names().into_iter().flat_map(|event| {
         [format!("events/{event}/enable"), format!("events/{event}/format")]
     });
-    FILES.iter().map(|file| file.name.to_string()).chain(events)
+    let events = core::iter::once(String::from("events/enable")).chain(events);
+    let instances = instance::names().into_iter().map(|name| format!("instances/{name}/"));
+    FILES.iter().map(|file| file.name.to_string()).chain(events).chain(instances)
 }
 
-/// A per-event file: `events/GRP/EVENT/enable` or `.../format`.
+/// The files of instance `name`, for `ls instances/NAME`.
+pub fn instance_names(name: &str) -> Option<impl Iterator<Item = String>> {
+    instance::find(name)?;
+    let prefix = format!("instances/{name}/");
+    Some(FILES.iter().filter(|file| file.scope == Scope::Array).map(move |file| format!("{prefix}{}", file.name)))
+}
+
+/// Whether `path` names a file or an instance directory.
+pub fn exists(path: &str) -> bool {
+    match path.strip_prefix("instances/").map(|rest| rest.trim_end_matches('/')) {
+        Some(name) if !name.contains('/') => instance::find(name).is_some(),
+        _ => resolve(path).is_ok_and(|resolved| find(&resolved, path).is_ok()) || event_file(path).is_some(),
+    }
+}
+
+/// `mkdir instances/NAME`.
+pub fn mkdir(path: &str) -> Result<(), TracefsError> {
+    Ok(instance::create(instance_dir(path)?)?)
+}
+
+/// `rmdir instances/NAME`.
+pub fn rmdir(path: &str) -> Result<(), TracefsError> {
+    Ok(instance::remove(instance_dir(path)?)?)
+}
+
+/// The NAME of `instances/NAME` (the only directories one makes).
+fn instance_dir(path: &str) -> Result<&str, TracefsError> {
+    path.trim_end_matches('/')
+        .strip_prefix("instances/")
+        .filter(|name| !name.is_empty())
+        .ok_or_else(|| TracefsError::Invalid(format!("{path}: only instances/NAME can be made or removed")))
+}
+
+/// A file under `events/`.
 enum EventFile<'a> {
+    /// `events/GRP/EVENT/enable`.
     Enable(&'a str, &'a str),
+    /// `events/GRP/EVENT/format`.
     Format(&'a str, &'a str),
+    /// `events/enable` (`None`) or `events/GRP/enable`.
+    EnableAll(Option<&'a str>),
 }
 
 fn event_file(name: &str) -> Option<EventFile<'_>> {
-    let mut parts = name.strip_prefix("events/")?.split('/');
-    let (group, event, file, None) = (parts.next()?, parts.next()?, parts.next()?, parts.next()) else {
-        return None;
-    };
-    match file {
-        "enable" => Some(EventFile::Enable(group, event)),
-        "format" => Some(EventFile::Format(group, event)),
+    let parts: alloc::vec::Vec<&str> = name.strip_prefix("events/")?.split('/').collect();
+    match parts.as_slice() {
+        ["enable"] => Some(EventFile::EnableAll(None)),
+        [group, "enable"] => Some(EventFile::EnableAll(Some(group))),
+        [group, event, "enable"] => Some(EventFile::Enable(group, event)),
+        [group, event, "format"] => Some(EventFile::Format(group, event)),
         _ => None,
     }
 }
@@ -113,11 +201,16 @@ pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
             return writeln!(out, "{}", u8::from(enabled)).map_err(|_| TracefsError::Invalid("output failed".into()));
         }
         Some(EventFile::Format(group, event)) => return fprobe::events::write_format(group, event, out).map_err(event_error),
+        Some(EventFile::EnableAll(group)) => {
+            let state = fprobe::events::enabled_all(group).map_err(event_error)?;
+            return writeln!(out, "{state}").map_err(|_| TracefsError::Invalid("output failed".into()));
+        }
         None => {}
     }
-    let file = find(name)?;
+    let resolved = resolve(name)?;
+    let file = find(&resolved, name)?;
     let read = file.read.ok_or(TracefsError::NotReadable(file.name))?;
-    read(out).map_err(|_| TracefsError::Invalid("output failed".into()))
+    read(resolved.array, out).map_err(|_| TracefsError::Invalid("output failed".into()))
 }
 
 /// `echo TEXT > NAME` (`Replace`) or `echo TEXT >> NAME` (`Append`).
@@ -127,31 +220,35 @@ pub fn write(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsErro
             return fprobe::events::set_enabled(group, event, parse_switch(text)?).map_err(event_error);
         }
         Some(EventFile::Format(..)) => return Err(TracefsError::NotWritable("format")),
+        Some(EventFile::EnableAll(group)) => {
+            return fprobe::events::set_enabled_all(group, parse_switch(text)?).map_err(event_error);
+        }
         None => {}
     }
-    let file = find(name)?;
+    let resolved = resolve(name)?;
+    let file = find(&resolved, name)?;
     let write = file.write.ok_or(TracefsError::NotWritable(file.name))?;
-    write(text, mode)
+    write(resolved.array, text, mode)
 }
 
-fn read_available_tracers(out: &mut dyn Write) -> fmt::Result {
+fn read_available_tracers(_array: Array, out: &mut dyn Write) -> fmt::Result {
     let names: alloc::vec::Vec<&str> = Tracer::ALL.iter().map(|t| t.name()).collect();
     writeln!(out, "{}", names.join(" "))
 }
 
-fn read_current_tracer(out: &mut dyn Write) -> fmt::Result {
-    writeln!(out, "{}", tracer::current().name())
+fn read_current_tracer(array: Array, out: &mut dyn Write) -> fmt::Result {
+    writeln!(out, "{}", array.current_tracer().name())
 }
 
-fn write_current_tracer(text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+fn write_current_tracer(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
     let name = text.trim();
     let tracer = Tracer::from_name(name)
         .ok_or_else(|| TracefsError::Invalid(format!("no such tracer '{name}' (see available_tracers)")))?;
-    tracer::set_current(tracer)?;
+    array.set_current_tracer(tracer)?;
     Ok(())
 }
 
-fn read_available_filter_functions(out: &mut dyn Write) -> fmt::Result {
+fn read_available_filter_functions(_array: Array, out: &mut dyn Write) -> fmt::Result {
     let mut result = Ok(());
     ftrace::for_each_site(|site| {
         if result.is_ok() && !site.failed {
@@ -161,7 +258,7 @@ fn read_available_filter_functions(out: &mut dyn Write) -> fmt::Result {
     result
 }
 
-fn read_available_filter_functions_addrs(out: &mut dyn Write) -> fmt::Result {
+fn read_available_filter_functions_addrs(_array: Array, out: &mut dyn Write) -> fmt::Result {
     let mut result = Ok(());
     ftrace::for_each_site(|site| {
         if result.is_ok() && !site.failed {
@@ -171,8 +268,8 @@ fn read_available_filter_functions_addrs(out: &mut dyn Write) -> fmt::Result {
     result
 }
 
-fn read_filter(out: &mut dyn Write, kind: FilterKind) -> fmt::Result {
-    let names = ftrace::filter_names(&FUNCTION_OPS, kind);
+fn read_filter(array: Array, out: &mut dyn Write, kind: FilterKind) -> fmt::Result {
+    let names = array.tracer_filter_names(kind);
     if names.is_empty() && kind == FilterKind::Filter {
         return writeln!(out, "#### all functions enabled ####");
     }
@@ -182,23 +279,23 @@ fn read_filter(out: &mut dyn Write, kind: FilterKind) -> fmt::Result {
     Ok(())
 }
 
-fn read_ftrace_filter(out: &mut dyn Write) -> fmt::Result {
-    read_filter(out, FilterKind::Filter)
+fn read_ftrace_filter(array: Array, out: &mut dyn Write) -> fmt::Result {
+    read_filter(array, out, FilterKind::Filter)
 }
 
-fn read_ftrace_notrace(out: &mut dyn Write) -> fmt::Result {
-    read_filter(out, FilterKind::Notrace)
+fn read_ftrace_notrace(array: Array, out: &mut dyn Write) -> fmt::Result {
+    read_filter(array, out, FilterKind::Notrace)
 }
 
-fn write_ftrace_filter(text: &str, mode: FilterMode) -> Result<(), TracefsError> {
-    Ok(tracer::set_tracer_filter(FilterKind::Filter, text, mode)?)
+fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    Ok(array.set_tracer_filter(FilterKind::Filter, text, mode)?)
 }
 
-fn write_ftrace_notrace(text: &str, mode: FilterMode) -> Result<(), TracefsError> {
-    Ok(tracer::set_tracer_filter(FilterKind::Notrace, text, mode)?)
+fn write_ftrace_notrace(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    Ok(array.set_tracer_filter(FilterKind::Notrace, text, mode)?)
 }
 
-fn read_enabled_functions(out: &mut dyn Write) -> fmt::Result {
+fn read_enabled_functions(_array: Array, out: &mut dyn Write) -> fmt::Result {
     let mut result = Ok(());
     ftrace::for_each_site(|site| {
         if result.is_ok() && site.ops_count > 0 {
@@ -218,35 +315,35 @@ fn parse_switch(text: &str) -> Result<bool, TracefsError> {
     }
 }
 
-fn read_tracing_on(out: &mut dyn Write) -> fmt::Result {
-    writeln!(out, "{}", u8::from(ftrace::buffer::tracing_on()))
+fn read_tracing_on(array: Array, out: &mut dyn Write) -> fmt::Result {
+    writeln!(out, "{}", u8::from(array.buffer().is_on()))
 }
 
-fn write_tracing_on(text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
-    ftrace::buffer::set_tracing_on(parse_switch(text)?);
+fn write_tracing_on(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+    array.buffer().set_on(parse_switch(text)?);
     Ok(())
 }
 
-fn read_ftrace_enabled(out: &mut dyn Write) -> fmt::Result {
+fn read_ftrace_enabled(_array: Array, out: &mut dyn Write) -> fmt::Result {
     writeln!(out, "{}", u8::from(ftrace::is_enabled()))
 }
 
-fn write_ftrace_enabled(text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+fn write_ftrace_enabled(_array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
     Ok(ftrace::set_enabled(parse_switch(text)?)?)
 }
 
-fn read_trace(out: &mut dyn Write) -> fmt::Result {
-    tracer::write_trace(out)
+fn read_trace(array: Array, out: &mut dyn Write) -> fmt::Result {
+    ftrace::tracer::write_trace(array, out)
 }
 
 /// Any write empties the buffer (`echo > trace`), as in Linux.
-fn write_trace(_text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
-    ftrace::buffer::reset();
+fn write_trace(array: Array, _text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+    array.buffer().reset();
     Ok(())
 }
 
 /// `FUNCTION:\tCALLER` for every function a callback recursed into.
-fn read_recursed_functions(out: &mut dyn Write) -> fmt::Result {
+fn read_recursed_functions(_array: Array, out: &mut dyn Write) -> fmt::Result {
     for (ip, parent) in ftrace::recursion::recursed_functions() {
         let name = |address| ftrace::symbols::name_of(address).unwrap_or("?");
         writeln!(out, "{}:\t{}", name(ip), name(parent))?;
@@ -254,13 +351,13 @@ fn read_recursed_functions(out: &mut dyn Write) -> fmt::Result {
     Ok(())
 }
 
-fn write_recursed_functions(_text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+fn write_recursed_functions(_array: Array, _text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
     ftrace::recursion::clear_recursed_functions();
     Ok(())
 }
 
-fn read_graph_list(out: &mut dyn Write, list: GraphList) -> fmt::Result {
-    let names = tracer::graph_list_names(list);
+fn read_graph_list(array: Array, out: &mut dyn Write, list: GraphList) -> fmt::Result {
+    let names = array.graph_list_names(list);
     if names.is_empty() && list == GraphList::Functions {
         return writeln!(out, "#### all functions enabled ####");
     }
@@ -270,48 +367,48 @@ fn read_graph_list(out: &mut dyn Write, list: GraphList) -> fmt::Result {
     Ok(())
 }
 
-fn read_graph_function(out: &mut dyn Write) -> fmt::Result {
-    read_graph_list(out, GraphList::Functions)
+fn read_graph_function(array: Array, out: &mut dyn Write) -> fmt::Result {
+    read_graph_list(array, out, GraphList::Functions)
 }
 
-fn read_graph_notrace(out: &mut dyn Write) -> fmt::Result {
-    read_graph_list(out, GraphList::Notrace)
+fn read_graph_notrace(array: Array, out: &mut dyn Write) -> fmt::Result {
+    read_graph_list(array, out, GraphList::Notrace)
 }
 
-fn write_graph_function(text: &str, mode: FilterMode) -> Result<(), TracefsError> {
-    Ok(tracer::set_graph_list(GraphList::Functions, text, mode)?)
+fn write_graph_function(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    Ok(array.set_graph_list(GraphList::Functions, text, mode)?)
 }
 
-fn write_graph_notrace(text: &str, mode: FilterMode) -> Result<(), TracefsError> {
-    Ok(tracer::set_graph_list(GraphList::Notrace, text, mode)?)
+fn write_graph_notrace(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    Ok(array.set_graph_list(GraphList::Notrace, text, mode)?)
 }
 
-fn read_max_graph_depth(out: &mut dyn Write) -> fmt::Result {
-    writeln!(out, "{}", tracer::max_graph_depth())
+fn read_max_graph_depth(array: Array, out: &mut dyn Write) -> fmt::Result {
+    writeln!(out, "{}", array.max_graph_depth())
 }
 
-fn write_max_graph_depth(text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+fn write_max_graph_depth(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
     let depth = text
         .trim()
         .parse()
         .map_err(|_| TracefsError::Invalid(format!("expected a depth (0 for no limit), not '{}'", text.trim())))?;
-    tracer::set_max_graph_depth(depth);
+    array.set_max_graph_depth(depth);
     Ok(())
 }
 
-fn read_funcgraph_retval(out: &mut dyn Write) -> fmt::Result {
-    writeln!(out, "{}", u8::from(tracer::graph_retval()))
+fn read_funcgraph_retval(array: Array, out: &mut dyn Write) -> fmt::Result {
+    writeln!(out, "{}", u8::from(array.graph_retval()))
 }
 
-fn write_funcgraph_retval(text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
-    tracer::set_graph_retval(parse_switch(text)?);
+fn write_funcgraph_retval(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+    array.set_graph_retval(parse_switch(text)?);
     Ok(())
 }
 
-fn read_dynamic_events(out: &mut dyn Write) -> fmt::Result {
+fn read_dynamic_events(_array: Array, out: &mut dyn Write) -> fmt::Result {
     fprobe::events::read_dynamic_events(out)
 }
 
-fn write_dynamic_events(text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+fn write_dynamic_events(_array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
     fprobe::events::write_dynamic_events(text, mode).map_err(event_error)
 }

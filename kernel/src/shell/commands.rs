@@ -1,5 +1,6 @@
 //! The command table.
 
+use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt::Write;
@@ -26,7 +27,9 @@ const COMMANDS: &[Command] = &[
         summary: "print TEXT, or write it to a file",
         run: echo,
     },
-    Command { name: "ls", usage: "ls", summary: "list the tracing files", run: ls },
+    Command { name: "ls", usage: "ls [instances[/NAME]]", summary: "list the tracing files (of an instance)", run: ls },
+    Command { name: "mkdir", usage: "mkdir instances/NAME", summary: "make a tracing instance", run: mkdir },
+    Command { name: "rmdir", usage: "rmdir instances/NAME", summary: "remove a tracing instance", run: rmdir },
     Command { name: "cat", usage: "cat FILE", summary: "print a tracing file", run: cat },
     Command {
         name: "run",
@@ -36,7 +39,12 @@ const COMMANDS: &[Command] = &[
     },
     Command { name: "ps", usage: "ps", summary: "every task: PID, CPU, STATE, NAME", run: ps },
     Command { name: "cpus", usage: "cpus", summary: "the CPUs online and what runs on each", run: cpus },
-    Command { name: "bench", usage: "bench", summary: "benchmark every tracing mode", run: bench },
+    Command {
+        name: "bench",
+        usage: "bench [vs-linux [MODE...]]",
+        summary: "benchmark every tracing mode (vs-linux: Linux's job)",
+        run: bench,
+    },
     Command {
         name: "stress",
         usage: "stress [--seconds S] [--toggles N]",
@@ -86,11 +94,38 @@ fn echo(invocation: &Invocation) -> Result<(), ShellError> {
 }
 
 fn ls(invocation: &Invocation) -> Result<(), ShellError> {
-    no_arguments("ls", invocation)?;
-    for name in tracefs::names() {
-        println!("{name}");
+    if invocation.redirect.is_some() {
+        return Err(ShellError::NoRedirect("ls"));
+    }
+    match invocation.args {
+        [] => tracefs::names().for_each(|name| println!("{name}")),
+        [dir] if dir.trim_end_matches('/') == "instances" => {
+            ftrace::instance::names().iter().for_each(|name| println!("instances/{name}/"));
+        }
+        [dir] => {
+            let name = dir.trim_end_matches('/').strip_prefix("instances/").unwrap_or("");
+            let names = tracefs::instance_names(name).ok_or_else(|| ShellError::Failed(format!("no such directory: {dir}")))?;
+            names.for_each(|name| println!("{name}"));
+        }
+        _ => return Err(ShellError::Usage("ls [instances[/NAME]]")),
     }
     Ok(())
+}
+
+fn mkdir(invocation: &Invocation) -> Result<(), ShellError> {
+    let [dir] = invocation.args else { return Err(ShellError::Usage("mkdir instances/NAME")) };
+    if invocation.redirect.is_some() {
+        return Err(ShellError::NoRedirect("mkdir"));
+    }
+    tracefs::mkdir(dir).map_err(|e| ShellError::Failed(e.to_string()))
+}
+
+fn rmdir(invocation: &Invocation) -> Result<(), ShellError> {
+    let [dir] = invocation.args else { return Err(ShellError::Usage("rmdir instances/NAME")) };
+    if invocation.redirect.is_some() {
+        return Err(ShellError::NoRedirect("rmdir"));
+    }
+    tracefs::rmdir(dir).map_err(|e| ShellError::Failed(e.to_string()))
 }
 
 fn cat(invocation: &Invocation) -> Result<(), ShellError> {
@@ -171,8 +206,20 @@ fn poweroff(invocation: &Invocation) -> Result<(), ShellError> {
 }
 
 fn bench(invocation: &Invocation) -> Result<(), ShellError> {
-    no_arguments("bench", invocation)?;
-    crate::bench::run();
+    if invocation.redirect.is_some() {
+        return Err(ShellError::NoRedirect("bench"));
+    }
+    let args: Vec<&str> = invocation.args.iter().map(String::as_str).collect();
+    match args.as_slice() {
+        [] => crate::bench::run(),
+        ["vs-linux", modes @ ..] => {
+            if let Some(bad) = modes.iter().find(|mode| !crate::bench::vs_linux::MODES.contains(mode)) {
+                return Err(ShellError::Failed(format!("bench: no mode '{bad}' ({})", crate::bench::vs_linux::MODES.join(", "))));
+            }
+            crate::bench::vs_linux::run(modes).map_err(ShellError::Failed)?;
+        }
+        _ => return Err(ShellError::Usage("bench [vs-linux [MODE...]]")),
+    }
     Ok(())
 }
 

@@ -1,4 +1,5 @@
 //! The tracing benchmark: `bench` on the console, or `./qemu-run.sh ARCH --bench`.
+//! (`bench vs-linux` is the side-by-side job against Linux: see [`vs_linux`].)
 //!
 //! A never-inlined tracee with six arguments is called in a loop (100,000
 //! calls a sample, the median of seven samples, interrupts masked) and timed
@@ -10,6 +11,8 @@
 //!
 //! It prints a table and one `ratio NAME VALUE` line per figure. Under TCG
 //! (always, for aarch64 here) only the ratios mean anything.
+
+pub mod vs_linux;
 
 use alloc::vec::Vec;
 use core::hint::black_box;

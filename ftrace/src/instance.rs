@@ -1,0 +1,409 @@
+//! Trace arrays: the top level of tracefs and its instances (Linux's
+//! `struct trace_array`).
+//!
+//! Each has its own buffer, `tracing_on`, tracer, tracer filters and graph
+//! settings: `mkdir instances/NAME` makes one, `rmdir instances/NAME`
+//! removes it. A tracer is an ops embedded in its trace array, so a traced
+//! call finds the array (and its buffer) from the ops it was called with:
+//! two arrays tracing one function are two ops on the site, as in Linux.
+//!
+//! # Lifetimes
+//!
+//! The top level is a static. An instance lives on the heap from `mkdir`
+//! to some time after `rmdir`: while anyone holds an [`InstanceRef`]
+//! (a tracefs access in progress, a benchmark) `rmdir` is refused as busy;
+//! otherwise it stops the instance's tracer and hands the array to
+//! `crate::deferred`, which frees it after a grace period, and not before
+//! every call its graph tracer hooked has returned.
+//!
+//! The graph tracer keeps per-task markers (`set_graph_function`,
+//! `set_graph_notrace`) in a slot of each task's state; every array owns
+//! one of [`GRAPH_SLOTS`] slots, which bounds the instances to
+//! [`MAX_INSTANCES`] (Linux bounds function-graph users the same way).
+
+use alloc::boxed::Box;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+
+use arch::sync::Mutex;
+use spin::Once;
+
+use crate::buffer::{TraceBuffer, INSTANCE_PAGES_PER_CPU, PAGES_PER_CPU};
+use crate::deferred::{self, Deferred, Published};
+use crate::fgraph::FgraphOps;
+use crate::glob::FilterMode;
+use crate::ops::{FtraceOps, OpsFlags};
+use crate::registry::{self, FilterKind, FtraceError};
+use crate::ring_buffer::Stats;
+use crate::task::{self, GRAPH_SLOTS};
+use crate::tracer::{self, Tracer};
+
+/// The most instances at once: one graph-marker slot is the top level's.
+pub const MAX_INSTANCES: usize = GRAPH_SLOTS - 1;
+
+/// The function_graph tracer's settings of one array.
+pub struct GraphSettings {
+    /// `options/funcgraph-retval`.
+    pub(crate) retval: AtomicBool,
+    /// `max_graph_depth` (0: no limit).
+    pub(crate) max_depth: AtomicUsize,
+    /// `set_graph_function` and `set_graph_notrace`: sorted function
+    /// addresses, published as immutable snapshots (nothing published: an
+    /// empty list), so the traced path reads them without a lock and never
+    /// misses a match because a writer holds one.
+    pub(crate) functions: Published<Vec<usize>>,
+    pub(crate) notrace: Published<Vec<usize>>,
+    /// Serialises the lists' writers (and readers outside the traced path).
+    lists: Mutex<()>,
+}
+
+impl GraphSettings {
+    const fn new() -> GraphSettings {
+        GraphSettings {
+            retval: AtomicBool::new(false),
+            max_depth: AtomicUsize::new(0),
+            functions: Published::empty(),
+            notrace: Published::empty(),
+            lists: Mutex::new(()),
+        }
+    }
+}
+
+/// Which graph list a change applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphList {
+    /// `set_graph_function`.
+    Functions,
+    /// `set_graph_notrace`.
+    Notrace,
+}
+
+/// One trace array. See the module documentation.
+pub struct TraceArray {
+    name: String,
+    /// This array's slot of every task's graph markers.
+    slot: usize,
+    buffer: Once<TraceBuffer>,
+    tracer: Mutex<Tracer>,
+    /// The function tracer: its filters are `set_ftrace_filter` and
+    /// `set_ftrace_notrace`.
+    pub(crate) function_ops: FtraceOps,
+    /// The function_graph tracer, with the same filters.
+    pub(crate) graph_ops: FgraphOps,
+    pub(crate) graph: GraphSettings,
+    /// Handles out: `rmdir` is refused while there are any.
+    users: AtomicUsize,
+    /// Queues the free after `rmdir`.
+    node: Deferred,
+}
+
+static TOP: TraceArray = TraceArray::new(String::new(), 0);
+
+/// The instances, in creation order.
+static INSTANCES: Mutex<Vec<&'static TraceArray>> = Mutex::new(Vec::new());
+
+/// Graph-marker slots in use, a bit each (the top level's is slot 0).
+static SLOTS: AtomicU32 = AtomicU32::new(1);
+
+impl TraceArray {
+    const fn new(name: String, slot: usize) -> TraceArray {
+        TraceArray {
+            name,
+            slot,
+            buffer: Once::new(),
+            tracer: Mutex::new(Tracer::Nop),
+            function_ops: FtraceOps::new(tracer::function_trace_call, OpsFlags::RECURSION),
+            graph_ops: tracer::graph_ops(),
+            graph: GraphSettings::new(),
+            users: AtomicUsize::new(0),
+            node: Deferred::new(),
+        }
+    }
+
+    /// Its name (empty for the top level).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its slot of every task's graph markers.
+    pub(crate) fn slot(&self) -> usize {
+        self.slot
+    }
+
+    /// Its buffer.
+    #[inline]
+    pub fn buffer(&self) -> &TraceBuffer {
+        // Made before the array is reachable: `init` for the top level,
+        // `create` for an instance.
+        self.buffer.get().expect("a trace array's buffer is made with it")
+    }
+
+    /// Its buffer's counters.
+    pub fn stats(&self) -> Stats {
+        self.buffer().stats()
+    }
+
+    /// The current tracer.
+    pub fn current_tracer(&self) -> Tracer {
+        *self.tracer.lock()
+    }
+
+    /// Switches tracers: stops the old one, empties the buffer, starts the
+    /// new. If the new one cannot start, the old one is restarted.
+    pub fn set_current_tracer(&'static self, tracer: Tracer) -> Result<(), FtraceError> {
+        let mut current = self.tracer.lock();
+        if *current == tracer {
+            return Ok(());
+        }
+        self.stop(*current)?;
+        self.buffer().reset();
+        if let Err(error) = self.start(tracer) {
+            let _ = self.start(*current);
+            return Err(error);
+        }
+        *current = tracer;
+        Ok(())
+    }
+
+    fn start(&'static self, tracer: Tracer) -> Result<(), FtraceError> {
+        match tracer {
+            Tracer::Nop => Ok(()),
+            Tracer::Function => registry::register(&self.function_ops),
+            Tracer::FunctionGraph => self.graph_ops.register(),
+        }
+    }
+
+    fn stop(&'static self, tracer: Tracer) -> Result<(), FtraceError> {
+        match tracer {
+            Tracer::Nop => Ok(()),
+            Tracer::Function => registry::unregister(&self.function_ops),
+            Tracer::FunctionGraph => self.graph_ops.unregister(),
+        }
+    }
+
+    /// Sets a tracer filter (`set_ftrace_filter` / `set_ftrace_notrace`):
+    /// it applies to both tracers, as Linux's per-array filter does. On
+    /// error nothing changes.
+    pub fn set_tracer_filter(&self, kind: FilterKind, text: &str, mode: FilterMode) -> Result<(), FtraceError> {
+        registry::set_filter(&self.function_ops, kind, text, mode)?;
+        // Same records, same text: if the first applied, this one does too;
+        // keep the two identical even so.
+        registry::copy_filters(&self.function_ops, self.graph_ops.ops())
+    }
+
+    /// The functions a tracer filter names.
+    pub fn tracer_filter_names(&self, kind: FilterKind) -> Vec<&'static str> {
+        registry::filter_names(&self.function_ops, kind)
+    }
+
+    /// Sets `options/funcgraph-retval`.
+    pub fn set_graph_retval(&self, on: bool) {
+        self.graph.retval.store(on, Ordering::Relaxed);
+    }
+
+    /// `options/funcgraph-retval`.
+    pub fn graph_retval(&self) -> bool {
+        self.graph.retval.load(Ordering::Relaxed)
+    }
+
+    /// Sets `max_graph_depth` (0: no limit).
+    pub fn set_max_graph_depth(&self, depth: usize) {
+        self.graph.max_depth.store(depth, Ordering::Relaxed);
+    }
+
+    /// `max_graph_depth`.
+    pub fn max_graph_depth(&self) -> usize {
+        self.graph.max_depth.load(Ordering::Relaxed)
+    }
+
+    fn graph_list(&self, list: GraphList) -> &Published<Vec<usize>> {
+        match list {
+            GraphList::Functions => &self.graph.functions,
+            GraphList::Notrace => &self.graph.notrace,
+        }
+    }
+
+    /// Changes `set_graph_function` or `set_graph_notrace` with globs. On
+    /// error nothing changes. The new list is published whole; traced calls
+    /// read it without a lock.
+    pub fn set_graph_list(&self, list: GraphList, text: &str, mode: FilterMode) -> Result<(), FtraceError> {
+        let _writers = self.graph.lists.lock();
+        let published = self.graph_list(list);
+        let current = published.read(|functions| functions.cloned().unwrap_or_default());
+        let updated = registry::match_functions(&current, text, mode)?;
+        published.replace((!updated.is_empty()).then_some(updated));
+        Ok(())
+    }
+
+    /// The functions in a graph list.
+    pub fn graph_list_names(&self, list: GraphList) -> Vec<&'static str> {
+        let _writers = self.graph.lists.lock();
+        self.graph_list(list).read(|functions| {
+            functions.map_or(Vec::new(), |functions| {
+                functions.iter().filter_map(|&ip| crate::symbols::name_of(ip)).collect()
+            })
+        })
+    }
+}
+
+/// The top level.
+#[inline]
+pub fn top() -> &'static TraceArray {
+    &TOP
+}
+
+/// Makes the top level's buffer. Called once at boot.
+pub(crate) fn init() {
+    TOP.buffer.call_once(|| TraceBuffer::try_new(PAGES_PER_CPU).expect("the top-level trace buffer"));
+}
+
+/// A held instance: `rmdir` is refused while it is held.
+pub struct InstanceRef(&'static TraceArray);
+
+impl core::ops::Deref for InstanceRef {
+    type Target = TraceArray;
+
+    fn deref(&self) -> &TraceArray {
+        self.0
+    }
+}
+
+impl InstanceRef {
+    /// The array, for the length of the hold.
+    pub fn array(&self) -> &'static TraceArray {
+        self.0
+    }
+}
+
+impl Drop for InstanceRef {
+    fn drop(&mut self) {
+        self.0.users.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// Holds instance `name`, if there is one.
+pub fn find(name: &str) -> Option<InstanceRef> {
+    let list = INSTANCES.lock();
+    let array = *list.iter().find(|array| array.name == name)?;
+    array.users.fetch_add(1, Ordering::Acquire);
+    Some(InstanceRef(array))
+}
+
+/// The instances' names, in creation order.
+pub fn names() -> Vec<String> {
+    INSTANCES.lock().iter().map(|array| array.name.clone()).collect()
+}
+
+/// Why `mkdir` or `rmdir` failed. Nothing changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InstanceError {
+    /// `mkdir` of a name that exists.
+    Exists(String),
+    /// `rmdir` of a name that does not.
+    NoSuchInstance(String),
+    /// A name that is empty, too long, or has a `/` or a space.
+    BadName(String),
+    /// Every slot is taken.
+    TooMany,
+    /// The heap cannot hold another buffer.
+    NoMemory,
+    /// `rmdir` while something holds the instance.
+    Busy(String),
+    /// Stopping its tracer failed.
+    Tracing(FtraceError),
+}
+
+impl fmt::Display for InstanceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InstanceError::Exists(name) => write!(f, "instance '{name}' exists"),
+            InstanceError::NoSuchInstance(name) => write!(f, "no instance '{name}'"),
+            InstanceError::BadName(name) => write!(f, "bad instance name '{name}'"),
+            InstanceError::TooMany => write!(f, "too many instances (at most {MAX_INSTANCES})"),
+            InstanceError::NoMemory => write!(f, "not enough memory for another trace buffer"),
+            InstanceError::Busy(name) => write!(f, "instance '{name}' is busy"),
+            InstanceError::Tracing(error) => write!(f, "{error}"),
+        }
+    }
+}
+
+/// The longest instance name.
+pub const MAX_NAME: usize = 64;
+
+/// `mkdir instances/NAME`: a new instance, with the `nop` tracer, empty
+/// filters and a buffer of its own.
+pub fn create(name: &str) -> Result<(), InstanceError> {
+    if name.is_empty() || name.len() > MAX_NAME || name.contains(['/', ' ', '\t']) || name == "." || name == ".." {
+        return Err(InstanceError::BadName(name.into()));
+    }
+    let mut list = INSTANCES.lock();
+    if list.iter().any(|array| array.name == name) {
+        return Err(InstanceError::Exists(name.into()));
+    }
+    let slot = take_slot().ok_or(InstanceError::TooMany)?;
+    let Some(buffer) = TraceBuffer::try_new(INSTANCE_PAGES_PER_CPU) else {
+        release_slot(slot);
+        return Err(InstanceError::NoMemory);
+    };
+    let array = Box::leak(Box::new(TraceArray::new(name.into(), slot)));
+    array.buffer.call_once(|| buffer);
+    list.push(array);
+    Ok(())
+}
+
+/// `rmdir instances/NAME`: stops its tracer and removes it; refused while
+/// it is held.
+pub fn remove(name: &str) -> Result<(), InstanceError> {
+    let mut list = INSTANCES.lock();
+    let index = list.iter().position(|array| array.name == name).ok_or_else(|| InstanceError::NoSuchInstance(name.into()))?;
+    let array = list[index];
+    if array.users.load(Ordering::Acquire) != 0 {
+        return Err(InstanceError::Busy(name.into()));
+    }
+    array.set_current_tracer(Tracer::Nop).map_err(InstanceError::Tracing)?;
+    list.remove(index);
+    // SAFETY: the array was leaked from a box by `create` and is unlisted:
+    // nothing new can reach it; `free_instance` waits for what still can.
+    unsafe { deferred::defer(&array.node, free_instance) };
+    Ok(())
+}
+
+/// Frees a removed instance once no hooked call can return into it.
+unsafe fn free_instance(node: *const Deferred) {
+    let array = crate::container_of!(node, TraceArray, node);
+    // SAFETY: queued by `remove` with the node of a leaked, unlisted array.
+    let in_flight = unsafe { (*array).graph_ops.in_flight() };
+    if in_flight {
+        // A task still sleeps inside a call the graph tracer hooked: look
+        // again after the next grace period.
+        // SAFETY: the same node, still valid.
+        unsafe { deferred::defer(node, free_instance) };
+        return;
+    }
+    // SAFETY: as above; the grace period is over and no call is in flight.
+    let slot = unsafe { (*array).slot };
+    task::for_each(|state| state.reset_graph_slot(slot));
+    release_slot(slot);
+    // SAFETY: leaked from a box by `create`; nothing refers to it any more.
+    drop(unsafe { Box::from_raw(array as *mut TraceArray) });
+}
+
+fn take_slot() -> Option<usize> {
+    let mut slots = SLOTS.load(Ordering::Relaxed);
+    loop {
+        let slot = (!slots).trailing_zeros() as usize;
+        if slot >= GRAPH_SLOTS {
+            return None;
+        }
+        match SLOTS.compare_exchange(slots, slots | 1 << slot, Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => return Some(slot),
+            Err(now) => slots = now,
+        }
+    }
+}
+
+fn release_slot(slot: usize) {
+    SLOTS.fetch_and(!(1 << slot), Ordering::AcqRel);
+}

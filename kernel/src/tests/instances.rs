@@ -1,0 +1,171 @@
+//! Trace instances (`instances/NAME`): each a trace array of its own, with
+//! its own tracer, filters and buffer, beside the top level's.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use ftrace::event::{FunctionEvent, Record};
+use ftrace::instance::{self, MAX_INSTANCES};
+use ftrace::FilterMode;
+use ktest_macros::ktest;
+
+use crate::tracefs::{self, TracefsError};
+use crate::workload::fib;
+
+fn fib_address() -> usize {
+    fib as fn(u64) -> u64 as usize
+}
+
+fn write(path: &str, text: &str) {
+    tracefs::write(path, text, FilterMode::Replace).unwrap_or_else(|error| panic!("{path} <- {text}: {error}"));
+}
+
+fn read(path: &str) -> String {
+    let mut out = String::new();
+    tracefs::read(path, &mut out).unwrap_or_else(|error| panic!("{path}: {error}"));
+    out
+}
+
+/// The function events in an array's buffer that are calls of `fib`.
+fn fib_calls(name: Option<&str>) -> usize {
+    let held = name.map(|name| instance::find(name).expect("instance"));
+    let array = held.as_ref().map_or(instance::top(), |held| held.array());
+    let snapshots = array.buffer().snapshot_all();
+    ftrace::tracer::merged(&snapshots)
+        .into_iter()
+        .filter_map(|(_, _, payload)| FunctionEvent::decode(payload))
+        .filter(|event| event.ip as usize == fib_address())
+        .count()
+}
+
+/// The graph records (entries and returns) of `fib` in an instance's buffer.
+fn fib_graph_records(name: &str) -> (usize, usize) {
+    let held = instance::find(name).expect("instance");
+    let snapshots = held.array().buffer().snapshot_all();
+    let mut counts = (0, 0);
+    for (_, _, payload) in ftrace::tracer::merged(&snapshots) {
+        match Record::decode(payload) {
+            Some(Record::GraphEntry(entry)) if entry.func as usize == fib_address() => counts.0 += 1,
+            Some(Record::GraphExit(ret)) if ret.func as usize == fib_address() => counts.1 += 1,
+            _ => {}
+        }
+    }
+    counts
+}
+
+#[ktest]
+fn an_instance_has_its_own_tracer_filter_and_buffer() {
+    tracefs::mkdir("instances/foo").unwrap();
+    assert!(tracefs::exists("instances/foo"));
+    assert_eq!(read("instances/foo/current_tracer"), "nop\n");
+    write("instances/foo/set_ftrace_filter", "kernel::workload::fib");
+    write("instances/foo/current_tracer", "function");
+    assert_eq!(read("current_tracer"), "nop\n", "the top level keeps its tracer");
+    assert_eq!(read("set_ftrace_filter"), "#### all functions enabled ####\n", "and its filter");
+    assert_eq!(fib(5), 5);
+    assert_eq!(fib_calls(Some("foo")), 15, "fib(5) makes 15 calls, all in foo's buffer");
+    assert_eq!(fib_calls(None), 0, "none in the top level's");
+    let trace = read("instances/foo/trace");
+    assert_eq!(trace.lines().filter(|line| line.contains("kernel::workload::fib <-")).count(), 15, "{trace}");
+    // rmdir stops the tracer: the site goes back to its NOP.
+    tracefs::rmdir("instances/foo").unwrap();
+    assert!(!tracefs::exists("instances/foo"));
+    assert_eq!(read("enabled_functions"), "", "nothing left enabled");
+    assert!(matches!(tracefs::read("instances/foo/trace", &mut String::new()), Err(TracefsError::NoSuchFile(_))));
+}
+
+#[ktest]
+fn the_top_level_and_two_instances_trace_one_function_at_once() {
+    tracefs::mkdir("instances/a").unwrap();
+    tracefs::mkdir("instances/b").unwrap();
+    for prefix in ["", "instances/a/", "instances/b/"] {
+        write(&alloc::format!("{prefix}set_ftrace_filter"), "kernel::workload::fib");
+    }
+    write("current_tracer", "function");
+    write("instances/a/current_tracer", "function");
+    write("instances/b/current_tracer", "function_graph");
+    assert_eq!(fib(4), 3);
+    let counts = (fib_calls(None), fib_calls(Some("a")), fib_graph_records("b"));
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+    tracefs::rmdir("instances/a").unwrap();
+    tracefs::rmdir("instances/b").unwrap();
+    assert_eq!(counts, (9, 9, (9, 9)), "fib(4)'s 9 calls in every buffer, the graph's entries and returns");
+    assert_eq!(read("enabled_functions"), "");
+}
+
+#[ktest]
+fn two_graph_tracers_keep_their_own_settings() {
+    tracefs::mkdir("instances/deep").unwrap();
+    write("set_ftrace_filter", "kernel::workload::fib");
+    write("instances/deep/set_ftrace_filter", "kernel::workload::fib");
+    write("max_graph_depth", "1");
+    write("current_tracer", "function_graph");
+    write("instances/deep/current_tracer", "function_graph");
+    assert_eq!(fib(4), 3);
+    let top = read("trace");
+    let deep = fib_graph_records("deep");
+    write("current_tracer", "nop");
+    write("max_graph_depth", "0");
+    write("set_ftrace_filter", "");
+    tracefs::rmdir("instances/deep").unwrap();
+    let top_calls = top.lines().filter(|line| line.contains("kernel::workload::fib")).count();
+    assert_eq!(top_calls, 1, "depth 1 at the top level: only the outermost call\n{top}");
+    assert_eq!(deep, (9, 9), "no depth limit in the instance");
+}
+
+#[ktest]
+fn bad_instance_requests_change_nothing() {
+    tracefs::mkdir("instances/only").unwrap();
+    let error = |result: Result<(), TracefsError>| match result {
+        Err(TracefsError::Invalid(message)) => message,
+        other => panic!("expected an error, got {other:?}"),
+    };
+    assert_eq!(error(tracefs::mkdir("instances/only")), "instance 'only' exists");
+    assert_eq!(error(tracefs::rmdir("instances/none")), "no instance 'none'");
+    assert_eq!(error(tracefs::mkdir("instances/a b")), "bad instance name 'a b'");
+    assert_eq!(error(tracefs::mkdir("instances/a/b")), "bad instance name 'a/b'");
+    assert!(error(tracefs::mkdir("elsewhere")).contains("only instances/NAME"));
+    assert!(matches!(
+        tracefs::write("instances/only/current_tracer", "bogus", FilterMode::Replace),
+        Err(TracefsError::Invalid(_))
+    ));
+    assert!(matches!(
+        tracefs::write("instances/only/ftrace_enabled", "0", FilterMode::Replace),
+        Err(TracefsError::NoSuchFile(_))
+    ), "system-wide files exist at the top level only");
+    assert_eq!(read("instances/only/current_tracer"), "nop\n");
+    {
+        let _held = instance::find("only").unwrap();
+        assert_eq!(error(tracefs::rmdir("instances/only")), "instance 'only' is busy");
+    }
+    assert_eq!(instance::names(), ["only"]);
+    tracefs::rmdir("instances/only").unwrap();
+    assert!(instance::names().is_empty());
+}
+
+#[ktest]
+fn instances_run_out_with_an_error_and_come_back() {
+    let before = crate::heap::stats().used;
+    let mut made = Vec::new();
+    let refusal = loop {
+        let name = alloc::format!("i{}", made.len());
+        match tracefs::mkdir(&alloc::format!("instances/{name}")) {
+            Ok(()) => made.push(name),
+            Err(error) => break error,
+        }
+        assert!(made.len() <= MAX_INSTANCES, "more instances than slots");
+    };
+    let TracefsError::Invalid(message) = refusal else { panic!("{refusal:?}") };
+    assert!(message.starts_with("too many instances") || message.starts_with("not enough memory"), "{message}");
+    assert!(!made.is_empty());
+    for name in &made {
+        tracefs::rmdir(&alloc::format!("instances/{name}")).unwrap();
+    }
+    ftrace::deferred::reclaim();
+    tracefs::mkdir("instances/again").unwrap();
+    tracefs::rmdir("instances/again").unwrap();
+    ftrace::deferred::reclaim();
+    let after = crate::heap::stats().used;
+    assert!(after <= before + 16 * 1024, "heap back within 16 KiB: {before} -> {after}");
+}
