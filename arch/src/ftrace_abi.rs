@@ -175,6 +175,7 @@ impl FtraceRegs {
     /// Argument `n` of the traced function (0-based), at entry. Arguments past
     /// the registers are read from the caller's stack where the architecture
     /// passes them there (x86_64: n >= 6), fault-tolerantly.
+    #[inline]
     pub fn argument(&self, n: usize) -> Option<u64> {
         if !self.has_args() {
             return None;

@@ -126,6 +126,7 @@ pub fn take_need_resched() -> bool {
 }
 
 /// Whether this CPU has a reschedule request pending.
+#[inline]
 pub fn need_resched() -> bool {
     this().need_resched.load(Ordering::Relaxed)
 }

@@ -89,6 +89,8 @@ struct Compiled {
     event: String,
     layout: Layout,
     fetches: Vec<(Fetch, ArgType)>,
+    /// Whether a fetch arg is a string (records of varying size).
+    has_strings: bool,
     exit: bool,
 }
 
@@ -134,7 +136,9 @@ fn compile(spec: &EventSpec) -> Result<(usize, Compiled), EventError> {
         .iter()
         .map(|arg| Ok((compile_source(&arg.source, saved)?, arg.ty)))
         .collect::<Result<Vec<_>, EventError>>()?;
-    let compiled = Compiled { id: 0, event: spec.event.clone(), layout: Layout::new(spec), fetches, exit: spec.exit };
+    let has_strings = fetches.iter().any(|(_, ty)| *ty == ArgType::String);
+    let compiled =
+        Compiled { id: 0, event: spec.event.clone(), layout: Layout::new(spec), fetches, has_strings, exit: spec.exit };
     Ok((symbol.address, compiled))
 }
 
@@ -397,6 +401,7 @@ struct Context<'a> {
     saved_args: Option<&'a EntryData<'a>>,
 }
 
+#[inline]
 fn fetch_word(fetch: &Fetch, context: &Context) -> Option<u64> {
     match fetch {
         Fetch::Arg(n) => match context.saved_args {
@@ -440,7 +445,41 @@ fn read_string(address: usize, buffer: &mut [u8]) -> Option<usize> {
     Some(limit)
 }
 
+/// Records one event: `ips` is `[ip]` at entry, `[func, ret_ip]` at exit.
 fn record(compiled: &Compiled, ips: &[u64], context: &Context) {
+    if compiled.has_strings {
+        return record_with_strings(compiled, ips, context);
+    }
+    // The common case: a record of fixed size, each value fetched straight
+    // into its place in the ring buffer.
+    let layout = &compiled.layout;
+    ftrace::instance::top().buffer().write_with(layout.fixed_size, |_, out| {
+        layout.encode_numbers(event_common(compiled.id), ips, |i, ty| fetch_number(&compiled.fetches[i].0, ty, context), out)
+    });
+}
+
+/// A number-typed fetch arg's value; `None` if a memory read faulted.
+#[inline]
+fn fetch_number(fetch: &Fetch, ty: ArgType, context: &Context) -> Option<u64> {
+    // The usual fetches first, without the general (recursive, out of line)
+    // `fetch_word`.
+    match (fetch, context.saved_args) {
+        (Fetch::Arg(n), None) => return context.fregs.argument(*n),
+        (Fetch::Retval, _) => return Some(context.fregs.return_value()),
+        (Fetch::Memory { .. }, _) => {}
+        _ => return fetch_word(fetch, context),
+    }
+    let mut bytes = [0u8; 8];
+    let address = fetch_address(fetch, context)?;
+    arch::fault::read_nofault(address as usize, &mut bytes[..ty.size()]).ok()?;
+    Some(u64::from_ne_bytes(bytes))
+}
+
+/// [`record`] for an event with string fetch args: their lengths make the
+/// record's, so everything is fetched first. Out of line: its buffers would
+/// weigh on the common case's frame.
+#[inline(never)]
+fn record_with_strings(compiled: &Compiled, ips: &[u64], context: &Context) {
     let mut strings = [0u8; MAX_RECORD];
     let mut used = 0;
     // Strings share what the record has left after its fixed part and one
@@ -463,17 +502,7 @@ fn record(compiled: &Compiled, ips: &[u64], context: &Context) {
                 }
                 None => Value::Fault,
             },
-            _ if matches!(fetch, Fetch::Memory { .. }) => {
-                let size = ty.size();
-                let mut bytes = [0u8; 8];
-                match fetch_address(fetch, context)
-                    .and_then(|address| arch::fault::read_nofault(address as usize, &mut bytes[..size]).ok())
-                {
-                    Some(()) => Value::Int(u64::from_ne_bytes(bytes)),
-                    None => Value::Fault,
-                }
-            }
-            _ => fetch_word(fetch, context).map_or(Value::Fault, Value::Int),
+            _ => fetch_number(fetch, *ty, context).map_or(Value::Fault, Value::Int),
         };
     }
     let count = compiled.fetches.len();

@@ -26,7 +26,6 @@
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::fmt;
-use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -340,49 +339,56 @@ extern "C" fn fprobe_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: 
     // With an exit handler, the return hook's room comes first (as in Linux):
     // a call the exit cannot be hooked for is missed whole, so every entry
     // the handler sees gets its exit.
-    let pending = match probe.config.exit {
-        None => None,
-        Some(_) => match retstack::begin_hook(fregs, ip, used) {
-            Ok(pending) => Some(pending),
-            Err(_) => {
-                probe.missed.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-        },
-    };
-    // Only the words this probe uses are initialised: the traced path should
-    // not pay for clearing the rest.
-    let mut buffer = [MaybeUninit::<u64>::uninit(); MAX_DATA_WORDS];
-    for slot in &mut buffer[..probe.config.entry_data_words] {
-        slot.write(0);
-    }
-    if probe.config.save_args {
-        for (n, slot) in buffer[probe.config.entry_data_words..used].iter_mut().enumerate() {
-            slot.write(fregs.argument(n).unwrap_or(0));
+    let Some(_) = probe.config.exit else {
+        if used == 0 {
+            enter(probe, ip, parent_ip, fregs, &mut []);
+        } else {
+            let mut words = [0u64; MAX_DATA_WORDS];
+            enter(probe, ip, parent_ip, fregs, &mut words[..used]);
         }
+        return;
+    };
+    let mut pending = match retstack::begin_hook(fregs, ip, used) {
+        Ok(pending) => pending,
+        Err(_) => {
+            probe.missed.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+    };
+    // The data lives where the exit will find it: the words the shadow
+    // stack reserved for the call, filled in place.
+    if enter(probe, ip, parent_ip, fregs, &mut pending.data_mut()[..used]) {
+        return; // skip the exit: dropping the pending hook takes it back
     }
-    // SAFETY: the first `used` words were initialised just above.
-    let words = unsafe { &mut *(&mut buffer[..used] as *mut [MaybeUninit<u64>] as *mut [u64]) };
-    let (own, rest) = words.split_at_mut(probe.config.entry_data_words);
-    let args = probe.config.save_args.then_some(&*rest);
-    let mut skip_exit = false;
-    if let Some(entry) = probe.config.entry {
-        skip_exit = entry(probe, ip, parent_ip, fregs, &mut EntryData { words: own, args });
-    }
-    let Some(pending) = pending else { return };
-    if skip_exit {
-        return; // dropping the pending hook takes it back
-    }
-    // SAFETY: the first `used` words were initialised above.
-    let words = unsafe { &*(&buffer[..used] as *const [MaybeUninit<u64>] as *const [u64]) };
     // The hooked call holds a reference until its exit runs. Taking it here
     // is safe: this callback runs before the registration is retired.
     probe.refs.get();
     // SAFETY: the reference keeps the probe alive until `fprobe_exit` or
     // `fprobe_missed`, and the user pointer is made from the whole probe.
-    // The pending hook has room for exactly `used` words.
-    let committed = unsafe { pending.commit(fregs, probe.return_user(), words) };
+    // The pending hook has room for exactly `used` words, all written.
+    let committed = unsafe { pending.commit_in_place(fregs, probe.return_user(), used) };
     debug_assert!(committed.is_ok());
+}
+
+/// Fills a call's data words (the probe's own, zeroed, then the saved
+/// arguments) and runs the entry handler; answers whether it asked to skip
+/// the exit.
+#[inline(always)]
+fn enter(probe: &Fprobe, ip: usize, parent_ip: usize, fregs: &mut FtraceRegs, words: &mut [u64]) -> bool {
+    let (own, rest) = words.split_at_mut(probe.config.entry_data_words.min(words.len()));
+    if !own.is_empty() {
+        own.fill(0);
+    }
+    if probe.config.save_args {
+        for (n, slot) in rest.iter_mut().enumerate() {
+            *slot = fregs.argument(n).unwrap_or(0);
+        }
+    }
+    let args = probe.config.save_args.then_some(&*rest);
+    match probe.config.entry {
+        Some(entry) => entry(probe, ip, parent_ip, fregs, &mut EntryData { words: own, args }),
+        None => false,
+    }
 }
 
 fn probe_of(user: *const ReturnUser) -> &'static Fprobe {

@@ -112,6 +112,50 @@ impl Layout {
         total
     }
 
+    /// Writes the record of an event without strings into `out`, exactly
+    /// [`fixed_size`](Self::fixed_size) bytes, taking field `i`'s value from
+    /// `value(i, type)` (`None`: the read faulted). The traced path's
+    /// encoder: no values array to build first, nothing to copy after.
+    #[inline]
+    pub fn encode_numbers(
+        &self,
+        common: Common,
+        ips: &[u64],
+        mut value: impl FnMut(usize, ArgType) -> Option<u64>,
+        out: &mut [u8],
+    ) {
+        debug_assert_eq!(out.len(), self.fixed_size);
+        // The header and the first ip: one bounds check for the lot (every
+        // record has them and its faults word).
+        let Some(head) = out.first_chunk_mut::<{ Self::IP + 8 }>() else { return };
+        head[0..2].copy_from_slice(&common.kind.to_ne_bytes());
+        head[2] = common.flags;
+        head[3] = common.preempt_count;
+        head[4..8].copy_from_slice(&common.pid.to_ne_bytes());
+        head[Self::IP..].copy_from_slice(&ips.first().copied().unwrap_or(0).to_ne_bytes());
+        if self.exit {
+            out[Self::RET_IP..Self::RET_IP + 8].copy_from_slice(&ips.get(1).copied().unwrap_or(0).to_ne_bytes());
+        }
+        let mut faults = 0u32;
+        for (i, field) in self.fields.iter().enumerate() {
+            let v = value(i, field.ty).unwrap_or_else(|| {
+                faults |= 1 << i;
+                0
+            });
+            let at = field.offset;
+            // Each size its own store (a copy of a run-time length would
+            // call memcpy for a few bytes).
+            match field.ty.size() {
+                1 => out[at] = v as u8,
+                2 => out[at..at + 2].copy_from_slice(&(v as u16).to_ne_bytes()),
+                4 => out[at..at + 4].copy_from_slice(&(v as u32).to_ne_bytes()),
+                _ => out[at..at + 8].copy_from_slice(&v.to_ne_bytes()),
+            }
+        }
+        let at = self.faults_offset();
+        out[at..at + 4].copy_from_slice(&faults.to_ne_bytes());
+    }
+
     /// Prints a record as Linux does:
     /// `EVENT: (fib+0x0/0x60) n=0x5` or `EVENT: (run+0x1c/0x80 <- fib) n=0x5 ret=0x5`.
     pub fn write(&self, event: &str, payload: &[u8], names: Namer, out: &mut dyn Write) -> fmt::Result {

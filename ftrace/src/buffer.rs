@@ -61,6 +61,7 @@ impl TraceBuffer {
     }
 
     /// Whether events are being recorded (`tracing_on`).
+    #[inline]
     pub fn is_on(&self) -> bool {
         self.on.load(Ordering::Relaxed)
     }

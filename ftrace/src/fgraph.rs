@@ -16,7 +16,7 @@
 //! return hook's `on_missed` never has a graph user's return to skip (it
 //! counts one in [`missed`](FgraphOps::missed) if it ever does).
 
-use core::mem::{offset_of, MaybeUninit};
+use core::mem::offset_of;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use arch::ftrace_abi::FtraceRegs;
@@ -46,37 +46,29 @@ pub struct FgraphReturn {
     pub ret_addr: usize,
 }
 
-/// Per-call data an entry callback reserves. Only reserved words are ever
-/// initialised: most calls reserve few, and the traced path should not pay
-/// for clearing the rest.
-pub struct EntryData {
-    words: [MaybeUninit<u64>; MAX_DATA_WORDS],
+/// Per-call data an entry callback reserves: the words the shadow stack
+/// set aside for the call, written in place (as Linux's
+/// `fgraph_reserve_data`), so the traced path neither clears nor copies a
+/// buffer. Only reserved words are cleared.
+pub struct EntryData<'a> {
+    words: &'a mut [u64],
     len: usize,
-    limit: usize,
 }
 
-impl EntryData {
-    fn new(limit: usize) -> Self {
-        Self { words: [MaybeUninit::uninit(); MAX_DATA_WORDS], len: 0, limit }
+impl<'a> EntryData<'a> {
+    fn new(words: &'a mut [u64]) -> Self {
+        Self { words, len: 0 }
     }
 
     /// Reserves `words` more words (zeroed), or `None` past what the ops
     /// declared.
     pub fn reserve(&mut self, words: usize) -> Option<&mut [u64]> {
         let start = self.len;
-        let end = start.checked_add(words).filter(|&end| end <= self.limit)?;
+        let end = start.checked_add(words).filter(|&end| end <= self.words.len())?;
         self.len = end;
         let reserved = &mut self.words[start..end];
-        for word in reserved.iter_mut() {
-            word.write(0);
-        }
-        // SAFETY: every word of `reserved` was just initialised.
-        Some(unsafe { &mut *(reserved as *mut [MaybeUninit<u64>] as *mut [u64]) })
-    }
-
-    fn as_slice(&self) -> &[u64] {
-        // SAFETY: the first `len` words were initialised by `reserve`.
-        unsafe { &*(&self.words[..self.len] as *const [MaybeUninit<u64>] as *const [u64]) }
+        reserved.fill(0);
+        Some(reserved)
     }
 }
 
@@ -174,7 +166,7 @@ extern "C" fn graph_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &
     let gops = unsafe { &*ops.container::<FgraphOps>() };
     // The frame comes first (as in Linux): an entry callback may set state
     // that only the return clears, so it runs only when the return will come.
-    let pending = match retstack::begin_hook(fregs, ip, gops.data_words) {
+    let mut pending = match retstack::begin_hook(fregs, ip, gops.data_words) {
         Ok(pending) => pending,
         Err(HookError::Overrun) => {
             gops.overruns.fetch_add(1, Ordering::Relaxed);
@@ -183,17 +175,18 @@ extern "C" fn graph_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &
         Err(_) => return,
     };
     let call = FgraphEntry { func: ip, parent_ip, depth: pending.depth() };
-    let mut data = EntryData::new(gops.data_words);
+    let mut data = EntryData::new(pending.data_mut());
     if !(gops.entry)(gops, &call, &mut data, fregs) {
         return;
     }
+    let len = data.len;
     // The user pointer is made from a pointer to the whole graph ops, so
     // `graph_return` can step back from it to the ops.
     let user = (gops as *const FgraphOps).wrapping_byte_add(offset_of!(FgraphOps, user)) as *const ReturnUser;
     // SAFETY: graph ops are statics (`register` takes `&'static self`): the
     // user outlives every call; `user` was made as `commit` asks. The data
     // fits: the pending hook has room for `data_words`, `EntryData`'s limit.
-    let committed = unsafe { pending.commit(fregs, user, data.as_slice()) };
+    let committed = unsafe { pending.commit_in_place(fregs, user, len) };
     debug_assert!(committed.is_ok());
 }
 

@@ -129,10 +129,34 @@ impl Pending {
     /// reach an object `user` is part of, the pointer must have been made
     /// from a pointer to that whole object.
     #[inline]
-    pub unsafe fn commit(self, fregs: &mut FtraceRegs, user: *const ReturnUser, data: &[u64]) -> Result<usize, HookError> {
+    pub unsafe fn commit(mut self, fregs: &mut FtraceRegs, user: *const ReturnUser, data: &[u64]) -> Result<usize, HookError> {
+        let room = self.data_mut();
+        if data.len() > room.len() {
+            return Err(HookError::TooLarge);
+        }
+        room[..data.len()].copy_from_slice(data);
+        // SAFETY: the caller's guarantees, passed on.
+        unsafe { self.commit_in_place(fregs, user, data.len()) }
+    }
+
+    /// The words reserved for the call's data, to fill in place (the traced
+    /// path's way: nothing to copy) before
+    /// [`commit_in_place`](Self::commit_in_place).
+    #[inline]
+    pub fn data_mut(&mut self) -> &mut [u64] {
+        self.hook.data_mut()
+    }
+
+    /// [`commit`](Self::commit) with the first `len` words of
+    /// [`data_mut`](Self::data_mut) as the data.
+    ///
+    /// # Safety
+    /// As for [`commit`](Self::commit).
+    #[inline]
+    pub unsafe fn commit_in_place(self, fregs: &mut FtraceRegs, user: *const ReturnUser, len: usize) -> Result<usize, HookError> {
         // SAFETY: the caller vouches for `user`.
         let full = unsafe { (*user).full_regs };
-        let Committed { depth, redirect } = self.hook.commit(user as u64, data, full)?;
+        let Committed { depth, redirect } = self.hook.commit_in_place(user as u64, len, full)?;
         if let Some(path) = redirect {
             let trampoline = match path {
                 ReturnPath::Sparse => ReturnTrampoline::Sparse,

@@ -302,6 +302,8 @@ pub enum WriteError {
 struct Writer {
     /// The sequence number of the page being written.
     seq: u64,
+    /// Its index in the ring (`seq % len`, kept so writes never divide).
+    index: usize,
     commit: usize,
     last_time: u64,
 }
@@ -382,7 +384,7 @@ impl RingBuffer {
             pages: all.into_boxed_slice(),
             tags: tags.into_boxed_slice(),
             tail: AtomicU64::new(0),
-            writer: UnsafeCell::new(Writer { seq: 0, commit: 0, last_time: 0 }),
+            writer: UnsafeCell::new(Writer { seq: 0, index: 0, commit: 0, last_time: 0 }),
             reader: spin::Mutex::new(Reader { next: 0, overrun_seen: 0 }),
             paused: AtomicBool::new(false),
             writing: AtomicBool::new(false),
@@ -461,7 +463,7 @@ impl RingBuffer {
         let event_size = if small { 4 + padded } else { 8 + padded };
 
         if writer.commit == 0 {
-            self.page(writer.seq).0.reset(time);
+            self.pages[writer.index].reset(time);
             writer.last_time = time;
         }
         let mut delta = time.saturating_sub(writer.last_time);
@@ -470,7 +472,7 @@ impl RingBuffer {
             self.advance(writer, time);
             delta = 0;
         }
-        let page = self.page(writer.seq).0;
+        let page = &self.pages[writer.index];
         let mut at = writer.commit;
         if delta > TIME_DELTA_MAX {
             page.put_u32(at, TYPE_TIME_EXTEND | (((delta & TIME_DELTA_MAX) as u32) << 5));
@@ -487,7 +489,9 @@ impl RingBuffer {
             at + 8
         };
         fill(page.data_mut(data_at, len));
-        page.data_mut(data_at + len, padded - len).fill(0);
+        if padded > len {
+            page.data_mut(data_at + len, padded - len).fill(0);
+        }
         writer.commit = data_at + padded;
         writer.last_time = time;
         page.commit_word().store(writer.commit as u64, Ordering::Release);
@@ -512,6 +516,7 @@ impl RingBuffer {
         tag.store(Tag { seq: seq as u32, consumed: 0 }.pack(), Ordering::Release);
         self.tail.store(seq, Ordering::Release);
         writer.seq = seq;
+        writer.index = if writer.index + 1 == self.pages.len() { 0 } else { writer.index + 1 };
         writer.commit = 0;
         writer.last_time = time;
     }
@@ -627,7 +632,7 @@ impl RingBuffer {
             base.read += now.read;
             base.erased += now.entries;
             self.tail.store(0, Ordering::Release);
-            *writer = Writer { seq: 0, commit: 0, last_time: 0 };
+            *writer = Writer { seq: 0, index: 0, commit: 0, last_time: 0 };
             *reader = Reader { next: 0, overrun_seen: 0 };
             self.written.store(0, Ordering::Release);
             self.overrun.store(0, Ordering::Release);

@@ -209,24 +209,33 @@ impl ShadowStack {
         unsafe { *self.words[index].get() = value }
     }
 
+    /// Words `at..at + N`, bounds-checked once.
+    #[inline(always)]
+    fn read_words<const N: usize>(&self, at: usize) -> [u64; N] {
+        let cells = &self.words[at..at + N];
+        // SAFETY: `UnsafeCell<u64>` has the layout of `u64`; plain reads of
+        // words in bounds (checked by the slicing above).
+        unsafe { core::ptr::read(cells.as_ptr() as *const [u64; N]) }
+    }
+
+    /// Writes `values` at `at..at + N`, bounds-checked once.
+    #[inline(always)]
+    fn write_words<const N: usize>(&self, at: usize, values: [u64; N]) {
+        let cells = &self.words[at..at + N];
+        // SAFETY: as for `read_words`; callers write only words they reserved.
+        unsafe { core::ptr::write(cells.as_ptr() as *mut [u64; N], values) }
+    }
+
     #[inline(always)]
     fn header_at(&self, base: usize) -> FrameHeader {
-        FrameHeader {
-            ret: self.word(base),
-            func: self.word(base + 1),
-            fp: self.word(base + 2),
-            sp: self.word(base + 3),
-            info: self.word(base + 4),
-            prev_base: self.word(base + 5),
-        }
+        let [ret, func, fp, sp, info, prev_base] = self.read_words(base);
+        FrameHeader { ret, func, fp, sp, info, prev_base }
     }
 
     #[inline(always)]
     fn write_header(&self, base: usize, header: &FrameHeader) {
         let FrameHeader { ret, func, fp, sp, info, prev_base } = *header;
-        for (i, value) in [ret, func, fp, sp, info, prev_base].into_iter().enumerate() {
-            self.set_word(base + i, value);
-        }
+        self.write_words(base, [ret, func, fp, sp, info, prev_base]);
     }
 
     /// Raises `top` by `len` words and answers where they start; the fence
@@ -240,16 +249,19 @@ impl ShadowStack {
     }
 
     /// Hooked calls on the stack now.
+    #[inline]
     pub fn frames(&self) -> usize {
         self.frames.load(Ordering::Relaxed)
     }
 
     /// Calls the stack had no room for so far.
+    #[inline]
     pub fn overruns(&self) -> u64 {
         self.overruns.load(Ordering::Relaxed)
     }
 
     /// Words in use.
+    #[inline]
     pub fn used(&self) -> usize {
         self.top.load(Ordering::Relaxed)
     }
@@ -355,8 +367,7 @@ impl ShadowStack {
     /// step over it before it is committed.
     #[inline(always)]
     fn write_placeholder(&self, at: usize, len: usize) {
-        self.set_word(at, len as u64);
-        self.set_word(at + 1, 0);
+        self.write_words(at, [len as u64, 0]);
     }
 
     /// Pops the innermost frame (after its return callbacks ran): unlinks it
@@ -452,26 +463,45 @@ impl PendingHook<'_> {
         (self.stack.word(self.base + 4) & INFO_DEPTH) as usize
     }
 
+    /// The words reserved for the entry's data, to fill in place before
+    /// [`commit_in_place`](Self::commit_in_place). Until the commit no
+    /// walker reads them (the entry has no user).
+    #[inline]
+    pub fn data_mut(&mut self) -> &mut [u64] {
+        let cells = &self.stack.words[self.entry + ENTRY_HEADER..self.entry + ENTRY_HEADER + self.capacity];
+        // SAFETY: `UnsafeCell<u64>` has the layout of `u64`; the words were
+        // reserved for this hook, and `&mut self` keeps the slice unique.
+        unsafe { core::slice::from_raw_parts_mut(cells.as_ptr() as *mut u64, cells.len()) }
+    }
+
     /// Fills the entry in for `user` with `data` (at most the words
     /// reserved; more is `TooLarge` and takes the hook back). `full`: this
     /// user wants every register at the return.
     #[inline]
-    pub fn commit(self, user: u64, data: &[u64], full: bool) -> Result<Committed, HookError> {
+    pub fn commit(mut self, user: u64, data: &[u64], full: bool) -> Result<Committed, HookError> {
         if data.len() > self.capacity {
+            return Err(HookError::TooLarge);
+        }
+        self.data_mut()[..data.len()].copy_from_slice(data);
+        self.commit_in_place(user, data.len(), full)
+    }
+
+    /// [`commit`](Self::commit) for data already written through
+    /// [`data_mut`](Self::data_mut): its first `len` words.
+    #[inline]
+    pub fn commit_in_place(self, user: u64, len: usize, full: bool) -> Result<Committed, HookError> {
+        if len > self.capacity {
             return Err(HookError::TooLarge);
         }
         let this = core::mem::ManuallyDrop::new(self);
         let stack = this.stack;
-        for (i, &word) in data.iter().enumerate() {
-            stack.set_word(this.entry + ENTRY_HEADER + i, word);
-        }
         stack.set_word(this.entry + 1, user);
         // Give back the words not used, then shorten the entry: a walker
         // that reads the old length in between stops at the top.
         compiler_fence(Ordering::SeqCst);
-        stack.top.store(this.entry + ENTRY_HEADER + data.len(), Ordering::Relaxed);
+        stack.top.store(this.entry + ENTRY_HEADER + len, Ordering::Relaxed);
         compiler_fence(Ordering::SeqCst);
-        stack.set_word(this.entry, data.len() as u64);
+        stack.set_word(this.entry, len as u64);
 
         let info = stack.word(this.base + 4);
         let was_full = info & INFO_FULL != 0;

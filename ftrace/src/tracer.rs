@@ -160,14 +160,14 @@ fn graph_trace_entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData,
 
 /// Undoes what the entry's mark set; answers whether the call was recorded.
 fn graph_trace_unmark(array: &TraceArray, data: &[u64]) -> bool {
-    let marks = task::current().graph_marks(array.slot(), context::current());
+    let marks = || task::current().graph_marks(array.slot(), context::current());
     match data.first().copied() {
         Some(MARK_NOTRACE) => {
-            marks.notrace_depth.store(NOT_INSIDE, Ordering::Relaxed);
+            marks().notrace_depth.store(NOT_INSIDE, Ordering::Relaxed);
             false
         }
         Some(MARK_GRAPH_FUNCTION) => {
-            marks.function_depth.store(NOT_INSIDE, Ordering::Relaxed);
+            marks().function_depth.store(NOT_INSIDE, Ordering::Relaxed);
             true
         }
         _ => {

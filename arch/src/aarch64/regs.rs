@@ -142,6 +142,7 @@ pub(crate) fn stack_argument_slot(_sp: usize, _n: usize) -> Option<usize> {
 
 impl PtRegs {
     /// Argument register `n` (< [`ARGUMENT_REGISTERS`]).
+    #[inline]
     pub(crate) fn argument_register(&self, n: usize) -> u64 {
         self.regs[n]
     }

@@ -166,8 +166,16 @@ pub(crate) fn stack_argument_slot(sp: usize, n: usize) -> Option<usize> {
 
 impl PtRegs {
     /// Argument register `n` (< [`ARGUMENT_REGISTERS`]).
+    #[inline]
     pub(crate) fn argument_register(&self, n: usize) -> u64 {
-        [self.rdi, self.rsi, self.rdx, self.rcx, self.r8, self.r9][n]
+        match n {
+            0 => self.rdi,
+            1 => self.rsi,
+            2 => self.rdx,
+            3 => self.rcx,
+            4 => self.r8,
+            _ => self.r9,
+        }
     }
 
     /// The return-value register (rax).
