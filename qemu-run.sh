@@ -2,13 +2,14 @@
 # Builds the kernel and boots it under QEMU with the serial console on
 # standard input and output; exits with the kernel's status.
 #
-#   ./qemu-run.sh [x86_64|aarch64] [--smp N] [--kvm] [--bench] [--icount]
+#   ./qemu-run.sh [x86_64|aarch64] [--smp N] [--kvm] [--bench] [--bench-vs-linux] [--icount]
 #                 [--record FILE.dat] [--flamegraph FILE.svg]
 #                 [--timeout SECONDS] [-- QEMU_ARGS...]
 #
 # x86_64 is the default. --smp N: N CPUs (1 to 8; 4 by default).
 # --kvm uses KVM where /dev/kvm exists (x86_64).
-# --bench runs the tracing benchmark and powers off. --icount (TCG) makes
+# --bench runs the tracing benchmark and powers off; --bench-vs-linux runs
+# the job bench/side-by-side.sh compares with Linux, and powers off. --icount (TCG) makes
 # guest time count executed instructions: the benchmark's figures become
 # deterministic instruction counts.
 # --record FILE: when the kernel powers off, its trace buffers go to the host
@@ -21,7 +22,7 @@
 set -euo pipefail
 source "$(dirname "$0")/tools/env.sh"
 
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 arch=x86_64
 qemu_opts=()
@@ -34,6 +35,7 @@ while [ $# -gt 0 ]; do
         x86_64|aarch64) arch=$1 ;;
         --kvm) qemu_opts+=(--kvm) ;;
         --bench) cmdline+=(bench) ;;
+        --bench-vs-linux) cmdline+=(bench=vs-linux) ;;
         --icount) qemu_opts+=(--icount) ;;
         --smp) [ $# -ge 2 ] || usage; qemu_opts+=(--smp "$2"); shift ;;
         --record) [ $# -ge 2 ] || usage; record=$2; shift ;;
