@@ -26,6 +26,7 @@
 //! mutex) and run in task context with interrupts enabled (the protocol
 //! waits for the other CPUs).
 
+use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use core::fmt;
 
@@ -94,17 +95,26 @@ static BATCH: Mutex<()> = Mutex::new(());
 
 /// An open patch batch. See the module documentation.
 pub struct TextPatcher {
-    data: Vec<Patch>,
-    instructions: Vec<Patch>,
+    data: Queue,
+    instructions: Queue,
     writes: usize,
     _exclusive: MutexGuard<'static, ()>,
+}
+
+/// A batch's patches of one kind, in the order queued, with an index by
+/// address: a batch that enables every site queues some 20,000, and
+/// finding an earlier patch of the same address must not cost a scan each.
+#[derive(Default)]
+struct Queue {
+    patches: Vec<Patch>,
+    by_addr: BTreeMap<usize, usize>,
 }
 
 impl TextPatcher {
     /// Opens a batch (waiting for any other to finish).
     #[allow(clippy::new_without_default)] // opening a batch is not a default value
     pub fn new() -> TextPatcher {
-        TextPatcher { data: Vec::new(), instructions: Vec::new(), writes: 0, _exclusive: BATCH.lock() }
+        TextPatcher { data: Queue::default(), instructions: Queue::default(), writes: 0, _exclusive: BATCH.lock() }
     }
 
     /// How many changes this batch holds.
@@ -126,16 +136,16 @@ impl TextPatcher {
         Self::queue(&mut self.data, &mut self.writes, addr, expected, new)
     }
 
-    fn queue(queue: &mut Vec<Patch>, writes: &mut usize, addr: usize, expected: &[u8], new: &[u8]) -> Result<(), PatchError> {
+    fn queue(queue: &mut Queue, writes: &mut usize, addr: usize, expected: &[u8], new: &[u8]) -> Result<(), PatchError> {
         if expected.len() != new.len() {
             return Err(PatchError::BadLength { len: new.len() });
         }
         let len = new.len();
         let mut actual = [0u8; MAX_PATCH];
         read(addr, &mut actual[..len])?;
-        let queued = queue.iter().position(|patch| patch.addr == addr && patch.len == len);
+        let queued = queue.by_addr.get(&addr).copied().filter(|&index| queue.patches[index].len == len);
         if let Some(index) = queued {
-            actual = queue[index].new;
+            actual = queue.patches[index].new;
         }
         if actual[..len] != *expected {
             return Err(PatchError::Mismatch { addr, actual, len });
@@ -143,29 +153,34 @@ impl TextPatcher {
         let mut bytes = [0u8; MAX_PATCH];
         bytes[..len].copy_from_slice(new);
         match queued {
-            Some(index) => queue[index].new = bytes,
-            None => queue.push(Patch { addr, len, old: actual, new: bytes }),
+            Some(index) => queue.patches[index].new = bytes,
+            None => {
+                queue.by_addr.insert(addr, queue.patches.len());
+                queue.patches.push(Patch { addr, len, old: actual, new: bytes });
+            }
         }
         *writes += 1;
         Ok(())
     }
 
     fn apply(&mut self) {
-        self.data.retain(|patch| patch.old != patch.new);
-        self.instructions.retain(|patch| patch.old != patch.new);
-        if self.data.is_empty() && self.instructions.is_empty() {
+        let data = &mut self.data.patches;
+        let instructions = &mut self.instructions.patches;
+        data.retain(|patch| patch.old != patch.new);
+        instructions.retain(|patch| patch.old != patch.new);
+        if data.is_empty() && instructions.is_empty() {
             return;
         }
         // On one CPU from mapping the alias to unmapping it.
         let _pinned = crate::preempt::Guard::new();
         patch::map_text_alias();
-        for patch in &self.data {
+        for patch in data.iter() {
             write_in_place(patch.addr, patch.new_bytes());
             patch::after_write(patch.addr, patch.len);
         }
-        self.instructions.sort_unstable_by_key(|patch| patch.addr);
-        patch::apply_instructions(&self.instructions);
-        store_again_for_emulators(&self.instructions);
+        instructions.sort_unstable_by_key(|patch| patch.addr);
+        patch::apply_instructions(instructions);
+        store_again_for_emulators(instructions);
         patch::unmap_text_alias();
         patch::finish_batch();
     }
