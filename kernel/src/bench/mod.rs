@@ -223,7 +223,6 @@ pub fn run() {
     let ticks = |name: &str| rows.iter().find(|r| r.name == name).map_or(f64::NAN, |r| r.ticks);
     for (name, over, under) in [
         ("args_over_nop", "args", "nop"),
-        ("regs_over_args", "regs", "args"),
         ("two_ops_over_args", "two_ops", "args"),
         ("args_busy_over_args", "args_busy", "args"),
         ("nop_over_notrace", "nop", "notrace"),
