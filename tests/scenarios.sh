@@ -92,6 +92,18 @@ if run_session instances 'mkdir instances/foo\nls instances\nls instances/foo\ne
     expect "rmdir stopped its tracer" test "$(sed -n '/^> cat enabled_functions$/,/^> poweroff$/p' <<<"$out" | wc -l)" -eq 2
 fi
 
+# Files a Linux tracing user types: per-CPU stats and trace, the buffer
+# size, bare function names in filters and probe definitions.
+if run_session tracefs-files 'echo fib > set_ftrace_filter\ncat set_ftrace_filter\necho function > current_tracer\nrun fib 5\ncat per_cpu/cpu0/stats\ncat buffer_size_kb\necho 8 > buffer_size_kb\ncat buffer_size_kb\ncat buffer_total_size_kb\necho bogus > buffer_size_kb\necho nop > current_tracer\necho 4096 > buffer_size_kb\necho '"'"'f:fibent fib n=$arg1'"'"' >> dynamic_events\necho '"'"'f:runent run'"'"' >> dynamic_events\ncat dynamic_events\npoweroff\n'; then
+    expect "a bare name selects kernel::workload::fib" grep -qx "kernel::workload::fib" <<<"$out"
+    expect "per-CPU stats in Linux's shape" test "$(sed -n '/^> cat per_cpu\/cpu0\/stats$/,/^> /p' <<<"$out" | grep -cE '^(entries|overrun|commit overrun|bytes|dropped events|read events): [0-9]+$|^(oldest event|now) ts: +[0-9]+\.[0-9]{6}$')" -eq 8
+    expect "buffer_size_kb 4096, then 8" test "$(sed -n '/^> cat buffer_size_kb$/{n;p}' <<<"$out" | tr '\n' ' ')" = "4096 8 "
+    expect "buffer_total_size_kb is 8 a CPU" grep -qx "32" <<<"$out"
+    expect "a bad size refused" grep -q "^error: expected a size in KiB" <<<"$out"
+    expect "a probe on a bare name" grep -qx "f:fprobes/fibent fib n=\$arg1" <<<"$out"
+    expect "an ambiguous bare name refused, listing the functions" grep -qE "^error: 'run' matches [0-9]+ functions, give the whole path:.* kernel::workload::run" <<<"$out"
+fi
+
 # 300 rounds of defining, enabling, disabling and removing an fprobe event,
 # with the function and function_graph tracers switched in between (on the
 # workload's functions: switching them on every kernel function 600 times

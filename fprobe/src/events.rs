@@ -39,6 +39,8 @@ pub const MAX_ARG_INDEX: usize = crate::probe::SAVED_ARGS;
 pub enum EventError {
     Definition(definition::DefinitionError),
     UnknownSymbol(String),
+    /// The symbol named no one function (unknown, or a bare name of several).
+    Name(ftrace::kallsyms::NameError),
     NotTraceable(String),
     Register { name: String, why: RegisterError },
     ArgOutOfRange(usize),
@@ -53,6 +55,7 @@ impl fmt::Display for EventError {
         match self {
             EventError::Definition(error) => write!(f, "{error}"),
             EventError::UnknownSymbol(symbol) => write!(f, "unknown symbol '{symbol}'"),
+            EventError::Name(error) => write!(f, "{error}"),
             EventError::NotTraceable(symbol) => write!(f, "'{symbol}' is not a traceable function"),
             EventError::Register { name, why: RegisterError::Unknown } => write!(f, "unknown register '%{name}'"),
             EventError::Register { name, why: RegisterError::NotSaved } => {
@@ -126,7 +129,7 @@ fn compile_source(source: &Source, saved: Saved) -> Result<Fetch, EventError> {
 
 fn compile(spec: &EventSpec) -> Result<(usize, Compiled), EventError> {
     let table = ftrace::symbols::table().map_err(|_| EventError::UnknownSymbol(spec.symbol.clone()))?;
-    let symbol = table.by_name(&spec.symbol).ok_or_else(|| EventError::UnknownSymbol(spec.symbol.clone()))?;
+    let symbol = table.resolve(&spec.symbol).map_err(EventError::Name)?;
     if ftrace::site(symbol.address).is_none_or(|site| site.failed) {
         return Err(EventError::NotTraceable(spec.symbol.clone()));
     }

@@ -98,8 +98,8 @@ pub enum FprobeError {
     NoHandler,
     /// No function to probe.
     NothingToProbe,
-    /// A symbol that does not exist.
-    UnknownSymbol(alloc::string::String),
+    /// A name that is no one function (unknown, or a bare name of several).
+    Name(ftrace::kallsyms::NameError),
     /// Tracing refused the filter or the registration.
     Ftrace(FtraceError),
 }
@@ -112,7 +112,7 @@ impl fmt::Display for FprobeError {
             }
             FprobeError::NoHandler => write!(f, "an fprobe needs an entry or an exit handler"),
             FprobeError::NothingToProbe => write!(f, "no function to probe"),
-            FprobeError::UnknownSymbol(name) => write!(f, "unknown symbol '{name}'"),
+            FprobeError::Name(error) => write!(f, "{error}"),
             FprobeError::Ftrace(error) => write!(f, "{error}"),
         }
     }
@@ -248,9 +248,7 @@ fn select(probe: &Fprobe, target: Target) -> Result<(), FprobeError> {
             let table = ftrace::symbols::table().map_err(|_| FtraceError::Unavailable("no symbol table"))?;
             let ips = names
                 .iter()
-                .map(|name| {
-                    table.by_name(name).map(|s| s.address).ok_or_else(|| FprobeError::UnknownSymbol((*name).into()))
-                })
+                .map(|name| table.resolve(name).map(|s| s.address).map_err(FprobeError::Name))
                 .collect::<Result<Vec<usize>, FprobeError>>()?;
             return select(probe, Target::Addresses(&ips));
         }

@@ -13,9 +13,10 @@
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 use arch::irq::IrqGuard;
+use arch::sync::{Mutex, MutexGuard};
 use arch::{cpu, MAX_CPUS};
 
 use crate::clock;
@@ -43,21 +44,93 @@ pub fn cpus() -> usize {
 }
 
 /// One trace array's buffer. See the module documentation.
+///
+/// Resizing (`buffer_size_kb`) replaces every CPU's ring: writers reach the
+/// rings through one pointer they load with interrupts masked, readers
+/// while holding `readers`; a resize swaps the pointer under `readers`, then
+/// waits until every CPU has unmasked interrupts once (so no write still
+/// uses the old rings) before freeing them.
 pub struct TraceBuffer {
-    rings: Box<[RingBuffer]>,
+    /// The first of [`cpus`] rings, a leaked boxed slice.
+    rings: AtomicPtr<RingBuffer>,
+    pages: AtomicUsize,
     on: AtomicBool,
+    /// Held by every reader and by a resize.
+    readers: Mutex<()>,
 }
+
+/// The rings of a new buffer, leaked; `None` if the heap cannot hold them.
+fn make_rings(pages: usize) -> Option<*mut RingBuffer> {
+    let mut rings = Vec::new();
+    rings.try_reserve_exact(cpus()).ok()?;
+    for _ in 0..cpus() {
+        rings.push(RingBuffer::try_new(pages)?);
+    }
+    Some(Box::into_raw(rings.into_boxed_slice()) as *mut RingBuffer)
+}
+
+/// Frees rings made by [`make_rings`].
+///
+/// # Safety
+/// `rings` came from `make_rings` and nothing uses it any more.
+unsafe fn free_rings(rings: *mut RingBuffer) {
+    // SAFETY: the caller's guarantee: a leaked boxed slice of `cpus()`
+    // rings (the CPU count never changes after boot).
+    drop(unsafe { Box::from_raw(core::ptr::slice_from_raw_parts_mut(rings, cpus())) });
+}
+
+/// Why a resize failed; the buffer is as it was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResizeError {
+    /// Fewer than 2 pages, or more than [`MAX_PAGES_PER_CPU`].
+    BadSize,
+    /// The heap cannot hold the new rings.
+    NoMemory,
+}
+
+/// The largest ring a resize makes: 64 MiB a CPU.
+pub const MAX_PAGES_PER_CPU: usize = 16 * 1024;
 
 impl TraceBuffer {
     /// A buffer of `pages` pages for each CPU, recording; `None` if the
     /// heap cannot hold it.
     pub fn try_new(pages: usize) -> Option<TraceBuffer> {
-        let mut rings = Vec::new();
-        rings.try_reserve_exact(cpus()).ok()?;
-        for _ in 0..cpus() {
-            rings.push(RingBuffer::try_new(pages)?);
+        let rings = make_rings(pages)?;
+        Some(TraceBuffer {
+            rings: AtomicPtr::new(rings),
+            pages: AtomicUsize::new(pages.max(2)),
+            on: AtomicBool::new(true),
+            readers: Mutex::new(()),
+        })
+    }
+
+    /// The rings, for a reader holding `readers` (the guard's lifetime
+    /// bounds the slice).
+    fn rings<'a>(&'a self, _readers: &'a MutexGuard<'_, ()>) -> &'a [RingBuffer] {
+        // SAFETY: a resize frees rings only while holding `readers`, which
+        // the caller holds for as long as the slice lives.
+        unsafe { &*core::ptr::slice_from_raw_parts(self.rings.load(Ordering::Acquire), cpus()) }
+    }
+
+    /// Replaces every CPU's ring with an empty one of `pages` pages
+    /// (`echo N > buffer_size_kb`). The tracer and `tracing_on` stay as
+    /// they are; the events recorded so far go, as with `echo > trace`.
+    pub fn resize(&self, pages: usize) -> Result<(), ResizeError> {
+        if !(2..=MAX_PAGES_PER_CPU).contains(&pages) {
+            return Err(ResizeError::BadSize);
         }
-        Some(TraceBuffer { rings: rings.into_boxed_slice(), on: AtomicBool::new(true) })
+        let _readers = self.readers.lock();
+        let new = make_rings(pages).ok_or(ResizeError::NoMemory)?;
+        let old = self.rings.swap(new, Ordering::AcqRel);
+        self.pages.store(pages, Ordering::Relaxed);
+        // A writer loads the pointer and writes with interrupts masked:
+        // once every CPU has taken an interrupt, none is still writing into
+        // the old rings.
+        arch::smp::sync_all();
+        // SAFETY: made by `make_rings`; no writer (above) and no reader
+        // (`readers` is held) uses it any more.
+        unsafe { free_rings(old) };
+        Ok(())
     }
 
     /// Whether events are being recorded (`tracing_on`).
@@ -87,23 +160,40 @@ impl TraceBuffer {
             return None;
         }
         let _irq = IrqGuard::new();
-        let ring = self.rings.get(cpu::id())?;
+        let rings = self.rings.load(Ordering::Acquire);
+        let cpu = cpu::id();
+        if cpu >= cpus() {
+            return None;
+        }
+        // SAFETY: `cpus()` rings live at `rings`; loaded with interrupts
+        // masked, they stay until this CPU unmasks them (see `resize`).
+        let ring = unsafe { &*rings.add(cpu) };
         let time = clock::now_ns();
         // SAFETY: this CPU's ring, interrupts masked: its one writer.
         unsafe { ring.write_with(time, len, |bytes| fill(time, bytes)) }.ok()?;
         Some(time)
     }
 
+    /// Empties CPU `cpu`'s ring (`echo > per_cpu/cpuN/trace`).
+    pub fn reset_cpu(&self, cpu: usize) {
+        let readers = self.readers.lock();
+        if let Some(ring) = self.rings(&readers).get(cpu) {
+            ring.reset();
+        }
+    }
+
     /// Empties every CPU's ring (`echo > trace`).
     pub fn reset(&self) {
-        for ring in self.rings.iter() {
+        let readers = self.readers.lock();
+        for ring in self.rings(&readers) {
             ring.reset();
         }
     }
 
     /// Copies CPU `cpu`'s unread events (its writer paused meanwhile).
     pub fn snapshot_of(&self, cpu: usize) -> Snapshot {
-        match self.rings.get(cpu) {
+        let readers = self.readers.lock();
+        match self.rings(&readers).get(cpu) {
             Some(ring) => Snapshot { cpu, stats: ring.stats(), pages: ring.snapshot() },
             None => Snapshot { cpu, stats: Stats::default(), pages: Vec::new() },
         }
@@ -111,23 +201,26 @@ impl TraceBuffer {
 
     /// Copies every CPU's ring.
     pub fn snapshot_all(&self) -> Vec<Snapshot> {
-        (0..self.rings.len()).map(|cpu| self.snapshot_of(cpu)).collect()
+        (0..cpus()).map(|cpu| self.snapshot_of(cpu)).collect()
     }
 
     /// CPU `cpu`'s counters.
     pub fn stats_of(&self, cpu: usize) -> Stats {
-        self.rings.get(cpu).map(RingBuffer::stats).unwrap_or_default()
+        let readers = self.readers.lock();
+        self.rings(&readers).get(cpu).map(RingBuffer::stats).unwrap_or_default()
     }
 
     /// Every CPU's counters, added up.
     pub fn stats(&self) -> Stats {
         let mut total = Stats::default();
-        for ring in self.rings.iter() {
+        let readers = self.readers.lock();
+        for ring in self.rings(&readers) {
             let one = ring.stats();
             total.entries += one.entries;
             total.written += one.written;
             total.overrun += one.overrun;
             total.read += one.read;
+            total.dropped += one.dropped;
         }
         total
     }
@@ -136,7 +229,8 @@ impl TraceBuffer {
     /// does not clear them).
     pub fn lifetime(&self) -> Lifetime {
         let mut total = Lifetime::default();
-        for ring in self.rings.iter() {
+        let readers = self.readers.lock();
+        for ring in self.rings(&readers) {
             let one = ring.lifetime();
             total.written += one.written;
             total.overrun += one.overrun;
@@ -150,14 +244,34 @@ impl TraceBuffer {
     /// Takes CPU `cpu`'s oldest unread events out, as one page (a consuming
     /// read); how many events, or `None` if there are none.
     pub fn read_page(&self, cpu: usize, out: &mut [u8; PAGE_SIZE]) -> Option<usize> {
-        self.rings.get(cpu)?.read_page(out)
+        let readers = self.readers.lock();
+        self.rings(&readers).get(cpu)?.read_page(out)
     }
 
     /// How many CPUs it covers.
     pub fn cpus(&self) -> usize {
-        self.rings.len()
+        cpus()
+    }
+
+    /// Each CPU's ring size in pages.
+    pub fn pages_per_cpu(&self) -> usize {
+        self.pages.load(Ordering::Relaxed)
     }
 }
+
+impl Drop for TraceBuffer {
+    fn drop(&mut self) {
+        // SAFETY: made by `make_rings`; `&mut self`: nothing else uses it.
+        unsafe { free_rings(*self.rings.get_mut()) };
+    }
+}
+
+// SAFETY: the rings are shared as the type's documentation says (writers
+// with interrupts masked, readers under `readers`); everything else is
+// atomics and a mutex.
+unsafe impl Sync for TraceBuffer {}
+// SAFETY: as above; the rings pointer owns its slice.
+unsafe impl Send for TraceBuffer {}
 
 /// A copy of one CPU's buffer, for reading.
 pub struct Snapshot {
@@ -170,6 +284,11 @@ impl Snapshot {
     /// The copied pages, oldest first, as raw Linux-format pages.
     pub fn pages(&self) -> impl Iterator<Item = &[u8; PAGE_SIZE]> {
         self.pages.iter().map(|page| &**page)
+    }
+
+    /// Bytes of events held (the pages' committed data).
+    pub fn bytes(&self) -> usize {
+        self.pages.iter().map(|page| crate::ring_buffer::page_commit(&page[..])).sum()
     }
 
     /// The events: (timestamp in ns, payload).

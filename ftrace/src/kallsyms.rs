@@ -12,6 +12,7 @@
 //! a [`Header`], then `symbol_count` [`Entry`] records sorted by address,
 //! then the names, UTF-8, back to back.
 
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 use core::mem::size_of;
@@ -187,9 +188,60 @@ impl<'a> Kallsyms<'a> {
         self.iter().find(|symbol| symbol.name == name)
     }
 
+    /// The function `name` names, as a probe definition writes it: a whole
+    /// path, or a bare name matching the last path segment of exactly one
+    /// function (`fib` for `kernel::workload::fib`), as with C names.
+    pub fn resolve(&self, name: &str) -> Result<Symbol<'a>, NameError> {
+        if let Some(symbol) = self.by_name(name) {
+            return Ok(symbol);
+        }
+        if name.contains("::") {
+            return Err(NameError::Unknown(name.into()));
+        }
+        let mut found: Vec<Symbol<'a>> = Vec::new();
+        for symbol in self.iter().filter(|symbol| crate::glob::last_segment(symbol.name) == name) {
+            if !found.iter().any(|seen| seen.name == symbol.name) {
+                found.push(symbol);
+            }
+        }
+        match found.len() {
+            0 => Err(NameError::Unknown(name.into())),
+            1 => Ok(found[0]),
+            _ => Err(NameError::Ambiguous { name: name.into(), matches: found.iter().map(|s| s.name.into()).collect() }),
+        }
+    }
+
     /// Every symbol, in address order.
     pub fn iter(&self) -> impl Iterator<Item = Symbol<'a>> + '_ {
         self.entries.iter().map(|entry| self.symbol(entry))
+    }
+}
+
+/// Why [`Kallsyms::resolve`] found no one function.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NameError {
+    /// No function has that name or last path segment.
+    Unknown(String),
+    /// A bare name that ends several paths: these.
+    Ambiguous { name: String, matches: Vec<String> },
+}
+
+impl fmt::Display for NameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NameError::Unknown(name) => write!(f, "unknown symbol '{name}'"),
+            NameError::Ambiguous { name, matches } => {
+                write!(f, "'{name}' matches {} functions, give the whole path:", matches.len())?;
+                const SHOWN: usize = 8;
+                for found in matches.iter().take(SHOWN) {
+                    write!(f, " {found}")?;
+                }
+                if matches.len() > SHOWN {
+                    write!(f, " (and {} more)", matches.len() - SHOWN)?;
+                }
+                Ok(())
+            }
+        }
     }
 }
 
@@ -290,6 +342,24 @@ mod tests {
         let mut text = alloc::string::String::new();
         write_address(&mut text, Some(&table), 0x201c).unwrap();
         assert_eq!(text, "kernel::workload::fib+0x1c/0x60");
+    }
+
+    #[test]
+    fn bare_names_resolve_to_one_function_or_list_the_candidates() {
+        let mut symbols = sample().to_vec();
+        symbols.push(Symbol { name: "kernel::shell::run", address: 0x3000, size: 0x10 });
+        let bytes = encode(&symbols, 0, 4096).unwrap();
+        let words = aligned(&bytes);
+        let table = Kallsyms::parse(as_slice(&words, bytes.len())).unwrap();
+        assert_eq!(table.resolve("fib").unwrap().name, "kernel::workload::fib");
+        assert_eq!(table.resolve("kernel::workload::run").unwrap().name, "kernel::workload::run");
+        assert_eq!(table.resolve("nope"), Err(NameError::Unknown("nope".into())));
+        assert_eq!(table.resolve("workload::fib"), Err(NameError::Unknown("workload::fib".into())), "a path is whole");
+        let ambiguous = table.resolve("run").unwrap_err();
+        assert_eq!(
+            alloc::format!("{ambiguous}"),
+            "'run' matches 2 functions, give the whole path: kernel::workload::run kernel::shell::run"
+        );
     }
 
     #[test]

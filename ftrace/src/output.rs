@@ -355,7 +355,7 @@ pub(crate) mod tests {
         assert_eq!(&latency_flags(&common(0)), b".....");
         assert_eq!(&latency_flags(&common(flags::IRQS_OFF | flags::HARDIRQ)), b"d.h..");
         let mut header = String::new();
-        write_header(&mut header, "function", Stats { entries: 15, written: 15, overrun: 0, read: 0 }, 1).unwrap();
+        write_header(&mut header, "function", Stats { entries: 15, written: 15, overrun: 0, read: 0, dropped: 0 }, 1).unwrap();
         assert!(header.starts_with("# tracer: function\n#\n# entries-in-buffer/entries-written: 15/15   #P:1\n"));
     }
 }

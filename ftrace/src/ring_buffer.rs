@@ -176,6 +176,12 @@ impl Page {
     }
 }
 
+/// The committed data bytes of a raw page.
+pub fn page_commit(page: &[u8]) -> usize {
+    let word = page.get(8..16).map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap()));
+    ((word & COMMIT_MASK) as usize).min(page.len().saturating_sub(PAGE_HEADER_SIZE))
+}
+
 /// The events of a raw page (4096 bytes in Linux's page format), for readers
 /// of pages that left the ring or the machine.
 pub fn page_events(page: &[u8]) -> PageEvents<'_> {
@@ -274,6 +280,9 @@ pub struct Stats {
     pub overrun: u64,
     /// Events consuming readers took out.
     pub read: u64,
+    /// Events refused: too large, or written while a reader had the
+    /// buffer paused (Linux's "dropped events").
+    pub dropped: u64,
 }
 
 /// Counters since the buffer was made, which [`RingBuffer::reset`] does
@@ -354,6 +363,7 @@ pub struct RingBuffer {
     written: AtomicU64,
     overrun: AtomicU64,
     read: AtomicU64,
+    dropped: AtomicU64,
     /// The counters as they were at the last reset (under the readers'
     /// lock).
     before_reset: spin::Mutex<Lifetime>,
@@ -389,6 +399,7 @@ impl RingBuffer {
             paused: AtomicBool::new(false),
             writing: AtomicBool::new(false),
             written: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
             overrun: AtomicU64::new(0),
             read: AtomicU64::new(0),
             before_reset: spin::Mutex::new(Lifetime::default()),
@@ -401,6 +412,11 @@ impl RingBuffer {
         (&self.pages[index], &self.tags[index])
     }
 
+    /// How many pages the ring has.
+    pub fn page_count(&self) -> usize {
+        self.pages.len()
+    }
+
     /// The oldest page number the ring can still hold.
     fn oldest(&self, tail: u64) -> u64 {
         tail.saturating_sub(self.pages.len() as u64 - 1)
@@ -411,7 +427,8 @@ impl RingBuffer {
         let written = self.written.load(Ordering::Acquire);
         let overrun = self.overrun.load(Ordering::Acquire);
         let read = self.read.load(Ordering::Acquire);
-        Stats { entries: written.saturating_sub(overrun + read), written, overrun, read }
+        let dropped = self.dropped.load(Ordering::Relaxed);
+        Stats { entries: written.saturating_sub(overrun + read), written, overrun, read, dropped }
     }
 
     /// The counters since the buffer was made.
@@ -448,12 +465,14 @@ impl RingBuffer {
     #[inline]
     pub unsafe fn write_with(&self, time: u64, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<(), WriteError> {
         if len == 0 || len > MAX_PAYLOAD {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
             return Err(WriteError::TooLarge);
         }
         // Pairs with `snapshot`: it sets `paused`, then waits for `writing`.
         self.writing.store(true, Ordering::SeqCst);
         if self.paused.load(Ordering::SeqCst) {
             self.writing.store(false, Ordering::Release);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
             return Err(WriteError::Paused);
         }
         // SAFETY: the one writer (the caller's guarantee).
@@ -721,7 +740,7 @@ mod tests {
         assert_eq!(events[1].1.len(), 16);
         assert_eq!(events[2].0, 1_000 + (1 << 30));
         assert_eq!(events[3], (2_000 + (1 << 30), payload(4, 200)));
-        assert_eq!(ring.stats(), Stats { entries: 4, written: 4, overrun: 0, read: 0 });
+        assert_eq!(ring.stats(), Stats { entries: 4, written: 4, overrun: 0, read: 0, dropped: 0 });
     }
 
     #[test]
@@ -775,6 +794,7 @@ mod tests {
             assert_eq!(ring.write(0, &[0; MAX_PAYLOAD + 1]), Err(WriteError::TooLarge));
             assert_eq!(ring.write(0, &[]), Err(WriteError::TooLarge));
         }
+        assert_eq!(ring.stats().dropped, 2, "counted as dropped");
     }
 
     #[test]

@@ -236,16 +236,26 @@ fn print_other(payload: &[u8], out: &mut dyn Write) -> fmt::Result {
 /// Linux's `pause-on-trace` does, so reading the trace does not trace
 /// itself.
 pub fn write_trace(array: &TraceArray, out: &mut dyn Write) -> fmt::Result {
+    write_trace_of(array, None, out)
+}
+
+/// [`write_trace`] for one CPU's buffer only (`per_cpu/cpuN/trace`), or
+/// every CPU's (`None`).
+pub fn write_trace_of(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Write) -> fmt::Result {
     let buffer = array.buffer();
     let was_on = buffer.is_on();
     buffer.set_on(false);
-    let result = write_trace_paused(array, out);
+    let result = write_trace_paused(array, cpu, out);
     buffer.set_on(was_on);
     result
 }
 
-fn write_trace_paused(array: &TraceArray, out: &mut dyn Write) -> fmt::Result {
-    let snapshots = array.buffer().snapshot_all();
+fn write_trace_paused(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Write) -> fmt::Result {
+    let buffer = array.buffer();
+    let snapshots = match cpu {
+        Some(cpu) => alloc::vec![buffer.snapshot_of(cpu)],
+        None => buffer.snapshot_all(),
+    };
     let names = |address: usize| symbols::table().ok()?.lookup(address);
     let comms = |pid: i32| crate::sched::comm_of(pid);
     let events = merged(&snapshots);
@@ -265,7 +275,7 @@ fn write_trace_paused(array: &TraceArray, out: &mut dyn Write) -> fmt::Result {
         stats.written += snapshot.stats.written;
         stats.overrun += snapshot.stats.overrun;
     }
-    output::write_header(out, tracer.name(), stats, snapshots.len())?;
+    output::write_header(out, tracer.name(), stats, buffer.cpus())?;
     for (time, cpu, payload) in events {
         match Record::decode(payload) {
             Some(Record::Function(event)) => output::write_function(out, cpu, time, &event, &names, &comms)?,

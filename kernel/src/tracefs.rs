@@ -95,6 +95,8 @@ const FILES: &[File] = &[
     per_array("set_graph_notrace", Some(read_graph_notrace), Some(write_graph_notrace)),
     per_array("max_graph_depth", Some(read_max_graph_depth), Some(write_max_graph_depth)),
     per_array("options/funcgraph-retval", Some(read_funcgraph_retval), Some(write_funcgraph_retval)),
+    per_array("buffer_size_kb", Some(read_buffer_size_kb), Some(write_buffer_size_kb)),
+    per_array("buffer_total_size_kb", Some(read_buffer_total_size_kb), None),
     top("dynamic_events", Some(read_dynamic_events), Some(write_dynamic_events)),
 ];
 
@@ -132,21 +134,89 @@ pub fn names() -> impl Iterator<Item = String> {
     });
     let events = core::iter::once(String::from("events/enable")).chain(events);
     let instances = instance::names().into_iter().map(|name| format!("instances/{name}/"));
-    FILES.iter().map(|file| file.name.to_string()).chain(events).chain(instances)
+    FILES.iter().map(|file| file.name.to_string()).chain(per_cpu_names("")).chain(events).chain(instances)
 }
 
 /// The files of instance `name`, for `ls instances/NAME`.
 pub fn instance_names(name: &str) -> Option<impl Iterator<Item = String>> {
     instance::find(name)?;
     let prefix = format!("instances/{name}/");
-    Some(FILES.iter().filter(|file| file.scope == Scope::Array).map(move |file| format!("{prefix}{}", file.name)))
+    let files = FILES.iter().filter(|file| file.scope == Scope::Array).map(|file| format!("{prefix}{}", file.name));
+    Some(files.chain(per_cpu_names(&prefix)).collect::<alloc::vec::Vec<_>>().into_iter())
+}
+
+/// The files each CPU has under `per_cpu/cpuN/`.
+const PER_CPU_FILES: [&str; 2] = ["trace", "stats"];
+
+fn per_cpu_names(prefix: &str) -> impl Iterator<Item = String> + '_ {
+    (0..ftrace::buffer::cpus())
+        .flat_map(move |cpu| PER_CPU_FILES.iter().map(move |file| format!("{prefix}per_cpu/cpu{cpu}/{file}")))
+}
+
+/// `per_cpu/cpuN/FILE` within an array: (N, FILE), for a CPU that exists.
+fn per_cpu_file(name: &str) -> Option<(usize, &str)> {
+    let (cpu, file) = name.strip_prefix("per_cpu/cpu")?.split_once('/')?;
+    let cpu: usize = cpu.parse().ok().filter(|&cpu| cpu < ftrace::buffer::cpus())?;
+    PER_CPU_FILES.contains(&file).then_some((cpu, file))
+}
+
+/// Reads `per_cpu/cpuN/trace` or `per_cpu/cpuN/stats`.
+fn read_per_cpu(array: Array, cpu: usize, file: &str, out: &mut dyn Write) -> fmt::Result {
+    if file == "trace" {
+        return ftrace::tracer::write_trace_of(array, Some(cpu), out);
+    }
+    // Linux's layout (`tracing_stats_read`), timestamps in seconds.
+    let buffer = array.buffer();
+    let stats = buffer.stats_of(cpu);
+    let snapshot = buffer.snapshot_of(cpu);
+    let oldest = snapshot.events().next().map_or(0, |(time, _)| time);
+    let seconds = |ns: u64| format!("{:5}.{:06}", ns / 1_000_000_000, ns % 1_000_000_000 / 1000);
+    writeln!(out, "entries: {}", stats.entries)?;
+    writeln!(out, "overrun: {}", stats.overrun)?;
+    writeln!(out, "commit overrun: 0")?;
+    writeln!(out, "bytes: {}", snapshot.bytes())?;
+    writeln!(out, "oldest event ts: {}", seconds(oldest))?;
+    writeln!(out, "now ts: {}", seconds(ftrace::clock::now_ns()))?;
+    writeln!(out, "dropped events: {}", stats.dropped)?;
+    writeln!(out, "read events: {}", stats.read)
+}
+
+/// A ring page's data, in KiB: what `buffer_size_kb` counts.
+const PAGE_DATA_KB: usize = 4;
+
+fn read_buffer_size_kb(array: Array, out: &mut dyn Write) -> fmt::Result {
+    writeln!(out, "{}", array.buffer().pages_per_cpu() * PAGE_DATA_KB)
+}
+
+/// `echo KB > buffer_size_kb`: every CPU's ring becomes KB KiB (rounded up
+/// to whole pages); the tracer stays on, the events so far go.
+fn write_buffer_size_kb(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+    use ftrace::buffer::{ResizeError, MAX_PAGES_PER_CPU};
+    let range = || format!("{} to {}", 2 * PAGE_DATA_KB, MAX_PAGES_PER_CPU * PAGE_DATA_KB);
+    let kb: usize = text
+        .trim()
+        .parse()
+        .map_err(|_| TracefsError::Invalid(format!("expected a size in KiB ({}), not '{}'", range(), text.trim())))?;
+    match array.buffer().resize(kb.div_ceil(PAGE_DATA_KB)) {
+        Ok(()) => Ok(()),
+        Err(ResizeError::BadSize) => Err(TracefsError::Invalid(format!("{kb} KiB is out of range ({})", range()))),
+        Err(ResizeError::NoMemory) => Err(TracefsError::Invalid(format!("not enough memory for {kb} KiB per CPU"))),
+    }
+}
+
+fn read_buffer_total_size_kb(array: Array, out: &mut dyn Write) -> fmt::Result {
+    let buffer = array.buffer();
+    writeln!(out, "{}", buffer.pages_per_cpu() * PAGE_DATA_KB * buffer.cpus())
 }
 
 /// Whether `path` names a file or an instance directory.
 pub fn exists(path: &str) -> bool {
     match path.strip_prefix("instances/").map(|rest| rest.trim_end_matches('/')) {
         Some(name) if !name.contains('/') => instance::find(name).is_some(),
-        _ => resolve(path).is_ok_and(|resolved| find(&resolved, path).is_ok()) || event_file(path).is_some(),
+        _ => {
+            resolve(path).is_ok_and(|resolved| find(&resolved, path).is_ok() || per_cpu_file(resolved.name).is_some())
+                || event_file(path).is_some()
+        }
     }
 }
 
@@ -208,6 +278,9 @@ pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
         None => {}
     }
     let resolved = resolve(name)?;
+    if let Some((cpu, file)) = per_cpu_file(resolved.name) {
+        return read_per_cpu(resolved.array, cpu, file, out).map_err(|_| TracefsError::Invalid("output failed".into()));
+    }
     let file = find(&resolved, name)?;
     let read = file.read.ok_or(TracefsError::NotReadable(file.name))?;
     read(resolved.array, out).map_err(|_| TracefsError::Invalid("output failed".into()))
@@ -226,6 +299,13 @@ pub fn write(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsErro
         None => {}
     }
     let resolved = resolve(name)?;
+    if let Some((cpu, "trace")) = per_cpu_file(resolved.name) {
+        resolved.array.buffer().reset_cpu(cpu);
+        return Ok(());
+    }
+    if per_cpu_file(resolved.name).is_some() {
+        return Err(TracefsError::NotWritable("stats"));
+    }
     let file = find(&resolved, name)?;
     let write = file.write.ok_or(TracefsError::NotWritable(file.name))?;
     write(resolved.array, text, mode)

@@ -6,6 +6,7 @@ use core::hint::black_box;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use fprobe::{EntryData, Fprobe, FprobeConfig, FprobeError, RegisteredFprobe, Target};
+use ftrace::kallsyms::NameError;
 use ftrace::{FilterMode, FtraceRegs, Trampoline};
 use ktest_macros::ktest;
 
@@ -184,8 +185,16 @@ fn two_fprobes_on_one_function_and_disable_enable() {
     assert_eq!(FIRST.load(Ordering::SeqCst), 2);
     assert!(matches!(
         fprobe::register(config(Some(first), None), Target::Symbols(&["no_such_symbol"])),
-        Err(FprobeError::UnknownSymbol(_))
+        Err(FprobeError::Name(NameError::Unknown(_)))
     ));
+    // A bare name that ends several paths is refused, naming them.
+    let Err(FprobeError::Name(NameError::Ambiguous { matches, .. })) =
+        fprobe::register(config(Some(first), None), Target::Symbols(&["run"]))
+    else {
+        panic!("'run' is ambiguous")
+    };
+    assert!(matches.iter().any(|name| name == "kernel::workload::run"), "{matches:?}");
+    assert!(matches.len() >= 2);
     assert!(fprobe::register(config(None, None), Target::Addresses(&[f])).is_err(), "a probe needs a handler");
     let cancelled = Target::Glob { filter: "kernel::tests::fprobe::probed !kernel::tests::fprobe::probed", exclude: None };
     assert_eq!(
@@ -454,6 +463,8 @@ fn bad_event_definitions_are_refused_and_register_nothing() {
     let unsaved = arch::selftest::MARKED_REGISTERS[0].0;
     let cases = [
         "f:e1 no::such::symbol".to_string(),
+        "f:e12 no_such_bare_name".into(),
+        "f:e13 run".into(),
         "f:e2 arch::enter_kernel".into(),
         "f:e3 kernel::workload::fib $arg1:u7".into(),
         "f:e4 kernel::workload::fib $arg0".into(),
@@ -470,10 +481,15 @@ fn bad_event_definitions_are_refused_and_register_nothing() {
         let result = define(case);
         assert!(result.is_err(), "{case} was accepted");
     }
-    define("f:dup kernel::workload::fib").unwrap();
+    let ambiguous = define("f:e14 run");
+    assert!(
+        matches!(&ambiguous, Err(tracefs::TracefsError::Invalid(m)) if m.starts_with("'run' matches ") && m.contains(" kernel::workload::run")),
+        "a bare name of several functions lists them: {ambiguous:?}"
+    );
+    define("f:dup fib").unwrap();
     let duplicate = define("f:dup kernel::workload::fs::lookup");
     assert!(matches!(&duplicate, Err(tracefs::TracefsError::Invalid(m)) if m.contains("already exists")), "{duplicate:?}");
-    assert_eq!(dynamic_events(), "f:fprobes/dup kernel::workload::fib\n", "only the good one exists");
+    assert_eq!(dynamic_events(), "f:fprobes/dup fib\n", "only the good one exists, as it was written");
     assert!(tracefs::write("events/fprobes/nosuch/enable", "1", FilterMode::Replace).is_err());
     tracefs::write("events/fprobes/dup/enable", "1", FilterMode::Replace).unwrap();
     assert!(define("-:dup").is_err(), "an enabled event cannot be removed");

@@ -5,6 +5,7 @@ mod ftrace;
 mod fprobe;
 mod graph;
 mod instances;
+mod tracefs;
 mod sched;
 
 /// Every recorded event on every CPU, oldest first: (timestamp, payload).
