@@ -9,21 +9,12 @@ use ftrace::instance::{self, MAX_INSTANCES};
 use ftrace::FilterMode;
 use ktest_macros::ktest;
 
+use super::{read_file as read, write_file as write};
 use crate::tracefs::{self, TracefsError};
 use crate::workload::fib;
 
 fn fib_address() -> usize {
     fib as fn(u64) -> u64 as usize
-}
-
-fn write(path: &str, text: &str) {
-    tracefs::write(path, text, FilterMode::Replace).unwrap_or_else(|error| panic!("{path} <- {text}: {error}"));
-}
-
-fn read(path: &str) -> String {
-    let mut out = String::new();
-    tracefs::read(path, &mut out).unwrap_or_else(|error| panic!("{path}: {error}"));
-    out
 }
 
 /// The function events in an array's buffer that are calls of `fib`.

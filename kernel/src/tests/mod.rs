@@ -13,3 +13,16 @@ fn recorded_events() -> alloc::vec::Vec<(u64, alloc::vec::Vec<u8>)> {
     let snapshots = ::ftrace::instance::top().buffer().snapshot_all();
     ::ftrace::tracer::merged(&snapshots).into_iter().map(|(time, _, payload)| (time, payload.to_vec())).collect()
 }
+
+/// `echo TEXT > PATH`, which must succeed.
+fn write_file(path: &str, text: &str) {
+    crate::tracefs::write(path, text, ::ftrace::FilterMode::Replace)
+        .unwrap_or_else(|error| panic!("{path} <- {text}: {error}"));
+}
+
+/// `cat PATH`, which must succeed.
+fn read_file(path: &str) -> alloc::string::String {
+    let mut out = alloc::string::String::new();
+    crate::tracefs::read(path, &mut out).unwrap_or_else(|error| panic!("{path}: {error}"));
+    out
+}

@@ -7,18 +7,9 @@ use alloc::string::String;
 use ftrace::FilterMode;
 use ktest_macros::ktest;
 
+use super::{read_file as read, write_file as write};
 use crate::tracefs::{self, TracefsError};
 use crate::workload::fib;
-
-fn write(path: &str, text: &str) {
-    tracefs::write(path, text, FilterMode::Replace).unwrap_or_else(|error| panic!("{path} <- {text}: {error}"));
-}
-
-fn read(path: &str) -> String {
-    let mut out = String::new();
-    tracefs::read(path, &mut out).unwrap_or_else(|error| panic!("{path}: {error}"));
-    out
-}
 
 /// The value of `field: N` in a stats file.
 fn stat(text: &str, field: &str) -> u64 {
