@@ -190,7 +190,17 @@ impl TraceArray {
         registry::set_filter(&self.function_ops, kind, text, mode)?;
         // Same records, same text: if the first applied, this one does too;
         // keep the two identical even so.
-        registry::copy_filters(&self.function_ops, self.graph_ops.ops())
+        registry::copy_filters(&self.function_ops, self.graph_ops.ops())?;
+        if core::ptr::eq(self, top()) {
+            // The function profiler counts what the top level's filter selects.
+            crate::profiler::follow_filters(&self.function_ops)?;
+        }
+        Ok(())
+    }
+
+    /// `echo 0|1 > function_profile_enabled` (the top level's filters).
+    pub fn set_function_profile(&self, on: bool) -> Result<(), crate::profiler::ProfileError> {
+        crate::profiler::set_enabled(on, &self.function_ops)
     }
 
     /// The functions a tracer filter names.

@@ -45,6 +45,7 @@ pub mod glob;
 pub mod kallsyms;
 pub mod output;
 pub mod plan;
+pub mod profile;
 pub mod ring_buffer;
 pub mod shadow;
 pub mod stream;
@@ -57,6 +58,10 @@ pub mod clock;
 pub mod deferred;
 #[cfg(target_os = "none")]
 pub mod export;
+#[cfg(target_os = "none")]
+pub mod profiler;
+#[cfg(target_os = "none")]
+pub mod stack_tracer;
 #[cfg(target_os = "none")]
 pub mod fgraph;
 #[cfg(target_os = "none")]

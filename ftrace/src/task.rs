@@ -72,6 +72,8 @@ pub struct TaskTrace {
     pid: i32,
     /// The task's name (`comm`), NUL-padded.
     comm: [u8; COMM_LEN + 1],
+    /// Its kernel stack (empty if unknown), for the stack tracer.
+    kernel_stack: core::ops::Range<usize>,
 }
 
 impl TaskTrace {
@@ -87,7 +89,13 @@ impl TaskTrace {
             stack: ShadowStack::new(STACK_WORDS),
             pid,
             comm,
+            kernel_stack: 0..0,
         }
+    }
+
+    /// Its kernel stack's address range (empty if unknown).
+    pub fn kernel_stack(&self) -> core::ops::Range<usize> {
+        self.kernel_stack.clone()
     }
 
     /// The task's pid.
@@ -200,6 +208,6 @@ pub fn for_each(mut f: impl FnMut(&TaskTrace)) {
 
 /// A boxed state for a task that is about to exist (the scheduler keeps it
 /// at a fixed address for the task's life).
-pub fn boxed(pid: i32, name: &str) -> Box<TaskTrace> {
-    Box::new(TaskTrace::new(pid, name))
+pub fn boxed(pid: i32, name: &str, kernel_stack: core::ops::Range<usize>) -> Box<TaskTrace> {
+    Box::new(TaskTrace { kernel_stack, ..TaskTrace::new(pid, name) })
 }

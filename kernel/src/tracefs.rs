@@ -98,6 +98,11 @@ const FILES: &[File] = &[
     per_array("buffer_size_kb", Some(read_buffer_size_kb), Some(write_buffer_size_kb)),
     per_array("buffer_total_size_kb", Some(read_buffer_total_size_kb), None),
     top("dynamic_events", Some(read_dynamic_events), Some(write_dynamic_events)),
+    top("function_profile_enabled", Some(read_function_profile_enabled), Some(write_function_profile_enabled)),
+    top("stack_tracer_enabled", Some(read_stack_tracer_enabled), Some(write_stack_tracer_enabled)),
+    top("stack_max_size", Some(read_stack_max_size), Some(write_stack_max_size)),
+    top("stack_trace", Some(read_stack_trace), None),
+    top("stack_trace_filter", Some(read_stack_trace_filter), Some(write_stack_trace_filter)),
 ];
 
 /// A path resolved: the array it belongs to (held, if an instance's) and
@@ -134,7 +139,8 @@ pub fn names() -> impl Iterator<Item = String> {
     });
     let events = core::iter::once(String::from("events/enable")).chain(events);
     let instances = instance::names().into_iter().map(|name| format!("instances/{name}/"));
-    FILES.iter().map(|file| file.name.to_string()).chain(per_cpu_names("")).chain(events).chain(instances)
+    let stats = (0..ftrace::buffer::cpus()).map(|cpu| format!("trace_stat/function{cpu}"));
+    FILES.iter().map(|file| file.name.to_string()).chain(per_cpu_names("")).chain(stats).chain(events).chain(instances)
 }
 
 /// The files of instance `name`, for `ls instances/NAME`.
@@ -181,6 +187,59 @@ fn read_per_cpu(array: Array, cpu: usize, file: &str, out: &mut dyn Write) -> fm
     writeln!(out, "read events: {}", stats.read)
 }
 
+/// `trace_stat/functionN` (top level only): CPU N, when it exists.
+fn trace_stat_file(name: &str) -> Option<usize> {
+    name.strip_prefix("trace_stat/function")?.parse().ok().filter(|&cpu| cpu < ftrace::buffer::cpus())
+}
+
+fn read_function_profile_enabled(_array: Array, out: &mut dyn Write) -> fmt::Result {
+    writeln!(out, "{}", u8::from(ftrace::profiler::is_enabled()))
+}
+
+fn write_function_profile_enabled(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+    array.set_function_profile(parse_switch(text)?).map_err(|error| TracefsError::Invalid(error.to_string()))
+}
+
+/// Linux's `/proc/sys/kernel/stack_tracer_enabled`, as a tracefs file here.
+fn read_stack_tracer_enabled(_array: Array, out: &mut dyn Write) -> fmt::Result {
+    writeln!(out, "{}", u8::from(ftrace::stack_tracer::is_enabled()))
+}
+
+fn write_stack_tracer_enabled(_array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+    Ok(ftrace::stack_tracer::set_enabled(parse_switch(text)?)?)
+}
+
+fn read_stack_max_size(_array: Array, out: &mut dyn Write) -> fmt::Result {
+    writeln!(out, "{}", ftrace::stack_tracer::max_size())
+}
+
+/// Only `0` (forget the maximum), as Linux allows in practice.
+fn write_stack_max_size(_array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+    match text.trim() {
+        "0" => {
+            ftrace::stack_tracer::reset();
+            Ok(())
+        }
+        other => Err(TracefsError::Invalid(format!("stack_max_size: only 0 (start over) can be written, not '{other}'"))),
+    }
+}
+
+fn read_stack_trace(_array: Array, out: &mut dyn Write) -> fmt::Result {
+    ftrace::stack_tracer::write_trace(out)
+}
+
+fn read_stack_trace_filter(_array: Array, out: &mut dyn Write) -> fmt::Result {
+    let names = ftrace::filter_names(ftrace::stack_tracer::ops(), FilterKind::Filter);
+    if names.is_empty() {
+        return writeln!(out, "#### all functions enabled ####");
+    }
+    names.iter().try_for_each(|name| writeln!(out, "{name}"))
+}
+
+fn write_stack_trace_filter(_array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    Ok(ftrace::set_filter(ftrace::stack_tracer::ops(), FilterKind::Filter, text, mode)?)
+}
+
 /// A ring page's data, in KiB: what `buffer_size_kb` counts.
 const PAGE_DATA_KB: usize = 4;
 
@@ -214,7 +273,11 @@ pub fn exists(path: &str) -> bool {
     match path.strip_prefix("instances/").map(|rest| rest.trim_end_matches('/')) {
         Some(name) if !name.contains('/') => instance::find(name).is_some(),
         _ => {
-            resolve(path).is_ok_and(|resolved| find(&resolved, path).is_ok() || per_cpu_file(resolved.name).is_some())
+            resolve(path).is_ok_and(|resolved| {
+                find(&resolved, path).is_ok()
+                    || per_cpu_file(resolved.name).is_some()
+                    || (resolved.hold.is_none() && trace_stat_file(resolved.name).is_some())
+            })
                 || event_file(path).is_some()
         }
     }
@@ -281,6 +344,9 @@ pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
     if let Some((cpu, file)) = per_cpu_file(resolved.name) {
         return read_per_cpu(resolved.array, cpu, file, out).map_err(|_| TracefsError::Invalid("output failed".into()));
     }
+    if let (Some(cpu), None) = (trace_stat_file(resolved.name), &resolved.hold) {
+        return ftrace::profiler::write_cpu_stats(cpu, out).map_err(|_| TracefsError::Invalid("output failed".into()));
+    }
     let file = find(&resolved, name)?;
     let read = file.read.ok_or(TracefsError::NotReadable(file.name))?;
     read(resolved.array, out).map_err(|_| TracefsError::Invalid("output failed".into()))
@@ -305,6 +371,9 @@ pub fn write(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsErro
     }
     if per_cpu_file(resolved.name).is_some() {
         return Err(TracefsError::NotWritable("stats"));
+    }
+    if trace_stat_file(resolved.name).is_some() && resolved.hold.is_none() {
+        return Err(TracefsError::NotWritable("trace_stat"));
     }
     let file = find(&resolved, name)?;
     let write = file.write.ok_or(TracefsError::NotWritable(file.name))?;

@@ -118,7 +118,7 @@ pub struct TaskInfo {
 
 impl Task {
     fn build(pid: u32, name: &str, idle: bool, stack: (usize, usize, Option<StackSlot>), context: TaskContext) -> Arc<Task> {
-        let trace = ftrace::task::boxed(pid as i32, name);
+        let trace = ftrace::task::boxed(pid as i32, name, stack.0..stack.1);
         let task = Arc::new(Task {
             pid,
             name: String::from(name),

@@ -30,7 +30,7 @@ const COMMANDS: &[Command] = &[
     Command { name: "ls", usage: "ls [instances[/NAME]]", summary: "list the tracing files (of an instance)", run: ls },
     Command { name: "mkdir", usage: "mkdir instances/NAME", summary: "make a tracing instance", run: mkdir },
     Command { name: "rmdir", usage: "rmdir instances/NAME", summary: "remove a tracing instance", run: rmdir },
-    Command { name: "cat", usage: "cat FILE", summary: "print a tracing file", run: cat },
+    Command { name: "cat", usage: "cat FILE...", summary: "print tracing files", run: cat },
     Command {
         name: "run",
         usage: "run fib N | run fs | run par T WORKLOAD ARGS...",
@@ -128,13 +128,23 @@ fn rmdir(invocation: &Invocation) -> Result<(), ShellError> {
     tracefs::rmdir(dir).map_err(|e| ShellError::Failed(e.to_string()))
 }
 
+/// `cat FILE...`: each file in turn; a file that cannot be read is reported
+/// after the others are printed, as cat does.
 fn cat(invocation: &Invocation) -> Result<(), ShellError> {
-    let [file] = invocation.args else { return Err(ShellError::Usage("cat FILE")) };
+    if invocation.args.is_empty() {
+        return Err(ShellError::Usage("cat FILE..."));
+    }
     if invocation.redirect.is_some() {
         return Err(ShellError::NoRedirect("cat"));
     }
-    let mut out = LineWriter::default();
-    tracefs::read(file, &mut out).map_err(|e| ShellError::Failed(e.to_string()))
+    let mut first_error = None;
+    for file in invocation.args {
+        let mut out = LineWriter::default();
+        if let Err(error) = tracefs::read(file, &mut out) {
+            first_error.get_or_insert(ShellError::Failed(error.to_string()));
+        }
+    }
+    first_error.map_or(Ok(()), Err)
 }
 
 fn run(invocation: &Invocation) -> Result<(), ShellError> {

@@ -81,3 +81,74 @@ fn buffer_size_kb_resizes_every_cpu_and_keeps_the_tracer() {
     write("buffer_size_kb", original.trim());
     assert_eq!(read("buffer_size_kb"), original);
 }
+
+/// The hit count `trace_stat/functionN` gives `name`, summed over CPUs.
+fn profiled_hits(name: &str) -> u64 {
+    (0..ftrace::buffer::cpus())
+        .map(|cpu| read(&format!("trace_stat/function{cpu}")))
+        .flat_map(|text| {
+            text.lines()
+                .filter_map(|line| {
+                    let mut words = line.split_whitespace();
+                    (words.next() == Some(name)).then(|| words.next()?.parse::<u64>().ok()).flatten()
+                })
+                .collect::<alloc::vec::Vec<_>>()
+        })
+        .sum()
+}
+
+#[ktest]
+fn the_function_profiler_counts_fib_calls_and_times_them() {
+    write("set_ftrace_filter", "fib");
+    write("function_profile_enabled", "1");
+    assert_eq!(read("function_profile_enabled"), "1\n");
+    crate::workload::run("fib", &["10"]).unwrap();
+    write("function_profile_enabled", "0");
+    assert_eq!(profiled_hits("kernel::workload::fib"), 177, "fib(10) calls fib 177 times");
+    let stats = (0..ftrace::buffer::cpus()).map(|cpu| read(&format!("trace_stat/function{cpu}"))).collect::<String>();
+    assert!(stats.starts_with("  Function                               Hit    Time            Avg             s^2\n"), "{stats}");
+    let line = stats.lines().find(|line| line.trim_start().starts_with("kernel::workload::fib ")).unwrap();
+    let words: alloc::vec::Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words.len(), 8, "name, hits, then three durations in us: {line}");
+    let total: f64 = words[2].parse().unwrap();
+    let avg: f64 = words[4].parse().unwrap();
+    assert!(total > 0.0 && (avg * 177.0 - total).abs() <= total * 0.01 + 0.2, "average = total / hits: {line}");
+    // Starting again empties the counts; the filter is followed.
+    write("set_ftrace_filter", "kernel::workload::fs::*");
+    write("function_profile_enabled", "1");
+    crate::workload::run("fs", &[]).unwrap();
+    write("function_profile_enabled", "0");
+    assert_eq!(profiled_hits("kernel::workload::fib"), 0, "counts start from zero");
+    assert_eq!(profiled_hits("kernel::workload::fs::run"), 1);
+    assert!(matches!(tracefs::write("function_profile_enabled", "2", FilterMode::Replace), Err(TracefsError::Invalid(_))));
+    assert_eq!(read("function_profile_enabled"), "0\n");
+    assert!(tracefs::write("trace_stat/function0", "1", FilterMode::Replace).is_err());
+    write("set_ftrace_filter", "");
+    assert_eq!(read("enabled_functions"), "", "nothing left enabled");
+}
+
+#[ktest]
+fn the_stack_tracer_finds_the_deepest_fib_frame() {
+    write("stack_trace_filter", "fib");
+    write("stack_max_size", "0");
+    write("stack_tracer_enabled", "1");
+    assert_eq!(fib(12), 144);
+    write("stack_tracer_enabled", "0");
+    let max: usize = read("stack_max_size").trim().parse().unwrap();
+    let trace = read("stack_trace");
+    let lines: alloc::vec::Vec<&str> = trace.lines().collect();
+    assert!(lines[0].starts_with("        Depth    Size   Location    ("), "{trace}");
+    // Entry 0 is the deepest fib call, at the maximum depth; its callers
+    // follow: fib(12) down to fib(1) is twelve nested calls.
+    assert!(lines[2].starts_with(&format!("   0)   {max:>6}  ")) && lines[2].contains("kernel::workload::fib+0x0/"), "{trace}");
+    let fibs = lines[2..].iter().take_while(|line| line.contains(" kernel::workload::fib+")).count();
+    assert_eq!(fibs, 12, "{trace}");
+    let depths: alloc::vec::Vec<usize> = lines[2..].iter().map(|line| line.split_whitespace().nth(1).unwrap().parse().unwrap()).collect();
+    assert!(depths.windows(2).all(|pair| pair[0] > pair[1]), "depths shrink outwards: {depths:?}");
+    assert!(matches!(tracefs::write("stack_max_size", "5", FilterMode::Replace), Err(TracefsError::Invalid(_))));
+    write("stack_max_size", "0");
+    assert_eq!(read("stack_max_size"), "0\n");
+    write("stack_trace_filter", "");
+    assert_eq!(read("stack_trace_filter"), "#### all functions enabled ####\n");
+    assert_eq!(read("enabled_functions"), "");
+}

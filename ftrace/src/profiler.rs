@@ -1,0 +1,120 @@
+//! The function profiler: `echo 1 > function_profile_enabled` counts every
+//! call of the functions `set_ftrace_filter` selects (all of them when it is
+//! empty) and the time spent in each, per CPU; `trace_stat/functionN`
+//! prints CPU N's counts (`crate::profile`), as Linux's profiler does.
+//!
+//! It is a function-graph user: the entry callback counts the hit and keeps
+//! the entry time in the call's one data word, the return callback adds the
+//! call's duration (children included, Linux's default `graph-time`). Each
+//! CPU has its own [`ProfileTable`], made on first use and kept, emptied
+//! whenever profiling starts. Callbacks take no lock: the tables are
+//! reached through a `Once`, updated with atomics.
+
+use alloc::vec::Vec;
+use core::fmt::{self, Write};
+
+use arch::ftrace_abi::FtraceRegs;
+use arch::sync::Mutex;
+use spin::Once;
+
+use crate::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn};
+use crate::profile::{self, ProfileTable};
+use crate::{clock, registry, symbols, FtraceError, FtraceOps};
+
+static PROFILER: FgraphOps = FgraphOps::new(profile_entry, profile_return).with_data_words(1);
+
+/// One table per CPU.
+static TABLES: Once<Vec<ProfileTable>> = Once::new();
+
+/// Whether profiling is on; serialises switching it.
+static ENABLED: Mutex<bool> = Mutex::new(false);
+
+/// Why profiling could not start; nothing changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProfileError {
+    /// The heap cannot hold the tables.
+    NoMemory,
+    /// Tracing refused the registration.
+    Tracing(FtraceError),
+}
+
+impl fmt::Display for ProfileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProfileError::NoMemory => write!(f, "not enough memory for the profiler's tables"),
+            ProfileError::Tracing(error) => write!(f, "{error}"),
+        }
+    }
+}
+
+/// This CPU's table (a stale CPU number only picks another table: every
+/// update is atomic).
+#[inline]
+fn table() -> Option<&'static ProfileTable> {
+    let tables = TABLES.get()?;
+    tables.get(arch::cpu::id() % tables.len())
+}
+
+fn profile_entry(_gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, _fregs: &mut FtraceRegs) -> bool {
+    let (Some(table), Some(start)) = (table(), data.reserve(1)) else { return false };
+    table.hit(call.func);
+    start[0] = clock::now_ns();
+    true
+}
+
+fn profile_return(_gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _fregs: &mut FtraceRegs) {
+    if let (Some(table), Some(&start)) = (table(), data.first()) {
+        table.add_time(call.func, clock::now_ns().saturating_sub(start));
+    }
+}
+
+/// Makes the tables on first use: room for every patchable function twice
+/// over, so the open addressing stays short.
+fn tables() -> Result<&'static Vec<ProfileTable>, ProfileError> {
+    if let Some(tables) = TABLES.get() {
+        return Ok(tables);
+    }
+    let mut sites = 0;
+    registry::for_each_site(|_| sites += 1);
+    let mut tables = Vec::new();
+    for _ in 0..crate::buffer::cpus() {
+        tables.push(ProfileTable::try_new(sites * 2).ok_or(ProfileError::NoMemory)?);
+    }
+    Ok(TABLES.call_once(|| tables))
+}
+
+/// `echo 0|1 > function_profile_enabled`. Starting empties the counts and
+/// takes the filters `from` has (the top level's function tracer).
+pub fn set_enabled(on: bool, from: &FtraceOps) -> Result<(), ProfileError> {
+    let mut enabled = ENABLED.lock();
+    if *enabled == on {
+        return Ok(());
+    }
+    if on {
+        for table in tables()? {
+            table.reset();
+        }
+        registry::copy_filters(from, PROFILER.ops()).map_err(ProfileError::Tracing)?;
+        PROFILER.register().map_err(ProfileError::Tracing)?;
+    } else {
+        PROFILER.unregister().map_err(ProfileError::Tracing)?;
+    }
+    *enabled = on;
+    Ok(())
+}
+
+/// Whether profiling is on.
+pub fn is_enabled() -> bool {
+    *ENABLED.lock()
+}
+
+/// Follows a change of the filters the profiler takes (`set_ftrace_filter`).
+pub fn follow_filters(from: &FtraceOps) -> Result<(), FtraceError> {
+    registry::copy_filters(from, PROFILER.ops())
+}
+
+/// `cat trace_stat/functionN`: CPU `cpu`'s counts.
+pub fn write_cpu_stats(cpu: usize, out: &mut dyn Write) -> fmt::Result {
+    let stats = TABLES.get().and_then(|tables| tables.get(cpu)).map(ProfileTable::stats).unwrap_or_default();
+    profile::write_stats(out, &stats, &symbols::name_of)
+}

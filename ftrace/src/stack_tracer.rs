@@ -1,0 +1,137 @@
+//! The stack tracer: at the entry of every function `stack_trace_filter`
+//! selects (all of them when it is empty), how much of the task's kernel
+//! stack is in use; the deepest use seen is `stack_max_size`, and the call
+//! chain that reached it is `stack_trace`, as Linux's stack tracer keeps
+//! them. Linux switches it with `/proc/sys/kernel/stack_tracer_enabled`;
+//! here that is the tracefs file `stack_tracer_enabled`.
+//!
+//! It is an ops with [`OpsFlags::RECURSION`]. The callback compares the
+//! stack pointer with the task's stack (`TaskTrace::kernel_stack`; stacks
+//! it does not know, such as an interrupt stack, are skipped); only a new
+//! maximum takes the one lock, with `try_lock` (a CPU that finds it held
+//! skips the sample rather than wait on the traced path), and walks the
+//! frame-pointer chain with fault-tolerant reads.
+
+use alloc::vec::Vec;
+use core::fmt::{self, Write};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use arch::ftrace_abi::FtraceRegs;
+use arch::sync::SpinLock;
+
+use crate::{registry, symbols, task, FtraceError, FtraceOps, OpsFlags};
+
+/// The most frames `stack_trace` keeps.
+pub const MAX_ENTRIES: usize = 64;
+
+static STACK_OPS: FtraceOps = FtraceOps::new(check_stack, OpsFlags::RECURSION);
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+/// Bytes of the deepest stack use seen.
+static MAX_SIZE: AtomicUsize = AtomicUsize::new(0);
+
+/// One frame of the deepest chain: a code address and how much stack was
+/// in use below it (its depth).
+#[derive(Clone, Copy, Default)]
+struct Frame {
+    address: usize,
+    depth: usize,
+}
+
+/// The deepest chain, innermost first.
+static TRACE: SpinLock<([Frame; MAX_ENTRIES], usize)> = SpinLock::new(([Frame { address: 0, depth: 0 }; MAX_ENTRIES], 0));
+
+extern "C" fn check_stack(ip: usize, _parent: usize, _ops: &FtraceOps, fregs: &mut FtraceRegs) {
+    let Some(state) = task::try_current() else { return };
+    let stack = state.kernel_stack();
+    let sp = fregs.stack_pointer();
+    if !stack.contains(&sp) {
+        return;
+    }
+    let depth = stack.end - sp;
+    if depth <= MAX_SIZE.load(Ordering::Relaxed) {
+        return;
+    }
+    let Some(mut trace) = TRACE.try_lock() else { return };
+    if depth <= MAX_SIZE.load(Ordering::Relaxed) {
+        return;
+    }
+    // The traced function, then each caller found through the frame
+    // records ([saved frame pointer, return address] on both architectures).
+    let (frames, count) = &mut *trace;
+    frames[0] = Frame { address: ip, depth };
+    *count = 1;
+    if let Some(ret) = fregs.return_address() {
+        let mut fp = fregs.frame_pointer();
+        let mut address = ret;
+        while *count < MAX_ENTRIES && stack.contains(&fp) {
+            frames[*count] = Frame { address, depth: stack.end - fp };
+            *count += 1;
+            let (Some(next), Some(ret)) =
+                (arch::fault::read_u64_nofault(fp), arch::fault::read_u64_nofault(fp + core::mem::size_of::<usize>()))
+            else {
+                break;
+            };
+            if (next as usize) <= fp || ret == 0 {
+                break;
+            }
+            fp = next as usize;
+            address = ret as usize;
+        }
+    }
+    MAX_SIZE.store(depth, Ordering::Relaxed);
+}
+
+/// `echo 0|1 > stack_tracer_enabled`.
+pub fn set_enabled(on: bool) -> Result<(), FtraceError> {
+    if ENABLED.load(Ordering::Acquire) == on {
+        return Ok(());
+    }
+    if on {
+        registry::register(&STACK_OPS)?;
+    } else {
+        registry::unregister(&STACK_OPS)?;
+    }
+    ENABLED.store(on, Ordering::Release);
+    Ok(())
+}
+
+/// Whether the stack tracer runs.
+pub fn is_enabled() -> bool {
+    ENABLED.load(Ordering::Acquire)
+}
+
+/// The ops whose filter is `stack_trace_filter`.
+pub fn ops() -> &'static FtraceOps {
+    &STACK_OPS
+}
+
+/// `stack_max_size`: bytes of the deepest stack use seen.
+pub fn max_size() -> usize {
+    MAX_SIZE.load(Ordering::Relaxed)
+}
+
+/// `echo 0 > stack_max_size`: forgets the maximum (and its chain).
+pub fn reset() {
+    let mut trace = TRACE.lock();
+    trace.1 = 0;
+    MAX_SIZE.store(0, Ordering::Relaxed);
+}
+
+/// `cat stack_trace`, as Linux prints it: depth, the frame's own size and
+/// its location, innermost first.
+pub fn write_trace(out: &mut dyn Write) -> fmt::Result {
+    let frames: Vec<Frame> = {
+        let trace = TRACE.lock();
+        trace.0[..trace.1].to_vec()
+    };
+    writeln!(out, "        Depth    Size   Location    ({} entries)", frames.len())?;
+    writeln!(out, "        -----    ----   --------")?;
+    for (i, frame) in frames.iter().enumerate() {
+        let size = frame.depth - frames.get(i + 1).map_or(0, |outer| outer.depth);
+        write!(out, "  {i:>2})   {:>6}   {size:>5}   ", frame.depth)?;
+        symbols::write_address(out, frame.address)?;
+        writeln!(out)?;
+    }
+    Ok(())
+}
