@@ -53,6 +53,21 @@ echo 'run fib 10' >&3
 wait_for "the workload's answer" 30 grep -q '^fib(10) = 55$' "$out"
 wait_for "the prompt after it" 10 at_prompt 3
 
+# trace_pipe streams until a key: tick events keep coming from every CPU
+# while it runs; Enter stops it and gives the prompt back.
+echo 'echo on_tick > set_ftrace_filter' >&3
+wait_for "the filter set" 10 at_prompt 4
+echo 'echo function > current_tracer' >&3
+wait_for "the function tracer on" 30 at_prompt 5
+echo 'cat trace_pipe' >&3
+ticks() { [ "$(grep -c ': kernel::tick::on_tick <-' "$out" || true)" -ge "$1" ]; }
+wait_for "tick events streaming" 30 ticks 50
+wait_for "more of them, still streaming" 30 ticks 500
+printf '\n' >&3
+wait_for "Enter stops the pipe: the prompt is back" 10 at_prompt 6
+echo 'echo nop > current_tracer' >&3
+wait_for "the tracer off" 30 at_prompt 7
+
 echo 'poweroff' >&3
 exec 3>&-
 if wait "$qemu"; then

@@ -59,3 +59,11 @@ pub fn read_byte() -> Option<u8> {
     }
     byte
 }
+
+/// The next byte typed, if any, left in place for [`read_byte`] (so a
+/// command that runs until a key is pressed leaves the key to the shell).
+pub fn peek_byte() -> Option<u8> {
+    let mut ring = INPUT.lock();
+    ring.drain_uart();
+    (ring.len > 0).then(|| ring.bytes[ring.head])
+}

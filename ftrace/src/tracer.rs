@@ -13,6 +13,7 @@
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicUsize, Ordering};
 
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 use arch::context::{self, Context};
 use arch::ftrace_abi::FtraceRegs;
@@ -256,18 +257,11 @@ fn write_trace_paused(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Writ
         Some(cpu) => alloc::vec![buffer.snapshot_of(cpu)],
         None => buffer.snapshot_all(),
     };
-    let names = |address: usize| symbols::table().ok()?.lookup(address);
-    let comms = |pid: i32| crate::sched::comm_of(pid);
     let events = merged(&snapshots);
     let tracer = array.current_tracer();
     if tracer == Tracer::FunctionGraph {
         output::write_graph_header(out)?;
-        let lines: Vec<output::GraphLine> = events
-            .iter()
-            .filter_map(|&(time, cpu, payload)| Record::decode(payload).map(|record| (time, cpu, record, payload)))
-            .collect();
-        let options = GraphOptions { retval: array.graph_retval() };
-        return output::write_graph(out, &lines, &names, &comms, options, &print_other);
+        return write_events(array, &events, out);
     }
     let mut stats = crate::ring_buffer::Stats::default();
     for snapshot in &snapshots {
@@ -276,7 +270,23 @@ fn write_trace_paused(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Writ
         stats.overrun += snapshot.stats.overrun;
     }
     output::write_header(out, tracer.name(), stats, buffer.cpus())?;
-    for (time, cpu, payload) in events {
+    write_events(array, &events, out)
+}
+
+/// Prints `events` (time, CPU, payload; oldest first) as `trace` shows them
+/// under the array's tracer, without the header.
+fn write_events(array: &TraceArray, events: &[(u64, usize, &[u8])], out: &mut dyn Write) -> fmt::Result {
+    let names = |address: usize| symbols::table().ok()?.lookup(address);
+    let comms = |pid: i32| crate::sched::comm_of(pid);
+    if array.current_tracer() == Tracer::FunctionGraph {
+        let lines: Vec<output::GraphLine> = events
+            .iter()
+            .filter_map(|&(time, cpu, payload)| Record::decode(payload).map(|record| (time, cpu, record, payload)))
+            .collect();
+        let options = GraphOptions { retval: array.graph_retval() };
+        return output::write_graph(out, &lines, &names, &comms, options, &print_other);
+    }
+    for &(time, cpu, payload) in events {
         match Record::decode(payload) {
             Some(Record::Function(event)) => output::write_function(out, cpu, time, &event, &names, &comms)?,
             Some(Record::SchedSwitch(event)) => {
@@ -298,6 +308,32 @@ fn write_trace_paused(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Writ
         }
     }
     Ok(())
+}
+
+/// One pass of `cat trace_pipe`: takes every event the buffer holds out
+/// (a consuming read: the next pass, or `trace`, no longer sees them) for
+/// one CPU or all, and prints them oldest first as `trace` does, without
+/// its header. Returns how many it printed.
+pub fn consume_events(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Write) -> Result<usize, fmt::Error> {
+    let buffer = array.buffer();
+    let cpus = match cpu {
+        Some(cpu) => cpu..cpu + 1,
+        None => 0..buffer.cpus(),
+    };
+    let mut pages: Vec<(usize, Box<[u8; crate::ring_buffer::PAGE_SIZE]>)> = Vec::new();
+    for cpu in cpus {
+        let mut page = Box::new([0u8; crate::ring_buffer::PAGE_SIZE]);
+        while buffer.read_page(cpu, &mut page).is_some() {
+            pages.push((cpu, core::mem::replace(&mut page, Box::new([0u8; crate::ring_buffer::PAGE_SIZE]))));
+        }
+    }
+    let mut events: Vec<(u64, usize, &[u8])> = pages
+        .iter()
+        .flat_map(|(cpu, page)| crate::ring_buffer::page_events(&page[..]).map(move |event| (event.time, *cpu, event.payload)))
+        .collect();
+    events.sort_by_key(|&(time, cpu, _)| (time, cpu));
+    write_events(array, &events, out)?;
+    Ok(events.len())
 }
 
 /// Every CPU's events in one list, oldest first: (time, CPU, payload). A

@@ -90,6 +90,7 @@ const FILES: &[File] = &[
     per_array("tracing_on", Some(read_tracing_on), Some(write_tracing_on)),
     top("ftrace_enabled", Some(read_ftrace_enabled), Some(write_ftrace_enabled)),
     per_array("trace", Some(read_trace), Some(write_trace)),
+    per_array("trace_pipe", Some(read_trace_pipe), None),
     top("recursed_functions", Some(read_recursed_functions), Some(write_recursed_functions)),
     per_array("set_graph_function", Some(read_graph_function), Some(write_graph_function)),
     per_array("set_graph_notrace", Some(read_graph_notrace), Some(write_graph_notrace)),
@@ -152,7 +153,7 @@ pub fn instance_names(name: &str) -> Option<impl Iterator<Item = String>> {
 }
 
 /// The files each CPU has under `per_cpu/cpuN/`.
-const PER_CPU_FILES: [&str; 2] = ["trace", "stats"];
+const PER_CPU_FILES: [&str; 3] = ["trace", "trace_pipe", "stats"];
 
 fn per_cpu_names(prefix: &str) -> impl Iterator<Item = String> + '_ {
     (0..ftrace::buffer::cpus())
@@ -170,6 +171,9 @@ fn per_cpu_file(name: &str) -> Option<(usize, &str)> {
 fn read_per_cpu(array: Array, cpu: usize, file: &str, out: &mut dyn Write) -> fmt::Result {
     if file == "trace" {
         return ftrace::tracer::write_trace_of(array, Some(cpu), out);
+    }
+    if file == "trace_pipe" {
+        return pipe(array, Some(cpu), out, &mut until_key);
     }
     // Linux's layout (`tracing_stats_read`), timestamps in seconds.
     let buffer = array.buffer();
@@ -483,6 +487,42 @@ fn write_ftrace_enabled(_array: Array, text: &str, _mode: FilterMode) -> Result<
 
 fn read_trace(array: Array, out: &mut dyn Write) -> fmt::Result {
     ftrace::tracer::write_trace(array, out)
+}
+
+/// How long `trace_pipe` waits between passes over an empty buffer.
+const PIPE_POLL_MS: u64 = 10;
+
+/// `cat trace_pipe`: prints events as they come, taking them out of the
+/// buffer (a consuming read), until a key is pressed on the console.
+fn read_trace_pipe(array: Array, out: &mut dyn Write) -> fmt::Result {
+    pipe(array, None, out, &mut until_key)
+}
+
+/// Consuming passes over `array`'s buffer (one CPU's or all), printing
+/// each pass's events oldest first, until `stop` (told how many were
+/// printed so far) says so after a pass.
+pub fn pipe(array: Array, cpu: Option<usize>, out: &mut dyn Write, stop: &mut dyn FnMut(usize) -> bool) -> fmt::Result {
+    let mut printed = 0;
+    loop {
+        printed += ftrace::tracer::consume_events(array, cpu, out)?;
+        if stop(printed) {
+            return Ok(());
+        }
+        crate::sched::sleep_ms(PIPE_POLL_MS);
+    }
+}
+
+/// Whether a key was pressed: Enter or Ctrl-C is taken (it only stops the
+/// pipe); any other key is left as the start of the next command line.
+fn until_key(_printed: usize) -> bool {
+    match arch::input::peek_byte() {
+        Some(b'\n' | b'\r' | 0x03) => {
+            arch::input::read_byte();
+            true
+        }
+        Some(_) => true,
+        None => false,
+    }
 }
 
 /// Any write empties the buffer (`echo > trace`), as in Linux.

@@ -152,3 +152,28 @@ fn the_stack_tracer_finds_the_deepest_fib_frame() {
     assert_eq!(read("stack_trace_filter"), "#### all functions enabled ####\n");
     assert_eq!(read("enabled_functions"), "");
 }
+
+#[ktest]
+fn trace_pipe_streams_a_workload_running_in_another_task() {
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    let worker = crate::sched::spawn("fib-worker", || crate::workload::fib(15)).unwrap();
+    let worker_pid = worker.pid();
+    let mut out = String::new();
+    let deadline = arch::time::ticks() + 20 * arch::time::HZ;
+    // fib(15) calls fib 1973 times; stop once all came through the pipe.
+    crate::tracefs::pipe(ftrace::instance::top(), None, &mut out, &mut |printed| {
+        printed >= 1973 || arch::time::ticks() > deadline
+    })
+    .unwrap();
+    assert_eq!(worker.join(), 610);
+    let lines: alloc::vec::Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 1973, "every call once, as it came");
+    assert!(lines.iter().all(|line| line.contains(&format!("-{worker_pid} ")) && line.contains(": kernel::workload::fib <-")), "the worker's calls: {}", lines[0]);
+    let times: alloc::vec::Vec<&str> = lines.iter().map(|line| line.split_whitespace().nth(3).unwrap()).collect();
+    assert!(times.windows(2).all(|pair| pair[0] <= pair[1]), "oldest first");
+    // A consuming read: nothing is left for `trace`.
+    assert!(read("trace").contains("# entries-in-buffer/entries-written: 0/1973 "), "{}", read("trace").lines().nth(2).unwrap());
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+}
