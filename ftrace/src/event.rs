@@ -8,6 +8,36 @@ pub const TRACE_FN: u16 = 1;
 pub const TRACE_GRAPH_RET: u16 = 10;
 /// A function-graph entry (Linux's `TRACE_GRAPH_ENT`).
 pub const TRACE_GRAPH_ENT: u16 = 11;
+/// A line written to `trace_marker` (Linux's `TRACE_PRINT`).
+pub const TRACE_PRINT: u16 = 5;
+
+/// Where a print event's text starts (after the header and `ip`).
+const PRINT_TEXT: usize = COMMON_SIZE + 8;
+
+/// Writes a print event (`struct print_entry`: the header, `ip`, then the
+/// text, NUL-terminated) into `out`, which must be
+/// [`print_event_size`] bytes.
+pub fn encode_print(common: Common, ip: u64, text: &[u8], out: &mut [u8]) {
+    common.encode(out);
+    out[8..16].copy_from_slice(&ip.to_ne_bytes());
+    out[PRINT_TEXT..PRINT_TEXT + text.len()].copy_from_slice(text);
+    out[PRINT_TEXT + text.len()] = 0;
+}
+
+/// The size of a print event holding `text`.
+pub fn print_event_size(text: &[u8]) -> usize {
+    PRINT_TEXT + text.len() + 1
+}
+
+/// A print event's text (without its NUL), if `bytes` holds one.
+pub fn decode_print(bytes: &[u8]) -> Option<&[u8]> {
+    let common = Common::decode(bytes)?;
+    if common.kind != TRACE_PRINT {
+        return None;
+    }
+    let text = bytes.get(PRINT_TEXT..)?;
+    Some(&text[..text.iter().position(|&b| b == 0).unwrap_or(text.len())])
+}
 /// `sched:sched_switch` (Linux numbers tracepoints at boot; so do we).
 pub const SCHED_SWITCH: u16 = 300;
 /// `sched:sched_wakeup`.
@@ -377,7 +407,7 @@ pub fn sched_formats() -> [(&'static str, alloc::string::String); 2] {
 
 /// The format descriptions (Linux's `events/ftrace/*/format`) of the
 /// tracers' own events: (name, text).
-pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 3] {
+pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 4] {
     let format = |name: &str, id: u16, fields: &str, print: &str| {
         alloc::format!("name: {name}\nID: {id}\nformat:\n{COMMON_FIELDS}\n{fields}\nprint fmt: {print}\n")
     };
@@ -407,6 +437,15 @@ pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 3] {
                 TRACE_GRAPH_RET,
                 "\tfield:unsigned long func;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned long retval;\toffset:16;\tsize:8;\tsigned:0;\n\tfield:int depth;\toffset:24;\tsize:4;\tsigned:1;\n\tfield:unsigned int overrun;\toffset:28;\tsize:4;\tsigned:0;\n\tfield:unsigned long long calltime;\toffset:32;\tsize:8;\tsigned:0;\n\tfield:unsigned long long rettime;\toffset:40;\tsize:8;\tsigned:0;\n",
                 "\"<-- %ps (%d) (start: %llx  end: %llx) over: %d retval: %lx\", (void *)REC->func, REC->depth, REC->calltime, REC->rettime, REC->depth, REC->retval",
+            ),
+        ),
+        (
+            "print",
+            format(
+                "print",
+                TRACE_PRINT,
+                "\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:char buf[];\toffset:16;\tsize:0;\tsigned:1;\n",
+                "\"%ps: %s\", (void *)REC->ip, REC->buf",
             ),
         ),
     ]
@@ -442,6 +481,17 @@ mod tests {
         assert_eq!(FunctionEvent::SIZE, 24);
         assert!(formats[2].1.contains("field:unsigned long long rettime;\toffset:40;\tsize:8"));
         assert_eq!(GraphExitEvent::SIZE, 48);
+    }
+
+    #[test]
+    fn print_events_round_trip() {
+        let common = Common { kind: TRACE_PRINT, pid: 7, ..Common::default() };
+        let mut out = alloc::vec![0xffu8; print_event_size(b"hello\n")];
+        encode_print(common, 0, b"hello\n", &mut out);
+        assert_eq!(decode_print(&out), Some(&b"hello\n"[..]));
+        assert_eq!(Common::decode(&out).unwrap().pid, 7);
+        assert_eq!(decode_print(&[0u8; 24]), None, "another type");
+        assert!(ftrace_formats()[3].1.contains("\tfield:char buf[];\toffset:16;"));
     }
 
     #[test]

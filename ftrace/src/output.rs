@@ -274,7 +274,15 @@ pub fn write_graph(
             }
             Record::Other(_) => {
                 out.write_str("              |  /* ")?;
-                other(payload, out)?;
+                match crate::event::decode_print(payload) {
+                    // A trace_marker line: only its text, as Linux's graph
+                    // output shows a message.
+                    Some(text) => {
+                        let text = core::str::from_utf8(text).unwrap_or("(not UTF-8)");
+                        out.write_str(text.strip_suffix('\n').unwrap_or(text))?;
+                    }
+                    None => other(payload, out)?,
+                }
                 out.write_str(" */")?;
             }
         }

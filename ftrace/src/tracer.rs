@@ -220,6 +220,12 @@ pub fn set_event_printer(printer: EventPrinter) {
 
 /// Prints `payload` with the installed printer, or says its type.
 fn print_other(payload: &[u8], out: &mut dyn Write) -> fmt::Result {
+    if let Some(text) = crate::event::decode_print(payload) {
+        // A trace_marker line, printed as Linux prints it (the text keeps
+        // the newline it was written with; the caller adds one).
+        let text = core::str::from_utf8(text).unwrap_or("(not UTF-8)");
+        return write!(out, "tracing_mark_write: {}", text.strip_suffix('\n').unwrap_or(text));
+    }
     let printer = match EVENT_PRINTER.load(Ordering::Acquire) {
         0 => None,
         // SAFETY: only `EventPrinter` values are stored (`set_event_printer`),
@@ -308,6 +314,20 @@ fn write_events(array: &TraceArray, events: &[(u64, usize, &[u8])], out: &mut dy
         }
     }
     Ok(())
+}
+
+/// The longest `trace_marker` text an event keeps (longer is cut).
+pub const MARKER_MAX: usize = 1000;
+
+/// `echo TEXT > trace_marker`: a print event with TEXT (and a newline, as
+/// `echo` writes), if the array is recording. Answers whether it was.
+pub fn write_marker(array: &TraceArray, text: &str) -> bool {
+    let mut bytes = alloc::vec::Vec::with_capacity(text.len().min(MARKER_MAX) + 1);
+    bytes.extend_from_slice(&text.as_bytes()[..text.len().min(MARKER_MAX)]);
+    bytes.push(b'\n');
+    let common = event_common(crate::event::TRACE_PRINT);
+    let size = crate::event::print_event_size(&bytes);
+    array.buffer().write_with(size, |_, out| crate::event::encode_print(common, 0, &bytes, out)).is_some()
 }
 
 /// One pass of `cat trace_pipe`: takes every event the buffer holds out

@@ -91,6 +91,7 @@ const FILES: &[File] = &[
     top("ftrace_enabled", Some(read_ftrace_enabled), Some(write_ftrace_enabled)),
     per_array("trace", Some(read_trace), Some(write_trace)),
     per_array("trace_pipe", Some(read_trace_pipe), None),
+    per_array("trace_marker", None, Some(write_trace_marker)),
     top("recursed_functions", Some(read_recursed_functions), Some(write_recursed_functions)),
     per_array("set_graph_function", Some(read_graph_function), Some(write_graph_function)),
     per_array("set_graph_notrace", Some(read_graph_notrace), Some(write_graph_notrace)),
@@ -487,6 +488,13 @@ fn write_ftrace_enabled(_array: Array, text: &str, _mode: FilterMode) -> Result<
 
 fn read_trace(array: Array, out: &mut dyn Write) -> fmt::Result {
     ftrace::tracer::write_trace(array, out)
+}
+
+/// `echo TEXT > trace_marker`: TEXT becomes a `tracing_mark_write` event
+/// (nothing is recorded while `tracing_on` is 0, as in Linux).
+fn write_trace_marker(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+    ftrace::tracer::write_marker(array, text);
+    Ok(())
 }
 
 /// How long `trace_pipe` waits between passes over an empty buffer.

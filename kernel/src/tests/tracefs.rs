@@ -177,3 +177,28 @@ fn trace_pipe_streams_a_workload_running_in_another_task() {
     write("current_tracer", "nop");
     write("set_ftrace_filter", "");
 }
+
+#[ktest]
+fn trace_marker_lines_land_among_the_events() {
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    write("trace_marker", "before fib");
+    assert_eq!(fib(2), 1);
+    write("trace_marker", "after");
+    write("tracing_on", "0");
+    write("trace_marker", "not recorded while tracing is off");
+    write("tracing_on", "1");
+    let trace = read("trace");
+    let lines: alloc::vec::Vec<&str> = trace.lines().filter(|line| !line.starts_with('#')).collect();
+    assert_eq!(lines.len(), 5, "{trace}");
+    assert!(lines[0].ends_with(": tracing_mark_write: before fib"), "{}", lines[0]);
+    assert!(lines[1].ends_with(": kernel::workload::fib <-kernel::workload::fib") || lines[1].contains(": kernel::workload::fib <-"));
+    assert!(lines[4].ends_with(": tracing_mark_write: after"), "{}", lines[4]);
+    assert!(matches!(tracefs::read("trace_marker", &mut String::new()), Err(TracefsError::NotReadable(_))));
+    write("current_tracer", "function_graph");
+    write("trace_marker", "in graph");
+    let graph = read("trace");
+    assert!(graph.lines().any(|line| line.ends_with("|  /* in graph */")), "{graph}");
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+}
