@@ -25,7 +25,7 @@ use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use arch::sync::Mutex;
 use spin::Once;
@@ -45,8 +45,7 @@ pub const MAX_INSTANCES: usize = GRAPH_SLOTS - 1;
 
 /// The function_graph tracer's settings of one array.
 pub struct GraphSettings {
-    /// `options/funcgraph-retval`.
-    pub(crate) retval: AtomicBool,
+
     /// `max_graph_depth` (0: no limit).
     pub(crate) max_depth: AtomicUsize,
     /// `set_graph_function` and `set_graph_notrace`: sorted function
@@ -62,7 +61,6 @@ pub struct GraphSettings {
 impl GraphSettings {
     const fn new() -> GraphSettings {
         GraphSettings {
-            retval: AtomicBool::new(false),
             max_depth: AtomicUsize::new(0),
             functions: Published::empty(),
             notrace: Published::empty(),
@@ -93,6 +91,8 @@ pub struct TraceArray {
     /// The function_graph tracer, with the same filters.
     pub(crate) graph_ops: FgraphOps,
     pub(crate) graph: GraphSettings,
+    /// The trace options that are on, a [`TraceOption::bit`] each.
+    options: AtomicU32,
     /// Handles out: `rmdir` is refused while there are any.
     users: AtomicUsize,
     /// Queues the free after `rmdir`.
@@ -117,6 +117,7 @@ impl TraceArray {
             function_ops: FtraceOps::new(tracer::function_trace_call, OpsFlags::RECURSION),
             graph_ops: tracer::graph_ops(),
             graph: GraphSettings::new(),
+            options: AtomicU32::new(TraceOption::DEFAULTS),
             users: AtomicUsize::new(0),
             node: Deferred::new(),
         }
@@ -210,12 +211,43 @@ impl TraceArray {
 
     /// Sets `options/funcgraph-retval`.
     pub fn set_graph_retval(&self, on: bool) {
-        self.graph.retval.store(on, Ordering::Relaxed);
+        self.set_option(TraceOption::FuncgraphRetval, on);
     }
 
     /// `options/funcgraph-retval`.
     pub fn graph_retval(&self) -> bool {
-        self.graph.retval.load(Ordering::Relaxed)
+        self.option(TraceOption::FuncgraphRetval)
+    }
+
+    /// Whether trace option `option` is on.
+    pub fn option(&self, option: TraceOption) -> bool {
+        self.options.load(Ordering::Relaxed) & option.bit() != 0
+    }
+
+    /// Switches trace option `option` (`echo 0|1 > options/NAME`).
+    pub fn set_option(&self, option: TraceOption, on: bool) {
+        match on {
+            true => self.options.fetch_or(option.bit(), Ordering::Relaxed),
+            false => self.options.fetch_and(!option.bit(), Ordering::Relaxed),
+        };
+    }
+
+    /// How `trace` prints the function tracer's lines.
+    pub fn function_options(&self) -> crate::output::FunctionOptions {
+        crate::output::FunctionOptions {
+            sym_offset: self.option(TraceOption::SymOffset),
+            print_parent: self.option(TraceOption::PrintParent),
+        }
+    }
+
+    /// How `trace` prints the graph tracer's lines.
+    pub fn graph_options(&self) -> crate::output::GraphOptions {
+        crate::output::GraphOptions {
+            retval: self.option(TraceOption::FuncgraphRetval),
+            proc: self.option(TraceOption::FuncgraphProc),
+            abstime: self.option(TraceOption::FuncgraphAbstime),
+            duration: self.option(TraceOption::FuncgraphDuration),
+        }
     }
 
     /// Sets `max_graph_depth` (0: no limit).
@@ -255,6 +287,58 @@ impl TraceArray {
                 functions.iter().filter_map(|&ip| crate::symbols::name_of(ip)).collect()
             })
         })
+    }
+}
+
+/// A trace option (`options/NAME`, `trace_options`): how `trace` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceOption {
+    /// Addresses as `function+0xOFF/0xSIZE` (function tracer).
+    SymOffset,
+    /// ` <-caller` after each function (function tracer; on by default).
+    PrintParent,
+    /// Each call's return value (function_graph).
+    FuncgraphRetval,
+    /// The task on every line (function_graph).
+    FuncgraphProc,
+    /// The timestamp on every line (function_graph).
+    FuncgraphAbstime,
+    /// The duration column (function_graph; on by default).
+    FuncgraphDuration,
+}
+
+impl TraceOption {
+    /// Every option, in `trace_options` order.
+    pub const ALL: [TraceOption; 6] = [
+        TraceOption::PrintParent,
+        TraceOption::SymOffset,
+        TraceOption::FuncgraphRetval,
+        TraceOption::FuncgraphProc,
+        TraceOption::FuncgraphAbstime,
+        TraceOption::FuncgraphDuration,
+    ];
+    /// The options a new trace array starts with.
+    const DEFAULTS: u32 = TraceOption::PrintParent.bit() | TraceOption::FuncgraphDuration.bit();
+
+    /// Its file name under `options/`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TraceOption::SymOffset => "sym-offset",
+            TraceOption::PrintParent => "print-parent",
+            TraceOption::FuncgraphRetval => "funcgraph-retval",
+            TraceOption::FuncgraphProc => "funcgraph-proc",
+            TraceOption::FuncgraphAbstime => "funcgraph-abstime",
+            TraceOption::FuncgraphDuration => "funcgraph-duration",
+        }
+    }
+
+    /// The option called `name`.
+    pub fn from_name(name: &str) -> Option<TraceOption> {
+        TraceOption::ALL.into_iter().find(|option| option.name() == name)
+    }
+
+    const fn bit(self) -> u32 {
+        1 << self as u32
     }
 }
 

@@ -120,6 +120,22 @@ pub fn write_code_address(out: &mut dyn Write, address: usize, names: Namer) -> 
     }
 }
 
+/// How the function tracer's lines look (`options/sym-offset`,
+/// `options/print-parent`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FunctionOptions {
+    /// Addresses as `function+0xOFF/0xSIZE`.
+    pub sym_offset: bool,
+    /// ` <-caller` after the function.
+    pub print_parent: bool,
+}
+
+impl Default for FunctionOptions {
+    fn default() -> Self {
+        FunctionOptions { sym_offset: false, print_parent: true }
+    }
+}
+
 /// One function tracer line: `context function <-caller`.
 pub fn write_function(
     out: &mut dyn Write,
@@ -128,20 +144,44 @@ pub fn write_function(
     event: &FunctionEvent,
     names: Namer,
     comms: Comms,
+    options: FunctionOptions,
 ) -> fmt::Result {
+    let symbol = |out: &mut dyn Write, address: u64| match options.sym_offset {
+        true => write_code_address(out, address as usize, names),
+        false => write_symbol(out, address as usize, names),
+    };
     write_context(out, cpu, time_ns, &event.common, comms)?;
-    write_symbol(out, event.ip as usize, names)?;
-    out.write_str(" <-")?;
-    write_symbol(out, event.parent_ip as usize, names)?;
+    symbol(out, event.ip)?;
+    if options.print_parent {
+        out.write_str(" <-")?;
+        symbol(out, event.parent_ip)?;
+    }
     writeln!(out)
 }
 
-/// The `function_graph` header.
-pub fn write_graph_header(out: &mut dyn Write) -> fmt::Result {
+/// The `function_graph` header, with the columns `options` turn on.
+pub fn write_graph_header(out: &mut dyn Write, options: GraphOptions) -> fmt::Result {
     writeln!(out, "# tracer: function_graph")?;
     writeln!(out, "#")?;
-    writeln!(out, "# CPU  DURATION                  FUNCTION CALLS")?;
-    writeln!(out, "# |     |   |                     |   |   |   |")
+    let (mut names, mut bars) = (String::from("#"), String::from("#"));
+    if options.abstime {
+        names.push_str("     TIME       ");
+        bars.push_str("      |         ");
+    }
+    names.push_str(" CPU");
+    bars.push_str(" |  ");
+    if options.proc {
+        names.push_str("  TASK/PID       ");
+        bars.push_str("   |    |        ");
+    }
+    if options.duration {
+        names.push_str("  DURATION         ");
+        bars.push_str("   |   |          ");
+    }
+    names.push_str("         FUNCTION CALLS");
+    bars.push_str("           |   |   |   |");
+    writeln!(out, "{names}")?;
+    writeln!(out, "{bars}")
 }
 
 /// Linux's overhead mark for a duration in ns: `$` over 1 s, `@` 100 ms,
@@ -177,10 +217,22 @@ fn write_duration(out: &mut dyn Write, ns: u64) -> fmt::Result {
 }
 
 /// Options for the `function_graph` output.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GraphOptions {
     /// `options/funcgraph-retval`: print each call's return value.
     pub retval: bool,
+    /// `options/funcgraph-proc`: the task (`comm-pid`) on every line.
+    pub proc: bool,
+    /// `options/funcgraph-abstime`: the timestamp on every line.
+    pub abstime: bool,
+    /// `options/funcgraph-duration`: the duration column (on by default).
+    pub duration: bool,
+}
+
+impl Default for GraphOptions {
+    fn default() -> Self {
+        GraphOptions { retval: false, proc: false, abstime: false, duration: true }
+    }
 }
 
 fn indent(out: &mut dyn Write, depth: i32) -> fmt::Result {
@@ -228,7 +280,7 @@ pub fn write_graph(
                 write_task_change(out, cpu, previous, pid, comms)?;
             }
         }
-        write!(out, " {cpu}) ")?;
+        write_line_start(out, events[i].0, cpu, record, comms, options)?;
         match record {
             Record::GraphEntry(entry) => {
                 // The next event of the same CPU: the return, for a leaf.
@@ -239,7 +291,7 @@ pub fn write_graph(
                 });
                 match leaf {
                     Some((j, exit)) => {
-                        write_duration(out, exit.duration())?;
+                        write_duration_column(out, Some(exit.duration()), options)?;
                         indent(out, entry.depth)?;
                         write_symbol(out, entry.func as usize, names)?;
                         out.write_str("();")?;
@@ -249,7 +301,7 @@ pub fn write_graph(
                         skip[j] = true;
                     }
                     None => {
-                        out.write_str("              |  ")?;
+                        write_duration_column(out, None, options)?;
                         indent(out, entry.depth)?;
                         write_symbol(out, entry.func as usize, names)?;
                         out.write_str("() {")?;
@@ -258,22 +310,26 @@ pub fn write_graph(
             }
             Record::GraphExit(exit) => write_closing(out, exit, names, options)?,
             Record::Function(event) => {
-                out.write_str("              |  /* ")?;
+                write_duration_column(out, None, options)?;
+                out.write_str("/* ")?;
                 write_symbol(out, event.ip as usize, names)?;
                 out.write_str(" */")?;
             }
             Record::SchedSwitch(event) => {
-                out.write_str("              |  /* ")?;
+                write_duration_column(out, None, options)?;
+                out.write_str("/* ")?;
                 write_sched_switch(out, event)?;
                 out.write_str(" */")?;
             }
             Record::SchedWakeup(event) => {
-                out.write_str("              |  /* ")?;
+                write_duration_column(out, None, options)?;
+                out.write_str("/* ")?;
                 write_sched_wakeup(out, event)?;
                 out.write_str(" */")?;
             }
             Record::Other(_) => {
-                out.write_str("              |  /* ")?;
+                write_duration_column(out, None, options)?;
+                out.write_str("/* ")?;
                 match crate::event::decode_print(payload) {
                     // A trace_marker line: only its text, as Linux's graph
                     // output shows a message.
@@ -311,8 +367,42 @@ fn write_task_change(out: &mut dyn Write, cpu: usize, previous: i32, pid: i32, c
     writeln!(out)
 }
 
+/// The start of a graph line: the timestamp (`funcgraph-abstime`), the
+/// CPU, and the task (`funcgraph-proc`).
+fn write_line_start(out: &mut dyn Write, time_ns: u64, cpu: usize, record: &Record, comms: Comms, options: GraphOptions) -> fmt::Result {
+    if options.abstime {
+        let micros = (time_ns + 500) / 1_000;
+        write!(out, "{:>6}.{:06} |  ", micros / 1_000_000, micros % 1_000_000)?;
+    }
+    write!(out, " {cpu}) ")?;
+    if options.proc {
+        let pid = match record {
+            Record::GraphEntry(e) => e.common.pid,
+            Record::GraphExit(e) => e.common.pid,
+            Record::Function(e) => e.common.pid,
+            Record::SchedSwitch(e) => e.common.pid,
+            Record::SchedWakeup(e) => e.common.pid,
+            Record::Other(common) => common.pid,
+        };
+        out.write_char(' ')?;
+        write_proc(out, pid, comms)?;
+        out.write_str(" | ")?;
+    }
+    Ok(())
+}
+
+/// The duration column and its bar: the duration of a finished call, or
+/// blanks; just the bar with `funcgraph-duration` off.
+fn write_duration_column(out: &mut dyn Write, ns: Option<u64>, options: GraphOptions) -> fmt::Result {
+    match (options.duration, ns) {
+        (false, _) => out.write_str(" |  "),
+        (true, Some(ns)) => write_duration(out, ns),
+        (true, None) => out.write_str("              |  "),
+    }
+}
+
 fn write_closing(out: &mut dyn Write, exit: &GraphExitEvent, names: Namer, options: GraphOptions) -> fmt::Result {
-    write_duration(out, exit.duration())?;
+    write_duration_column(out, Some(exit.duration()), options)?;
     indent(out, exit.depth)?;
     out.write_char('}')?;
     if options.retval {
@@ -349,11 +439,11 @@ pub(crate) mod tests {
         };
         let mut line = String::new();
         let comms = |_: i32| None;
-        write_function(&mut line, 0, 12_345_678_901, &event, &names, &comms).unwrap();
+        write_function(&mut line, 0, 12_345_678_901, &event, &names, &comms, FunctionOptions::default()).unwrap();
         assert_eq!(line, "          <idle>-0       [000] d....    12.345679: kernel::workload::fib <-kernel::workload::run\n");
         let mut unknown = String::new();
         let event = FunctionEvent { parent_ip: 0x9999, ..event };
-        write_function(&mut unknown, 1, 0, &event, &names, &comms).unwrap();
+        write_function(&mut unknown, 1, 0, &event, &names, &comms, FunctionOptions::default()).unwrap();
         assert!(unknown.ends_with("kernel::workload::fib <-0x9999\n"), "{unknown}");
     }
 
@@ -403,7 +493,7 @@ mod graph_tests {
                 .replace("\x20\x200)", " 0)")
         );
         let mut with_retval = String::new();
-        write_graph(&mut with_retval, &events, &names, &comms, GraphOptions { retval: true }, &other).unwrap();
+        write_graph(&mut with_retval, &events, &names, &comms, GraphOptions { retval: true, ..GraphOptions::default() }, &other).unwrap();
         assert!(with_retval.contains("kernel::workload::fib(); /* = 0x1 */\n"), "{with_retval}");
         assert!(with_retval.ends_with("|  } /* kernel::workload::fib = 0x5 */\n"), "{with_retval}");
     }

@@ -23,7 +23,6 @@ use crate::event::{flags, Common, FixedEvent, FunctionEvent, GraphEntryEvent, Gr
 use crate::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn};
 use crate::instance::TraceArray;
 use crate::ops::FtraceOps;
-use crate::output::GraphOptions;
 use crate::task::{self, NOT_INSIDE};
 use crate::{buffer, clock, output, symbols};
 
@@ -266,7 +265,7 @@ fn write_trace_paused(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Writ
     let events = merged(&snapshots);
     let tracer = array.current_tracer();
     if tracer == Tracer::FunctionGraph {
-        output::write_graph_header(out)?;
+        output::write_graph_header(out, array.graph_options())?;
         return write_events(array, &events, out);
     }
     let mut stats = crate::ring_buffer::Stats::default();
@@ -289,12 +288,14 @@ fn write_events(array: &TraceArray, events: &[(u64, usize, &[u8])], out: &mut dy
             .iter()
             .filter_map(|&(time, cpu, payload)| Record::decode(payload).map(|record| (time, cpu, record, payload)))
             .collect();
-        let options = GraphOptions { retval: array.graph_retval() };
+        let options = array.graph_options();
         return output::write_graph(out, &lines, &names, &comms, options, &print_other);
     }
     for &(time, cpu, payload) in events {
         match Record::decode(payload) {
-            Some(Record::Function(event)) => output::write_function(out, cpu, time, &event, &names, &comms)?,
+            Some(Record::Function(event)) => {
+                output::write_function(out, cpu, time, &event, &names, &comms, array.function_options())?
+            }
             Some(Record::SchedSwitch(event)) => {
                 output::write_context(out, cpu, time, &event.common, &comms)?;
                 output::write_sched_switch(out, &event)?;

@@ -12,7 +12,7 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use core::fmt::{self, Write};
 
-use ftrace::instance::{self, GraphList, InstanceError, TraceArray};
+use ftrace::instance::{self, GraphList, InstanceError, TraceArray, TraceOption};
 use ftrace::tracer::Tracer;
 use ftrace::{FilterKind, FilterMode, Trampoline};
 
@@ -96,7 +96,7 @@ const FILES: &[File] = &[
     per_array("set_graph_function", Some(read_graph_function), Some(write_graph_function)),
     per_array("set_graph_notrace", Some(read_graph_notrace), Some(write_graph_notrace)),
     per_array("max_graph_depth", Some(read_max_graph_depth), Some(write_max_graph_depth)),
-    per_array("options/funcgraph-retval", Some(read_funcgraph_retval), Some(write_funcgraph_retval)),
+    per_array("trace_options", Some(read_trace_options), Some(write_trace_options)),
     per_array("buffer_size_kb", Some(read_buffer_size_kb), Some(write_buffer_size_kb)),
     per_array("buffer_total_size_kb", Some(read_buffer_total_size_kb), None),
     top("dynamic_events", Some(read_dynamic_events), Some(write_dynamic_events)),
@@ -142,7 +142,8 @@ pub fn names() -> impl Iterator<Item = String> {
     let events = core::iter::once(String::from("events/enable")).chain(events);
     let instances = instance::names().into_iter().map(|name| format!("instances/{name}/"));
     let stats = (0..ftrace::buffer::cpus()).map(|cpu| format!("trace_stat/function{cpu}"));
-    FILES.iter().map(|file| file.name.to_string()).chain(per_cpu_names("")).chain(stats).chain(events).chain(instances)
+    let options = TraceOption::ALL.into_iter().map(|option| format!("options/{}", option.name()));
+    FILES.iter().map(|file| file.name.to_string()).chain(options).chain(per_cpu_names("")).chain(stats).chain(events).chain(instances)
 }
 
 /// The files of instance `name`, for `ls instances/NAME`.
@@ -150,7 +151,8 @@ pub fn instance_names(name: &str) -> Option<impl Iterator<Item = String>> {
     instance::find(name)?;
     let prefix = format!("instances/{name}/");
     let files = FILES.iter().filter(|file| file.scope == Scope::Array).map(|file| format!("{prefix}{}", file.name));
-    Some(files.chain(per_cpu_names(&prefix)).collect::<alloc::vec::Vec<_>>().into_iter())
+    let options = TraceOption::ALL.into_iter().map(|option| format!("{prefix}options/{}", option.name()));
+    Some(files.chain(options).chain(per_cpu_names(&prefix)).collect::<alloc::vec::Vec<_>>().into_iter())
 }
 
 /// The files each CPU has under `per_cpu/cpuN/`.
@@ -281,6 +283,7 @@ pub fn exists(path: &str) -> bool {
             resolve(path).is_ok_and(|resolved| {
                 find(&resolved, path).is_ok()
                     || per_cpu_file(resolved.name).is_some()
+                    || option_file(resolved.name).is_some()
                     || (resolved.hold.is_none() && trace_stat_file(resolved.name).is_some())
             })
                 || event_file(path).is_some()
@@ -349,6 +352,9 @@ pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
     if let Some((cpu, file)) = per_cpu_file(resolved.name) {
         return read_per_cpu(resolved.array, cpu, file, out).map_err(|_| TracefsError::Invalid("output failed".into()));
     }
+    if let Some(option) = option_file(resolved.name) {
+        return writeln!(out, "{}", u8::from(resolved.array.option(option))).map_err(|_| TracefsError::Invalid("output failed".into()));
+    }
     if let (Some(cpu), None) = (trace_stat_file(resolved.name), &resolved.hold) {
         return ftrace::profiler::write_cpu_stats(cpu, out).map_err(|_| TracefsError::Invalid("output failed".into()));
     }
@@ -376,6 +382,10 @@ pub fn write(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsErro
     }
     if per_cpu_file(resolved.name).is_some() {
         return Err(TracefsError::NotWritable("stats"));
+    }
+    if let Some(option) = option_file(resolved.name) {
+        resolved.array.set_option(option, parse_switch(text)?);
+        return Ok(());
     }
     if trace_stat_file(resolved.name).is_some() && resolved.hold.is_none() {
         return Err(TracefsError::NotWritable("trace_stat"));
@@ -593,12 +603,30 @@ fn write_max_graph_depth(array: Array, text: &str, _mode: FilterMode) -> Result<
     Ok(())
 }
 
-fn read_funcgraph_retval(array: Array, out: &mut dyn Write) -> fmt::Result {
-    writeln!(out, "{}", u8::from(array.graph_retval()))
+/// `options/NAME` within an array: the option, if there is one so called.
+fn option_file(name: &str) -> Option<TraceOption> {
+    TraceOption::from_name(name.strip_prefix("options/")?)
 }
 
-fn write_funcgraph_retval(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
-    array.set_graph_retval(parse_switch(text)?);
+/// `cat trace_options`: every option, `no` in front of those that are off.
+fn read_trace_options(array: Array, out: &mut dyn Write) -> fmt::Result {
+    for option in TraceOption::ALL {
+        let no = if array.option(option) { "" } else { "no" };
+        writeln!(out, "{no}{}", option.name())?;
+    }
+    Ok(())
+}
+
+/// `echo NAME > trace_options` sets it, `echo noNAME > trace_options` clears it.
+fn write_trace_options(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+    let word = text.trim();
+    let (name, on) = match word.strip_prefix("no") {
+        Some(name) if TraceOption::from_name(name).is_some() => (name, false),
+        _ => (word, true),
+    };
+    let option = TraceOption::from_name(name)
+        .ok_or_else(|| TracefsError::Invalid(format!("no such option '{name}' (see trace_options)")))?;
+    array.set_option(option, on);
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 //! and buffer sizes.
 
 use alloc::format;
-use alloc::string::String;
+use alloc::string::{String, ToString};
 
 use ftrace::FilterMode;
 use ktest_macros::ktest;
@@ -199,6 +199,51 @@ fn trace_marker_lines_land_among_the_events() {
     write("trace_marker", "in graph");
     let graph = read("trace");
     assert!(graph.lines().any(|line| line.ends_with("|  /* in graph */")), "{graph}");
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+}
+
+#[ktest]
+fn trace_options_change_how_trace_prints() {
+    assert_eq!(
+        read("trace_options"),
+        "print-parent\nnosym-offset\nnofuncgraph-retval\nnofuncgraph-proc\nnofuncgraph-abstime\nfuncgraph-duration\n"
+    );
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    assert_eq!(fib(1), 1);
+    let line = |text: String| text.lines().find(|line| line.contains(": kernel::workload::fib")).unwrap().to_string();
+    assert!(line(read("trace")).contains(": kernel::workload::fib <-"), "the parent by default");
+    write("options/sym-offset", "1");
+    write("trace_options", "noprint-parent");
+    let plain = line(read("trace"));
+    assert!(plain.contains(": kernel::workload::fib+0x0/0x"), "{plain}");
+    assert!(!plain.contains(" <-"), "no parent: {plain}");
+    assert_eq!(read("options/print-parent"), "0\n");
+    for bad in ["bogus", "nobogus"] {
+        assert!(matches!(tracefs::write("trace_options", bad, FilterMode::Replace), Err(TracefsError::Invalid(_))), "{bad}");
+    }
+    assert!(tracefs::write("options/sym-offset", "2", FilterMode::Replace).is_err());
+    write("current_tracer", "function_graph");
+    write("options/funcgraph-proc", "1");
+    write("options/funcgraph-abstime", "1");
+    assert_eq!(fib(1), 1);
+    let graph = read("trace");
+    assert!(graph.contains("#     TIME        CPU  TASK/PID         DURATION"), "{graph}");
+    let call = graph.lines().find(|line| line.ends_with("kernel::workload::fib();")).unwrap();
+    // time | CPU) comm-pid | duration | call
+    let columns: alloc::vec::Vec<&str> = call.split(" | ").collect();
+    assert_eq!(columns.len(), 4, "{call}");
+    assert!(columns[0].trim().split('.').count() == 2, "a timestamp first: {call}");
+    assert!(columns[1].trim_start().starts_with("0) ") || columns[1].contains(") "), "then the CPU and the task: {call}");
+    assert!(columns[1].rsplit('-').next().unwrap().trim().parse::<u32>().is_ok(), "comm-pid: {call}");
+    write("options/funcgraph-duration", "0");
+    assert!(!read("trace").contains(" us "), "no durations");
+    for option in ["sym-offset", "funcgraph-proc", "funcgraph-abstime"] {
+        write(&format!("options/{option}"), "0");
+    }
+    write("options/print-parent", "1");
+    write("options/funcgraph-duration", "1");
     write("current_tracer", "nop");
     write("set_ftrace_filter", "");
 }
