@@ -94,7 +94,7 @@ fi
 
 # Files a Linux tracing user types: per-CPU stats and trace, the buffer
 # size, bare function names in filters and probe definitions.
-if run_session tracefs-files 'echo fib > set_ftrace_filter\ncat set_ftrace_filter\necho function > current_tracer\nrun fib 5\ncat per_cpu/cpu0/stats\ncat buffer_size_kb\necho 8 > buffer_size_kb\ncat buffer_size_kb\ncat buffer_total_size_kb\necho bogus > buffer_size_kb\necho nop > current_tracer\necho 4096 > buffer_size_kb\necho '"'"'f:fibent fib n=$arg1'"'"' >> dynamic_events\necho '"'"'f:runent run'"'"' >> dynamic_events\ncat dynamic_events\necho 1 > function_profile_enabled\nrun fib 10\necho 0 > function_profile_enabled\ncat trace_stat/function0 trace_stat/function1 trace_stat/function2 trace_stat/function3\necho fib > stack_trace_filter\necho 1 > stack_tracer_enabled\nrun fib 12\necho 0 > stack_tracer_enabled\ncat stack_max_size\ncat stack_trace\necho function > current_tracer\necho mark it > trace_marker\necho 1 > options/sym-offset\necho noprint-parent > trace_options\nrun fib 1\ncat trace\ncat trace_options\necho nosuch > trace_options\necho nop > current_tracer\npoweroff\n'; then
+if run_session tracefs-files 'echo fib > set_ftrace_filter\ncat set_ftrace_filter\necho function > current_tracer\nrun fib 5\ncat per_cpu/cpu0/stats\ncat buffer_size_kb\necho 8 > buffer_size_kb\ncat buffer_size_kb\ncat buffer_total_size_kb\necho bogus > buffer_size_kb\necho nop > current_tracer\necho 4096 > buffer_size_kb\necho '"'"'f:fibent fib n=$arg1'"'"' >> dynamic_events\necho '"'"'f:runent run'"'"' >> dynamic_events\ncat dynamic_events\necho 1 > function_profile_enabled\nrun fib 10\necho 0 > function_profile_enabled\ncat trace_stat/function0 trace_stat/function1 trace_stat/function2 trace_stat/function3\necho fib > stack_trace_filter\necho 1 > stack_tracer_enabled\nrun fib 12\necho 0 > stack_tracer_enabled\ncat stack_max_size\ncat stack_trace\necho function > current_tracer\necho mark it > trace_marker\necho 1 > options/sym-offset\necho noprint-parent > trace_options\nrun fib 1\ncat trace\ncat trace_options\necho nosuch > trace_options\necho 1 > snapshot\ncat snapshot\necho 0 > snapshot\ncat snapshot\necho nop > current_tracer\necho 100000000 > tracing_thresh\ncat tracing_thresh\necho 0 > tracing_thresh\npoweroff\n'; then
     expect "a bare name selects kernel::workload::fib" grep -qx "kernel::workload::fib" <<<"$out"
     expect "per-CPU stats in Linux's shape" test "$(sed -n '/^> cat per_cpu\/cpu0\/stats$/,/^> /p' <<<"$out" | grep -cE '^(entries|overrun|commit overrun|bytes|dropped events|read events): [0-9]+$|^(oldest event|now) ts: +[0-9]+\.[0-9]{6}$')" -eq 8
     expect "buffer_size_kb 4096, then 8" test "$(sed -n '/^> cat buffer_size_kb$/{n;p}' <<<"$out" | tr '\n' ' ')" = "4096 8 "
@@ -109,6 +109,9 @@ if run_session tracefs-files 'echo fib > set_ftrace_filter\ncat set_ftrace_filte
     expect "sym-offset and noprint-parent" grep -qE ": kernel::workload::fib\+0x0/0x[0-9a-f]+$" <<<"$out"
     expect "trace_options lists them" grep -qx "noprint-parent" <<<"$out"
     expect "an unknown option refused" grep -q "^error: no such option 'nosuch'" <<<"$out"
+    expect "the snapshot holds the trace" test "$(sed -n '/^> cat snapshot$/,/^> /p' <<<"$out" | grep -c 'tracing_mark_write: mark it$')" -eq 1
+    expect "a freed snapshot says so" grep -q "^# \* Snapshot is freed \*$" <<<"$out"
+    expect "tracing_thresh reads back" grep -qx "100000000" <<<"$out"
     expect "the profiler counts fib(10)'s 177 calls" grep -qE "^  kernel::workload::fib +177 +[0-9]+\.[0-9]{3} us +[0-9]+\.[0-9]{3} us +[0-9]+\.[0-9]{3} us$" <<<"$out"
 fi
 

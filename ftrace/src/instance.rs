@@ -91,6 +91,8 @@ pub struct TraceArray {
     /// The function_graph tracer, with the same filters.
     pub(crate) graph_ops: FgraphOps,
     pub(crate) graph: GraphSettings,
+    /// `snapshot`: a copy of the buffer and the tracer it was taken under.
+    pub(crate) snapshot: Mutex<Option<(Tracer, Vec<crate::buffer::Snapshot>)>>,
     /// The trace options that are on, a [`TraceOption::bit`] each.
     options: AtomicU32,
     /// Handles out: `rmdir` is refused while there are any.
@@ -117,6 +119,7 @@ impl TraceArray {
             function_ops: FtraceOps::new(tracer::function_trace_call, OpsFlags::RECURSION),
             graph_ops: tracer::graph_ops(),
             graph: GraphSettings::new(),
+            snapshot: Mutex::new(None),
             options: AtomicU32::new(TraceOption::DEFAULTS),
             users: AtomicUsize::new(0),
             node: Deferred::new(),
@@ -219,6 +222,29 @@ impl TraceArray {
         self.option(TraceOption::FuncgraphRetval)
     }
 
+    /// `echo N > snapshot`: 0 frees the snapshot; 1 takes one (a copy of
+    /// the buffer, which is then emptied, as Linux's swap leaves it); any
+    /// other number empties the snapshot and keeps it.
+    pub fn snapshot_command(&self, command: u64) {
+        let mut taken = self.snapshot.lock();
+        match command {
+            0 => *taken = None,
+            1 => {
+                let buffer = self.buffer();
+                let was_on = buffer.is_on();
+                buffer.set_on(false);
+                *taken = Some((self.current_tracer(), buffer.snapshot_all()));
+                buffer.reset();
+                buffer.set_on(was_on);
+            }
+            _ => {
+                if let Some((_, snapshots)) = taken.as_mut() {
+                    snapshots.clear();
+                }
+            }
+        }
+    }
+
     /// Whether trace option `option` is on.
     pub fn option(&self, option: TraceOption) -> bool {
         self.options.load(Ordering::Relaxed) & option.bit() != 0
@@ -247,6 +273,7 @@ impl TraceArray {
             proc: self.option(TraceOption::FuncgraphProc),
             abstime: self.option(TraceOption::FuncgraphAbstime),
             duration: self.option(TraceOption::FuncgraphDuration),
+            thresh: crate::tracer::tracing_thresh_us() != 0,
         }
     }
 

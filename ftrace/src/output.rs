@@ -227,11 +227,14 @@ pub struct GraphOptions {
     pub abstime: bool,
     /// `options/funcgraph-duration`: the duration column (on by default).
     pub duration: bool,
+    /// `tracing_thresh` is set: only returns were recorded, so a closing
+    /// brace names its function.
+    pub thresh: bool,
 }
 
 impl Default for GraphOptions {
     fn default() -> Self {
-        GraphOptions { retval: false, proc: false, abstime: false, duration: true }
+        GraphOptions { retval: false, proc: false, abstime: false, duration: true, thresh: false }
     }
 }
 
@@ -409,6 +412,10 @@ fn write_closing(out: &mut dyn Write, exit: &GraphExitEvent, names: Namer, optio
         out.write_str(" /* ")?;
         write_symbol(out, exit.func as usize, names)?;
         write!(out, " = {:#x} */", exit.retval)?;
+    } else if options.thresh {
+        out.write_str(" /* ")?;
+        write_symbol(out, exit.func as usize, names)?;
+        out.write_str(" */")?;
     }
     Ok(())
 }

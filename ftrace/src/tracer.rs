@@ -11,7 +11,7 @@
 //! the tracer empties the buffer, as Linux does.
 
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -152,10 +152,29 @@ fn graph_trace_entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData,
             words[0] = MARK_GRAPH_FUNCTION;
         }
     }
+    if THRESH_NS.load(Ordering::Relaxed) != 0 {
+        // tracing_thresh: only the return is recorded, if the call was long.
+        words[1] = clock::now_ns();
+        return true;
+    }
     let event = GraphEntryEvent { common: event_common(TRACE_GRAPH_ENT), func: call.func as u64, depth: call.depth as i32 };
     let time = array.buffer().write_with(GraphEntryEvent::SIZE, |_, bytes| event.encode_into(bytes));
     words[1] = time.unwrap_or_else(clock::now_ns);
     true
+}
+
+/// `tracing_thresh` in nanoseconds: with function_graph, 0 records every
+/// call; otherwise only the returns of calls that took at least that long.
+static THRESH_NS: AtomicU64 = AtomicU64::new(0);
+
+/// `echo US > tracing_thresh` (microseconds; 0 turns it off).
+pub fn set_tracing_thresh_us(us: u64) {
+    THRESH_NS.store(us.saturating_mul(1000), Ordering::Relaxed);
+}
+
+/// `tracing_thresh`, in microseconds.
+pub fn tracing_thresh_us() -> u64 {
+    THRESH_NS.load(Ordering::Relaxed) / 1000
 }
 
 /// Undoes what the entry's mark set; answers whether the call was recorded.
@@ -180,6 +199,10 @@ fn graph_trace_unmark(array: &TraceArray, data: &[u64]) -> bool {
 fn graph_trace_return(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _fregs: &mut FtraceRegs) {
     let array = array_of_graph_ops(gops);
     if !graph_trace_unmark(array, data) {
+        return;
+    }
+    let thresh = THRESH_NS.load(Ordering::Relaxed);
+    if thresh != 0 && clock::now_ns().saturating_sub(data.get(1).copied().unwrap_or(0)) < thresh {
         return;
     }
     let mut event = GraphExitEvent {
@@ -262,28 +285,52 @@ fn write_trace_paused(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Writ
         Some(cpu) => alloc::vec![buffer.snapshot_of(cpu)],
         None => buffer.snapshot_all(),
     };
-    let events = merged(&snapshots);
-    let tracer = array.current_tracer();
+    write_snapshots(array, array.current_tracer(), &snapshots, out)
+}
+
+/// The header and events of `snapshots` (copies of an array's buffer) as
+/// `trace` prints them under `tracer`.
+fn write_snapshots(array: &TraceArray, tracer: Tracer, snapshots: &[buffer::Snapshot], out: &mut dyn Write) -> fmt::Result {
+    let events = merged(snapshots);
     if tracer == Tracer::FunctionGraph {
         output::write_graph_header(out, array.graph_options())?;
-        return write_events(array, &events, out);
+        return write_events(array, tracer, &events, out);
     }
     let mut stats = crate::ring_buffer::Stats::default();
-    for snapshot in &snapshots {
+    for snapshot in snapshots {
         stats.entries += snapshot.stats.entries;
         stats.written += snapshot.stats.written;
         stats.overrun += snapshot.stats.overrun;
     }
-    output::write_header(out, tracer.name(), stats, buffer.cpus())?;
-    write_events(array, &events, out)
+    output::write_header(out, tracer.name(), stats, array.buffer().cpus())?;
+    write_events(array, tracer, &events, out)
+}
+
+/// `cat snapshot`: the copy `echo 1 > snapshot` took, as `trace` printed
+/// it then; or, with none, Linux's help text.
+pub fn write_snapshot(array: &TraceArray, out: &mut dyn Write) -> fmt::Result {
+    let taken = array.snapshot.lock();
+    match &*taken {
+        Some((tracer, snapshots)) => write_snapshots(array, *tracer, snapshots, out),
+        None => {
+            writeln!(out, "# tracer: {}\n#\n#\n# * Snapshot is freed *\n#", array.current_tracer().name())?;
+            writeln!(out, "# Snapshot commands:")?;
+            writeln!(out, "# echo 0 > snapshot : Clears and frees snapshot buffer")?;
+            writeln!(out, "# echo 1 > snapshot : Allocates snapshot buffer, if not already allocated.")?;
+            writeln!(out, "#                      Takes a snapshot of the main buffer.")?;
+            writeln!(out, "# echo 2 > snapshot : Clears snapshot buffer (but does not allocate or free)")?;
+            writeln!(out, "#                      (Doesn't have to be '2' works with any number that")?;
+            writeln!(out, "#                       is not a '0' or '1')")
+        }
+    }
 }
 
 /// Prints `events` (time, CPU, payload; oldest first) as `trace` shows them
 /// under the array's tracer, without the header.
-fn write_events(array: &TraceArray, events: &[(u64, usize, &[u8])], out: &mut dyn Write) -> fmt::Result {
+fn write_events(array: &TraceArray, tracer: Tracer, events: &[(u64, usize, &[u8])], out: &mut dyn Write) -> fmt::Result {
     let names = |address: usize| symbols::table().ok()?.lookup(address);
     let comms = |pid: i32| crate::sched::comm_of(pid);
-    if array.current_tracer() == Tracer::FunctionGraph {
+    if tracer == Tracer::FunctionGraph {
         let lines: Vec<output::GraphLine> = events
             .iter()
             .filter_map(|&(time, cpu, payload)| Record::decode(payload).map(|record| (time, cpu, record, payload)))
@@ -353,7 +400,7 @@ pub fn consume_events(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Writ
         .flat_map(|(cpu, page)| crate::ring_buffer::page_events(&page[..]).map(move |event| (event.time, *cpu, event.payload)))
         .collect();
     events.sort_by_key(|&(time, cpu, _)| (time, cpu));
-    write_events(array, &events, out)?;
+    write_events(array, array.current_tracer(), &events, out)?;
     Ok(events.len())
 }
 

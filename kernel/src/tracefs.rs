@@ -92,6 +92,7 @@ const FILES: &[File] = &[
     per_array("trace", Some(read_trace), Some(write_trace)),
     per_array("trace_pipe", Some(read_trace_pipe), None),
     per_array("trace_marker", None, Some(write_trace_marker)),
+    per_array("snapshot", Some(read_snapshot), Some(write_snapshot)),
     top("recursed_functions", Some(read_recursed_functions), Some(write_recursed_functions)),
     per_array("set_graph_function", Some(read_graph_function), Some(write_graph_function)),
     per_array("set_graph_notrace", Some(read_graph_notrace), Some(write_graph_notrace)),
@@ -101,6 +102,7 @@ const FILES: &[File] = &[
     per_array("buffer_total_size_kb", Some(read_buffer_total_size_kb), None),
     top("dynamic_events", Some(read_dynamic_events), Some(write_dynamic_events)),
     top("function_profile_enabled", Some(read_function_profile_enabled), Some(write_function_profile_enabled)),
+    top("tracing_thresh", Some(read_tracing_thresh), Some(write_tracing_thresh)),
     top("stack_tracer_enabled", Some(read_stack_tracer_enabled), Some(write_stack_tracer_enabled)),
     top("stack_max_size", Some(read_stack_max_size), Some(write_stack_max_size)),
     top("stack_trace", Some(read_stack_trace), None),
@@ -504,6 +506,35 @@ fn read_trace(array: Array, out: &mut dyn Write) -> fmt::Result {
 /// (nothing is recorded while `tracing_on` is 0, as in Linux).
 fn write_trace_marker(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
     ftrace::tracer::write_marker(array, text);
+    Ok(())
+}
+
+fn read_tracing_thresh(_array: Array, out: &mut dyn Write) -> fmt::Result {
+    writeln!(out, "{}", ftrace::tracer::tracing_thresh_us())
+}
+
+/// `echo US > tracing_thresh`: function_graph records only calls of at
+/// least US microseconds (0: every call).
+fn write_tracing_thresh(_array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+    let us = text
+        .trim()
+        .parse()
+        .map_err(|_| TracefsError::Invalid(format!("expected microseconds (0 for off), not '{}'", text.trim())))?;
+    ftrace::tracer::set_tracing_thresh_us(us);
+    Ok(())
+}
+
+fn read_snapshot(array: Array, out: &mut dyn Write) -> fmt::Result {
+    ftrace::tracer::write_snapshot(array, out)
+}
+
+/// `echo 0|1|N > snapshot`, as in Linux (see `TraceArray::snapshot_command`).
+fn write_snapshot(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+    let command = text
+        .trim()
+        .parse()
+        .map_err(|_| TracefsError::Invalid(format!("expected a number (0, 1, or another to clear), not '{}'", text.trim())))?;
+    array.snapshot_command(command);
     Ok(())
 }
 
