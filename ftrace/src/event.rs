@@ -8,6 +8,38 @@ pub const TRACE_FN: u16 = 1;
 pub const TRACE_GRAPH_RET: u16 = 10;
 /// A function-graph entry (Linux's `TRACE_GRAPH_ENT`).
 pub const TRACE_GRAPH_ENT: u16 = 11;
+/// A call chain (Linux's `TRACE_STACK`): a `stacktrace` command's record.
+pub const TRACE_STACK: u16 = 4;
+
+/// Where a stack event's addresses start (after the header and `size`).
+const STACK_FRAMES: usize = COMMON_SIZE + 8;
+
+/// The size of a stack event holding `frames`.
+pub fn stack_event_size(frames: &[u64]) -> usize {
+    STACK_FRAMES + 8 * frames.len()
+}
+
+/// Writes a stack event (`struct stack_entry`: the header, `size`, then
+/// the addresses) into `out` of [`stack_event_size`] bytes.
+pub fn encode_stack(common: Common, frames: &[u64], out: &mut [u8]) {
+    common.encode(out);
+    out[8..16].copy_from_slice(&(frames.len() as u64).to_ne_bytes());
+    for (i, frame) in frames.iter().enumerate() {
+        out[STACK_FRAMES + 8 * i..STACK_FRAMES + 8 * i + 8].copy_from_slice(&frame.to_ne_bytes());
+    }
+}
+
+/// A stack event's addresses, if `bytes` holds one.
+pub fn decode_stack(bytes: &[u8]) -> Option<impl Iterator<Item = u64> + '_> {
+    let common = Common::decode(bytes)?;
+    if common.kind != TRACE_STACK {
+        return None;
+    }
+    let count = u64_at(bytes, 8)? as usize;
+    let frames = bytes.get(STACK_FRAMES..STACK_FRAMES.checked_add(count.checked_mul(8)?)?)?;
+    Some(frames.chunks_exact(8).map(|chunk| u64::from_ne_bytes(chunk.try_into().unwrap())))
+}
+
 /// A line written to `trace_marker` (Linux's `TRACE_PRINT`).
 pub const TRACE_PRINT: u16 = 5;
 
@@ -407,7 +439,7 @@ pub fn sched_formats() -> [(&'static str, alloc::string::String); 2] {
 
 /// The format descriptions (Linux's `events/ftrace/*/format`) of the
 /// tracers' own events: (name, text).
-pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 4] {
+pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 5] {
     let format = |name: &str, id: u16, fields: &str, print: &str| {
         alloc::format!("name: {name}\nID: {id}\nformat:\n{COMMON_FIELDS}\n{fields}\nprint fmt: {print}\n")
     };
@@ -448,6 +480,15 @@ pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 4] {
                 "\"%ps: %s\", (void *)REC->ip, REC->buf",
             ),
         ),
+        (
+            "kernel_stack",
+            format(
+                "kernel_stack",
+                TRACE_STACK,
+                "\tfield:int size;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:unsigned long caller[0];\toffset:16;\tsize:0;\tsigned:0;\n",
+                "\"\\t=> %ps\\n\\t=> %ps\\n\\t=> %ps\\n\\t=> %ps\\n\", (void *)REC->caller[0], (void *)REC->caller[1], (void *)REC->caller[2], (void *)REC->caller[3]",
+            ),
+        ),
     ]
 }
 
@@ -481,6 +522,16 @@ mod tests {
         assert_eq!(FunctionEvent::SIZE, 24);
         assert!(formats[2].1.contains("field:unsigned long long rettime;\toffset:40;\tsize:8"));
         assert_eq!(GraphExitEvent::SIZE, 48);
+    }
+
+    #[test]
+    fn stack_events_round_trip() {
+        let common = Common { kind: TRACE_STACK, ..Common::default() };
+        let frames = [0x1000u64, 0x2000, 0x3000];
+        let mut out = alloc::vec![0u8; stack_event_size(&frames)];
+        encode_stack(common, &frames, &mut out);
+        assert_eq!(decode_stack(&out).unwrap().collect::<alloc::vec::Vec<_>>(), frames);
+        assert!(decode_stack(&out[..20]).is_none(), "cut short");
     }
 
     #[test]

@@ -484,6 +484,7 @@ pub fn remove(name: &str) -> Result<(), InstanceError> {
         return Err(InstanceError::Busy(name.into()));
     }
     array.set_current_tracer(Tracer::Nop).map_err(InstanceError::Tracing)?;
+    crate::func_probe::remove_all(array);
     list.remove(index);
     // SAFETY: the array was leaked from a box by `create` and is unlisted:
     // nothing new can reach it; `free_instance` waits for what still can.

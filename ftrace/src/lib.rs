@@ -59,9 +59,13 @@ pub mod deferred;
 #[cfg(target_os = "none")]
 pub mod export;
 #[cfg(target_os = "none")]
+pub mod func_probe;
+#[cfg(target_os = "none")]
 pub mod profiler;
 #[cfg(target_os = "none")]
 pub mod stack_tracer;
+#[cfg(target_os = "none")]
+pub mod unwind;
 #[cfg(target_os = "none")]
 pub mod fgraph;
 #[cfg(target_os = "none")]

@@ -56,28 +56,16 @@ extern "C" fn check_stack(ip: usize, _parent: usize, _ops: &FtraceOps, fregs: &m
     if depth <= MAX_SIZE.load(Ordering::Relaxed) {
         return;
     }
-    // The traced function, then each caller found through the frame
-    // records ([saved frame pointer, return address] on both architectures).
+    // The traced function, then each caller (`crate::unwind`).
     let (frames, count) = &mut *trace;
     frames[0] = Frame { address: ip, depth };
     *count = 1;
-    if let Some(ret) = fregs.return_address() {
-        let mut fp = fregs.frame_pointer();
-        let mut address = ret;
-        while *count < MAX_ENTRIES && stack.contains(&fp) {
-            frames[*count] = Frame { address, depth: stack.end - fp };
-            *count += 1;
-            let (Some(next), Some(ret)) =
-                (arch::fault::read_u64_nofault(fp), arch::fault::read_u64_nofault(fp + core::mem::size_of::<usize>()))
-            else {
-                break;
-            };
-            if (next as usize) <= fp || ret == 0 {
-                break;
-            }
-            fp = next as usize;
-            address = ret as usize;
+    for (ret, fp) in crate::unwind::callers(fregs) {
+        if *count == MAX_ENTRIES || !stack.contains(&fp) {
+            break;
         }
+        frames[*count] = Frame { address: ret, depth: stack.end - fp };
+        *count += 1;
     }
     MAX_SIZE.store(depth, Ordering::Relaxed);
 }

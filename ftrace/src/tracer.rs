@@ -242,6 +242,19 @@ pub fn set_event_printer(printer: EventPrinter) {
 
 /// Prints `payload` with the installed printer, or says its type.
 fn print_other(payload: &[u8], out: &mut dyn Write) -> fmt::Result {
+    if let Some(frames) = crate::event::decode_stack(payload) {
+        // Linux's `<stack trace>`: one ` => function` line per frame (the
+        // caller adds the last newline).
+        out.write_str("<stack trace>")?;
+        for frame in frames {
+            out.write_str("\n => ")?;
+            match symbols::name_of(frame as usize) {
+                Some(name) => out.write_str(name)?,
+                None => write!(out, "{frame:#x}")?,
+            }
+        }
+        return Ok(());
+    }
     if let Some(text) = crate::event::decode_print(payload) {
         // A trace_marker line, printed as Linux prints it (the text keeps
         // the newline it was written with; the caller adds one).

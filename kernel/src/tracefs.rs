@@ -437,10 +437,15 @@ fn read_available_filter_functions_addrs(_array: Array, out: &mut dyn Write) -> 
 fn read_filter(array: Array, out: &mut dyn Write, kind: FilterKind) -> fmt::Result {
     let names = array.tracer_filter_names(kind);
     if names.is_empty() && kind == FilterKind::Filter {
-        return writeln!(out, "#### all functions enabled ####");
+        writeln!(out, "#### all functions enabled ####")?;
     }
     for name in names {
         writeln!(out, "{name}")?;
+    }
+    if kind == FilterKind::Filter {
+        for line in ftrace::func_probe::lines(array) {
+            writeln!(out, "{line}")?;
+        }
     }
     Ok(())
 }
@@ -453,8 +458,57 @@ fn read_ftrace_notrace(array: Array, out: &mut dyn Write) -> fmt::Result {
     read_filter(array, out, FilterKind::Notrace)
 }
 
+/// `set_ftrace_filter` takes globs (the tracers' filter) and function
+/// commands (`FUNC:traceoff[:N]`, `!FUNC:traceoff` to remove, see
+/// `ftrace::func_probe`); commands alone leave the filter as it is.
 fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
-    Ok(array.set_tracer_filter(FilterKind::Filter, text, mode)?)
+    let mut globs = alloc::vec::Vec::new();
+    let mut commands = alloc::vec::Vec::new();
+    for word in text.split_whitespace() {
+        match parse_command(word) {
+            Some(command) => commands.push(command?),
+            None => globs.push(word),
+        }
+    }
+    if !globs.is_empty() || commands.is_empty() {
+        array.set_tracer_filter(FilterKind::Filter, &globs.join(" "), mode)?;
+    }
+    for (remove, glob, command, count) in commands {
+        let done = match remove {
+            true => ftrace::func_probe::remove(array, glob, command),
+            false => ftrace::func_probe::add(array, glob, command, count),
+        };
+        done.map_err(|error| TracefsError::Invalid(error.to_string()))?;
+    }
+    Ok(())
+}
+
+/// A function command: (remove, FUNC, COMMAND, COUNT) from
+/// `[!]FUNC:COMMAND[:COUNT]`, or `None` for a plain glob. The `:` before
+/// COMMAND is a single one: FUNC's own `::` separate path segments.
+#[allow(clippy::type_complexity)]
+fn parse_command(word: &str) -> Option<Result<(bool, &str, ftrace::func_probe::Command, Option<u64>), TracefsError>> {
+    let (remove, word) = match word.strip_prefix('!') {
+        Some(rest) => (true, rest),
+        None => (false, word),
+    };
+    fn split(text: &str) -> Option<(&str, &str)> {
+        text.rsplit_once(':').filter(|(head, tail)| !head.ends_with(':') && !head.is_empty() && !tail.is_empty())
+    }
+    let (head, last) = split(word)?;
+    let (glob, name, count) = match last.parse::<u64>() {
+        Ok(count) => {
+            let (glob, name) = split(head)?;
+            (glob, name, Some(count))
+        }
+        Err(_) => (head, last, None),
+    };
+    Some(match ftrace::func_probe::Command::from_name(name) {
+        Some(command) => Ok((remove, glob, command, count)),
+        None => Err(TracefsError::Invalid(
+            ftrace::func_probe::ProbeError::UnknownCommand(name.into()).to_string(),
+        )),
+    })
 }
 
 fn write_ftrace_notrace(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {

@@ -291,3 +291,38 @@ fn tracing_thresh_keeps_only_long_calls() {
     write("current_tracer", "nop");
     write("set_ftrace_filter", "");
 }
+
+#[ktest]
+fn function_commands_switch_tracing_and_record_stacks() {
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    tracefs::write("set_ftrace_filter", "fib:traceoff:1", FilterMode::Append).unwrap();
+    assert_eq!(read("set_ftrace_filter"), "kernel::workload::fib\nkernel::workload::fib:traceoff:count=1\n", "the filter stays");
+    assert_eq!(fib(3), 2);
+    assert_eq!(read("tracing_on"), "0\n", "the first fib switched tracing off");
+    assert_eq!(fib_lines(&read("trace")), 1, "only that call was recorded");
+    assert!(read("set_ftrace_filter").ends_with(":traceoff:count=0\n"));
+    write("tracing_on", "1");
+    assert_eq!(fib(1), 1);
+    assert_eq!(read("tracing_on"), "1\n", "the count is spent");
+    tracefs::write("set_ftrace_filter", "!fib:traceoff", FilterMode::Append).unwrap();
+
+    write("trace", "");
+    tracefs::write("set_ftrace_filter", "fib:stacktrace:1", FilterMode::Append).unwrap();
+    assert_eq!(fib(2), 1);
+    let trace = read("trace");
+    let lines: alloc::vec::Vec<&str> = trace.lines().filter(|line| !line.starts_with('#')).collect();
+    let at = lines.iter().position(|line| line.ends_with(": <stack trace>")).unwrap_or_else(|| panic!("{trace}"));
+    assert_eq!(lines[at + 1], " => kernel::workload::fib", "{trace}");
+    assert!(lines[at + 2].starts_with(" => kernel::tests::tracefs::"), "then its caller: {trace}");
+    assert_eq!(lines.iter().filter(|line| line.ends_with("<stack trace>")).count(), 1, "one, as counted");
+    tracefs::write("set_ftrace_filter", "!fib:stacktrace", FilterMode::Append).unwrap();
+
+    for bad in ["fib:bogus", "fib:snapshot", "!fib:traceon"] {
+        assert!(matches!(tracefs::write("set_ftrace_filter", bad, FilterMode::Append), Err(TracefsError::Invalid(_))), "{bad}");
+    }
+    assert_eq!(read("set_ftrace_filter"), "kernel::workload::fib\n", "no command left");
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+    assert_eq!(read("enabled_functions"), "");
+}

@@ -1,0 +1,23 @@
+//! Walking the call chain from a traced function's entry, for the stack
+//! tracer and the `stacktrace` command.
+//!
+//! At a function's entry the frame pointer is its caller's, whose frame
+//! record is `[the caller's caller's frame pointer, the return address into
+//! it]` on both architectures. Records are read fault-tolerantly, and the
+//! walk stops at a null return address or a frame pointer that does not
+//! climb the stack (the end of the chain, or a corrupt one).
+
+use arch::ftrace_abi::FtraceRegs;
+
+/// The callers of the function whose entry registers are `fregs`,
+/// innermost first: (a return address into the caller, the caller's frame
+/// pointer). Nothing for a save without a return address.
+pub fn callers(fregs: &FtraceRegs) -> impl Iterator<Item = (usize, usize)> {
+    let first = fregs.return_address().map(|ret| (ret, fregs.frame_pointer()));
+    core::iter::successors(first, |&(_, fp)| {
+        let next = arch::fault::read_u64_nofault(fp)? as usize;
+        let ret = arch::fault::read_u64_nofault(fp + core::mem::size_of::<usize>())? as usize;
+        (next > fp && ret != 0).then_some((ret, next))
+    })
+    .filter(|&(ret, _)| ret != 0)
+}
