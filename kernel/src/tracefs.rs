@@ -16,6 +16,8 @@ use ftrace::instance::{self, GraphList, InstanceError, TraceArray, TraceOption};
 use ftrace::tracer::Tracer;
 use ftrace::{FilterKind, FilterMode, Trampoline};
 
+use crate::trace_events;
+
 /// Why a tracefs access failed; printed as `error: ...`.
 #[derive(Debug, PartialEq, Eq)]
 pub enum TracefsError {
@@ -101,6 +103,8 @@ const FILES: &[File] = &[
     per_array("buffer_size_kb", Some(read_buffer_size_kb), Some(write_buffer_size_kb)),
     per_array("buffer_total_size_kb", Some(read_buffer_total_size_kb), None),
     top("dynamic_events", Some(read_dynamic_events), Some(write_dynamic_events)),
+    top("available_events", Some(read_available_events), None),
+    top("set_event", Some(read_set_event), Some(write_set_event)),
     top("function_profile_enabled", Some(read_function_profile_enabled), Some(write_function_profile_enabled)),
     top("tracing_thresh", Some(read_tracing_thresh), Some(write_tracing_thresh)),
     top("stack_tracer_enabled", Some(read_stack_tracer_enabled), Some(write_stack_tracer_enabled)),
@@ -138,10 +142,12 @@ fn find(resolved: &Resolved, path: &str) -> Result<&'static File, TracefsError> 
 /// The file names, for `ls`: the fixed ones, each dynamic event's, then
 /// each instance's directory.
 pub fn names() -> impl Iterator<Item = String> {
-    let events = fprobe::events::event_names().into_iter().flat_map(|event| {
-        [format!("events/{event}/enable"), format!("events/{event}/format")]
+    let groups: alloc::collections::BTreeSet<String> = trace_events::all().into_iter().map(|(group, _)| group).collect();
+    let group_files = groups.into_iter().map(|group| format!("events/{group}/enable"));
+    let events = trace_events::all().into_iter().flat_map(|(group, event)| {
+        [format!("events/{group}/{event}/enable"), format!("events/{group}/{event}/format")]
     });
-    let events = core::iter::once(String::from("events/enable")).chain(events);
+    let events = core::iter::once(String::from("events/enable")).chain(group_files).chain(events);
     let instances = instance::names().into_iter().map(|name| format!("instances/{name}/"));
     let stats = (0..ftrace::buffer::cpus()).map(|cpu| format!("trace_stat/function{cpu}"));
     let options = TraceOption::ALL.into_iter().map(|option| format!("options/{}", option.name()));
@@ -340,12 +346,12 @@ fn event_error(error: fprobe::events::EventError) -> TracefsError {
 pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
     match event_file(name) {
         Some(EventFile::Enable(group, event)) => {
-            let enabled = fprobe::events::is_enabled(group, event).map_err(event_error)?;
+            let enabled = trace_events::is_enabled(group, event)?;
             return writeln!(out, "{}", u8::from(enabled)).map_err(|_| TracefsError::Invalid("output failed".into()));
         }
-        Some(EventFile::Format(group, event)) => return fprobe::events::write_format(group, event, out).map_err(event_error),
+        Some(EventFile::Format(group, event)) => return trace_events::write_format(group, event, out),
         Some(EventFile::EnableAll(group)) => {
-            let state = fprobe::events::enabled_all(group).map_err(event_error)?;
+            let state = trace_events::enabled_all(group)?;
             return writeln!(out, "{state}").map_err(|_| TracefsError::Invalid("output failed".into()));
         }
         None => {}
@@ -369,11 +375,11 @@ pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
 pub fn write(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
     match event_file(name) {
         Some(EventFile::Enable(group, event)) => {
-            return fprobe::events::set_enabled(group, event, parse_switch(text)?).map_err(event_error);
+            return trace_events::set_enabled(group, event, parse_switch(text)?);
         }
         Some(EventFile::Format(..)) => return Err(TracefsError::NotWritable("format")),
         Some(EventFile::EnableAll(group)) => {
-            return fprobe::events::set_enabled_all(group, parse_switch(text)?).map_err(event_error);
+            return trace_events::set_enabled_all(group, parse_switch(text)?);
         }
         None => {}
     }
@@ -561,6 +567,18 @@ fn read_trace(array: Array, out: &mut dyn Write) -> fmt::Result {
 fn write_trace_marker(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
     ftrace::tracer::write_marker(array, text);
     Ok(())
+}
+
+fn read_available_events(_array: Array, out: &mut dyn Write) -> fmt::Result {
+    trace_events::write_available(out)
+}
+
+fn read_set_event(_array: Array, out: &mut dyn Write) -> fmt::Result {
+    trace_events::write_enabled(out)
+}
+
+fn write_set_event(_array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    trace_events::set_events(text, mode)
 }
 
 fn read_tracing_thresh(_array: Array, out: &mut dyn Write) -> fmt::Result {

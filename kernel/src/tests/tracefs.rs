@@ -326,3 +326,29 @@ fn function_commands_switch_tracing_and_record_stacks() {
     write("set_ftrace_filter", "");
     assert_eq!(read("enabled_functions"), "");
 }
+
+#[ktest]
+fn set_event_and_available_events_name_every_event() {
+    assert_eq!(read("available_events"), "sched:sched_switch\nsched:sched_wakeup\n");
+    tracefs::write("dynamic_events", "f:ent fib n=$arg1", FilterMode::Append).unwrap();
+    assert!(read("available_events").ends_with("fprobes:ent\n"));
+    write("set_event", "sched_switch fprobes:*");
+    assert_eq!(read("set_event"), "sched:sched_switch\nfprobes:ent\n");
+    assert_eq!(read("events/sched/sched_switch/enable"), "1\n");
+    assert_eq!(read("events/sched/enable"), "X\n", "one of two");
+    assert_eq!(read("events/fprobes/ent/enable"), "1\n");
+    assert_eq!(fib(2), 1);
+    crate::sched::yield_now();
+    let trace = read("trace");
+    assert_eq!(trace.lines().filter(|line| line.contains(": ent: (kernel::workload::fib+0x0/")).count(), 3, "{trace}");
+    tracefs::write("set_event", "!sched:*", FilterMode::Append).unwrap();
+    assert_eq!(read("set_event"), "fprobes:ent\n");
+    for bad in ["nosuch", "sched:nosuch", "nogroup:*"] {
+        assert!(matches!(tracefs::write("set_event", bad, FilterMode::Replace), Err(TracefsError::Invalid(_))), "{bad}");
+    }
+    assert_eq!(read("set_event"), "fprobes:ent\n", "a refused write changes nothing");
+    assert!(read("events/sched/sched_switch/format").starts_with("name: sched_switch\nID: "));
+    write("set_event", "");
+    assert_eq!(read("events/enable"), "0\n");
+    tracefs::write("dynamic_events", "-:ent", FilterMode::Append).unwrap();
+}

@@ -1,0 +1,152 @@
+//! Every event tracefs names, under one scheme: the scheduler's static
+//! events (`sched:sched_switch`, `sched:sched_wakeup`, from
+//! `ftrace::sched`) and the dynamic ones (`fprobes:NAME`, from
+//! `fprobe::events`). `events/GRP/EVENT/{enable,format}`,
+//! `events/GRP/enable`, `events/enable`, `available_events` and `set_event`
+//! all go through here, so a name means the same event in every file.
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt::Write;
+
+use ftrace::sched::SchedEvent;
+use ftrace::FilterMode;
+
+use crate::tracefs::TracefsError;
+
+/// The static events' group.
+const SCHED: &str = "sched";
+
+fn invalid(error: impl ToString) -> TracefsError {
+    TracefsError::Invalid(error.to_string())
+}
+
+fn output_failed(_: core::fmt::Error) -> TracefsError {
+    TracefsError::Invalid("output failed".into())
+}
+
+/// Every event as (group, event), in `available_events` order.
+pub fn all() -> Vec<(String, String)> {
+    let sched = SchedEvent::ALL.into_iter().map(|event| (SCHED.to_string(), event.name().to_string()));
+    let dynamic = fprobe::events::event_names().into_iter().filter_map(|name| {
+        let (group, event) = name.split_once('/')?;
+        Some((group.to_string(), event.to_string()))
+    });
+    sched.chain(dynamic).collect()
+}
+
+fn sched_event(event: &str) -> Result<SchedEvent, TracefsError> {
+    SchedEvent::from_name(event).ok_or_else(|| TracefsError::Invalid(format!("no event '{SCHED}/{event}'")))
+}
+
+/// Whether `events/GRP/EVENT/enable` is 1.
+pub fn is_enabled(group: &str, event: &str) -> Result<bool, TracefsError> {
+    match group {
+        SCHED => Ok(sched_event(event)?.is_enabled()),
+        _ => fprobe::events::is_enabled(group, event).map_err(invalid),
+    }
+}
+
+/// `echo 0|1 > events/GRP/EVENT/enable`.
+pub fn set_enabled(group: &str, event: &str, on: bool) -> Result<(), TracefsError> {
+    match group {
+        SCHED => {
+            sched_event(event)?.set_enabled(on);
+            Ok(())
+        }
+        _ => fprobe::events::set_enabled(group, event, on).map_err(invalid),
+    }
+}
+
+/// `cat events/GRP/EVENT/format`.
+pub fn write_format(group: &str, event: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
+    if group != SCHED {
+        return fprobe::events::write_format(group, event, out).map_err(invalid);
+    }
+    let name = sched_event(event)?.name();
+    let (_, text) = ftrace::event::sched_formats().into_iter().find(|(n, _)| *n == name).expect("a format per event");
+    out.write_str(&text).map_err(output_failed)
+}
+
+/// The events of `group` (every event for `None`); an unknown group is an
+/// error.
+fn events_of(group: Option<&str>) -> Result<Vec<(String, String)>, TracefsError> {
+    let events: Vec<_> = all().into_iter().filter(|(g, _)| group.is_none_or(|group| g == group)).collect();
+    match (group, events.is_empty()) {
+        (Some(group), true) => Err(TracefsError::Invalid(format!("no event group '{group}'"))),
+        _ => Ok(events),
+    }
+}
+
+/// `echo 0|1 > events/enable` or `events/GRP/enable`.
+pub fn set_enabled_all(group: Option<&str>, on: bool) -> Result<(), TracefsError> {
+    events_of(group)?.iter().try_for_each(|(group, event)| set_enabled(group, event, on))
+}
+
+/// `cat events/enable` or `events/GRP/enable`: `0` none on, `1` all, `X`
+/// some, as Linux prints it.
+pub fn enabled_all(group: Option<&str>) -> Result<char, TracefsError> {
+    let (mut on, mut off) = (false, false);
+    for (group, event) in events_of(group)? {
+        match is_enabled(&group, &event)? {
+            true => on = true,
+            false => off = true,
+        }
+    }
+    Ok(match (on, off) {
+        (true, true) => 'X',
+        (true, false) => '1',
+        _ => '0',
+    })
+}
+
+/// `cat available_events`: `GRP:EVENT` lines.
+pub fn write_available(out: &mut dyn Write) -> core::fmt::Result {
+    all().iter().try_for_each(|(group, event)| writeln!(out, "{group}:{event}"))
+}
+
+/// `cat set_event`: the enabled events, `GRP:EVENT` lines.
+pub fn write_enabled(out: &mut dyn Write) -> core::fmt::Result {
+    for (group, event) in all() {
+        if is_enabled(&group, &event).unwrap_or(false) {
+            writeln!(out, "{group}:{event}")?;
+        }
+    }
+    Ok(())
+}
+
+/// `echo WORDS > set_event` (`>` first disables every event, `>>` adds):
+/// each word `GRP:EVENT`, `EVENT`, `GRP:*` or `*:EVENT` (globs allowed)
+/// enables what it matches, `!WORD` disables it. A word matching nothing
+/// is an error, and then nothing changed.
+pub fn set_events(text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    let events = all();
+    let mut changes: Vec<(usize, bool)> = Vec::new();
+    for word in text.split_whitespace() {
+        let (on, pattern) = match word.strip_prefix('!') {
+            Some(pattern) => (false, pattern),
+            None => (true, word),
+        };
+        let (group, event) = pattern.split_once(':').unwrap_or(("*", pattern));
+        let group = if group.is_empty() { "*" } else { group };
+        let matched: Vec<usize> = events
+            .iter()
+            .enumerate()
+            .filter(|(_, (g, e))| ftrace::glob::glob_match(group, g) && ftrace::glob::glob_match(event, e))
+            .map(|(index, _)| index)
+            .collect();
+        if matched.is_empty() {
+            return Err(TracefsError::Invalid(format!("'{word}' matches no event (see available_events)")));
+        }
+        changes.extend(matched.into_iter().map(|index| (index, on)));
+    }
+    if mode == FilterMode::Replace {
+        set_enabled_all(None, false)?;
+    }
+    for (index, on) in changes {
+        let (group, event) = &events[index];
+        set_enabled(group, event, on)?;
+    }
+    Ok(())
+}
