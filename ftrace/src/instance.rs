@@ -91,6 +91,11 @@ pub struct TraceArray {
     /// The function_graph tracer, with the same filters.
     pub(crate) graph_ops: FgraphOps,
     pub(crate) graph: GraphSettings,
+    /// The function tracer when a pid filter is set: it leaves out the
+    /// tasks the filter marks (the plain `function_ops` checks nothing).
+    pub(crate) pid_ops: FtraceOps,
+    /// `set_ftrace_pid` and `set_ftrace_notrace_pid`.
+    pids: Mutex<PidFilter>,
     /// `snapshot`: a copy of the buffer and the tracer it was taken under.
     pub(crate) snapshot: Mutex<Option<(Tracer, Vec<crate::buffer::Snapshot>)>>,
     /// The trace options that are on, a [`TraceOption::bit`] each.
@@ -119,6 +124,8 @@ impl TraceArray {
             function_ops: FtraceOps::new(tracer::function_trace_call, OpsFlags::RECURSION),
             graph_ops: tracer::graph_ops(),
             graph: GraphSettings::new(),
+            pid_ops: FtraceOps::new(tracer::function_trace_call_pid, OpsFlags::RECURSION),
+            pids: Mutex::new(PidFilter { trace: Vec::new(), notrace: Vec::new() }),
             snapshot: Mutex::new(None),
             options: AtomicU32::new(TraceOption::DEFAULTS),
             users: AtomicUsize::new(0),
@@ -174,15 +181,25 @@ impl TraceArray {
     fn start(&'static self, tracer: Tracer) -> Result<(), FtraceError> {
         match tracer {
             Tracer::Nop => Ok(()),
-            Tracer::Function => registry::register(&self.function_ops),
+            Tracer::Function => registry::register(self.active_function_ops()),
             Tracer::FunctionGraph => self.graph_ops.register(),
+        }
+    }
+
+    /// The function tracer's ops: the one that checks pids while a pid
+    /// filter is set, the one that does not otherwise (Linux swaps its
+    /// callback the same way).
+    fn active_function_ops(&self) -> &FtraceOps {
+        match self.pids.lock().is_active() {
+            true => &self.pid_ops,
+            false => &self.function_ops,
         }
     }
 
     fn stop(&'static self, tracer: Tracer) -> Result<(), FtraceError> {
         match tracer {
             Tracer::Nop => Ok(()),
-            Tracer::Function => registry::unregister(&self.function_ops),
+            Tracer::Function => registry::unregister(self.active_function_ops()),
             Tracer::FunctionGraph => self.graph_ops.unregister(),
         }
     }
@@ -195,6 +212,7 @@ impl TraceArray {
         // Same records, same text: if the first applied, this one does too;
         // keep the two identical even so.
         registry::copy_filters(&self.function_ops, self.graph_ops.ops())?;
+        registry::copy_filters(&self.function_ops, &self.pid_ops)?;
         if core::ptr::eq(self, top()) {
             // The function profiler counts what the top level's filter selects.
             crate::profiler::follow_filters(&self.function_ops)?;
@@ -220,6 +238,56 @@ impl TraceArray {
     /// `options/funcgraph-retval`.
     pub fn graph_retval(&self) -> bool {
         self.option(TraceOption::FuncgraphRetval)
+    }
+
+    /// `set_ftrace_pid` (`notrace` false) or `set_ftrace_notrace_pid`: the
+    /// pids, in the order written.
+    pub fn pids(&self, notrace: bool) -> Vec<i32> {
+        let pids = self.pids.lock();
+        match notrace {
+            false => pids.trace.clone(),
+            true => pids.notrace.clone(),
+        }
+    }
+
+    /// `echo PIDS > set_ftrace_pid` (or `>>`; `notrace`: the notrace list):
+    /// the function tracers then trace only the listed tasks (or all but
+    /// the notrace ones). Empty text with `Replace` clears the list. A word
+    /// that is not a pid changes nothing.
+    pub fn set_pids(&'static self, notrace: bool, text: &str, mode: FilterMode) -> Result<(), PidError> {
+        let parsed: Vec<i32> = text
+            .split_whitespace()
+            .map(|word| word.parse::<i32>().ok().filter(|&pid| pid >= 0).ok_or_else(|| PidError(word.into())))
+            .collect::<Result<_, _>>()?;
+        let tracer = self.tracer.lock();
+        let was_active = self.pids.lock().is_active();
+        {
+            let mut pids = self.pids.lock();
+            let list = if notrace { &mut pids.notrace } else { &mut pids.trace };
+            if mode == FilterMode::Replace {
+                list.clear();
+            }
+            for pid in parsed {
+                if !list.contains(&pid) {
+                    list.push(pid);
+                }
+            }
+        }
+        self.refresh_ignored();
+        let active = self.pids.lock().is_active();
+        if *tracer == Tracer::Function && active != was_active {
+            // Swap the function tracer's ops for the one that fits.
+            let (old, new) = if active { (&self.function_ops, &self.pid_ops) } else { (&self.pid_ops, &self.function_ops) };
+            registry::register(new).map_err(|_| PidError(String::from("(tracing refused the change)")))?;
+            let _ = registry::unregister(old);
+        }
+        Ok(())
+    }
+
+    /// Marks every task this array's pid filter leaves out.
+    fn refresh_ignored(&self) {
+        let pids = self.pids.lock();
+        task::for_each(|state| state.set_ignored(self.slot, pids.ignores(state.pid())));
     }
 
     /// `echo N > snapshot`: 0 frees the snapshot; 1 takes one (a copy of
@@ -317,6 +385,52 @@ impl TraceArray {
     }
 }
 
+/// A trace array's pid filter.
+struct PidFilter {
+    /// Only these tasks are traced (when not empty).
+    trace: Vec<i32>,
+    /// These tasks are not traced.
+    notrace: Vec<i32>,
+}
+
+impl PidFilter {
+    fn is_active(&self) -> bool {
+        !self.trace.is_empty() || !self.notrace.is_empty()
+    }
+
+    fn ignores(&self, pid: i32) -> bool {
+        (!self.trace.is_empty() && !self.trace.contains(&pid)) || self.notrace.contains(&pid)
+    }
+}
+
+/// A word written to `set_ftrace_pid` that is not a pid; nothing changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PidError(pub String);
+
+impl fmt::Display for PidError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "'{}' is not a pid", self.0)
+    }
+}
+
+/// A new task: every array's pid filter decides whether it is traced; with
+/// `options/function-fork`, a child of a listed task joins the list.
+pub(crate) fn filter_new_task(state: &task::TaskTrace) {
+    let parent = task::try_current().map(|parent| parent.pid());
+    let mut arrays: Vec<&'static TraceArray> = alloc::vec![top()];
+    arrays.extend(INSTANCES.lock().iter().copied());
+    for array in arrays {
+        let mut pids = array.pids.lock();
+        if !pids.is_active() {
+            continue;
+        }
+        if array.option(TraceOption::FunctionFork) && parent.is_some_and(|parent| pids.trace.contains(&parent)) {
+            pids.trace.push(state.pid());
+        }
+        state.set_ignored(array.slot, pids.ignores(state.pid()));
+    }
+}
+
 /// A trace option (`options/NAME`, `trace_options`): how `trace` prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TraceOption {
@@ -332,17 +446,20 @@ pub enum TraceOption {
     FuncgraphAbstime,
     /// The duration column (function_graph; on by default).
     FuncgraphDuration,
+    /// A task a pid-filtered task creates is traced too.
+    FunctionFork,
 }
 
 impl TraceOption {
     /// Every option, in `trace_options` order.
-    pub const ALL: [TraceOption; 6] = [
+    pub const ALL: [TraceOption; 7] = [
         TraceOption::PrintParent,
         TraceOption::SymOffset,
         TraceOption::FuncgraphRetval,
         TraceOption::FuncgraphProc,
         TraceOption::FuncgraphAbstime,
         TraceOption::FuncgraphDuration,
+        TraceOption::FunctionFork,
     ];
     /// The options a new trace array starts with.
     const DEFAULTS: u32 = TraceOption::PrintParent.bit() | TraceOption::FuncgraphDuration.bit();
@@ -356,6 +473,7 @@ impl TraceOption {
             TraceOption::FuncgraphProc => "funcgraph-proc",
             TraceOption::FuncgraphAbstime => "funcgraph-abstime",
             TraceOption::FuncgraphDuration => "funcgraph-duration",
+            TraceOption::FunctionFork => "function-fork",
         }
     }
 
@@ -506,7 +624,10 @@ unsafe fn free_instance(node: *const Deferred) {
     }
     // SAFETY: as above; the grace period is over and no call is in flight.
     let slot = unsafe { (*array).slot };
-    task::for_each(|state| state.reset_graph_slot(slot));
+    task::for_each(|state| {
+        state.reset_graph_slot(slot);
+        state.set_ignored(slot, false);
+    });
     release_slot(slot);
     // SAFETY: leaked from a box by `create`; nothing refers to it any more.
     drop(unsafe { Box::from_raw(array as *mut TraceArray) });

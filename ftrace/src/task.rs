@@ -74,6 +74,9 @@ pub struct TaskTrace {
     comm: [u8; COMM_LEN + 1],
     /// Its kernel stack (empty if unknown), for the stack tracer.
     kernel_stack: core::ops::Range<usize>,
+    /// Per trace array slot, a bit: that array's pid filter leaves this
+    /// task out (`set_ftrace_pid`, `set_ftrace_notrace_pid`).
+    ignored: AtomicU32,
 }
 
 impl TaskTrace {
@@ -90,7 +93,22 @@ impl TaskTrace {
             pid,
             comm,
             kernel_stack: 0..0,
+            ignored: AtomicU32::new(0),
         }
+    }
+
+    /// Whether trace array `slot`'s pid filter leaves this task out.
+    #[inline]
+    pub fn is_ignored(&self, slot: usize) -> bool {
+        self.ignored.load(Ordering::Relaxed) & (1 << slot) != 0
+    }
+
+    /// Sets whether trace array `slot`'s pid filter leaves this task out.
+    pub(crate) fn set_ignored(&self, slot: usize, ignored: bool) {
+        match ignored {
+            true => self.ignored.fetch_or(1 << slot, Ordering::Relaxed),
+            false => self.ignored.fetch_and(!(1 << slot), Ordering::Relaxed),
+        };
     }
 
     /// Its kernel stack's address range (empty if unknown).
@@ -168,6 +186,7 @@ static ALL: SpinLock<Vec<Registered>> = SpinLock::new(Vec::new());
 /// `state` stays valid, at the same address, until [`unregister`]ed.
 pub unsafe fn register(state: &TaskTrace) {
     crate::sched::save_cmdline(state.pid, &state.comm);
+    crate::instance::filter_new_task(state);
     ALL.lock().push(Registered(state));
 }
 

@@ -106,6 +106,23 @@ pub(crate) extern "C" fn function_trace_call(ip: usize, parent_ip: usize, ops: &
     // SAFETY: this callback is only installed in a trace array's
     // `function_ops` (`TraceArray::new`).
     let array = unsafe { array_of_function_ops(ops) };
+    record_function(array, ip, parent_ip);
+}
+
+/// The function tracer while a pid filter is set (`TraceArray::pid_ops`):
+/// leaves out the tasks the filter marks.
+pub(crate) extern "C" fn function_trace_call_pid(ip: usize, parent_ip: usize, ops: &FtraceOps, _fregs: &mut FtraceRegs) {
+    // SAFETY: this callback is only installed in a trace array's `pid_ops`
+    // (`TraceArray::new`); stepping back from the field gives the array.
+    let array = unsafe { &*crate::container_of!(ops, TraceArray, pid_ops) };
+    if task::try_current().is_some_and(|state| state.is_ignored(array.slot())) {
+        return;
+    }
+    record_function(array, ip, parent_ip);
+}
+
+#[inline(always)]
+fn record_function(array: &TraceArray, ip: usize, parent_ip: usize) {
     let event = FunctionEvent { common: event_common(TRACE_FN), ip: ip as u64, parent_ip: parent_ip as u64 };
     array.buffer().write_with(FunctionEvent::SIZE, |_, bytes| event.encode_into(bytes));
 }
@@ -126,7 +143,11 @@ fn in_list(list: &Published<Vec<usize>>, ip: usize) -> Option<bool> {
 
 fn graph_trace_entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, _fregs: &mut FtraceRegs) -> bool {
     let array = array_of_graph_ops(gops);
-    let marks = task::current().graph_marks(array.slot(), context::current());
+    let state = task::current();
+    if state.is_ignored(array.slot()) {
+        return false;
+    }
+    let marks = state.graph_marks(array.slot(), context::current());
     let notrace_depth = marks.notrace_depth.load(Ordering::Relaxed);
     if notrace_depth != NOT_INSIDE && call.depth > notrace_depth {
         return false;

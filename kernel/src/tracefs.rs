@@ -88,6 +88,8 @@ const FILES: &[File] = &[
     top("available_filter_functions_addrs", Some(read_available_filter_functions_addrs), None),
     per_array("set_ftrace_filter", Some(read_ftrace_filter), Some(write_ftrace_filter)),
     per_array("set_ftrace_notrace", Some(read_ftrace_notrace), Some(write_ftrace_notrace)),
+    per_array("set_ftrace_pid", Some(read_ftrace_pid), Some(write_ftrace_pid)),
+    per_array("set_ftrace_notrace_pid", Some(read_ftrace_notrace_pid), Some(write_ftrace_notrace_pid)),
     top("enabled_functions", Some(read_enabled_functions), None),
     per_array("tracing_on", Some(read_tracing_on), Some(write_tracing_on)),
     top("ftrace_enabled", Some(read_ftrace_enabled), Some(write_ftrace_enabled)),
@@ -519,6 +521,31 @@ fn parse_command(word: &str) -> Option<Result<(bool, &str, ftrace::func_probe::C
 
 fn write_ftrace_notrace(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
     Ok(array.set_tracer_filter(FilterKind::Notrace, text, mode)?)
+}
+
+/// `cat set_ftrace_pid`: the pids, or Linux's `no pid`.
+fn read_pids(array: Array, notrace: bool, out: &mut dyn Write) -> fmt::Result {
+    let pids = array.pids(notrace);
+    if pids.is_empty() {
+        return writeln!(out, "no pid");
+    }
+    pids.iter().try_for_each(|pid| writeln!(out, "{pid}"))
+}
+
+fn read_ftrace_pid(array: Array, out: &mut dyn Write) -> fmt::Result {
+    read_pids(array, false, out)
+}
+
+fn read_ftrace_notrace_pid(array: Array, out: &mut dyn Write) -> fmt::Result {
+    read_pids(array, true, out)
+}
+
+fn write_ftrace_pid(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    array.set_pids(false, text, mode).map_err(|error| TracefsError::Invalid(error.to_string()))
+}
+
+fn write_ftrace_notrace_pid(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    array.set_pids(true, text, mode).map_err(|error| TracefsError::Invalid(error.to_string()))
 }
 
 fn read_enabled_functions(_array: Array, out: &mut dyn Write) -> fmt::Result {

@@ -207,7 +207,7 @@ fn trace_marker_lines_land_among_the_events() {
 fn trace_options_change_how_trace_prints() {
     assert_eq!(
         read("trace_options"),
-        "print-parent\nnosym-offset\nnofuncgraph-retval\nnofuncgraph-proc\nnofuncgraph-abstime\nfuncgraph-duration\n"
+        "print-parent\nnosym-offset\nnofuncgraph-retval\nnofuncgraph-proc\nnofuncgraph-abstime\nfuncgraph-duration\nnofunction-fork\n"
     );
     write("set_ftrace_filter", "fib");
     write("current_tracer", "function");
@@ -351,4 +351,46 @@ fn set_event_and_available_events_name_every_event() {
     write("set_event", "");
     assert_eq!(read("events/enable"), "0\n");
     tracefs::write("dynamic_events", "-:ent", FilterMode::Append).unwrap();
+}
+
+/// The pids of the tasks whose fib calls the top level's trace shows.
+fn traced_pids(trace: &str) -> alloc::collections::BTreeSet<u32> {
+    trace
+        .lines()
+        .filter(|line| line.contains(": kernel::workload::fib <-"))
+        .filter_map(|line| line.split_whitespace().next()?.rsplit('-').next()?.parse().ok())
+        .collect()
+}
+
+#[ktest]
+fn set_ftrace_pid_traces_only_the_listed_tasks_and_their_children() {
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    let me = ftrace::task::current().pid();
+    assert_eq!(read("set_ftrace_pid"), "no pid\n");
+    write("set_ftrace_pid", &format!("{me}"));
+    let workers = crate::workload::run_parallel(2, "fib", &["3"]).unwrap();
+    assert_eq!(workers.lines().count(), 2);
+    assert_eq!(fib(2), 1);
+    assert_eq!(traced_pids(&read("trace")), [me as u32].into(), "only this task, not the workers");
+    write("trace", "");
+    write("options/function-fork", "1");
+    crate::workload::run_parallel(2, "fib", &["2"]).unwrap();
+    let children = traced_pids(&read("trace"));
+    assert_eq!(children.len(), 2, "the two children joined: {children:?}");
+    assert_eq!(read("set_ftrace_pid").lines().count(), 3, "and are listed");
+    write("options/function-fork", "0");
+    write("trace", "");
+    write("set_ftrace_pid", "");
+    write("set_ftrace_notrace_pid", &format!("{me}"));
+    assert_eq!(fib(2), 1);
+    crate::workload::run_parallel(1, "fib", &["2"]).unwrap();
+    let others = traced_pids(&read("trace"));
+    assert!(!others.contains(&(me as u32)) && others.len() == 1, "everyone but this task: {others:?}");
+    assert!(matches!(tracefs::write("set_ftrace_pid", "12 x", FilterMode::Replace), Err(TracefsError::Invalid(_))));
+    assert_eq!(read("set_ftrace_pid"), "no pid\n", "a refused write changes nothing");
+    write("set_ftrace_notrace_pid", "");
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+    assert_eq!(read("enabled_functions"), "");
 }
