@@ -462,7 +462,7 @@ impl RingBuffer {
     /// # Safety
     /// One writer at a time: the buffer's CPU, with interrupts masked (the
     /// kernel), or one thread (tests).
-    #[inline]
+    #[inline(always)]
     pub unsafe fn write_with(&self, time: u64, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<(), WriteError> {
         if len == 0 || len > MAX_PAYLOAD {
             self.dropped.fetch_add(1, Ordering::Relaxed);

@@ -471,13 +471,16 @@ fn wait_ticks(n: u64) {
 #[ktest]
 fn register_and_unregister_while_interrupts_trace() {
     let f = address(crate::tick::on_tick as fn());
+    let (calls_before, in_irq_before) = (TICK_CALLS.load(Ordering::SeqCst), TICK_IN_IRQ.load(Ordering::SeqCst));
     trace_only(&TICK_OPS, &[f]);
     wait_ticks(20);
-    let calls = TICK_CALLS.load(Ordering::SeqCst);
-    assert!(calls >= 10, "the tick hook was traced {calls} times");
-    assert_eq!(TICK_IN_IRQ.load(Ordering::SeqCst), calls, "every call in the tick's softirq-like context");
     ftrace::unregister(&TICK_OPS).unwrap();
+    // Read after unregistering: no callback runs between the two reads.
     let after = TICK_CALLS.load(Ordering::SeqCst);
+    let calls = after - calls_before;
+    assert!(calls >= 10, "the tick hook was traced {calls} times");
+    let in_irq = TICK_IN_IRQ.load(Ordering::SeqCst) - in_irq_before;
+    assert_eq!(in_irq, calls, "every call in the tick's softirq-like context");
     let seen = crate::tick::seen();
     wait_ticks(10);
     assert!(crate::tick::seen() >= seen + 10, "ticks go on");
