@@ -475,7 +475,10 @@ fn register_and_unregister_while_interrupts_trace() {
     trace_only(&TICK_OPS, &[f]);
     wait_ticks(20);
     ftrace::unregister(&TICK_OPS).unwrap();
-    // Read after unregistering: no callback runs between the two reads.
+    // Read after unregistering and a grace period (a tick that entered the
+    // trampoline before the unpatch finishes first): no callback runs
+    // between the two reads.
+    ftrace::deferred::synchronize();
     let after = TICK_CALLS.load(Ordering::SeqCst);
     let calls = after - calls_before;
     assert!(calls >= 10, "the tick hook was traced {calls} times");

@@ -320,6 +320,11 @@ fn a_site_patched_ten_thousand_times_while_three_cpus_run_it() {
         ftrace::unregister(&HAMMER_ARGS).unwrap();
         patches += 4;
     }
+    // A call that entered the trampoline just before the last unpatch may
+    // still be running its callback: a grace period waits for it (the
+    // guarantee Linux gives for ops that are not freed: no callback once the
+    // site is a NOP and the calls in flight are done).
+    ftrace::deferred::synchronize();
     let before_stop = HAMMER_CALLBACKS.load(Ordering::SeqCst);
     HAMMER_STOP.store(true, Ordering::SeqCst);
     let calls: u64 = workers.into_iter().map(|worker| worker.join()).sum();
