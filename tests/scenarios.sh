@@ -68,7 +68,7 @@ fi
 fib_events='echo '"'"'f:fibent kernel::workload::fib n=$arg1'"'"' >> dynamic_events\necho '"'"'f:fibret kernel::workload::fib%return n=$arg1 ret=$retval'"'"' >> dynamic_events\n'
 bad_events='echo '"'"'f:bad1 no::such::symbol'"'"' >> dynamic_events\necho '"'"'f:bad2 kernel::workload::fib $retval'"'"' >> dynamic_events\necho '"'"'f:bad3 kernel::workload::fib $arg1:u7'"'"' >> dynamic_events\necho '"'"'f:fibent kernel::workload::fib'"'"' >> dynamic_events\n'
 if run_session fprobe-events "${fib_events}${bad_events}echo 1 > events/fprobes/fibent/enable\necho 1 > events/fprobes/fibret/enable\nrun fib 5\ncat trace\ncat dynamic_events\npoweroff\n"; then
-    expect "15 fibent lines" test "$(count_lines ': fibent: \(kernel::workload::fib\+0x0/0x[0-9a-f]+\) n=0x[0-9a-f]+$')" -eq 15
+    expect "15 fibent lines, interrupts on" test "$(count_lines '\] \.\.\.\.\. +[0-9]+\.[0-9]{6}: fibent: \(kernel::workload::fib\+0x0/0x[0-9a-f]+\) n=0x[0-9a-f]+$')" -eq 15
     expect "15 fibret lines" test "$(count_lines ': fibret: \([^ ]+ <- kernel::workload::fib\) n=0x[0-9a-f]+ ret=0x[0-9a-f]+$')" -eq 15
     expect "outermost entry n=0x5" grep -q ": fibent: (kernel::workload::fib+0x0/0x[0-9a-f]*) n=0x5$" <<<"$out"
     expect "outermost exit n=0x5 ret=0x5" grep -qE ": fibret: \(kernel::workload::run\+0x[0-9a-f]+/0x[0-9a-f]+ <- kernel::workload::fib\) n=0x5 ret=0x5$" <<<"$out"

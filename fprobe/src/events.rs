@@ -456,8 +456,11 @@ fn record(compiled: &Compiled, ips: &[u64], context: &Context) {
     // The common case: a record of fixed size, each value fetched straight
     // into its place in the ring buffer.
     let layout = &compiled.layout;
+    // The header before the write: inside it interrupts are masked, which
+    // the header's irqs-off flag must not show.
+    let common = event_common(compiled.id);
     ftrace::instance::top().buffer().write_with(layout.fixed_size, |_, out| {
-        layout.encode_numbers(event_common(compiled.id), ips, |i, ty| fetch_number(&compiled.fetches[i].0, ty, context), out)
+        layout.encode_numbers(common, ips, |i, ty| fetch_number(&compiled.fetches[i].0, ty, context), out)
     });
 }
 

@@ -341,6 +341,10 @@ fn set_event_and_available_events_name_every_event() {
     crate::sched::yield_now();
     let trace = read("trace");
     assert_eq!(trace.lines().filter(|line| line.contains(": ent: (kernel::workload::fib+0x0/")).count(), 3, "{trace}");
+    assert!(
+        trace.lines().filter(|line| line.contains(": ent: (")).all(|line| line.contains("] ..... ")),
+        "recorded with interrupts on, as the call ran: {trace}"
+    );
     tracefs::write("set_event", "!sched:*", FilterMode::Append).unwrap();
     assert_eq!(read("set_event"), "fprobes:ent\n");
     for bad in ["nosuch", "sched:nosuch", "nogroup:*"] {
