@@ -2,17 +2,21 @@
 # End-to-end scenarios: console commands piped into ./qemu-run.sh, as a user
 # would type them, with checks on what the kernel prints.
 #
-#   tests/scenarios.sh ARCH
+#   tests/scenarios.sh ARCH [SCENARIO]   (SCENARIO: run only that one)
 set -euo pipefail
 source "$(dirname "$0")/../tools/env.sh"
 cd "$KTRACE_ROOT"
 
 arch=$1
+only=${2:-}
 failures=0
 
 # run_session NAME COMMANDS: boots, feeds COMMANDS, keeps the output in $out.
 run_session() {
     local name=$1 commands=$2
+    if [ -n "$only" ] && [ "$only" != "$name" ]; then
+        return 1
+    fi
     echo "-- scenario $name ($arch)"
     if ! out=$(printf '%b' "$commands" | ./qemu-run.sh "$arch" --timeout 120 2>&1); then
         echo "FAILED: $name: the session did not power off cleanly"
@@ -122,6 +126,67 @@ if run_session tracefs-files 'echo fib > set_ftrace_filter\ncat set_ftrace_filte
     expect "set_ftrace_pid lists the pid, then no pid" test "$(sed -n '/^> cat set_ftrace_pid$/{n;p}' <<<"$out" | tr '\n' ' ')" = "1 no pid "
     expect "a word that is no pid refused" grep -q "^error: 'notapid' is not a pid" <<<"$out"
     expect "the profiler counts fib(10)'s 177 calls" grep -qE "^  kernel::workload::fib +177 +[0-9]+\.[0-9]{3} us +[0-9]+\.[0-9]{3} us +[0-9]+\.[0-9]{3} us$" <<<"$out"
+fi
+
+# The rest of the tracefs a Linux user types: trace_clock, event filters,
+# set_event_pid, func_stack_trace, FUNC:snapshot, ls of a directory.
+events_session=(
+    "cat trace_clock"
+    "echo counter > trace_clock"
+    "echo fib > set_ftrace_filter"
+    "echo function > current_tracer"
+    "run fib 2"
+    "cat trace"
+    "echo bogus > trace_clock"
+    "echo local > trace_clock"
+    "echo 1 > options/func_stack_trace"
+    "run fib 1"
+    "cat trace"
+    "echo 0 > options/func_stack_trace"
+    "echo > trace"
+    "run fib 2"
+    "echo kernel::workload::run:snapshot:1 >> set_ftrace_filter"
+    "cat set_ftrace_filter"
+    "run fib 3"
+    "cat snapshot"
+    "echo !kernel::workload::run:snapshot >> set_ftrace_filter"
+    "echo 0 > snapshot"
+    "echo nop > current_tracer"
+    "echo 'f:big fib n=\$arg1' >> dynamic_events"
+    "echo 'n >= 8 && n != 9' > events/fprobes/big/filter"
+    "cat events/fprobes/big/filter"
+    "echo 'n ~ 3' > events/fprobes/big/filter"
+    "echo 'nosuch == 1' > events/fprobes/big/filter"
+    "echo 1 > events/fprobes/big/enable"
+    "echo > trace"
+    "run fib 10"
+    "cat trace"
+    "echo 0 > events/fprobes/big/enable"
+    "echo 'next_comm ~ \"fib*\"' > events/sched/sched_switch/filter"
+    "cat events/sched/sched_switch/filter"
+    "echo 99 > set_event_pid"
+    "cat set_event_pid"
+    "echo x > set_event_pid"
+    "echo > set_event_pid"
+    "ls events/sched/sched_switch"
+    "poweroff"
+)
+if run_session tracefs-events "$(printf '%s\n' "${events_session[@]}")\n"; then
+    expect "trace_clock lists the clocks, local in use" grep -qx "\[local\] global counter" <<<"$out"
+    expect "counter timestamps print raw" test "$(count_lines '\] \.\.\.\.\. +[0-9]+: kernel::workload::fib <-')" -eq 3
+    expect "an unknown clock refused" grep -q "^error: no clock 'bogus'" <<<"$out"
+    expect "func_stack_trace follows the function" grep -qx " => kernel::workload::fib" <<<"$out"
+    expect "a snapshot command listed" grep -qx "kernel::workload::run:snapshot:count=1" <<<"$out"
+    expect "the snapshot holds fib(2)'s calls, taken as fib(3) began" test "$(sed -n '/^> cat snapshot$/,/^> /p' <<<"$out" | grep -c ': kernel::workload::fib <-')" -eq 3
+    expect "the filter reads back" grep -qx "n >= 8 && n != 9" <<<"$out"
+    expect "a glob on a number refused" grep -q "^error: '~' does not apply to field 'n'" <<<"$out"
+    expect "an unknown field refused" grep -q "^error: no field 'nosuch' in this event" <<<"$out"
+    # fib(10) calls fib(10) once, fib(9) once, fib(8) twice: with n >= 8 && n != 9, three events.
+    expect "only matching events recorded" test "$(count_lines ': big: \(kernel::workload::fib\+0x0/0x[0-9a-f]+\) n=0x(a|8)$')" -eq 3 -a "$(count_lines ': big: \(')" -eq 3
+    expect "a string glob filter reads back" grep -qx 'next_comm ~ "fib\*"' <<<"$out"
+    expect "set_event_pid lists the pid" test "$(sed -n '/^> cat set_event_pid$/{n;p}' <<<"$out")" = "99"
+    expect "a word that is no pid refused" grep -q "^error: 'x' is not a pid" <<<"$out"
+    expect "ls shows an event's files" test "$(sed -n '/^> ls events\/sched\/sched_switch$/,/^> /p' <<<"$out" | grep -c '^events/sched/sched_switch/\(enable\|filter\|format\)$')" -eq 3
 fi
 
 # 300 rounds of defining, enabling, disabling and removing an fprobe event,

@@ -24,6 +24,7 @@ use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU16, Ordering};
 
 use arch::ftrace_abi::{FtraceRegs, RegisterError, Saved};
+use ftrace::event_filter::{FieldKind, FieldValue, FilterError, FilterField, FilterSlot};
 use ftrace::tracer::event_common;
 use ftrace::FilterMode;
 
@@ -48,6 +49,7 @@ pub enum EventError {
     NoSuchEvent(String),
     Busy(String),
     Probe(probe::FprobeError),
+    Filter(FilterError),
 }
 
 impl fmt::Display for EventError {
@@ -66,6 +68,7 @@ impl fmt::Display for EventError {
             EventError::NoSuchEvent(name) => write!(f, "no event '{name}'"),
             EventError::Busy(name) => write!(f, "event '{name}' is enabled; disable it first"),
             EventError::Probe(error) => write!(f, "{error}"),
+            EventError::Filter(error) => write!(f, "{error}"),
         }
     }
 }
@@ -95,6 +98,43 @@ struct Compiled {
     /// Whether a fetch arg is a string (records of varying size).
     has_strings: bool,
     exit: bool,
+    /// `events/GRP/EVENT/filter`.
+    filter: FilterSlot,
+}
+
+impl Compiled {
+    /// The fields a filter can name: `common_pid`, the probe's addresses,
+    /// then the fetch args (what `format` lists, in that order).
+    fn filter_fields(&self) -> Vec<FilterField> {
+        let ips: &[&str] = if self.exit { &["__probe_func", "__probe_ret_ip"] } else { &["__probe_ip"] };
+        let mut fields = alloc::vec![FilterField::new("common_pid", FieldKind::Signed)];
+        fields.extend(ips.iter().map(|name| FilterField::new(*name, FieldKind::Unsigned)));
+        fields.extend(self.layout.fields.iter().map(|field| {
+            let kind = match field.ty {
+                ArgType::Signed(_) => FieldKind::Signed,
+                ArgType::String => FieldKind::String,
+                _ => FieldKind::Unsigned,
+            };
+            FilterField::new(field.name.clone(), kind)
+        }));
+        fields
+    }
+}
+
+/// A fetched value as a filter sees it: cut to the field's size (and
+/// sign-extended for a signed one), as the record will hold it.
+fn filter_value<'a>(ty: ArgType, value: Value<'a>) -> FieldValue<'a> {
+    let bits = |bits: u8| if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+    match (ty, value) {
+        (_, Value::Fault) => FieldValue::Missing,
+        (_, Value::Str(bytes)) => FieldValue::Str(bytes),
+        (ArgType::Signed(n), Value::Int(v)) => {
+            let shift = 64 - u32::from(n.min(64));
+            FieldValue::Signed(((v << shift) as i64) >> shift)
+        }
+        (ArgType::Unsigned(n) | ArgType::Hex(n), Value::Int(v)) => FieldValue::Unsigned(v & bits(n)),
+        (_, Value::Int(v)) => FieldValue::Unsigned(v),
+    }
 }
 
 struct Event {
@@ -141,7 +181,15 @@ fn compile(spec: &EventSpec) -> Result<(usize, Compiled), EventError> {
         .collect::<Result<Vec<_>, EventError>>()?;
     let has_strings = fetches.iter().any(|(_, ty)| *ty == ArgType::String);
     let compiled =
-        Compiled { id: 0, event: spec.event.clone(), layout: Layout::new(spec), fetches, has_strings, exit: spec.exit };
+        Compiled {
+            id: 0,
+            event: spec.event.clone(),
+            layout: Layout::new(spec),
+            fetches,
+            has_strings,
+            exit: spec.exit,
+            filter: FilterSlot::new(),
+        };
     Ok((symbol.address, compiled))
 }
 
@@ -382,6 +430,20 @@ pub fn print_event(payload: &[u8], out: &mut dyn Write) -> Option<fmt::Result> {
     Some(compiled.layout.write(&compiled.event, payload, &names, out))
 }
 
+/// `echo EXPR > events/GRP/EVENT/filter` (`0` clears it); a bad filter
+/// changes nothing.
+pub fn set_filter(group: &str, event: &str, text: &str) -> Result<(), EventError> {
+    let mut events = EVENTS.lock();
+    let compiled = &find(&mut events, group, event)?.compiled;
+    compiled.filter.set(text, &compiled.filter_fields()).map_err(EventError::Filter)
+}
+
+/// `cat events/GRP/EVENT/filter`: the filter, or `none`.
+pub fn filter_text(group: &str, event: &str) -> Result<String, EventError> {
+    let mut events = EVENTS.lock();
+    Ok(find(&mut events, group, event)?.compiled.filter.text())
+}
+
 /// Every event's format, as (group, `format` text), for the trace stream.
 pub fn formats() -> Vec<(String, String)> {
     EVENTS
@@ -450,8 +512,11 @@ fn read_string(address: usize, buffer: &mut [u8]) -> Option<usize> {
 
 /// Records one event: `ips` is `[ip]` at entry, `[func, ret_ip]` at exit.
 fn record(compiled: &Compiled, ips: &[u64], context: &Context) {
-    if compiled.has_strings {
-        return record_with_strings(compiled, ips, context);
+    if !ftrace::event_pid::records_current() {
+        return;
+    }
+    if compiled.has_strings || compiled.filter.is_set() {
+        return record_by_values(compiled, ips, context);
     }
     // The common case: a record of fixed size, each value fetched straight
     // into its place in the ring buffer.
@@ -481,11 +546,11 @@ fn fetch_number(fetch: &Fetch, ty: ArgType, context: &Context) -> Option<u64> {
     Some(u64::from_ne_bytes(bytes))
 }
 
-/// [`record`] for an event with string fetch args: their lengths make the
-/// record's, so everything is fetched first. Out of line: its buffers would
-/// weigh on the common case's frame.
+/// [`record`] for an event with string fetch args (their lengths make the
+/// record's) or a filter (it needs the values): everything is fetched
+/// first. Out of line: its buffers would weigh on the common case's frame.
 #[inline(never)]
-fn record_with_strings(compiled: &Compiled, ips: &[u64], context: &Context) {
+fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
     let mut strings = [0u8; MAX_RECORD];
     let mut used = 0;
     // Strings share what the record has left after its fixed part and one
@@ -518,8 +583,18 @@ fn record_with_strings(compiled: &Compiled, ips: &[u64], context: &Context) {
             values[i] = Value::Str(&strings[start..start + len]);
         }
     }
+    let common = event_common(compiled.id);
+    let fixed = 1 + ips.len();
+    let passes = compiled.filter.passes(&|field| match field {
+        0 => FieldValue::Signed(common.pid.into()),
+        n if n < fixed => FieldValue::Unsigned(ips[n - 1]),
+        n => filter_value(compiled.fetches[n - fixed].1, values[n - fixed]),
+    });
+    if !passes {
+        return;
+    }
     let mut out = [0u8; MAX_RECORD];
-    let len = compiled.layout.encode(event_common(compiled.id), ips, &values[..count], &mut out);
+    let len = compiled.layout.encode(common, ips, &values[..count], &mut out);
     if len > 0 {
         ftrace::instance::top().buffer().write(&out[..len]);
     }

@@ -10,6 +10,14 @@
 //! them all with that CPU's writer paused for the copy
 //! ([`TraceBuffer::snapshot_of`]); see `crate::ring_buffer`. `tracing_on`
 //! switches recording without touching any site.
+//!
+//! The `snapshot` file's buffer is a second set of rings of the same size
+//! (the *spare*), allocated on request. Taking a snapshot swaps the two
+//! sets' pointers: no copy, no allocation, so a callback can do it
+//! (`FUNC:snapshot`). A write that loaded the old pointer just before the
+//! swap finishes in the set that is now the snapshot: the per-CPU rings
+//! stay each CPU's own in both sets, so that is safe, and readers see it
+//! as one more event.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -60,6 +68,37 @@ pub struct TraceBuffer {
     on: AtomicBool,
     /// Held by every reader and by a resize.
     readers: Mutex<()>,
+    /// The snapshot's rings (`cpus` of them, leaked), or null before
+    /// `snapshot` is allocated. Swapped with `rings` to take a snapshot.
+    spare: AtomicPtr<RingBuffer>,
+    /// Taken (never waited for, in tracing code) while the two pointers
+    /// change: by a swap, and by whoever frees or replaces the spare.
+    swapping: AtomicBool,
+}
+
+/// Held while [`TraceBuffer`]'s two ring pointers change.
+struct SwapGuard<'a>(&'a AtomicBool);
+
+impl<'a> SwapGuard<'a> {
+    fn try_new(flag: &'a AtomicBool) -> Option<SwapGuard<'a>> {
+        (!flag.swap(true, Ordering::Acquire)).then_some(SwapGuard(flag))
+    }
+
+    /// Outside tracing code: spins until the flag is free.
+    fn new(flag: &'a AtomicBool) -> SwapGuard<'a> {
+        loop {
+            if let Some(guard) = Self::try_new(flag) {
+                return guard;
+            }
+            core::hint::spin_loop();
+        }
+    }
+}
+
+impl Drop for SwapGuard<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 /// The rings of a new buffer, leaked; `None` if the heap cannot hold them.
@@ -105,6 +144,8 @@ impl TraceBuffer {
             pages: AtomicUsize::new(pages.max(2)),
             on: AtomicBool::new(true),
             readers: Mutex::new(()),
+            spare: AtomicPtr::new(core::ptr::null_mut()),
+            swapping: AtomicBool::new(false),
         })
     }
 
@@ -125,16 +166,116 @@ impl TraceBuffer {
         }
         let _readers = self.readers.lock();
         let new = make_rings(pages).ok_or(ResizeError::NoMemory)?;
-        let old = self.rings.swap(new, Ordering::AcqRel);
+        // A snapshot buffer is resized too (and emptied).
+        let new_spare = match self.spare.load(Ordering::Acquire).is_null() {
+            true => core::ptr::null_mut(),
+            false => match make_rings(pages) {
+                Some(spare) => spare,
+                None => {
+                    // SAFETY: just made, never published.
+                    unsafe { free_rings(new) };
+                    return Err(ResizeError::NoMemory);
+                }
+            },
+        };
+        let (old, old_spare) = {
+            let _swap = SwapGuard::new(&self.swapping);
+            (self.rings.swap(new, Ordering::AcqRel), self.spare.swap(new_spare, Ordering::AcqRel))
+        };
         self.pages.store(pages, Ordering::Relaxed);
         // A writer loads the pointer and writes with interrupts masked:
         // once every CPU has taken an interrupt, none is still writing into
         // the old rings.
         arch::smp::sync_all();
         // SAFETY: made by `make_rings`; no writer (above) and no reader
-        // (`readers` is held) uses it any more.
-        unsafe { free_rings(old) };
+        // (`readers` is held) uses them any more.
+        unsafe {
+            free_rings(old);
+            if !old_spare.is_null() {
+                free_rings(old_spare);
+            }
+        }
         Ok(())
+    }
+
+    /// Allocates the snapshot's rings if they are not (`echo 1 >
+    /// snapshot`, `FUNC:snapshot`), empty.
+    pub fn alloc_snapshot(&self) -> Result<(), ResizeError> {
+        let _readers = self.readers.lock();
+        if self.spare.load(Ordering::Acquire).is_null() {
+            let spare = make_rings(self.pages_per_cpu()).ok_or(ResizeError::NoMemory)?;
+            self.spare.store(spare, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Frees the snapshot's rings (`echo 0 > snapshot`).
+    pub fn free_snapshot(&self) {
+        let _readers = self.readers.lock();
+        let spare = {
+            let _swap = SwapGuard::new(&self.swapping);
+            self.spare.swap(core::ptr::null_mut(), Ordering::AcqRel)
+        };
+        if !spare.is_null() {
+            // Writers that loaded it (before a swap made it the spare) are
+            // done once every CPU took an interrupt.
+            arch::smp::sync_all();
+            // SAFETY: made by `make_rings`, unpublished; no writer (above)
+            // and no reader (`readers` is held) uses it.
+            unsafe { free_rings(spare) };
+        }
+    }
+
+    /// Whether the snapshot's rings are allocated.
+    pub fn snapshot_allocated(&self) -> bool {
+        !self.spare.load(Ordering::Acquire).is_null()
+    }
+
+    /// Takes a snapshot: the recorded events become the snapshot's, and
+    /// recording goes on in what was the snapshot. No allocation and no
+    /// waiting: callable from a callback. `false` if no snapshot buffer is
+    /// allocated, or another swap is under way.
+    pub fn swap_snapshot(&self) -> bool {
+        let _irq = IrqGuard::new();
+        let Some(_swap) = SwapGuard::try_new(&self.swapping) else { return false };
+        let spare = self.spare.load(Ordering::Acquire);
+        if spare.is_null() {
+            return false;
+        }
+        let recorded = self.rings.swap(spare, Ordering::AcqRel);
+        self.spare.store(recorded, Ordering::Release);
+        true
+    }
+
+    /// The snapshot's rings, for a reader holding `readers` (`None`: not
+    /// allocated).
+    fn spare_rings<'a>(&'a self, _readers: &'a MutexGuard<'_, ()>) -> Option<&'a [RingBuffer]> {
+        let spare = self.spare.load(Ordering::Acquire);
+        // SAFETY: the spare is freed or replaced only under `readers`, which
+        // the caller holds for as long as the slice lives.
+        (!spare.is_null()).then(|| unsafe { &*core::ptr::slice_from_raw_parts(spare, self.cpus) })
+    }
+
+    /// Copies every CPU's ring of the snapshot (`cat snapshot`); `None`
+    /// if none is allocated.
+    pub fn snapshot_copies(&self) -> Option<Vec<Snapshot>> {
+        let readers = self.readers.lock();
+        let rings = self.spare_rings(&readers)?;
+        Some(
+            rings
+                .iter()
+                .enumerate()
+                .map(|(cpu, ring)| Snapshot { cpu, stats: ring.stats(), pages: ring.snapshot() })
+                .collect(),
+        )
+    }
+
+    /// Empties the snapshot, keeping it allocated (`echo 2 > snapshot`).
+    pub fn reset_snapshot(&self) {
+        let readers = self.readers.lock();
+        for ring in self.spare_rings(&readers).unwrap_or(&[]) {
+            ring.reset();
+        }
     }
 
     /// Whether events are being recorded (`tracing_on`).
@@ -174,7 +315,7 @@ impl TraceBuffer {
         // SAFETY: `cpus()` rings live at `rings`; loaded with interrupts
         // masked, they stay until this CPU unmasks them (see `resize`).
         let ring = unsafe { &*rings.add(cpu) };
-        let time = clock::now_ns();
+        let time = clock::trace_now();
         // SAFETY: this CPU's ring, interrupts masked: its one writer.
         unsafe { ring.write_with(time, len, |bytes| fill(time, bytes)) }.ok()?;
         Some(time)
@@ -267,8 +408,14 @@ impl TraceBuffer {
 
 impl Drop for TraceBuffer {
     fn drop(&mut self) {
-        // SAFETY: made by `make_rings`; `&mut self`: nothing else uses it.
-        unsafe { free_rings(*self.rings.get_mut()) };
+        let spare = *self.spare.get_mut();
+        // SAFETY: made by `make_rings`; `&mut self`: nothing else uses them.
+        unsafe {
+            free_rings(*self.rings.get_mut());
+            if !spare.is_null() {
+                free_rings(spare);
+            }
+        }
     }
 }
 

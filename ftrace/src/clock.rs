@@ -3,8 +3,15 @@
 //! `ns = (cycles - boot) * mult >> 32`, with `mult` computed once from the
 //! counter's frequency, so a timestamp costs a counter read, a subtraction
 //! and a multiplication.
+//!
+//! Events take their timestamps from [`trace_now`], which follows
+//! `trace_clock` ([`TraceClock`]): `local` (the above, the default),
+//! `global` (the same, but never behind a timestamp any CPU took before:
+//! one shared atomic per event) or `counter` (an event count, not a time,
+//! printed raw). Switching empties every buffer, as Linux does, so no ring
+//! mixes two clocks.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 static BOOT_CYCLES: AtomicU64 = AtomicU64::new(0);
 static MULT: AtomicU64 = AtomicU64::new(0);
@@ -27,4 +34,76 @@ pub fn now_ns() -> u64 {
 #[inline(always)]
 pub fn cycles_to_ns(cycles: u64) -> u64 {
     ((u128::from(cycles) * u128::from(MULT.load(Ordering::Relaxed))) >> SHIFT) as u64
+}
+
+/// A clock `trace_clock` offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceClock {
+    /// This CPU's cycle counter, in nanoseconds (fast; CPUs may disagree
+    /// slightly).
+    Local,
+    /// Nanoseconds, monotonic across CPUs.
+    Global,
+    /// A count of events, shared by every CPU.
+    Counter,
+}
+
+impl TraceClock {
+    /// Every clock, in `trace_clock` order.
+    pub const ALL: [TraceClock; 3] = [TraceClock::Local, TraceClock::Global, TraceClock::Counter];
+
+    /// Its name in `trace_clock`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TraceClock::Local => "local",
+            TraceClock::Global => "global",
+            TraceClock::Counter => "counter",
+        }
+    }
+
+    /// The clock called `name`.
+    pub fn from_name(name: &str) -> Option<TraceClock> {
+        Self::ALL.into_iter().find(|clock| clock.name() == name)
+    }
+
+    /// Whether its readings are nanoseconds (printed as seconds).
+    pub fn in_ns(self) -> bool {
+        self != TraceClock::Counter
+    }
+}
+
+static CLOCK: AtomicU8 = AtomicU8::new(TraceClock::Local as u8);
+/// `global`: the latest timestamp taken on any CPU.
+static GLOBAL_LAST: AtomicU64 = AtomicU64::new(0);
+/// `counter`: the events counted so far.
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// The clock events use now.
+pub fn trace_clock() -> TraceClock {
+    match CLOCK.load(Ordering::Relaxed) {
+        1 => TraceClock::Global,
+        2 => TraceClock::Counter,
+        _ => TraceClock::Local,
+    }
+}
+
+/// `echo NAME > trace_clock`: switches the clock and empties every trace
+/// buffer (their timestamps would no longer compare).
+pub fn set_trace_clock(clock: TraceClock) {
+    CLOCK.store(clock as u8, Ordering::Relaxed);
+    crate::output::set_raw_timestamps(!clock.in_ns());
+    crate::instance::reset_all_buffers();
+}
+
+/// An event's timestamp by the chosen clock.
+#[inline(always)]
+pub fn trace_now() -> u64 {
+    match CLOCK.load(Ordering::Relaxed) {
+        0 => now_ns(),
+        1 => {
+            let now = now_ns();
+            GLOBAL_LAST.fetch_max(now, Ordering::Relaxed).max(now)
+        }
+        _ => COUNTER.fetch_add(1, Ordering::Relaxed) + 1,
+    }
 }

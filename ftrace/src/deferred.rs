@@ -283,6 +283,18 @@ impl<T: Send> Published<T> {
     }
 }
 
+impl<T> Drop for Published<T> {
+    fn drop(&mut self) {
+        let current = *self.current.get_mut();
+        if !current.is_null() {
+            // SAFETY: a snapshot leaked from a box by `replace`; the owner
+            // drops the `Published` only once no reader can reach it (as for
+            // any object tracing code reads, after a grace period).
+            drop(unsafe { Box::from_raw(current) });
+        }
+    }
+}
+
 /// The deferred action of [`Published::replace`].
 unsafe fn free_snapshot<T>(node: *const Deferred) {
     let snapshot = crate::container_of!(node, Snapshot<T>, node) as *mut Snapshot<T>;

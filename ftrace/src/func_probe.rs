@@ -7,8 +7,10 @@
 //! is FUNC, found again from the callback through the ops's container.
 //! `traceoff`/`traceon` switch the array's `tracing_on`; with a count, only
 //! the first N calls that change it count (as Linux counts them).
-//! `stacktrace` records the call chain as a `<stack trace>` event. A
-//! removed command is unregistered and freed after a grace period.
+//! `stacktrace` records the call chain as a `<stack trace>` event.
+//! `snapshot` takes a snapshot (the array's snapshot buffer is allocated
+//! when the command is attached, so the callback only swaps two pointers).
+//! A removed command is unregistered and freed after a grace period.
 
 use alloc::boxed::Box;
 use alloc::format;
@@ -30,6 +32,7 @@ pub enum Command {
     TraceOff,
     TraceOn,
     StackTrace,
+    Snapshot,
 }
 
 impl Command {
@@ -39,6 +42,7 @@ impl Command {
             "traceoff" => Some(Command::TraceOff),
             "traceon" => Some(Command::TraceOn),
             "stacktrace" => Some(Command::StackTrace),
+            "snapshot" => Some(Command::Snapshot),
             _ => None,
         }
     }
@@ -49,6 +53,7 @@ impl Command {
             Command::TraceOff => "traceoff",
             Command::TraceOn => "traceon",
             Command::StackTrace => "stacktrace",
+            Command::Snapshot => "snapshot",
         }
     }
 }
@@ -89,13 +94,16 @@ extern "C" fn run_command(ip: usize, _parent: usize, ops: &FtraceOps, fregs: &mu
         Command::TraceOff if buffer.is_on() && take() => buffer.set_on(false),
         Command::TraceOn if !buffer.is_on() && take() => buffer.set_on(true),
         Command::StackTrace if take() => record_stack(probe.array, ip, fregs),
+        Command::Snapshot if take() => {
+            buffer.swap_snapshot();
+        }
         _ => {}
     }
 }
 
 /// Records the chain of return addresses that led to `ip`: the traced
 /// function's caller first, then theirs, through the frame records.
-fn record_stack(array: &TraceArray, ip: usize, fregs: &FtraceRegs) {
+pub(crate) fn record_stack(array: &TraceArray, ip: usize, fregs: &FtraceRegs) {
     let mut frames = [0u64; STACK_DEPTH];
     frames[0] = ip as u64;
     let mut count = 1;
@@ -116,16 +124,19 @@ pub enum ProbeError {
     /// Removing a command that is not attached.
     NotAttached(String),
     Tracing(FtraceError),
+    /// No memory for the snapshot buffer `snapshot` needs.
+    NoMemory,
 }
 
 impl fmt::Display for ProbeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ProbeError::UnknownCommand(name) => {
-                write!(f, "unknown command '{name}' (traceoff, traceon, stacktrace; snapshot is not supported)")
+                write!(f, "unknown command '{name}' (traceoff, traceon, stacktrace, snapshot)")
             }
             ProbeError::NotAttached(what) => write!(f, "'{what}' is not attached"),
             ProbeError::Tracing(error) => write!(f, "{error}"),
+            ProbeError::NoMemory => write!(f, "not enough memory for the snapshot buffer"),
         }
     }
 }
@@ -133,6 +144,11 @@ impl fmt::Display for ProbeError {
 /// Attaches `command` to the functions `glob` matches in `array`, for
 /// `count` actions (`None`: every call).
 pub fn add(array: &'static TraceArray, glob: &str, command: Command, count: Option<u64>) -> Result<(), ProbeError> {
+    if command == Command::Snapshot {
+        // Allocated now (a callback cannot allocate); kept when the command
+        // goes, as Linux keeps it, until `echo 0 > snapshot`.
+        array.buffer().alloc_snapshot().map_err(|_| ProbeError::NoMemory)?;
+    }
     let probe: &'static FuncProbe = Box::leak(Box::new(FuncProbe {
         ops: FtraceOps::new(run_command, OpsFlags::RECURSION),
         array,

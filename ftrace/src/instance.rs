@@ -91,13 +91,13 @@ pub struct TraceArray {
     /// The function_graph tracer, with the same filters.
     pub(crate) graph_ops: FgraphOps,
     pub(crate) graph: GraphSettings,
-    /// The function tracer when a pid filter is set: it leaves out the
-    /// tasks the filter marks (the plain `function_ops` checks nothing).
-    pub(crate) pid_ops: FtraceOps,
+    /// The function tracer when a pid filter is set or
+    /// `options/func_stack_trace` is on: it leaves out the tasks the filter
+    /// marks and adds the stack traces (the plain `function_ops` checks
+    /// nothing).
+    pub(crate) checking_ops: FtraceOps,
     /// `set_ftrace_pid` and `set_ftrace_notrace_pid`.
     pids: Mutex<PidFilter>,
-    /// `snapshot`: a copy of the buffer and the tracer it was taken under.
-    pub(crate) snapshot: Mutex<Option<(Tracer, Vec<crate::buffer::Snapshot>)>>,
     /// The trace options that are on, a [`TraceOption::bit`] each.
     options: AtomicU32,
     /// Handles out: `rmdir` is refused while there are any.
@@ -124,9 +124,8 @@ impl TraceArray {
             function_ops: FtraceOps::new(tracer::function_trace_call, OpsFlags::RECURSION),
             graph_ops: tracer::graph_ops(),
             graph: GraphSettings::new(),
-            pid_ops: FtraceOps::new(tracer::function_trace_call_pid, OpsFlags::RECURSION),
+            checking_ops: FtraceOps::new(tracer::function_trace_call_checking, OpsFlags::RECURSION),
             pids: Mutex::new(PidFilter { trace: Vec::new(), notrace: Vec::new() }),
-            snapshot: Mutex::new(None),
             options: AtomicU32::new(TraceOption::DEFAULTS),
             users: AtomicUsize::new(0),
             node: Deferred::new(),
@@ -186,14 +185,35 @@ impl TraceArray {
         }
     }
 
-    /// The function tracer's ops: the one that checks pids while a pid
-    /// filter is set, the one that does not otherwise (Linux swaps its
-    /// callback the same way).
+    /// Whether the function tracer needs [`Self::checking_ops`].
+    fn needs_checking_ops(&self) -> bool {
+        self.pids.lock().is_active() || self.option(TraceOption::FuncStackTrace)
+    }
+
+    /// The function tracer's ops: the one that checks pids and options
+    /// while something asks for it, the one that does not otherwise (Linux
+    /// swaps its callback the same way).
     fn active_function_ops(&self) -> &FtraceOps {
-        match self.pids.lock().is_active() {
-            true => &self.pid_ops,
+        match self.needs_checking_ops() {
+            true => &self.checking_ops,
             false => &self.function_ops,
         }
+    }
+
+    /// After a change that may ask for the other function ops (the
+    /// caller holds `tracer`, the tracer running is `tracer`): swaps them if
+    /// the function tracer runs.
+    fn swap_function_ops(&'static self, tracer: Tracer, was_checking: bool) -> Result<(), FtraceError> {
+        let checking = self.needs_checking_ops();
+        if tracer == Tracer::Function && checking != was_checking {
+            let (old, new) = match checking {
+                true => (&self.function_ops, &self.checking_ops),
+                false => (&self.checking_ops, &self.function_ops),
+            };
+            registry::register(new)?;
+            let _ = registry::unregister(old);
+        }
+        Ok(())
     }
 
     fn stop(&'static self, tracer: Tracer) -> Result<(), FtraceError> {
@@ -212,7 +232,7 @@ impl TraceArray {
         // Same records, same text: if the first applied, this one does too;
         // keep the two identical even so.
         registry::copy_filters(&self.function_ops, self.graph_ops.ops())?;
-        registry::copy_filters(&self.function_ops, &self.pid_ops)?;
+        registry::copy_filters(&self.function_ops, &self.checking_ops)?;
         if core::ptr::eq(self, top()) {
             // The function profiler counts what the top level's filter selects.
             crate::profiler::follow_filters(&self.function_ops)?;
@@ -231,8 +251,8 @@ impl TraceArray {
     }
 
     /// Sets `options/funcgraph-retval`.
-    pub fn set_graph_retval(&self, on: bool) {
-        self.set_option(TraceOption::FuncgraphRetval, on);
+    pub fn set_graph_retval(&'static self, on: bool) {
+        let _ = self.set_option(TraceOption::FuncgraphRetval, on);
     }
 
     /// `options/funcgraph-retval`.
@@ -255,12 +275,9 @@ impl TraceArray {
     /// the notrace ones). Empty text with `Replace` clears the list. A word
     /// that is not a pid changes nothing.
     pub fn set_pids(&'static self, notrace: bool, text: &str, mode: FilterMode) -> Result<(), PidError> {
-        let parsed: Vec<i32> = text
-            .split_whitespace()
-            .map(|word| word.parse::<i32>().ok().filter(|&pid| pid >= 0).ok_or_else(|| PidError(word.into())))
-            .collect::<Result<_, _>>()?;
+        let parsed = parse_pids(text)?;
         let tracer = self.tracer.lock();
-        let was_active = self.pids.lock().is_active();
+        let was_checking = self.needs_checking_ops();
         {
             let mut pids = self.pids.lock();
             let list = if notrace { &mut pids.notrace } else { &mut pids.trace };
@@ -274,14 +291,8 @@ impl TraceArray {
             }
         }
         self.refresh_ignored();
-        let active = self.pids.lock().is_active();
-        if *tracer == Tracer::Function && active != was_active {
-            // Swap the function tracer's ops for the one that fits.
-            let (old, new) = if active { (&self.function_ops, &self.pid_ops) } else { (&self.pid_ops, &self.function_ops) };
-            registry::register(new).map_err(|_| PidError(String::from("(tracing refused the change)")))?;
-            let _ = registry::unregister(old);
-        }
-        Ok(())
+        self.swap_function_ops(*tracer, was_checking)
+            .map_err(|_| PidError(String::from("(tracing refused the change)")))
     }
 
     /// Marks every task this array's pid filter leaves out.
@@ -290,27 +301,23 @@ impl TraceArray {
         task::for_each(|state| state.set_ignored(self.slot, pids.ignores(state.pid())));
     }
 
-    /// `echo N > snapshot`: 0 frees the snapshot; 1 takes one (a copy of
-    /// the buffer, which is then emptied, as Linux's swap leaves it); any
-    /// other number empties the snapshot and keeps it.
-    pub fn snapshot_command(&self, command: u64) {
-        let mut taken = self.snapshot.lock();
+    /// `echo N > snapshot`: 0 frees the snapshot; 1 allocates it if need
+    /// be and takes one (the buffer's events move to the snapshot, and
+    /// recording goes on in an empty buffer); any other number empties the
+    /// snapshot and keeps it.
+    pub fn snapshot_command(&self, command: u64) -> Result<(), crate::buffer::ResizeError> {
+        let buffer = self.buffer();
         match command {
-            0 => *taken = None,
+            0 => buffer.free_snapshot(),
             1 => {
-                let buffer = self.buffer();
-                let was_on = buffer.is_on();
-                buffer.set_on(false);
-                *taken = Some((self.current_tracer(), buffer.snapshot_all()));
-                buffer.reset();
-                buffer.set_on(was_on);
+                buffer.alloc_snapshot()?;
+                // What recording goes on in (the old snapshot) starts empty.
+                buffer.reset_snapshot();
+                buffer.swap_snapshot();
             }
-            _ => {
-                if let Some((_, snapshots)) = taken.as_mut() {
-                    snapshots.clear();
-                }
-            }
+            _ => buffer.reset_snapshot(),
         }
+        Ok(())
     }
 
     /// Whether trace option `option` is on.
@@ -319,11 +326,19 @@ impl TraceArray {
     }
 
     /// Switches trace option `option` (`echo 0|1 > options/NAME`).
-    pub fn set_option(&self, option: TraceOption, on: bool) {
+    pub fn set_option(&'static self, option: TraceOption, on: bool) -> Result<(), FtraceError> {
+        let tracer = self.tracer.lock();
+        let was_checking = self.needs_checking_ops();
         match on {
             true => self.options.fetch_or(option.bit(), Ordering::Relaxed),
             false => self.options.fetch_and(!option.bit(), Ordering::Relaxed),
         };
+        let swapped = self.swap_function_ops(*tracer, was_checking);
+        if swapped.is_err() {
+            // Tracing refused the other ops: the option stays as it was.
+            self.options.fetch_xor(option.bit(), Ordering::Relaxed);
+        }
+        swapped
     }
 
     /// How `trace` prints the function tracer's lines.
@@ -403,6 +418,13 @@ impl PidFilter {
     }
 }
 
+/// The pids of a write to a pid file (`set_ftrace_pid`, `set_event_pid`).
+pub(crate) fn parse_pids(text: &str) -> Result<Vec<i32>, PidError> {
+    text.split_whitespace()
+        .map(|word| word.parse::<i32>().ok().filter(|&pid| pid >= 0).ok_or_else(|| PidError(word.into())))
+        .collect()
+}
+
 /// A word written to `set_ftrace_pid` that is not a pid; nothing changed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PidError(pub String);
@@ -448,11 +470,16 @@ pub enum TraceOption {
     FuncgraphDuration,
     /// A task a pid-filtered task creates is traced too.
     FunctionFork,
+    /// A task an event-pid-filtered task creates has its events recorded
+    /// too (`set_event_pid`).
+    EventFork,
+    /// A stack trace after every function the function tracer records.
+    FuncStackTrace,
 }
 
 impl TraceOption {
     /// Every option, in `trace_options` order.
-    pub const ALL: [TraceOption; 7] = [
+    pub const ALL: [TraceOption; 9] = [
         TraceOption::PrintParent,
         TraceOption::SymOffset,
         TraceOption::FuncgraphRetval,
@@ -460,6 +487,8 @@ impl TraceOption {
         TraceOption::FuncgraphAbstime,
         TraceOption::FuncgraphDuration,
         TraceOption::FunctionFork,
+        TraceOption::EventFork,
+        TraceOption::FuncStackTrace,
     ];
     /// The options a new trace array starts with.
     const DEFAULTS: u32 = TraceOption::PrintParent.bit() | TraceOption::FuncgraphDuration.bit();
@@ -474,6 +503,8 @@ impl TraceOption {
             TraceOption::FuncgraphAbstime => "funcgraph-abstime",
             TraceOption::FuncgraphDuration => "funcgraph-duration",
             TraceOption::FunctionFork => "function-fork",
+            TraceOption::EventFork => "event-fork",
+            TraceOption::FuncStackTrace => "func_stack_trace",
         }
     }
 
@@ -496,6 +527,14 @@ pub fn top() -> &'static TraceArray {
 /// Makes the top level's buffer. Called once at boot.
 pub(crate) fn init() {
     TOP.buffer.call_once(|| TraceBuffer::try_new(PAGES_PER_CPU).expect("the top-level trace buffer"));
+}
+
+/// Empties every trace array's buffer (`trace_clock` switched).
+pub(crate) fn reset_all_buffers() {
+    top().buffer().reset();
+    for array in INSTANCES.lock().iter() {
+        array.buffer().reset();
+    }
 }
 
 /// A held instance: `rmdir` is refused while it is held.

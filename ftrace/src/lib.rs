@@ -41,6 +41,7 @@ macro_rules! container_of {
 
 pub mod bitmap;
 pub mod event;
+pub mod event_filter;
 pub mod glob;
 pub mod kallsyms;
 pub mod output;
@@ -56,6 +57,8 @@ pub mod buffer;
 pub mod clock;
 #[cfg(target_os = "none")]
 pub mod deferred;
+#[cfg(target_os = "none")]
+pub mod event_pid;
 #[cfg(target_os = "none")]
 pub mod export;
 #[cfg(target_os = "none")]

@@ -1,6 +1,7 @@
 //! `cat trace` output in Linux's format.
 
 use core::fmt::{self, Write};
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use alloc::string::String;
 
@@ -61,10 +62,23 @@ pub fn latency_flags(common: &Common) -> [u8; 5] {
     [irqs, resched, context, depth, b'.']
 }
 
+/// Whether timestamps are counts, not nanoseconds (`trace_clock` is
+/// `counter`): printed as the number, as Linux prints a clock not in ns.
+static RAW_TIMESTAMPS: AtomicBool = AtomicBool::new(false);
+
+/// Switches how timestamps print (see [`RAW_TIMESTAMPS`]).
+pub fn set_raw_timestamps(raw: bool) {
+    RAW_TIMESTAMPS.store(raw, Ordering::Relaxed);
+}
+
 /// `          <idle>-0       [000] d....    12.345678: `
 pub fn write_context(out: &mut dyn Write, cpu: usize, time_ns: u64, common: &Common, comms: Comms) -> fmt::Result {
     let flags = latency_flags(common);
     let flags = core::str::from_utf8(&flags).unwrap_or(".....");
+    if RAW_TIMESTAMPS.load(Ordering::Relaxed) {
+        let (comm, pid) = (task_name(common.pid, comms), common.pid);
+        return write!(out, "{comm:>16}-{pid:<7} [{cpu:03}] {flags} {time_ns:>12}: ");
+    }
     // Rounded to the nearest microsecond, as Linux's ns2usecs() does.
     let micros = (time_ns + 500) / 1_000;
     write!(
@@ -373,7 +387,9 @@ fn write_task_change(out: &mut dyn Write, cpu: usize, previous: i32, pid: i32, c
 /// The start of a graph line: the timestamp (`funcgraph-abstime`), the
 /// CPU, and the task (`funcgraph-proc`).
 fn write_line_start(out: &mut dyn Write, time_ns: u64, cpu: usize, record: &Record, comms: Comms, options: GraphOptions) -> fmt::Result {
-    if options.abstime {
+    if options.abstime && RAW_TIMESTAMPS.load(Ordering::Relaxed) {
+        write!(out, "{time_ns:>13} |  ")?;
+    } else if options.abstime {
         let micros = (time_ns + 500) / 1_000;
         write!(out, "{:>6}.{:06} |  ", micros / 1_000_000, micros % 1_000_000)?;
     }

@@ -14,6 +14,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use arch::sync::SpinLock;
 
+use crate::event_filter::{FieldKind, FieldValue, FilterError, FilterField, FilterSlot};
 use crate::event::{FixedEvent, SchedSwitchEvent, SchedWakeupEvent, DEFAULT_PRIO, SCHED_SWITCH, SCHED_WAKEUP, STATE_REPORT_MAX};
 use crate::task::TaskTrace;
 use crate::tracer::event_common;
@@ -58,6 +59,45 @@ impl SchedEvent {
         }
     }
 
+    fn filter_slot(self) -> &'static FilterSlot {
+        match self {
+            SchedEvent::Switch => &SWITCH_FILTER,
+            SchedEvent::Wakeup => &WAKEUP_FILTER,
+        }
+    }
+
+    /// The fields its filter can name, in the order [`Self::field_value`]
+    /// numbers them (the `format` file's fields).
+    pub fn filter_fields(self) -> alloc::vec::Vec<FilterField> {
+        use FieldKind::{Signed, String, Unsigned};
+        let fields: &[(&str, FieldKind)] = match self {
+            SchedEvent::Switch => &[
+                ("common_pid", Signed),
+                ("prev_comm", String),
+                ("prev_pid", Signed),
+                ("prev_prio", Signed),
+                ("prev_state", Unsigned),
+                ("next_comm", String),
+                ("next_pid", Signed),
+                ("next_prio", Signed),
+            ],
+            SchedEvent::Wakeup => {
+                &[("common_pid", Signed), ("comm", String), ("pid", Signed), ("prio", Signed), ("target_cpu", Signed)]
+            }
+        };
+        fields.iter().map(|(name, kind)| FilterField::new(*name, *kind)).collect()
+    }
+
+    /// `echo EXPR > events/sched/NAME/filter` (`0` clears it).
+    pub fn set_filter(self, text: &str) -> Result<(), FilterError> {
+        self.filter_slot().set(text, &self.filter_fields())
+    }
+
+    /// `cat events/sched/NAME/filter`.
+    pub fn filter_text(self) -> alloc::string::String {
+        self.filter_slot().text()
+    }
+
     /// Whether it records.
     pub fn is_enabled(self) -> bool {
         self.flag().load(Ordering::Relaxed)
@@ -71,10 +111,36 @@ impl SchedEvent {
 
 static SWITCH_ON: AtomicBool = AtomicBool::new(false);
 static WAKEUP_ON: AtomicBool = AtomicBool::new(false);
+static SWITCH_FILTER: FilterSlot = FilterSlot::new();
+static WAKEUP_FILTER: FilterSlot = FilterSlot::new();
 
-/// Records a switch from `prev` (leaving in `prev_state`) to `next`.
+fn switch_field(event: &SchedSwitchEvent, field: usize) -> FieldValue<'_> {
+    match field {
+        0 => FieldValue::Signed(event.common.pid.into()),
+        1 => FieldValue::Str(&event.prev_comm),
+        2 => FieldValue::Signed(event.prev_pid.into()),
+        3 => FieldValue::Signed(event.prev_prio.into()),
+        4 => FieldValue::Unsigned(event.prev_state),
+        5 => FieldValue::Str(&event.next_comm),
+        6 => FieldValue::Signed(event.next_pid.into()),
+        _ => FieldValue::Signed(event.next_prio.into()),
+    }
+}
+
+fn wakeup_field(event: &SchedWakeupEvent, field: usize) -> FieldValue<'_> {
+    match field {
+        0 => FieldValue::Signed(event.common.pid.into()),
+        1 => FieldValue::Str(&event.comm),
+        2 => FieldValue::Signed(event.pid.into()),
+        3 => FieldValue::Signed(event.prio.into()),
+        _ => FieldValue::Signed(event.target_cpu.into()),
+    }
+}
+
+/// Records a switch from `prev` (leaving in `prev_state`) to `next`
+/// (unless `set_event_pid` leaves both out, or the filter drops it).
 pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
-    if !SWITCH_ON.load(Ordering::Relaxed) {
+    if !SWITCH_ON.load(Ordering::Relaxed) || !(crate::event_pid::records(prev) || crate::event_pid::records(next)) {
         return;
     }
     let mut common = event_common(SCHED_SWITCH);
@@ -89,12 +155,17 @@ pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
         next_pid: next.pid(),
         next_prio: DEFAULT_PRIO,
     };
+    if !SWITCH_FILTER.passes(&|field| switch_field(&event, field)) {
+        return;
+    }
     crate::instance::top().buffer().write_with(SchedSwitchEvent::SIZE, |_, bytes| event.encode_into(bytes));
 }
 
-/// Records that `task` was woken, to run on `target_cpu`.
+/// Records that `task` was woken, to run on `target_cpu` (unless
+/// `set_event_pid` leaves out both it and the waker, or the filter drops
+/// it).
 pub fn trace_wakeup(task: &TaskTrace, target_cpu: usize) {
-    if !WAKEUP_ON.load(Ordering::Relaxed) {
+    if !WAKEUP_ON.load(Ordering::Relaxed) || !(crate::event_pid::records(task) || crate::event_pid::records_current()) {
         return;
     }
     let event = SchedWakeupEvent {
@@ -104,6 +175,9 @@ pub fn trace_wakeup(task: &TaskTrace, target_cpu: usize) {
         prio: DEFAULT_PRIO,
         target_cpu: target_cpu as i32,
     };
+    if !WAKEUP_FILTER.passes(&|field| wakeup_field(&event, field)) {
+        return;
+    }
     crate::instance::top().buffer().write_with(SchedWakeupEvent::SIZE, |_, bytes| event.encode_into(bytes));
 }
 

@@ -16,7 +16,7 @@
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 use arch::context::Context;
 use arch::ftrace_abi::TrampolineCounters;
@@ -77,6 +77,8 @@ pub struct TaskTrace {
     /// Per trace array slot, a bit: that array's pid filter leaves this
     /// task out (`set_ftrace_pid`, `set_ftrace_notrace_pid`).
     ignored: AtomicU32,
+    /// `set_event_pid` leaves this task out.
+    event_ignored: AtomicBool,
 }
 
 impl TaskTrace {
@@ -94,6 +96,7 @@ impl TaskTrace {
             comm,
             kernel_stack: 0..0,
             ignored: AtomicU32::new(0),
+            event_ignored: AtomicBool::new(false),
         }
     }
 
@@ -109,6 +112,17 @@ impl TaskTrace {
             true => self.ignored.fetch_or(1 << slot, Ordering::Relaxed),
             false => self.ignored.fetch_and(!(1 << slot), Ordering::Relaxed),
         };
+    }
+
+    /// Whether `set_event_pid` leaves this task out.
+    #[inline]
+    pub fn is_event_ignored(&self) -> bool {
+        self.event_ignored.load(Ordering::Relaxed)
+    }
+
+    /// Sets whether `set_event_pid` leaves this task out.
+    pub(crate) fn set_event_ignored(&self, ignored: bool) {
+        self.event_ignored.store(ignored, Ordering::Relaxed);
     }
 
     /// Its kernel stack's address range (empty if unknown).
@@ -187,6 +201,7 @@ static ALL: SpinLock<Vec<Registered>> = SpinLock::new(Vec::new());
 pub unsafe fn register(state: &TaskTrace) {
     crate::sched::save_cmdline(state.pid, &state.comm);
     crate::instance::filter_new_task(state);
+    crate::event_pid::filter_new_task(state);
     ALL.lock().push(Registered(state));
 }
 

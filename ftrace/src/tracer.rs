@@ -109,16 +109,21 @@ pub(crate) extern "C" fn function_trace_call(ip: usize, parent_ip: usize, ops: &
     record_function(array, ip, parent_ip);
 }
 
-/// The function tracer while a pid filter is set (`TraceArray::pid_ops`):
-/// leaves out the tasks the filter marks.
-pub(crate) extern "C" fn function_trace_call_pid(ip: usize, parent_ip: usize, ops: &FtraceOps, _fregs: &mut FtraceRegs) {
-    // SAFETY: this callback is only installed in a trace array's `pid_ops`
+/// The function tracer while a pid filter is set or a stack trace asked for
+/// (`TraceArray::checking_ops`): leaves out the tasks the filter marks, and
+/// follows each function with its stack trace under
+/// `options/func_stack_trace`.
+pub(crate) extern "C" fn function_trace_call_checking(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {
+    // SAFETY: this callback is only installed in a trace array's `checking_ops`
     // (`TraceArray::new`); stepping back from the field gives the array.
-    let array = unsafe { &*crate::container_of!(ops, TraceArray, pid_ops) };
+    let array = unsafe { &*crate::container_of!(ops, TraceArray, checking_ops) };
     if task::try_current().is_some_and(|state| state.is_ignored(array.slot())) {
         return;
     }
     record_function(array, ip, parent_ip);
+    if array.option(crate::instance::TraceOption::FuncStackTrace) {
+        crate::func_probe::record_stack(array, ip, fregs);
+    }
 }
 
 #[inline(always)]
@@ -175,12 +180,12 @@ fn graph_trace_entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData,
     }
     if THRESH_NS.load(Ordering::Relaxed) != 0 {
         // tracing_thresh: only the return is recorded, if the call was long.
-        words[1] = clock::now_ns();
+        words[1] = clock::trace_now();
         return true;
     }
     let event = GraphEntryEvent { common: event_common(TRACE_GRAPH_ENT), func: call.func as u64, depth: call.depth as i32 };
     let time = array.buffer().write_with(GraphEntryEvent::SIZE, |_, bytes| event.encode_into(bytes));
-    words[1] = time.unwrap_or_else(clock::now_ns);
+    words[1] = time.unwrap_or_else(clock::trace_now);
     true
 }
 
@@ -223,7 +228,7 @@ fn graph_trace_return(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _freg
         return;
     }
     let thresh = THRESH_NS.load(Ordering::Relaxed);
-    if thresh != 0 && clock::now_ns().saturating_sub(data.get(1).copied().unwrap_or(0)) < thresh {
+    if thresh != 0 && clock::trace_now().saturating_sub(data.get(1).copied().unwrap_or(0)) < thresh {
         return;
     }
     let mut event = GraphExitEvent {
@@ -340,12 +345,11 @@ fn write_snapshots(array: &TraceArray, tracer: Tracer, snapshots: &[buffer::Snap
     write_events(array, tracer, &events, out)
 }
 
-/// `cat snapshot`: the copy `echo 1 > snapshot` took, as `trace` printed
-/// it then; or, with none, Linux's help text.
+/// `cat snapshot`: the events the last snapshot took, as `trace` prints
+/// them; or, with no snapshot buffer, Linux's help text.
 pub fn write_snapshot(array: &TraceArray, out: &mut dyn Write) -> fmt::Result {
-    let taken = array.snapshot.lock();
-    match &*taken {
-        Some((tracer, snapshots)) => write_snapshots(array, *tracer, snapshots, out),
+    match array.buffer().snapshot_copies() {
+        Some(snapshots) => write_snapshots(array, array.current_tracer(), &snapshots, out),
         None => {
             writeln!(out, "# tracer: {}\n#\n#\n# * Snapshot is freed *\n#", array.current_tracer().name())?;
             writeln!(out, "# Snapshot commands:")?;

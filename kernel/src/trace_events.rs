@@ -59,6 +59,23 @@ pub fn set_enabled(group: &str, event: &str, on: bool) -> Result<(), TracefsErro
     }
 }
 
+/// `echo EXPR > events/GRP/EVENT/filter` (`0` clears it); a bad filter
+/// changes nothing.
+pub fn set_filter(group: &str, event: &str, text: &str) -> Result<(), TracefsError> {
+    match group {
+        SCHED => sched_event(event)?.set_filter(text).map_err(invalid),
+        _ => fprobe::events::set_filter(group, event, text).map_err(invalid),
+    }
+}
+
+/// `cat events/GRP/EVENT/filter`: the filter, or `none`.
+pub fn filter_text(group: &str, event: &str) -> Result<String, TracefsError> {
+    match group {
+        SCHED => Ok(sched_event(event)?.filter_text()),
+        _ => fprobe::events::filter_text(group, event).map_err(invalid),
+    }
+}
+
 /// `cat events/GRP/EVENT/format`.
 pub fn write_format(group: &str, event: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
     if group != SCHED {

@@ -107,6 +107,8 @@ const FILES: &[File] = &[
     top("dynamic_events", Some(read_dynamic_events), Some(write_dynamic_events)),
     top("available_events", Some(read_available_events), None),
     top("set_event", Some(read_set_event), Some(write_set_event)),
+    top("set_event_pid", Some(read_event_pid), Some(write_event_pid)),
+    top("trace_clock", Some(read_trace_clock), Some(write_trace_clock)),
     top("function_profile_enabled", Some(read_function_profile_enabled), Some(write_function_profile_enabled)),
     top("tracing_thresh", Some(read_tracing_thresh), Some(write_tracing_thresh)),
     top("stack_tracer_enabled", Some(read_stack_tracer_enabled), Some(write_stack_tracer_enabled)),
@@ -147,7 +149,7 @@ pub fn names() -> impl Iterator<Item = String> {
     let groups: alloc::collections::BTreeSet<String> = trace_events::all().into_iter().map(|(group, _)| group).collect();
     let group_files = groups.into_iter().map(|group| format!("events/{group}/enable"));
     let events = trace_events::all().into_iter().flat_map(|(group, event)| {
-        [format!("events/{group}/{event}/enable"), format!("events/{group}/{event}/format")]
+        ["enable", "filter", "format"].map(|file| format!("events/{group}/{event}/{file}"))
     });
     let events = core::iter::once(String::from("events/enable")).chain(group_files).chain(events);
     let instances = instance::names().into_iter().map(|name| format!("instances/{name}/"));
@@ -325,6 +327,8 @@ enum EventFile<'a> {
     Enable(&'a str, &'a str),
     /// `events/GRP/EVENT/format`.
     Format(&'a str, &'a str),
+    /// `events/GRP/EVENT/filter`.
+    Filter(&'a str, &'a str),
     /// `events/enable` (`None`) or `events/GRP/enable`.
     EnableAll(Option<&'a str>),
 }
@@ -336,6 +340,7 @@ fn event_file(name: &str) -> Option<EventFile<'_>> {
         [group, "enable"] => Some(EventFile::EnableAll(Some(group))),
         [group, event, "enable"] => Some(EventFile::Enable(group, event)),
         [group, event, "format"] => Some(EventFile::Format(group, event)),
+        [group, event, "filter"] => Some(EventFile::Filter(group, event)),
         _ => None,
     }
 }
@@ -352,6 +357,10 @@ pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
             return writeln!(out, "{}", u8::from(enabled)).map_err(|_| TracefsError::Invalid("output failed".into()));
         }
         Some(EventFile::Format(group, event)) => return trace_events::write_format(group, event, out),
+        Some(EventFile::Filter(group, event)) => {
+            let text = trace_events::filter_text(group, event)?;
+            return writeln!(out, "{text}").map_err(|_| TracefsError::Invalid("output failed".into()));
+        }
         Some(EventFile::EnableAll(group)) => {
             let state = trace_events::enabled_all(group)?;
             return writeln!(out, "{state}").map_err(|_| TracefsError::Invalid("output failed".into()));
@@ -380,6 +389,7 @@ pub fn write(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsErro
             return trace_events::set_enabled(group, event, parse_switch(text)?);
         }
         Some(EventFile::Format(..)) => return Err(TracefsError::NotWritable("format")),
+        Some(EventFile::Filter(group, event)) => return trace_events::set_filter(group, event, text),
         Some(EventFile::EnableAll(group)) => {
             return trace_events::set_enabled_all(group, parse_switch(text)?);
         }
@@ -394,8 +404,7 @@ pub fn write(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsErro
         return Err(TracefsError::NotWritable("stats"));
     }
     if let Some(option) = option_file(resolved.name) {
-        resolved.array.set_option(option, parse_switch(text)?);
-        return Ok(());
+        return Ok(resolved.array.set_option(option, parse_switch(text)?)?);
     }
     if trace_stat_file(resolved.name).is_some() && resolved.hold.is_none() {
         return Err(TracefsError::NotWritable("trace_stat"));
@@ -548,6 +557,37 @@ fn write_ftrace_notrace_pid(array: Array, text: &str, mode: FilterMode) -> Resul
     array.set_pids(true, text, mode).map_err(|error| TracefsError::Invalid(error.to_string()))
 }
 
+/// `cat trace_clock`: every clock, the one in use in brackets.
+fn read_trace_clock(_array: Array, out: &mut dyn Write) -> fmt::Result {
+    let current = ftrace::clock::trace_clock();
+    let names: alloc::vec::Vec<String> = ftrace::clock::TraceClock::ALL
+        .iter()
+        .map(|&clock| match clock == current {
+            true => format!("[{}]", clock.name()),
+            false => String::from(clock.name()),
+        })
+        .collect();
+    writeln!(out, "{}", names.join(" "))
+}
+
+/// `echo NAME > trace_clock`: switches the clock (and empties the buffers).
+fn write_trace_clock(_array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+    let name = text.trim();
+    let clock = ftrace::clock::TraceClock::from_name(name)
+        .ok_or_else(|| TracefsError::Invalid(format!("no clock '{name}' (see trace_clock)")))?;
+    ftrace::clock::set_trace_clock(clock);
+    Ok(())
+}
+
+/// `cat set_event_pid`: the pids (nothing when empty, as Linux prints it).
+fn read_event_pid(_array: Array, out: &mut dyn Write) -> fmt::Result {
+    ftrace::event_pid::pids().iter().try_for_each(|pid| writeln!(out, "{pid}"))
+}
+
+fn write_event_pid(_array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    ftrace::event_pid::set_pids(text, mode).map_err(|error| TracefsError::Invalid(error.to_string()))
+}
+
 fn read_enabled_functions(_array: Array, out: &mut dyn Write) -> fmt::Result {
     let mut result = Ok(());
     ftrace::for_each_site(|site| {
@@ -633,8 +673,9 @@ fn write_snapshot(array: Array, text: &str, _mode: FilterMode) -> Result<(), Tra
         .trim()
         .parse()
         .map_err(|_| TracefsError::Invalid(format!("expected a number (0, 1, or another to clear), not '{}'", text.trim())))?;
-    array.snapshot_command(command);
-    Ok(())
+    array
+        .snapshot_command(command)
+        .map_err(|_| TracefsError::Invalid("not enough memory for the snapshot buffer".into()))
 }
 
 /// How long `trace_pipe` waits between passes over an empty buffer.
@@ -756,8 +797,7 @@ fn write_trace_options(array: Array, text: &str, _mode: FilterMode) -> Result<()
     };
     let option = TraceOption::from_name(name)
         .ok_or_else(|| TracefsError::Invalid(format!("no such option '{name}' (see trace_options)")))?;
-    array.set_option(option, on);
-    Ok(())
+    Ok(array.set_option(option, on)?)
 }
 
 fn read_dynamic_events(_array: Array, out: &mut dyn Write) -> fmt::Result {

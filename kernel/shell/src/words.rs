@@ -70,10 +70,18 @@ fn tokenize(line: &str) -> Result<Vec<Token>, ParseError> {
                     break;
                 }
                 chars.next();
-                if c == '\'' || c == '"' {
+                if c == '\\' {
+                    // Outside quotes a backslash keeps the next character.
+                    word.push(chars.next().unwrap_or('\\'));
+                } else if c == '\'' || c == '"' {
                     loop {
                         match chars.next() {
                             Some(end) if end == c => break,
+                            // In double quotes `\"`, `\\` and `\$` are escapes, as
+                            // in sh; other backslashes stay.
+                            Some('\\') if c == '"' && matches!(chars.peek(), Some('"' | '\\' | '$')) => {
+                                word.extend(chars.next());
+                            }
                             Some(inner) => word.push(inner),
                             None => return Err(ParseError::UnterminatedQuote(c)),
                         }
@@ -89,7 +97,9 @@ fn tokenize(line: &str) -> Result<Vec<Token>, ParseError> {
 }
 
 /// Splits `line` into words and at most one trailing redirection. Single and
-/// double quotes group text (no escapes, no expansion: `$arg1` stays literal).
+/// double quotes group text, and a backslash escapes as in sh (outside
+/// quotes any character, inside double quotes `"`, `\` and `$`); there is
+/// no expansion: `$arg1` stays literal.
 pub fn parse(line: &str) -> Result<CommandLine, ParseError> {
     let mut parsed = CommandLine::default();
     let mut tokens = tokenize(line)?.into_iter();
@@ -128,6 +138,12 @@ mod tests {
         let parsed = parse("  echo   hello world ").unwrap();
         assert_eq!(parsed.words, words(&["echo", "hello", "world"]));
         assert_eq!(parsed.redirect, None);
+    }
+
+    #[test]
+    fn backslashes_escape_as_in_sh() {
+        let parsed = parse(r#"echo "comm ~ \"sh*\" \x" a\ b 'c\"d'"#).unwrap();
+        assert_eq!(parsed.words, words(&["echo", r#"comm ~ "sh*" \x"#, "a b", r#"c\"d"#]));
     }
 
     #[test]

@@ -102,12 +102,31 @@ fn ls(invocation: &Invocation) -> Result<(), ShellError> {
         [dir] if dir.trim_end_matches('/') == "instances" => {
             ftrace::instance::names().iter().for_each(|name| println!("instances/{name}/"));
         }
-        [dir] => {
+        [dir] if dir.starts_with("instances/") => {
             let name = dir.trim_end_matches('/').strip_prefix("instances/").unwrap_or("");
             let names = tracefs::instance_names(name).ok_or_else(|| ShellError::Failed(format!("no such directory: {dir}")))?;
             names.for_each(|name| println!("{name}"));
         }
-        _ => return Err(ShellError::Usage("ls [instances[/NAME]]")),
+        [dir] => {
+            // What is directly under DIR: files, and directories with a `/`.
+            let prefix = format!("{}/", dir.trim_end_matches('/'));
+            let mut entries: Vec<String> = Vec::new();
+            for name in tracefs::names() {
+                let Some(rest) = name.strip_prefix(&prefix) else { continue };
+                let entry = match rest.split_once('/') {
+                    Some((first, _)) => format!("{prefix}{first}/"),
+                    None => name.clone(),
+                };
+                if !entries.contains(&entry) {
+                    entries.push(entry);
+                }
+            }
+            if entries.is_empty() {
+                return Err(ShellError::Failed(format!("no such directory: {dir}")));
+            }
+            entries.iter().for_each(|entry| println!("{entry}"));
+        }
+        _ => return Err(ShellError::Usage("ls [DIR]")),
     }
     Ok(())
 }

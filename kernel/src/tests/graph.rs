@@ -601,7 +601,8 @@ fn function_graph_tracer_shows_fib_as_a_balanced_tree_with_return_values() {
     assert_eq!((entries, exits.len()), (9, 9));
     assert_eq!(*exits.last().unwrap(), 3, "the outermost call returned fib(4)");
     assert!(trace.starts_with("# tracer: function_graph\n"), "{trace}");
-    assert!(trace.contains(" 0)               |  kernel::workload::fib() {\n"), "{trace}");
+    // On whichever CPU the test task runs.
+    assert!(trace.contains(")               |  kernel::workload::fib() {\n"), "{trace}");
     assert!(trace.contains("|        kernel::workload::fib(); /* = 0x1 */\n"), "{trace}");
     assert!(trace.contains("|  } /* kernel::workload::fib = 0x3 */\n"), "{trace}");
     assert_eq!(trace.matches("kernel::workload::fib").count(), 9 + 4, "9 calls, 4 of them with children");

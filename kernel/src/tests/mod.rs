@@ -1,6 +1,7 @@
 //! In-kernel tests, run under QEMU by `cargo test` (see `crate::testing`).
 
 mod basics;
+mod events;
 mod ftrace;
 mod fprobe;
 mod graph;

@@ -207,7 +207,8 @@ fn trace_marker_lines_land_among_the_events() {
 fn trace_options_change_how_trace_prints() {
     assert_eq!(
         read("trace_options"),
-        "print-parent\nnosym-offset\nnofuncgraph-retval\nnofuncgraph-proc\nnofuncgraph-abstime\nfuncgraph-duration\nnofunction-fork\n"
+        "print-parent\nnosym-offset\nnofuncgraph-retval\nnofuncgraph-proc\nnofuncgraph-abstime\nfuncgraph-duration\nnofunction-fork\nnoevent-fork\n\
+         nofunc_stack_trace\n"
     );
     write("set_ftrace_filter", "fib");
     write("current_tracer", "function");
@@ -328,7 +329,7 @@ fn function_commands_switch_tracing_and_record_stacks() {
     assert_eq!(lines.iter().filter(|line| line.ends_with("<stack trace>")).count(), 1, "one, as counted");
     tracefs::write("set_ftrace_filter", "!fib:stacktrace", FilterMode::Append).unwrap();
 
-    for bad in ["fib:bogus", "fib:snapshot", "!fib:traceon"] {
+    for bad in ["fib:bogus", "fib:bogus:3", "!fib:traceon"] {
         assert!(matches!(tracefs::write("set_ftrace_filter", bad, FilterMode::Append), Err(TracefsError::Invalid(_))), "{bad}");
     }
     assert_eq!(read("set_ftrace_filter"), "kernel::workload::fib\n", "no command left");
@@ -407,4 +408,95 @@ fn set_ftrace_pid_traces_only_the_listed_tasks_and_their_children() {
     write("current_tracer", "nop");
     write("set_ftrace_filter", "");
     assert_eq!(read("enabled_functions"), "");
+}
+
+/// What a `FUNC:snapshot` command is attached to in the test below.
+#[inline(never)]
+fn snapshot_trigger() {
+    core::hint::black_box(());
+}
+
+#[ktest]
+fn a_snapshot_command_swaps_the_buffer_when_its_function_runs() {
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    assert_eq!(fib(3), 2);
+    tracefs::write("set_ftrace_filter", "snapshot_trigger:snapshot:1", FilterMode::Append).unwrap();
+    assert!(read("set_ftrace_filter").ends_with("::snapshot_trigger:snapshot:count=1\n"));
+    assert!(read("snapshot").contains("entries-in-buffer/entries-written: 0/0"), "allocated, empty");
+    snapshot_trigger();
+    assert_eq!(fib(2), 1);
+    assert_eq!(fib_lines(&read("snapshot")), 5, "fib(3)'s calls moved to the snapshot");
+    assert_eq!(fib_lines(&read("trace")), 3, "recording went on in the empty buffer");
+    snapshot_trigger();
+    assert_eq!(fib_lines(&read("trace")), 3, "the count is spent");
+    tracefs::write("set_ftrace_filter", "!snapshot_trigger:snapshot", FilterMode::Append).unwrap();
+    assert_eq!(fib_lines(&read("snapshot")), 5, "the snapshot stays after the command goes");
+    write("snapshot", "0");
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+}
+
+#[ktest]
+fn func_stack_trace_follows_each_function_with_its_callers() {
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    write("options/func_stack_trace", "1");
+    assert_eq!(fib(2), 1);
+    let trace = read("trace");
+    let lines: alloc::vec::Vec<&str> = trace.lines().filter(|line| !line.starts_with('#')).collect();
+    let stacks: alloc::vec::Vec<usize> =
+        (0..lines.len()).filter(|&i| lines[i].ends_with(": <stack trace>")).collect();
+    assert_eq!(stacks.len(), 3, "one per call: {trace}");
+    for at in stacks {
+        assert!(lines[at - 1].contains(": kernel::workload::fib <-"), "after the function's line: {trace}");
+        assert_eq!(lines[at + 1], " => kernel::workload::fib", "{trace}");
+    }
+    write("options/func_stack_trace", "0");
+    write("trace", "");
+    assert_eq!(fib(1), 1);
+    assert!(!read("trace").contains("<stack trace>"));
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+    assert_eq!(read("enabled_functions"), "");
+}
+
+/// The timestamp column of `trace`'s fib lines.
+fn fib_timestamps(trace: &str) -> alloc::vec::Vec<&str> {
+    trace
+        .lines()
+        .filter(|line| line.contains(": kernel::workload::fib <-"))
+        .filter_map(|line| line.split(": kernel::workload::fib").next()?.split_whitespace().last())
+        .collect()
+}
+
+#[ktest]
+fn trace_clock_switches_between_local_global_and_counter() {
+    assert_eq!(read("trace_clock"), "[local] global counter\n");
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    assert_eq!(fib(1), 1);
+    write("trace_clock", "counter");
+    assert_eq!(read("trace_clock"), "local global [counter]\n");
+    assert_eq!(fib_lines(&read("trace")), 0, "switching empties the buffer");
+    assert_eq!(fib(3), 2);
+    let trace = read("trace");
+    let counts: alloc::vec::Vec<u64> = fib_timestamps(&trace).iter().map(|t| t.parse().unwrap()).collect();
+    assert_eq!(counts.len(), 5, "{trace}");
+    assert!(counts.windows(2).all(|w| w[1] > w[0] && w[1] - w[0] < 100), "counts, raw: {trace}");
+    write("trace_clock", "global");
+    assert_eq!(fib(2), 1);
+    let trace = read("trace");
+    let stamps = fib_timestamps(&trace);
+    assert_eq!(stamps.len(), 3, "{trace}");
+    assert!(stamps.iter().all(|t| t.split_once('.').is_some_and(|(_, us)| us.len() == 6)), "seconds: {trace}");
+    assert!(refused_clock("bogus") && refused_clock(""));
+    assert_eq!(read("trace_clock"), "local [global] counter\n", "a refused write changes nothing");
+    write("trace_clock", "local");
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+}
+
+fn refused_clock(name: &str) -> bool {
+    matches!(tracefs::write("trace_clock", name, FilterMode::Replace), Err(TracefsError::Invalid(_)))
 }

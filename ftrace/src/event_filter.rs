@@ -1,0 +1,471 @@
+//! Event filters: the expressions written to `events/GRP/EVENT/filter`,
+//! as Linux takes them (`prev_pid == 0 && next_comm ~ "kw*"`).
+//!
+//! A filter is parsed once, against the event's fields, into a tree
+//! ([`EventFilter`]); recording an event evaluates the tree on the values
+//! the event is about to record and drops the event if it does not match.
+//! Parsing checks everything evaluation relies on (every field exists, an
+//! operator suits the field's type, a number is a number), so evaluation
+//! cannot fail: a bad filter is refused whole and the old one stays.
+//!
+//! The grammar: `expr := and ('||' and)*`, `and := unary ('&&' unary)*`,
+//! `unary := '!' unary | '(' expr ')' | FIELD OP VALUE`. Numbers compare
+//! with `==`, `!=`, `<`, `<=`, `>`, `>=` and `&` (some bit set), in decimal
+//! or `0x` hex; strings with `==`, `!=` and `~` (a glob: `*`, `?`,
+//! `[...]`), quoted or not.
+
+use alloc::boxed::Box;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt;
+
+use crate::glob::glob_match;
+
+/// What a field holds, for choosing operators and reading operands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldKind {
+    Unsigned,
+    Signed,
+    String,
+}
+
+/// One field an event offers to filters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilterField {
+    pub name: String,
+    pub kind: FieldKind,
+}
+
+impl FilterField {
+    /// A field called `name` holding `kind`.
+    pub fn new(name: impl Into<String>, kind: FieldKind) -> FilterField {
+        FilterField { name: name.into(), kind }
+    }
+}
+
+/// A field's value in one event.
+#[derive(Clone, Copy, Debug)]
+pub enum FieldValue<'a> {
+    Unsigned(u64),
+    Signed(i64),
+    Str(&'a [u8]),
+    /// The value could not be read (a faulting fetch): no predicate on it
+    /// matches.
+    Missing,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    BitAnd,
+    Glob,
+}
+
+impl Op {
+    fn symbol(self) -> &'static str {
+        match self {
+            Op::Eq => "==",
+            Op::Ne => "!=",
+            Op::Lt => "<",
+            Op::Le => "<=",
+            Op::Gt => ">",
+            Op::Ge => ">=",
+            Op::BitAnd => "&",
+            Op::Glob => "~",
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Node {
+    Or(Box<Node>, Box<Node>),
+    And(Box<Node>, Box<Node>),
+    Not(Box<Node>),
+    Number { field: usize, op: Op, value: i128 },
+    Text { field: usize, op: Op, value: String },
+}
+
+/// A parsed filter: the text as written, and its tree.
+#[derive(Debug)]
+pub struct EventFilter {
+    text: String,
+    root: Node,
+}
+
+/// Why a filter was refused; the event's filter is as it was.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FilterError {
+    Empty,
+    UnknownField(String),
+    /// An operator the field's type has no meaning for.
+    BadOperator { field: String, op: &'static str },
+    BadNumber { field: String, value: String },
+    /// Anything else the grammar does not allow, at this token.
+    Syntax(String),
+}
+
+impl fmt::Display for FilterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FilterError::Empty => write!(f, "empty filter (write 0 to clear it)"),
+            FilterError::UnknownField(name) => write!(f, "no field '{name}' in this event (see its format)"),
+            FilterError::BadOperator { field, op } => write!(f, "'{op}' does not apply to field '{field}'"),
+            FilterError::BadNumber { field, value } => write!(f, "'{value}' is not a number for field '{field}'"),
+            FilterError::Syntax(at) => write!(f, "syntax error at '{at}'"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Token {
+    Word(String),
+    Quoted(String),
+    Op(Op),
+    And,
+    Or,
+    Not,
+    Open,
+    Close,
+}
+
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Token::Word(word) => write!(f, "{word}"),
+            Token::Quoted(text) => write!(f, "\"{text}\""),
+            Token::Op(op) => write!(f, "{}", op.symbol()),
+            Token::And => write!(f, "&&"),
+            Token::Or => write!(f, "||"),
+            Token::Not => write!(f, "!"),
+            Token::Open => write!(f, "("),
+            Token::Close => write!(f, ")"),
+        }
+    }
+}
+
+fn tokenize(text: &str) -> Result<Vec<Token>, FilterError> {
+    let bytes = text.as_bytes();
+    let mut tokens = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let next = bytes.get(i + 1).copied();
+        let (token, len) = match (bytes[i], next) {
+            (b' ' | b'\t' | b'\n', _) => {
+                i += 1;
+                continue;
+            }
+            (b'&', Some(b'&')) => (Token::And, 2),
+            (b'|', Some(b'|')) => (Token::Or, 2),
+            (b'=', Some(b'=')) => (Token::Op(Op::Eq), 2),
+            (b'!', Some(b'=')) => (Token::Op(Op::Ne), 2),
+            (b'<', Some(b'=')) => (Token::Op(Op::Le), 2),
+            (b'>', Some(b'=')) => (Token::Op(Op::Ge), 2),
+            (b'<', _) => (Token::Op(Op::Lt), 1),
+            (b'>', _) => (Token::Op(Op::Gt), 1),
+            (b'&', _) => (Token::Op(Op::BitAnd), 1),
+            (b'~', _) => (Token::Op(Op::Glob), 1),
+            (b'!', _) => (Token::Not, 1),
+            (b'(', _) => (Token::Open, 1),
+            (b')', _) => (Token::Close, 1),
+            (quote @ (b'"' | b'\''), _) => {
+                let end = text[i + 1..].find(quote as char).ok_or_else(|| FilterError::Syntax(text[i..].into()))?;
+                (Token::Quoted(text[i + 1..i + 1 + end].into()), end + 2)
+            }
+            (b'=' | b'|', _) => return Err(FilterError::Syntax(text[i..].into())),
+            _ => {
+                let len = text[i..]
+                    .find(|c: char| c.is_whitespace() || "()&|=!<>~\"'".contains(c))
+                    .unwrap_or(text.len() - i);
+                (Token::Word(text[i..i + len].into()), len)
+            }
+        };
+        tokens.push(token);
+        i += len;
+    }
+    Ok(tokens)
+}
+
+struct Parser<'a> {
+    tokens: Vec<Token>,
+    at: usize,
+    fields: &'a [FilterField],
+}
+
+impl Parser<'_> {
+    fn peek(&self) -> Option<&Token> {
+        self.tokens.get(self.at)
+    }
+
+    fn next(&mut self) -> Option<Token> {
+        let token = self.tokens.get(self.at).cloned();
+        self.at += 1;
+        token
+    }
+
+    fn error_here(&self) -> FilterError {
+        match self.tokens.get(self.at.min(self.tokens.len())) {
+            Some(token) => FilterError::Syntax(token.to_string()),
+            None => FilterError::Syntax("end of filter".into()),
+        }
+    }
+
+    fn or(&mut self) -> Result<Node, FilterError> {
+        let mut node = self.and()?;
+        while self.peek() == Some(&Token::Or) {
+            self.at += 1;
+            node = Node::Or(Box::new(node), Box::new(self.and()?));
+        }
+        Ok(node)
+    }
+
+    fn and(&mut self) -> Result<Node, FilterError> {
+        let mut node = self.unary()?;
+        while self.peek() == Some(&Token::And) {
+            self.at += 1;
+            node = Node::And(Box::new(node), Box::new(self.unary()?));
+        }
+        Ok(node)
+    }
+
+    fn unary(&mut self) -> Result<Node, FilterError> {
+        match self.peek() {
+            Some(Token::Not) => {
+                self.at += 1;
+                Ok(Node::Not(Box::new(self.unary()?)))
+            }
+            Some(Token::Open) => {
+                self.at += 1;
+                let node = self.or()?;
+                match self.next() {
+                    Some(Token::Close) => Ok(node),
+                    _ => {
+                        self.at -= 1;
+                        Err(self.error_here())
+                    }
+                }
+            }
+            _ => self.predicate(),
+        }
+    }
+
+    fn predicate(&mut self) -> Result<Node, FilterError> {
+        let Some(Token::Word(name)) = self.peek().cloned() else { return Err(self.error_here()) };
+        self.at += 1;
+        let field = self.fields.iter().position(|f| f.name == name).ok_or(FilterError::UnknownField(name.clone()))?;
+        let Some(Token::Op(op)) = self.peek().cloned() else { return Err(self.error_here()) };
+        self.at += 1;
+        let value = match self.next() {
+            Some(Token::Word(value) | Token::Quoted(value)) => value,
+            _ => {
+                self.at -= 1;
+                return Err(self.error_here());
+            }
+        };
+        let bad_operator = || FilterError::BadOperator { field: name.clone(), op: op.symbol() };
+        match self.fields[field].kind {
+            FieldKind::String => match op {
+                Op::Eq | Op::Ne | Op::Glob => Ok(Node::Text { field, op, value }),
+                _ => Err(bad_operator()),
+            },
+            FieldKind::Unsigned | FieldKind::Signed => match op {
+                Op::Glob => Err(bad_operator()),
+                _ => {
+                    let number = parse_number(&value).ok_or(FilterError::BadNumber { field: name.clone(), value })?;
+                    Ok(Node::Number { field, op, value: number })
+                }
+            },
+        }
+    }
+}
+
+fn parse_number(text: &str) -> Option<i128> {
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let magnitude = match digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16).ok()?,
+        None => digits.parse::<u64>().ok()?,
+    };
+    Some(if negative { -i128::from(magnitude) } else { i128::from(magnitude) })
+}
+
+impl EventFilter {
+    /// Parses `text` against an event's `fields`.
+    pub fn parse(text: &str, fields: &[FilterField]) -> Result<EventFilter, FilterError> {
+        let text = text.trim();
+        let tokens = tokenize(text)?;
+        if tokens.is_empty() {
+            return Err(FilterError::Empty);
+        }
+        let mut parser = Parser { tokens, at: 0, fields };
+        let root = parser.or()?;
+        if parser.at < parser.tokens.len() {
+            return Err(parser.error_here());
+        }
+        Ok(EventFilter { text: text.to_string(), root })
+    }
+
+    /// The filter as written (`cat filter`).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether an event whose field `i` holds `value(i)` passes.
+    pub fn matches<'a>(&self, value: &dyn Fn(usize) -> FieldValue<'a>) -> bool {
+        eval(&self.root, value)
+    }
+}
+
+fn eval<'a>(node: &Node, value: &dyn Fn(usize) -> FieldValue<'a>) -> bool {
+    match node {
+        Node::Or(left, right) => eval(left, value) || eval(right, value),
+        Node::And(left, right) => eval(left, value) && eval(right, value),
+        Node::Not(inner) => !eval(inner, value),
+        Node::Number { field, op, value: operand } => {
+            let actual = match value(*field) {
+                FieldValue::Unsigned(n) => i128::from(n),
+                FieldValue::Signed(n) => i128::from(n),
+                FieldValue::Str(_) | FieldValue::Missing => return false,
+            };
+            match op {
+                Op::Eq => actual == *operand,
+                Op::Ne => actual != *operand,
+                Op::Lt => actual < *operand,
+                Op::Le => actual <= *operand,
+                Op::Gt => actual > *operand,
+                Op::Ge => actual >= *operand,
+                Op::BitAnd => actual & *operand != 0,
+                Op::Glob => false,
+            }
+        }
+        Node::Text { field, op, value: operand } => {
+            let FieldValue::Str(bytes) = value(*field) else { return false };
+            // Fixed-size fields (`comm`) end at their first NUL.
+            let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+            let Ok(actual) = core::str::from_utf8(&bytes[..end]) else { return false };
+            match op {
+                Op::Eq => actual == operand,
+                Op::Ne => actual != operand,
+                Op::Glob => glob_match(operand, actual),
+                _ => false,
+            }
+        }
+    }
+}
+
+/// An event's filter as tracing code reads it: published whole, replaced
+/// whole (the old one freed after a grace period), read without a lock.
+#[cfg(target_os = "none")]
+pub struct FilterSlot {
+    filter: crate::deferred::Published<EventFilter>,
+    writers: arch::sync::Mutex<()>,
+}
+
+#[cfg(target_os = "none")]
+impl FilterSlot {
+    /// No filter: every event passes.
+    pub const fn new() -> FilterSlot {
+        FilterSlot { filter: crate::deferred::Published::empty(), writers: arch::sync::Mutex::new(()) }
+    }
+
+    /// `echo EXPR > filter` (`0` clears). A bad filter changes nothing.
+    pub fn set(&self, text: &str, fields: &[FilterField]) -> Result<(), FilterError> {
+        let filter = match text.trim() {
+            "0" => None,
+            text => Some(EventFilter::parse(text, fields)?),
+        };
+        let _writers = self.writers.lock();
+        self.filter.replace(filter);
+        Ok(())
+    }
+
+    /// `cat filter`: the filter as written, or `none`.
+    pub fn text(&self) -> String {
+        let _writers = self.writers.lock();
+        self.filter.read(|filter| filter.map_or_else(|| "none".to_string(), |filter| filter.text().to_string()))
+    }
+
+    /// Whether a filter is set (tracing code: take the filtering path).
+    #[inline]
+    pub fn is_set(&self) -> bool {
+        self.filter.read(|filter| filter.is_some())
+    }
+
+    /// Whether an event passes (no filter: yes). Tracing code only.
+    #[inline]
+    pub fn passes<'a>(&self, value: &dyn Fn(usize) -> FieldValue<'a>) -> bool {
+        self.filter.read(|filter| filter.is_none_or(|filter| filter.matches(value)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields() -> Vec<FilterField> {
+        alloc::vec![
+            FilterField::new("pid", FieldKind::Signed),
+            FilterField::new("comm", FieldKind::String),
+            FilterField::new("state", FieldKind::Unsigned),
+        ]
+    }
+
+    fn check(text: &str, pid: i64, comm: &str, state: u64) -> bool {
+        let filter = EventFilter::parse(text, &fields()).unwrap();
+        filter.matches(&|i| match i {
+            0 => FieldValue::Signed(pid),
+            1 => FieldValue::Str(comm.as_bytes()),
+            _ => FieldValue::Unsigned(state),
+        })
+    }
+
+    #[test]
+    fn comparisons_and_globs_match_as_linux() {
+        assert!(check("pid == 3", 3, "a", 0));
+        assert!(!check("pid != 3", 3, "a", 0));
+        assert!(check("pid < 4 && pid >= 3", 3, "a", 0));
+        assert!(!check("pid > 3", 3, "a", 0));
+        assert!(check("pid <= -1", -2, "a", 0));
+        assert!(check("state & 0x2", 0, "a", 6));
+        assert!(!check("state & 1", 0, "a", 6));
+        assert!(check("comm ~ \"kw*\"", 0, "kworker", 0));
+        assert!(check("comm ~ kw*", 0, "kworker", 0));
+        assert!(!check("comm == 'kw'", 0, "kworker", 0));
+        assert!(check("comm != kw", 0, "kworker", 0));
+    }
+
+    #[test]
+    fn and_binds_tighter_than_or_and_parentheses_group() {
+        assert!(check("pid == 1 || pid == 2 && comm == x", 1, "y", 0));
+        assert!(!check("(pid == 1 || pid == 2) && comm == x", 1, "y", 0));
+        assert!(check("!(pid == 1)", 2, "y", 0));
+    }
+
+    #[test]
+    fn nul_padded_strings_compare_up_to_the_nul() {
+        let filter = EventFilter::parse("comm == sh", &fields()).unwrap();
+        assert!(filter.matches(&|_| FieldValue::Str(b"sh\0\0\0\0")));
+        assert!(!filter.matches(&|_| FieldValue::Missing));
+    }
+
+    #[test]
+    fn bad_filters_are_refused_with_the_reason() {
+        let parse = |text| EventFilter::parse(text, &fields()).unwrap_err();
+        assert_eq!(parse(""), FilterError::Empty);
+        assert_eq!(parse("cpu == 1"), FilterError::UnknownField("cpu".into()));
+        assert_eq!(parse("comm < 3"), FilterError::BadOperator { field: "comm".into(), op: "<" });
+        assert_eq!(parse("pid ~ 3*"), FilterError::BadOperator { field: "pid".into(), op: "~" });
+        assert_eq!(parse("pid == x"), FilterError::BadNumber { field: "pid".into(), value: "x".into() });
+        assert_eq!(parse("pid == 1 &&"), FilterError::Syntax("end of filter".into()));
+        assert_eq!(parse("(pid == 1"), FilterError::Syntax("end of filter".into()));
+        assert_eq!(parse("pid == 1 pid"), FilterError::Syntax("pid".into()));
+        assert_eq!(parse("pid = 1"), FilterError::Syntax("= 1".into()));
+        assert_eq!(parse("comm == \"open"), FilterError::Syntax("\"open".into()));
+    }
+}

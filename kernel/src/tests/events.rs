@@ -1,0 +1,135 @@
+//! Event filters (`events/GRP/EVENT/filter`) and `set_event_pid`, on the
+//! scheduler's events and on fprobe events, as a Linux user writes them.
+
+use alloc::vec::Vec;
+
+use ftrace::FilterMode;
+use ktest_macros::ktest;
+
+use super::{read_file as read, write_file as write};
+use crate::tracefs::{self, TracefsError};
+use crate::workload::{fib, run_parallel};
+
+/// How many of fib(n)'s calls (itself included) take an argument for
+/// which `keep` holds.
+fn fib_calls_where(n: u64, keep: &dyn Fn(u64) -> bool) -> usize {
+    let here = usize::from(keep(n));
+    match n {
+        0 | 1 => here,
+        _ => here + fib_calls_where(n - 1, keep) + fib_calls_where(n - 2, keep),
+    }
+}
+
+/// The `n=` values of an fprobe event's lines in `trace`.
+fn event_values(trace: &str, event: &str) -> Vec<u64> {
+    let marker = alloc::format!(": {event}: (");
+    trace
+        .lines()
+        .filter(|line| line.contains(&marker))
+        .map(|line| {
+            let value = line.rsplit(" n=").next().unwrap_or_default();
+            match value.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16),
+                None => value.parse(),
+            }
+            .unwrap_or_else(|_| panic!("{line}"))
+        })
+        .collect()
+}
+
+fn refused(path: &str, text: &str) -> bool {
+    matches!(tracefs::write(path, text, FilterMode::Replace), Err(TracefsError::Invalid(_)))
+}
+
+#[ktest]
+fn a_filter_keeps_only_the_probe_events_that_match() {
+    tracefs::write("dynamic_events", "f:big fib n=$arg1", FilterMode::Append).unwrap();
+    let filter = "events/fprobes/big/filter";
+    assert_eq!(read(filter), "none\n");
+    write(filter, "n > 3 && !(n == 7 || n == 0x9)");
+    assert_eq!(read(filter), "n > 3 && !(n == 7 || n == 0x9)\n");
+    write("events/fprobes/big/enable", "1");
+    assert_eq!(fib(10), 55);
+    let values = event_values(&read("trace"), "big");
+    let keep = |n: u64| n > 3 && n != 7 && n != 9;
+    assert_eq!(values.len(), fib_calls_where(10, &keep), "{values:?}");
+    assert!(values.iter().all(|&n| keep(n)), "{values:?}");
+    let me = ftrace::task::current().pid();
+    write(filter, &alloc::format!("common_pid != {me} || __probe_ip == 0"));
+    write("trace", "");
+    assert_eq!(fib(4), 3);
+    assert_eq!(event_values(&read("trace"), "big"), [], "this task's calls are filtered out");
+    for bad in ["n >", "m == 1", "n ~ 3*", "(n == 1", "n == 0x", "n == 1 ||", "n = 1", "n == 1 n"] {
+        assert!(refused(filter, bad), "{bad}");
+    }
+    assert!(read(filter).starts_with("common_pid != "), "a refused filter changes nothing");
+    write(filter, "0");
+    assert_eq!(read(filter), "none\n");
+    write("trace", "");
+    assert_eq!(fib(3), 2);
+    assert_eq!(event_values(&read("trace"), "big").len(), 5, "no filter: every call");
+    write("events/fprobes/big/enable", "0");
+    assert!(refused("events/fprobes/nosuch/filter", "n == 1"));
+    tracefs::write("dynamic_events", "-:big", FilterMode::Append).unwrap();
+    write("trace", "");
+}
+
+/// The `sched_switch` lines of `trace`.
+fn switches(trace: &str) -> Vec<&str> {
+    trace.lines().filter(|line| line.contains(": sched_switch: ")).collect()
+}
+
+#[ktest]
+fn a_filter_on_sched_switch_compares_strings_and_numbers() {
+    let filter = "events/sched/sched_switch/filter";
+    write(filter, "next_comm ~ \"fib*\" && next_pid > 0");
+    write("events/sched/sched_switch/enable", "1");
+    run_parallel(2, "fib", &["12"]).unwrap();
+    let trace = read("trace");
+    let kept = switches(&trace);
+    assert!(kept.len() >= 2, "each worker was switched to: {trace}");
+    assert!(kept.iter().all(|line| line.contains("next_comm=fib/")), "{trace}");
+    for bad in ["next_comm < 3", "prev_pid ~ 1", "next_comm", "cpu == 1"] {
+        assert!(refused(filter, bad), "{bad}");
+    }
+    write(filter, "0");
+    write("trace", "");
+    run_parallel(2, "fib", &["12"]).unwrap();
+    let trace = read("trace");
+    assert!(switches(&trace).iter().any(|line| !line.contains("next_comm=fib/")), "unfiltered: {trace}");
+    write("events/sched/sched_switch/enable", "0");
+    write("trace", "");
+}
+
+#[ktest]
+fn set_event_pid_records_only_the_listed_tasks_events() {
+    tracefs::write("dynamic_events", "f:mine fib n=$arg1", FilterMode::Append).unwrap();
+    let me = ftrace::task::current().pid();
+    assert_eq!(read("set_event_pid"), "");
+    write("set_event_pid", &alloc::format!("{me}"));
+    assert_eq!(read("set_event_pid"), alloc::format!("{me}\n"));
+    write("events/fprobes/mine/enable", "1");
+    write("events/sched/sched_switch/enable", "1");
+    assert_eq!(fib(3), 2);
+    run_parallel(2, "fib", &["3"]).unwrap();
+    let trace = read("trace");
+    assert_eq!(event_values(&trace, "mine").len(), 5, "only this task's fib(3): {trace}");
+    let mine = (alloc::format!("prev_pid={me} "), alloc::format!("next_pid={me} "));
+    let switched = switches(&trace);
+    assert!(!switched.is_empty(), "this task waited for the workers: {trace}");
+    assert!(switched.iter().all(|line| line.contains(&mine.0) || line.contains(&mine.1)), "{trace}");
+
+    write("trace", "");
+    write("options/event-fork", "1");
+    run_parallel(1, "fib", &["2"]).unwrap();
+    assert_eq!(event_values(&read("trace"), "mine").len(), 3, "the child's events are recorded");
+    assert_eq!(read("set_event_pid").lines().count(), 2, "and it is listed");
+    write("options/event-fork", "0");
+    assert!(refused("set_event_pid", "1 x"));
+    assert_eq!(read("set_event_pid").lines().count(), 2, "a refused write changes nothing");
+    write("set_event_pid", "");
+    write("events/sched/sched_switch/enable", "0");
+    write("events/fprobes/mine/enable", "0");
+    tracefs::write("dynamic_events", "-:mine", FilterMode::Append).unwrap();
+    write("trace", "");
+}
