@@ -43,6 +43,12 @@ pub fn set_pids(text: &str, mode: FilterMode) -> Result<(), PidError> {
     Ok(())
 }
 
+/// Whether a list is set (events must check their task).
+#[inline]
+pub fn is_active() -> bool {
+    ACTIVE.load(Ordering::Relaxed)
+}
+
 /// Whether events of `task` are recorded.
 #[inline]
 pub fn records(task: &TaskTrace) -> bool {
