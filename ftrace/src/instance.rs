@@ -25,7 +25,7 @@ use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
-use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 use arch::sync::Mutex;
 use spin::Once;
@@ -56,6 +56,9 @@ pub struct GraphSettings {
     pub(crate) notrace: Published<Vec<usize>>,
     /// Serialises the lists' writers (and readers outside the traced path).
     lists: Mutex<()>,
+    /// No pid filter, graph list or depth limit: the graph tracer's entry
+    /// can skip every check (kept by [`TraceArray::refresh_graph_plain`]).
+    pub(crate) plain: AtomicBool,
 }
 
 impl GraphSettings {
@@ -65,6 +68,7 @@ impl GraphSettings {
             functions: Published::empty(),
             notrace: Published::empty(),
             lists: Mutex::new(()),
+            plain: AtomicBool::new(true),
         }
     }
 }
@@ -291,6 +295,7 @@ impl TraceArray {
             }
         }
         self.refresh_ignored();
+        self.refresh_graph_plain();
         self.swap_function_ops(*tracer, was_checking)
             .map_err(|_| PidError(String::from("(tracing refused the change)")))
     }
@@ -363,6 +368,16 @@ impl TraceArray {
     /// Sets `max_graph_depth` (0: no limit).
     pub fn set_max_graph_depth(&self, depth: usize) {
         self.graph.max_depth.store(depth, Ordering::Relaxed);
+        self.refresh_graph_plain();
+    }
+
+    /// Recomputes [`GraphSettings::plain`] after a change to what it sums up.
+    fn refresh_graph_plain(&self) {
+        let plain = !self.pids.lock().is_active()
+            && self.graph.max_depth.load(Ordering::Relaxed) == 0
+            && self.graph.functions.read(|list| list.is_none())
+            && self.graph.notrace.read(|list| list.is_none());
+        self.graph.plain.store(plain, Ordering::Relaxed);
     }
 
     /// `max_graph_depth`.
@@ -386,6 +401,7 @@ impl TraceArray {
         let current = published.read(|functions| functions.cloned().unwrap_or_default());
         let updated = registry::match_functions(&current, text, mode)?;
         published.replace((!updated.is_empty()).then_some(updated));
+        self.refresh_graph_plain();
         Ok(())
     }
 

@@ -148,6 +148,27 @@ fn in_list(list: &Published<Vec<usize>>, ip: usize) -> Option<bool> {
 
 fn graph_trace_entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, _fregs: &mut FtraceRegs) -> bool {
     let array = array_of_graph_ops(gops);
+    if array.graph.plain.load(Ordering::Relaxed) && THRESH_NS.load(Ordering::Relaxed) == 0 {
+        // Nothing to check: no pid filter, list, depth limit or threshold.
+        let Some(words) = data.reserve(2) else { return false };
+        words[1] = record_graph_entry(array, call);
+        return true;
+    }
+    graph_trace_entry_checked(array, call, data)
+}
+
+/// Records a call's entry event; returns its timestamp.
+#[inline(always)]
+fn record_graph_entry(array: &TraceArray, call: &FgraphEntry) -> u64 {
+    let event = GraphEntryEvent { common: event_common(TRACE_GRAPH_ENT), func: call.func as u64, depth: call.depth as i32 };
+    let time = array.buffer().write_with(GraphEntryEvent::SIZE, |_, bytes| event.encode_into(bytes));
+    time.unwrap_or_else(clock::trace_now)
+}
+
+/// [`graph_trace_entry`] with the pid filter, the graph lists, the depth
+/// limit and `tracing_thresh` to honour.
+#[inline(never)]
+fn graph_trace_entry_checked(array: &TraceArray, call: &FgraphEntry, data: &mut EntryData) -> bool {
     let state = task::current();
     if state.is_ignored(array.slot()) {
         return false;
@@ -183,9 +204,7 @@ fn graph_trace_entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData,
         words[1] = clock::trace_now();
         return true;
     }
-    let event = GraphEntryEvent { common: event_common(TRACE_GRAPH_ENT), func: call.func as u64, depth: call.depth as i32 };
-    let time = array.buffer().write_with(GraphEntryEvent::SIZE, |_, bytes| event.encode_into(bytes));
-    words[1] = time.unwrap_or_else(clock::trace_now);
+    words[1] = record_graph_entry(array, call);
     true
 }
 
