@@ -2,8 +2,9 @@
 # Runs every test: the host unit tests of the architecture-neutral crates, then
 # the in-kernel tests under QEMU on x86_64, then on aarch64.
 #
-#   tests/run.sh [host] [x86_64] [aarch64]     (default: all three, in order)
+#   tests/run.sh [lint] [host] [x86_64] [aarch64]   (default: all four, in order)
 #
+# `lint` is tests/lint.sh: rustfmt, clippy and rustdoc, warnings denied.
 # Each kernel run must end with `ARCH: N passed, 0 failed`. After each one, a
 # second short run injects a failing test (kernel option ktest.inject_failure)
 # and must fail: proof that a failure really fails the run. Then the console
@@ -19,7 +20,7 @@ cd "$KTRACE_ROOT"
 HOST_CRATES=(shell ftrace fprobe rethook ksyms tracedat benchchart)
 
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(host x86_64 aarch64)
+[ ${#stages[@]} -gt 0 ] || stages=(lint host x86_64 aarch64)
 
 ensure_rust
 failures=()
@@ -70,9 +71,10 @@ run_kernel() {
 
 for stage in "${stages[@]}"; do
     case "$stage" in
+        lint) tests/lint.sh || failures+=("lint") ;;
         host) run_host ;;
         x86_64|aarch64) run_kernel "$stage" ;;
-        *) echo "tests/run.sh: unknown stage '$stage' (host, x86_64, aarch64)" >&2; exit 2 ;;
+        *) echo "tests/run.sh: unknown stage '$stage' (lint, host, x86_64, aarch64)" >&2; exit 2 ;;
     esac
 done
 

@@ -72,10 +72,7 @@ pub fn last_recovered() -> Option<RecoveredFault> {
         return None;
     }
     let address = LAST_ADDRESS.load(Ordering::Relaxed);
-    Some(RecoveredFault {
-        ip: LAST_IP.load(Ordering::Relaxed),
-        address: (address != usize::MAX).then_some(address),
-    })
+    Some(RecoveredFault { ip: LAST_IP.load(Ordering::Relaxed), address: (address != usize::MAX).then_some(address) })
 }
 
 /// Called by the exception handler for a breakpoint instruction at `ip`.

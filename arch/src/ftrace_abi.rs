@@ -124,9 +124,7 @@ impl FtraceRegs {
     }
 
     fn records(&self, offset: usize) -> bool {
-        regs::REGISTERS
-            .iter()
-            .any(|info| info.offset == offset && info.saved_by & self.saved.bit() != 0)
+        regs::REGISTERS.iter().any(|info| info.offset == offset && info.saved_by & self.saved.bit() != 0)
     }
 
     /// The traced function's address (on entry) or where it returns to (on
@@ -313,10 +311,7 @@ impl FtraceRegs {
     /// [`query_register_offset`](Self::query_register_offset) for another
     /// save: Ok only if `saved` records the register.
     pub fn query_register_offset_in(saved: Saved, name: &str) -> Result<usize, RegisterError> {
-        let info = regs::REGISTERS
-            .iter()
-            .find(|info| info.names.contains(&name))
-            .ok_or(RegisterError::Unknown)?;
+        let info = regs::REGISTERS.iter().find(|info| info.names.contains(&name)).ok_or(RegisterError::Unknown)?;
         if info.saved_by & saved.bit() == 0 {
             return Err(RegisterError::NotSaved);
         }

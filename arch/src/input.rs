@@ -1,6 +1,6 @@
 //! Console input: bytes the UART received, waiting for the shell.
 //!
-//! The UART interrupts when a byte arrives; its handler ([`on_interrupt`])
+//! The UART interrupts when a byte arrives; its handler (`on_interrupt`)
 //! moves every byte the UART holds into a ring here, so input arriving at
 //! once (a pipe, a paste) never waits for the reader to poll. The reader
 //! ([`read_byte`]) takes the oldest byte. Both drain the UART under one

@@ -29,10 +29,7 @@ pub fn lock() -> ConsoleGuard {
     if OWNER.load(Ordering::Relaxed) == me {
         return ConsoleGuard { reentered: true, _irq: irq };
     }
-    while OWNER
-        .compare_exchange_weak(UNOWNED, me, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
-    {
+    while OWNER.compare_exchange_weak(UNOWNED, me, Ordering::Acquire, Ordering::Relaxed).is_err() {
         core::hint::spin_loop();
     }
     ConsoleGuard { reentered: false, _irq: irq }

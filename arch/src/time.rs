@@ -1,6 +1,6 @@
 //! Tick counting shared by both timers.
 //!
-//! Each CPU's timer interrupts [`HZ`] times a second and calls [`tick`]: the
+//! Each CPU's timer interrupts [`HZ`] times a second and calls `tick`: the
 //! boot CPU's ticks count time ([`ticks`]), every CPU's drive the scheduler
 //! (in interrupt context) and leave softirq-like work for interrupt exit,
 //! which runs the one hook the kernel may install ([`set_tick_hook`]) in the

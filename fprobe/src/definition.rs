@@ -175,8 +175,7 @@ impl fmt::Display for DefinitionError {
 /// Whether `name` is a valid group, event or argument name.
 pub fn is_identifier(name: &str) -> bool {
     let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_') && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// `kernel::workload::fib` -> `kernel__workload__fib`: a symbol made a name.
@@ -267,8 +266,8 @@ fn parse_arg(text: &str, position: usize, exit: bool) -> Result<FetchArg, Defini
     let (body, ty) = match rest.rfind(':').filter(|&at| !rest[at..].contains(')')) {
         Some(at) => {
             let ty_text = &rest[at + 1..];
-            let ty = ArgType::parse(ty_text)
-                .ok_or_else(|| DefinitionError::BadArgType { arg: text.into(), ty: ty_text.into() })?;
+            let ty =
+                ArgType::parse(ty_text).ok_or_else(|| DefinitionError::BadArgType { arg: text.into(), ty: ty_text.into() })?;
             (&rest[..at], ty)
         }
         None => (rest, ArgType::Hex(64)),
@@ -358,7 +357,10 @@ mod tests {
         let entry = define("f:fibent kernel::workload::fib n=$arg1");
         assert_eq!((entry.group.as_str(), entry.event.as_str(), entry.exit), ("fprobes", "fibent", false));
         assert_eq!(entry.symbol, "kernel::workload::fib");
-        assert_eq!(entry.args, vec![FetchArg { name: "n".into(), source: Source::Arg(1), ty: ArgType::Hex(64), text: "n=$arg1".into() }]);
+        assert_eq!(
+            entry.args,
+            vec![FetchArg { name: "n".into(), source: Source::Arg(1), ty: ArgType::Hex(64), text: "n=$arg1".into() }]
+        );
         let exit = define("f:fibret kernel::workload::fib%return n=$arg1 ret=$retval");
         assert!(exit.exit);
         assert_eq!(exit.args[1].source, Source::Retval);
@@ -372,7 +374,8 @@ mod tests {
         let spec = define("f:mygrp/ev sym%return");
         assert_eq!((spec.group.as_str(), spec.event.as_str(), spec.exit), ("mygrp", "ev", true));
         assert_eq!(define("f:g/ sym%return").event, "sym__exit");
-        let spec = define("f:e sym $arg2:u32 s=$stack3:s16 $stack p=%di:x8 m=+8($arg1):u8 d=-0x10(+0(%sp)):string f=$arg1:symbol");
+        let spec =
+            define("f:e sym $arg2:u32 s=$stack3:s16 $stack p=%di:x8 m=+8($arg1):u8 d=-0x10(+0(%sp)):string f=$arg1:symbol");
         let sources: Vec<(&str, &Source, ArgType)> = spec.args.iter().map(|a| (a.name.as_str(), &a.source, a.ty)).collect();
         assert_eq!(sources[0], ("arg1", &Source::Arg(2), ArgType::Unsigned(32)));
         assert_eq!(sources[1], ("s", &Source::Stack(3), ArgType::Signed(16)));

@@ -17,8 +17,8 @@
 
 use alloc::boxed::Box;
 use alloc::format;
-use alloc::sync::Arc;
 use alloc::string::{String, ToString};
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU16, Ordering};
@@ -43,7 +43,10 @@ pub enum EventError {
     /// The symbol named no one function (unknown, or a bare name of several).
     Name(ftrace::kallsyms::NameError),
     NotTraceable(String),
-    Register { name: String, why: RegisterError },
+    Register {
+        name: String,
+        why: RegisterError,
+    },
     ArgOutOfRange(usize),
     Exists(String),
     NoSuchEvent(String),
@@ -158,12 +161,9 @@ fn compile_source(source: &Source, saved: Saved) -> Result<Fetch, EventError> {
         Source::Stack(n) => Fetch::Stack(*n),
         Source::StackPointer => Fetch::StackPointer,
         Source::Register(name) => Fetch::Register(
-            FtraceRegs::query_register_offset_in(saved, name)
-                .map_err(|why| EventError::Register { name: name.clone(), why })?,
+            FtraceRegs::query_register_offset_in(saved, name).map_err(|why| EventError::Register { name: name.clone(), why })?,
         ),
-        Source::Memory { offset, base } => {
-            Fetch::Memory { offset: *offset, base: Box::new(compile_source(base, saved)?) }
-        }
+        Source::Memory { offset, base } => Fetch::Memory { offset: *offset, base: Box::new(compile_source(base, saved)?) },
     })
 }
 
@@ -174,22 +174,18 @@ fn compile(spec: &EventSpec) -> Result<(usize, Compiled), EventError> {
         return Err(EventError::NotTraceable(spec.symbol.clone()));
     }
     let saved = if spec.exit { Saved::Return } else { Saved::EntryArgs };
-    let fetches = spec
-        .args
-        .iter()
-        .map(|arg| Ok((compile_source(&arg.source, saved)?, arg.ty)))
-        .collect::<Result<Vec<_>, EventError>>()?;
+    let fetches =
+        spec.args.iter().map(|arg| Ok((compile_source(&arg.source, saved)?, arg.ty))).collect::<Result<Vec<_>, EventError>>()?;
     let has_strings = fetches.iter().any(|(_, ty)| *ty == ArgType::String);
-    let compiled =
-        Compiled {
-            id: 0,
-            event: spec.event.clone(),
-            layout: Layout::new(spec),
-            fetches,
-            has_strings,
-            exit: spec.exit,
-            filter: FilterSlot::new(),
-        };
+    let compiled = Compiled {
+        id: 0,
+        event: spec.event.clone(),
+        layout: Layout::new(spec),
+        fetches,
+        has_strings,
+        exit: spec.exit,
+        filter: FilterSlot::new(),
+    };
     Ok((symbol.address, compiled))
 }
 
@@ -331,7 +327,11 @@ pub fn enabled_all(group: Option<&str>) -> Result<char, EventError> {
     }
     let (mut on, mut off) = (false, false);
     for event in matching {
-        if event.probe.is_some() { on = true } else { off = true }
+        if event.probe.is_some() {
+            on = true
+        } else {
+            off = true
+        }
     }
     Ok(match (on, off) {
         (true, true) => 'X',
@@ -386,13 +386,7 @@ fn write_format_of(compiled: &Compiled, out: &mut dyn Write) -> fmt::Result {
             ArgType::Symbol => ("unsigned long".to_string(), 0),
             ArgType::String => ("__data_loc char[]".to_string(), 0),
         };
-        writeln!(
-            out,
-            "\tfield:{c_type} {};\toffset:{};\tsize:{};\tsigned:{signed};",
-            field.name,
-            field.offset,
-            field.ty.size()
-        )?;
+        writeln!(out, "\tfield:{c_type} {};\toffset:{};\tsize:{};\tsigned:{signed};", field.name, field.offset, field.ty.size())?;
     }
     writeln!(out)?;
     let mut fmt_text = String::from(if layout.exit { "(%pS <- %ps)" } else { "(%pS)" });

@@ -261,13 +261,7 @@ impl TraceBuffer {
     pub fn snapshot_copies(&self) -> Option<Vec<Snapshot>> {
         let readers = self.readers.lock();
         let rings = self.spare_rings(&readers)?;
-        Some(
-            rings
-                .iter()
-                .enumerate()
-                .map(|(cpu, ring)| Snapshot { cpu, stats: ring.stats(), pages: ring.snapshot() })
-                .collect(),
-        )
+        Some(rings.iter().enumerate().map(|(cpu, ring)| Snapshot { cpu, stats: ring.stats(), pages: ring.snapshot() }).collect())
     }
 
     /// Empties the snapshot, keeping it allocated (`echo 2 > snapshot`).

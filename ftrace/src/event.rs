@@ -166,11 +166,7 @@ impl FunctionEvent {
     /// Reads an event back, if `bytes` holds one.
     pub fn decode(bytes: &[u8]) -> Option<FunctionEvent> {
         let common = Common::decode(bytes)?;
-        (common.kind == TRACE_FN).then_some(FunctionEvent {
-            common,
-            ip: u64_at(bytes, 8)?,
-            parent_ip: u64_at(bytes, 16)?,
-        })
+        (common.kind == TRACE_FN).then_some(FunctionEvent { common, ip: u64_at(bytes, 8)?, parent_ip: u64_at(bytes, 16)? })
     }
 }
 

@@ -103,8 +103,14 @@ pub enum FilterError {
     Empty,
     UnknownField(String),
     /// An operator the field's type has no meaning for.
-    BadOperator { field: String, op: &'static str },
-    BadNumber { field: String, value: String },
+    BadOperator {
+        field: String,
+        op: &'static str,
+    },
+    BadNumber {
+        field: String,
+        value: String,
+    },
     /// Anything else the grammar does not allow, at this token.
     Syntax(String),
 }
@@ -178,9 +184,7 @@ fn tokenize(text: &str) -> Result<Vec<Token>, FilterError> {
             }
             (b'=' | b'|', _) => return Err(FilterError::Syntax(text[i..].into())),
             _ => {
-                let len = text[i..]
-                    .find(|c: char| c.is_whitespace() || "()&|=!<>~\"'".contains(c))
-                    .unwrap_or(text.len() - i);
+                let len = text[i..].find(|c: char| c.is_whitespace() || "()&|=!<>~\"'".contains(c)).unwrap_or(text.len() - i);
                 (Token::Word(text[i..i + len].into()), len)
             }
         };
@@ -365,6 +369,13 @@ fn eval<'a>(node: &Node, value: &dyn Fn(usize) -> FieldValue<'a>) -> bool {
 pub struct FilterSlot {
     filter: crate::deferred::Published<EventFilter>,
     writers: arch::sync::Mutex<()>,
+}
+
+#[cfg(target_os = "none")]
+impl Default for FilterSlot {
+    fn default() -> FilterSlot {
+        FilterSlot::new()
+    }
 }
 
 #[cfg(target_os = "none")]

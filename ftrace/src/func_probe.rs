@@ -83,12 +83,14 @@ extern "C" fn run_command(ip: usize, _parent: usize, ops: &FtraceOps, fregs: &mu
     let probe = unsafe { &*ops.container::<FuncProbe>() };
     let buffer = probe.array.buffer();
     let take = || {
-        probe.left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| match left {
-            0 => None,
-            UNLIMITED => Some(UNLIMITED),
-            n => Some(n - 1),
-        })
-        .is_ok()
+        probe
+            .left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| match left {
+                0 => None,
+                UNLIMITED => Some(UNLIMITED),
+                n => Some(n - 1),
+            })
+            .is_ok()
     };
     match probe.command {
         Command::TraceOff if buffer.is_on() && take() => buffer.set_on(false),

@@ -45,7 +45,6 @@ pub const MAX_INSTANCES: usize = GRAPH_SLOTS - 1;
 
 /// The function_graph tracer's settings of one array.
 pub struct GraphSettings {
-
     /// `max_graph_depth` (0: no limit).
     pub(crate) max_depth: AtomicUsize,
     /// `set_graph_function` and `set_graph_notrace`: sorted function
@@ -296,8 +295,7 @@ impl TraceArray {
         }
         self.refresh_ignored();
         self.refresh_graph_plain();
-        self.swap_function_ops(*tracer, was_checking)
-            .map_err(|_| PidError(String::from("(tracing refused the change)")))
+        self.swap_function_ops(*tracer, was_checking).map_err(|_| PidError(String::from("(tracing refused the change)")))
     }
 
     /// Marks every task this array's pid filter leaves out.
@@ -409,9 +407,7 @@ impl TraceArray {
     pub fn graph_list_names(&self, list: GraphList) -> Vec<&'static str> {
         let _writers = self.graph.lists.lock();
         self.graph_list(list).read(|functions| {
-            functions.map_or(Vec::new(), |functions| {
-                functions.iter().filter_map(|&ip| crate::symbols::name_of(ip)).collect()
-            })
+            functions.map_or(Vec::new(), |functions| functions.iter().filter_map(|&ip| crate::symbols::name_of(ip)).collect())
         })
     }
 }

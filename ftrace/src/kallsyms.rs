@@ -127,9 +127,7 @@ impl<'a> Kallsyms<'a> {
         }
         // SAFETY: `Entry` is plain old data; the range was bounds-checked above
         // and starts at offset 48 of an 8-byte-aligned slice, so it is aligned.
-        let entries = unsafe {
-            core::slice::from_raw_parts(bytes.as_ptr().add(size_of::<Header>()) as *const Entry, count)
-        };
+        let entries = unsafe { core::slice::from_raw_parts(bytes.as_ptr().add(size_of::<Header>()) as *const Entry, count) };
         let names = &bytes[names_start..names_end];
         let table = Kallsyms { header, entries, names };
         if entries.windows(2).any(|pair| pair[0].address > pair[1].address) {

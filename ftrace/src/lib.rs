@@ -2,7 +2,7 @@
 //!
 //! Layers, from the machine up (as Linux's `kernel/trace/`):
 //!
-//! - **sites and records** ([`records`]): every function compiled with a
+//! - **sites and records** (`records`): every function compiled with a
 //!   patchable entry is a site; one record per site remembers what its bytes
 //!   hold, so every patch is verified before it is written;
 //! - **ops** ([`FtraceOps`]): a callback, its flags and filters; a site with
@@ -62,49 +62,48 @@ pub mod event_pid;
 #[cfg(target_os = "none")]
 pub mod export;
 #[cfg(target_os = "none")]
-pub mod func_probe;
-#[cfg(target_os = "none")]
-pub mod profiler;
-#[cfg(target_os = "none")]
-pub mod stack_tracer;
-#[cfg(target_os = "none")]
-pub mod unwind;
-#[cfg(target_os = "none")]
 pub mod fgraph;
+#[cfg(target_os = "none")]
+pub mod func_probe;
 #[cfg(target_os = "none")]
 pub mod instance;
 #[cfg(target_os = "none")]
 mod ops;
 #[cfg(target_os = "none")]
+pub mod profiler;
+#[cfg(target_os = "none")]
 mod records;
 #[cfg(target_os = "none")]
 pub mod recursion;
 #[cfg(target_os = "none")]
-pub mod retstack;
-#[cfg(target_os = "none")]
 mod registry;
 #[cfg(target_os = "none")]
+pub mod retstack;
+#[cfg(target_os = "none")]
 pub mod sched;
+#[cfg(target_os = "none")]
+pub mod stack_tracer;
 #[cfg(target_os = "none")]
 pub mod symbols;
 #[cfg(target_os = "none")]
 pub mod task;
 #[cfg(target_os = "none")]
 pub mod tracer;
+#[cfg(target_os = "none")]
+pub mod unwind;
 
+#[cfg(target_os = "none")]
+pub use arch::ftrace_abi::{FtraceRegs, PtRegs, RegisterError, Saved, Trampoline};
+pub use glob::{FilterError, FilterMode};
 #[cfg(target_os = "none")]
 pub use ops::{FtraceFunc, FtraceOps, OpsFlags};
 #[cfg(target_os = "none")]
 pub use records::last_refusal;
 #[cfg(target_os = "none")]
 pub use registry::{
-    filter_names, for_each_site, is_enabled, is_registered, register, return_to_service, set_enabled,
-    set_filter, set_filter_ips, site, unregister, update_stats, FilterKind, FtraceError, InitInfo, SiteInfo,
-    UpdateStats,
+    filter_names, for_each_site, is_enabled, is_registered, register, return_to_service, set_enabled, set_filter, set_filter_ips,
+    site, unregister, update_stats, FilterKind, FtraceError, InitInfo, SiteInfo, UpdateStats,
 };
-pub use glob::{FilterError, FilterMode};
-#[cfg(target_os = "none")]
-pub use arch::ftrace_abi::{FtraceRegs, PtRegs, RegisterError, Saved, Trampoline};
 
 /// Starts function tracing at boot (after the scheduler gave the boot CPU a
 /// task, and before the other CPUs start): checks the symbol and site

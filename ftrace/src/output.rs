@@ -66,7 +66,7 @@ pub fn latency_flags(common: &Common) -> [u8; 5] {
 /// `counter`): printed as the number, as Linux prints a clock not in ns.
 static RAW_TIMESTAMPS: AtomicBool = AtomicBool::new(false);
 
-/// Switches how timestamps print (see [`RAW_TIMESTAMPS`]).
+/// Switches how timestamps print (see `RAW_TIMESTAMPS`).
 pub fn set_raw_timestamps(raw: bool) {
     RAW_TIMESTAMPS.store(raw, Ordering::Relaxed);
 }
@@ -201,14 +201,8 @@ pub fn write_graph_header(out: &mut dyn Write, options: GraphOptions) -> fmt::Re
 /// Linux's overhead mark for a duration in ns: `$` over 1 s, `@` 100 ms,
 /// `*` 10 ms, `#` 1 ms, `!` 100 us, `+` 10 us.
 fn duration_mark(ns: u64) -> char {
-    const MARKS: [(u64, char); 6] = [
-        (1_000_000_000, '$'),
-        (100_000_000, '@'),
-        (10_000_000, '*'),
-        (1_000_000, '#'),
-        (100_000, '!'),
-        (10_000, '+'),
-    ];
+    const MARKS: [(u64, char); 6] =
+        [(1_000_000_000, '$'), (100_000_000, '@'), (10_000_000, '*'), (1_000_000, '#'), (100_000, '!'), (10_000, '+')];
     MARKS.iter().find(|(limit, _)| ns > *limit).map_or(' ', |(_, mark)| *mark)
 }
 
@@ -386,7 +380,14 @@ fn write_task_change(out: &mut dyn Write, cpu: usize, previous: i32, pid: i32, c
 
 /// The start of a graph line: the timestamp (`funcgraph-abstime`), the
 /// CPU, and the task (`funcgraph-proc`).
-fn write_line_start(out: &mut dyn Write, time_ns: u64, cpu: usize, record: &Record, comms: Comms, options: GraphOptions) -> fmt::Result {
+fn write_line_start(
+    out: &mut dyn Write,
+    time_ns: u64,
+    cpu: usize,
+    record: &Record,
+    comms: Comms,
+    options: GraphOptions,
+) -> fmt::Result {
     if options.abstime && RAW_TIMESTAMPS.load(Ordering::Relaxed) {
         write!(out, "{time_ns:>13} |  ")?;
     } else if options.abstime {
@@ -502,8 +503,12 @@ mod graph_tests {
     #[test]
     fn nested_and_leaf_calls_as_linux_prints_them() {
         let names = super::tests::test_names;
-        let events: Vec<GraphLine> =
-            vec![(0, 0, entry(0), &[]), (1, 0, entry(1), &[]), (2, 0, exit(1, 1_000, 1_812, 1), &[]), (3, 0, exit(0, 0, 2_431, 5), &[])];
+        let events: Vec<GraphLine> = vec![
+            (0, 0, entry(0), &[]),
+            (1, 0, entry(1), &[]),
+            (2, 0, exit(1, 1_000, 1_812, 1), &[]),
+            (3, 0, exit(0, 0, 2_431, 5), &[]),
+        ];
         let other = |_: &[u8], _: &mut dyn Write| Ok(());
         let comms = |_: i32| None;
         let mut text = String::new();
@@ -516,7 +521,8 @@ mod graph_tests {
                 .replace("\x20\x200)", " 0)")
         );
         let mut with_retval = String::new();
-        write_graph(&mut with_retval, &events, &names, &comms, GraphOptions { retval: true, ..GraphOptions::default() }, &other).unwrap();
+        write_graph(&mut with_retval, &events, &names, &comms, GraphOptions { retval: true, ..GraphOptions::default() }, &other)
+            .unwrap();
         assert!(with_retval.contains("kernel::workload::fib(); /* = 0x1 */\n"), "{with_retval}");
         assert!(with_retval.ends_with("|  } /* kernel::workload::fib = 0x5 */\n"), "{with_retval}");
     }

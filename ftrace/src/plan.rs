@@ -1,5 +1,5 @@
 //! Update planning: given which ops trace which sites, what each changed
-//! site must become. The registry ([`crate::registry`]) applies the plan;
+//! site must become. The registry (`crate::registry`) applies the plan;
 //! this module only decides, with no patching, no pointers and no locks, so
 //! it is unit tested on the host.
 //!
@@ -90,9 +90,8 @@ pub fn plan(
                 single.get_or_insert(i);
             }
         }
-        let new_list = (count > 1)
-            .then(|| (0..ops.len()).filter(tracing).collect::<Vec<usize>>())
-            .filter(|list| !list_is(index, list));
+        let new_list =
+            (count > 1).then(|| (0..ops.len()).filter(tracing).collect::<Vec<usize>>()).filter(|list| !list_is(index, list));
         plan.push(SitePlan {
             index,
             call: (count > 0).then_some(if regs { Call::Regs } else { Call::Args }),
@@ -129,7 +128,10 @@ mod tests {
         let a = bits(4, &[0, 1]);
         let plan = plan(&bits(4, &[0, 1, 2]), &[plain(&a)], true, |_| false, NO_LIST).unwrap();
         assert_eq!(plan.len(), 3);
-        assert_eq!(plan[0], SitePlan { index: 0, call: Some(Call::Args), count: 1, single: Some(0), new_list: None, ipmodify: false });
+        assert_eq!(
+            plan[0],
+            SitePlan { index: 0, call: Some(Call::Args), count: 1, single: Some(0), new_list: None, ipmodify: false }
+        );
         assert_eq!(plan[2], SitePlan { index: 2, call: None, count: 0, single: None, new_list: None, ipmodify: false });
     }
 
@@ -156,7 +158,8 @@ mod tests {
     #[test]
     fn two_ipmodify_ops_on_a_site_refuse_the_plan_even_with_tracing_off() {
         let (a, b) = (bits(3, &[0, 2]), bits(3, &[2]));
-        let ops = [PlanOps { effective: &a, regs: false, ipmodify: true }, PlanOps { effective: &b, regs: false, ipmodify: true }];
+        let ops =
+            [PlanOps { effective: &a, regs: false, ipmodify: true }, PlanOps { effective: &b, regs: false, ipmodify: true }];
         assert_eq!(plan(&bits(3, &[0, 2]), &ops, true, |_| false, NO_LIST), Err(IpModifyConflict { index: 2 }));
         assert_eq!(plan(&bits(3, &[0, 2]), &ops, false, |_| false, NO_LIST), Err(IpModifyConflict { index: 2 }));
         let one = plan(&bits(3, &[0]), &ops, true, |_| false, NO_LIST).unwrap();

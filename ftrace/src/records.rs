@@ -100,14 +100,7 @@ impl fmt::Display for Action {
 /// Queues `expected` -> `new` at `addr` (the literal as data, anything else
 /// as an instruction), or reports the refusal and takes the record out of
 /// service.
-fn patch(
-    patcher: &mut TextPatcher,
-    record: &mut Record,
-    action: Action,
-    addr: usize,
-    expected: &[u8],
-    new: &[u8],
-) -> bool {
+fn patch(patcher: &mut TextPatcher, record: &mut Record, action: Action, addr: usize, expected: &[u8], new: &[u8]) -> bool {
     let queued = match action {
         Action::SetLiteral => patcher.replace_data(addr, expected, new),
         _ => patcher.replace(addr, expected, new),

@@ -356,7 +356,11 @@ pub fn set_filter_ips(ops: &FtraceOps, kind: FilterKind, ips: &[usize], mode: Fi
                     FilterKind::Filter => &filters.filter,
                     FilterKind::Notrace => &filters.notrace,
                 };
-                if current.len() == count { current.clone() } else { Bitmap::new(count) }
+                if current.len() == count {
+                    current.clone()
+                } else {
+                    Bitmap::new(count)
+                }
             }
         };
         for &ip in ips {

@@ -246,8 +246,7 @@ fn stop_and_report(task: &TaskTrace, why: &str, fregs: &FtraceRegs) -> ! {
 
 /// Whether `address` is one of the return trampolines.
 pub fn is_return_trampoline(address: usize) -> bool {
-    address == return_trampoline_address(ReturnTrampoline::Sparse)
-        || address == return_trampoline_address(ReturnTrampoline::Full)
+    address == return_trampoline_address(ReturnTrampoline::Sparse) || address == return_trampoline_address(ReturnTrampoline::Full)
 }
 
 /// For backtraces: if `address` (read from a frame record whose saved caller

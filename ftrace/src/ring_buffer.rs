@@ -103,7 +103,10 @@ pub struct Page {
 unsafe impl Sync for Page {}
 
 impl Page {
-    const EMPTY: Page = Page { bytes: UnsafeCell::new([0; PAGE_SIZE]) };
+    /// A zeroed page.
+    fn empty() -> Page {
+        Page { bytes: UnsafeCell::new([0; PAGE_SIZE]) }
+    }
 
     fn base(&self) -> *mut u8 {
         self.bytes.get() as *mut u8
@@ -231,9 +234,7 @@ impl<'a> Iterator for PageEvents<'a> {
             let header = u32::from_ne_bytes(self.data.get(self.offset..self.offset + 4)?.try_into().ok()?);
             let type_len = header & 0x1f;
             let delta = u64::from(header >> 5);
-            let word = |at: usize| -> Option<u32> {
-                Some(u32::from_ne_bytes(self.data.get(at..at + 4)?.try_into().ok()?))
-            };
+            let word = |at: usize| -> Option<u32> { Some(u32::from_ne_bytes(self.data.get(at..at + 4)?.try_into().ok()?)) };
             match type_len {
                 TYPE_PADDING => {
                     if delta == 0 {
@@ -386,7 +387,7 @@ impl RingBuffer {
         let count = pages.max(2);
         let mut all = Vec::new();
         all.try_reserve_exact(count).ok()?;
-        all.extend((0..count).map(|_| Page::EMPTY));
+        all.extend((0..count).map(|_| Page::empty()));
         let mut tags = Vec::new();
         tags.try_reserve_exact(count).ok()?;
         tags.extend((0..count).map(|_| AtomicU64::new(0)));

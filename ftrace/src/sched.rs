@@ -14,8 +14,8 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use arch::sync::SpinLock;
 
-use crate::event_filter::{FieldKind, FieldValue, FilterError, FilterField, FilterSlot};
 use crate::event::{FixedEvent, SchedSwitchEvent, SchedWakeupEvent, DEFAULT_PRIO, SCHED_SWITCH, SCHED_WAKEUP, STATE_REPORT_MAX};
+use crate::event_filter::{FieldKind, FieldValue, FilterError, FilterField, FilterSlot};
 use crate::task::TaskTrace;
 use crate::tracer::event_common;
 
@@ -66,7 +66,7 @@ impl SchedEvent {
         }
     }
 
-    /// The fields its filter can name, in the order [`Self::field_value`]
+    /// The fields its filter can name, in the order the recording side
     /// numbers them (the `format` file's fields).
     pub fn filter_fields(self) -> alloc::vec::Vec<FilterField> {
         use FieldKind::{Signed, String, Unsigned};

@@ -83,7 +83,7 @@ pub struct FrameHeader {
     /// The stack pointer the caller has once the call returns, checked at
     /// return and used to recognise the same call.
     pub sp: u64,
-    /// The call's depth (hooked calls below it), and [`INFO_FULL`].
+    /// The call's depth (hooked calls below it), and `INFO_FULL`.
     pub info: u64,
     /// The base of the frame below, or `NO_FRAME`.
     pub prev_base: u64,

@@ -135,9 +135,8 @@ pub fn parse(bytes: &[u8]) -> Result<Stream, StreamError> {
                 stream.formats.push((text(&payload[..nul])?, text(&payload[nul + 1..])?));
             }
             Tag::Cmdlines => {
-                stream.cmdlines = core::str::from_utf8(payload)
-                    .map_err(|_| StreamError::Corrupt("cmdlines are not UTF-8"))?
-                    .to_string();
+                stream.cmdlines =
+                    core::str::from_utf8(payload).map_err(|_| StreamError::Corrupt("cmdlines are not UTF-8"))?.to_string();
             }
             Tag::Cpu => {
                 let cpu = payload.get(0..8).ok_or(StreamError::Corrupt("CPU record without a CPU"))?;

@@ -19,7 +19,9 @@ use arch::context::{self, Context};
 use arch::ftrace_abi::FtraceRegs;
 
 use crate::deferred::Published;
-use crate::event::{flags, Common, FixedEvent, FunctionEvent, GraphEntryEvent, GraphExitEvent, Record, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET};
+use crate::event::{
+    flags, Common, FixedEvent, FunctionEvent, GraphEntryEvent, GraphExitEvent, Record, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET,
+};
 use crate::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn};
 use crate::instance::TraceArray;
 use crate::ops::FtraceOps;
@@ -51,7 +53,6 @@ impl Tracer {
     pub fn from_name(name: &str) -> Option<Tracer> {
         Self::ALL.iter().copied().find(|tracer| tracer.name() == name)
     }
-
 }
 
 /// The graph tracer's per-call data: two words, its mark (below) and the
@@ -466,8 +467,10 @@ pub fn consume_events(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Writ
 /// is comparable across CPUs); events with equal times keep their CPU's
 /// order.
 pub fn merged(snapshots: &[buffer::Snapshot]) -> Vec<(u64, usize, &[u8])> {
-    let mut events: Vec<(u64, usize, &[u8])> =
-        snapshots.iter().flat_map(|snapshot| snapshot.events().map(move |(time, payload)| (time, snapshot.cpu, payload))).collect();
+    let mut events: Vec<(u64, usize, &[u8])> = snapshots
+        .iter()
+        .flat_map(|snapshot| snapshot.events().map(move |(time, payload)| (time, snapshot.cpu, payload)))
+        .collect();
     events.sort_by_key(|&(time, cpu, _)| (time, cpu));
     events
 }

@@ -18,8 +18,7 @@ pub const MAX_FRAMES: usize = 64;
 pub fn walk_from(mut fp: usize) -> Vec<usize> {
     let mut frames = Vec::new();
     while fp != 0 && fp.is_multiple_of(8) && frames.len() < MAX_FRAMES {
-        let (Some(caller_fp), Some(return_address)) =
-            (arch::fault::read_u64_nofault(fp), arch::fault::read_u64_nofault(fp + 8))
+        let (Some(caller_fp), Some(return_address)) = (arch::fault::read_u64_nofault(fp), arch::fault::read_u64_nofault(fp + 8))
         else {
             break;
         };

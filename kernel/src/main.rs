@@ -42,11 +42,7 @@ pub fn kernel_main() -> ! {
     sched::init();
     tick::init();
     println!();
-    println!(
-        "ktrace kernel {} on {}: a teaching kernel for function tracing",
-        env!("CARGO_PKG_VERSION"),
-        arch::NAME
-    );
+    println!("ktrace kernel {} on {}: a teaching kernel for function tracing", env!("CARGO_PKG_VERSION"), arch::NAME);
     start_tracing();
     let wanted = cmdline::option("smp").and_then(|n| n.parse().ok()).unwrap_or(arch::MAX_CPUS);
     let online = sched::start_cpus(wanted);

@@ -179,10 +179,8 @@ struct Controller {
 
 const EVENT_ENABLES: [&str; 2] = ["events/stress/add/enable", "events/stress/add_ret/enable"];
 const TRACERS: [&str; 3] = ["nop", "function", "function_graph"];
-const EVENT_DEFINITIONS: [&str; 2] = [
-    "f:stress/add kernel::stress::stress_add a=$arg1 b=$arg2",
-    "f:stress/add_ret kernel::stress::stress_add%return ret=$retval",
-];
+const EVENT_DEFINITIONS: [&str; 2] =
+    ["f:stress/add kernel::stress::stress_add a=$arg1 b=$arg2", "f:stress/add_ret kernel::stress::stress_add%return ret=$retval"];
 
 impl Controller {
     fn new() -> Controller {
@@ -235,7 +233,8 @@ impl Controller {
                     let rethook = Box::new(Rethook::new(rethook_handler, 0, 64, 1, RethookMode::Sparse));
                     RETHOOK.store(Box::into_raw(rethook), Ordering::Release);
                     let leaves = [self.functions[0], self.functions[2]];
-                    ftrace::set_filter_ips(&RETHOOK_OPS, FilterKind::Filter, &leaves, FilterMode::Replace).map_err(|e| format!("{e}"))?;
+                    ftrace::set_filter_ips(&RETHOOK_OPS, FilterKind::Filter, &leaves, FilterMode::Replace)
+                        .map_err(|e| format!("{e}"))?;
                     ftrace::register(&RETHOOK_OPS).map_err(|e| format!("rethook ops: {e}"))
                 } else {
                     let result = ftrace::unregister(&RETHOOK_OPS).map_err(|e| format!("rethook ops: {e}"));
@@ -251,7 +250,8 @@ impl Controller {
                 self.args_ops = !self.args_ops;
                 if self.args_ops {
                     let leaves = [self.functions[0], self.functions[2]];
-                    ftrace::set_filter_ips(&ARGS_OPS, FilterKind::Filter, &leaves, FilterMode::Replace).map_err(|e| format!("{e}"))?;
+                    ftrace::set_filter_ips(&ARGS_OPS, FilterKind::Filter, &leaves, FilterMode::Replace)
+                        .map_err(|e| format!("{e}"))?;
                     ftrace::register(&ARGS_OPS).map_err(|e| format!("args ops: {e}"))
                 } else {
                     ftrace::unregister(&ARGS_OPS).map_err(|e| format!("args ops: {e}"))

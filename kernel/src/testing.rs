@@ -56,11 +56,8 @@ struct Run {
 
 static RUN: spin::Mutex<Option<Run>> = spin::Mutex::new(None);
 
-static INJECTED_FAILURE: Test = Test {
-    name: "testing::injected_failure",
-    function: injected_failure,
-    should_panic: ShouldPanic::No,
-};
+static INJECTED_FAILURE: Test =
+    Test { name: "testing::injected_failure", function: injected_failure, should_panic: ShouldPanic::No };
 
 fn injected_failure() {
     panic!("injected failure (ktest.inject_failure)");
@@ -72,11 +69,8 @@ pub fn run_tests(tests: &[&Test]) -> ! {
     let filter = cmdline::option("ktest.filter").unwrap_or("");
     // SAFETY: every `&Test` the harness passes points at a `static` emitted by
     // `#[ktest]`, so extending the borrow to 'static is sound.
-    let mut selected: Vec<&'static Test> = tests
-        .iter()
-        .map(|test| unsafe { &*(*test as *const Test) })
-        .filter(|test| test.name.contains(filter))
-        .collect();
+    let mut selected: Vec<&'static Test> =
+        tests.iter().map(|test| unsafe { &*(*test as *const Test) }).filter(|test| test.name.contains(filter)).collect();
     if cmdline::option("ktest.inject_failure").is_some() {
         selected.push(&INJECTED_FAILURE);
     }

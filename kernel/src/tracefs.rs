@@ -148,14 +148,21 @@ fn find(resolved: &Resolved, path: &str) -> Result<&'static File, TracefsError> 
 pub fn names() -> impl Iterator<Item = String> {
     let groups: alloc::collections::BTreeSet<String> = trace_events::all().into_iter().map(|(group, _)| group).collect();
     let group_files = groups.into_iter().map(|group| format!("events/{group}/enable"));
-    let events = trace_events::all().into_iter().flat_map(|(group, event)| {
-        ["enable", "filter", "format"].map(|file| format!("events/{group}/{event}/{file}"))
-    });
+    let events = trace_events::all()
+        .into_iter()
+        .flat_map(|(group, event)| ["enable", "filter", "format"].map(|file| format!("events/{group}/{event}/{file}")));
     let events = core::iter::once(String::from("events/enable")).chain(group_files).chain(events);
     let instances = instance::names().into_iter().map(|name| format!("instances/{name}/"));
     let stats = (0..ftrace::buffer::cpus()).map(|cpu| format!("trace_stat/function{cpu}"));
     let options = TraceOption::ALL.into_iter().map(|option| format!("options/{}", option.name()));
-    FILES.iter().map(|file| file.name.to_string()).chain(options).chain(per_cpu_names("")).chain(stats).chain(events).chain(instances)
+    FILES
+        .iter()
+        .map(|file| file.name.to_string())
+        .chain(options)
+        .chain(per_cpu_names(""))
+        .chain(stats)
+        .chain(events)
+        .chain(instances)
 }
 
 /// The files of instance `name`, for `ls instances/NAME`.
@@ -297,8 +304,7 @@ pub fn exists(path: &str) -> bool {
                     || per_cpu_file(resolved.name).is_some()
                     || option_file(resolved.name).is_some()
                     || (resolved.hold.is_none() && trace_stat_file(resolved.name).is_some())
-            })
-                || event_file(path).is_some()
+            }) || event_file(path).is_some()
         }
     }
 }
@@ -372,7 +378,8 @@ pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
         return read_per_cpu(resolved.array, cpu, file, out).map_err(|_| TracefsError::Invalid("output failed".into()));
     }
     if let Some(option) = option_file(resolved.name) {
-        return writeln!(out, "{}", u8::from(resolved.array.option(option))).map_err(|_| TracefsError::Invalid("output failed".into()));
+        return writeln!(out, "{}", u8::from(resolved.array.option(option)))
+            .map_err(|_| TracefsError::Invalid("output failed".into()));
     }
     if let (Some(cpu), None) = (trace_stat_file(resolved.name), &resolved.hold) {
         return ftrace::profiler::write_cpu_stats(cpu, out).map_err(|_| TracefsError::Invalid("output failed".into()));
@@ -522,9 +529,7 @@ fn parse_command(word: &str) -> Option<Result<(bool, &str, ftrace::func_probe::C
     };
     Some(match ftrace::func_probe::Command::from_name(name) {
         Some(command) => Ok((remove, glob, command, count)),
-        None => Err(TracefsError::Invalid(
-            ftrace::func_probe::ProbeError::UnknownCommand(name.into()).to_string(),
-        )),
+        None => Err(TracefsError::Invalid(ftrace::func_probe::ProbeError::UnknownCommand(name.into()).to_string())),
     })
 }
 
@@ -673,9 +678,7 @@ fn write_snapshot(array: Array, text: &str, _mode: FilterMode) -> Result<(), Tra
         .trim()
         .parse()
         .map_err(|_| TracefsError::Invalid(format!("expected a number (0, 1, or another to clear), not '{}'", text.trim())))?;
-    array
-        .snapshot_command(command)
-        .map_err(|_| TracefsError::Invalid("not enough memory for the snapshot buffer".into()))
+    array.snapshot_command(command).map_err(|_| TracefsError::Invalid("not enough memory for the snapshot buffer".into()))
 }
 
 /// How long `trace_pipe` waits between passes over an empty buffer.

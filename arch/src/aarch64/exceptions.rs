@@ -4,7 +4,7 @@
 //! makes room for a [`PtRegs`], saves x0/x1, puts its slot number in x0 and
 //! branches to the common entry, which saves the remaining registers, sp,
 //! ELR (pc) and SPSR (pstate), links a frame record so backtraces continue into
-//! the interrupted code, and calls [`aarch64_trap`]. On return it restores
+//! the interrupted code, and calls `aarch64_trap`. On return it restores
 //! every register from the (possibly modified) `PtRegs` and `eret`s, so a
 //! handler resumes elsewhere by changing `pc`.
 //!
@@ -16,7 +16,7 @@
 //! on (`CpuLocal::stack_bottom`, which the scheduler updates at every
 //! switch; x0 waits in SP_EL0, unused by the kernel). If not, it switches to
 //! this CPU's overflow stack (keeping the old sp in TPIDRRO_EL0, x1 in
-//! TPIDR_EL0) and enters the common code with [`OVERFLOW`] added to its slot
+//! TPIDR_EL0) and enters the common code with `OVERFLOW` added to its slot
 //! number; the handler reports a kernel stack overflow and panics.
 //!
 //! Invariants: every offset comes from `offset_of!`; sp stays 16-byte aligned

@@ -20,7 +20,7 @@
 //! # The trampolines
 //!
 //! Entered by the `bl` with x30 = `F+8` and x9 = the caller's return address.
-//! Each builds a [`CallerFrame`]: an `FtraceRegs` (sparse in `ftrace_caller`,
+//! Each builds a `CallerFrame`: an `FtraceRegs` (sparse in `ftrace_caller`,
 //! full in `ftrace_regs_caller`) whose x30 slot holds the *traced function's*
 //! return address (x9), and two frame records so that backtraces taken inside
 //! a callback show the traced function and its caller. It calls
@@ -35,7 +35,7 @@
 //! Afterwards it restores the saved registers, puts the (possibly changed)
 //! return address back in x30 and the stack pointer back, and branches through
 //! x9 to `F+8`, or to the instruction pointer a callback set (`IPMODIFY`;
-//! `override_function_with_return` sets it to [`ftrace_just_return`], a lone
+//! `override_function_with_return` sets it to `ftrace_just_return`, a lone
 //! `ret` through x30, skipping the function). x9 is the one register the
 //! site itself already uses (`mov x9, x30`), so the branch clobbers nothing
 //! the function could see: every other register a save holds is restored,
@@ -58,8 +58,7 @@ use core::arch::global_asm;
 use core::mem::{offset_of, size_of};
 
 use crate::ftrace_abi::{
-    FtraceRegs, OutOfRange, PtRegs, Saved, COUNTERS_ACTIVE, COUNTERS_EXITS, FTRACE_REGS_PT, FTRACE_REGS_SAVED,
-    SITE_CALL_FUNC,
+    FtraceRegs, OutOfRange, PtRegs, Saved, COUNTERS_ACTIVE, COUNTERS_EXITS, FTRACE_REGS_PT, FTRACE_REGS_SAVED, SITE_CALL_FUNC,
 };
 use crate::percpu::offsets::TASK_TRACE;
 

@@ -8,7 +8,7 @@
 //! and data/bss/stack/heap read-write and never executable.
 //!
 //! Text is patched through a second, writable, never-executable mapping of the
-//! text pages at [`ALIAS_BASE`] (as Linux's `text_poke` does), whose level-1
+//! text pages at `ALIAS_BASE` (as Linux's `text_poke` does), whose level-1
 //! entry is valid only while a patch batch runs.
 
 use core::arch::{asm, naked_asm};

@@ -81,11 +81,7 @@ const RETURN: u8 = Saved::Return.bit() | FULL;
 
 macro_rules! x {
     ($n:literal, $saved_by:expr) => {
-        RegisterInfo {
-            names: &[concat!("x", stringify!($n))],
-            offset: offset_of!(PtRegs, regs) + 8 * $n,
-            saved_by: $saved_by,
-        }
+        RegisterInfo { names: &[concat!("x", stringify!($n))], offset: offset_of!(PtRegs, regs) + 8 * $n, saved_by: $saved_by }
     };
 }
 

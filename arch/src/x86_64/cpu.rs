@@ -10,7 +10,9 @@ pub fn id() -> usize {
     let id: usize;
     // SAFETY: `gs` points at this CPU's `CpuLocal` (`percpu::install`), whose
     // `cpu` field is at `offsets::CPU`.
-    unsafe { asm!("mov {}, qword ptr gs:[{off}]", out(reg) id, off = const offsets::CPU, options(nostack, readonly, preserves_flags)) };
+    unsafe {
+        asm!("mov {}, qword ptr gs:[{off}]", out(reg) id, off = const offsets::CPU, options(nostack, readonly, preserves_flags))
+    };
     id
 }
 
@@ -30,7 +32,9 @@ pub(crate) fn context_byte() -> u8 {
 pub(crate) fn percpu_base() -> usize {
     let base: usize;
     // SAFETY: as in `id`, for the self pointer.
-    unsafe { asm!("mov {}, qword ptr gs:[{off}]", out(reg) base, off = const offsets::SELF, options(nostack, readonly, preserves_flags)) };
+    unsafe {
+        asm!("mov {}, qword ptr gs:[{off}]", out(reg) base, off = const offsets::SELF, options(nostack, readonly, preserves_flags))
+    };
     base
 }
 

@@ -1,10 +1,10 @@
 //! x86_64 exception and interrupt entry.
 //!
-//! Design: one 16-byte stub per vector (0..[`STUB_COUNT`]) pushes a zero
+//! Design: one 16-byte stub per vector (0..`STUB_COUNT`) pushes a zero
 //! error code where the CPU pushes none, then the vector number, and jumps to
 //! a common entry. The common entry completes a [`PtRegs`] on the stack (the
 //! CPU already pushed its tail), links a frame record so backtraces continue
-//! into the interrupted code, and calls [`x86_64_trap`] with a pointer to it.
+//! into the interrupted code, and calls `x86_64_trap` with a pointer to it.
 //! On return it restores every register from the (possibly modified) `PtRegs`
 //! and `iretq`s, so a handler can resume anywhere by changing `rip`.
 //!
@@ -23,8 +23,8 @@ use core::mem::{offset_of, size_of};
 use super::regs::PtRegs;
 use super::{gdt, lapic, pic, smp};
 use crate::context::{self, Context};
-use crate::smp::Ipi;
 use crate::fault::{self, RecoveredFault};
+use crate::smp::Ipi;
 
 /// Vectors with entry stubs: all of them (exceptions, the remapped PIC's
 /// IRQs, the local APIC's timer, IPIs and spurious vector).
@@ -181,15 +181,7 @@ struct Gate {
 const INTERRUPT_GATE: u8 = 0x8e; // present, DPL 0, 64-bit interrupt gate
 
 impl Gate {
-    const MISSING: Gate = Gate {
-        offset_low: 0,
-        selector: 0,
-        ist: 0,
-        type_attr: 0,
-        offset_mid: 0,
-        offset_high: 0,
-        reserved: 0,
-    };
+    const MISSING: Gate = Gate { offset_low: 0, selector: 0, ist: 0, type_attr: 0, offset_mid: 0, offset_high: 0, reserved: 0 };
 
     fn new(handler: usize, selector: u16, ist: u8) -> Gate {
         Gate {
@@ -209,7 +201,7 @@ struct Idt([Gate; 256]);
 
 static IDT: crate::cell::BootCell<Idt> = crate::cell::BootCell::new(Idt([Gate::MISSING; 256]));
 
-/// Builds the IDT (every vector enters [`x86_64_trap`]) and loads it on the
+/// Builds the IDT (every vector enters `x86_64_trap`) and loads it on the
 /// boot CPU.
 pub(crate) fn init() {
     // SAFETY: boot runs on one CPU with interrupts off; nothing else touches
@@ -281,13 +273,7 @@ fn name(vector: u64) -> &'static str {
 fn report(regs: &PtRegs, address: Option<usize>) {
     let mut console = crate::print::lock();
     use core::fmt::Write;
-    let _ = write!(
-        console,
-        "exception: {}, vector {}, error code {:#x}",
-        name(regs.vector),
-        regs.vector,
-        regs.error_code
-    );
+    let _ = write!(console, "exception: {}, vector {}, error code {:#x}", name(regs.vector), regs.vector, regs.error_code);
     if let Some(address) = address {
         let _ = write!(console, ", address {address:#018x}");
     }
@@ -299,12 +285,7 @@ fn report(regs: &PtRegs, address: Option<usize>) {
 fn unhandled(regs: &PtRegs, address: Option<usize>) -> ! {
     report(regs, address);
     match address {
-        Some(address) => panic!(
-            "unhandled {} at ip {:#x}, address {:#x}",
-            name(regs.vector),
-            regs.rip,
-            address
-        ),
+        Some(address) => panic!("unhandled {} at ip {:#x}, address {:#x}", name(regs.vector), regs.rip, address),
         None => panic!("unhandled {} at ip {:#x}", name(regs.vector), regs.rip),
     }
 }
@@ -331,8 +312,7 @@ fn dispatch(regs: &mut PtRegs) {
             report(regs, None);
         }
         PAGE_FAULT | GENERAL_PROTECTION => {
-            let address = (regs.vector == PAGE_FAULT)
-                .then(|| x86_64::registers::control::Cr2::read_raw() as usize);
+            let address = (regs.vector == PAGE_FAULT).then(|| x86_64::registers::control::Cr2::read_raw() as usize);
             match fault::search_exception_table(regs.ip()) {
                 Some(fixup) => {
                     fault::note_recovered(RecoveredFault { ip: regs.ip(), address });

@@ -14,7 +14,7 @@
 //! # The trampolines
 //!
 //! Entered by the site's `call`, so `[rsp]` is `F+5` and `[rsp+8]` the
-//! caller's return address. Each builds a [`CallerFrame`] on the stack:
+//! caller's return address. Each builds a `CallerFrame` on the stack:
 //! an `FtraceRegs` (sparse in `ftrace_caller`, full in `ftrace_regs_caller`)
 //! and two frame records, one for the traced function and one for its
 //! caller, so that backtraces taken inside a callback show both. It then
@@ -27,7 +27,7 @@
 //!
 //! Afterwards it resumes at `F+5`, or at the new instruction pointer if a
 //! callback changed it (`IPMODIFY`, or `override_function_with_return`, which
-//! points it at [`ftrace_just_return`], a lone `ret`). Both cases run the
+//! points it at `ftrace_just_return`, a lone `ret`). Both cases run the
 //! same code: the resume address is stored just below the function's entry
 //! stack pointer and a single `ret` jumps there with the function's entry
 //! stack; `ftrace_regs_caller` also restores RFLAGS with `popfq`. The final
@@ -52,8 +52,7 @@ use core::arch::global_asm;
 use core::mem::{offset_of, size_of};
 
 use crate::ftrace_abi::{
-    FtraceRegs, OutOfRange, PtRegs, Saved, COUNTERS_ACTIVE, COUNTERS_EXITS, FTRACE_REGS_PT, FTRACE_REGS_SAVED,
-    SITE_CALL_FUNC,
+    FtraceRegs, OutOfRange, PtRegs, Saved, COUNTERS_ACTIVE, COUNTERS_EXITS, FTRACE_REGS_PT, FTRACE_REGS_SAVED, SITE_CALL_FUNC,
 };
 use crate::percpu::offsets::TASK_TRACE;
 

@@ -37,8 +37,7 @@ pub(crate) fn init(cpu: usize) {
     let tss = TSS[cpu].call_once(|| {
         let mut tss = TaskStateSegment::new();
         let stack = DOUBLE_FAULT_STACKS[cpu].as_ptr() as u64;
-        tss.interrupt_stack_table[usize::from(DOUBLE_FAULT_IST - 1)] =
-            VirtAddr::new(stack + DOUBLE_FAULT_STACK_SIZE as u64);
+        tss.interrupt_stack_table[usize::from(DOUBLE_FAULT_IST - 1)] = VirtAddr::new(stack + DOUBLE_FAULT_STACK_SIZE as u64);
         tss
     });
     let (gdt, selectors) = GDT[cpu].call_once(|| {

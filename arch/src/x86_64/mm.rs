@@ -8,9 +8,9 @@
 //! itself. The 3-4 GiB hole (local APIC, I/O APIC) is mapped uncached.
 //!
 //! Text is patched through a second, writable, non-executable mapping of the
-//! text pages at [`ALIAS_BASE`] (as Linux's `text_poke` does). Its tables are
+//! text pages at `ALIAS_BASE` (as Linux's `text_poke` does). Its tables are
 //! built at boot but hang off a PML4 slot that is present only while a patch
-//! batch runs ([`map_text_alias`] / [`unmap_text_alias`]).
+//! batch runs (`map_text_alias` / `unmap_text_alias`).
 
 use core::arch::naked_asm;
 
@@ -110,10 +110,7 @@ fn enable_write_back_caching() {
 pub(crate) fn init() {
     let image = layout::image();
     let split = (image.start & !(LARGE_PAGE - 1))..image.end.next_multiple_of(LARGE_PAGE);
-    assert!(
-        split.len() / LARGE_PAGE <= IMAGE_TABLES,
-        "kernel image too large for the boot page tables"
-    );
+    assert!(split.len() / LARGE_PAGE <= IMAGE_TABLES, "kernel image too large for the boot page tables");
     // SAFETY: boot runs on one CPU with interrupts off, and these tables are
     // not live yet (CR3 still points at the boot stub's tables).
     let tables = unsafe { TABLES.get() };

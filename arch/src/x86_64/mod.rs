@@ -13,8 +13,8 @@ pub mod mm;
 pub mod patch;
 pub mod regs;
 pub mod selftest;
-pub mod switch;
 pub mod smp;
+pub mod switch;
 pub mod timer;
 
 mod gdt;

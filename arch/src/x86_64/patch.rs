@@ -12,7 +12,7 @@
 //! "Synchronise" is one round of IPIs to every other CPU (returning from
 //! the interrupt serialises it) and a serialising instruction here: one
 //! round per step for the whole batch, never per site. A CPU reaching a site
-//! between steps 1 and 3 traps on the `int3`; [`emulate_int3`], called first
+//! between steps 1 and 3 traps on the `int3`; `emulate_int3`, called first
 //! by the `#BP` handler, finds the site in the published batch (a binary
 //! search: the batch is sorted) and emulates the *new* instruction: a call
 //! pushes its return address and goes to its target, a NOP goes past

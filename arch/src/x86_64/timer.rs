@@ -51,12 +51,15 @@ pub(crate) fn calibrate() {
 /// measuring that timer against the PIT. Interrupts enabled.
 pub(crate) fn start_apic_timer() {
     super::lapic::enable();
-    super::lapic::calibrate(|ticks| {
-        let start = crate::time::ticks();
-        while crate::time::ticks() < start + ticks {
-            core::hint::spin_loop();
-        }
-    }, 10);
+    super::lapic::calibrate(
+        |ticks| {
+            let start = crate::time::ticks();
+            while crate::time::ticks() < start + ticks {
+                core::hint::spin_loop();
+            }
+        },
+        10,
+    );
     pic::mask(PIT_IRQ);
     super::lapic::start_timer();
 }

@@ -142,18 +142,12 @@ mod tests {
 
     #[test]
     fn too_long_is_rejected_and_next_line_works() {
-        assert_eq!(
-            lines::<4>(b"abcdefgh\nabc\n"),
-            [Err(LineError::TooLong { limit: 4 }), Ok("abc".into())]
-        );
+        assert_eq!(lines::<4>(b"abcdefgh\nabc\n"), [Err(LineError::TooLong { limit: 4 }), Ok("abc".into())]);
     }
 
     #[test]
     fn control_bytes_are_rejected() {
-        assert_eq!(
-            lines::<64>(b"a\x1b[Ab\nok\n"),
-            [Err(LineError::ControlByte(0x1b)), Ok("ok".into())]
-        );
+        assert_eq!(lines::<64>(b"a\x1b[Ab\nok\n"), [Err(LineError::ControlByte(0x1b)), Ok("ok".into())]);
         assert_eq!(lines::<64>(b"\x00\n"), [Err(LineError::ControlByte(0))]);
     }
 

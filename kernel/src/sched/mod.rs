@@ -14,7 +14,7 @@
 //!   happens on the way out of the interrupt, if the interrupt came from a
 //!   task with interrupts enabled and preemption enabled (`arch::irq::exit`).
 //!   Tasks also give the CPU up themselves: [`yield_now`], [`sleep_ms`],
-//!   blocking on a [`WaitQueue`] or a mutex, exiting.
+//!   blocking on a [`WaitQueue`](wait::WaitQueue) or a mutex, exiting.
 //! - The run-queue lock is held across the switch itself (as Linux's rq
 //!   lock): the CPU that switches away from a task still owns the lock, so
 //!   no other CPU can pick that task up before its registers are saved; the
@@ -310,18 +310,16 @@ fn block() {
 /// Wakes `task` if it sleeps or is blocked; otherwise leaves a wake-up
 /// pending for its next block.
 pub fn wake(task: &Arc<Task>) {
-    let target = with(|s| {
-        match task.state() {
-            State::Blocked | State::Sleeping => {
-                s.sleepers.retain(|(_, sleeper)| !Arc::ptr_eq(sleeper, task));
-                task.set_state(State::Runnable);
-                s.run_queue.push_back(task.clone());
-                idle_cpu_for(s, task)
-            }
-            _ => {
-                task.set_wake_pending();
-                None
-            }
+    let target = with(|s| match task.state() {
+        State::Blocked | State::Sleeping => {
+            s.sleepers.retain(|(_, sleeper)| !Arc::ptr_eq(sleeper, task));
+            task.set_state(State::Runnable);
+            s.run_queue.push_back(task.clone());
+            idle_cpu_for(s, task)
+        }
+        _ => {
+            task.set_wake_pending();
+            None
         }
     });
     if let Some(cpu) = target {

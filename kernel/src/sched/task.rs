@@ -305,5 +305,4 @@ impl JoinHandle {
         task.exited.wait_until(|| task.released.load(Ordering::Acquire));
         task.result.load(Ordering::Acquire)
     }
-
 }

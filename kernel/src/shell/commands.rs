@@ -21,12 +21,7 @@ pub struct Command {
 
 const COMMANDS: &[Command] = &[
     Command { name: "help", usage: "help", summary: "list the commands", run: help },
-    Command {
-        name: "echo",
-        usage: "echo [TEXT...] [> FILE | >> FILE]",
-        summary: "print TEXT, or write it to a file",
-        run: echo,
-    },
+    Command { name: "echo", usage: "echo [TEXT...] [> FILE | >> FILE]", summary: "print TEXT, or write it to a file", run: echo },
     Command { name: "ls", usage: "ls [instances[/NAME]]", summary: "list the tracing files (of an instance)", run: ls },
     Command { name: "mkdir", usage: "mkdir instances/NAME", summary: "make a tracing instance", run: mkdir },
     Command { name: "rmdir", usage: "rmdir instances/NAME", summary: "remove a tracing instance", run: rmdir },
@@ -218,12 +213,7 @@ fn uptime(invocation: &Invocation) -> Result<(), ShellError> {
 fn meminfo(invocation: &Invocation) -> Result<(), ShellError> {
     no_arguments("meminfo", invocation)?;
     let heap = crate::heap::stats();
-    println!(
-        "heap: {} KiB used, {} KiB free, {} KiB total",
-        heap.used / 1024,
-        heap.free / 1024,
-        heap.total / 1024
-    );
+    println!("heap: {} KiB used, {} KiB free, {} KiB total", heap.used / 1024, heap.free / 1024, heap.total / 1024);
     Ok(())
 }
 

@@ -382,7 +382,8 @@ fn every_fetch_arg_syntax_in_entry_and_exit_events() {
     define("-:tests/probe_entry").unwrap();
     define("-:probe_exit").unwrap();
 
-    let line = |event: &str| trace.lines().find(|l| l.contains(event)).unwrap_or_else(|| panic!("no {event} in {trace}")).to_string();
+    let line =
+        |event: &str| trace.lines().find(|l| l.contains(event)).unwrap_or_else(|| panic!("no {event} in {trace}")).to_string();
     let entry_line = line("probe_entry: ");
     for expected in [
         "probe_entry: (kernel::tests::fprobe::event_tracee+0x0/0x",
@@ -451,7 +452,8 @@ fn every_argument_reaches_entry_and_exit_events() {
     let trace = trace_text();
     define("-:tests/eight").unwrap();
     define("-:tests/eight_exit").unwrap();
-    let line = |event: &str| trace.lines().find(|l| l.contains(event)).unwrap_or_else(|| panic!("no {event} in {trace}")).to_string();
+    let line =
+        |event: &str| trace.lines().find(|l| l.contains(event)).unwrap_or_else(|| panic!("no {event} in {trace}")).to_string();
     let entry = line("eight: ");
     assert!(entry.ends_with(" a=11 f=16 g=17 h=18"), "{entry}");
     let exit = line("eight_exit: ");

@@ -14,9 +14,7 @@ use arch::selftest::{
     call_with_marked_registers, scratch_register, CORRUPT_INSN, MARKED_FLAGS, MARKED_REGISTERS, SCRATCH_REGISTER,
 };
 use arch::text::TextPatcher;
-use ftrace::{
-    FilterKind, FilterMode, FtraceError, FtraceOps, FtraceRegs, OpsFlags, RegisterError, Saved, Trampoline,
-};
+use ftrace::{FilterKind, FilterMode, FtraceError, FtraceOps, FtraceRegs, OpsFlags, RegisterError, Saved, Trampoline};
 use ktest_macros::ktest;
 
 // ---- helpers ----
@@ -129,14 +127,8 @@ struct Seen {
     saved: Option<Saved>,
 }
 
-static SEEN: spin::Mutex<Seen> = spin::Mutex::new(Seen {
-    ip: 0,
-    parent_ip: 0,
-    args: [None; 8],
-    sp: 0,
-    return_address: None,
-    saved: None,
-});
+static SEEN: spin::Mutex<Seen> =
+    spin::Mutex::new(Seen { ip: 0, parent_ip: 0, args: [None; 8], sp: 0, return_address: None, saved: None });
 
 extern "C" fn record_entry(ip: usize, parent_ip: usize, _ops: &FtraceOps, fregs: &mut FtraceRegs) {
     let mut seen = SEEN.lock();

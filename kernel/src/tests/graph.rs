@@ -570,7 +570,9 @@ fn tracer_setup(filter: &str, graph_function: &str, max_depth: &str) {
 
 fn tracer_cleanup() {
     tracefs::write("current_tracer", "nop", FilterMode::Replace).unwrap();
-    for (file, text) in [("set_ftrace_filter", ""), ("set_graph_function", ""), ("set_graph_notrace", ""), ("max_graph_depth", "0")] {
+    for (file, text) in
+        [("set_ftrace_filter", ""), ("set_graph_function", ""), ("set_graph_notrace", ""), ("max_graph_depth", "0")]
+    {
         tracefs::write(file, text, FilterMode::Replace).unwrap();
     }
 }
@@ -597,7 +599,8 @@ fn function_graph_tracer_shows_fib_as_a_balanced_tree_with_return_values() {
     tracefs::write("options/funcgraph-retval", "0", FilterMode::Replace).unwrap();
     tracer_cleanup();
     let entries = events.iter().filter(|r| matches!(r, Record::GraphEntry(_))).count();
-    let exits: Vec<u64> = events.iter().filter_map(|r| if let Record::GraphExit(x) = r { Some(x.retval) } else { None }).collect();
+    let exits: Vec<u64> =
+        events.iter().filter_map(|r| if let Record::GraphExit(x) = r { Some(x.retval) } else { None }).collect();
     assert_eq!((entries, exits.len()), (9, 9));
     assert_eq!(*exits.last().unwrap(), 3, "the outermost call returned fib(4)");
     assert!(trace.starts_with("# tracer: function_graph\n"), "{trace}");
@@ -703,12 +706,10 @@ fn rethook_handler(node: &RethookNode, data: usize, ret_addr: usize, fregs: &mut
     seen.retval = fregs.return_value();
     seen.node_word = node.data()[0] ^ data as u64;
     seen.full = fregs.regs().is_some();
-    seen.marked_ok = fregs
-        .regs()
-        .is_some_and(|regs| MARKED_REGISTERS.iter().all(|(name, value)| regs.register(name) == Some(*value)));
-    seen.returned_to_ok = fregs.regs().is_some_and(|regs| {
-        regs.ip() == ret_addr && regs.register("lr").is_none_or(|lr| lr == ret_addr as u64)
-    });
+    seen.marked_ok =
+        fregs.regs().is_some_and(|regs| MARKED_REGISTERS.iter().all(|(name, value)| regs.register(name) == Some(*value)));
+    seen.returned_to_ok =
+        fregs.regs().is_some_and(|regs| regs.ip() == ret_addr && regs.register("lr").is_none_or(|lr| lr == ret_addr as u64));
 }
 
 /// The rethook the entry ops below hooks with (set by each test).

@@ -121,10 +121,10 @@ fn bad_instance_requests_change_nothing() {
         tracefs::write("instances/only/current_tracer", "bogus", FilterMode::Replace),
         Err(TracefsError::Invalid(_))
     ));
-    assert!(matches!(
-        tracefs::write("instances/only/ftrace_enabled", "0", FilterMode::Replace),
-        Err(TracefsError::NoSuchFile(_))
-    ), "system-wide files exist at the top level only");
+    assert!(
+        matches!(tracefs::write("instances/only/ftrace_enabled", "0", FilterMode::Replace), Err(TracefsError::NoSuchFile(_))),
+        "system-wide files exist at the top level only"
+    );
     assert_eq!(read("instances/only/current_tracer"), "nop\n");
     {
         let _held = instance::find("only").unwrap();

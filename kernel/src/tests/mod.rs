@@ -2,12 +2,12 @@
 
 mod basics;
 mod events;
-mod ftrace;
 mod fprobe;
+mod ftrace;
 mod graph;
 mod instances;
-mod tracefs;
 mod sched;
+mod tracefs;
 
 /// Every recorded event on every CPU, oldest first: (timestamp, payload).
 fn recorded_events() -> alloc::vec::Vec<(u64, alloc::vec::Vec<u8>)> {
@@ -17,8 +17,7 @@ fn recorded_events() -> alloc::vec::Vec<(u64, alloc::vec::Vec<u8>)> {
 
 /// `echo TEXT > PATH`, which must succeed.
 fn write_file(path: &str, text: &str) {
-    crate::tracefs::write(path, text, ::ftrace::FilterMode::Replace)
-        .unwrap_or_else(|error| panic!("{path} <- {text}: {error}"));
+    crate::tracefs::write(path, text, ::ftrace::FilterMode::Replace).unwrap_or_else(|error| panic!("{path} <- {text}: {error}"));
 }
 
 /// `cat PATH`, which must succeed.

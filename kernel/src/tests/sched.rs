@@ -51,10 +51,15 @@ fn the_kernel_runs_on_several_cpus() {
 #[ktest]
 fn join_returns_each_tasks_result_and_sleep_sleeps() {
     let start = arch::time::ticks();
-    let handles: Vec<_> = (0..4).map(|i| sched::spawn("sleeper", move || {
-        sched::sleep_ms(5);
-        i * 10
-    }).unwrap()).collect();
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            sched::spawn("sleeper", move || {
+                sched::sleep_ms(5);
+                i * 10
+            })
+            .unwrap()
+        })
+        .collect();
     let results: Vec<u64> = handles.into_iter().map(|handle| handle.join()).collect();
     assert_eq!(results, [0, 10, 20, 30]);
     assert!(arch::time::ticks() >= start + 5, "slept at least 5 ms");
@@ -247,7 +252,14 @@ fn sleeps_inside(x: u64) -> u64 {
 #[ktest]
 fn an_fprobe_unregistered_while_a_call_sleeps_in_it_outlives_that_call() {
     let f = address(sleeps_inside as fn(u64) -> u64);
-    let config = FprobeConfig { entry: None, exit: Some(count_exit), entry_data_words: 0, save_args: false, private: 0, free_private: None };
+    let config = FprobeConfig {
+        entry: None,
+        exit: Some(count_exit),
+        entry_data_words: 0,
+        save_args: false,
+        private: 0,
+        free_private: None,
+    };
     // Warm up what is allocated once.
     drop(fprobe::register(config, Target::Addresses(&[f])).unwrap());
     ftrace::deferred::reclaim();

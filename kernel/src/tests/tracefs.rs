@@ -106,7 +106,10 @@ fn the_function_profiler_counts_fib_calls_and_times_them() {
     write("function_profile_enabled", "0");
     assert_eq!(profiled_hits("kernel::workload::fib"), 177, "fib(10) calls fib 177 times");
     let stats = (0..ftrace::buffer::cpus()).map(|cpu| read(&format!("trace_stat/function{cpu}"))).collect::<String>();
-    assert!(stats.starts_with("  Function                               Hit    Time            Avg             s^2\n"), "{stats}");
+    assert!(
+        stats.starts_with("  Function                               Hit    Time            Avg             s^2\n"),
+        "{stats}"
+    );
     let line = stats.lines().find(|line| line.trim_start().starts_with("kernel::workload::fib ")).unwrap();
     let words: alloc::vec::Vec<&str> = line.split_whitespace().collect();
     assert_eq!(words.len(), 8, "name, hits, then three durations in us: {line}");
@@ -143,7 +146,8 @@ fn the_stack_tracer_finds_the_deepest_fib_frame() {
     assert!(lines[2].starts_with(&format!("   0)   {max:>6}  ")) && lines[2].contains("kernel::workload::fib+0x0/"), "{trace}");
     let fibs = lines[2..].iter().take_while(|line| line.contains(" kernel::workload::fib+")).count();
     assert_eq!(fibs, 12, "{trace}");
-    let depths: alloc::vec::Vec<usize> = lines[2..].iter().map(|line| line.split_whitespace().nth(1).unwrap().parse().unwrap()).collect();
+    let depths: alloc::vec::Vec<usize> =
+        lines[2..].iter().map(|line| line.split_whitespace().nth(1).unwrap().parse().unwrap()).collect();
     assert!(depths.windows(2).all(|pair| pair[0] > pair[1]), "depths shrink outwards: {depths:?}");
     assert!(matches!(tracefs::write("stack_max_size", "5", FilterMode::Replace), Err(TracefsError::Invalid(_))));
     write("stack_max_size", "0");
@@ -169,7 +173,11 @@ fn trace_pipe_streams_a_workload_running_in_another_task() {
     assert_eq!(worker.join(), 610);
     let lines: alloc::vec::Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 1973, "every call once, as it came");
-    assert!(lines.iter().all(|line| line.contains(&format!("-{worker_pid} ")) && line.contains(": kernel::workload::fib <-")), "the worker's calls: {}", lines[0]);
+    assert!(
+        lines.iter().all(|line| line.contains(&format!("-{worker_pid} ")) && line.contains(": kernel::workload::fib <-")),
+        "the worker's calls: {}",
+        lines[0]
+    );
     let times: alloc::vec::Vec<&str> = lines.iter().map(|line| line.split_whitespace().nth(3).unwrap()).collect();
     assert!(times.windows(2).all(|pair| pair[0] <= pair[1]), "oldest first");
     // A consuming read: nothing is left for `trace`.
@@ -192,7 +200,9 @@ fn trace_marker_lines_land_among_the_events() {
     let lines: alloc::vec::Vec<&str> = trace.lines().filter(|line| !line.starts_with('#')).collect();
     assert_eq!(lines.len(), 5, "{trace}");
     assert!(lines[0].ends_with(": tracing_mark_write: before fib"), "{}", lines[0]);
-    assert!(lines[1].ends_with(": kernel::workload::fib <-kernel::workload::fib") || lines[1].contains(": kernel::workload::fib <-"));
+    assert!(
+        lines[1].ends_with(": kernel::workload::fib <-kernel::workload::fib") || lines[1].contains(": kernel::workload::fib <-")
+    );
     assert!(lines[4].ends_with(": tracing_mark_write: after"), "{}", lines[4]);
     assert!(matches!(tracefs::read("trace_marker", &mut String::new()), Err(TracefsError::NotReadable(_))));
     write("current_tracer", "function_graph");
@@ -292,7 +302,10 @@ fn tracing_thresh_keeps_only_long_calls() {
     assert_eq!(read("tracing_thresh"), "1000\n");
     spin_for_ns(2_000_000);
     let long = read("trace");
-    let line = long.lines().find(|line| line.ends_with("} /* kernel::tests::tracefs::spin_for_ns */")).unwrap_or_else(|| panic!("{long}"));
+    let line = long
+        .lines()
+        .find(|line| line.ends_with("} /* kernel::tests::tracefs::spin_for_ns */"))
+        .unwrap_or_else(|| panic!("{long}"));
     // ` 0) # 3012.345 us  |  } /* ... */`: at least the 1000 us asked.
     let duration = line.split(" us").next().unwrap().rsplit(' ').next().unwrap();
     assert!(duration.parse::<f64>().unwrap() >= 1000.0, "{line}");
@@ -445,8 +458,7 @@ fn func_stack_trace_follows_each_function_with_its_callers() {
     assert_eq!(fib(2), 1);
     let trace = read("trace");
     let lines: alloc::vec::Vec<&str> = trace.lines().filter(|line| !line.starts_with('#')).collect();
-    let stacks: alloc::vec::Vec<usize> =
-        (0..lines.len()).filter(|&i| lines[i].ends_with(": <stack trace>")).collect();
+    let stacks: alloc::vec::Vec<usize> = (0..lines.len()).filter(|&i| lines[i].ends_with(": <stack trace>")).collect();
     assert_eq!(stacks.len(), 3, "one per call: {trace}");
     for at in stacks {
         assert!(lines[at - 1].contains(": kernel::workload::fib <-"), "after the function's line: {trace}");

@@ -143,9 +143,9 @@ pub fn run() -> String {
         Ok((written, read_back))
     };
     match steps() {
-        Ok((written, read_back)) => format!(
-            "fs: 3 directories, 2 files, {written} bytes written, {read_back} bytes read, 1 file unlinked"
-        ),
+        Ok((written, read_back)) => {
+            format!("fs: 3 directories, 2 files, {written} bytes written, {read_back} bytes read, 1 file unlinked")
+        }
         Err(error) => format!("fs: failed: {error:?}"),
     }
 }

@@ -58,7 +58,8 @@ fn distinct(figures: &[Figure], key: impl Fn(&Figure) -> &str) -> Vec<String> {
     seen
 }
 
-const COLOURS: [RGBColor; 4] = [RGBColor(0x4c, 0x72, 0xb0), RGBColor(0x93, 0xb5, 0xd8), RGBColor(0xdd, 0x84, 0x52), RGBColor(0x55, 0xa8, 0x68)];
+const COLOURS: [RGBColor; 4] =
+    [RGBColor(0x4c, 0x72, 0xb0), RGBColor(0x93, 0xb5, 0xd8), RGBColor(0xdd, 0x84, 0x52), RGBColor(0x55, 0xa8, 0x68)];
 
 fn draw(figures: &[Figure], out: &str) -> Result<(), Box<dyn std::error::Error>> {
     let arches = distinct(figures, |f| &f.arch);
@@ -82,7 +83,11 @@ fn draw(figures: &[Figure], out: &str) -> Result<(), Box<dyn std::error::Error>>
             .x_label_formatter(&|x| {
                 let index = x.floor() as usize;
                 let centred = (x - index as f64 - 0.5).abs() < 1e-6;
-                if centred { modes.get(index).cloned().unwrap_or_default() } else { String::new() }
+                if centred {
+                    modes.get(index).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
             })
             .y_desc("instructions per call")
             .draw()?;
@@ -94,9 +99,17 @@ fn draw(figures: &[Figure], out: &str) -> Result<(), Box<dyn std::error::Error>>
                 let left = m as f64 + 0.1 + k as f64 * width;
                 Some(Rectangle::new([(left, 0.0), (left + width * 0.9, figure.instructions)], colour.filled()))
             });
-            chart.draw_series(bars)?.label(kernel.as_str()).legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour.filled()));
+            chart
+                .draw_series(bars)?
+                .label(kernel.as_str())
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour.filled()));
         }
-        chart.configure_series_labels().position(SeriesLabelPosition::UpperLeft).background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
     }
     root.present()?;
     Ok(())
@@ -136,8 +149,14 @@ mod tests {
     fn figures_parse_and_bad_lines_are_named() {
         let figures = parse("x86_64 function linux-7.2 574\n\naarch64 function ktrace 239.0\n").unwrap();
         assert_eq!(figures.len(), 2);
-        assert_eq!(figures[1], Figure { arch: "aarch64".into(), mode: "function".into(), kernel: "ktrace".into(), instructions: 239.0 });
-        assert_eq!(parse("x86_64 function 574").unwrap_err(), "line 1: expected 'ARCH MODE KERNEL INSTRUCTIONS', got 'x86_64 function 574'");
+        assert_eq!(
+            figures[1],
+            Figure { arch: "aarch64".into(), mode: "function".into(), kernel: "ktrace".into(), instructions: 239.0 }
+        );
+        assert_eq!(
+            parse("x86_64 function 574").unwrap_err(),
+            "line 1: expected 'ARCH MODE KERNEL INSTRUCTIONS', got 'x86_64 function 574'"
+        );
         assert!(parse("a b c -1").is_err());
         assert!(parse("a b c many").is_err());
         assert_eq!(parse("\n").unwrap_err(), "no figures");
@@ -145,14 +164,17 @@ mod tests {
 
     #[test]
     fn the_chart_has_a_bar_per_figure() {
-        let figures = parse("x86_64 function linux 500\nx86_64 function ktrace 200\nx86_64 graph linux 900\nx86_64 graph ktrace 400\n").unwrap();
+        let figures =
+            parse("x86_64 function linux 500\nx86_64 function ktrace 200\nx86_64 graph linux 900\nx86_64 graph ktrace 400\n")
+                .unwrap();
         let out = std::env::temp_dir().join(format!("benchchart-test-{}.svg", std::process::id()));
         draw(&figures, out.to_str().unwrap()).unwrap();
         let svg = std::fs::read_to_string(&out).unwrap();
         std::fs::remove_file(&out).unwrap();
         assert!(svg.starts_with("<svg"));
         assert!(svg.contains("x86_64: instructions tracing adds"));
-        let texts: Vec<&str> = svg.split("<text").skip(1).filter_map(|t| t.split('>').nth(1)?.split('<').next()).map(str::trim).collect();
+        let texts: Vec<&str> =
+            svg.split("<text").skip(1).filter_map(|t| t.split('>').nth(1)?.split('<').next()).map(str::trim).collect();
         for label in ["function", "graph", "ktrace", "linux"] {
             assert!(texts.contains(&label), "{label} among {texts:?}");
         }

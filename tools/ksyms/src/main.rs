@@ -166,7 +166,11 @@ mod tests {
         let table = Kallsyms::parse(&bytes).unwrap();
         assert_eq!((table.len(), table.site_count()), (3, 2));
         let names: Vec<&str> = table.iter().map(|symbol| symbol.name).collect();
-        assert_eq!(names, ["kernel::main", "kernel::workload::fib", "core::ptr::drop_in_place<alloc::string::String>"], "address order");
+        assert_eq!(
+            names,
+            ["kernel::main", "kernel::workload::fib", "core::ptr::drop_in_place<alloc::string::String>"],
+            "address order"
+        );
         let fib = table.by_name("kernel::workload::fib").unwrap();
         assert_eq!((fib.address, fib.size), (0x4000_1000, 0x40));
         assert_eq!(table.lookup(0x4000_1020).map(|symbol| symbol.name), Some("kernel::workload::fib"));

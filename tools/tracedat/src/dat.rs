@@ -44,12 +44,7 @@ pub fn header_event() -> String {
 
 /// Events in the stream's pages.
 pub fn count_events(stream: &Stream) -> usize {
-    stream
-        .cpus
-        .iter()
-        .flat_map(|(_, pages)| pages.chunks(PAGE_SIZE))
-        .map(|page| page_events(page).count())
-        .sum()
+    stream.cpus.iter().flat_map(|(_, pages)| pages.chunks(PAGE_SIZE)).map(|page| page_events(page).count()).sum()
 }
 
 struct Writer(Vec<u8>);

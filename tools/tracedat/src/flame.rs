@@ -2,7 +2,7 @@
 //! duration minus its children's) is counted against its stack of traced
 //! callers, folded as `outer;inner;leaf NANOSECONDS`, and drawn by `inferno`.
 
-use ftrace::event::{FixedEvent, Record};
+use ftrace::event::Record;
 use ftrace::ring_buffer::{page_events, PAGE_SIZE};
 use ftrace::stream::Stream;
 
@@ -16,9 +16,7 @@ struct Open {
 
 /// Folded stacks with their self time in ns, in first-seen order, summed.
 pub fn fold(stream: &Stream, symbols: &Symbols) -> Result<Vec<(String, u64)>, String> {
-    let name = |address: u64| {
-        symbols.lookup(address as usize).map_or_else(|| format!("{address:#x}"), |s| s.name.to_string())
-    };
+    let name = |address: u64| symbols.lookup(address as usize).map_or_else(|| format!("{address:#x}"), |s| s.name.to_string());
     let mut folded: Vec<(String, u64)> = Vec::new();
     let mut add = |stack: String, ns: u64| match folded.iter_mut().find(|(s, _)| *s == stack) {
         Some((_, total)) => *total += ns,
@@ -70,7 +68,7 @@ pub fn render(folded: &[(String, u64)]) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ftrace::event::{Common, GraphEntryEvent, GraphExitEvent, TRACE_GRAPH_ENT, TRACE_GRAPH_RET};
+    use ftrace::event::{Common, FixedEvent, GraphEntryEvent, GraphExitEvent, TRACE_GRAPH_ENT, TRACE_GRAPH_RET};
     use ftrace::ring_buffer::RingBuffer;
 
     fn stream_of(events: &[Record]) -> Stream {

@@ -33,12 +33,10 @@ fn read_stream(path: &Path) -> Result<Stream, String> {
 /// complete or untouched.
 fn write_atomically(out: &Path, bytes: &[u8]) -> Result<(), String> {
     let temporary = out.with_extension("partial");
-    std::fs::write(&temporary, bytes)
-        .and_then(|()| std::fs::rename(&temporary, out))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&temporary);
-            format!("cannot write {}: {e}", out.display())
-        })
+    std::fs::write(&temporary, bytes).and_then(|()| std::fs::rename(&temporary, out)).map_err(|e| {
+        let _ = std::fs::remove_file(&temporary);
+        format!("cannot write {}: {e}", out.display())
+    })
 }
 
 fn run(args: &[String]) -> Result<String, String> {
