@@ -128,6 +128,19 @@ if run_session tracefs-files 'echo fib > set_ftrace_filter\ncat set_ftrace_filte
     expect "the profiler counts fib(10)'s 177 calls" grep -qE "^  kernel::workload::fib +177 +[0-9]+\.[0-9]{3} us +[0-9]+\.[0-9]{3} us +[0-9]+\.[0-9]{3} us$" <<<"$out"
 fi
 
+# The tour: six steps with disassembly, ending with the site restored.
+if run_session tour 'tour\ntour nosuch\ncat enabled_functions\npoweroff\n'; then
+    for n in 1 2 3 4 5 6; do
+        expect "step $n shown" grep -q "^== $n\. " <<<"$out"
+    done
+    expect "the call slot disassembled, then calling each trampoline" test "$(count_lines '   <- call slot$')" -ge 4 -a "$(count_lines '<ftrace_caller>   <- call slot$')" -eq 1 -a "$(count_lines '<ftrace_regs_caller>   <- call slot$')" -eq 1
+    expect "an unsaved register refused" grep -qE '^  query_register_offset\("[a-z0-9]+"\) = Err\(NotSaved\)' <<<"$out"
+    expect "the return hijacked and the value seen" grep -q '^  at exit: returned 2 (0x2) after ' <<<"$out"
+    expect "the site restored" grep -q '^  restored: the [0-9] bytes of the call slot are byte for byte those of step 1$' <<<"$out"
+    expect "an unknown function refused" grep -q "^error: tour: unknown symbol 'nosuch'" <<<"$out"
+    expect "nothing left enabled" test "$(sed -n '/^> cat enabled_functions$/,/^> poweroff$/p' <<<"$out" | wc -l)" -eq 2
+fi
+
 # The rest of the tracefs a Linux user types: trace_clock, event filters,
 # set_event_pid, func_stack_trace, FUNC:snapshot, ls of a directory.
 events_session=(

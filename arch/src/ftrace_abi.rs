@@ -101,6 +101,7 @@ impl fmt::Display for RegisterError {
 
 /// The registers a tracing trampoline saved. See the module documentation.
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct FtraceRegs {
     regs: PtRegs,
     saved: Saved,
@@ -328,6 +329,12 @@ impl FtraceRegs {
             return None;
         }
         Some(self.read_field(field))
+    }
+
+    /// Every register of the architecture by its first name, with its value
+    /// if this save recorded it (`None`: not saved, so not known).
+    pub fn registers(&self) -> impl Iterator<Item = (&'static str, Option<u64>)> + '_ {
+        regs::REGISTERS.iter().map(|info| (info.names[0], self.records(info.offset).then(|| self.read_field(info.offset))))
     }
 
     /// Direct access for the architecture's tests and harnesses.

@@ -44,6 +44,7 @@ mod imp;
 
 pub mod cell;
 pub mod context;
+pub mod disasm;
 pub mod fault;
 pub mod ftrace_abi;
 pub mod input;

@@ -23,6 +23,7 @@ mod stress;
 #[cfg(test)]
 mod testing;
 mod tick;
+mod tour;
 mod trace_events;
 mod tracefs;
 mod workload;

@@ -6,6 +6,7 @@ pub mod boot;
 pub mod channel;
 pub mod console;
 pub mod cpu;
+pub mod disasm;
 pub mod exceptions;
 pub mod exit;
 pub mod ftrace;

@@ -9,7 +9,7 @@ use ftrace::FilterMode;
 
 use super::{Invocation, ShellError};
 use crate::console::LineWriter;
-use crate::{println, tracefs, workload};
+use crate::{print, println, tracefs, workload};
 
 /// One shell command.
 pub struct Command {
@@ -22,7 +22,7 @@ pub struct Command {
 const COMMANDS: &[Command] = &[
     Command { name: "help", usage: "help", summary: "list the commands", run: help },
     Command { name: "echo", usage: "echo [TEXT...] [> FILE | >> FILE]", summary: "print TEXT, or write it to a file", run: echo },
-    Command { name: "ls", usage: "ls [instances[/NAME]]", summary: "list the tracing files (of an instance)", run: ls },
+    Command { name: "ls", usage: "ls [DIR]", summary: "list the tracing files (of a directory)", run: ls },
     Command { name: "mkdir", usage: "mkdir instances/NAME", summary: "make a tracing instance", run: mkdir },
     Command { name: "rmdir", usage: "rmdir instances/NAME", summary: "remove a tracing instance", run: rmdir },
     Command { name: "cat", usage: "cat FILE...", summary: "print tracing files", run: cat },
@@ -45,6 +45,12 @@ const COMMANDS: &[Command] = &[
         usage: "stress [--seconds S] [--toggles N]",
         summary: "switch tracing on and off while every CPU runs traced code",
         run: stress,
+    },
+    Command {
+        name: "tour",
+        usage: "tour [FUNCTION]",
+        summary: "one traced call step by step: the site, the trampolines, the registers, the return hook",
+        run: tour,
     },
     Command { name: "uptime", usage: "uptime", summary: "timer ticks and seconds since boot", run: uptime },
     Command { name: "meminfo", usage: "meminfo", summary: "heap used and free", run: meminfo },
@@ -240,6 +246,21 @@ fn bench(invocation: &Invocation) -> Result<(), ShellError> {
         _ => return Err(ShellError::Usage("bench [vs-linux [MODE...]]")),
     }
     Ok(())
+}
+
+fn tour(invocation: &Invocation) -> Result<(), ShellError> {
+    if invocation.redirect.is_some() {
+        return Err(ShellError::NoRedirect("tour"));
+    }
+    let function = match invocation.args {
+        [] => None,
+        [function] => Some(function.as_str()),
+        _ => return Err(ShellError::Usage("tour [FUNCTION]")),
+    };
+    let mut out = String::new();
+    let result = crate::tour::run(function, &mut out);
+    print!("{out}");
+    result.map_err(|error| ShellError::Failed(error.to_string()))
 }
 
 fn stress(invocation: &Invocation) -> Result<(), ShellError> {

@@ -7,6 +7,7 @@ mod ftrace;
 mod graph;
 mod instances;
 mod sched;
+mod tour;
 mod tracefs;
 
 /// Every recorded event on every CPU, oldest first: (timestamp, payload).
