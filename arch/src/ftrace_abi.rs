@@ -99,6 +99,45 @@ impl fmt::Display for RegisterError {
     }
 }
 
+/// One field of a structure the trampolines lay out: its name and offset
+/// (from `offset_of!`). `docs/architecture.md` draws its diagrams from
+/// these, and a test keeps the two the same.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldLayout {
+    pub name: &'static str,
+    pub offset: usize,
+}
+
+/// A structure's layout: its name, size and fields in address order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StructLayout {
+    pub name: &'static str,
+    pub size: usize,
+    pub fields: &'static [FieldLayout],
+}
+
+/// `FieldLayout` of `$field` in `$type` (as `$name`, if given).
+#[macro_export]
+macro_rules! field_layout {
+    ($type:ty, $field:ident) => {
+        $crate::ftrace_abi::FieldLayout { name: stringify!($field), offset: core::mem::offset_of!($type, $field) }
+    };
+    ($type:ty, $field:ident, $name:expr) => {
+        $crate::ftrace_abi::FieldLayout { name: $name, offset: core::mem::offset_of!($type, $field) }
+    };
+}
+
+/// The layouts the tracing path relies on: `PtRegs`, `FtraceRegs`, and the
+/// entry and return trampolines' stack frames.
+pub const LAYOUTS: [&StructLayout; 4] =
+    [&regs::PT_REGS_LAYOUT, &FTRACE_REGS_LAYOUT, &crate::ftrace::CALLER_FRAME_LAYOUT, &crate::ftrace::RETURN_FRAME_LAYOUT];
+
+const FTRACE_REGS_LAYOUT: StructLayout = StructLayout {
+    name: "FtraceRegs",
+    size: core::mem::size_of::<FtraceRegs>(),
+    fields: &[field_layout!(FtraceRegs, regs, "regs: PtRegs"), field_layout!(FtraceRegs, saved, "saved: Saved")],
+};
+
 /// The registers a tracing trampoline saved. See the module documentation.
 #[repr(C)]
 #[derive(Clone, Copy)]

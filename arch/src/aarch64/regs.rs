@@ -6,6 +6,19 @@
 use core::fmt;
 use core::mem::{offset_of, size_of};
 
+/// `PtRegs`' layout, for the documentation's diagram.
+pub const PT_REGS_LAYOUT: crate::ftrace_abi::StructLayout = crate::ftrace_abi::StructLayout {
+    name: "PtRegs",
+    size: size_of::<PtRegs>(),
+    fields: &[
+        crate::field_layout!(PtRegs, regs, "regs[0..31]: x0..x30"),
+        crate::field_layout!(PtRegs, sp),
+        crate::field_layout!(PtRegs, pc),
+        crate::field_layout!(PtRegs, pstate),
+        crate::field_layout!(PtRegs, stackframe, "stackframe: (x29, pc)"),
+    ],
+};
+
 /// Every general register, sp, pc, pstate, and a frame record.
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]

@@ -102,6 +102,29 @@ struct ReturnFrame {
     record: [u64; 2],
 }
 
+/// The entry trampolines' frame, for the documentation's diagram.
+pub const CALLER_FRAME_LAYOUT: crate::ftrace_abi::StructLayout = crate::ftrace_abi::StructLayout {
+    name: "CallerFrame (ftrace_caller, ftrace_regs_caller)",
+    size: size_of::<CallerFrame>(),
+    fields: &[
+        crate::field_layout!(CallerFrame, fregs, "fregs: FtraceRegs"),
+        crate::field_layout!(CallerFrame, resume_sp),
+        crate::field_layout!(CallerFrame, function_record),
+        crate::field_layout!(CallerFrame, callsite_record),
+    ],
+};
+
+/// The return trampolines' frame, for the documentation's diagram.
+pub const RETURN_FRAME_LAYOUT: crate::ftrace_abi::StructLayout = crate::ftrace_abi::StructLayout {
+    name: "ReturnFrame (return_to_handler, return_to_handler_regs)",
+    size: size_of::<ReturnFrame>(),
+    fields: &[
+        crate::field_layout!(ReturnFrame, fregs, "fregs: FtraceRegs"),
+        crate::field_layout!(ReturnFrame, _pad),
+        crate::field_layout!(ReturnFrame, record),
+    ],
+};
+
 const FRAME: usize = size_of::<CallerFrame>();
 const RETURN_FRAME: usize = size_of::<ReturnFrame>();
 /// Where `PtRegs` sits in both frames (the shared macros address it so).

@@ -9,6 +9,36 @@
 use core::fmt;
 use core::mem::{offset_of, size_of};
 
+/// `PtRegs`' layout, for the documentation's diagram.
+pub const PT_REGS_LAYOUT: crate::ftrace_abi::StructLayout = crate::ftrace_abi::StructLayout {
+    name: "PtRegs",
+    size: size_of::<PtRegs>(),
+    fields: &[
+        crate::field_layout!(PtRegs, r15),
+        crate::field_layout!(PtRegs, r14),
+        crate::field_layout!(PtRegs, r13),
+        crate::field_layout!(PtRegs, r12),
+        crate::field_layout!(PtRegs, rbp),
+        crate::field_layout!(PtRegs, rbx),
+        crate::field_layout!(PtRegs, r11),
+        crate::field_layout!(PtRegs, r10),
+        crate::field_layout!(PtRegs, r9),
+        crate::field_layout!(PtRegs, r8),
+        crate::field_layout!(PtRegs, rax),
+        crate::field_layout!(PtRegs, rcx),
+        crate::field_layout!(PtRegs, rdx),
+        crate::field_layout!(PtRegs, rsi),
+        crate::field_layout!(PtRegs, rdi),
+        crate::field_layout!(PtRegs, vector),
+        crate::field_layout!(PtRegs, error_code),
+        crate::field_layout!(PtRegs, rip),
+        crate::field_layout!(PtRegs, cs),
+        crate::field_layout!(PtRegs, rflags),
+        crate::field_layout!(PtRegs, rsp),
+        crate::field_layout!(PtRegs, ss),
+    ],
+};
+
 /// Every general register, plus the interrupt frame.
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]

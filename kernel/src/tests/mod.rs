@@ -2,10 +2,12 @@
 
 mod basics;
 mod events;
+mod examples;
 mod fprobe;
 mod ftrace;
 mod graph;
 mod instances;
+mod layout;
 mod sched;
 mod tour;
 mod tracefs;
