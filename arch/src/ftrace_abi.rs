@@ -376,7 +376,8 @@ impl FtraceRegs {
         regs::REGISTERS.iter().map(|info| (info.names[0], self.records(info.offset).then(|| self.read_field(info.offset))))
     }
 
-    /// Direct access for the architecture's tests and harnesses.
+    /// Direct access for the in-kernel tests.
+    #[cfg(feature = "test-hooks")]
     pub fn pt_regs_mut(&mut self) -> &mut PtRegs {
         &mut self.regs
     }

@@ -99,10 +99,12 @@ pub use glob::{FilterError, FilterMode};
 pub use ops::{FtraceFunc, FtraceOps, OpsFlags};
 #[cfg(target_os = "none")]
 pub use records::last_refusal;
+#[cfg(all(target_os = "none", feature = "test-hooks"))]
+pub use registry::return_to_service;
 #[cfg(target_os = "none")]
 pub use registry::{
-    filter_names, for_each_site, is_enabled, is_registered, register, return_to_service, set_enabled, set_filter, set_filter_ips,
-    site, unregister, update_stats, FilterKind, FtraceError, InitInfo, SiteInfo, UpdateStats,
+    filter_names, for_each_site, is_enabled, is_registered, register, set_enabled, set_filter, set_filter_ips, site, unregister,
+    update_stats, FilterKind, FtraceError, InitInfo, SiteInfo, UpdateStats,
 };
 
 /// Starts function tracing at boot (after the scheduler gave the boot CPU a

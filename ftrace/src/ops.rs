@@ -14,7 +14,7 @@
 //! once and calls exactly the ops that trace that site, with no filter checks.
 
 use alloc::boxed::Box;
-use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use arch::ftrace_abi::{FtraceRegs, SiteCall, SiteFunc};
 use bitflags::bitflags;
@@ -79,7 +79,6 @@ pub struct FtraceOps {
     call: SiteCall,
     func: FtraceFunc,
     flags: OpsFlags,
-    private: AtomicUsize,
     /// The object this ops is part of (a graph ops, a probe), as a pointer
     /// to that whole object: see [`container`](Self::container).
     container: AtomicPtr<()>,
@@ -105,7 +104,6 @@ impl FtraceOps {
             call: SiteCall { func: entry },
             func,
             flags,
-            private: AtomicUsize::new(0),
             container: AtomicPtr::new(core::ptr::null_mut()),
             missed: AtomicU64::new(0),
             filters: spin::Mutex::new(Filters { filter: Bitmap::EMPTY, notrace: Bitmap::EMPTY }),
@@ -120,16 +118,6 @@ impl FtraceOps {
     /// Whether sites traced by this ops need the REGS trampoline.
     pub fn wants_regs(&self) -> bool {
         self.flags.intersects(OpsFlags::SAVE_REGS | OpsFlags::SAVE_REGS_IF_SUPPORTED)
-    }
-
-    /// The private data word.
-    pub fn private(&self) -> usize {
-        self.private.load(Ordering::Relaxed)
-    }
-
-    /// Sets the private data word.
-    pub fn set_private(&self, value: usize) {
-        self.private.store(value, Ordering::Relaxed);
     }
 
     /// Records the object this ops is a field of, for its callback to reach

@@ -502,6 +502,7 @@ pub fn for_each_site(mut f: impl FnMut(&SiteInfo)) {
 /// Puts an out-of-service site back, if its bytes are the disabled state
 /// again (the call slot holds the NOP). For tests that corrupt a site on
 /// purpose and repair it.
+#[cfg(feature = "test-hooks")]
 pub fn return_to_service(ip: usize) -> bool {
     let mut guard = REGISTRY.lock();
     let Some(registry) = guard.as_mut() else { return false };

@@ -292,6 +292,7 @@ pub fn restart() {
 
 /// For tests: changes what the innermost hooked call recorded, so its
 /// return finds a mismatch.
+#[cfg(feature = "test-hooks")]
 pub fn corrupt_innermost(field: Recorded) {
     task::current().stack.corrupt_innermost(field);
 }

@@ -408,6 +408,7 @@ impl ShadowStack {
 
     /// For tests: changes what the innermost frame recorded, so its return
     /// finds a mismatch.
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn corrupt_innermost(&self, field: Recorded) {
         if let Some(frame) = self.innermost() {
             match field {

@@ -166,11 +166,6 @@ impl PtRegs {
         self.regs[0] = value;
     }
 
-    /// Sets the stack pointer the saved context resumes with.
-    pub fn set_sp(&mut self, sp: usize) {
-        self.sp = sp as u64;
-    }
-
     /// The link register (x30).
     pub(crate) fn link_register(&self) -> Option<usize> {
         Some(self.regs[30] as usize)

@@ -218,11 +218,6 @@ impl PtRegs {
         self.rax = value;
     }
 
-    /// Sets the stack pointer the saved context resumes with.
-    pub fn set_sp(&mut self, sp: usize) {
-        self.rsp = sp as u64;
-    }
-
     /// x86_64 has no link register.
     pub(crate) fn link_register(&self) -> Option<usize> {
         None
