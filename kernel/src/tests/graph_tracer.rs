@@ -1,0 +1,131 @@
+//! The function_graph tracer through tracefs: the tree it prints, its
+//! timestamps, max_graph_depth, set_graph_function and set_graph_notrace.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::hint::black_box;
+
+use ftrace::FilterMode;
+use ktest_macros::ktest;
+
+use crate::tracefs;
+use crate::workload::fib;
+
+// ---- the function_graph tracer ----
+
+pub(super) fn graph_events() -> Vec<ftrace::event::Record> {
+    super::recorded_events().iter().filter_map(|(_, payload)| ftrace::event::Record::decode(payload)).collect()
+}
+
+pub(super) fn tracer_setup(filter: &str, graph_function: &str, max_depth: &str) {
+    tracefs::write("set_ftrace_filter", filter, FilterMode::Replace).unwrap();
+    tracefs::write("set_graph_function", graph_function, FilterMode::Replace).unwrap();
+    tracefs::write("max_graph_depth", max_depth, FilterMode::Replace).unwrap();
+    tracefs::write("current_tracer", "function_graph", FilterMode::Replace).unwrap();
+}
+
+pub(super) fn tracer_cleanup() {
+    tracefs::write("current_tracer", "nop", FilterMode::Replace).unwrap();
+    for (file, text) in
+        [("set_ftrace_filter", ""), ("set_graph_function", ""), ("set_graph_notrace", ""), ("max_graph_depth", "0")]
+    {
+        tracefs::write(file, text, FilterMode::Replace).unwrap();
+    }
+}
+
+fn names(events: &[ftrace::event::Record]) -> Vec<&'static str> {
+    events
+        .iter()
+        .filter_map(|record| match record {
+            ftrace::event::Record::GraphEntry(entry) => ftrace::symbols::name_of(entry.func as usize),
+            _ => None,
+        })
+        .collect()
+}
+
+#[ktest]
+fn function_graph_tracer_shows_fib_as_a_balanced_tree_with_return_values() {
+    use ftrace::event::Record;
+    tracer_setup("*::fib", "", "0");
+    tracefs::write("options/funcgraph-retval", "1", FilterMode::Replace).unwrap();
+    fib(black_box(4));
+    let events = graph_events();
+    let mut trace = String::new();
+    tracefs::read("trace", &mut trace).unwrap();
+    tracefs::write("options/funcgraph-retval", "0", FilterMode::Replace).unwrap();
+    tracer_cleanup();
+    let entries = events.iter().filter(|r| matches!(r, Record::GraphEntry(_))).count();
+    let exits: Vec<u64> =
+        events.iter().filter_map(|r| if let Record::GraphExit(x) = r { Some(x.retval) } else { None }).collect();
+    assert_eq!((entries, exits.len()), (9, 9));
+    assert_eq!(*exits.last().unwrap(), 3, "the outermost call returned fib(4)");
+    assert!(trace.starts_with("# tracer: function_graph\n"), "{trace}");
+    // On whichever CPU the test task runs.
+    assert!(trace.contains(")               |  kernel::workload::fib() {\n"), "{trace}");
+    assert!(trace.contains("|        kernel::workload::fib(); /* = 0x1 */\n"), "{trace}");
+    assert!(trace.contains("|  } /* kernel::workload::fib = 0x3 */\n"), "{trace}");
+    assert_eq!(trace.matches("kernel::workload::fib").count(), 9 + 4, "9 calls, 4 of them with children");
+}
+
+/// One call shows one duration wherever it is read: an exit event's call
+/// and return times are its entry event's and its own timestamps.
+#[ktest]
+fn graph_call_times_are_the_timestamps_of_their_events() {
+    use ftrace::event::Record;
+    tracer_setup("*::fib", "", "0");
+    fib(black_box(5));
+    let events = super::recorded_events();
+    tracer_cleanup();
+    let mut open = Vec::new();
+    let mut exits = 0;
+    for &(time, ref payload) in &events {
+        match Record::decode(payload) {
+            Some(Record::GraphEntry(_)) => open.push(time),
+            Some(Record::GraphExit(exit)) => {
+                let entry_time = open.pop().expect("an entry before every exit");
+                assert_eq!(exit.calltime, entry_time, "calltime is the entry event's timestamp");
+                assert_eq!(exit.rettime, time, "rettime is the exit event's timestamp");
+                exits += 1;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(exits, 15, "fib(5) makes 15 calls");
+    assert!(open.is_empty());
+}
+
+#[ktest]
+fn max_graph_depth_limits_the_tree() {
+    tracer_setup("*::fib", "", "2");
+    fib(black_box(4));
+    let events = graph_events();
+    tracer_cleanup();
+    assert_eq!(names(&events).len(), 3, "fib(4), fib(3), fib(2) at depths 0 and 1");
+    assert_eq!(events.len(), 6);
+}
+
+#[ktest]
+fn set_graph_function_and_set_graph_notrace() {
+    tracer_setup("kernel::workload::fs::*", "*::fs::unlink", "0");
+    crate::workload::fs::run();
+    let events = graph_events();
+    tracer_cleanup();
+    let called = names(&events);
+    assert_eq!(called.first(), Some(&"kernel::workload::fs::unlink"), "{called:?}");
+    assert!(called.contains(&"kernel::workload::fs::walk"), "what unlink calls is traced: {called:?}");
+    assert!(!called.contains(&"kernel::workload::fs::mkdir"), "nothing outside unlink: {called:?}");
+
+    tracer_setup("kernel::workload::fs::*", "", "0");
+    tracefs::write("set_graph_notrace", "*::fs::lookup", FilterMode::Replace).unwrap();
+    crate::workload::fs::run();
+    let events = graph_events();
+    tracer_cleanup();
+    let called = names(&events);
+    assert!(called.contains(&"kernel::workload::fs::mkdir"), "{called:?}");
+    assert!(!called.contains(&"kernel::workload::fs::lookup"), "{called:?}");
+    let walks = called.iter().filter(|n| n.ends_with("::walk")).count();
+    let splits = called.iter().filter(|n| n.ends_with("::split")).count();
+    assert!(walks > 0 && splits > 0, "walk and split still traced outside lookup: {called:?}");
+    assert!(tracefs::write("set_graph_function", "no_such_fn*", FilterMode::Replace).is_err());
+    assert!(tracefs::write("max_graph_depth", "deep", FilterMode::Replace).is_err());
+}
