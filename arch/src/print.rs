@@ -72,24 +72,19 @@ impl ConsoleGuard {
 /// Writes a code address the way reports show it (`function+0x1c/0x60`).
 pub type Symbolizer = fn(&mut dyn Write, usize) -> fmt::Result;
 
-static SYMBOLIZER: AtomicUsize = AtomicUsize::new(0);
+static SYMBOLIZER: crate::cell::AtomicFn<Symbolizer> = crate::cell::AtomicFn::none();
 
 /// Installs the symbolizer exception reports use (the kernel provides one once
 /// its symbol table is checked).
 pub fn set_symbolizer(symbolizer: Symbolizer) {
-    SYMBOLIZER.store(symbolizer as usize, Ordering::Release);
+    SYMBOLIZER.store(symbolizer);
 }
 
 /// Writes `address` through the installed symbolizer, or as a bare address.
 pub fn write_code_address(out: &mut dyn Write, address: usize) -> fmt::Result {
-    match SYMBOLIZER.load(Ordering::Acquire) {
-        0 => write!(out, "{address:#x}"),
-        raw => {
-            // SAFETY: only `Symbolizer` values are stored (`set_symbolizer`),
-            // and function pointers round-trip through usize.
-            let symbolizer = unsafe { core::mem::transmute::<usize, Symbolizer>(raw) };
-            symbolizer(out, address)
-        }
+    match SYMBOLIZER.load() {
+        None => write!(out, "{address:#x}"),
+        Some(symbolizer) => symbolizer(out, address),
     }
 }
 

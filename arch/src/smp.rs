@@ -76,7 +76,7 @@ pub fn kick(cpu: usize) {
 }
 
 static CALL_LOCK: AtomicBool = AtomicBool::new(false);
-static CALL_FUNCTION: AtomicUsize = AtomicUsize::new(0);
+static CALL_FUNCTION: crate::cell::AtomicFn<fn()> = crate::cell::AtomicFn::none();
 static CALL_PENDING: AtomicUsize = AtomicUsize::new(0);
 /// The CPU waiting in `call_on_others`, which the last CPU to answer wakes.
 static CALL_WAITER: AtomicUsize = AtomicUsize::new(0);
@@ -95,7 +95,7 @@ pub fn call_on_others(f: fn()) {
     }
     let me = cpu::id();
     let targets: usize = (0..MAX_CPUS).filter(|&c| c != me && percpu::is_online(c)).count();
-    CALL_FUNCTION.store(f as usize, Ordering::Relaxed);
+    CALL_FUNCTION.store(f);
     CALL_WAITER.store(me, Ordering::Relaxed);
     CALL_PENDING.store(targets, Ordering::Release);
     for target in (0..MAX_CPUS).filter(|&c| c != me && percpu::is_online(c)) {
@@ -127,11 +127,9 @@ pub(crate) fn handle_ipi(ipi: Ipi) {
     match ipi {
         Ipi::Reschedule => percpu::set_need_resched(cpu::id()),
         Ipi::Call => {
-            let raw = CALL_FUNCTION.load(Ordering::Acquire);
-            // SAFETY: only `fn()` values are stored (`call_on_others`), and
-            // function pointers round-trip through usize.
-            let f = unsafe { core::mem::transmute::<usize, fn()>(raw) };
-            f();
+            if let Some(f) = CALL_FUNCTION.load() {
+                f();
+            }
             if CALL_PENDING.fetch_sub(1, Ordering::AcqRel) == 1 {
                 crate::imp::smp::send_ipi(CALL_WAITER.load(Ordering::Relaxed), Ipi::Wake);
             }

@@ -6,13 +6,13 @@
 //! which runs the one hook the kernel may install ([`set_tick_hook`]) in the
 //! `Softirq` context with interrupts enabled (it must not block).
 
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Timer interrupts per second.
 pub const HZ: u64 = 1000;
 
 static TICKS: AtomicU64 = AtomicU64::new(0);
-static TICK_HOOK: AtomicUsize = AtomicUsize::new(0);
+static TICK_HOOK: crate::cell::AtomicFn<fn()> = crate::cell::AtomicFn::none();
 
 /// Timer interrupts taken since boot.
 pub fn ticks() -> u64 {
@@ -21,7 +21,7 @@ pub fn ticks() -> u64 {
 
 /// Installs `hook` to run on every timer interrupt (replacing any earlier one).
 pub fn set_tick_hook(hook: fn()) {
-    TICK_HOOK.store(hook as usize, Ordering::Release);
+    TICK_HOOK.store(hook);
 }
 
 /// Called by the architecture's timer interrupt handler.
@@ -35,11 +35,7 @@ pub(crate) fn tick() {
 
 /// Runs the tick hook (softirq-like work, see `crate::irq::exit`).
 pub(crate) fn run_tick_hook() {
-    let hook = TICK_HOOK.load(Ordering::Acquire);
-    if hook != 0 {
-        // SAFETY: the only non-zero values stored are `fn()` pointers
-        // (`set_tick_hook`), and function pointers round-trip through usize.
-        let hook: fn() = unsafe { core::mem::transmute::<usize, fn()>(hook) };
+    if let Some(hook) = TICK_HOOK.load() {
         hook();
     }
 }

@@ -29,8 +29,8 @@ use ftrace::tracer::event_common;
 use ftrace::FilterMode;
 
 use crate::definition::{self, ArgType, Command, EventSpec, Source};
+use crate::layout::{Layout, Value, MAX_RECORD, MAX_STRING};
 use crate::probe::{self, EntryData, Fprobe, FprobeConfig, RegisteredFprobe, Target};
-use crate::record::{Layout, Value, MAX_RECORD, MAX_STRING};
 
 /// Arguments an event can fetch: `$arg1` to `$arg8`.
 pub const MAX_ARG_INDEX: usize = crate::probe::SAVED_ARGS;

@@ -14,7 +14,7 @@
 extern crate alloc;
 
 pub mod definition;
-pub mod record;
+pub mod layout;
 
 #[cfg(target_os = "none")]
 pub mod events;

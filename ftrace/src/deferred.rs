@@ -55,13 +55,13 @@ pub type Action = unsafe fn(node: *const Deferred);
 /// The intrusive node an object carries to be queued with [`defer`].
 pub struct Deferred {
     next: AtomicPtr<Deferred>,
-    action: AtomicUsize,
+    action: arch::cell::AtomicFn<Action>,
 }
 
 impl Deferred {
     /// A node not queued.
     pub const fn new() -> Deferred {
-        Deferred { next: AtomicPtr::new(ptr::null_mut()), action: AtomicUsize::new(0) }
+        Deferred { next: AtomicPtr::new(ptr::null_mut()), action: arch::cell::AtomicFn::none() }
     }
 }
 
@@ -84,7 +84,7 @@ static QUEUED: AtomicUsize = AtomicUsize::new(0);
 pub unsafe fn defer(node: *const Deferred, action: Action) {
     // SAFETY: the caller keeps `node` valid until the action has run.
     let node_ref = unsafe { &*node };
-    node_ref.action.store(action as usize, Ordering::Relaxed);
+    node_ref.action.store(action);
     let mut head = QUEUE.load(Ordering::Relaxed);
     loop {
         node_ref.next.store(head, Ordering::Relaxed);
@@ -138,13 +138,12 @@ pub fn reclaim() -> usize {
         // SAFETY: queued nodes stay valid until their action ran (`defer`'s
         // contract). Read the link first: the action may free the node or
         // queue it again.
-        let (next, action) = unsafe { ((*node).next.load(Ordering::Relaxed), (*node).action.load(Ordering::Relaxed)) };
-        // SAFETY: only `Action` values are stored in `action` (`defer`), and
-        // function pointers round-trip through usize.
-        let action = unsafe { core::mem::transmute::<usize, Action>(action) };
-        // SAFETY: the grace period is over: `defer`'s caller made the action
-        // sound to run now.
-        unsafe { action(node) };
+        let (next, action) = unsafe { ((*node).next.load(Ordering::Relaxed), (*node).action.load()) };
+        if let Some(action) = action {
+            // SAFETY: the grace period is over: `defer`'s caller made the
+            // action sound to run now.
+            unsafe { action(node) };
+        }
         ran += 1;
         node = next;
     }

@@ -369,7 +369,7 @@ impl SchedWakeupEvent {
 
 /// Any event the kernel records, decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Record {
+pub enum Event {
     Function(FunctionEvent),
     GraphEntry(GraphEntryEvent),
     GraphExit(GraphExitEvent),
@@ -379,17 +379,17 @@ pub enum Record {
     Other(Common),
 }
 
-impl Record {
+impl Event {
     /// Decodes an event payload by its type.
-    pub fn decode(bytes: &[u8]) -> Option<Record> {
+    pub fn decode(bytes: &[u8]) -> Option<Event> {
         let common = Common::decode(bytes)?;
         Some(match common.kind {
-            TRACE_FN => Record::Function(FunctionEvent::decode(bytes)?),
-            TRACE_GRAPH_ENT => Record::GraphEntry(GraphEntryEvent::decode(bytes)?),
-            TRACE_GRAPH_RET => Record::GraphExit(GraphExitEvent::decode(bytes)?),
-            SCHED_SWITCH => Record::SchedSwitch(SchedSwitchEvent::decode(bytes)?),
-            SCHED_WAKEUP => Record::SchedWakeup(SchedWakeupEvent::decode(bytes)?),
-            _ => Record::Other(common),
+            TRACE_FN => Event::Function(FunctionEvent::decode(bytes)?),
+            TRACE_GRAPH_ENT => Event::GraphEntry(GraphEntryEvent::decode(bytes)?),
+            TRACE_GRAPH_RET => Event::GraphExit(GraphExitEvent::decode(bytes)?),
+            SCHED_SWITCH => Event::SchedSwitch(SchedSwitchEvent::decode(bytes)?),
+            SCHED_WAKEUP => Event::SchedWakeup(SchedWakeupEvent::decode(bytes)?),
+            _ => Event::Other(common),
         })
     }
 }
@@ -505,7 +505,7 @@ mod tests {
         let mut other = bytes;
         other[0] = 99;
         assert_eq!(FunctionEvent::decode(&other), None);
-        assert!(matches!(Record::decode(&other), Some(Record::Other(c)) if c.kind == 99));
+        assert!(matches!(Event::decode(&other), Some(Event::Other(c)) if c.kind == 99));
     }
 
     #[test]
@@ -545,10 +545,10 @@ mod tests {
     fn graph_events_round_trip() {
         let common = Common { kind: TRACE_GRAPH_ENT, ..Common::default() };
         let entry = GraphEntryEvent { common, func: 0x1000, depth: 3 };
-        assert_eq!(Record::decode(&entry.to_bytes()), Some(Record::GraphEntry(entry)));
+        assert_eq!(Event::decode(&entry.to_bytes()), Some(Event::GraphEntry(entry)));
         let common = Common { kind: TRACE_GRAPH_RET, ..Common::default() };
         let exit = GraphExitEvent { common, func: 0x1000, retval: 5, depth: 3, overrun: 1, calltime: 100, rettime: 912 };
-        assert_eq!(Record::decode(&exit.to_bytes()), Some(Record::GraphExit(exit)));
+        assert_eq!(Event::decode(&exit.to_bytes()), Some(Event::GraphExit(exit)));
         assert_eq!(exit.duration(), 812);
     }
 }

@@ -2,8 +2,8 @@
 //!
 //! Layers, from the machine up (as Linux's `kernel/trace/`):
 //!
-//! - **sites and records** (`records`): every function compiled with a
-//!   patchable entry is a site; one record per site remembers what its bytes
+//! - **sites** (`sites`): every function compiled with a patchable entry
+//!   is a site; its `Site` entry remembers what its bytes
 //!   hold, so every patch is verified before it is written;
 //! - **ops** ([`FtraceOps`]): a callback, its flags and filters; a site with
 //!   one ops calls it through the per-site literal with no list walk;
@@ -72,8 +72,6 @@ mod ops;
 #[cfg(target_os = "none")]
 pub mod profiler;
 #[cfg(target_os = "none")]
-mod records;
-#[cfg(target_os = "none")]
 pub mod recursion;
 #[cfg(target_os = "none")]
 mod registry;
@@ -81,6 +79,8 @@ mod registry;
 pub mod retstack;
 #[cfg(target_os = "none")]
 pub mod sched;
+#[cfg(target_os = "none")]
+mod sites;
 #[cfg(target_os = "none")]
 pub mod stack_tracer;
 #[cfg(target_os = "none")]
@@ -97,8 +97,6 @@ pub use arch::ftrace_abi::{FtraceRegs, PtRegs, RegisterError, Saved, Trampoline}
 pub use glob::{FilterError, FilterMode};
 #[cfg(target_os = "none")]
 pub use ops::{FtraceFunc, FtraceOps, OpsFlags};
-#[cfg(target_os = "none")]
-pub use records::last_refusal;
 #[cfg(all(target_os = "none", feature = "test-hooks"))]
 pub use registry::return_to_service;
 #[cfg(target_os = "none")]
@@ -106,10 +104,12 @@ pub use registry::{
     filter_names, for_each_site, is_enabled, is_registered, register, set_enabled, set_filter, set_filter_ips, site, unregister,
     update_stats, FilterKind, FtraceError, InitInfo, SiteInfo, UpdateStats,
 };
+#[cfg(target_os = "none")]
+pub use sites::last_refusal;
 
 /// Starts function tracing at boot (after the scheduler gave the boot CPU a
 /// task, and before the other CPUs start): checks the symbol and site
-/// tables, builds the records (preparing each site where the architecture
+/// tables, builds the site table (preparing each site where the architecture
 /// needs it), starts the trace clock and allocates the trace buffers.
 #[cfg(target_os = "none")]
 pub fn init() -> Result<InitInfo, FtraceError> {

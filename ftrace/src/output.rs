@@ -5,7 +5,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use alloc::string::String;
 
-use crate::event::{comm_str, flags, Common, FunctionEvent, GraphExitEvent, Record, SchedSwitchEvent, SchedWakeupEvent};
+use crate::event::{comm_str, flags, Common, Event, FunctionEvent, GraphExitEvent, SchedSwitchEvent, SchedWakeupEvent};
 use crate::kallsyms::Symbol;
 use crate::ring_buffer::Stats;
 
@@ -258,7 +258,7 @@ pub type OtherPrinter<'a> = &'a dyn Fn(&[u8], &mut dyn Write) -> fmt::Result;
 
 /// One event as the graph output takes it: its time, CPU, decoded record
 /// and raw payload.
-pub type GraphLine<'a> = (u64, usize, Record, &'a [u8]);
+pub type GraphLine<'a> = (u64, usize, Event, &'a [u8]);
 
 /// `function_graph` lines for `events` (merged from every CPU, by time): a
 /// call whose return is the next event on its CPU is one `func();` line
@@ -282,8 +282,8 @@ pub fn write_graph(
         let (_, cpu, record, payload) = &events[i];
         let cpu = *cpu;
         let pid = match record {
-            Record::GraphEntry(e) => Some(e.common.pid),
-            Record::GraphExit(e) => Some(e.common.pid),
+            Event::GraphEntry(e) => Some(e.common.pid),
+            Event::GraphExit(e) => Some(e.common.pid),
             _ => None,
         };
         if let (Some(pid), Some(slot)) = (pid, last_pid.get_mut(cpu)) {
@@ -293,11 +293,11 @@ pub fn write_graph(
         }
         write_line_start(out, events[i].0, cpu, record, comms, options)?;
         match record {
-            Record::GraphEntry(entry) => {
+            Event::GraphEntry(entry) => {
                 // The next event of the same CPU: the return, for a leaf.
                 let next = (i + 1..events.len()).find(|&j| events[j].1 == cpu);
                 let leaf = next.and_then(|j| match events[j].2 {
-                    Record::GraphExit(exit) if exit.func == entry.func && exit.depth == entry.depth => Some((j, exit)),
+                    Event::GraphExit(exit) if exit.func == entry.func && exit.depth == entry.depth => Some((j, exit)),
                     _ => None,
                 });
                 match leaf {
@@ -319,26 +319,26 @@ pub fn write_graph(
                     }
                 }
             }
-            Record::GraphExit(exit) => write_closing(out, exit, names, options)?,
-            Record::Function(event) => {
+            Event::GraphExit(exit) => write_closing(out, exit, names, options)?,
+            Event::Function(event) => {
                 write_duration_column(out, None, options)?;
                 out.write_str("/* ")?;
                 write_symbol(out, event.ip as usize, names)?;
                 out.write_str(" */")?;
             }
-            Record::SchedSwitch(event) => {
+            Event::SchedSwitch(event) => {
                 write_duration_column(out, None, options)?;
                 out.write_str("/* ")?;
                 write_sched_switch(out, event)?;
                 out.write_str(" */")?;
             }
-            Record::SchedWakeup(event) => {
+            Event::SchedWakeup(event) => {
                 write_duration_column(out, None, options)?;
                 out.write_str("/* ")?;
                 write_sched_wakeup(out, event)?;
                 out.write_str(" */")?;
             }
-            Record::Other(_) => {
+            Event::Other(_) => {
                 write_duration_column(out, None, options)?;
                 out.write_str("/* ")?;
                 match crate::event::decode_print(payload) {
@@ -384,7 +384,7 @@ fn write_line_start(
     out: &mut dyn Write,
     time_ns: u64,
     cpu: usize,
-    record: &Record,
+    record: &Event,
     comms: Comms,
     options: GraphOptions,
 ) -> fmt::Result {
@@ -397,12 +397,12 @@ fn write_line_start(
     write!(out, " {cpu}) ")?;
     if options.proc {
         let pid = match record {
-            Record::GraphEntry(e) => e.common.pid,
-            Record::GraphExit(e) => e.common.pid,
-            Record::Function(e) => e.common.pid,
-            Record::SchedSwitch(e) => e.common.pid,
-            Record::SchedWakeup(e) => e.common.pid,
-            Record::Other(common) => common.pid,
+            Event::GraphEntry(e) => e.common.pid,
+            Event::GraphExit(e) => e.common.pid,
+            Event::Function(e) => e.common.pid,
+            Event::SchedSwitch(e) => e.common.pid,
+            Event::SchedWakeup(e) => e.common.pid,
+            Event::Other(common) => common.pid,
         };
         out.write_char(' ')?;
         write_proc(out, pid, comms)?;
@@ -490,14 +490,14 @@ mod graph_tests {
     use alloc::vec;
     use alloc::vec::Vec;
 
-    fn entry(depth: i32) -> Record {
+    fn entry(depth: i32) -> Event {
         let common = Common { kind: TRACE_GRAPH_ENT, ..Common::default() };
-        Record::GraphEntry(GraphEntryEvent { common, func: 0x1000, depth })
+        Event::GraphEntry(GraphEntryEvent { common, func: 0x1000, depth })
     }
 
-    fn exit(depth: i32, calltime: u64, rettime: u64, retval: u64) -> Record {
+    fn exit(depth: i32, calltime: u64, rettime: u64, retval: u64) -> Event {
         let common = Common { kind: TRACE_GRAPH_RET, ..Common::default() };
-        Record::GraphExit(GraphExitEvent { common, func: 0x1000, retval, depth, overrun: 0, calltime, rettime })
+        Event::GraphExit(GraphExitEvent { common, func: 0x1000, retval, depth, overrun: 0, calltime, rettime })
     }
 
     #[test]
@@ -530,14 +530,14 @@ mod graph_tests {
     #[test]
     fn a_leaf_is_found_across_other_cpus_events_and_task_changes_are_marked() {
         let names = super::tests::test_names;
-        let pid = |record: Record, pid: i32| match record {
-            Record::GraphEntry(mut e) => {
+        let pid = |record: Event, pid: i32| match record {
+            Event::GraphEntry(mut e) => {
                 e.common.pid = pid;
-                Record::GraphEntry(e)
+                Event::GraphEntry(e)
             }
-            Record::GraphExit(mut e) => {
+            Event::GraphExit(mut e) => {
                 e.common.pid = pid;
-                Record::GraphExit(e)
+                Event::GraphExit(e)
             }
             other => other,
         };

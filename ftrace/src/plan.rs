@@ -3,7 +3,7 @@
 //! this module only decides, with no patching, no pointers and no locks, so
 //! it is unit tested on the host.
 //!
-//! For each candidate site (a record whose set of ops may have changed) the
+//! For each candidate site (one whose set of ops may have changed) the
 //! plan says how many ops trace it, which trampoline it calls (the full-
 //! registers one if any of its ops wants registers, none if no ops traces
 //! it), the single ops its literal names, or the ops of a new per-site list
@@ -36,7 +36,7 @@ pub enum Call {
 /// What one site must become.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SitePlan {
-    /// The site (record index).
+    /// The site (its index in the site table).
     pub index: usize,
     /// The trampoline it calls; `None` when no ops traces it.
     pub call: Option<Call>,

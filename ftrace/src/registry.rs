@@ -1,9 +1,9 @@
 //! Registering ops and keeping every site patched to match.
 //!
-//! The registry owns the site records and the registered ops. Every change
+//! The registry owns the site table and the registered ops. Every change
 //! (register, unregister, a filter change, `ftrace_enabled`) runs one update:
 //!
-//! 1. the *candidates* are the records whose set of ops may have changed:
+//! 1. the *candidates* are the sites whose set of ops may have changed:
 //!    what the changed ops traced before, plus what it traces now;
 //! 2. a *plan* computes, for each candidate, its ops count, trampoline (REGS
 //!    if any of its ops wants registers) and literal (the one ops, or a new
@@ -32,7 +32,7 @@ use crate::glob::{apply_filter, FilterError, FilterMode};
 use crate::kallsyms::KallsymsError;
 use crate::ops::{FtraceOps, OpsFlags, SiteList, NOP_CALL};
 use crate::plan::{self, Call, PlanOps};
-use crate::records::{self, Record, LITERAL_SIZE};
+use crate::sites::{self, Site, LITERAL_SIZE};
 use crate::{deferred, recursion, symbols};
 
 /// Why a tracing request was refused. Nothing changed when one is returned.
@@ -92,12 +92,12 @@ pub struct UpdateStats {
 
 struct Registered {
     ops: &'static FtraceOps,
-    /// The records it traces (filter minus notrace).
+    /// The sites it traces (filter minus notrace).
     effective: Bitmap,
 }
 
 struct Registry {
-    records: Vec<Record>,
+    sites: Vec<Site>,
     registered: Vec<Registered>,
     enabled: bool,
     stats: UpdateStats,
@@ -129,7 +129,7 @@ fn site_table_error(what: &'static str) -> FtraceError {
     FtraceError::Unavailable(what)
 }
 
-/// Checks the symbol and site tables and builds the records; on aarch64 also
+/// Checks the symbol and site tables and builds the site table; on aarch64 also
 /// prepares every site (first NOP -> `mov x9, x30`). Called once at boot.
 pub fn init() -> Result<InitInfo, FtraceError> {
     let table = symbols::table().map_err(|error| {
@@ -151,19 +151,19 @@ pub fn init() -> Result<InitInfo, FtraceError> {
     if rest.iter().any(|&entry| entry != 0) {
         return Err(site_table_error("patchable-entry table has entries past its count"));
     }
-    let mut records = Vec::with_capacity(count);
+    let mut sites = Vec::with_capacity(count);
     for &entry in valid {
         let ip = entry as usize + LITERAL_SIZE;
         let symbol = table.at(ip).ok_or_else(|| site_table_error("a site is not a function start"))?;
-        records.push(Record::new(ip, symbol.name));
+        sites.push(Site::new(ip, symbol.name));
     }
     if !arch::ftrace::PREPARE.is_empty() {
         let mut patcher = TextPatcher::new();
-        for record in &mut records {
-            records::prepare(&mut patcher, record);
+        for site in &mut sites {
+            sites::prepare(&mut patcher, site);
         }
     }
-    *REGISTRY.lock() = Some(Registry { records, registered: Vec::new(), enabled: true, stats: UpdateStats::default() });
+    *REGISTRY.lock() = Some(Registry { sites, registered: Vec::new(), enabled: true, stats: UpdateStats::default() });
     Ok(InitInfo { sites: count, symbols: table.len() })
 }
 
@@ -201,14 +201,14 @@ impl Registry {
             })
             .collect();
         let list_is = |index: usize, wanted: &[usize]| {
-            self.records[index].list.as_ref().is_some_and(|list| {
+            self.sites[index].list.as_ref().is_some_and(|list| {
                 list.ops.len() == wanted.len()
                     && list.ops.iter().zip(wanted).all(|(a, &b)| core::ptr::eq(*a, self.registered[b].ops))
             })
         };
-        let failed = |index: usize| self.records[index].failed;
+        let failed = |index: usize| self.sites[index].failed;
         let sites = plan::plan(candidates, &ops, self.enabled, failed, list_is)
-            .map_err(|conflict| FtraceError::IpModifyConflict(self.records[conflict.index].name))?;
+            .map_err(|conflict| FtraceError::IpModifyConflict(self.sites[conflict.index].name))?;
         Ok(sites
             .into_iter()
             .map(|site| Desired {
@@ -233,29 +233,29 @@ impl Registry {
         {
             let mut patcher: Option<TextPatcher> = None;
             for desired in plan {
-                let record = &mut self.records[desired.index];
+                let site = &mut self.sites[desired.index];
                 let keep_list = desired.ops_count > 1 && desired.list.is_none();
                 let literal: *const SiteCall = match (&desired.list, desired.single) {
                     (Some(list), _) => list.site_call(),
                     (None, Some(ops)) => ops.site_call(),
-                    (None, None) if keep_list => record.list.as_ref().expect("kept list").site_call(),
+                    (None, None) if keep_list => site.list.as_ref().expect("kept list").site_call(),
                     (None, None) => &NOP_CALL,
                 };
                 let literal = literal as u64;
-                let unchanged = record.call == desired.call && (desired.call.is_none() || record.literal == literal);
+                let unchanged = site.call == desired.call && (desired.call.is_none() || site.literal == literal);
                 if !unchanged {
                     let patcher = patcher.get_or_insert_with(TextPatcher::new);
-                    if records::set_state(patcher, record, desired.call, literal) {
+                    if sites::set_state(patcher, site, desired.call, literal) {
                         self.stats.sites_patched += 1;
                     } else {
                         self.stats.sites_refused += 1;
                         continue;
                     }
                 }
-                record.ops_count = desired.ops_count;
-                record.ipmodify = desired.ipmodify;
+                site.ops_count = desired.ops_count;
+                site.ipmodify = desired.ipmodify;
                 if !keep_list {
-                    if let Some(old) = core::mem::replace(&mut record.list, desired.list) {
+                    if let Some(old) = core::mem::replace(&mut site.list, desired.list) {
                         retired.push(old);
                     }
                 }
@@ -270,7 +270,7 @@ impl Registry {
     }
 
     fn effective(&self, ops: &FtraceOps) -> Bitmap {
-        ops.filters.lock().effective(self.records.len())
+        ops.filters.lock().effective(self.sites.len())
     }
 
     /// Replaces a registered ops's effective set and updates; restores it if
@@ -328,8 +328,8 @@ pub enum FilterKind {
 /// live if it is registered. On error nothing changes.
 pub fn set_filter(ops: &FtraceOps, kind: FilterKind, text: &str, mode: FilterMode) -> Result<(), FtraceError> {
     with_registry(|registry| {
-        let count = registry.records.len();
-        let records = &registry.records;
+        let count = registry.sites.len();
+        let sites = &registry.sites;
         let current = {
             let filters = ops.filters.lock();
             match kind {
@@ -338,7 +338,7 @@ pub fn set_filter(ops: &FtraceOps, kind: FilterKind, text: &str, mode: FilterMod
             }
         };
         let current = if current.len() == count { current } else { Bitmap::new(count) };
-        let new = apply_filter(&current, text, mode, count, |i| records[i].name)?;
+        let new = apply_filter(&current, text, mode, count, |i| sites[i].name)?;
         commit_filter(registry, ops, kind, new)
     })
 }
@@ -347,7 +347,7 @@ pub fn set_filter(ops: &FtraceOps, kind: FilterKind, text: &str, mode: FilterMod
 /// a traceable function's; on error nothing changes.
 pub fn set_filter_ips(ops: &FtraceOps, kind: FilterKind, ips: &[usize], mode: FilterMode) -> Result<(), FtraceError> {
     with_registry(|registry| {
-        let count = registry.records.len();
+        let count = registry.sites.len();
         let mut new = match mode {
             FilterMode::Replace => Bitmap::new(count),
             FilterMode::Append => {
@@ -364,7 +364,7 @@ pub fn set_filter_ips(ops: &FtraceOps, kind: FilterKind, ips: &[usize], mode: Fi
             }
         };
         for &ip in ips {
-            let index = registry.records.binary_search_by_key(&ip, |r| r.ip).map_err(|_| FtraceError::NotTraceable(ip))?;
+            let index = registry.sites.binary_search_by_key(&ip, |r| r.ip).map_err(|_| FtraceError::NotTraceable(ip))?;
             new.set(index);
         }
         commit_filter(registry, ops, kind, new)
@@ -408,15 +408,15 @@ pub fn copy_filters(from: &FtraceOps, to: &FtraceOps) -> Result<(), FtraceError>
 pub fn match_functions(current: &[usize], text: &str, mode: FilterMode) -> Result<Vec<usize>, FtraceError> {
     let guard = REGISTRY.lock();
     let registry = guard.as_ref().ok_or(FtraceError::Unavailable("not initialised"))?;
-    let records = &registry.records;
-    let mut set = Bitmap::new(records.len());
+    let sites = &registry.sites;
+    let mut set = Bitmap::new(sites.len());
     for ip in current {
-        if let Ok(index) = records.binary_search_by_key(ip, |r| r.ip) {
+        if let Ok(index) = sites.binary_search_by_key(ip, |r| r.ip) {
             set.set(index);
         }
     }
-    let set = apply_filter(&set, text, mode, records.len(), |i| records[i].name)?;
-    Ok(set.iter_ones().map(|i| records[i].ip).collect())
+    let set = apply_filter(&set, text, mode, sites.len(), |i| sites[i].name)?;
+    Ok(set.iter_ones().map(|i| sites[i].ip).collect())
 }
 
 /// The names a filter of `ops` holds (empty for an empty filter).
@@ -428,7 +428,7 @@ pub fn filter_names(ops: &FtraceOps, kind: FilterKind) -> Vec<&'static str> {
         FilterKind::Filter => &filters.filter,
         FilterKind::Notrace => &filters.notrace,
     };
-    set.iter_ones().filter_map(|i| registry.records.get(i).map(|r| r.name)).collect()
+    set.iter_ones().filter_map(|i| registry.sites.get(i).map(|r| r.name)).collect()
 }
 
 /// Turns all function tracing on or off (`ftrace_enabled`), keeping every
@@ -442,7 +442,7 @@ pub fn set_enabled(enabled: bool) -> Result<(), FtraceError> {
             return Err(FtraceError::PermanentOpsRegistered);
         }
         registry.enabled = enabled;
-        let all = Bitmap::full(registry.records.len());
+        let all = Bitmap::full(registry.sites.len());
         registry.update(&all).inspect_err(|_| registry.enabled = !enabled)
     })
 }
@@ -469,14 +469,14 @@ pub struct SiteInfo {
 }
 
 impl SiteInfo {
-    fn of(record: &Record) -> SiteInfo {
+    fn of(site: &Site) -> SiteInfo {
         SiteInfo {
-            ip: record.ip,
-            name: record.name,
-            ops_count: record.ops_count,
-            trampoline: record.call,
-            ipmodify: record.ipmodify,
-            failed: record.failed,
+            ip: site.ip,
+            name: site.name,
+            ops_count: site.ops_count,
+            trampoline: site.call,
+            ipmodify: site.ipmodify,
+            failed: site.failed,
         }
     }
 }
@@ -485,16 +485,16 @@ impl SiteInfo {
 pub fn site(ip: usize) -> Option<SiteInfo> {
     let guard = REGISTRY.lock();
     let registry = guard.as_ref()?;
-    let index = registry.records.binary_search_by_key(&ip, |r| r.ip).ok()?;
-    Some(SiteInfo::of(&registry.records[index]))
+    let index = registry.sites.binary_search_by_key(&ip, |r| r.ip).ok()?;
+    Some(SiteInfo::of(&registry.sites[index]))
 }
 
 /// Calls `f` with every site, in address order.
 pub fn for_each_site(mut f: impl FnMut(&SiteInfo)) {
     let guard = REGISTRY.lock();
     if let Some(registry) = guard.as_ref() {
-        for record in &registry.records {
-            f(&SiteInfo::of(record));
+        for site in &registry.sites {
+            f(&SiteInfo::of(site));
         }
     }
 }
@@ -506,12 +506,12 @@ pub fn for_each_site(mut f: impl FnMut(&SiteInfo)) {
 pub fn return_to_service(ip: usize) -> bool {
     let mut guard = REGISTRY.lock();
     let Some(registry) = guard.as_mut() else { return false };
-    let Ok(index) = registry.records.binary_search_by_key(&ip, |r| r.ip) else { return false };
-    let record = &mut registry.records[index];
+    let Ok(index) = registry.sites.binary_search_by_key(&ip, |r| r.ip) else { return false };
+    let site = &mut registry.sites[index];
     let mut slot = [0u8; arch::ftrace::INSN_LEN];
     let intact = arch::text::read(ip + arch::ftrace::CALL_OFFSET, &mut slot).is_ok() && slot == arch::ftrace::NOP;
-    if intact && record.call.is_none() {
-        record.failed = false;
+    if intact && site.call.is_none() {
+        site.failed = false;
     }
-    !record.failed
+    !site.failed
 }

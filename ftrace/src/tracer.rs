@@ -11,7 +11,7 @@
 //! the tracer empties the buffer, as Linux does.
 
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -20,7 +20,7 @@ use arch::ftrace_abi::FtraceRegs;
 
 use crate::deferred::Published;
 use crate::event::{
-    flags, Common, FixedEvent, FunctionEvent, GraphEntryEvent, GraphExitEvent, Record, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET,
+    flags, Common, Event, FixedEvent, FunctionEvent, GraphEntryEvent, GraphExitEvent, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET,
 };
 use crate::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn};
 use crate::instance::TraceArray;
@@ -279,11 +279,11 @@ pub fn reset_graph_state() {
 /// the printer does not know it either.
 pub type EventPrinter = fn(payload: &[u8], out: &mut dyn Write) -> Option<fmt::Result>;
 
-static EVENT_PRINTER: AtomicUsize = AtomicUsize::new(0);
+static EVENT_PRINTER: arch::cell::AtomicFn<EventPrinter> = arch::cell::AtomicFn::none();
 
 /// Installs the printer for other event types (the kernel installs fprobe's).
 pub fn set_event_printer(printer: EventPrinter) {
-    EVENT_PRINTER.store(printer as usize, Ordering::Release);
+    EVENT_PRINTER.store(printer);
 }
 
 /// Prints `payload` with the installed printer, or says its type.
@@ -307,12 +307,7 @@ fn print_other(payload: &[u8], out: &mut dyn Write) -> fmt::Result {
         let text = core::str::from_utf8(text).unwrap_or("(not UTF-8)");
         return write!(out, "tracing_mark_write: {}", text.strip_suffix('\n').unwrap_or(text));
     }
-    let printer = match EVENT_PRINTER.load(Ordering::Acquire) {
-        0 => None,
-        // SAFETY: only `EventPrinter` values are stored (`set_event_printer`),
-        // and function pointers round-trip through usize.
-        raw => Some(unsafe { core::mem::transmute::<usize, EventPrinter>(raw) }),
-    };
+    let printer = EVENT_PRINTER.load();
     match printer.and_then(|print| print(payload, out)) {
         Some(result) => result,
         None => write!(out, "event type {}", Common::decode(payload).unwrap_or_default().kind),
@@ -391,22 +386,22 @@ fn write_events(array: &TraceArray, tracer: Tracer, events: &[(u64, usize, &[u8]
     if tracer == Tracer::FunctionGraph {
         let lines: Vec<output::GraphLine> = events
             .iter()
-            .filter_map(|&(time, cpu, payload)| Record::decode(payload).map(|record| (time, cpu, record, payload)))
+            .filter_map(|&(time, cpu, payload)| Event::decode(payload).map(|record| (time, cpu, record, payload)))
             .collect();
         let options = array.graph_options();
         return output::write_graph(out, &lines, &names, &comms, options, &print_other);
     }
     for &(time, cpu, payload) in events {
-        match Record::decode(payload) {
-            Some(Record::Function(event)) => {
+        match Event::decode(payload) {
+            Some(Event::Function(event)) => {
                 output::write_function(out, cpu, time, &event, &names, &comms, array.function_options())?
             }
-            Some(Record::SchedSwitch(event)) => {
+            Some(Event::SchedSwitch(event)) => {
                 output::write_context(out, cpu, time, &event.common, &comms)?;
                 output::write_sched_switch(out, &event)?;
                 writeln!(out)?;
             }
-            Some(Record::SchedWakeup(event)) => {
+            Some(Event::SchedWakeup(event)) => {
                 output::write_context(out, cpu, time, &event.common, &comms)?;
                 output::write_sched_wakeup(out, &event)?;
                 writeln!(out)?;

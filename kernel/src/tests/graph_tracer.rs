@@ -13,8 +13,8 @@ use crate::workload::fib;
 
 // ---- the function_graph tracer ----
 
-pub(super) fn graph_events() -> Vec<ftrace::event::Record> {
-    super::recorded_events().iter().filter_map(|(_, payload)| ftrace::event::Record::decode(payload)).collect()
+pub(super) fn graph_events() -> Vec<ftrace::event::Event> {
+    super::recorded_events().iter().filter_map(|(_, payload)| ftrace::event::Event::decode(payload)).collect()
 }
 
 pub(super) fn tracer_setup(filter: &str, graph_function: &str, max_depth: &str) {
@@ -33,11 +33,11 @@ pub(super) fn tracer_cleanup() {
     }
 }
 
-fn names(events: &[ftrace::event::Record]) -> Vec<&'static str> {
+fn names(events: &[ftrace::event::Event]) -> Vec<&'static str> {
     events
         .iter()
         .filter_map(|record| match record {
-            ftrace::event::Record::GraphEntry(entry) => ftrace::symbols::name_of(entry.func as usize),
+            ftrace::event::Event::GraphEntry(entry) => ftrace::symbols::name_of(entry.func as usize),
             _ => None,
         })
         .collect()
@@ -45,7 +45,7 @@ fn names(events: &[ftrace::event::Record]) -> Vec<&'static str> {
 
 #[ktest]
 fn function_graph_tracer_shows_fib_as_a_balanced_tree_with_return_values() {
-    use ftrace::event::Record;
+    use ftrace::event::Event;
     tracer_setup("*::fib", "", "0");
     tracefs::write("options/funcgraph-retval", "1", FilterMode::Replace).unwrap();
     fib(black_box(4));
@@ -54,9 +54,8 @@ fn function_graph_tracer_shows_fib_as_a_balanced_tree_with_return_values() {
     tracefs::read("trace", &mut trace).unwrap();
     tracefs::write("options/funcgraph-retval", "0", FilterMode::Replace).unwrap();
     tracer_cleanup();
-    let entries = events.iter().filter(|r| matches!(r, Record::GraphEntry(_))).count();
-    let exits: Vec<u64> =
-        events.iter().filter_map(|r| if let Record::GraphExit(x) = r { Some(x.retval) } else { None }).collect();
+    let entries = events.iter().filter(|r| matches!(r, Event::GraphEntry(_))).count();
+    let exits: Vec<u64> = events.iter().filter_map(|r| if let Event::GraphExit(x) = r { Some(x.retval) } else { None }).collect();
     assert_eq!((entries, exits.len()), (9, 9));
     assert_eq!(*exits.last().unwrap(), 3, "the outermost call returned fib(4)");
     assert!(trace.starts_with("# tracer: function_graph\n"), "{trace}");
@@ -71,7 +70,7 @@ fn function_graph_tracer_shows_fib_as_a_balanced_tree_with_return_values() {
 /// and return times are its entry event's and its own timestamps.
 #[ktest]
 fn graph_call_times_are_the_timestamps_of_their_events() {
-    use ftrace::event::Record;
+    use ftrace::event::Event;
     tracer_setup("*::fib", "", "0");
     fib(black_box(5));
     let events = super::recorded_events();
@@ -79,9 +78,9 @@ fn graph_call_times_are_the_timestamps_of_their_events() {
     let mut open = Vec::new();
     let mut exits = 0;
     for &(time, ref payload) in &events {
-        match Record::decode(payload) {
-            Some(Record::GraphEntry(_)) => open.push(time),
-            Some(Record::GraphExit(exit)) => {
+        match Event::decode(payload) {
+            Some(Event::GraphEntry(_)) => open.push(time),
+            Some(Event::GraphExit(exit)) => {
                 let entry_time = open.pop().expect("an entry before every exit");
                 assert_eq!(exit.calltime, entry_time, "calltime is the entry event's timestamp");
                 assert_eq!(exit.rettime, time, "rettime is the exit event's timestamp");

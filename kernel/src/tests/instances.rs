@@ -4,7 +4,7 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use ftrace::event::{FunctionEvent, Record};
+use ftrace::event::{Event, FunctionEvent};
 use ftrace::instance::{self, MAX_INSTANCES};
 use ftrace::FilterMode;
 use ktest_macros::ktest;
@@ -35,9 +35,9 @@ fn fib_graph_records(name: &str) -> (usize, usize) {
     let snapshots = held.array().buffer().snapshot_all();
     let mut counts = (0, 0);
     for (_, _, payload) in ftrace::tracer::merged(&snapshots) {
-        match Record::decode(payload) {
-            Some(Record::GraphEntry(entry)) if entry.func as usize == fib_address() => counts.0 += 1,
-            Some(Record::GraphExit(ret)) if ret.func as usize == fib_address() => counts.1 += 1,
+        match Event::decode(payload) {
+            Some(Event::GraphEntry(entry)) if entry.func as usize == fib_address() => counts.0 += 1,
+            Some(Event::GraphExit(ret)) if ret.func as usize == fib_address() => counts.1 += 1,
             _ => {}
         }
     }

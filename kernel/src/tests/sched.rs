@@ -7,7 +7,7 @@ use core::hint::black_box;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use fprobe::{EntryData, Fprobe, FprobeConfig, Target};
-use ftrace::event::Record;
+use ftrace::event::Event;
 use ftrace::fgraph::{EntryData as GraphData, FgraphEntry, FgraphOps, FgraphReturn};
 use ftrace::{FilterKind, FilterMode, FtraceOps, FtraceRegs, OpsFlags};
 use ktest_macros::ktest;
@@ -213,12 +213,12 @@ fn run_par_under_function_graph_gives_a_balanced_tree_per_task() {
     let mut calls: BTreeMap<i32, usize> = BTreeMap::new();
     let mut cpus = 0u64;
     for (_, cpu, payload) in ftrace::tracer::merged(&snapshots) {
-        match Record::decode(payload) {
-            Some(Record::GraphEntry(entry)) => {
+        match Event::decode(payload) {
+            Some(Event::GraphEntry(entry)) => {
                 open.entry(entry.common.pid).or_default().push((entry.func, entry.depth));
                 cpus |= 1 << cpu;
             }
-            Some(Record::GraphExit(exit)) => {
+            Some(Event::GraphExit(exit)) => {
                 let top = open.entry(exit.common.pid).or_default().pop();
                 assert_eq!(top, Some((exit.func, exit.depth)), "pid {}: an exit closes its entry", exit.common.pid);
                 *calls.entry(exit.common.pid).or_default() += 1;

@@ -2,7 +2,7 @@
 //! duration minus its children's) is counted against its stack of traced
 //! callers, folded as `outer;inner;leaf NANOSECONDS`, and drawn by `inferno`.
 
-use ftrace::event::Record;
+use ftrace::event::Event;
 use ftrace::ring_buffer::{page_events, PAGE_SIZE};
 use ftrace::stream::Stream;
 
@@ -26,12 +26,12 @@ pub fn fold(stream: &Stream, symbols: &Symbols) -> Result<Vec<(String, u64)>, St
     for (_, pages) in &stream.cpus {
         let mut open: Vec<Open> = Vec::new();
         for event in pages.chunks(PAGE_SIZE).flat_map(page_events) {
-            match Record::decode(event.payload) {
-                Some(Record::GraphEntry(entry)) => {
+            match Event::decode(event.payload) {
+                Some(Event::GraphEntry(entry)) => {
                     graph_events += 1;
                     open.push(Open { name: name(entry.func), children: 0 });
                 }
-                Some(Record::GraphExit(exit)) => {
+                Some(Event::GraphExit(exit)) => {
                     graph_events += 1;
                     let duration = exit.duration();
                     // A return whose entry was overwritten: a call of its own.
@@ -71,12 +71,12 @@ mod tests {
     use ftrace::event::{Common, FixedEvent, GraphEntryEvent, GraphExitEvent, TRACE_GRAPH_ENT, TRACE_GRAPH_RET};
     use ftrace::ring_buffer::RingBuffer;
 
-    fn stream_of(events: &[Record]) -> Stream {
+    fn stream_of(events: &[Event]) -> Stream {
         let ring = RingBuffer::new(4);
         for (time, record) in events.iter().enumerate() {
             let payload = match record {
-                Record::GraphEntry(e) => e.to_bytes(),
-                Record::GraphExit(e) => e.to_bytes(),
+                Event::GraphEntry(e) => e.to_bytes(),
+                Event::GraphExit(e) => e.to_bytes(),
                 _ => unreachable!(),
             };
             // SAFETY: one writer (this test).
@@ -86,13 +86,13 @@ mod tests {
         Stream { cpus: vec![(0, pages)], ..Stream::default() }
     }
 
-    fn entry(func: u64, depth: i32) -> Record {
-        Record::GraphEntry(GraphEntryEvent { common: Common { kind: TRACE_GRAPH_ENT, ..Common::default() }, func, depth })
+    fn entry(func: u64, depth: i32) -> Event {
+        Event::GraphEntry(GraphEntryEvent { common: Common { kind: TRACE_GRAPH_ENT, ..Common::default() }, func, depth })
     }
 
-    fn exit(func: u64, depth: i32, calltime: u64, rettime: u64) -> Record {
+    fn exit(func: u64, depth: i32, calltime: u64, rettime: u64) -> Event {
         let common = Common { kind: TRACE_GRAPH_RET, ..Common::default() };
-        Record::GraphExit(GraphExitEvent { common, func, retval: 0, depth, overrun: 0, calltime, rettime })
+        Event::GraphExit(GraphExitEvent { common, func, retval: 0, depth, overrun: 0, calltime, rettime })
     }
 
     fn symbols() -> Symbols {

@@ -1,5 +1,5 @@
-//! The record an fprobe event writes into the trace buffer, and how
-//! `cat trace` prints it.
+//! The layout of the record an fprobe event writes into the trace buffer,
+//! and how `cat trace` prints it.
 //!
 //! Layout (Linux's, field by field, no padding): the common `trace_entry`
 //! header; `__probe_ip` (entry events) or `__probe_func` and `__probe_ret_ip`

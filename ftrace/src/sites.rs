@@ -1,8 +1,9 @@
-//! One record per patchable site, and the verified patching of one site.
+//! One [`Site`] per patchable function, and the verified patching of one
+//! site.
 //!
 //! A site is a function `F` with an ops literal at `F-8` and a call slot at
 //! `F + arch::ftrace::CALL_OFFSET` (see the architecture's `ftrace` module).
-//! The record remembers what the slot and the literal hold *now*, so every
+//! A `Site` remembers what the slot and the literal hold *now*, so every
 //! patch can state what it expects to find. When the bytes in place differ,
 //! the patch is refused, a report names the function, the bytes found, the
 //! bytes expected and what was being done, and the site is taken out of
@@ -26,7 +27,7 @@ use crate::ops::{SiteList, NOP_CALL};
 pub(crate) const LITERAL_SIZE: usize = 8;
 
 /// One patchable site.
-pub(crate) struct Record {
+pub(crate) struct Site {
     /// The function's address.
     pub ip: usize,
     /// Its name in the symbol table.
@@ -45,9 +46,9 @@ pub(crate) struct Record {
     pub failed: bool,
 }
 
-impl Record {
-    pub fn new(ip: usize, name: &'static str) -> Record {
-        Record { ip, name, call: None, literal: LITERAL_NOPS, ops_count: 0, ipmodify: false, list: None, failed: false }
+impl Site {
+    pub fn new(ip: usize, name: &'static str) -> Site {
+        Site { ip, name, call: None, literal: LITERAL_NOPS, ops_count: 0, ipmodify: false, list: None, failed: false }
     }
 
     fn call_slot(&self) -> usize {
@@ -98,9 +99,9 @@ impl fmt::Display for Action {
 }
 
 /// Queues `expected` -> `new` at `addr` (the literal as data, anything else
-/// as an instruction), or reports the refusal and takes the record out of
+/// as an instruction), or reports the refusal and takes the site out of
 /// service.
-fn patch(patcher: &mut TextPatcher, record: &mut Record, action: Action, addr: usize, expected: &[u8], new: &[u8]) -> bool {
+fn patch(patcher: &mut TextPatcher, site: &mut Site, action: Action, addr: usize, expected: &[u8], new: &[u8]) -> bool {
     let queued = match action {
         Action::SetLiteral => patcher.replace_data(addr, expected, new),
         _ => patcher.replace(addr, expected, new),
@@ -108,7 +109,7 @@ fn patch(patcher: &mut TextPatcher, record: &mut Record, action: Action, addr: u
     match queued {
         Ok(()) => true,
         Err(error) => {
-            refuse(record, action, addr, expected, error);
+            refuse(site, action, addr, expected, error);
             false
         }
     }
@@ -122,26 +123,26 @@ pub fn last_refusal() -> Option<String> {
     LAST_REFUSAL.lock().clone()
 }
 
-fn report(record: &mut Record, message: String) {
-    record.failed = true;
+fn report(site: &mut Site, message: String) {
+    site.failed = true;
     println!("{message}");
     *LAST_REFUSAL.lock() = Some(message);
 }
 
-fn refuse(record: &mut Record, action: Action, addr: usize, expected: &[u8], error: PatchError) {
+fn refuse(site: &mut Site, action: Action, addr: usize, expected: &[u8], error: PatchError) {
     let mut expected_text = String::new();
     let _ = arch::text::write_bytes(&mut expected_text, expected);
     let message = format!(
         "ftrace: refusing to patch {} at {addr:#x} while {action}: {error}, expected{expected_text}; site taken out of service",
-        record.name
+        site.name
     );
-    report(record, message);
+    report(site, message);
 }
 
 /// Applies the boot-time preparation (aarch64: `nop` -> `mov x9, x30`).
-pub(crate) fn prepare(patcher: &mut TextPatcher, record: &mut Record) {
+pub(crate) fn prepare(patcher: &mut TextPatcher, site: &mut Site) {
     for (offset, compiled, prepared) in site::PREPARE {
-        if !patch(patcher, record, Action::Prepare, record.ip + offset, compiled, prepared) {
+        if !patch(patcher, site, Action::Prepare, site.ip + offset, compiled, prepared) {
             return;
         }
     }
@@ -153,51 +154,51 @@ pub(crate) fn prepare(patcher: &mut TextPatcher, record: &mut Record) {
 /// `literal` is the address of the [`SiteCall`] the literal must hold.
 ///
 /// [`SiteCall`]: arch::ftrace_abi::SiteCall
-pub(crate) fn set_state(patcher: &mut TextPatcher, record: &mut Record, call: Option<Trampoline>, literal: u64) -> bool {
-    let done = move_to(patcher, record, call, literal);
+pub(crate) fn set_state(patcher: &mut TextPatcher, site: &mut Site, call: Option<Trampoline>, literal: u64) -> bool {
+    let done = move_to(patcher, site, call, literal);
     if !done {
-        quiesce(patcher, record);
+        quiesce(patcher, site);
     }
     done
 }
 
-fn move_to(patcher: &mut TextPatcher, record: &mut Record, call: Option<Trampoline>, literal: u64) -> bool {
-    if call.is_some() && record.literal != literal {
-        let old = record.literal.to_ne_bytes();
-        if !patch(patcher, record, Action::SetLiteral, record.literal_slot(), &old, &literal.to_ne_bytes()) {
+fn move_to(patcher: &mut TextPatcher, site: &mut Site, call: Option<Trampoline>, literal: u64) -> bool {
+    if call.is_some() && site.literal != literal {
+        let old = site.literal.to_ne_bytes();
+        if !patch(patcher, site, Action::SetLiteral, site.literal_slot(), &old, &literal.to_ne_bytes()) {
             return false;
         }
-        record.literal = literal;
+        site.literal = literal;
     }
-    if record.call != call {
-        let action = match (record.call, call) {
+    if site.call != call {
+        let action = match (site.call, call) {
             (None, Some(t)) => Action::Enable(t),
             (Some(a), Some(b)) => Action::Switch(a, b),
             (Some(a), None) => Action::Disable(a),
-            (None, None) => unreachable!("record.call != call"),
+            (None, None) => unreachable!("site.call != call"),
         };
-        let (old, new) = match (record.insn(record.call), record.insn(call)) {
+        let (old, new) = match (site.insn(site.call), site.insn(call)) {
             (Ok(old), Ok(new)) => (old, new),
             (_, Err(range)) | (Err(range), _) => {
                 let message = format!(
                     "ftrace: refusing to patch {} while {action}: {:#x} is out of the call's reach from {:#x}; site taken out of service",
-                    record.name, range.to, range.from
+                    site.name, range.to, range.from
                 );
-                report(record, message);
+                report(site, message);
                 return false;
             }
         };
-        if !patch(patcher, record, action, record.call_slot(), &old, &new) {
+        if !patch(patcher, site, action, site.call_slot(), &old, &new) {
             return false;
         }
-        record.call = call;
+        site.call = call;
     }
-    if call.is_none() && record.literal != literal {
-        let old = record.literal.to_ne_bytes();
-        if !patch(patcher, record, Action::SetLiteral, record.literal_slot(), &old, &literal.to_ne_bytes()) {
+    if call.is_none() && site.literal != literal {
+        let old = site.literal.to_ne_bytes();
+        if !patch(patcher, site, Action::SetLiteral, site.literal_slot(), &old, &literal.to_ne_bytes()) {
             return false;
         }
-        record.literal = literal;
+        site.literal = literal;
     }
     true
 }
@@ -205,25 +206,25 @@ fn move_to(patcher: &mut TextPatcher, record: &mut Record, call: Option<Trampoli
 /// Makes a refused site lead to no ops ever again: the ops its literal
 /// names may be unregistered and freed, and an out-of-service site is not
 /// updated any more. Puts the NOP back in the call slot if the slot still
-/// holds what the record says; otherwise points the literal at the empty
+/// holds what the site says; otherwise points the literal at the empty
 /// call. A site where both are refused stays as it is, and says so.
-fn quiesce(patcher: &mut TextPatcher, record: &mut Record) {
-    record.ops_count = 0;
-    record.ipmodify = false;
-    let Some(current) = record.call else { return };
-    if let (Ok(old), Ok(nop)) = (record.insn(Some(current)), record.insn(None)) {
-        if patcher.replace(record.call_slot(), &old, &nop).is_ok() {
-            record.call = None;
+fn quiesce(patcher: &mut TextPatcher, site: &mut Site) {
+    site.ops_count = 0;
+    site.ipmodify = false;
+    let Some(current) = site.call else { return };
+    if let (Ok(old), Ok(nop)) = (site.insn(Some(current)), site.insn(None)) {
+        if patcher.replace(site.call_slot(), &old, &nop).is_ok() {
+            site.call = None;
             return;
         }
     }
     let empty = &NOP_CALL as *const SiteCall as u64;
-    if record.literal == empty {
+    if site.literal == empty {
         return;
     }
-    let (old, new) = (record.literal.to_ne_bytes(), empty.to_ne_bytes());
-    match patcher.replace_data(record.literal_slot(), &old, &new) {
-        Ok(()) => record.literal = empty,
-        Err(error) => println!("ftrace: {} still calls the trampoline with an unknown literal: {error}", record.name),
+    let (old, new) = (site.literal.to_ne_bytes(), empty.to_ne_bytes());
+    match patcher.replace_data(site.literal_slot(), &old, &new) {
+        Ok(()) => site.literal = empty,
+        Err(error) => println!("ftrace: {} still calls the trampoline with an unknown literal: {error}", site.name),
     }
 }
