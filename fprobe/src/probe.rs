@@ -152,7 +152,7 @@ impl Fprobe {
     /// The return-hook user, made from a pointer to the whole probe so that
     /// `fprobe_exit` can step back from it to the probe.
     fn return_user(&self) -> *const ReturnUser {
-        (self as *const Fprobe).wrapping_byte_add(core::mem::offset_of!(Fprobe, user)) as *const ReturnUser
+        ftrace::field_of!(self, Fprobe, user)
     }
 }
 

@@ -16,7 +16,6 @@
 //! return hook's `on_missed` never has a graph user's return to skip (it
 //! counts one in [`missed`](FgraphOps::missed) if it ever does).
 
-use core::mem::offset_of;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use arch::ftrace_abi::FtraceRegs;
@@ -144,7 +143,7 @@ impl FgraphOps {
 
     /// Whether a call this user hooked has not returned yet (on any task).
     pub fn in_flight(&self) -> bool {
-        let user = (self as *const FgraphOps).wrapping_byte_add(offset_of!(FgraphOps, user)) as *const ReturnUser;
+        let user: *const ReturnUser = crate::field_of!(self, FgraphOps, user);
         retstack::user_in_flight(user)
     }
 
@@ -182,7 +181,7 @@ extern "C" fn graph_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &
     let len = data.len;
     // The user pointer is made from a pointer to the whole graph ops, so
     // `graph_return` can step back from it to the ops.
-    let user = (gops as *const FgraphOps).wrapping_byte_add(offset_of!(FgraphOps, user)) as *const ReturnUser;
+    let user: *const ReturnUser = crate::field_of!(gops, FgraphOps, user);
     // SAFETY: graph ops are statics (`register` takes `&'static self`): the
     // user outlives every call; `user` was made as `commit` asks. The data
     // fits: the pending hook has room for `data_words`, `EntryData`'s limit.

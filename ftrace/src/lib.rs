@@ -39,6 +39,16 @@ macro_rules! container_of {
     };
 }
 
+/// The inverse of [`container_of!`]: field `$field` of the `$Type` at
+/// `$ptr`, as a raw pointer made from the pointer to the whole object (so
+/// `container_of!` can step back from it to the whole object again).
+#[macro_export]
+macro_rules! field_of {
+    ($ptr:expr, $Type:ty, $field:ident) => {
+        ($ptr as *const $Type).wrapping_byte_add(::core::mem::offset_of!($Type, $field)) as *const _
+    };
+}
+
 pub mod bitmap;
 pub mod event;
 pub mod event_filter;

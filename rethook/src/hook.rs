@@ -142,9 +142,9 @@ impl Rethook {
         let func = fregs.instruction_pointer();
         let inner = self.inner();
         let index = [node.index as u64];
-        // The whole `Inner`, seen as its first field, so the return callback
-        // can reach the rest of it.
-        let user = self.inner.as_ptr() as *const ReturnUser;
+        // The `user` field, made from the pointer to the whole `Inner`, so
+        // the return callback can step back to the rest of it.
+        let user: *const ReturnUser = ftrace::field_of!(self.inner.as_ptr(), Inner, user);
         // SAFETY: the node's reference keeps `Inner` alive until the return
         // callback (or `on_missed`) releases it; `user` points at the whole
         // `Inner`.
@@ -224,10 +224,10 @@ unsafe fn free_inner(node: *const Deferred) {
 }
 
 fn inner_of(user: *const ReturnUser) -> &'static Inner {
-    // SAFETY: `Rethook::hook` hooks with a pointer to a whole `Inner` (whose
-    // first field is the `ReturnUser`), kept alive by the node's reference
-    // until `release` below.
-    unsafe { &*(user as *const Inner) }
+    // SAFETY: `Rethook::hook` hooks with a pointer to the `user` field made
+    // from a pointer to the whole `Inner`, kept alive by the node's
+    // reference until `release` below.
+    unsafe { &*ftrace::container_of!(user, Inner, user) }
 }
 
 /// The return-hook callback of every rethook.
