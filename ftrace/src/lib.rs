@@ -59,6 +59,7 @@ pub mod plan;
 pub mod profile;
 pub mod ring_buffer;
 pub mod shadow;
+pub mod site_geometry;
 pub mod stream;
 
 #[cfg(target_os = "none")]

@@ -18,10 +18,10 @@ use ftrace::kallsyms::{self, Symbol};
 use goblin::elf::{header, section_header::SectionHeader, sym, Elf};
 
 /// Bytes between a patchable-entry table entry and its function's address:
-/// the ops literal (8 bytes of prefix NOPs) on both architectures.
+/// the ops literal (`ftrace::site_geometry`), on both architectures.
 fn site_prefix(machine: u16) -> Result<u64, String> {
     match machine {
-        header::EM_X86_64 | header::EM_AARCH64 => Ok(8),
+        header::EM_X86_64 | header::EM_AARCH64 => Ok(ftrace::site_geometry::LITERAL_BYTES as u64),
         other => Err(format!("unsupported ELF machine {other}")),
     }
 }
