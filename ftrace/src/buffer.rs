@@ -21,7 +21,7 @@
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 
 use arch::irq::IrqGuard;
 use arch::sync::{Mutex, MutexGuard};
@@ -36,6 +36,21 @@ use crate::ring_buffer::{page_events, Lifetime, RingBuffer, Stats, PAGE_SIZE};
 pub const PAGES_PER_CPU: usize = 1024;
 /// Pages per CPU of an instance's buffer: 1 MiB.
 pub const INSTANCE_PAGES_PER_CPU: usize = 256;
+
+/// A buffer's `on` states: not recording (`tracing_on` 0).
+const OFF: u8 = 0;
+/// Recording, with the `local` clock (the default, and the fast path).
+const ON_LOCAL: u8 = 1;
+/// Recording, with another clock (`clock::trace_now`).
+const ON_OTHER_CLOCK: u8 = 2;
+
+/// The `on` state of a recording buffer under the current clock.
+fn on_state() -> u8 {
+    match clock::trace_clock() {
+        clock::TraceClock::Local => ON_LOCAL,
+        _ => ON_OTHER_CLOCK,
+    }
+}
 
 /// How many CPUs buffers are made for (set once at boot).
 static CPUS: AtomicUsize = AtomicUsize::new(1);
@@ -65,7 +80,9 @@ pub struct TraceBuffer {
     /// after boot), kept here so a write reads it next to the pointer.
     cpus: usize,
     pages: AtomicUsize,
-    on: AtomicBool,
+    /// `tracing_on`, and the clock: [`OFF`], [`ON_LOCAL`] or [`ON_OTHER_CLOCK`]
+    /// (so the write tests the clock on a value it loads anyway).
+    on: AtomicU8,
     /// Held by every reader and by a resize.
     readers: Mutex<()>,
     /// The snapshot's rings (`cpus` of them, leaked), or null before
@@ -142,7 +159,7 @@ impl TraceBuffer {
             rings: AtomicPtr::new(rings),
             cpus: cpus(),
             pages: AtomicUsize::new(pages.max(2)),
-            on: AtomicBool::new(true),
+            on: AtomicU8::new(on_state()),
             readers: Mutex::new(()),
             spare: AtomicPtr::new(core::ptr::null_mut()),
             swapping: AtomicBool::new(false),
@@ -275,12 +292,17 @@ impl TraceBuffer {
     /// Whether events are being recorded (`tracing_on`).
     #[inline]
     pub fn is_on(&self) -> bool {
-        self.on.load(Ordering::Relaxed)
+        self.on.load(Ordering::Relaxed) != OFF
     }
 
     /// Switches recording (`echo 0|1 > tracing_on`).
     pub fn set_on(&self, on: bool) {
-        self.on.store(on, Ordering::Relaxed);
+        self.on.store(if on { on_state() } else { OFF }, Ordering::Relaxed);
+    }
+
+    /// `trace_clock` changed: a recording buffer takes the new clock.
+    pub(crate) fn clock_changed(&self) {
+        let _ = self.on.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |state| (state != OFF).then(on_state));
     }
 
     /// Records one event now, if recording is on. Returns whether it was.
@@ -297,7 +319,10 @@ impl TraceBuffer {
     // would cost it a frame (some 20 instructions, measured).
     #[inline(always)]
     pub fn write_with(&self, len: usize, fill: impl FnOnce(u64, &mut [u8])) -> Option<u64> {
-        if !self.is_on() {
+        // The clock is tested on the value loaded for `tracing_on` anyway
+        // (a separate load of the clock cost 3 to 7 instructions a call).
+        let state = self.on.load(Ordering::Relaxed);
+        if state == OFF {
             return None;
         }
         let _irq = IrqGuard::new();
@@ -309,7 +334,10 @@ impl TraceBuffer {
         // SAFETY: `cpus()` rings live at `rings`; loaded with interrupts
         // masked, they stay until this CPU unmasks them (see `resize`).
         let ring = unsafe { &*rings.add(cpu) };
-        let time = clock::trace_now();
+        let time = match state {
+            ON_LOCAL => clock::now_ns(),
+            _ => clock::trace_now(),
+        };
         // SAFETY: this CPU's ring, interrupts masked: its one writer.
         unsafe { ring.write_with(time, len, |bytes| fill(time, bytes)) }.ok()?;
         Some(time)

@@ -541,11 +541,13 @@ pub(crate) fn init() {
     TOP.buffer.call_once(|| TraceBuffer::try_new(PAGES_PER_CPU).expect("the top-level trace buffer"));
 }
 
-/// Empties every trace array's buffer (`trace_clock` switched).
+/// Empties every trace array's buffer and gives it the new clock
+/// (`trace_clock` switched).
 pub(crate) fn reset_all_buffers() {
-    top().buffer().reset();
-    for array in INSTANCES.lock().iter() {
-        array.buffer().reset();
+    let instances = INSTANCES.lock();
+    for buffer in core::iter::once(top().buffer()).chain(instances.iter().map(|array| array.buffer())) {
+        buffer.clock_changed();
+        buffer.reset();
     }
 }
 
