@@ -111,3 +111,28 @@ pub fn read_u64_nofault(addr: usize) -> Option<u64> {
     read_nofault(addr, &mut bytes).ok()?;
     Some(u64::from_ne_bytes(bytes))
 }
+
+/// Words printed around the stack pointer of an unhandled exception.
+const STACK_WORDS_BELOW: usize = 8;
+const STACK_WORDS_ABOVE: usize = 24;
+
+/// Prints the stack around `sp` for an exception report: the words a bad
+/// `ret` or a corrupt frame left there, each code address with its
+/// function. Reads are fault tolerant; it stops at the first unreadable
+/// word.
+pub fn report_stack(sp: usize) {
+    use core::fmt::Write;
+    let mut console = crate::print::lock();
+    let _ = writeln!(console, "stack around sp {sp:#x}:");
+    let start = sp.saturating_sub(8 * STACK_WORDS_BELOW);
+    for at in (0..STACK_WORDS_BELOW + STACK_WORDS_ABOVE).map(|i| start + 8 * i) {
+        let Some(word) = read_u64_nofault(at) else { break };
+        let mark = if at == sp { "sp->" } else { "    " };
+        let _ = write!(console, "  {mark} {at:#x}: {word:#018x}");
+        if crate::layout::text().contains(&(word as usize)) {
+            let _ = write!(console, " ");
+            let _ = crate::print::write_code_address(&mut console, word as usize);
+        }
+        let _ = writeln!(console);
+    }
+}

@@ -284,6 +284,7 @@ fn report(regs: &PtRegs, address: Option<usize>) {
 
 fn unhandled(regs: &PtRegs, address: Option<usize>) -> ! {
     report(regs, address);
+    crate::fault::report_stack(regs.rsp as usize);
     match address {
         Some(address) => panic!("unhandled {} at ip {:#x}, address {:#x}", name(regs.vector), regs.rip, address),
         None => panic!("unhandled {} at ip {:#x}", name(regs.vector), regs.rip),
