@@ -37,10 +37,11 @@ pub const PAGES_PER_CPU: usize = 1024;
 /// Pages per CPU of an instance's buffer: 1 MiB.
 pub const INSTANCE_PAGES_PER_CPU: usize = 256;
 
-/// A buffer's `on` states: not recording (`tracing_on` 0).
-const OFF: u8 = 0;
-/// Recording, with the `local` clock (the default, and the fast path).
-const ON_LOCAL: u8 = 1;
+/// A buffer's `on` states. Recording with the `local` clock (the default,
+/// and the fast path) is 0: the write's first test is then a test for zero.
+const ON_LOCAL: u8 = 0;
+/// Not recording (`tracing_on` 0).
+const OFF: u8 = 1;
 /// Recording, with another clock (`clock::trace_now`).
 const ON_OTHER_CLOCK: u8 = 2;
 
@@ -322,7 +323,7 @@ impl TraceBuffer {
         // The clock is tested on the value loaded for `tracing_on` anyway
         // (a separate load of the clock cost 3 to 7 instructions a call).
         let state = self.on.load(Ordering::Relaxed);
-        if state == OFF {
+        if state != ON_LOCAL && state == OFF {
             return None;
         }
         let _irq = IrqGuard::new();
