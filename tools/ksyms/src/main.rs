@@ -145,6 +145,25 @@ mod tests {
     use super::*;
     use ftrace::kallsyms::Kallsyms;
 
+    /// The flag each architecture's kernel profile passes to the traced
+    /// crate: `-Zpatchable-function-entry=TOTAL,PREFIX`, x86_64 counting
+    /// bytes (an 8-byte prefix, a 5-byte call slot), aarch64 4-byte
+    /// instructions (two prefix NOPs, `mov x9, x30`, the call slot); and the
+    /// unit PREFIX counts in.
+    const PATCHABLE_ENTRY_FLAGS: [(&str, &str, usize); 2] =
+        [("x86_64", "-Zpatchable-function-entry=13,8", 1), ("aarch64", "-Zpatchable-function-entry=4,2", 4)];
+
+    #[test]
+    fn the_kernel_profiles_ask_for_the_site_geometry() {
+        let cargo_toml = include_str!("../../../Cargo.toml");
+        for (arch, flag, unit) in PATCHABLE_ENTRY_FLAGS {
+            let section = format!("[profile.kernel-{arch}.package.kernel]\nrustflags = [\"{flag}\"");
+            assert!(cargo_toml.contains(&section), "Cargo.toml's kernel-{arch} profile must pass {flag}");
+            let prefix: usize = flag.rsplit(',').next().unwrap().parse().unwrap();
+            assert_eq!(prefix * unit, ftrace::site_geometry::LITERAL_BYTES, "{arch}: the prefix is the ops literal");
+        }
+    }
+
     #[test]
     fn sites_are_sorted_deduplicated_and_padded_with_zeros() {
         let functions = [0x1008u64, 0x2008, 0x3008];
