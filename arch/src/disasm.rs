@@ -5,7 +5,7 @@
 
 use alloc::string::String;
 
-pub use crate::imp::disasm::decode;
+pub use crate::imp::disasm::{decode, length};
 
 /// A decoded instruction.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -158,6 +158,15 @@ impl FtraceRegs {
         Self { regs: PtRegs::default(), saved }
     }
 
+    /// A copy of `regs`, a full save of kind `saved` ([`Saved::EntryFull`]
+    /// or [`Saved::ReturnFull`]): for consumers that got a `PtRegs` some
+    /// other way (a kprobe's breakpoint) and fetch through the `FtraceRegs`
+    /// accessors.
+    pub fn from_regs(regs: &PtRegs, saved: Saved) -> Self {
+        debug_assert!(matches!(saved, Saved::EntryFull | Saved::ReturnFull));
+        Self { regs: *regs, saved }
+    }
+
     /// What this save holds.
     pub fn saved(&self) -> Saved {
         self.saved

@@ -49,6 +49,7 @@ pub mod fault;
 pub mod ftrace_abi;
 pub mod input;
 pub mod irq;
+pub mod kprobes;
 pub mod layout;
 pub mod percpu;
 pub mod preempt;

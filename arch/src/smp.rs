@@ -86,10 +86,17 @@ static CALL_WAITER: AtomicUsize = AtomicUsize::new(0);
 /// while it waits, and the last CPU to answer wakes it: under emulation, a
 /// spinning caller would take host time the others need to answer.
 pub fn call_on_others(f: fn()) {
-    assert!(cpu::interrupts_enabled(), "call_on_others with interrupts masked could deadlock");
     // Pinned before the lock: a holder preempted on this CPU would leave a
     // pinned spinner here waiting for it for ever.
     let _pinned = preempt::Guard::new();
+    start_call(f);
+    finish_call();
+}
+
+/// Takes the call lock and sends `f` to every other online CPU; answers
+/// how many. The caller is pinned and must call [`finish_call`].
+fn start_call(f: fn()) -> usize {
+    assert!(cpu::interrupts_enabled(), "call_on_others with interrupts masked could deadlock");
     while CALL_LOCK.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
         core::hint::spin_loop();
     }
@@ -101,6 +108,11 @@ pub fn call_on_others(f: fn()) {
     for target in (0..MAX_CPUS).filter(|&c| c != me && percpu::is_online(c)) {
         crate::imp::smp::send_ipi(target, Ipi::Call);
     }
+    targets
+}
+
+/// Waits for every CPU [`start_call`] asked, and drops the call lock.
+fn finish_call() {
     loop {
         // Masked for the check, so the wake-up cannot slip in between it
         // and the halt (which unmasks).
@@ -112,6 +124,37 @@ pub fn call_on_others(f: fn()) {
         cpu::wait_for_interrupt();
     }
     CALL_LOCK.store(false, Ordering::Release);
+}
+
+/// CPUs held by [`stop_others`] so far.
+static STOP_ARRIVED: AtomicUsize = AtomicUsize::new(0);
+/// Set when [`stop_others`]'s caller is done.
+static STOP_RELEASED: AtomicBool = AtomicBool::new(false);
+
+/// Runs `f` on this CPU while every other online CPU waits, interrupts
+/// masked, inside an interrupt handler (Linux's `stop_machine`): for
+/// changes no other CPU may run concurrently with, such as replacing an
+/// arbitrary aarch64 instruction. Each waiting CPU synchronises its
+/// instruction stream before it goes on. Normal context, interrupts
+/// enabled.
+pub fn stop_others(f: impl FnOnce()) {
+    let _pinned = preempt::Guard::new();
+    STOP_ARRIVED.store(0, Ordering::Relaxed);
+    STOP_RELEASED.store(false, Ordering::Relaxed);
+    let targets = start_call(|| {
+        STOP_ARRIVED.fetch_add(1, Ordering::AcqRel);
+        while !STOP_RELEASED.load(Ordering::Acquire) {
+            core::hint::spin_loop();
+        }
+        cpu::serialize();
+    });
+    while STOP_ARRIVED.load(Ordering::Acquire) < targets {
+        core::hint::spin_loop();
+    }
+    f();
+    STOP_RELEASED.store(true, Ordering::Release);
+    finish_call();
+    cpu::serialize();
 }
 
 /// Makes every CPU synchronise its instruction stream and memory view: an

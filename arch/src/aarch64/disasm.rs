@@ -24,3 +24,10 @@ pub fn decode(bytes: &[u8], address: usize) -> Option<Decoded> {
     };
     Some(Decoded { len: 4, text: instruction.to_string(), target })
 }
+
+/// The length of the instruction at the start of `bytes`: always 4 (every
+/// aarch64 instruction is one word, valid or not), so walking a function
+/// instruction by instruction never loses its way on data or `udf`.
+pub fn length(bytes: &[u8], _address: usize) -> Option<usize> {
+    (bytes.len() >= 4).then_some(4)
+}

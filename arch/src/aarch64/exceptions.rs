@@ -25,7 +25,7 @@
 //!
 //! Failure modes: an exception without a handler or exception-table fixup
 //! prints a report (name, ESR, faulting address, register dump) and panics; a
-//! `brk` is reported and execution continues after it.
+//! `brk` that is not a kprobe's is reported and execution continues after it.
 
 use core::arch::global_asm;
 use core::mem::{offset_of, size_of};
@@ -34,6 +34,7 @@ use super::regs::PtRegs;
 use super::{gic, timer};
 use crate::context::{self, Context};
 use crate::fault::{self, RecoveredFault};
+use crate::kprobes::Trap;
 
 /// Vector slots: which of the 16 entries was taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -277,6 +278,22 @@ fn synchronous(regs: &mut PtRegs) {
     let address = class.has_address().then(read_far);
     match class {
         Class::Breakpoint => {
+            let trap = match (esr & 0xffff) as u16 {
+                super::kprobes::PROBE_IMM => Some(Trap::Probe),
+                super::kprobes::STEP_DONE_IMM => Some(Trap::StepDone),
+                _ => None,
+            };
+            if let Some(trap) = trap {
+                if crate::kprobes::trap(trap, regs.ip(), regs) {
+                    return;
+                }
+                let mut now = [0u8; 4];
+                if trap == Trap::Probe && crate::text::read(regs.ip(), &mut now).is_ok() && now != super::kprobes::BREAKPOINT {
+                    // A probe removed as this CPU reached it (or a stale
+                    // translation of it): run what is there now.
+                    return;
+                }
+            }
             fault::note_breakpoint(regs.ip());
             report(class.name(), esr, regs, None);
             regs.set_ip(regs.ip() + 4);

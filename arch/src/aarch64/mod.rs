@@ -10,6 +10,7 @@ pub mod disasm;
 pub mod exceptions;
 pub mod exit;
 pub mod ftrace;
+pub mod kprobes;
 pub mod mm;
 pub mod patch;
 pub mod regs;

@@ -9,6 +9,8 @@
 //! which the inner-shareable domain sees); the batch then waits for that
 //! (`dsb ish`) and makes every CPU execute a context synchronisation event
 //! (an IPI: the exception return), so none keeps running a stale copy.
+//! Any other instruction is replaced while every other CPU waits (see
+//! [`apply_instructions`]).
 
 use core::arch::asm;
 
@@ -33,19 +35,42 @@ pub(crate) fn after_write(addr: usize, _len: usize) {
 }
 
 /// Applies `patches` (each one instruction): one store each, then one
-/// synchronisation of every CPU for the batch.
+/// synchronisation of every CPU for the batch. A batch that changes an
+/// instruction the architecture does not let other CPUs run while it
+/// changes (a kprobe's `brk` going in or out over an arbitrary
+/// instruction) writes while every other CPU waits (`smp::stop_others`),
+/// as Linux's arm64 text patching does.
 pub(crate) fn apply_instructions(patches: &[Patch]) {
     if patches.is_empty() {
         return;
     }
-    for patch in patches {
-        write_in_place(patch.addr, patch.new_bytes());
-        after_write(patch.addr, patch.len);
+    let write_all = || {
+        for patch in patches {
+            write_in_place(patch.addr, patch.new_bytes());
+            after_write(patch.addr, patch.len);
+        }
+        // SAFETY: barriers only: the invalidations are complete before the
+        // other CPUs synchronise.
+        unsafe { asm!("dsb ish", "isb", options(nostack)) };
+    };
+    if patches.iter().all(|patch| concurrent_safe(patch.old_bytes()) && concurrent_safe(patch.new_bytes())) {
+        write_all();
+        crate::smp::sync_all();
+    } else {
+        crate::smp::stop_others(write_all);
     }
-    // SAFETY: barriers only: the invalidations are complete before the
-    // other CPUs synchronise.
-    unsafe { asm!("dsb ish", "isb", options(nostack)) };
-    crate::smp::sync_all();
+}
+
+/// Whether `insn` is one the architecture lets other CPUs execute while it
+/// is replaced by another such (ARMv8 "concurrent modification and
+/// execution of instructions"): B, BL, BRK, HVC, ISB, NOP, SMC, SVC.
+fn concurrent_safe(insn: &[u8]) -> bool {
+    let Ok(word) = <[u8; 4]>::try_from(insn).map(u32::from_le_bytes) else { return false };
+    word & 0x7c00_0000 == 0x1400_0000 // b, bl
+        || word & 0xffe0_001f == 0xd420_0000 // brk
+        || word & 0xffe0_001c == 0xd400_0000 && word & 3 != 0 // svc, hvc, smc
+        || word == 0xd503_3fdf // isb
+        || word == 0xd503_201f // nop
 }
 
 /// Ends a batch: waits for the invalidations and resynchronises fetch.

@@ -25,3 +25,10 @@ pub fn decode(bytes: &[u8], address: usize) -> Option<Decoded> {
     let target = near_branch.then(|| instruction.near_branch_target() as usize);
     Some(Decoded { len: instruction.len(), text, target })
 }
+
+/// The length of the instruction at the start of `bytes` (at `address`);
+/// `None` if they hold no valid instruction.
+pub fn length(bytes: &[u8], address: usize) -> Option<usize> {
+    let instruction = Decoder::with_ip(64, bytes, address as u64, DecoderOptions::NONE).decode();
+    (!instruction.is_invalid()).then(|| instruction.len())
+}

@@ -15,7 +15,8 @@
 //!
 //! Failure modes: an exception without a handler or an exception-table fixup
 //! prints a report (name, error code, faulting address, register dump) and
-//! panics; a breakpoint is reported and execution continues after it.
+//! panics; a breakpoint that is neither a text patch's nor a kprobe's is
+//! reported and execution continues after it.
 
 use core::arch::global_asm;
 use core::mem::{offset_of, size_of};
@@ -24,6 +25,7 @@ use super::regs::PtRegs;
 use super::{gdt, lapic, pic, smp};
 use crate::context::{self, Context};
 use crate::fault::{self, RecoveredFault};
+use crate::kprobes::Trap;
 use crate::smp::Ipi;
 
 /// Vectors with entry stubs: all of them (exceptions, the remapped PIC's
@@ -306,6 +308,11 @@ fn dispatch(regs: &mut PtRegs) {
     match regs.vector {
         BREAKPOINT => {
             if super::patch::emulate_int3(regs) {
+                return;
+            }
+            let at = regs.ip() - 1;
+            let trap = if crate::kprobes::slot_of_step_done(at).is_some() { Trap::StepDone } else { Trap::Probe };
+            if crate::kprobes::trap(trap, at, regs) {
                 return;
             }
             // RIP already points past the one-byte int3.

@@ -111,7 +111,14 @@ pub(crate) fn emulate_int3(regs: &mut PtRegs) -> bool {
     // masked) holds up until it returns.
     let patches = unsafe { core::slice::from_raw_parts(batch, BATCH_LEN.load(Ordering::Relaxed)) };
     let Ok(index) = patches.binary_search_by_key(&site, |patch| patch.addr) else { return false };
-    emulate(regs, site, patches[index].new_bytes());
+    let patch = &patches[index];
+    if patch.old[0] == INT3 || patch.new[0] == INT3 {
+        // A kprobe's breakpoint going in or out: the probe stays
+        // registered until the batch is over, and its handler runs the
+        // instruction (which this emulation could not).
+        return false;
+    }
+    emulate(regs, site, patch.new_bytes());
     true
 }
 

@@ -1,0 +1,314 @@
+//! aarch64 kprobes: `brk` probes, instructions classified by their
+//! encoding (every instruction is one 32-bit word).
+//!
+//! How each instruction runs (see `crate::kprobes`):
+//! - PC-relative ones are simulated, as Linux's arm64 kprobes do: `b`, `bl`,
+//!   `b.cond`, `cbz`/`cbnz`, `tbz`/`tbnz`, `adr`, `adrp`, `ldr`/`ldrsw`
+//!   (literal), `prfm` (literal, a no-op), and the register branches `br`,
+//!   `blr`, `ret`;
+//! - everything else is stepped in a slot (`insn; brk #STEP`);
+//! - refused: exception generation (`svc`, `hvc`, `brk`...), `eret` and the
+//!   other special register branches, exclusive and ordered loads and
+//!   stores (a step would clear the exclusive monitor), FP/SIMD literal
+//!   loads, and what reads or writes the interrupt masks (`msr daifset`,
+//!   `mrs`/`msr daif`), which the step changes.
+
+use core::arch::global_asm;
+
+use super::regs::PtRegs;
+use crate::kprobes::{Execution, InsnError, ProbedInsn};
+
+/// The `brk` immediate of a probe (Linux's `KPROBES_BRK_IMM`).
+pub(crate) const PROBE_IMM: u16 = 0x004;
+/// The `brk` immediate that ends a slot (Linux's `KPROBES_BRK_SS_IMM`).
+pub(crate) const STEP_DONE_IMM: u16 = 0x005;
+
+const fn brk(imm: u16) -> u32 {
+    0xd420_0000 | ((imm as u32) << 5)
+}
+
+/// `brk #0x004`.
+pub const BREAKPOINT: [u8; 4] = brk(PROBE_IMM).to_le_bytes();
+/// Every instruction is 4 bytes.
+pub const MAX_INSN: usize = 4;
+/// One slot: the instruction and `brk #STEP`.
+pub const SLOT_SIZE: usize = 8;
+/// Out-of-line slots, so breakpoint probes at once.
+pub const SLOTS: usize = 64;
+
+/// SPSR's IRQ mask bit.
+const PSTATE_I: u64 = 1 << 7;
+
+global_asm!(
+    r#"
+    .pushsection .text.kprobe_slots, "ax"
+    .balign 8
+    .global aarch64_kprobe_slots
+aarch64_kprobe_slots:
+    .fill {words}, 4, {step_done}
+    .popsection
+"#,
+    words = const SLOTS * SLOT_SIZE / 4,
+    step_done = const brk(STEP_DONE_IMM),
+);
+
+extern "C" {
+    static aarch64_kprobe_slots: u8;
+}
+
+/// The first slot's address.
+pub(crate) fn slots_start() -> usize {
+    core::ptr::addr_of!(aarch64_kprobe_slots) as usize
+}
+
+/// Every way an instruction runs, by name (see [`simulation_class`]).
+pub const CLASSES: &[&str] =
+    &["step", "b/bl", "b.cond", "cbz/cbnz", "tbz/tbnz", "adr/adrp", "ldr (literal)", "prfm (literal)", "br/blr/ret"];
+
+/// The name of a simulated instruction's class.
+pub fn simulation_class(simulation: Simulation) -> &'static str {
+    match simulation {
+        Simulation::Branch { .. } => "b/bl",
+        Simulation::Conditional { .. } => "b.cond",
+        Simulation::CompareBranch { .. } => "cbz/cbnz",
+        Simulation::TestBranch { .. } => "tbz/tbnz",
+        Simulation::Address { .. } => "adr/adrp",
+        Simulation::LoadLiteral { .. } => "ldr (literal)",
+        Simulation::Prefetch => "prfm (literal)",
+        Simulation::RegisterBranch { .. } => "br/blr/ret",
+    }
+}
+
+/// What a literal load loads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Literal {
+    /// `ldr wN`: 32 bits, zero-extended.
+    Word,
+    /// `ldr xN`.
+    Double,
+    /// `ldrsw xN`: 32 bits, sign-extended.
+    SignedWord,
+}
+
+/// An instruction whose effect is applied instead of running it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Simulation {
+    /// `b` / `bl`.
+    Branch { target: usize, link: bool },
+    /// `b.cond`.
+    Conditional { condition: u8, target: usize },
+    /// `cbz` / `cbnz` (`wide`: the X register, else W).
+    CompareBranch { reg: u8, wide: bool, nonzero: bool, target: usize },
+    /// `tbz` / `tbnz`.
+    TestBranch { reg: u8, bit: u8, nonzero: bool, target: usize },
+    /// `adr` / `adrp`: the address, computed when the probe was made.
+    Address { reg: u8, value: u64 },
+    /// `ldr` / `ldrsw` (literal).
+    LoadLiteral { reg: u8, address: usize, kind: Literal },
+    /// `prfm` (literal): a hint, nothing to do.
+    Prefetch,
+    /// `br` / `blr` / `ret`.
+    RegisterBranch { reg: u8, link: bool },
+}
+
+/// Sign-extends the low `bits` bits of `value`.
+fn sign_extend(value: u32, bits: u32) -> i64 {
+    let shift = 64 - bits;
+    ((u64::from(value) << shift) as i64) >> shift
+}
+
+fn offset_from(pc: usize, offset: i64) -> usize {
+    (pc as i64).wrapping_add(offset) as usize
+}
+
+/// Classifies the instruction at `address`.
+pub(crate) fn decode(address: usize, bytes: &[u8]) -> Result<ProbedInsn, InsnError> {
+    let word = u32::from_le_bytes(bytes.get(..4).ok_or(InsnError::Invalid)?.try_into().map_err(|_| InsnError::Invalid)?);
+    let execution = classify(address, word)?;
+    let mut probed = ProbedInsn { address, len: 4, bytes: [0; MAX_INSN], execution };
+    probed.bytes.copy_from_slice(&word.to_le_bytes());
+    Ok(probed)
+}
+
+fn classify(pc: usize, insn: u32) -> Result<Execution, InsnError> {
+    let rt = (insn & 0x1f) as u8;
+    let imm19 = || offset_from(pc, sign_extend(((insn >> 5) & 0x7ffff) << 2, 21));
+    let simulate = |simulation| Ok(Execution::Simulate(simulation));
+    if insn == 0 || insn >> 25 == 0 {
+        return Err(InsnError::Invalid); // udf and the unallocated top group
+    }
+    match insn {
+        _ if insn & 0x7c00_0000 == 0x1400_0000 => {
+            let target = offset_from(pc, sign_extend((insn & 0x03ff_ffff) << 2, 28));
+            simulate(Simulation::Branch { target, link: insn & 0x8000_0000 != 0 })
+        }
+        _ if insn & 0xff00_0010 == 0x5400_0000 => {
+            simulate(Simulation::Conditional { condition: (insn & 0xf) as u8, target: imm19() })
+        }
+        _ if insn & 0x7e00_0000 == 0x3400_0000 => simulate(Simulation::CompareBranch {
+            reg: rt,
+            wide: insn & 0x8000_0000 != 0,
+            nonzero: insn & 0x0100_0000 != 0,
+            target: imm19(),
+        }),
+        _ if insn & 0x7e00_0000 == 0x3600_0000 => simulate(Simulation::TestBranch {
+            reg: rt,
+            bit: (((insn >> 31) << 5) | ((insn >> 19) & 0x1f)) as u8,
+            nonzero: insn & 0x0100_0000 != 0,
+            target: offset_from(pc, sign_extend(((insn >> 5) & 0x3fff) << 2, 16)),
+        }),
+        _ if insn & 0x1f00_0000 == 0x1000_0000 => {
+            let imm = sign_extend((((insn >> 5) & 0x7ffff) << 2) | ((insn >> 29) & 3), 21);
+            let value = if insn & 0x8000_0000 == 0 {
+                offset_from(pc, imm) as u64
+            } else {
+                ((pc & !0xfff) as i64).wrapping_add(imm << 12) as u64
+            };
+            simulate(Simulation::Address { reg: rt, value })
+        }
+        _ if insn & 0x3b00_0000 == 0x1800_0000 => {
+            if insn & 0x0400_0000 != 0 {
+                return Err(InsnError::Unsafe("FP/SIMD literal loads are not simulated"));
+            }
+            let kind = match insn >> 30 {
+                0 => Literal::Word,
+                1 => Literal::Double,
+                2 => Literal::SignedWord,
+                _ => return simulate(Simulation::Prefetch),
+            };
+            simulate(Simulation::LoadLiteral { reg: rt, address: imm19(), kind })
+        }
+        _ if insn & 0xffff_fc1f == 0xd61f_0000 => {
+            simulate(Simulation::RegisterBranch { reg: ((insn >> 5) & 0x1f) as u8, link: false })
+        }
+        _ if insn & 0xffff_fc1f == 0xd63f_0000 => {
+            simulate(Simulation::RegisterBranch { reg: ((insn >> 5) & 0x1f) as u8, link: true })
+        }
+        _ if insn & 0xffff_fc1f == 0xd65f_0000 => {
+            simulate(Simulation::RegisterBranch { reg: ((insn >> 5) & 0x1f) as u8, link: false })
+        }
+        _ if insn & 0xfe00_0000 == 0xd600_0000 => {
+            Err(InsnError::Unsafe("eret and the special register branches are not simulated"))
+        }
+        _ if insn & 0xff00_0000 == 0xd400_0000 => Err(InsnError::Unsafe("it generates an exception (svc, hvc, smc, brk, hlt)")),
+        _ if insn & 0x3f00_0000 == 0x0800_0000 => Err(InsnError::Unsafe(
+            "exclusive and ordered loads and stores are not stepped (the step clears the exclusive monitor)",
+        )),
+        _ if insn & 0xfff8_f01f == 0xd500_401f => {
+            Err(InsnError::Unsafe("it writes PSTATE (msr immediate), which the step changes"))
+        }
+        _ if insn & 0xffdf_ffe0 == 0xd51b_4220 => Err(InsnError::Unsafe("it reads or writes DAIF, which the step changes")),
+        _ => Ok(Execution::Step { relocated: false }),
+    }
+}
+
+/// The slot's contents for `insn`: the instruction and `brk #STEP`.
+pub(crate) fn slot_bytes(insn: &ProbedInsn, _slot: usize) -> Result<[u8; SLOT_SIZE], InsnError> {
+    let mut bytes = [0u8; SLOT_SIZE];
+    bytes[..4].copy_from_slice(insn.bytes());
+    bytes[4..].copy_from_slice(&brk(STEP_DONE_IMM).to_le_bytes());
+    Ok(bytes)
+}
+
+/// Where the slot's step-done `brk` is.
+pub(crate) fn step_done_address(_insn: &ProbedInsn, slot: usize) -> usize {
+    slot + 4
+}
+
+/// Masks IRQs for the step (in the SPSR the trap returns with); answers
+/// whether they were unmasked.
+pub fn begin_step(regs: &mut PtRegs) -> bool {
+    let enabled = regs.pstate & PSTATE_I == 0;
+    regs.pstate |= PSTATE_I;
+    enabled
+}
+
+/// Undoes [`begin_step`].
+pub fn end_step(regs: &mut PtRegs, enabled: bool) {
+    if enabled {
+        regs.pstate &= !PSTATE_I;
+    }
+}
+
+fn read(regs: &PtRegs, reg: u8) -> u64 {
+    regs.regs.get(usize::from(reg)).copied().unwrap_or(0) // x31: the zero register
+}
+
+fn write(regs: &mut PtRegs, reg: u8, value: u64) {
+    if let Some(slot) = regs.regs.get_mut(usize::from(reg)) {
+        *slot = value;
+    }
+}
+
+/// Whether condition `condition` (the 4-bit field) holds for NZCV in `pstate`.
+fn holds(condition: u8, pstate: u64) -> bool {
+    let flag = |bit: u32| pstate & (1 << bit) != 0;
+    let (n, z, c, v) = (flag(31), flag(30), flag(29), flag(28));
+    let base = match condition >> 1 {
+        0 => z,
+        1 => c,
+        2 => n,
+        3 => v,
+        4 => c && !z,
+        5 => n == v,
+        6 => n == v && !z,
+        _ => true,
+    };
+    // The odd conditions are the even ones negated, except AL/NV (always).
+    if condition & 1 == 1 && condition != 0xf {
+        !base
+    } else {
+        base
+    }
+}
+
+/// Applies a simulated instruction's effect to `regs` (taken at its `brk`).
+pub fn simulate(insn: &ProbedInsn, simulation: Simulation, regs: &mut PtRegs) {
+    let next = insn.next() as u64;
+    let mut pc = next;
+    match simulation {
+        Simulation::Branch { target, link } => {
+            if link {
+                regs.regs[30] = next;
+            }
+            pc = target as u64;
+        }
+        Simulation::Conditional { condition, target } => {
+            if holds(condition, regs.pstate) {
+                pc = target as u64;
+            }
+        }
+        Simulation::CompareBranch { reg, wide, nonzero, target } => {
+            let value = if wide { read(regs, reg) } else { read(regs, reg) & 0xffff_ffff };
+            if (value != 0) == nonzero {
+                pc = target as u64;
+            }
+        }
+        Simulation::TestBranch { reg, bit, nonzero, target } => {
+            if (read(regs, reg) >> bit & 1 != 0) == nonzero {
+                pc = target as u64;
+            }
+        }
+        Simulation::Address { reg, value } => write(regs, reg, value),
+        Simulation::LoadLiteral { reg, address, kind } => {
+            // SAFETY: the probed instruction would load the same address: a
+            // literal in the kernel image, next to the code.
+            let value = unsafe {
+                match kind {
+                    Literal::Word => u64::from(core::ptr::read_volatile(address as *const u32)),
+                    Literal::Double => core::ptr::read_volatile(address as *const u64),
+                    Literal::SignedWord => core::ptr::read_volatile(address as *const i32) as i64 as u64,
+                }
+            };
+            write(regs, reg, value);
+        }
+        Simulation::Prefetch => {}
+        Simulation::RegisterBranch { reg, link } => {
+            pc = read(regs, reg);
+            if link {
+                regs.regs[30] = next;
+            }
+        }
+    }
+    regs.pc = pc;
+}

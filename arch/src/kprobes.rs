@@ -1,0 +1,163 @@
+//! The architecture's half of kprobes: the breakpoint, the probed
+//! instruction's decoding, its out-of-line slot, and the trap hook.
+//!
+//! A probe away from a function's ftrace site replaces one instruction with
+//! a breakpoint ([`BREAKPOINT`]: `int3` on x86_64, `brk #KPROBE` on aarch64).
+//! When a CPU reaches it, the exception handler calls the generic kprobes
+//! code through [`set_trap_handler`] with [`Trap::Probe`]. The displaced
+//! instruction then runs in one of two ways, decided once when the probe is
+//! made ([`decode`]):
+//!
+//! - [`Execution::Step`]: a copy runs in an *out-of-line slot*, an
+//!   executable area kept in kernel text, followed by a second breakpoint
+//!   ([`Trap::StepDone`]) that brings control back; the generic code then
+//!   resumes after the probed instruction. A copy that addresses memory
+//!   relative to its own address (x86_64 RIP-relative operands) has its
+//!   displacement adjusted for the slot's address.
+//! - [`Execution::Simulate`]: an instruction whose effect depends on where it
+//!   is (branches, calls, returns; aarch64 `adr`/`adrp` and literal loads)
+//!   is not run at all: [`simulate`] applies its effect to the saved
+//!   registers.
+//!
+//! The step runs with interrupts masked ([`begin_step`]/[`end_step`]), so
+//! between the probe's trap and the step's trap the CPU does nothing else:
+//! per-CPU state stays valid, and a cross-CPU synchronisation round
+//! (`smp::sync_all`) waits for any CPU still inside a probe. Instructions
+//! that would see or change that masking, or that cannot run away from
+//! their address, are refused by [`decode`] with the reason.
+//!
+//! Slots are written through the text patcher, as data (no CPU runs a slot
+//! that is being written: the generic code frees a slot only after a
+//! synchronisation round).
+
+use core::fmt;
+
+use crate::cell::AtomicFn;
+use crate::regs::PtRegs;
+use crate::text::{PatchError, TextPatcher};
+
+pub use crate::imp::kprobes::{
+    begin_step, end_step, simulate, simulation_class, Simulation, BREAKPOINT, CLASSES, MAX_INSN, SLOTS, SLOT_SIZE,
+};
+
+/// Which of the two kprobe breakpoints trapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trap {
+    /// A probe's breakpoint, at the probed instruction.
+    Probe,
+    /// The breakpoint that ends an out-of-line slot.
+    StepDone,
+}
+
+/// The generic handler: the trap, the breakpoint's address and the
+/// registers. Answers whether the trap was a probe's (false: not ours).
+pub type TrapHandler = fn(trap: Trap, address: usize, regs: &mut PtRegs) -> bool;
+
+static TRAP_HANDLER: AtomicFn<TrapHandler> = AtomicFn::none();
+
+/// Installs the generic kprobes trap handler.
+pub fn set_trap_handler(handler: TrapHandler) {
+    TRAP_HANDLER.store(handler);
+}
+
+/// Called by the exception handlers for a breakpoint that may be a probe's.
+pub(crate) fn trap(trap: Trap, address: usize, regs: &mut PtRegs) -> bool {
+    TRAP_HANDLER.load().is_some_and(|handler| handler(trap, address, regs))
+}
+
+/// How a probed instruction runs. See the module documentation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Execution {
+    /// A copy runs in an out-of-line slot; `relocated`: with its
+    /// PC-relative operand adjusted for the slot.
+    Step { relocated: bool },
+    /// Its effect is applied to the registers.
+    Simulate(Simulation),
+}
+
+/// A decoded instruction a probe may replace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProbedInsn {
+    pub address: usize,
+    pub len: usize,
+    /// Its bytes (the first `len`).
+    pub bytes: [u8; MAX_INSN],
+    pub execution: Execution,
+}
+
+impl ProbedInsn {
+    /// The instruction's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+
+    /// Where execution goes on after it when it falls through.
+    pub fn next(&self) -> usize {
+        self.address + self.len
+    }
+}
+
+/// Why an instruction cannot be probed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InsnError {
+    /// The bytes are not a valid instruction.
+    Invalid,
+    /// It cannot be stepped out of line or simulated safely; the reason.
+    Unsafe(&'static str),
+}
+
+impl fmt::Display for InsnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InsnError::Invalid => write!(f, "not a valid instruction"),
+            InsnError::Unsafe(why) => write!(f, "cannot be probed: {why}"),
+        }
+    }
+}
+
+/// Decodes the instruction at `address` (kernel text) and decides how a
+/// probe runs it.
+pub fn decode(address: usize) -> Result<ProbedInsn, InsnError> {
+    let mut bytes = [0u8; MAX_INSN];
+    crate::text::read(address, &mut bytes[..1]).map_err(|_| InsnError::Invalid)?;
+    // Text may end less than MAX_INSN bytes after the instruction.
+    let readable = (1..=MAX_INSN).rev().find(|&len| crate::fault::read_nofault(address, &mut bytes[..len]).is_ok()).unwrap_or(0);
+    crate::imp::kprobes::decode(address, &bytes[..readable])
+}
+
+/// The address of out-of-line slot `index` (below [`SLOTS`]).
+pub fn slot_address(index: usize) -> usize {
+    crate::imp::kprobes::slots_start() + index * SLOT_SIZE
+}
+
+/// Which slot `address` is the step-done breakpoint of, if any.
+pub fn slot_of_step_done(address: usize) -> Option<usize> {
+    let start = crate::imp::kprobes::slots_start();
+    let offset = address.checked_sub(start)?;
+    (offset < SLOTS * SLOT_SIZE).then_some(offset / SLOT_SIZE)
+}
+
+/// Writes `insn`'s out-of-line copy and the step-done breakpoint into slot
+/// `index`, which no CPU may be running.
+pub fn fill_slot(index: usize, insn: &ProbedInsn) -> Result<(), InsnError> {
+    let address = slot_address(index);
+    let wanted = crate::imp::kprobes::slot_bytes(insn, address)?;
+    write_slot(address, &wanted).map_err(|_| InsnError::Unsafe("its out-of-line slot could not be written"))
+}
+
+/// Whether a step-done trap at `address` ends slot `index` as filled for
+/// `insn` (the trap is the slot's last breakpoint, not something else).
+pub fn is_step_done_of(index: usize, insn: &ProbedInsn, address: usize) -> bool {
+    crate::imp::kprobes::step_done_address(insn, slot_address(index)) == address
+}
+
+fn write_slot(address: usize, bytes: &[u8; SLOT_SIZE]) -> Result<(), PatchError> {
+    let mut patcher = TextPatcher::new();
+    for (i, chunk) in bytes.chunks(8).enumerate() {
+        let at = address + 8 * i;
+        let mut now = [0u8; 8];
+        crate::text::read(at, &mut now[..chunk.len()])?;
+        patcher.replace_data(at, &now[..chunk.len()], chunk)?;
+    }
+    Ok(())
+}

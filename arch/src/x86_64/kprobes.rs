@@ -1,0 +1,215 @@
+//! x86_64 kprobes: `int3` probes, instructions decoded with `iced-x86`.
+//!
+//! How each instruction runs (see `crate::kprobes`):
+//! - straight-line instructions are stepped in a slot (`insn; int3`); a
+//!   RIP-relative memory operand gets its displacement recomputed for the
+//!   slot's address (slots are in kernel text, within reach of every
+//!   instruction in it);
+//! - `jmp rel`, `jcc rel`, `call rel32` and `ret [imm16]` are simulated;
+//! - refused: indirect branches and calls, `loop`/`jrcxz`, far transfers,
+//!   interrupts and system calls, and what reads or writes RFLAGS.IF
+//!   (`pushf`, `popf`, `cli`, `sti`), which the step masks.
+//!
+//! A simulated `call` pushes below the interrupted stack pointer: the
+//! `int3` entry leaves a gap there (see `exceptions`).
+
+use core::arch::global_asm;
+
+use iced_x86::{ConditionCode, Decoder, DecoderOptions, FlowControl, Mnemonic, OpKind};
+
+use super::regs::PtRegs;
+use crate::kprobes::{Execution, InsnError, ProbedInsn};
+
+/// `int3`.
+pub const BREAKPOINT: [u8; 1] = [0xcc];
+/// The longest x86 instruction.
+pub const MAX_INSN: usize = 15;
+/// One slot: the longest instruction and its `int3`.
+pub const SLOT_SIZE: usize = 16;
+/// Out-of-line slots, so breakpoint probes at once.
+pub const SLOTS: usize = 64;
+
+const RFLAGS_IF: u64 = 1 << 9;
+const RFLAGS_CF: u64 = 1 << 0;
+const RFLAGS_PF: u64 = 1 << 2;
+const RFLAGS_ZF: u64 = 1 << 6;
+const RFLAGS_SF: u64 = 1 << 7;
+const RFLAGS_OF: u64 = 1 << 11;
+
+global_asm!(
+    r#"
+    .pushsection .text.kprobe_slots, "ax"
+    .balign 16
+    .global x86_64_kprobe_slots
+x86_64_kprobe_slots:
+    .fill {bytes}, 1, 0xcc
+    .popsection
+"#,
+    bytes = const SLOTS * SLOT_SIZE,
+);
+
+extern "C" {
+    static x86_64_kprobe_slots: u8;
+}
+
+/// The first slot's address.
+pub(crate) fn slots_start() -> usize {
+    core::ptr::addr_of!(x86_64_kprobe_slots) as usize
+}
+
+/// Every way an instruction runs, by name (see [`simulation_class`]).
+pub const CLASSES: &[&str] = &["step", "step (relocated)", "jmp", "jcc", "call", "ret"];
+
+/// The name of a simulated instruction's class.
+pub fn simulation_class(simulation: Simulation) -> &'static str {
+    match simulation {
+        Simulation::Jump { .. } => "jmp",
+        Simulation::Conditional { .. } => "jcc",
+        Simulation::Call { .. } => "call",
+        Simulation::Return { .. } => "ret",
+    }
+}
+
+/// An instruction whose effect is applied instead of running it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Simulation {
+    /// `jmp rel8/rel32`.
+    Jump { target: usize },
+    /// `jcc rel8/rel32`, taken when `condition` holds.
+    Conditional { condition: ConditionCode, target: usize },
+    /// `call rel32`.
+    Call { target: usize },
+    /// `ret` or `ret imm16` (bytes popped besides the return address).
+    Return { pop: u16 },
+}
+
+/// Decodes the instruction at the start of `bytes` (at `address`).
+pub(crate) fn decode(address: usize, bytes: &[u8]) -> Result<ProbedInsn, InsnError> {
+    let mut decoder = Decoder::with_ip(64, bytes, address as u64, DecoderOptions::NONE);
+    let insn = decoder.decode();
+    if insn.is_invalid() {
+        return Err(InsnError::Invalid);
+    }
+    let near =
+        insn.op_count() > 0 && matches!(insn.op0_kind(), OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64);
+    let target = insn.near_branch_target() as usize;
+    let execution = match insn.flow_control() {
+        FlowControl::Next => match insn.mnemonic() {
+            Mnemonic::Pushf | Mnemonic::Pushfq | Mnemonic::Popf | Mnemonic::Popfq | Mnemonic::Cli | Mnemonic::Sti => {
+                return Err(InsnError::Unsafe("it reads or writes the interrupt flag, which the step masks"));
+            }
+            Mnemonic::Hlt => return Err(InsnError::Unsafe("hlt waits for an interrupt the step masks")),
+            _ => Execution::Step { relocated: insn.is_ip_rel_memory_operand() },
+        },
+        FlowControl::UnconditionalBranch if near => Execution::Simulate(Simulation::Jump { target }),
+        FlowControl::ConditionalBranch if near && insn.condition_code() != ConditionCode::None => {
+            Execution::Simulate(Simulation::Conditional { condition: insn.condition_code(), target })
+        }
+        FlowControl::ConditionalBranch => return Err(InsnError::Unsafe("loop and jrcxz are not simulated")),
+        FlowControl::Call if near => Execution::Simulate(Simulation::Call { target }),
+        FlowControl::Return if insn.mnemonic() == Mnemonic::Ret => {
+            let pop = if insn.op_count() > 0 { insn.immediate16() } else { 0 };
+            Execution::Simulate(Simulation::Return { pop })
+        }
+        FlowControl::IndirectBranch | FlowControl::IndirectCall => {
+            return Err(InsnError::Unsafe("indirect branches and calls are not simulated"))
+        }
+        FlowControl::Interrupt | FlowControl::Exception => {
+            return Err(InsnError::Unsafe("it raises an interrupt or an exception"));
+        }
+        _ => return Err(InsnError::Unsafe("far and special control transfers are not simulated")),
+    };
+    let mut probed = ProbedInsn { address, len: insn.len(), bytes: [0; MAX_INSN], execution };
+    probed.bytes[..insn.len()].copy_from_slice(&bytes[..insn.len()]);
+    Ok(probed)
+}
+
+/// The slot's contents for `insn` at `slot`: the instruction (its
+/// RIP-relative displacement adjusted) and `int3`s.
+pub(crate) fn slot_bytes(insn: &ProbedInsn, slot: usize) -> Result<[u8; SLOT_SIZE], InsnError> {
+    let mut bytes = [BREAKPOINT[0]; SLOT_SIZE];
+    bytes[..insn.len].copy_from_slice(insn.bytes());
+    let mut decoder = Decoder::with_ip(64, insn.bytes(), insn.address as u64, DecoderOptions::NONE);
+    let decoded = decoder.decode();
+    if decoded.is_ip_rel_memory_operand() {
+        let offsets = decoder.get_constant_offsets(&decoded);
+        if offsets.displacement_size() != 4 {
+            return Err(InsnError::Unsafe("unexpected RIP-relative displacement size"));
+        }
+        let wanted = decoded.ip_rel_memory_address() as i64 - (slot + insn.len) as i64;
+        let displacement =
+            i32::try_from(wanted).map_err(|_| InsnError::Unsafe("its RIP-relative operand is out of the slot's reach"))?;
+        let at = offsets.displacement_offset();
+        bytes[at..at + 4].copy_from_slice(&displacement.to_le_bytes());
+    }
+    Ok(bytes)
+}
+
+/// Where the slot's step-done `int3` is.
+pub(crate) fn step_done_address(insn: &ProbedInsn, slot: usize) -> usize {
+    slot + insn.len
+}
+
+/// Masks interrupts for the step (in the registers the trap returns with);
+/// answers whether they were enabled.
+pub fn begin_step(regs: &mut PtRegs) -> bool {
+    let enabled = regs.rflags & RFLAGS_IF != 0;
+    regs.rflags &= !RFLAGS_IF;
+    enabled
+}
+
+/// Undoes [`begin_step`].
+pub fn end_step(regs: &mut PtRegs, enabled: bool) {
+    if enabled {
+        regs.rflags |= RFLAGS_IF;
+    }
+}
+
+fn holds(condition: ConditionCode, rflags: u64) -> bool {
+    let flag = |bit: u64| rflags & bit != 0;
+    let (cf, pf, zf, sf, of) = (flag(RFLAGS_CF), flag(RFLAGS_PF), flag(RFLAGS_ZF), flag(RFLAGS_SF), flag(RFLAGS_OF));
+    match condition {
+        ConditionCode::o => of,
+        ConditionCode::no => !of,
+        ConditionCode::b => cf,
+        ConditionCode::ae => !cf,
+        ConditionCode::e => zf,
+        ConditionCode::ne => !zf,
+        ConditionCode::be => cf || zf,
+        ConditionCode::a => !cf && !zf,
+        ConditionCode::s => sf,
+        ConditionCode::ns => !sf,
+        ConditionCode::p => pf,
+        ConditionCode::np => !pf,
+        ConditionCode::l => sf != of,
+        ConditionCode::ge => sf == of,
+        ConditionCode::le => zf || sf != of,
+        ConditionCode::g => !zf && sf == of,
+        _ => false,
+    }
+}
+
+/// Applies a simulated instruction's effect to `regs` (taken at its
+/// `int3`).
+pub fn simulate(insn: &ProbedInsn, simulation: Simulation, regs: &mut PtRegs) {
+    let next = insn.next() as u64;
+    match simulation {
+        Simulation::Jump { target } => regs.rip = target as u64,
+        Simulation::Conditional { condition, target } => {
+            regs.rip = if holds(condition, regs.rflags) { target as u64 } else { next };
+        }
+        Simulation::Call { target } => {
+            regs.rsp -= 8;
+            // SAFETY: the `int3` entry left a gap under the interrupted
+            // stack pointer, so this slot is free stack (see `exceptions`).
+            unsafe { *(regs.rsp as *mut u64) = next };
+            regs.rip = target as u64;
+        }
+        Simulation::Return { pop } => {
+            // SAFETY: the probed `ret` would read the same slot: the
+            // interrupted code's stack pointer points at its return address.
+            regs.rip = unsafe { *(regs.rsp as *const u64) };
+            regs.rsp += 8 + u64::from(pop);
+        }
+    }
+}

@@ -1,0 +1,466 @@
+//! kprobes: probes at a function's entry (on its ftrace site) and inside
+//! it (a breakpoint, the instruction stepped out of line or simulated),
+//! kretprobes, recursion, and removal while calls are in flight.
+
+use alloc::collections::BTreeMap;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::hint::black_box;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use arch::kprobes::{Execution, InsnError};
+use ftrace::{FtraceRegs, PtRegs, Saved};
+use kprobes::kretprobe::{Kretprobe, KretprobeConfig};
+use kprobes::{register_kprobe, register_kretprobe, Kprobe, KprobeConfig, KprobeError, Location, RegisteredKprobe};
+use ktest_macros::ktest;
+
+use crate::workload::fib;
+
+fn address<T: Copy>(f: T) -> usize {
+    // SAFETY: only used on function pointers, which are pointer-sized.
+    unsafe { core::mem::transmute_copy::<T, usize>(&f) }
+}
+
+fn symbol_of(f: usize) -> (String, usize) {
+    let symbol = ftrace::symbols::table().unwrap().lookup(f).unwrap();
+    (symbol.name.into(), symbol.size)
+}
+
+fn at(function: usize, offset: usize) -> Location {
+    Location::Symbol { symbol: symbol_of(function).0, offset }
+}
+
+/// Where the instructions after a function's ftrace site start.
+const SITE_END: usize = arch::ftrace::CALL_OFFSET + arch::ftrace::INSN_LEN;
+
+/// The instruction offsets of `function` after its site, decoded in turn.
+fn instructions(function: usize) -> Vec<usize> {
+    let (_, size) = symbol_of(function);
+    let mut offsets = Vec::new();
+    let mut offset = SITE_END;
+    while offset < size {
+        let mut bytes = [0u8; 16];
+        arch::fault::read_nofault(function + offset, &mut bytes).unwrap();
+        let len = arch::disasm::length(&bytes, function + offset).unwrap_or(0);
+        if len == 0 {
+            break;
+        }
+        offsets.push(offset);
+        offset += len;
+    }
+    offsets
+}
+
+fn first_argument(regs: &PtRegs) -> u64 {
+    FtraceRegs::from_regs(regs, Saved::EntryFull).argument(0).unwrap()
+}
+
+static HITS: AtomicU64 = AtomicU64::new(0);
+static POSTS: AtomicU64 = AtomicU64::new(0);
+static SEEN_ARGS: spin::Mutex<Vec<u64>> = spin::Mutex::new(Vec::new());
+
+fn count_hit(_: &Kprobe, _: &mut PtRegs) {
+    HITS.fetch_add(1, Ordering::Relaxed);
+}
+
+fn count_post(_: &Kprobe, _: &mut PtRegs) {
+    POSTS.fetch_add(1, Ordering::Relaxed);
+}
+
+fn record_argument(probe: &Kprobe, regs: &mut PtRegs) {
+    assert_eq!(regs.ip(), probe.address(), "the pre-handler sees ip at the probe");
+    SEEN_ARGS.lock().push(first_argument(regs));
+}
+
+fn counting() -> KprobeConfig {
+    KprobeConfig { pre_handler: Some(count_hit), post_handler: Some(count_post), private: 0 }
+}
+
+fn reset() {
+    HITS.store(0, Ordering::SeqCst);
+    POSTS.store(0, Ordering::SeqCst);
+    SEEN_ARGS.lock().clear();
+}
+
+#[ktest]
+fn a_probe_at_a_functions_entry_rides_on_its_ftrace_site() {
+    reset();
+    let fib_address = address(fib as fn(u64) -> u64);
+    let config = KprobeConfig { pre_handler: Some(record_argument), post_handler: Some(count_post), private: 0 };
+    let probe = register_kprobe(&Location::parse("kernel::workload::fib").unwrap(), config).unwrap();
+    assert!(probe.on_ftrace());
+    let mut listing = String::new();
+    crate::tracefs::read("enabled_functions", &mut listing).unwrap();
+    assert!(listing.lines().any(|line| line.starts_with("kernel::workload::fib ")), "{listing}");
+    let mut site = [0u8; arch::ftrace::INSN_LEN];
+    arch::text::read(fib_address + arch::ftrace::CALL_OFFSET, &mut site).unwrap();
+    assert_ne!(site, arch::ftrace::NOP, "the site calls the trampoline, no breakpoint");
+    assert_eq!(fib(black_box(10)), 55);
+    let mut seen = SEEN_ARGS.lock().clone();
+    seen.sort_unstable();
+    assert_eq!(seen.len(), 177, "fib(10) makes 177 calls");
+    assert_eq!((seen[0], seen[176]), (0, 10));
+    assert_eq!(probe.hits(), 177);
+    assert_eq!(POSTS.load(Ordering::SeqCst), 177);
+    drop(probe);
+    arch::text::read(fib_address + arch::ftrace::CALL_OFFSET, &mut site).unwrap();
+    assert_eq!(site, arch::ftrace::NOP);
+    assert_eq!(fib(black_box(10)), 55);
+    assert_eq!(SEEN_ARGS.lock().len(), 177);
+}
+
+#[ktest]
+fn a_probe_inside_fib_sees_the_registers_and_changes_no_result() {
+    reset();
+    let fib_address = address(fib as fn(u64) -> u64);
+    // The first instruction after the site runs on every call, with the
+    // argument still in its register.
+    let config = KprobeConfig { pre_handler: Some(record_argument), post_handler: Some(count_post), private: 0 };
+    let probe = register_kprobe(&at(fib_address, SITE_END), config).unwrap();
+    assert!(!probe.on_ftrace());
+    let mut byte = [0u8; 1];
+    arch::text::read(fib_address + SITE_END, &mut byte).unwrap();
+    assert_eq!(byte[0], arch::kprobes::BREAKPOINT[0], "the breakpoint is in place");
+    assert_eq!(fib(black_box(12)), 144);
+    let seen = SEEN_ARGS.lock().clone();
+    assert_eq!(seen.len(), 465, "fib(12) makes 465 calls");
+    assert_eq!(seen.iter().filter(|&&n| n == 12).count(), 1);
+    assert_eq!(probe.hits(), 465);
+    assert_eq!(POSTS.load(Ordering::SeqCst), 465);
+    drop(probe);
+    arch::text::read(fib_address + SITE_END, &mut byte).unwrap();
+    assert_ne!(byte[0], arch::kprobes::BREAKPOINT[0], "the instruction is back");
+    assert_eq!(fib(black_box(12)), 144);
+    assert_eq!(SEEN_ARGS.lock().len(), 465);
+}
+
+/// Instructions of every class a probe handles, in one function: see
+/// `fixture_expected`.
+#[cfg(target_arch = "x86_64")]
+#[inline(never)]
+fn fixture(x: u64) -> u64 {
+    let out: u64;
+    // SAFETY: self-contained code: local labels, its own read-only data,
+    // and a call to a local label that returns.
+    unsafe {
+        core::arch::asm!(
+            "jmp 2f",               // jmp rel (simulated)
+            "ud2",                  // never runs; refused
+            "2: test {t}, 1",
+            "jz 3f",                // jcc (simulated)
+            "add {t}, 100",
+            "3: lea {p}, [rip + 4f]", // RIP-relative (stepped, relocated)
+            "add {t}, [{p}]",
+            "add {t}, [rip + 4f]",  // RIP-relative memory operand
+            "call 5f",              // call rel32 (simulated)
+            "jmp 6f",
+            "5: add {t}, 1000",
+            "ret",                  // ret (simulated)
+            "6: nop",
+            ".pushsection .rodata",
+            ".balign 8",
+            "4: .quad 7",
+            ".popsection",
+            t = inout(reg) x => out,
+            p = out(reg) _,
+        );
+    }
+    out
+}
+
+#[cfg(target_arch = "x86_64")]
+fn fixture_expected(x: u64) -> u64 {
+    x + if x & 1 == 1 { 100 } else { 0 } + 7 + 7 + 1000
+}
+
+/// Instructions of every class a probe handles, in one function: see
+/// `fixture_expected`. Its literal pool reads as `udf`: a probe there
+/// would change the data, and is refused.
+#[cfg(target_arch = "aarch64")]
+#[inline(never)]
+fn fixture(x: u64) -> u64 {
+    let out: u64;
+    // SAFETY: self-contained code: local labels, its own literals, and
+    // calls to local labels that return (x30 is declared clobbered).
+    unsafe {
+        core::arch::asm!(
+            "b 2f",                     // b (simulated)
+            "udf #0",                   // never runs; refused
+            "2: tbz {t}, #0, 3f",       // tbz (simulated)
+            "add {t}, {t}, #100",
+            "3: cbz {t}, 4f",           // cbz (simulated)
+            "add {t}, {t}, #1",
+            "4: cmp {t}, #5",
+            "b.lo 5f",                  // b.cond (simulated)
+            "add {t}, {t}, #2",
+            "5: adr {p}, 8f",           // adr (simulated)
+            "ldr {p}, [{p}]",           // an ordinary load (stepped)
+            "and {p}, {p}, #0xff",
+            "add {t}, {t}, {p}",
+            "adrp {p}, 9f",             // adrp (simulated)
+            "add {p}, {p}, :lo12:9f",
+            "ldr {p}, [{p}]",
+            "add {t}, {t}, {p}",
+            "ldr {p}, 8f",              // ldr x (literal, simulated)
+            "and {p}, {p}, #0xff",
+            "add {t}, {t}, {p}",
+            "ldr {p:w}, 8f",            // ldr w (literal)
+            "and {p}, {p}, #0xff",
+            "add {t}, {t}, {p}",
+            "ldrsw {p}, 8f",            // ldrsw (literal)
+            "and {p}, {p}, #0xff",
+            "add {t}, {t}, {p}",
+            "prfm pldl1keep, 8f",       // prfm (literal)
+            "bl 6f",                    // bl (simulated)
+            "adr {p}, 7f",
+            "blr {p}",                  // blr (simulated)
+            "adr {p}, 10f",
+            "br {p}",                   // br (simulated)
+            "6: add {t}, {t}, #1000",
+            "ret",                      // ret (simulated)
+            "7: add {t}, {t}, #2000",
+            "ret",
+            "8: udf #0x1f",             // a literal pool: data, refused
+            "udf #0x1f",
+            "10: nop",
+            ".pushsection .rodata",
+            ".balign 8",
+            "9: .quad 7",
+            ".popsection",
+            t = inout(reg) x => out,
+            p = out(reg) _,
+            out("x30") _,
+        );
+    }
+    out
+}
+
+#[cfg(target_arch = "aarch64")]
+fn fixture_expected(x: u64) -> u64 {
+    let mut t = x + if x & 1 == 1 { 100 } else { 0 };
+    if t != 0 {
+        t += 1;
+    }
+    if t >= 5 {
+        t += 2;
+    }
+    t + 4 * 0x1f + 7 + 1000 + 2000
+}
+
+/// The class name of how an instruction runs, for the coverage check.
+fn class(execution: Execution) -> String {
+    match execution {
+        Execution::Step { relocated: false } => "step".into(),
+        Execution::Step { relocated: true } => "step (relocated)".into(),
+        Execution::Simulate(simulation) => arch::kprobes::simulation_class(simulation).into(),
+    }
+}
+
+#[ktest]
+fn every_instruction_of_the_fixture_probed_in_turn_runs_right() {
+    let function = address(fixture as fn(u64) -> u64);
+    let inputs = [0u64, 1, 2, 3, 6, 41];
+    for x in inputs {
+        assert_eq!(fixture(black_box(x)), fixture_expected(x), "unprobed fixture({x})");
+    }
+    let mut covered: BTreeMap<String, u64> = BTreeMap::new();
+    let mut refused = Vec::new();
+    for offset in instructions(function) {
+        reset();
+        let probe = match register_kprobe(&at(function, offset), counting()) {
+            Ok(probe) => probe,
+            Err(KprobeError::Instruction { why, .. }) => {
+                refused.push((offset, why));
+                continue;
+            }
+            Err(error) => panic!("fixture+{offset:#x}: {error}"),
+        };
+        for x in inputs {
+            assert_eq!(fixture(black_box(x)), fixture_expected(x), "fixture({x}) probed at +{offset:#x}");
+        }
+        let hits = probe.hits();
+        assert_eq!(HITS.load(Ordering::SeqCst), hits);
+        assert_eq!(POSTS.load(Ordering::SeqCst), hits, "a post-handler after every pre-handler");
+        *covered.entry(class(probe.execution().unwrap())).or_default() += hits;
+    }
+    for name in arch::kprobes::CLASSES {
+        assert!(covered.get(*name).is_some_and(|&hits| hits > 0), "class {name} not exercised: {covered:?}");
+    }
+    // The never-run trap instruction (and aarch64's literal pool).
+    assert!(!refused.is_empty());
+    assert!(refused.iter().all(|(_, why)| matches!(why, InsnError::Unsafe(_) | InsnError::Invalid)), "{refused:?}");
+}
+
+static INNER_CALLS: AtomicU64 = AtomicU64::new(0);
+
+#[inline(never)]
+fn inner(x: u64) -> u64 {
+    INNER_CALLS.fetch_add(1, Ordering::Relaxed);
+    black_box(x) * 3 + 1
+}
+
+#[inline(never)]
+fn outer(x: u64) -> u64 {
+    black_box(x) + 5
+}
+
+fn calls_inner(_: &Kprobe, _: &mut PtRegs) {
+    HITS.fetch_add(1, Ordering::Relaxed);
+    assert_eq!(inner(black_box(4)), 13);
+}
+
+#[ktest]
+fn a_probe_hit_inside_a_handler_is_missed_and_still_runs_its_instruction() {
+    reset();
+    let inner_address = address(inner as fn(u64) -> u64);
+    let outer_address = address(outer as fn(u64) -> u64);
+    let inner_probe = register_kprobe(&at(inner_address, instructions(inner_address)[0]), counting()).unwrap();
+    let entry_probe = register_kprobe(&at(inner_address, 0), counting()).unwrap();
+    let outer_probe = register_kprobe(
+        &at(outer_address, instructions(outer_address)[0]),
+        KprobeConfig { pre_handler: Some(calls_inner), ..counting() },
+    )
+    .unwrap();
+    let calls = INNER_CALLS.load(Ordering::SeqCst);
+    assert_eq!(outer(black_box(1)), 6);
+    assert_eq!(INNER_CALLS.load(Ordering::SeqCst), calls + 1, "the handler's call ran");
+    assert_eq!((outer_probe.hits(), inner_probe.hits(), entry_probe.hits()), (1, 0, 0));
+    assert_eq!((inner_probe.nmissed(), entry_probe.nmissed()), (1, 1), "both probes in inner missed the nested hit");
+    assert_eq!(inner(black_box(2)), 7);
+    assert_eq!((inner_probe.hits(), entry_probe.hits()), (1, 1), "outside a handler both run");
+}
+
+static RETURNS: spin::Mutex<Vec<(u64, u64)>> = spin::Mutex::new(Vec::new());
+
+/// fib(n) without calling the probed function.
+fn fib_by_loop(n: u64) -> u64 {
+    (0..n).fold((0, 1), |(a, b), _| (b, a + b)).0
+}
+
+fn save_n(_: &Kretprobe, regs: &mut PtRegs, data: &mut [u64]) {
+    data[0] = first_argument(regs);
+}
+
+fn check_return(rp: &Kretprobe, ret_addr: usize, regs: &mut PtRegs, data: &[u64]) {
+    assert_ne!(ret_addr, 0);
+    assert_eq!(rp.private(), 0x5eed);
+    let retval = FtraceRegs::from_regs(regs, Saved::ReturnFull).return_value();
+    RETURNS.lock().push((data[0], retval));
+}
+
+#[ktest]
+fn a_kretprobe_sees_each_calls_return_value_and_its_own_data() {
+    RETURNS.lock().clear();
+    let config =
+        KretprobeConfig { entry_handler: Some(save_n), handler: check_return, data_words: 1, maxactive: 64, private: 0x5eed };
+    let probe = register_kretprobe(&Location::parse("kernel::workload::fib").unwrap(), config).unwrap();
+    assert_eq!(fib(black_box(10)), 55);
+    let returns = RETURNS.lock().clone();
+    assert_eq!(returns.len(), 177);
+    for (n, retval) in &returns {
+        assert_eq!(*retval, fib_by_loop(*n), "fib({n})");
+    }
+    assert_eq!((probe.hits(), probe.nmissed(), probe.in_flight()), (177, 0, 0));
+    drop(probe);
+    // maxactive bounds the calls hooked at once: fib(10) nests 10 deep.
+    RETURNS.lock().clear();
+    let probe =
+        register_kretprobe(&Location::parse("kernel::workload::fib").unwrap(), KretprobeConfig { maxactive: 4, ..config })
+            .unwrap();
+    assert_eq!(fib(black_box(10)), 55);
+    let handled = RETURNS.lock().len() as u64;
+    assert!(probe.nmissed() > 0, "more than 4 calls in flight were missed");
+    assert_eq!(handled + probe.nmissed(), 177);
+    assert!(RETURNS.lock().iter().all(|(n, retval)| *retval == fib_by_loop(*n)));
+    drop(probe);
+    assert!(matches!(
+        register_kretprobe(&Location::parse("kernel::workload::fib+8").unwrap(), config),
+        Err(KprobeError::NotAtEntry { .. })
+    ));
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+static WRONG: AtomicU64 = AtomicU64::new(0);
+
+#[ktest]
+fn probes_come_and_go_while_other_cpus_run_the_probed_code() {
+    let fib_address = address(fib as fn(u64) -> u64);
+    let offsets = instructions(fib_address);
+    STOP.store(false, Ordering::SeqCst);
+    let wrong = WRONG.load(Ordering::SeqCst);
+    let cpus = arch::percpu::online_count().min(4);
+    let workers: Vec<_> = (1..cpus)
+        .map(|cpu| {
+            crate::sched::spawn_on("kprobed", 1 << cpu, move || {
+                let mut calls = 0;
+                while !STOP.load(Ordering::Relaxed) {
+                    if fib(black_box(8)) != 21 {
+                        WRONG.fetch_add(1, Ordering::Relaxed);
+                    }
+                    calls += 1;
+                }
+                calls
+            })
+            .unwrap()
+        })
+        .collect();
+    let mut registered = 0;
+    for round in 0..40 {
+        // Several breakpoints at once, and the entry probe.
+        let probes: Vec<RegisteredKprobe> = offsets
+            .iter()
+            .skip(round % 3)
+            .step_by(3)
+            .take(4)
+            .chain(core::iter::once(&0))
+            .filter_map(|&offset| register_kprobe(&at(fib_address, offset), counting()).ok())
+            .collect();
+        registered += probes.len();
+        assert_eq!(fib(black_box(8)), 21);
+        drop(probes);
+    }
+    STOP.store(true, Ordering::SeqCst);
+    let calls: u64 = workers.into_iter().map(|worker| worker.join()).sum();
+    assert!(registered >= 80, "{registered} probes registered");
+    assert!(cpus < 2 || calls > 0);
+    assert_eq!(WRONG.load(Ordering::SeqCst) - wrong, 0, "every result right while probes came and went");
+    let mut byte = [0u8; 1];
+    for offset in offsets {
+        arch::text::read(fib_address + offset, &mut byte).unwrap();
+        assert_ne!(byte, [0xcc], "no breakpoint left at fib+{offset:#x}");
+    }
+}
+
+#[ktest]
+fn bad_places_are_refused_and_change_nothing() {
+    let fib_address = address(fib as fn(u64) -> u64);
+    let (fib_name, fib_size) = symbol_of(fib_address);
+    let mut before = alloc::vec![0u8; fib_size];
+    arch::fault::read_nofault(fib_address, &mut before).unwrap();
+    let refuse = |location: Location| register_kprobe(&location, counting()).err().unwrap();
+    assert!(matches!(refuse(Location::parse("no_such_function").unwrap()), KprobeError::Name(_)));
+    assert!(matches!(refuse(at(fib_address, fib_size)), KprobeError::PastEnd { .. }));
+    assert!(matches!(refuse(at(fib_address, SITE_END - 1)), KprobeError::InsideFtraceSite { .. }));
+    let offsets = instructions(fib_address);
+    let long = offsets.windows(2).find(|pair| pair[1] - pair[0] > 1).map(|pair| pair[0] + 1);
+    if let Some(inside) = long {
+        assert!(matches!(refuse(at(fib_address, inside)), KprobeError::NotInstructionBoundary { .. }));
+    } else {
+        assert!(matches!(refuse(at(fib_address, SITE_END + 2)), KprobeError::NotInstructionBoundary { .. }));
+    }
+    for machinery in ["ftrace::deferred::synchronize", "kprobes::probe::resolve", "arch::smp::sync_all"] {
+        assert!(
+            matches!(refuse(Location::parse(machinery).unwrap()), KprobeError::Blacklisted(_)),
+            "{machinery}: {:?}",
+            register_kprobe(&Location::parse(machinery).unwrap(), counting()).err()
+        );
+    }
+    assert!(matches!(refuse(Location::Address(8)), KprobeError::NotInFunction(8)));
+    let probe = register_kprobe(&at(fib_address, SITE_END), counting()).unwrap();
+    let again = refuse(at(fib_address, SITE_END));
+    assert!(matches!(again, KprobeError::Exists(_)), "{again:?}");
+    drop(probe);
+    let mut after = alloc::vec![0u8; fib_size];
+    arch::fault::read_nofault(fib_address, &mut after).unwrap();
+    assert_eq!(before, after, "{fib_name} unchanged");
+}

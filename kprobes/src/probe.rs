@@ -1,0 +1,567 @@
+//! Registering kprobes, and what runs when one is hit.
+//!
+//! Design: see the crate documentation. A probe is a heap object that
+//! lives from registration until `unregister` returns; handlers get `&Kprobe`
+//! for its private data.
+//!
+//! Breakpoint probes are found by the trap handler in [`ARMED`], a fixed
+//! table of atomics indexed by the probe's out-of-line slot: no lock on the
+//! trap path, and the slot's step-done trap finds its probe by index.
+//! Registration (a sleeping mutex, task context) fills the slot and the
+//! table entry before the breakpoint goes in; unregistration takes the
+//! breakpoint out, waits for every CPU (a CPU inside a probe's handlers or
+//! step has interrupts masked, so a cross-CPU round waits for it), and only
+//! then empties the entry, waits again and frees.
+//!
+//! Each CPU has a control block ([`Control`]): whether a handler or a step
+//! is running on it, and for a probe hit inside a handler, what that hit
+//! interrupted. Every access is with interrupts masked on that CPU.
+//!
+//! Failure modes: a bad place or instruction is refused before anything
+//! changes ([`KprobeError`]). A probe hit inside a handler is counted as
+//! missed and runs its instruction without handlers; a second such hit
+//! inside that one cannot happen (the step runs masked, in a slot no probe
+//! can be on), and would stop the kernel with a report.
+
+use alloc::boxed::Box;
+use alloc::string::String;
+use core::cell::UnsafeCell;
+use core::fmt;
+use core::ptr::{self, NonNull};
+use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+
+use arch::ftrace_abi::{FtraceRegs, PtRegs};
+use arch::irq::IrqGuard;
+use arch::kprobes::{self as insn, Execution, InsnError, ProbedInsn, Trap, SLOTS};
+use arch::sync::Mutex;
+use arch::text::{PatchError, TextPatcher};
+use arch::{cpu, MAX_CPUS};
+use ftrace::kallsyms::NameError;
+use ftrace::{FilterKind, FilterMode, FtraceError, FtraceOps, OpsFlags};
+
+use crate::location::Location;
+
+/// A handler: the probe, and the registers at the probed instruction
+/// (pre-handler: before it runs, `ip` the probe's address; post-handler:
+/// after it ran). A handler may change general registers, not where
+/// execution goes.
+pub type Handler = fn(probe: &Kprobe, regs: &mut PtRegs);
+
+/// What a probe does, before it is registered.
+#[derive(Clone, Copy, Default)]
+pub struct KprobeConfig {
+    pub pre_handler: Option<Handler>,
+    pub post_handler: Option<Handler>,
+    /// Private data for the handlers ([`Kprobe::private`]).
+    pub private: usize,
+}
+
+/// Why a probe was not registered. Nothing changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KprobeError {
+    /// The symbol names no one function.
+    Name(NameError),
+    /// No function contains the address.
+    NotInFunction(usize),
+    /// The offset is past the function's last byte.
+    PastEnd { function: String, offset: usize, size: usize },
+    /// The offset falls inside an instruction.
+    NotInstructionBoundary { function: String, offset: usize },
+    /// Inside the function's ftrace site, past its first instruction.
+    InsideFtraceSite { function: String, offset: usize },
+    /// The function has no ftrace site: the probe machinery itself and
+    /// the code it runs (see the crate documentation).
+    Blacklisted(String),
+    /// The instruction cannot be stepped or simulated.
+    Instruction { function: String, offset: usize, why: InsnError },
+    /// A breakpoint probe is already at the address.
+    Exists(usize),
+    /// Every out-of-line slot is taken.
+    NoSlot,
+    /// The text patcher refused (the text is not what it was).
+    Patch(PatchError),
+    /// Tracing refused the entry probe's ops.
+    Ftrace(FtraceError),
+    /// No handler given.
+    NoHandler,
+    /// A kretprobe away from a function's entry.
+    NotAtEntry { function: String, offset: usize },
+    /// More per-call data words than a kretprobe may have.
+    TooMuchData(usize),
+}
+
+impl fmt::Display for KprobeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KprobeError::Name(error) => write!(f, "{error}"),
+            KprobeError::NotInFunction(address) => write!(f, "{address:#x} is not inside a kernel function"),
+            KprobeError::PastEnd { function, offset, size } => {
+                write!(f, "offset {offset:#x} is past the end of {function} ({size:#x} bytes)")
+            }
+            KprobeError::NotInstructionBoundary { function, offset } => {
+                write!(f, "{function}+{offset:#x} is not an instruction boundary")
+            }
+            KprobeError::InsideFtraceSite { function, offset } => {
+                write!(f, "{function}+{offset:#x} is inside the function's ftrace site (probe {function}+0 instead)")
+            }
+            KprobeError::Blacklisted(function) => {
+                write!(f, "{function} cannot be probed: it has no ftrace site (the probe machinery and the code it runs)")
+            }
+            KprobeError::Instruction { function, offset, why } => write!(f, "the instruction at {function}+{offset:#x} {why}"),
+            KprobeError::Exists(address) => write!(f, "a probe is already at {address:#x}"),
+            KprobeError::NoSlot => write!(f, "no free out-of-line slot ({SLOTS} breakpoint probes at most)"),
+            KprobeError::Patch(error) => write!(f, "text patch refused: {error}"),
+            KprobeError::Ftrace(error) => write!(f, "{error}"),
+            KprobeError::NoHandler => write!(f, "a kprobe needs a pre- or a post-handler"),
+            KprobeError::NotAtEntry { function, offset } => {
+                write!(f, "a return probe must be at a function's entry, not {function}+{offset:#x}")
+            }
+            KprobeError::TooMuchData(words) => {
+                write!(f, "{words} data words per call is more than {}", crate::kretprobe::MAX_DATA_WORDS)
+            }
+        }
+    }
+}
+
+/// A place checked for a probe: the address, and the function it is in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Place {
+    pub address: usize,
+    pub function: &'static str,
+    pub function_address: usize,
+    pub offset: usize,
+    /// At the function's entry: the probe rides on the ftrace site.
+    pub at_entry: bool,
+}
+
+/// Checks `location` for a probe (see the crate documentation).
+pub fn resolve(location: &Location) -> Result<Place, KprobeError> {
+    let table = ftrace::symbols::table().map_err(|_| KprobeError::Name(NameError::Unknown(String::from("(no symbol table)"))))?;
+    let (symbol, offset) = match location {
+        Location::Symbol { symbol, offset } => (table.resolve(symbol).map_err(KprobeError::Name)?, *offset),
+        Location::Address(address) => {
+            let symbol = table.lookup(*address).ok_or(KprobeError::NotInFunction(*address))?;
+            (symbol, address - symbol.address)
+        }
+    };
+    let function = symbol.name;
+    if offset >= symbol.size {
+        return Err(KprobeError::PastEnd { function: function.into(), offset, size: symbol.size });
+    }
+    if ftrace::site(symbol.address).is_none_or(|site| site.failed) {
+        return Err(KprobeError::Blacklisted(function.into()));
+    }
+    let site_end = arch::ftrace::CALL_OFFSET + arch::ftrace::INSN_LEN;
+    if offset > 0 && offset < site_end {
+        return Err(KprobeError::InsideFtraceSite { function: function.into(), offset });
+    }
+    let place =
+        Place { address: symbol.address + offset, function, function_address: symbol.address, offset, at_entry: offset == 0 };
+    if !place.at_entry {
+        let mut at = symbol.address + site_end;
+        while at < place.address {
+            let mut bytes = [0u8; 16];
+            let len = arch::fault::read_nofault(at, &mut bytes).ok().and_then(|()| arch::disasm::length(&bytes, at)).unwrap_or(0);
+            if len == 0 {
+                break;
+            }
+            at += len;
+        }
+        if at != place.address {
+            return Err(KprobeError::NotInstructionBoundary { function: function.into(), offset });
+        }
+    }
+    Ok(place)
+}
+
+/// How a registered probe is reached.
+#[derive(Clone, Copy)]
+enum Mechanism {
+    /// Through the function's ftrace site (its `ops`).
+    Ftrace,
+    /// A breakpoint, with the displaced instruction and its slot index.
+    Breakpoint { insn: ProbedInsn, slot: usize },
+}
+
+/// A registered probe, as handlers see it.
+#[repr(C)]
+pub struct Kprobe {
+    /// Used by probes at a function's entry; its container is the probe.
+    ops: FtraceOps,
+    place: Place,
+    config: KprobeConfig,
+    mechanism: Mechanism,
+    hits: AtomicU64,
+    missed: AtomicU64,
+}
+
+impl Kprobe {
+    /// The private data given at registration.
+    pub fn private(&self) -> usize {
+        self.config.private
+    }
+
+    /// The probed address.
+    pub fn address(&self) -> usize {
+        self.place.address
+    }
+
+    /// The probed place.
+    pub fn place(&self) -> &Place {
+        &self.place
+    }
+}
+
+/// The breakpoint probes, by slot. See the module documentation.
+static ARMED: [AtomicPtr<Kprobe>; SLOTS] = [const { AtomicPtr::new(ptr::null_mut()) }; SLOTS];
+/// Serialises registration and unregistration.
+static REGISTRY: Mutex<()> = Mutex::new(());
+
+/// A registered probe. Dropping it unregisters it.
+pub struct RegisteredKprobe {
+    probe: NonNull<Kprobe>,
+}
+
+// SAFETY: the handle reaches the probe through atomics and the
+// registration lock.
+unsafe impl Send for RegisteredKprobe {}
+// SAFETY: as above.
+unsafe impl Sync for RegisteredKprobe {}
+
+/// Registers a probe at `location`. Either it is in place when this
+/// returns, or nothing changed.
+pub fn register_kprobe(location: &Location, config: KprobeConfig) -> Result<RegisteredKprobe, KprobeError> {
+    if config.pre_handler.is_none() && config.post_handler.is_none() {
+        return Err(KprobeError::NoHandler);
+    }
+    let place = resolve(location)?;
+    arch::kprobes::set_trap_handler(on_trap);
+    let _registry = REGISTRY.lock();
+    if place.at_entry {
+        return register_on_ftrace(place, config);
+    }
+    if ARMED.iter().any(|entry| {
+        // SAFETY: entries are only freed under the registry lock we hold.
+        unsafe { entry.load(Ordering::Acquire).as_ref() }.is_some_and(|probe| probe.place.address == place.address)
+    }) {
+        return Err(KprobeError::Exists(place.address));
+    }
+    let insn = arch::kprobes::decode(place.address).map_err(|why| KprobeError::Instruction {
+        function: place.function.into(),
+        offset: place.offset,
+        why,
+    })?;
+    let slot = ARMED.iter().position(|entry| entry.load(Ordering::Relaxed).is_null()).ok_or(KprobeError::NoSlot)?;
+    if let Execution::Step { .. } = insn.execution {
+        arch::kprobes::fill_slot(slot, &insn).map_err(|why| KprobeError::Instruction {
+            function: place.function.into(),
+            offset: place.offset,
+            why,
+        })?;
+    }
+    let probe = Box::leak(Box::new(Kprobe {
+        ops: FtraceOps::new(on_ftrace, OpsFlags::empty()),
+        place,
+        config,
+        mechanism: Mechanism::Breakpoint { insn, slot },
+        hits: AtomicU64::new(0),
+        missed: AtomicU64::new(0),
+    }));
+    ARMED[slot].store(probe, Ordering::Release);
+    let breakpoint = &arch::kprobes::BREAKPOINT;
+    let armed = {
+        let mut patcher = TextPatcher::new();
+        patcher.replace(insn.address, &insn.bytes()[..breakpoint.len()], breakpoint)
+    };
+    match armed {
+        Ok(()) => Ok(RegisteredKprobe { probe: NonNull::from(probe) }),
+        Err(error) => {
+            ARMED[slot].store(ptr::null_mut(), Ordering::Release);
+            // SAFETY: never armed, so no CPU reached it; leaked above.
+            drop(unsafe { Box::from_raw(probe) });
+            Err(KprobeError::Patch(error))
+        }
+    }
+}
+
+fn register_on_ftrace(place: Place, config: KprobeConfig) -> Result<RegisteredKprobe, KprobeError> {
+    let probe: &'static Kprobe = Box::leak(Box::new(Kprobe {
+        ops: FtraceOps::new(on_ftrace, OpsFlags::SAVE_REGS | OpsFlags::RECURSION),
+        place,
+        config,
+        mechanism: Mechanism::Ftrace,
+        hits: AtomicU64::new(0),
+        missed: AtomicU64::new(0),
+    }));
+    probe.ops.set_container(probe);
+    match register_entry_ops(&probe.ops, probe.place.address) {
+        Ok(()) => Ok(RegisteredKprobe { probe: NonNull::from(probe) }),
+        Err(error) => {
+            // SAFETY: never registered; leaked above.
+            drop(unsafe { Box::from_raw(probe as *const Kprobe as *mut Kprobe) });
+            Err(KprobeError::Ftrace(error))
+        }
+    }
+}
+
+/// Registers `ops` (a `SAVE_REGS` ops whose container is set) on the
+/// function at `address` alone.
+pub(crate) fn register_entry_ops(ops: &'static FtraceOps, address: usize) -> Result<(), FtraceError> {
+    ftrace::set_filter_ips(ops, FilterKind::Filter, &[address], FilterMode::Replace).and_then(|()| ftrace::register(ops))
+}
+
+impl RegisteredKprobe {
+    fn probe(&self) -> &Kprobe {
+        // SAFETY: the handle keeps the probe alive until it is dropped.
+        unsafe { self.probe.as_ref() }
+    }
+
+    /// The probed place.
+    pub fn place(&self) -> &Place {
+        &self.probe().place
+    }
+
+    /// Whether the probe rides on the function's ftrace site.
+    pub fn on_ftrace(&self) -> bool {
+        matches!(self.probe().mechanism, Mechanism::Ftrace)
+    }
+
+    /// How the displaced instruction runs (breakpoint probes).
+    pub fn execution(&self) -> Option<Execution> {
+        match self.probe().mechanism {
+            Mechanism::Breakpoint { insn, .. } => Some(insn.execution),
+            Mechanism::Ftrace => None,
+        }
+    }
+
+    /// Times the handlers ran.
+    pub fn hits(&self) -> u64 {
+        self.probe().hits.load(Ordering::Relaxed)
+    }
+
+    /// Hits not handled: inside another probe's handler (or, at a
+    /// function's entry, inside tracing code).
+    pub fn nmissed(&self) -> u64 {
+        self.probe().missed.load(Ordering::Relaxed) + self.probe().ops.missed()
+    }
+
+    /// Unregisters: once this returns no handler of the probe runs, and no
+    /// CPU is inside its slot.
+    pub fn unregister(self) {
+        drop(self);
+    }
+}
+
+impl Drop for RegisteredKprobe {
+    fn drop(&mut self) {
+        let _registry = REGISTRY.lock();
+        let probe = self.probe.as_ptr();
+        // SAFETY: the handle owns the probe; it is freed at the end only.
+        let probe_ref: &'static Kprobe = unsafe { &*probe };
+        match probe_ref.mechanism {
+            Mechanism::Ftrace => {
+                // An ops that was registered can be unregistered.
+                let _ = ftrace::unregister(&probe_ref.ops);
+                ftrace::deferred::synchronize();
+            }
+            Mechanism::Breakpoint { insn, slot } => {
+                let breakpoint = &arch::kprobes::BREAKPOINT;
+                {
+                    let mut patcher = TextPatcher::new();
+                    // The breakpoint this probe wrote is still there: only
+                    // the registry writes it, under its lock.
+                    let _ = patcher.replace(insn.address, breakpoint, &insn.bytes()[..breakpoint.len()]);
+                }
+                arch::smp::sync_all();
+                ARMED[slot].store(ptr::null_mut(), Ordering::Release);
+                arch::smp::sync_all();
+            }
+        }
+        // SAFETY: nothing reaches the probe any more (see above); it came
+        // from `Box::leak`.
+        drop(unsafe { Box::from_raw(probe) });
+    }
+}
+
+// ---- the traced side ----
+
+/// What a CPU is doing about kprobes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Status {
+    Idle,
+    /// A handler (of any probe, kretprobes included) is running.
+    Handler,
+    /// The probe's instruction runs in its slot; `reentry`: for a hit
+    /// inside a handler, so without handlers.
+    Step {
+        reentry: bool,
+    },
+}
+
+#[derive(Clone, Copy)]
+struct Active {
+    status: Status,
+    probe: *const Kprobe,
+    /// Whether interrupts were enabled where the step was taken.
+    irqs: bool,
+}
+
+/// A CPU's kprobe state: what runs now, and what a hit inside a handler
+/// interrupted.
+struct Control {
+    now: Active,
+    interrupted: Option<Active>,
+}
+
+struct PerCpu(UnsafeCell<Control>);
+
+// SAFETY: each CPU touches only its own entry, with interrupts masked.
+unsafe impl Sync for PerCpu {}
+
+const IDLE: Active = Active { status: Status::Idle, probe: ptr::null(), irqs: false };
+
+static CONTROL: [PerCpu; MAX_CPUS] = [const { PerCpu(UnsafeCell::new(Control { now: IDLE, interrupted: None })) }; MAX_CPUS];
+
+/// This CPU's control block.
+///
+/// # Safety
+/// Interrupts are masked, and the caller holds no other reference to it.
+#[allow(clippy::mut_from_ref)]
+unsafe fn this_cpu() -> &'static mut Control {
+    // SAFETY: per the contract, this CPU is the only one using its entry
+    // and nothing else on it runs until the reference is dropped.
+    unsafe { &mut *CONTROL[cpu::id()].0.get() }
+}
+
+/// Runs `f` as a handler: if a handler already runs on this CPU, counts a
+/// miss in `missed` instead. For the handlers of probes that are not
+/// breakpoints (entry probes, kretprobes).
+pub(crate) fn run_handler(missed: &AtomicU64, f: impl FnOnce()) {
+    let _irqs = IrqGuard::new();
+    // SAFETY: interrupts are masked; the reference is dropped before `f`
+    // (which may hit a breakpoint probe and use the block itself).
+    let idle = unsafe { this_cpu() }.now.status == Status::Idle;
+    if !idle {
+        missed.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    // SAFETY: as above.
+    unsafe { this_cpu() }.now.status = Status::Handler;
+    f();
+    // SAFETY: as above.
+    unsafe { this_cpu() }.now = IDLE;
+}
+
+/// The callback of an entry probe's ops.
+extern "C" fn on_ftrace(_ip: usize, _parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {
+    // SAFETY: only `register_on_ftrace` installs this callback, in a probe
+    // that lives until its ops is unregistered and a grace period passed.
+    let probe = unsafe { &*ops.container::<Kprobe>() };
+    let Some(regs) = fregs.regs() else { return };
+    run_handler(&probe.missed, || {
+        probe.hits.fetch_add(1, Ordering::Relaxed);
+        let ip = regs.ip();
+        if let Some(pre) = probe.config.pre_handler {
+            pre(probe, regs);
+            regs.set_ip(ip);
+        }
+        if let Some(post) = probe.config.post_handler {
+            post(probe, regs);
+            regs.set_ip(ip);
+        }
+    });
+}
+
+fn lookup(address: usize) -> Option<&'static Kprobe> {
+    ARMED.iter().find_map(|entry| {
+        // SAFETY: an entry is emptied, and its probe freed, only after a
+        // cross-CPU round that this trap (interrupts masked) holds up.
+        let probe = unsafe { entry.load(Ordering::Acquire).as_ref() }?;
+        (probe.place.address == address).then_some(probe)
+    })
+}
+
+/// The breakpoint trap handler (installed in `arch::kprobes`).
+fn on_trap(trap: Trap, address: usize, regs: &mut PtRegs) -> bool {
+    match trap {
+        Trap::Probe => on_probe(address, regs),
+        Trap::StepDone => on_step_done(address, regs),
+    }
+}
+
+fn on_probe(address: usize, regs: &mut PtRegs) -> bool {
+    let Some(probe) = lookup(address) else { return false };
+    let Mechanism::Breakpoint { insn, slot } = probe.mechanism else { return false };
+    regs.set_ip(address);
+    // SAFETY: trap context: interrupts are masked.
+    let control = unsafe { this_cpu() };
+    if control.now.status != Status::Idle {
+        probe.missed.fetch_add(1, Ordering::Relaxed);
+        if control.interrupted.is_some() {
+            panic!("kprobes: a probe hit at {address:#x} inside a probe's step cannot be handled");
+        }
+        control.interrupted = Some(control.now);
+        run_instruction(probe, &insn, slot, regs, control, true);
+        return true;
+    }
+    probe.hits.fetch_add(1, Ordering::Relaxed);
+    control.now = Active { status: Status::Handler, probe, irqs: false };
+    if let Some(pre) = probe.config.pre_handler {
+        pre(probe, regs);
+        regs.set_ip(address);
+    }
+    // SAFETY: as above; the handler's own use of the block is over.
+    let control = unsafe { this_cpu() };
+    run_instruction(probe, &insn, slot, regs, control, false);
+    true
+}
+
+/// Runs the probed instruction: simulated now, or stepped in its slot (the
+/// step-done trap finishes).
+fn run_instruction(probe: &Kprobe, insn: &ProbedInsn, slot: usize, regs: &mut PtRegs, control: &mut Control, reentry: bool) {
+    match insn.execution {
+        Execution::Simulate(simulation) => {
+            insn::simulate(insn, simulation, regs);
+            finish(probe, regs, control, reentry);
+        }
+        Execution::Step { .. } => {
+            let irqs = insn::begin_step(regs);
+            control.now = Active { status: Status::Step { reentry }, probe, irqs };
+            regs.set_ip(insn::slot_address(slot));
+        }
+    }
+}
+
+/// After the instruction: the post-handler, or back to what a reentry
+/// interrupted.
+fn finish(probe: &Kprobe, regs: &mut PtRegs, control: &mut Control, reentry: bool) {
+    if reentry {
+        control.now = control.interrupted.take().unwrap_or(IDLE);
+        return;
+    }
+    control.now = Active { status: Status::Handler, probe, irqs: false };
+    if let Some(post) = probe.config.post_handler {
+        let ip = regs.ip();
+        post(probe, regs);
+        regs.set_ip(ip);
+    }
+    // SAFETY: trap context; the handler's use of the block is over.
+    unsafe { this_cpu() }.now = IDLE;
+}
+
+fn on_step_done(address: usize, regs: &mut PtRegs) -> bool {
+    // SAFETY: trap context: interrupts are masked.
+    let control = unsafe { this_cpu() };
+    let Status::Step { reentry } = control.now.status else { return false };
+    // SAFETY: the probe stays armed while a CPU steps it (unregistration
+    // waits for a cross-CPU round, which this CPU holds up while masked).
+    let probe = unsafe { &*control.now.probe };
+    let Mechanism::Breakpoint { insn, slot } = probe.mechanism else { return false };
+    if !insn::is_step_done_of(slot, &insn, address) {
+        return false;
+    }
+    regs.set_ip(insn.next());
+    insn::end_step(regs, control.now.irqs);
+    finish(probe, regs, control, reentry);
+    true
+}
