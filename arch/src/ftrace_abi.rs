@@ -38,6 +38,7 @@ use core::mem::offset_of;
 use core::sync::atomic::{AtomicU32, Ordering};
 
 pub use crate::regs::PtRegs;
+pub use crate::regs::ARGUMENT_NAMES;
 use crate::regs::{self, ARGUMENT_REGISTERS, RETURN_ADDRESS};
 
 /// Where a function finds its return address at entry.

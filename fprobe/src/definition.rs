@@ -1,16 +1,22 @@
-//! The dynamic fprobe event language, as Linux's `dynamic_events` takes it:
+//! The dynamic probe event language, as Linux's `dynamic_events` and
+//! `kprobe_events` take it:
 //!
 //! ```text
-//! f[:[GRP/][EVENT]] SYM [FETCHARGS]          an entry event
-//! f[:[GRP/][EVENT]] SYM%return [FETCHARGS]   an exit event
-//! -:[GRP/]EVENT                              remove an event
+//! f[:[GRP/][EVENT]] SYM [FETCHARGS]                  an fprobe entry event
+//! f[:[GRP/][EVENT]] SYM%return [FETCHARGS]           an fprobe exit event
+//! p[:[GRP/][EVENT]] SYM[+OFFS]|ADDR [FETCHARGS]      a kprobe event
+//! r[MAXACTIVE][:[GRP/][EVENT]] SYM[+0] [FETCHARGS]   a kretprobe event
+//! -:[GRP/]EVENT                                      remove an event
 //! ```
+//!
+//! `kprobe_events` takes only `p`, `r` and `-` ([`Syntax::Kprobe`]).
 //!
 //! Fetch args: `$argN` (1-based; also at exit), `$retval` (exit only),
 //! `$stackN`, `$stack`, `%REG`, `+|-OFFS(FETCHARG)` (memory at the address),
 //! each optionally `NAME=` before and `:TYPE` after (`u8`..`u64`, `s8`..`s64`,
 //! `x8`..`x64`, `string`, `symbol`; `x64` by default). The group defaults to
-//! `fprobes`, the event to `SYM__entry` / `SYM__exit` (made a valid name).
+//! `fprobes`, the event to `SYM__entry` / `SYM__exit` (made a valid name);
+//! for kprobes to `kprobes` and `p_SYM_OFFS` / `r_SYM_OFFS`, as Linux.
 //!
 //! Parsing checks only the text; whether the symbol and registers exist is
 //! checked when the event is created. Every refusal is a [`DefinitionError`].
@@ -21,8 +27,12 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
 
+pub use kprobes::location::{Location, LocationError};
+
 /// The default event group.
 pub const DEFAULT_GROUP: &str = "fprobes";
+/// The default group of kprobe and kretprobe events.
+pub const KPROBE_GROUP: &str = "kprobes";
 /// The longest definition accepted.
 pub const MAX_DEFINITION: usize = 480;
 /// The most fetch args an event may have.
@@ -105,21 +115,41 @@ pub struct FetchArg {
     pub text: String,
 }
 
+/// What kind of probe an event rides on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProbeKind {
+    /// `f`: an fprobe (entry, or exit with `%return`).
+    Fprobe,
+    /// `p`: a kprobe at `SYM[+OFFS]` or an address.
+    Kprobe(Location),
+    /// `r[MAXACTIVE]`: a kretprobe (0: the default limit).
+    Kretprobe { location: Location, maxactive: usize },
+}
+
 /// A parsed event definition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EventSpec {
     pub group: String,
     pub event: String,
+    /// The function (fprobe events), or the location as written.
     pub symbol: String,
-    /// A `%return` event.
+    /// An event at a function's return (`%return`, or a kretprobe).
     pub exit: bool,
+    pub kind: ProbeKind,
     pub args: Vec<FetchArg>,
 }
 
 impl fmt::Display for EventSpec {
-    /// The definition as `cat dynamic_events` shows it.
+    /// The definition as `cat dynamic_events` (or `kprobe_events`) shows it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "f:{}/{} {}{}", self.group, self.event, self.symbol, if self.exit { "%return" } else { "" })?;
+        match &self.kind {
+            ProbeKind::Fprobe => {
+                write!(f, "f:{}/{} {}{}", self.group, self.event, self.symbol, if self.exit { "%return" } else { "" })?
+            }
+            ProbeKind::Kprobe(location) => write!(f, "p:{}/{} {location}", self.group, self.event)?,
+            ProbeKind::Kretprobe { location, maxactive: 0 } => write!(f, "r:{}/{} {location}", self.group, self.event)?,
+            ProbeKind::Kretprobe { location, maxactive } => write!(f, "r{maxactive}:{}/{} {location}", self.group, self.event)?,
+        }
         for arg in &self.args {
             write!(f, " {}", arg.text)?;
         }
@@ -134,12 +164,23 @@ pub enum Command {
     Remove { group: Option<String>, event: String },
 }
 
+/// Which lines a file takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Syntax {
+    /// `dynamic_events`: `f`, `p`, `r` and `-`.
+    Dynamic,
+    /// `kprobe_events`: `p`, `r` and `-`.
+    Kprobe,
+}
+
 /// Why a definition was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DefinitionError {
     Empty,
     TooLong,
     UnknownType(String),
+    BadLocation(LocationError),
+    BadMaxactive(String),
     BadName(String),
     MissingSymbol,
     BadSymbol(String),
@@ -156,7 +197,11 @@ impl fmt::Display for DefinitionError {
             DefinitionError::Empty => write!(f, "empty event definition"),
             DefinitionError::TooLong => write!(f, "event definition longer than {MAX_DEFINITION} bytes"),
             DefinitionError::UnknownType(kind) => {
-                write!(f, "unknown probe type '{kind}' (expected 'f:' to define or '-:' to remove)")
+                write!(f, "unknown probe type '{kind}' (expected 'f', 'p' or 'r' to define, '-:' to remove)")
+            }
+            DefinitionError::BadLocation(error) => write!(f, "{error}"),
+            DefinitionError::BadMaxactive(head) => {
+                write!(f, "invalid '{head}': MAXACTIVE is a number of calls, after 'r' only")
             }
             DefinitionError::BadName(name) => write!(f, "invalid group or event name '{name}'"),
             DefinitionError::MissingSymbol => write!(f, "missing function symbol"),
@@ -185,6 +230,42 @@ pub fn sanitize(symbol: &str) -> String {
 
 /// Parses one `dynamic_events` line.
 pub fn parse(line: &str) -> Result<Command, DefinitionError> {
+    parse_as(line, Syntax::Dynamic)
+}
+
+/// `p`, `r`, `rN`, `f` before the `:` of a definition's head.
+enum Head {
+    Fprobe,
+    Kprobe,
+    Kretprobe(usize),
+}
+
+fn parse_head(kind: &str, head: &str, syntax: Syntax) -> Result<Head, DefinitionError> {
+    match kind {
+        "f" if syntax == Syntax::Dynamic => Ok(Head::Fprobe),
+        "p" => Ok(Head::Kprobe),
+        "r" => Ok(Head::Kretprobe(0)),
+        _ => match kind.strip_prefix('r') {
+            Some(digits) if digits.bytes().all(|b| b.is_ascii_digit()) => {
+                let maxactive: usize = digits.parse().map_err(|_| DefinitionError::BadMaxactive(head.into()))?;
+                if maxactive == 0 || maxactive > MAX_MAXACTIVE {
+                    return Err(DefinitionError::BadMaxactive(head.into()));
+                }
+                Ok(Head::Kretprobe(maxactive))
+            }
+            _ if kind.starts_with('p') && kind[1..].bytes().all(|b| b.is_ascii_digit()) => {
+                Err(DefinitionError::BadMaxactive(head.into()))
+            }
+            _ => Err(DefinitionError::UnknownType(head.into())),
+        },
+    }
+}
+
+/// The most calls a kretprobe event may hook at once (`rN`).
+pub const MAX_MAXACTIVE: usize = 4096;
+
+/// Parses one line of a file that takes `syntax`.
+pub fn parse_as(line: &str, syntax: Syntax) -> Result<Command, DefinitionError> {
     if line.len() > MAX_DEFINITION {
         return Err(DefinitionError::TooLong);
     }
@@ -198,19 +279,29 @@ pub fn parse(line: &str) -> Result<Command, DefinitionError> {
             Some(extra) => Err(DefinitionError::BadName(format!("{name} {extra}"))),
         };
     }
-    let name = match head {
-        "f" => "",
-        _ => head.strip_prefix("f:").ok_or_else(|| DefinitionError::UnknownType(head.into()))?,
-    };
+    let (kind, name) = head.split_once(':').unwrap_or((head, ""));
+    let head_kind = parse_head(kind, head, syntax)?;
     let (group, event) = split_name(name)?;
     let symbol_word = words.next().ok_or(DefinitionError::MissingSymbol)?;
-    let (symbol, exit) = match symbol_word.strip_suffix("%return") {
-        Some(symbol) => (symbol, true),
-        None => (symbol_word, false),
+    let (symbol, exit, kind) = match head_kind {
+        Head::Fprobe => {
+            let (symbol, exit) = match symbol_word.strip_suffix("%return") {
+                Some(symbol) => (symbol, true),
+                None => (symbol_word, false),
+            };
+            if symbol.is_empty() || symbol.contains('%') || symbol.contains('=') {
+                return Err(DefinitionError::BadSymbol(symbol_word.into()));
+            }
+            (symbol, exit, ProbeKind::Fprobe)
+        }
+        Head::Kprobe | Head::Kretprobe(_) => {
+            let location = Location::parse(symbol_word).map_err(DefinitionError::BadLocation)?;
+            match head_kind {
+                Head::Kretprobe(maxactive) => (symbol_word, true, ProbeKind::Kretprobe { location, maxactive }),
+                _ => (symbol_word, false, ProbeKind::Kprobe(location)),
+            }
+        }
     };
-    if symbol.is_empty() || symbol.contains('%') || symbol.contains('=') {
-        return Err(DefinitionError::BadSymbol(symbol_word.into()));
-    }
     let mut args = Vec::new();
     for (index, text) in words.enumerate() {
         if args.len() == MAX_ARGS {
@@ -222,14 +313,30 @@ pub fn parse(line: &str) -> Result<Command, DefinitionError> {
         }
         args.push(arg);
     }
-    let event = event.unwrap_or_else(|| format!("{}__{}", sanitize(symbol), if exit { "exit" } else { "entry" }));
+    let event = event.unwrap_or_else(|| default_event_name(&kind, symbol, exit));
+    let default_group = if kind == ProbeKind::Fprobe { DEFAULT_GROUP } else { KPROBE_GROUP };
     Ok(Command::Define(EventSpec {
-        group: group.unwrap_or_else(|| DEFAULT_GROUP.into()),
+        group: group.unwrap_or_else(|| default_group.into()),
         event,
         symbol: symbol.into(),
         exit,
+        kind,
         args,
     }))
+}
+
+/// Linux's default names: `SYM__entry`/`SYM__exit` for fprobes,
+/// `p_SYM_OFFS`/`r_SYM_OFFS` (or `p_0xADDR`) for kprobes.
+fn default_event_name(kind: &ProbeKind, symbol: &str, exit: bool) -> String {
+    let location = match kind {
+        ProbeKind::Fprobe => return format!("{}__{}", sanitize(symbol), if exit { "exit" } else { "entry" }),
+        ProbeKind::Kprobe(location) | ProbeKind::Kretprobe { location, .. } => location,
+    };
+    let prefix = if exit { 'r' } else { 'p' };
+    match location {
+        Location::Symbol { symbol, offset } => format!("{prefix}_{}_{offset}", sanitize(symbol)),
+        Location::Address(address) => format!("{prefix}_0x{address:x}"),
+    }
 }
 
 /// `[GRP/][EVENT]` -> (group, event), each optional.
@@ -395,6 +502,39 @@ mod tests {
     }
 
     #[test]
+    fn kprobe_and_kretprobe_definitions() {
+        let spec = define("p:kprobes/fibmid kernel::workload::fib+16 n=%di sp=$stack");
+        assert_eq!(spec.kind, ProbeKind::Kprobe(Location::Symbol { symbol: "kernel::workload::fib".into(), offset: 16 }));
+        assert_eq!((spec.group.as_str(), spec.event.as_str(), spec.exit), ("kprobes", "fibmid", false));
+        assert_eq!(spec.to_string(), "p:kprobes/fibmid kernel::workload::fib+16 n=%di sp=$stack");
+        let spec = define("p fib+0x10");
+        assert_eq!((spec.group.as_str(), spec.event.as_str()), ("kprobes", "p_fib_16"));
+        assert_eq!(define("p 0x1000").event, "p_0x1000");
+        let spec = define("r:fibret fib $retval");
+        assert_eq!(spec.kind, ProbeKind::Kretprobe { location: Location::Symbol { symbol: "fib".into(), offset: 0 }, maxactive: 0 });
+        assert!(spec.exit);
+        assert_eq!(spec.to_string(), "r:kprobes/fibret fib $retval");
+        let spec = define("r16 fib");
+        assert_eq!((spec.event.as_str(), spec.to_string().as_str()), ("r_fib_0", "r16:kprobes/r_fib_0 fib"));
+        assert_eq!(parse_as("p:a fib", Syntax::Kprobe).map(|_| ()), Ok(()));
+    }
+
+    #[test]
+    fn bad_kprobe_definitions_are_refused() {
+        use DefinitionError::*;
+        assert_eq!(parse_as("f:a fib", Syntax::Kprobe), Err(UnknownType("f:a".into())));
+        assert!(matches!(parse("p:a fib+zz"), Err(BadLocation(_))));
+        assert!(matches!(parse("p:a fib-4"), Err(BadLocation(_))));
+        assert_eq!(parse("p:a fib $retval"), Err(RetvalAtEntry("$retval".into())));
+        assert_eq!(parse("p4:a fib"), Err(BadMaxactive("p4:a".into())));
+        assert_eq!(parse("r0:a fib"), Err(BadMaxactive("r0:a".into())));
+        assert_eq!(parse("r99999:a fib"), Err(BadMaxactive("r99999:a".into())));
+        assert_eq!(parse("rx:a fib"), Err(UnknownType("rx:a".into())));
+        assert_eq!(parse("p:a"), Err(MissingSymbol));
+        assert!(matches!(parse("p:a fib %"), Err(BadFetchArg { .. })));
+    }
+
+    #[test]
     fn removal() {
         assert_eq!(parse("-:fibent"), Ok(Command::Remove { group: None, event: "fibent".into() }));
         assert_eq!(parse("-:fprobes/fibent"), Ok(Command::Remove { group: Some("fprobes".into()), event: "fibent".into() }));
@@ -406,7 +546,7 @@ mod tests {
     fn bad_definitions_are_refused_with_a_reason() {
         use DefinitionError::*;
         assert_eq!(parse(""), Err(Empty));
-        assert_eq!(parse("p:kprobe sym"), Err(UnknownType("p:kprobe".into())));
+        assert_eq!(parse("x:kprobe sym"), Err(UnknownType("x:kprobe".into())));
         assert_eq!(parse("f:1bad sym"), Err(BadName("1bad".into())));
         assert_eq!(parse("f:a/b/c sym"), Err(BadName("a/b/c".into())));
         assert_eq!(parse("f:ev"), Err(MissingSymbol));

@@ -1,5 +1,11 @@
-//! Dynamic fprobe events: `dynamic_events`, `events/GRP/EVENT/enable` and
-//! `events/GRP/EVENT/format`, and their records in `cat trace`.
+//! Dynamic probe events: `dynamic_events`, `kprobe_events`,
+//! `events/GRP/EVENT/enable` and `events/GRP/EVENT/format`, `kprobe_profile`,
+//! and their records in `cat trace`.
+//!
+//! An event rides on an fprobe (`f:`), a kprobe (`p:`) or a kretprobe
+//! (`r:`); all share the fetch args, the record layout and the filters.
+//! Kprobe handlers get a full `PtRegs`: their events may fetch any
+//! register, and fetch through a full `FtraceRegs` copy of it.
 //!
 //! Defining an event parses it ([`crate::definition`]), then *compiles* it:
 //! the symbol must be a traceable function, every `%REG` a register the
@@ -28,7 +34,11 @@ use ftrace::event_filter::{FieldKind, FieldValue, FilterError, FilterField, Filt
 use ftrace::tracer::event_common;
 use ftrace::FilterMode;
 
-use crate::definition::{self, ArgType, Command, EventSpec, Source};
+use arch::ftrace_abi::PtRegs;
+use kprobes::kretprobe::{Kretprobe, KretprobeConfig, RegisteredKretprobe};
+use kprobes::{Kprobe, KprobeConfig, KprobeError, RegisteredKprobe};
+
+use crate::definition::{self, ArgType, Command, EventSpec, ProbeKind, Source, Syntax};
 use crate::layout::{Layout, Value, MAX_RECORD, MAX_STRING};
 use crate::probe::{self, EntryData, Fprobe, FprobeConfig, RegisteredFprobe, Target};
 
@@ -52,6 +62,7 @@ pub enum EventError {
     NoSuchEvent(String),
     Busy(String),
     Probe(probe::FprobeError),
+    Kprobe(KprobeError),
     Filter(FilterError),
 }
 
@@ -71,6 +82,7 @@ impl fmt::Display for EventError {
             EventError::NoSuchEvent(name) => write!(f, "no event '{name}'"),
             EventError::Busy(name) => write!(f, "event '{name}' is enabled; disable it first"),
             EventError::Probe(error) => write!(f, "{error}"),
+            EventError::Kprobe(error) => write!(f, "{error}"),
             EventError::Filter(error) => write!(f, "{error}"),
         }
     }
@@ -103,6 +115,8 @@ struct Compiled {
     exit: bool,
     /// `events/GRP/EVENT/filter`.
     filter: FilterSlot,
+    /// Times a handler recorded or tried to (`kprobe_profile`'s hits).
+    hits: core::sync::atomic::AtomicU64,
 }
 
 impl Compiled {
@@ -140,11 +154,40 @@ fn filter_value<'a>(ty: ArgType, value: Value<'a>) -> FieldValue<'a> {
     }
 }
 
+/// The probe an enabled event rides on.
+enum Armed {
+    Fprobe(RegisteredFprobe),
+    Kprobe(RegisteredKprobe),
+    Kretprobe(RegisteredKretprobe),
+}
+
+impl Armed {
+    fn nmissed(&self) -> u64 {
+        match self {
+            Armed::Fprobe(probe) => probe.nmissed(),
+            Armed::Kprobe(probe) => probe.nmissed(),
+            Armed::Kretprobe(probe) => probe.nmissed(),
+        }
+    }
+}
+
 struct Event {
     spec: EventSpec,
     compiled: Arc<Compiled>,
     function: usize,
-    probe: Option<RegisteredFprobe>,
+    probe: Option<Armed>,
+    /// Misses of the probes this event rode on before the current one.
+    missed_before: u64,
+}
+
+impl Event {
+    fn is_kprobe(&self) -> bool {
+        self.spec.kind != ProbeKind::Fprobe
+    }
+
+    fn in_syntax(&self, syntax: Syntax) -> bool {
+        syntax == Syntax::Dynamic || self.is_kprobe()
+    }
 }
 
 /// The defined events, behind a sleeping mutex (enabling one registers a
@@ -167,13 +210,42 @@ fn compile_source(source: &Source, saved: Saved) -> Result<Fetch, EventError> {
     })
 }
 
-fn compile(spec: &EventSpec) -> Result<(usize, Compiled), EventError> {
-    let table = ftrace::symbols::table().map_err(|_| EventError::UnknownSymbol(spec.symbol.clone()))?;
-    let symbol = table.resolve(&spec.symbol).map_err(EventError::Name)?;
-    if ftrace::site(symbol.address).is_none_or(|site| site.failed) {
-        return Err(EventError::NotTraceable(spec.symbol.clone()));
+/// Where an event's probe goes, checked: the address, and which save its
+/// handlers see.
+fn place_of(spec: &EventSpec) -> Result<(usize, Saved), EventError> {
+    let kprobe_place = |location| kprobes::probe::resolve(location).map_err(EventError::Kprobe);
+    match &spec.kind {
+        ProbeKind::Fprobe => {
+            let table = ftrace::symbols::table().map_err(|_| EventError::UnknownSymbol(spec.symbol.clone()))?;
+            let symbol = table.resolve(&spec.symbol).map_err(EventError::Name)?;
+            if ftrace::site(symbol.address).is_none_or(|site| site.failed) {
+                return Err(EventError::NotTraceable(spec.symbol.clone()));
+            }
+            Ok((symbol.address, if spec.exit { Saved::Return } else { Saved::EntryArgs }))
+        }
+        ProbeKind::Kprobe(location) => {
+            let place = kprobe_place(location)?;
+            // The instruction must be one a probe can run (decoded now, so
+            // a bad one is refused at definition, as Linux does).
+            if !place.at_entry {
+                arch::kprobes::decode(place.address).map_err(|why| {
+                    EventError::Kprobe(KprobeError::Instruction { function: place.function.into(), offset: place.offset, why })
+                })?;
+            }
+            Ok((place.address, Saved::EntryFull))
+        }
+        ProbeKind::Kretprobe { location, .. } => {
+            let place = kprobe_place(location)?;
+            if !place.at_entry {
+                return Err(EventError::Kprobe(KprobeError::NotAtEntry { function: place.function.into(), offset: place.offset }));
+            }
+            Ok((place.address, Saved::ReturnFull))
+        }
     }
-    let saved = if spec.exit { Saved::Return } else { Saved::EntryArgs };
+}
+
+fn compile(spec: &EventSpec) -> Result<(usize, Compiled), EventError> {
+    let (address, saved) = place_of(spec)?;
     let fetches =
         spec.args.iter().map(|arg| Ok((compile_source(&arg.source, saved)?, arg.ty))).collect::<Result<Vec<_>, EventError>>()?;
     let has_strings = fetches.iter().any(|(_, ty)| *ty == ArgType::String);
@@ -185,8 +257,9 @@ fn compile(spec: &EventSpec) -> Result<(usize, Compiled), EventError> {
         has_strings,
         exit: spec.exit,
         filter: FilterSlot::new(),
+        hits: core::sync::atomic::AtomicU64::new(0),
     };
-    Ok((symbol.address, compiled))
+    Ok((address, compiled))
 }
 
 fn full_name(group: &str, event: &str) -> String {
@@ -196,21 +269,31 @@ fn full_name(group: &str, event: &str) -> String {
 /// A write to `dynamic_events`: `>` replaces every event (refused while any
 /// is enabled), `>>` adds or removes one.
 pub fn write_dynamic_events(text: &str, mode: FilterMode) -> Result<(), EventError> {
+    write_probe_events(text, mode, Syntax::Dynamic)
+}
+
+/// A write to `kprobe_events`: as `dynamic_events`, for kprobe and
+/// kretprobe events only.
+pub fn write_kprobe_events(text: &str, mode: FilterMode) -> Result<(), EventError> {
+    write_probe_events(text, mode, Syntax::Kprobe)
+}
+
+fn write_probe_events(text: &str, mode: FilterMode, syntax: Syntax) -> Result<(), EventError> {
     let mut events = EVENTS.lock();
     if mode == FilterMode::Replace {
-        if let Some(enabled) = events.iter().find(|e| e.probe.is_some()) {
+        if let Some(enabled) = events.iter().find(|e| e.probe.is_some() && e.in_syntax(syntax)) {
             return Err(EventError::Busy(full_name(&enabled.spec.group, &enabled.spec.event)));
         }
         if text.trim().is_empty() {
-            events.clear();
+            events.retain(|e| !e.in_syntax(syntax));
             return Ok(());
         }
     }
-    match definition::parse(text)? {
+    match definition::parse_as(text, syntax)? {
         Command::Remove { group, event } => {
             let position = events
                 .iter()
-                .position(|e| e.spec.event == event && group.as_ref().is_none_or(|g| *g == e.spec.group))
+                .position(|e| e.in_syntax(syntax) && e.spec.event == event && group.as_ref().is_none_or(|g| *g == e.spec.group))
                 .ok_or_else(|| EventError::NoSuchEvent(event.clone()))?;
             if events[position].probe.is_some() {
                 return Err(EventError::Busy(event));
@@ -225,9 +308,9 @@ pub fn write_dynamic_events(text: &str, mode: FilterMode) -> Result<(), EventErr
             let (function, mut compiled) = compile(&spec)?;
             compiled.id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
             if mode == FilterMode::Replace {
-                events.clear();
+                events.retain(|e| !e.in_syntax(syntax));
             }
-            events.push(Event { spec, compiled: Arc::new(compiled), function, probe: None });
+            events.push(Event { spec, compiled: Arc::new(compiled), function, probe: None, missed_before: 0 });
             Ok(())
         }
     }
@@ -235,8 +318,27 @@ pub fn write_dynamic_events(text: &str, mode: FilterMode) -> Result<(), EventErr
 
 /// `cat dynamic_events`.
 pub fn read_dynamic_events(out: &mut dyn Write) -> fmt::Result {
-    for event in EVENTS.lock().iter() {
+    read_probe_events(out, Syntax::Dynamic)
+}
+
+/// `cat kprobe_events`.
+pub fn read_kprobe_events(out: &mut dyn Write) -> fmt::Result {
+    read_probe_events(out, Syntax::Kprobe)
+}
+
+fn read_probe_events(out: &mut dyn Write, syntax: Syntax) -> fmt::Result {
+    for event in EVENTS.lock().iter().filter(|e| e.in_syntax(syntax)) {
         writeln!(out, "{}", event.spec)?;
+    }
+    Ok(())
+}
+
+/// `cat kprobe_profile`: each kprobe event's hits and misses, as Linux.
+pub fn read_kprobe_profile(out: &mut dyn Write) -> fmt::Result {
+    for event in EVENTS.lock().iter().filter(|e| e.is_kprobe()) {
+        let hits = event.compiled.hits.load(Ordering::Relaxed);
+        let missed = event.missed_before + event.probe.as_ref().map_or(0, Armed::nmissed);
+        writeln!(out, "  {:<44} {:>15} {:>15}", event.spec.event, hits, missed)?;
     }
     Ok(())
 }
@@ -259,9 +361,31 @@ pub fn set_enabled(group: &str, event: &str, enabled: bool) -> Result<(), EventE
     let entry = find(&mut events, group, event)?;
     match (enabled, entry.probe.take()) {
         (true, Some(probe)) => entry.probe = Some(probe),
-        (true, None) => {
-            let compiled = &entry.compiled;
-            let uses_args = compiled.fetches.iter().any(|(fetch, _)| fetch_uses_args(fetch));
+        (true, None) => entry.probe = Some(arm(entry)?),
+        (false, None) => {}
+        (false, Some(armed)) => {
+            entry.missed_before += armed.nmissed();
+            match armed {
+                Armed::Fprobe(probe) => {
+                    if let Err((probe, error)) = probe.unregister() {
+                        entry.probe = Some(Armed::Fprobe(probe));
+                        return Err(EventError::Probe(error));
+                    }
+                }
+                Armed::Kprobe(probe) => probe.unregister(),
+                Armed::Kretprobe(probe) => probe.unregister(),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Registers the probe an event rides on.
+fn arm(entry: &Event) -> Result<Armed, EventError> {
+    let compiled = &entry.compiled;
+    let uses_args = compiled.fetches.iter().any(|(fetch, _)| fetch_uses_args(fetch));
+    match &entry.spec.kind {
+        ProbeKind::Fprobe => {
             // The probe owns a reference to the compiled form, dropped when
             // the probe is freed (`release_compiled`).
             let private = Arc::into_raw(compiled.clone()) as usize;
@@ -273,24 +397,28 @@ pub fn set_enabled(group: &str, event: &str, enabled: bool) -> Result<(), EventE
                 private,
                 free_private: Some(release_compiled),
             };
-            match probe::register(config, Target::Addresses(&[entry.function])) {
-                Ok(probe) => entry.probe = Some(probe),
-                Err(error) => {
-                    release_compiled(private);
-                    return Err(EventError::Probe(error));
-                }
-            }
+            probe::register(config, Target::Addresses(&[entry.function])).map(Armed::Fprobe).map_err(|error| {
+                release_compiled(private);
+                EventError::Probe(error)
+            })
         }
-        (false, probe) => {
-            if let Some(probe) = probe {
-                if let Err((probe, error)) = probe.unregister() {
-                    entry.probe = Some(probe);
-                    return Err(EventError::Probe(error));
-                }
-            }
+        // Kprobes unregister synchronously: the event's own reference
+        // outlives every handler.
+        ProbeKind::Kprobe(location) => {
+            let config = KprobeConfig { pre_handler: Some(kprobe_hit), post_handler: None, private: Arc::as_ptr(compiled) as usize };
+            kprobes::register_kprobe(location, config).map(Armed::Kprobe).map_err(EventError::Kprobe)
+        }
+        ProbeKind::Kretprobe { location, maxactive } => {
+            let config = KretprobeConfig {
+                entry_handler: uses_args.then_some(kretprobe_save_args as kprobes::kretprobe::EntryHandler),
+                handler: kretprobe_return,
+                data_words: if uses_args { MAX_ARG_INDEX } else { 0 },
+                maxactive: *maxactive,
+                private: Arc::as_ptr(compiled) as usize,
+            };
+            kprobes::register_kretprobe(location, config).map(Armed::Kretprobe).map_err(EventError::Kprobe)
         }
     }
-    Ok(())
 }
 
 /// Whether `events/GRP/EVENT/enable` is 1.
@@ -343,7 +471,8 @@ pub fn enabled_all(group: Option<&str>) -> Result<char, EventError> {
 /// Calls an event missed (recursion, full return stack).
 pub fn nmissed(group: &str, event: &str) -> Result<u64, EventError> {
     let mut events = EVENTS.lock();
-    Ok(find(&mut events, group, event)?.probe.as_ref().map_or(0, |p| p.nmissed()))
+    let event = find(&mut events, group, event)?;
+    Ok(event.missed_before + event.probe.as_ref().map_or(0, Armed::nmissed))
 }
 
 fn fetch_uses_args(fetch: &Fetch) -> bool {
@@ -615,6 +744,35 @@ fn release_compiled(private: usize) {
     // SAFETY: `private` came from `Arc::into_raw` in `set_enabled`, and is
     // released once (the probe's free, or a failed registration).
     drop(unsafe { Arc::from_raw(private as *const Compiled) });
+}
+
+/// A kprobe event's handler: the probe's private data is its compiled form.
+fn kprobe_hit(probe: &Kprobe, regs: &mut PtRegs) {
+    // SAFETY: `arm` made the private data a pointer to the event's compiled
+    // form, which the event keeps alive past the probe's unregistration.
+    let compiled = unsafe { &*(probe.private() as *const Compiled) };
+    compiled.hits.fetch_add(1, Ordering::Relaxed);
+    let fregs = FtraceRegs::from_regs(regs, Saved::EntryFull);
+    record(compiled, &[probe.address() as u64], &Context { fregs: &fregs, saved_args: None });
+}
+
+/// A kretprobe event's entry handler: keeps the arguments for `$argN`.
+fn kretprobe_save_args(_: &Kretprobe, regs: &mut PtRegs, data: &mut [u64]) {
+    let fregs = FtraceRegs::from_regs(regs, Saved::EntryFull);
+    for (n, slot) in data.iter_mut().enumerate() {
+        *slot = fregs.argument(n).unwrap_or(0);
+    }
+}
+
+/// A kretprobe event's return handler.
+fn kretprobe_return(rp: &Kretprobe, ret_addr: usize, regs: &mut PtRegs, data: &[u64]) {
+    // SAFETY: as in `kprobe_hit`.
+    let compiled = unsafe { &*(rp.private() as *const Compiled) };
+    compiled.hits.fetch_add(1, Ordering::Relaxed);
+    let fregs = FtraceRegs::from_regs(regs, Saved::ReturnFull);
+    let saved = EntryData::of_arguments(data);
+    let ips = [rp.place().address as u64, ret_addr as u64];
+    record(compiled, &ips, &Context { fregs: &fregs, saved_args: Some(&saved) });
 }
 
 fn event_entry(fp: &Fprobe, entry_ip: usize, _ret_ip: usize, fregs: &mut FtraceRegs, _data: &mut EntryData) -> bool {

@@ -51,7 +51,12 @@ pub struct EntryData<'a> {
     args: Option<&'a [u64]>,
 }
 
-impl EntryData<'_> {
+impl<'a> EntryData<'a> {
+    /// Per-call data that is only saved arguments (no words of its own).
+    pub fn of_arguments(args: &'a [u64]) -> EntryData<'a> {
+        EntryData { words: &mut [], args: Some(args) }
+    }
+
     /// The probe's `entry_data` words (written at entry, read at exit).
     pub fn words(&mut self) -> &mut [u64] {
         self.words

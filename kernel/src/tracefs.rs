@@ -105,6 +105,8 @@ const FILES: &[File] = &[
     per_array("buffer_size_kb", Some(read_buffer_size_kb), Some(write_buffer_size_kb)),
     per_array("buffer_total_size_kb", Some(read_buffer_total_size_kb), None),
     top("dynamic_events", Some(read_dynamic_events), Some(write_dynamic_events)),
+    top("kprobe_events", Some(read_kprobe_events), Some(write_kprobe_events)),
+    top("kprobe_profile", Some(read_kprobe_profile), None),
     top("available_events", Some(read_available_events), None),
     top("set_event", Some(read_set_event), Some(write_set_event)),
     top("set_event_pid", Some(read_event_pid), Some(write_event_pid)),
@@ -809,4 +811,16 @@ fn read_dynamic_events(_array: Array, out: &mut dyn Write) -> fmt::Result {
 
 fn write_dynamic_events(_array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
     fprobe::events::write_dynamic_events(text, mode).map_err(event_error)
+}
+
+fn read_kprobe_events(_array: Array, out: &mut dyn Write) -> fmt::Result {
+    fprobe::events::read_kprobe_events(out)
+}
+
+fn write_kprobe_events(_array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    fprobe::events::write_kprobe_events(text, mode).map_err(event_error)
+}
+
+fn read_kprobe_profile(_array: Array, out: &mut dyn Write) -> fmt::Result {
+    fprobe::events::read_kprobe_profile(out)
 }

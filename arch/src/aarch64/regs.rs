@@ -84,6 +84,8 @@ use crate::ftrace_abi::{RegisterInfo, ReturnAddress, Saved};
 
 /// Arguments passed in registers (AAPCS64: x0-x7).
 pub const ARGUMENT_REGISTERS: usize = 8;
+/// The argument registers' names as `%REG` takes them, in argument order.
+pub const ARGUMENT_NAMES: [&str; ARGUMENT_REGISTERS] = ["x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7"];
 
 /// aarch64 functions find their return address in the link register.
 pub const RETURN_ADDRESS: ReturnAddress = ReturnAddress::LinkRegister;

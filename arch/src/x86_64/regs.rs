@@ -147,6 +147,8 @@ use crate::ftrace_abi::{RegisterInfo, ReturnAddress, Saved};
 
 /// Arguments passed in registers (System V: rdi, rsi, rdx, rcx, r8, r9).
 pub const ARGUMENT_REGISTERS: usize = 6;
+/// The argument registers' names as `%REG` takes them, in argument order.
+pub const ARGUMENT_NAMES: [&str; ARGUMENT_REGISTERS] = ["di", "si", "dx", "cx", "r8", "r9"];
 
 /// x86_64 functions find their return address on the stack.
 pub const RETURN_ADDRESS: ReturnAddress = ReturnAddress::Stack;

@@ -8,6 +8,7 @@ mod ftrace;
 mod graph;
 mod graph_tracer;
 mod instances;
+mod kprobe_events;
 mod kprobes;
 mod layout;
 mod rethook;

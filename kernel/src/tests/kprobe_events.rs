@@ -1,0 +1,155 @@
+//! kprobe events through tracefs, as a Linux user writes them:
+//! `kprobe_events`, `events/kprobes/`, `kprobe_profile`.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::hint::black_box;
+
+use ftrace::FilterMode;
+use ktest_macros::ktest;
+
+use super::{read_file as read, write_file as write};
+use crate::tracefs::{self, TracefsError};
+use crate::workload::fib;
+
+/// Where the instructions after a function's ftrace site start.
+const SITE_END: usize = arch::ftrace::CALL_OFFSET + arch::ftrace::INSN_LEN;
+
+/// The value of `name=` in a trace line (hex or decimal).
+fn field(line: &str, name: &str) -> u64 {
+    let marker = format!(" {name}=");
+    let start = line.find(&marker).unwrap_or_else(|| panic!("no {name}= in {line}")) + marker.len();
+    let text = line[start..].split(' ').next().unwrap();
+    match text.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => text.parse(),
+    }
+    .unwrap_or_else(|_| panic!("{name} in {line}"))
+}
+
+fn lines_of<'a>(trace: &'a str, event: &str) -> Vec<&'a str> {
+    let marker = format!(": {event}: (");
+    trace.lines().filter(|line| line.contains(&marker)).collect()
+}
+
+/// Every argument fib(n) is called with, itself included, sorted.
+fn fib_arguments(n: u64) -> Vec<u64> {
+    fn walk(n: u64, out: &mut Vec<u64>) {
+        out.push(n);
+        if n >= 2 {
+            walk(n - 1, out);
+            walk(n - 2, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(n, &mut out);
+    out.sort_unstable();
+    out
+}
+
+fn fib_by_loop(n: u64) -> u64 {
+    (0..n).fold((0, 1), |(a, b), _| (b, a + b)).0
+}
+
+/// Runs fib(10) with `event` enabled and answers the trace.
+fn traced_fib(event: &str) -> String {
+    write("trace", "");
+    write(&format!("events/kprobes/{event}/enable"), "1");
+    assert_eq!(fib(black_box(10)), 55, "the workload's result is unchanged");
+    write(&format!("events/kprobes/{event}/enable"), "0");
+    read("trace")
+}
+
+#[ktest]
+fn a_kprobe_event_inside_fib_records_registers_and_the_stack() {
+    let arg0 = arch::ftrace_abi::ARGUMENT_NAMES[0];
+    let definition = format!("p:kprobes/fibmid kernel::workload::fib+{SITE_END} n=%{arg0} sp=$stack top=$stack0 a=$arg1");
+    write("kprobe_events", &definition);
+    assert_eq!(read("kprobe_events"), format!("{definition}\n"));
+    assert!(read("dynamic_events").contains(&definition));
+    assert!(read("events/kprobes/fibmid/format").contains("field:unsigned long __probe_ip;"));
+    let trace = traced_fib("fibmid");
+    let lines = lines_of(&trace, "fibmid");
+    let mut seen: Vec<u64> = lines.iter().map(|line| field(line, "n")).collect();
+    seen.sort_unstable();
+    assert_eq!(seen, fib_arguments(10), "{trace}");
+    let at = format!("(kernel::workload::fib+{SITE_END:#x}/");
+    for line in &lines {
+        assert!(line.contains(&at), "{line}");
+        assert_eq!(field(line, "n"), field(line, "a"), "{line}");
+        let sp = field(line, "sp");
+        assert!(sp != 0 && sp % 8 == 0, "{line}");
+    }
+    let profile = read("kprobe_profile");
+    let row: Vec<&str> = profile.lines().find(|row| row.trim_start().starts_with("fibmid ")).unwrap().split_whitespace().collect();
+    assert_eq!(row, ["fibmid", "177", "0"], "{profile}");
+    write("kprobe_events", "-:fibmid");
+    assert_eq!(read("kprobe_events"), "");
+}
+
+#[ktest]
+fn a_kretprobe_event_records_the_return_value_and_an_entry_argument() {
+    write("kprobe_events", "r:kprobes/fibret kernel::workload::fib ret=$retval n=$arg1");
+    let trace = traced_fib("fibret");
+    let lines = lines_of(&trace, "fibret");
+    assert_eq!(lines.len(), 177, "{trace}");
+    for line in &lines {
+        assert_eq!(field(line, "ret"), fib_by_loop(field(line, "n")), "{line}");
+        assert!(line.contains(" <- kernel::workload::fib)"), "{line}");
+    }
+    write("kprobe_events", "-:fibret");
+}
+
+#[ktest]
+fn a_kprobe_event_at_fibs_entry_rides_on_the_ftrace_site() {
+    write("kprobe_events", "p:kprobes/fibent kernel::workload::fib");
+    write("events/kprobes/fibent/enable", "1");
+    let listed = read("enabled_functions");
+    write("events/kprobes/fibent/enable", "0");
+    assert!(listed.lines().any(|line| line.starts_with("kernel::workload::fib ")), "{listed}");
+    assert!(!read("enabled_functions").lines().any(|line| line.starts_with("kernel::workload::fib ")));
+    write("kprobe_events", "-:fibent");
+}
+
+#[ktest]
+fn bad_kprobe_definitions_are_refused_and_change_nothing() {
+    write("kprobe_events", "p:kprobes/keep kernel::workload::fib");
+    let before = read("kprobe_events");
+    let fib_address = crate::workload::fib as fn(u64) -> u64 as usize;
+    let size = ftrace::symbols::table().unwrap().lookup(fib_address).unwrap().size;
+    // An offset inside an instruction (aarch64's are all 4 bytes).
+    let inside = (SITE_END + 1..size)
+        .find(|&offset| {
+            matches!(
+                kprobes::probe::resolve(&kprobes::Location::Address(fib_address + offset)),
+                Err(kprobes::KprobeError::NotInstructionBoundary { .. })
+            )
+        })
+        .unwrap();
+    let bad = [
+        "p:a no_such_function".into(),
+        format!("p:a kernel::workload::fib+{inside}"),
+        format!("p:a kernel::workload::fib+{size}"),
+        "p:a kernel::workload::fib+1".into(),
+        format!("r:a kernel::workload::fib+{SITE_END}"),
+        "p:a ftrace::deferred::synchronize".into(),
+        "p:a kernel::workload::fib $retval".into(),
+        "p:a kernel::workload::fib %nosuchreg".into(),
+        "p5:a kernel::workload::fib".into(),
+        "r0:a kernel::workload::fib".into(),
+        "f:a kernel::workload::fib".into(),
+        "q:a kernel::workload::fib".into(),
+        "p:1bad kernel::workload::fib".into(),
+        "p:a kernel::workload::fib+zz".into(),
+        "p:kprobes/keep kernel::workload::fib".into(),
+        "-:nosuch".into(),
+    ];
+    for text in &bad {
+        let result = tracefs::write("kprobe_events", text, FilterMode::Append);
+        assert!(matches!(result, Err(TracefsError::Invalid(_))), "{text}: {result:?}");
+    }
+    assert_eq!(read("kprobe_events"), before);
+    write("kprobe_events", "");
+    assert_eq!(read("kprobe_events"), "");
+}
