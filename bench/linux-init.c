@@ -284,9 +284,35 @@ static void add_event(const char *name, int exit, char *kind, size_t kindlen)
     must(en, "1", O_TRUNC);
 }
 
-enum mode { FUNCTION, TWO_INSTANCES, BUSY, FUNCTION_GRAPH, ENTRY_EVENT, EXIT_EVENT, NMODES };
+/*
+ * Defines and enables kprobe event bench/mid inside func: at the first
+ * offset past the function's ftrace call site that the kernel takes (it
+ * refuses offsets that are not instruction boundaries, and those of the
+ * call site itself). Copies the probed place to VARIANT.
+ */
+static void add_mid_probe(char *variant, size_t len)
+{
+#if defined(__aarch64__)
+    const int first = 16, step = 4; /* past bti/paciasp and the two patchable NOPs */
+#else
+    const int first = 9, step = 1; /* past endbr64 and the 5-byte fentry call */
+#endif
+    char def[256];
+    for (int off = first; off < 128; off += step) {
+        snprintf(def, sizeof def, "p:bench/mid %s+%d\n", func, off);
+        if (twrite("kprobe_events", def, O_APPEND) == 0) {
+            must("events/bench/mid/enable", "1", O_TRUNC);
+            snprintf(variant, len, "kprobe:%s+%d", func, off);
+            return;
+        }
+    }
+    show_error_log();
+    die("no offset of %s took a kprobe", func);
+}
+
+enum mode { FUNCTION, TWO_INSTANCES, BUSY, FUNCTION_GRAPH, ENTRY_EVENT, EXIT_EVENT, KPROBE_MID, NMODES };
 static const char *const mode_names[NMODES] = {
-    "function", "two_instances", "busy", "function_graph", "entry_event", "exit_event",
+    "function", "two_instances", "busy", "function_graph", "entry_event", "exit_event", "kprobe_mid",
 };
 
 /* Sets up mode M; copies a one-word description of what it did to VARIANT. */
@@ -330,6 +356,9 @@ static void setup(enum mode m, char *variant, size_t len)
     case EXIT_EVENT:
         add_event("ret", 1, kind, sizeof kind);
         snprintf(variant, len, "%s-exit:%s", kind, func);
+        break;
+    case KPROBE_MID:
+        add_mid_probe(variant, len);
         break;
     default:
         die("bad mode %d", (int)m);

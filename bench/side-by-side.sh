@@ -48,7 +48,7 @@ while [ $# -gt 0 ]; do
     shift
 done
 [ ${#arches[@]} -gt 0 ] || arches=(x86_64 aarch64)
-modes=(function two_instances busy function_graph entry_event exit_event)
+modes=(function two_instances busy function_graph entry_event exit_event kprobe_mid)
 chart_data=$(mktemp)
 trap 'rm -f "$chart_data"' EXIT
 

@@ -55,7 +55,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(dirname "$here")
 cache=${VS_LINUX_CACHE:-$root/target/vs-linux}
 init_src=$here/linux-init.c
-modes=(function two_instances busy function_graph entry_event exit_event)
+modes=(function two_instances busy function_graph entry_event exit_event kprobe_mid)
 
 usage() {
     # The comment at the top, from the synopsis to the option list's end.

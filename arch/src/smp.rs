@@ -128,6 +128,8 @@ fn finish_call() {
 
 /// CPUs held by [`stop_others`] so far.
 static STOP_ARRIVED: AtomicUsize = AtomicUsize::new(0);
+/// How many CPUs [`stop_others`] holds (known once the call is sent).
+static STOP_TARGETS: AtomicUsize = AtomicUsize::new(0);
 /// Set when [`stop_others`]'s caller is done.
 static STOP_RELEASED: AtomicBool = AtomicBool::new(false);
 
@@ -137,22 +139,43 @@ static STOP_RELEASED: AtomicBool = AtomicBool::new(false);
 /// arbitrary aarch64 instruction. Each waiting CPU synchronises its
 /// instruction stream before it goes on. Normal context, interrupts
 /// enabled.
+///
+/// Nobody spins: the caller halts until the last CPU to arrive wakes it,
+/// and the held CPUs halt (masked) until the caller wakes each. Under
+/// QEMU's `-icount` (one host thread runs every CPU in turn) a CPU that
+/// spins with interrupts masked was seen to keep the others from ever
+/// running again.
 pub fn stop_others(f: impl FnOnce()) {
     let _pinned = preempt::Guard::new();
     STOP_ARRIVED.store(0, Ordering::Relaxed);
     STOP_RELEASED.store(false, Ordering::Relaxed);
+    STOP_TARGETS.store(usize::MAX, Ordering::Relaxed);
     let targets = start_call(|| {
-        STOP_ARRIVED.fetch_add(1, Ordering::AcqRel);
+        if STOP_ARRIVED.fetch_add(1, Ordering::AcqRel) + 1 == STOP_TARGETS.load(Ordering::Acquire) {
+            crate::imp::smp::send_ipi(CALL_WAITER.load(Ordering::Relaxed), Ipi::Wake);
+        }
         while !STOP_RELEASED.load(Ordering::Acquire) {
-            core::hint::spin_loop();
+            cpu::wait_masked();
         }
         cpu::serialize();
     });
-    while STOP_ARRIVED.load(Ordering::Acquire) < targets {
-        core::hint::spin_loop();
+    STOP_TARGETS.store(targets, Ordering::Release);
+    loop {
+        // Masked for the check, so the wake-up cannot slip in between it
+        // and the halt (which unmasks).
+        cpu::disable_interrupts();
+        if STOP_ARRIVED.load(Ordering::Acquire) >= targets {
+            cpu::enable_interrupts();
+            break;
+        }
+        cpu::wait_for_interrupt();
     }
     f();
     STOP_RELEASED.store(true, Ordering::Release);
+    let me = cpu::id();
+    for target in (0..MAX_CPUS).filter(|&c| c != me && percpu::is_online(c)) {
+        crate::imp::smp::send_ipi(target, Ipi::Wake);
+    }
     finish_call();
     cpu::serialize();
 }

@@ -48,7 +48,7 @@ const OTHER: &str = "kernel::bench::vs_linux::other_call";
 const INSTANCE: &str = "instances/b";
 
 /// The modes, in the order Linux's side runs them.
-pub const MODES: [&str; 6] = ["function", "two_instances", "busy", "function_graph", "entry_event", "exit_event"];
+pub const MODES: [&str; 7] = ["function", "two_instances", "busy", "function_graph", "entry_event", "exit_event", "kprobe_mid"];
 
 /// One loop of [`CALLS`] calls, in ns of the trace clock.
 fn loop_ns() -> u64 {
@@ -119,6 +119,14 @@ fn setup(mode: &str) -> Result<String, String> {
             must("dynamic_events", &format!("f:bench/ret {FUNC}%return r=$retval"), FilterMode::Append)?;
             must("events/bench/ret/enable", "1", replace)?;
             Ok(format!("fprobe-exit:{FUNC}"))
+        }
+        "kprobe_mid" => {
+            // The first instruction after the function's ftrace site: a
+            // breakpoint, the instruction stepped out of line or simulated.
+            let offset = arch::ftrace::CALL_OFFSET + arch::ftrace::INSN_LEN;
+            must("kprobe_events", &format!("p:bench/mid {FUNC}+{offset}"), FilterMode::Append)?;
+            must("events/bench/mid/enable", "1", replace)?;
+            Ok(format!("kprobe:{FUNC}+{offset}"))
         }
         _ => Err(format!("no mode '{mode}'")),
     }
