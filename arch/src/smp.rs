@@ -128,54 +128,48 @@ fn finish_call() {
 
 /// CPUs held by [`stop_others`] so far.
 static STOP_ARRIVED: AtomicUsize = AtomicUsize::new(0);
-/// How many CPUs [`stop_others`] holds (known once the call is sent).
+/// How many CPUs [`stop_others`] holds.
 static STOP_TARGETS: AtomicUsize = AtomicUsize::new(0);
-/// Set when [`stop_others`]'s caller is done.
+/// Set once [`stop_others`]'s function has run.
 static STOP_RELEASED: AtomicBool = AtomicBool::new(false);
+/// What [`stop_others`] runs.
+static STOP_FUNCTION: crate::cell::AtomicFn<fn()> = crate::cell::AtomicFn::none();
 
-/// Runs `f` on this CPU while every other online CPU waits, interrupts
-/// masked, inside an interrupt handler (Linux's `stop_machine`): for
-/// changes no other CPU may run concurrently with, such as replacing an
-/// arbitrary aarch64 instruction. Each waiting CPU synchronises its
-/// instruction stream before it goes on. Normal context, interrupts
-/// enabled.
+/// Runs `f` while no other CPU runs anything else (Linux's `stop_machine`,
+/// as arm64's text patching uses it): for changes no CPU may execute
+/// concurrently with, such as replacing an arbitrary aarch64 instruction.
+/// Normal context, interrupts enabled.
 ///
-/// Nobody spins: the caller halts until the last CPU to arrive wakes it,
-/// and the held CPUs halt (masked) until the caller wakes each. Under
-/// QEMU's `-icount` (one host thread runs every CPU in turn) a CPU that
-/// spins with interrupts masked was seen to keep the others from ever
-/// running again.
-pub fn stop_others(f: impl FnOnce()) {
+/// Every other online CPU takes a cross-CPU call; each waits there,
+/// interrupts masked, until the last one to arrive has run `f` (as Linux
+/// does: the caller only waits for the call to finish, halted, like
+/// [`call_on_others`]). Then each synchronises its instruction stream. With
+/// no other CPU online, `f` runs here.
+pub fn stop_others(f: fn()) {
     let _pinned = preempt::Guard::new();
-    STOP_ARRIVED.store(0, Ordering::Relaxed);
-    STOP_RELEASED.store(false, Ordering::Relaxed);
-    STOP_TARGETS.store(usize::MAX, Ordering::Relaxed);
-    let targets = start_call(|| {
-        if STOP_ARRIVED.fetch_add(1, Ordering::AcqRel) + 1 == STOP_TARGETS.load(Ordering::Acquire) {
-            crate::imp::smp::send_ipi(CALL_WAITER.load(Ordering::Relaxed), Ipi::Wake);
-        }
-        while !STOP_RELEASED.load(Ordering::Acquire) {
-            cpu::wait_masked();
+    let me = cpu::id();
+    let others = (0..MAX_CPUS).filter(|&c| c != me && percpu::is_online(c)).count();
+    if others == 0 {
+        f();
+        return;
+    }
+    STOP_FUNCTION.store(f);
+    STOP_ARRIVED.store(0, Ordering::SeqCst);
+    STOP_RELEASED.store(false, Ordering::SeqCst);
+    STOP_TARGETS.store(others, Ordering::SeqCst);
+    start_call(|| {
+        if STOP_ARRIVED.fetch_add(1, Ordering::SeqCst) + 1 == STOP_TARGETS.load(Ordering::SeqCst) {
+            if let Some(f) = STOP_FUNCTION.load() {
+                f();
+            }
+            STOP_RELEASED.store(true, Ordering::Release);
+        } else {
+            while !STOP_RELEASED.load(Ordering::Acquire) {
+                core::hint::spin_loop();
+            }
         }
         cpu::serialize();
     });
-    STOP_TARGETS.store(targets, Ordering::Release);
-    loop {
-        // Masked for the check, so the wake-up cannot slip in between it
-        // and the halt (which unmasks).
-        cpu::disable_interrupts();
-        if STOP_ARRIVED.load(Ordering::Acquire) >= targets {
-            cpu::enable_interrupts();
-            break;
-        }
-        cpu::wait_for_interrupt();
-    }
-    f();
-    STOP_RELEASED.store(true, Ordering::Release);
-    let me = cpu::id();
-    for target in (0..MAX_CPUS).filter(|&c| c != me && percpu::is_online(c)) {
-        crate::imp::smp::send_ipi(target, Ipi::Wake);
-    }
     finish_call();
     cpu::serialize();
 }

@@ -511,7 +511,10 @@ mod tests {
         assert_eq!((spec.group.as_str(), spec.event.as_str()), ("kprobes", "p_fib_16"));
         assert_eq!(define("p 0x1000").event, "p_0x1000");
         let spec = define("r:fibret fib $retval");
-        assert_eq!(spec.kind, ProbeKind::Kretprobe { location: Location::Symbol { symbol: "fib".into(), offset: 0 }, maxactive: 0 });
+        assert_eq!(
+            spec.kind,
+            ProbeKind::Kretprobe { location: Location::Symbol { symbol: "fib".into(), offset: 0 }, maxactive: 0 }
+        );
         assert!(spec.exit);
         assert_eq!(spec.to_string(), "r:kprobes/fibret fib $retval");
         let spec = define("r16 fib");

@@ -237,7 +237,10 @@ fn place_of(spec: &EventSpec) -> Result<(usize, Saved), EventError> {
         ProbeKind::Kretprobe { location, .. } => {
             let place = kprobe_place(location)?;
             if !place.at_entry {
-                return Err(EventError::Kprobe(KprobeError::NotAtEntry { function: place.function.into(), offset: place.offset }));
+                return Err(EventError::Kprobe(KprobeError::NotAtEntry {
+                    function: place.function.into(),
+                    offset: place.offset,
+                }));
             }
             Ok((place.address, Saved::ReturnFull))
         }
@@ -405,7 +408,8 @@ fn arm(entry: &Event) -> Result<Armed, EventError> {
         // Kprobes unregister synchronously: the event's own reference
         // outlives every handler.
         ProbeKind::Kprobe(location) => {
-            let config = KprobeConfig { pre_handler: Some(kprobe_hit), post_handler: None, private: Arc::as_ptr(compiled) as usize };
+            let config =
+                KprobeConfig { pre_handler: Some(kprobe_hit), post_handler: None, private: Arc::as_ptr(compiled) as usize };
             kprobes::register_kprobe(location, config).map(Armed::Kprobe).map_err(EventError::Kprobe)
         }
         ProbeKind::Kretprobe { location, maxactive } => {

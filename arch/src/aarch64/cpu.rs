@@ -78,16 +78,6 @@ pub fn wait_for_interrupt() {
     unsafe { asm!("wfi", "msr daifclr, #2", options(nomem, nostack, preserves_flags)) };
 }
 
-/// Sleeps with interrupts masked until one is pending (`wfi` wakes on a
-/// pending interrupt whatever the mask; it is taken once unmasked): for a
-/// CPU held in an interrupt handler until another sends it an IPI. Under
-/// emulation a halted CPU leaves the host time to the others.
-#[inline(always)]
-pub fn wait_masked() {
-    // SAFETY: wfi only waits; the mask is untouched.
-    unsafe { asm!("wfi", options(nomem, nostack, preserves_flags)) };
-}
-
 /// Executes a breakpoint instruction (`brk #0`). The exception handler reports
 /// it and execution continues after it.
 #[inline(always)]

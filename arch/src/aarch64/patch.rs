@@ -13,6 +13,7 @@
 //! [`apply_instructions`]).
 
 use core::arch::asm;
+use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 pub(crate) use super::mm::{map_text_alias, text_alias, unmap_text_alias};
 use crate::text::{write_in_place, Patch};
@@ -44,21 +45,41 @@ pub(crate) fn apply_instructions(patches: &[Patch]) {
     if patches.is_empty() {
         return;
     }
-    let write_all = || {
-        for patch in patches {
-            write_in_place(patch.addr, patch.new_bytes());
-            after_write(patch.addr, patch.len);
-        }
-        // SAFETY: barriers only: the invalidations are complete before the
-        // other CPUs synchronise.
-        unsafe { asm!("dsb ish", "isb", options(nostack)) };
-    };
     if patches.iter().all(|patch| concurrent_safe(patch.old_bytes()) && concurrent_safe(patch.new_bytes())) {
-        write_all();
+        write_all(patches);
         crate::smp::sync_all();
     } else {
-        crate::smp::stop_others(write_all);
+        STOPPED.store(patches.as_ptr() as *mut Patch, Ordering::Release);
+        STOPPED_LEN.store(patches.len(), Ordering::Release);
+        crate::smp::stop_others(write_stopped);
+        STOPPED.store(core::ptr::null_mut(), Ordering::Release);
     }
+}
+
+/// The batch `stop_others` writes, on whichever CPU it runs `write_stopped`.
+static STOPPED: AtomicPtr<Patch> = AtomicPtr::new(core::ptr::null_mut());
+static STOPPED_LEN: AtomicUsize = AtomicUsize::new(0);
+
+fn write_stopped() {
+    let batch = STOPPED.load(Ordering::Acquire);
+    if batch.is_null() {
+        return;
+    }
+    // SAFETY: `apply_instructions` publishes its live slice for the length
+    // of `stop_others`, which returns only after this ran.
+    write_all(unsafe { core::slice::from_raw_parts(batch, STOPPED_LEN.load(Ordering::Acquire)) });
+}
+
+/// One store and its cache maintenance per patch, then the barriers. Any
+/// CPU may run it: the text alias is in the shared kernel tables.
+fn write_all(patches: &[Patch]) {
+    for patch in patches {
+        write_in_place(patch.addr, patch.new_bytes());
+        after_write(patch.addr, patch.len);
+    }
+    // SAFETY: barriers only: the invalidations are complete before the
+    // other CPUs synchronise.
+    unsafe { asm!("dsb ish", "isb", options(nostack)) };
 }
 
 /// Whether `insn` is one the architecture lets other CPUs execute while it

@@ -78,14 +78,6 @@ pub fn wait_for_interrupt() {
     x86_64::instructions::interrupts::enable_and_hlt();
 }
 
-/// Waits a little with interrupts masked, for a CPU held in an interrupt
-/// handler until another sends it an IPI: x86 cannot halt with interrupts
-/// masked and be woken by one, so this spins (`pause`).
-#[inline(always)]
-pub fn wait_masked() {
-    core::hint::spin_loop();
-}
-
 /// Executes a breakpoint instruction (`int3`). The exception handler reports
 /// it and execution continues after it.
 #[inline(always)]

@@ -82,7 +82,8 @@ fn a_kprobe_event_inside_fib_records_registers_and_the_stack() {
         assert!(sp != 0 && sp % 8 == 0, "{line}");
     }
     let profile = read("kprobe_profile");
-    let row: Vec<&str> = profile.lines().find(|row| row.trim_start().starts_with("fibmid ")).unwrap().split_whitespace().collect();
+    let row: Vec<&str> =
+        profile.lines().find(|row| row.trim_start().starts_with("fibmid ")).unwrap().split_whitespace().collect();
     assert_eq!(row, ["fibmid", "177", "0"], "{profile}");
     write("kprobe_events", "-:fibmid");
     assert_eq!(read("kprobe_events"), "");
