@@ -17,7 +17,7 @@ source "$(dirname "$0")/../tools/env.sh"
 cd "$KTRACE_ROOT"
 
 # Crates whose unit tests run on the host.
-HOST_CRATES=(shell ftrace fprobe rethook ksyms tracedat benchchart)
+HOST_CRATES=(shell ftrace fprobe kprobes rethook ksyms tracedat benchchart)
 
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(lint host x86_64 aarch64)

@@ -10,7 +10,7 @@
 //! (`dsb ish`) and makes every CPU execute a context synchronisation event
 //! (an IPI: the exception return), so none keeps running a stale copy.
 //! Any other instruction is replaced while every other CPU waits (see
-//! [`apply_instructions`]).
+//! `apply_instructions`).
 
 use core::arch::asm;
 use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
