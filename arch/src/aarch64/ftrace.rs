@@ -213,8 +213,7 @@ global_asm!(
     ldr w11, [x10, #{active}]
     add w11, w11, #1
     str w11, [x10, #{active}]
-    str x29, [sp, #({x0} + 29 * 8)]
-    str x9, [sp, #({x0} + 30 * 8)]      /* lr: the traced function's return address */
+    stp x29, x9, [sp, #({x0} + 29 * 8)] /* fp; lr: the traced function's return address */
     add x10, sp, #{frame}
     str x10, [sp, #({pt} + {sp})]
     sub x11, x30, #8                    /* ip = F */
@@ -253,8 +252,7 @@ global_asm!(
 
     /* Entry, last part: fp, lr (maybe changed by the return hook), sp. */
     .macro ftrace_resume
-    ldr x29, [sp, #({x0} + 29 * 8)]
-    ldr x30, [sp, #({x0} + 30 * 8)]
+    ldp x29, x30, [sp, #({x0} + 29 * 8)]
     add sp, sp, #{frame}
     br x9
     .endm
