@@ -143,6 +143,8 @@ const _: () = {
     assert!(FRAME <= 504 && RETURN_FRAME <= 504, "stp/ldp immediate offsets reach the whole frame");
     assert!(offset_of!(CallerFrame, fregs) == 0, "callbacks get &fregs = sp");
     assert!(offset_of!(ReturnFrame, fregs) + FTRACE_REGS_PT == PT);
+    assert!(offset_of!(PtRegs, pc) == offset_of!(PtRegs, sp) + 8, "one stp stores sp and pc");
+    assert!(COUNTERS_EXITS == COUNTERS_ACTIVE + 4, "one ldp/stp reaches both counters");
 };
 
 global_asm!(
@@ -215,29 +217,24 @@ global_asm!(
     str w11, [x10, #{active}]
     stp x29, x9, [sp, #({x0} + 29 * 8)] /* fp; lr: the traced function's return address */
     add x10, sp, #{frame}
-    str x10, [sp, #({pt} + {sp})]
-    sub x11, x30, #8                    /* ip = F */
-    str x11, [sp, #({pt} + {pc})]
+    sub x0, x30, #8                     /* ip = F (x0 is saved already) */
+    stp x10, x0, [sp, #({pt} + {sp})]   /* sp, pc: adjacent (checked above) */
     stp x29, x9, [sp, #{callsite}]
     add x29, sp, #{callsite}
     stp x29, x30, [sp, #{function_record}]
     add x29, sp, #{function_record}
     ldur x2, [x30, #-16]                /* the ops literal at F-8 */
-    mov x0, x11
     mov x1, x9
     mov x3, sp
     ldr x4, [x2, #{func}]
     blr x4
     mrs x10, tpidr_el1                  /* the same task, maybe another CPU */
     ldr x10, [x10, #{task_trace}]
-    ldr w11, [x10, #{active}]
+    ldp w11, w12, [x10, #{active}]      /* active, exits: adjacent (checked above) */
     subs w11, w11, #1
-    str w11, [x10, #{active}]
     b.ne 1f
-    ldr w11, [x10, #{exits}]
-    add w11, w11, #1
-    str w11, [x10, #{exits}]
-1:
+    add w12, w12, #1                    /* left the outermost trampoline */
+1:  stp w11, w12, [x10, #{active}]
     .endm
 
     /* x9 = where to resume: F+8, or the ip a callback set. Before the
@@ -344,7 +341,6 @@ return_to_handler_regs:
     func = const SITE_CALL_FUNC,
     task_trace = const TASK_TRACE,
     active = const COUNTERS_ACTIVE,
-    exits = const COUNTERS_EXITS,
 );
 
 // What `override_function_with_return` resumes at: returning from here is
