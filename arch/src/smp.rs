@@ -96,16 +96,33 @@ pub fn call_on_others(f: fn()) {
 /// Takes the call lock and sends `f` to every other online CPU; answers
 /// how many. The caller is pinned and must call [`finish_call`].
 fn start_call(f: fn()) -> usize {
+    lock_calls();
+    send_call(f)
+}
+
+/// Takes the call lock, spinning with interrupts enabled: two CPUs calling
+/// at once never deadlock, the one waiting still answers the other's call.
+fn lock_calls() {
     assert!(cpu::interrupts_enabled(), "call_on_others with interrupts masked could deadlock");
     while CALL_LOCK.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
         core::hint::spin_loop();
     }
+}
+
+/// The CPUs other than this one that are online.
+fn others() -> impl Iterator<Item = usize> {
     let me = cpu::id();
-    let targets: usize = (0..MAX_CPUS).filter(|&c| c != me && percpu::is_online(c)).count();
+    (0..MAX_CPUS).filter(move |&c| c != me && percpu::is_online(c))
+}
+
+/// Sends `f` to every other online CPU (the call lock held); answers how
+/// many.
+fn send_call(f: fn()) -> usize {
+    let targets = others().count();
     CALL_FUNCTION.store(f);
-    CALL_WAITER.store(me, Ordering::Relaxed);
+    CALL_WAITER.store(cpu::id(), Ordering::Relaxed);
     CALL_PENDING.store(targets, Ordering::Release);
-    for target in (0..MAX_CPUS).filter(|&c| c != me && percpu::is_online(c)) {
+    for target in others() {
         crate::imp::smp::send_ipi(target, Ipi::Call);
     }
     targets
@@ -142,22 +159,29 @@ static STOP_FUNCTION: crate::cell::AtomicFn<fn()> = crate::cell::AtomicFn::none(
 ///
 /// Every other online CPU takes a cross-CPU call; each waits there,
 /// interrupts masked, until the last one to arrive has run `f` (as Linux
-/// does: the caller only waits for the call to finish, halted, like
-/// [`call_on_others`]). Then each synchronises its instruction stream. With
-/// no other CPU online, `f` runs here.
+/// does). The caller, interrupts masked too, only waits for the call to
+/// finish: it never waits for the others to arrive, which under QEMU
+/// `-icount` (one host thread runs the CPUs in turn) was seen to hang.
+/// Then each synchronises its instruction stream. With no other CPU
+/// online, `f` runs here.
 pub fn stop_others(f: fn()) {
     let _pinned = preempt::Guard::new();
-    let me = cpu::id();
-    let others = (0..MAX_CPUS).filter(|&c| c != me && percpu::is_online(c)).count();
-    if others == 0 {
+    lock_calls();
+    let targets = others().count();
+    if targets == 0 {
         f();
+        CALL_LOCK.store(false, Ordering::Release);
         return;
     }
     STOP_FUNCTION.store(f);
     STOP_ARRIVED.store(0, Ordering::SeqCst);
     STOP_RELEASED.store(false, Ordering::SeqCst);
-    STOP_TARGETS.store(others, Ordering::SeqCst);
-    start_call(|| {
+    STOP_TARGETS.store(targets, Ordering::SeqCst);
+    // Masked from here to the end of the call (the lock is taken, so no
+    // other CPU waits for this one): no interrupt handler runs here while
+    // another CPU rewrites code it might run.
+    let irqs = crate::irq::IrqGuard::new();
+    send_call(|| {
         if STOP_ARRIVED.fetch_add(1, Ordering::SeqCst) + 1 == STOP_TARGETS.load(Ordering::SeqCst) {
             if let Some(f) = STOP_FUNCTION.load() {
                 f();
@@ -170,8 +194,13 @@ pub fn stop_others(f: fn()) {
         }
         cpu::serialize();
     });
-    finish_call();
+    // Spin, masked: a halt would wake to run interrupt handlers.
+    while CALL_PENDING.load(Ordering::Acquire) != 0 {
+        core::hint::spin_loop();
+    }
+    CALL_LOCK.store(false, Ordering::Release);
     cpu::serialize();
+    drop(irqs);
 }
 
 /// Makes every CPU synchronise its instruction stream and memory view: an

@@ -228,7 +228,7 @@ fn place_of(spec: &EventSpec) -> Result<(usize, Saved), EventError> {
             // The instruction must be one a probe can run (decoded now, so
             // a bad one is refused at definition, as Linux does).
             if !place.at_entry {
-                arch::kprobes::decode(place.address).map_err(|why| {
+                kprobes::probe::instruction_at(place.address).map_err(|why| {
                     EventError::Kprobe(KprobeError::Instruction { function: place.function.into(), offset: place.offset, why })
                 })?;
             }

@@ -158,10 +158,18 @@ pub fn resolve(location: &Location) -> Result<Place, KprobeError> {
     let place =
         Place { address: symbol.address + offset, function, function_address: symbol.address, offset, at_entry: offset == 0 };
     if !place.at_entry {
+        // Another probe's breakpoint in the way reads as a one-byte `int3`:
+        // the walk takes that instruction's length from its probe.
+        let _registry = REGISTRY.lock();
         let mut at = symbol.address + site_end;
         while at < place.address {
             let mut bytes = [0u8; 16];
-            let len = arch::fault::read_nofault(at, &mut bytes).ok().and_then(|()| arch::disasm::length(&bytes, at)).unwrap_or(0);
+            let len = match armed_at(at) {
+                Some(insn) => insn.len,
+                None => {
+                    arch::fault::read_nofault(at, &mut bytes).ok().and_then(|()| arch::disasm::length(&bytes, at)).unwrap_or(0)
+                }
+            };
             if len == 0 {
                 break;
             }
@@ -172,6 +180,26 @@ pub fn resolve(location: &Location) -> Result<Place, KprobeError> {
         }
     }
     Ok(place)
+}
+
+/// The instruction a breakpoint probe displaced at `address`, if one is
+/// armed there. The registry lock held.
+fn armed_at(address: usize) -> Option<ProbedInsn> {
+    ARMED.iter().find_map(|entry| {
+        // SAFETY: entries are freed only under the registry lock, held.
+        let probe = unsafe { entry.load(Ordering::Acquire).as_ref() }?;
+        match probe.mechanism {
+            Mechanism::Breakpoint { insn, .. } if insn.address == address => Some(insn),
+            _ => None,
+        }
+    })
+}
+
+/// Decodes the instruction at `address` for a probe, as it is without
+/// breakpoints (a probed one is read from its probe).
+pub fn instruction_at(address: usize) -> Result<ProbedInsn, InsnError> {
+    let _registry = REGISTRY.lock();
+    armed_at(address).map_or_else(|| arch::kprobes::decode(address), Ok)
 }
 
 /// How a registered probe is reached.

@@ -235,8 +235,15 @@ fn rethook_return(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], 
     let inner = inner_of(user);
     let index = data.first().copied().unwrap_or(0) as usize;
     let node = RethookNode { inner: NonNull::from(inner), index };
-    if inner.active.load(Ordering::Acquire) {
-        (inner.handler)(&node, inner.data, call.ret_addr, fregs);
+    {
+        // The check and the handler in one stretch with interrupts masked:
+        // a grace period (its cross-CPU round) after `stop` then waits for
+        // a handler that passed the check, so the rethook's private data
+        // may be freed after it.
+        let _irqs = IrqGuard::new();
+        if inner.active.load(Ordering::Acquire) {
+            (inner.handler)(&node, inner.data, call.ret_addr, fregs);
+        }
     }
     // SAFETY: the hooked call held this node; nothing uses it after.
     unsafe { release(inner, index) };

@@ -102,10 +102,11 @@ pub(crate) fn decode(address: usize, bytes: &[u8]) -> Result<ProbedInsn, InsnErr
             _ => Execution::Step { relocated: insn.is_ip_rel_memory_operand() },
         },
         FlowControl::UnconditionalBranch if near => Execution::Simulate(Simulation::Jump { target }),
-        FlowControl::ConditionalBranch if near && insn.condition_code() != ConditionCode::None => {
+        // LOOPcc also has a condition code: only Jcc is simulated.
+        FlowControl::ConditionalBranch if near && insn.is_jcc_short_or_near() => {
             Execution::Simulate(Simulation::Conditional { condition: insn.condition_code(), target })
         }
-        FlowControl::ConditionalBranch => return Err(InsnError::Unsafe("loop and jrcxz are not simulated")),
+        FlowControl::ConditionalBranch => return Err(InsnError::Unsafe("loop, loopcc and jrcxz are not simulated")),
         FlowControl::Call if near => Execution::Simulate(Simulation::Call { target }),
         FlowControl::Return if insn.mnemonic() == Mnemonic::Ret => {
             let pop = if insn.op_count() > 0 { insn.immediate16() } else { 0 };
