@@ -312,3 +312,87 @@ pub fn simulate(insn: &ProbedInsn, simulation: Simulation, regs: &mut PtRegs) {
     }
     regs.pc = pc;
 }
+
+/// Defines, where it is invoked, `fn fixture(x: u64) -> u64`: a function
+/// holding an instruction of every class a kprobe handles on this
+/// architecture (see `CLASSES`), and `fn fixture_expected(x: u64) -> u64`,
+/// its result computed without it. For the in-kernel tests: the fixture
+/// must be compiled in the kernel crate, whose functions have ftrace sites
+/// (a kprobe goes only there), and written in this architecture's
+/// assembly, so it is defined here and instantiated there.
+#[macro_export]
+macro_rules! kprobe_fixture {
+    () => {
+        /// Instructions of every class a probe handles, in one function: see
+        /// `fixture_expected`. Its literal pool reads as `udf`: a probe there
+        /// would change the data, and is refused.
+        #[inline(never)]
+        fn fixture(x: u64) -> u64 {
+            let out: u64;
+            // SAFETY: self-contained code: local labels, its own literals, and
+            // calls to local labels that return (x30 is declared clobbered).
+            unsafe {
+                core::arch::asm!(
+                    "b 2f",                     // b (simulated)
+                    "udf #0",                   // never runs; refused
+                    "2: tbz {t}, #0, 3f",       // tbz (simulated)
+                    "add {t}, {t}, #100",
+                    "3: cbz {t}, 4f",           // cbz (simulated)
+                    "add {t}, {t}, #1",
+                    "4: cmp {t}, #5",
+                    "b.lo 5f",                  // b.cond (simulated)
+                    "add {t}, {t}, #2",
+                    "5: adr {p}, 8f",           // adr (simulated)
+                    "ldr {p}, [{p}]",           // an ordinary load (stepped)
+                    "and {p}, {p}, #0xff",
+                    "add {t}, {t}, {p}",
+                    "adrp {p}, 9f",             // adrp (simulated)
+                    "add {p}, {p}, :lo12:9f",
+                    "ldr {p}, [{p}]",
+                    "add {t}, {t}, {p}",
+                    "ldr {p}, 8f",              // ldr x (literal, simulated)
+                    "and {p}, {p}, #0xff",
+                    "add {t}, {t}, {p}",
+                    "ldr {p:w}, 8f",            // ldr w (literal)
+                    "and {p}, {p}, #0xff",
+                    "add {t}, {t}, {p}",
+                    "ldrsw {p}, 8f",            // ldrsw (literal)
+                    "and {p}, {p}, #0xff",
+                    "add {t}, {t}, {p}",
+                    "prfm pldl1keep, 8f",       // prfm (literal)
+                    "bl 6f",                    // bl (simulated)
+                    "adr {p}, 7f",
+                    "blr {p}",                  // blr (simulated)
+                    "adr {p}, 10f",
+                    "br {p}",                   // br (simulated)
+                    "6: add {t}, {t}, #1000",
+                    "ret",                      // ret (simulated)
+                    "7: add {t}, {t}, #2000",
+                    "ret",
+                    "8: udf #0x1f",             // a literal pool: data, refused
+                    "udf #0x1f",
+                    "10: nop",
+                    ".pushsection .rodata",
+                    ".balign 8",
+                    "9: .quad 7",
+                    ".popsection",
+                    t = inout(reg) x => out,
+                    p = out(reg) _,
+                    out("x30") _,
+                );
+            }
+            out
+        }
+
+        fn fixture_expected(x: u64) -> u64 {
+            let mut t = x + if x & 1 == 1 { 100 } else { 0 };
+            if t != 0 {
+                t += 1;
+            }
+            if t >= 5 {
+                t += 2;
+            }
+            t + 4 * 0x1f + 7 + 1000 + 2000
+        }
+    };
+}

@@ -214,3 +214,52 @@ pub fn simulate(insn: &ProbedInsn, simulation: Simulation, regs: &mut PtRegs) {
         }
     }
 }
+
+/// Defines, where it is invoked, `fn fixture(x: u64) -> u64`: a function
+/// holding an instruction of every class a kprobe handles on this
+/// architecture (see `CLASSES`), and `fn fixture_expected(x: u64) -> u64`,
+/// its result computed without it. For the in-kernel tests: the fixture
+/// must be compiled in the kernel crate, whose functions have ftrace sites
+/// (a kprobe goes only there), and written in this architecture's
+/// assembly, so it is defined here and instantiated there.
+#[macro_export]
+macro_rules! kprobe_fixture {
+    () => {
+        /// Instructions of every class a probe handles, in one function: see
+        /// `fixture_expected`.
+        #[inline(never)]
+        fn fixture(x: u64) -> u64 {
+            let out: u64;
+            // SAFETY: self-contained code: local labels, its own read-only data,
+            // and a call to a local label that returns.
+            unsafe {
+                core::arch::asm!(
+                    "jmp 2f",               // jmp rel (simulated)
+                    "ud2",                  // never runs; refused
+                    "2: test {t}, 1",
+                    "jz 3f",                // jcc (simulated)
+                    "add {t}, 100",
+                    "3: lea {p}, [rip + 4f]", // RIP-relative (stepped, relocated)
+                    "add {t}, [{p}]",
+                    "add {t}, [rip + 4f]",  // RIP-relative memory operand
+                    "call 5f",              // call rel32 (simulated)
+                    "jmp 6f",
+                    "5: add {t}, 1000",
+                    "ret",                  // ret (simulated)
+                    "6: nop",
+                    ".pushsection .rodata",
+                    ".balign 8",
+                    "4: .quad 7",
+                    ".popsection",
+                    t = inout(reg) x => out,
+                    p = out(reg) _,
+                );
+            }
+            out
+        }
+
+        fn fixture_expected(x: u64) -> u64 {
+            x + if x & 1 == 1 { 100 } else { 0 } + 7 + 7 + 1000
+        }
+    };
+}
