@@ -29,6 +29,16 @@
 //! Slots are written through the text patcher, as data (no CPU runs a slot
 //! that is being written: the generic code frees a slot only after a
 //! synchronisation round).
+//!
+//! # Test fixture
+//!
+//! `arch::kprobe_fixture!()` defines, where it is invoked,
+//! `fn fixture(x: u64) -> u64`, a function holding an instruction of every
+//! class in [`CLASSES`], and `fn fixture_expected(x: u64) -> u64`, its
+//! result computed without it. The in-kernel tests invoke it: a kprobe goes
+//! only into kernel-crate functions (they have ftrace sites), and the
+//! fixture is written in each architecture's assembly, so it is defined
+//! here and instantiated there.
 
 use core::fmt;
 

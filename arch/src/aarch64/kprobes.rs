@@ -313,13 +313,8 @@ pub fn simulate(insn: &ProbedInsn, simulation: Simulation, regs: &mut PtRegs) {
     regs.pc = pc;
 }
 
-/// Defines, where it is invoked, `fn fixture(x: u64) -> u64`: a function
-/// holding an instruction of every class a kprobe handles on this
-/// architecture (see `CLASSES`), and `fn fixture_expected(x: u64) -> u64`,
-/// its result computed without it. For the in-kernel tests: the fixture
-/// must be compiled in the kernel crate, whose functions have ftrace sites
-/// (a kprobe goes only there), and written in this architecture's
-/// assembly, so it is defined here and instantiated there.
+/// Defines this architecture's kprobe test fixture where it is invoked
+/// (see "Test fixture" in `arch::kprobes`).
 #[macro_export]
 macro_rules! kprobe_fixture {
     () => {
