@@ -291,6 +291,24 @@ impl FtraceRegs {
         }
     }
 
+    /// [`set_return_address`](Self::set_return_address) without its
+    /// checks, for the return hook, which has just read the return address
+    /// of this same save.
+    ///
+    /// # Safety
+    /// As for `set_return_address`, and [`return_address`](Self::return_address)
+    /// must have answered `Some` for this save.
+    #[inline(always)]
+    pub unsafe fn set_return_address_unchecked(&mut self, address: usize) {
+        debug_assert!(self.return_address().is_some());
+        match RETURN_ADDRESS {
+            ReturnAddress::LinkRegister => self.regs.set_link_register(address),
+            // SAFETY: an entry save with a stack (the caller's promise): the
+            // stack pointer points at the return address slot the call pushed.
+            ReturnAddress::Stack => unsafe { *(self.regs.sp() as *mut usize) = address },
+        }
+    }
+
     /// The value in the return-value register.
     pub fn return_value(&self) -> u64 {
         self.regs.return_value()

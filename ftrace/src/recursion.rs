@@ -43,8 +43,7 @@ fn context_bit() -> u32 {
 }
 
 #[inline(always)]
-fn acquire(blocked_by: u32, bit: u32) -> Option<RecursionGuard> {
-    let task = task::current();
+fn acquire(task: &'static TaskTrace, blocked_by: u32, bit: u32) -> Option<RecursionGuard> {
     let active = task.recursion.load(Ordering::Relaxed);
     if active & blocked_by != 0 {
         return None;
@@ -58,15 +57,15 @@ fn acquire(blocked_by: u32, bit: u32) -> Option<RecursionGuard> {
 #[inline(always)]
 pub fn try_enter() -> Option<RecursionGuard> {
     let bit = context_bit();
-    acquire(bit | bit << RETURN_SHIFT, bit)
+    acquire(task::current(), bit | bit << RETURN_SHIFT, bit)
 }
 
-/// Enters return callbacks, or `None` if this context is already running
-/// return callbacks.
+/// Enters return callbacks for `task` (the current one), or `None` if this
+/// context is already running return callbacks.
 #[inline(always)]
-pub fn try_enter_return() -> Option<RecursionGuard> {
+pub fn try_enter_return(task: &'static TaskTrace) -> Option<RecursionGuard> {
     let bit = context_bit() << RETURN_SHIFT;
-    acquire(bit, bit)
+    acquire(task, bit, bit)
 }
 
 impl Drop for RecursionGuard {

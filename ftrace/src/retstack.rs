@@ -127,7 +127,8 @@ impl Pending {
     /// `user` must stay valid until its `on_return` or `on_missed` has run
     /// for this call. Its callbacks get this same pointer back; if they
     /// reach an object `user` is part of, the pointer must have been made
-    /// from a pointer to that whole object.
+    /// from a pointer to that whole object. `fregs` must be the save
+    /// [`begin_hook`] was given.
     #[inline]
     pub unsafe fn commit(mut self, fregs: &mut FtraceRegs, user: *const ReturnUser, data: &[u64]) -> Result<usize, HookError> {
         let room = self.data_mut();
@@ -163,8 +164,9 @@ impl Pending {
                 ReturnPath::Full => ReturnTrampoline::Full,
             };
             // SAFETY: the return trampolines take over from any return: they
-            // find the real return address in this frame.
-            unsafe { fregs.set_return_address(return_trampoline_address(trampoline)) };
+            // find the real return address in this frame. `begin_hook` read
+            // this save's return address (the caller passes the same save).
+            unsafe { fregs.set_return_address_unchecked(return_trampoline_address(trampoline)) };
         }
         Ok(depth)
     }
@@ -200,7 +202,7 @@ pub extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usize {
     let ret_addr = header.ret as usize;
     fregs.set_returned_to(ret_addr);
     let info = ReturnInfo { func: header.func as usize, depth: frame.depth(), ret_addr, overrun: stack.overruns() };
-    let guard = recursion::try_enter_return();
+    let guard = recursion::try_enter_return(task);
     for entry in stack.entries(&frame, end) {
         let user = entry.user as *const ReturnUser;
         // SAFETY: the entry's words belong to this frame, and nothing else

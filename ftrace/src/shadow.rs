@@ -196,46 +196,38 @@ impl ShadowStack {
         self.words.len()
     }
 
+    /// The first word. Every index used below is under `top`, and `top` is
+    /// never above the capacity (checked where it is raised), so the hot
+    /// paths index through this pointer without a check each, and without
+    /// reloading the slice after each compiler fence.
+    #[inline(always)]
+    fn words_ptr(&self) -> *mut u64 {
+        UnsafeCell::raw_get(self.words.as_ptr())
+    }
+
+    /// Word `index`, which must be under the top (the invariant above).
     #[inline(always)]
     fn word(&self, index: usize) -> u64 {
-        // SAFETY: a plain read of one element through its cell; `get`
-        // bounds-checks the index.
-        unsafe { *self.words[index].get() }
+        debug_assert!(index < self.capacity());
+        // SAFETY: `index` is under the top, inside the stack (the caller's
+        // promise, checked in debug builds); a plain read of one word.
+        unsafe { *self.words_ptr().add(index) }
     }
 
+    /// Writes word `index`, which must be one the caller reserved.
     #[inline(always)]
     fn set_word(&self, index: usize, value: u64) {
+        debug_assert!(index < self.capacity());
         // SAFETY: as for `word`; callers write only words they reserved.
-        unsafe { *self.words[index].get() = value }
-    }
-
-    /// Words `at..at + N`, bounds-checked once.
-    #[inline(always)]
-    fn read_words<const N: usize>(&self, at: usize) -> [u64; N] {
-        let cells = &self.words[at..at + N];
-        // SAFETY: `UnsafeCell<u64>` has the layout of `u64`; plain reads of
-        // words in bounds (checked by the slicing above).
-        unsafe { core::ptr::read(cells.as_ptr() as *const [u64; N]) }
-    }
-
-    /// Writes `values` at `at..at + N`, bounds-checked once.
-    #[inline(always)]
-    fn write_words<const N: usize>(&self, at: usize, values: [u64; N]) {
-        let cells = &self.words[at..at + N];
-        // SAFETY: as for `read_words`; callers write only words they reserved.
-        unsafe { core::ptr::write(cells.as_ptr() as *mut [u64; N], values) }
+        unsafe { *self.words_ptr().add(index) = value }
     }
 
     #[inline(always)]
     fn header_at(&self, base: usize) -> FrameHeader {
-        let [ret, func, fp, sp, info, prev_base] = self.read_words(base);
-        FrameHeader { ret, func, fp, sp, info, prev_base }
-    }
-
-    #[inline(always)]
-    fn write_header(&self, base: usize, header: &FrameHeader) {
-        let FrameHeader { ret, func, fp, sp, info, prev_base } = *header;
-        self.write_words(base, [ret, func, fp, sp, info, prev_base]);
+        debug_assert!(base + HEADER <= self.capacity());
+        // SAFETY: a frame's header is below the top, inside the stack;
+        // `FrameHeader` is six `u64`s, `repr(C)`.
+        unsafe { (self.words_ptr().add(base) as *const FrameHeader).read() }
     }
 
     /// Raises `top` by `len` words and answers where they start; the fence
@@ -288,14 +280,21 @@ impl ShadowStack {
     /// it was read), in the order their users hooked the call.
     #[inline]
     pub fn entries(&self, frame: &Frame, end: usize) -> impl Iterator<Item = Entry> + '_ {
+        debug_assert!(end <= self.capacity());
         let mut at = frame.base + HEADER;
         core::iter::from_fn(move || {
-            if at >= end {
+            if at + ENTRY_HEADER > end {
                 return None;
             }
             let len = self.word(at) as usize;
+            let next = at + ENTRY_HEADER + len;
+            // An entry reaching past `end` is one being shortened right now
+            // (see `commit_in_place`): the walk stops at the top.
+            if next > end {
+                return None;
+            }
             let entry = Entry { data: at + ENTRY_HEADER, len, user: self.word(at + 1) };
-            at += ENTRY_HEADER + len;
+            at = next;
             Some(entry)
         })
     }
@@ -309,65 +308,77 @@ impl ShadowStack {
     /// An entry's data words.
     ///
     /// # Safety
-    /// The entry must belong to a frame still on the stack, and nothing else
-    /// may use its words while the slice lives (they are its user's).
+    /// The entry must be one [`entries`](Self::entries) gave for a frame
+    /// still on the stack, and nothing else may use its words while the
+    /// slice lives (they are its user's).
     #[allow(clippy::mut_from_ref)]
     #[inline]
     pub unsafe fn data(&self, entry: &Entry) -> &mut [u64] {
-        let cells = &self.words[entry.data..entry.data + entry.len];
-        // SAFETY: `UnsafeCell<u64>` has the layout of `u64`; the caller
-        // guarantees exclusive use of these words.
-        unsafe { core::slice::from_raw_parts_mut(cells.as_ptr() as *mut u64, entry.len) }
+        debug_assert!(entry.data + entry.len <= self.capacity());
+        // SAFETY: `entries` gave only entries under the top, inside the
+        // stack; the caller guarantees exclusive use of these words.
+        unsafe { core::slice::from_raw_parts_mut(self.words_ptr().add(entry.data), entry.len) }
     }
 
     /// Reserves a frame for `call` (or joins the innermost frame when it is
     /// the same call) and one entry with room for `max_data` words.
+    ///
+    /// The traced path: one capacity check, then the header and the
+    /// placeholder entry go in as one block of words.
     #[inline]
     pub fn begin(&self, call: &CallSite, max_data: usize) -> Result<PendingHook<'_>, HookError> {
         if max_data > MAX_DATA_WORDS {
             return Err(HookError::TooLarge);
         }
-        let needed = ENTRY_HEADER + max_data;
         let top = self.top();
-        if let Some(frame) = self.innermost().filter(|f| f.header.func == call.func as u64 && f.header.sp == call.sp as u64) {
-            if top + needed > self.capacity() {
-                self.overruns.fetch_add(1, Ordering::Relaxed);
-                return Err(HookError::Overrun);
-            }
-            if self.entries(&frame, top).count() >= MAX_ENTRIES {
-                return Err(HookError::TooLarge);
-            }
-            let entry = self.reserve(needed);
-            self.write_placeholder(entry, max_data);
-            return Ok(PendingHook { stack: self, base: frame.base, entry, capacity: max_data, new_frame: false });
+        let below = self.base.load(Ordering::Relaxed);
+        if below != NO_FRAME && self.word(below + 1) == call.func as u64 && self.word(below + 3) == call.sp as u64 {
+            return self.join(below, top, max_data);
         }
-        if top + HEADER + needed > self.capacity() {
+        let len = HEADER + ENTRY_HEADER + max_data;
+        if len > self.capacity() - top {
             self.overruns.fetch_add(1, Ordering::Relaxed);
             return Err(HookError::Overrun);
         }
         let depth = self.frames();
-        let base = self.reserve(HEADER + needed);
-        let header = FrameHeader {
-            ret: call.ret as u64,
-            func: call.func as u64,
-            fp: call.fp as u64,
-            sp: call.sp as u64,
-            info: depth as u64,
-            prev_base: self.base.load(Ordering::Relaxed) as u64,
-        };
-        self.write_header(base, &header);
-        self.write_placeholder(base + HEADER, max_data);
+        let base = self.reserve(len);
+        let words = [
+            call.ret as u64,
+            call.func as u64,
+            call.fp as u64,
+            call.sp as u64,
+            depth as u64,
+            below as u64,
+            // The entry: room for `max_data` words, no user yet, so walkers
+            // can step over it before it is committed.
+            max_data as u64,
+            0,
+        ];
+        // SAFETY: `base + len` is within the stack (checked above), and the
+        // words were reserved for this frame; `HEADER + ENTRY_HEADER` words.
+        unsafe { (self.words_ptr().add(base) as *mut [u64; HEADER + ENTRY_HEADER]).write(words) };
         compiler_fence(Ordering::SeqCst);
         self.base.store(base, Ordering::Relaxed);
         self.frames.store(depth + 1, Ordering::Relaxed);
-        Ok(PendingHook { stack: self, base, entry: base + HEADER, capacity: max_data, new_frame: true })
+        Ok(PendingHook { stack: self, base, entry: base + HEADER, capacity: max_data, info: depth as u64, new_frame: true })
     }
 
-    /// An entry header with room for `len` words and no user, so walkers can
-    /// step over it before it is committed.
-    #[inline(always)]
-    fn write_placeholder(&self, at: usize, len: usize) {
-        self.write_words(at, [len as u64, 0]);
+    /// [`begin`](Self::begin) for a second user of the innermost frame.
+    #[inline(never)]
+    fn join(&self, base: usize, top: usize, max_data: usize) -> Result<PendingHook<'_>, HookError> {
+        let needed = ENTRY_HEADER + max_data;
+        if needed > self.capacity() - top {
+            self.overruns.fetch_add(1, Ordering::Relaxed);
+            return Err(HookError::Overrun);
+        }
+        let frame = Frame { base, header: self.header_at(base) };
+        if self.entries(&frame, top).count() >= MAX_ENTRIES {
+            return Err(HookError::TooLarge);
+        }
+        let entry = self.reserve(needed);
+        self.set_word(entry, max_data as u64);
+        self.set_word(entry + 1, 0);
+        Ok(PendingHook { stack: self, base, entry, capacity: max_data, info: frame.header.info, new_frame: false })
     }
 
     /// Pops the innermost frame (after its return callbacks ran): unlinks it
@@ -454,6 +465,9 @@ pub struct PendingHook<'a> {
     base: usize,
     entry: usize,
     capacity: usize,
+    /// The frame's `info` word when the hook began: only this hook changes
+    /// it until the commit (interrupts push frames of their own above).
+    info: u64,
     new_frame: bool,
 }
 
@@ -461,7 +475,7 @@ impl PendingHook<'_> {
     /// The call's depth: how many hooked calls are below it.
     #[inline]
     pub fn depth(&self) -> usize {
-        (self.stack.word(self.base + 4) & INFO_DEPTH) as usize
+        (self.info & INFO_DEPTH) as usize
     }
 
     /// The words reserved for the entry's data, to fill in place before
@@ -469,10 +483,9 @@ impl PendingHook<'_> {
     /// walker reads them (the entry has no user).
     #[inline]
     pub fn data_mut(&mut self) -> &mut [u64] {
-        let cells = &self.stack.words[self.entry + ENTRY_HEADER..self.entry + ENTRY_HEADER + self.capacity];
-        // SAFETY: `UnsafeCell<u64>` has the layout of `u64`; the words were
-        // reserved for this hook, and `&mut self` keeps the slice unique.
-        unsafe { core::slice::from_raw_parts_mut(cells.as_ptr() as *mut u64, cells.len()) }
+        // SAFETY: the words were reserved for this hook (inside the stack:
+        // `begin` checked), and `&mut self` keeps the slice unique.
+        unsafe { core::slice::from_raw_parts_mut(self.stack.words_ptr().add(self.entry + ENTRY_HEADER), self.capacity) }
     }
 
     /// Fills the entry in for `user` with `data` (at most the words
@@ -504,7 +517,7 @@ impl PendingHook<'_> {
         compiler_fence(Ordering::SeqCst);
         stack.set_word(this.entry, len as u64);
 
-        let info = stack.word(this.base + 4);
+        let info = this.info;
         let was_full = info & INFO_FULL != 0;
         if full && !was_full {
             stack.set_word(this.base + 4, info | INFO_FULL);
@@ -521,7 +534,7 @@ impl Drop for PendingHook<'_> {
     fn drop(&mut self) {
         let stack = self.stack;
         if self.new_frame {
-            stack.base.store(stack.word(self.base + 5) as usize, Ordering::Relaxed);
+            stack.base.store(stack.header_at(self.base).prev_base as usize, Ordering::Relaxed);
             stack.frames.store(stack.frames() - 1, Ordering::Relaxed);
             compiler_fence(Ordering::SeqCst);
             stack.top.store(self.base, Ordering::Relaxed);
