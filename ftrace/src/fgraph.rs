@@ -16,13 +16,14 @@
 //! return hook's `on_missed` never has a graph user's return to skip (it
 //! counts one in [`missed`](FgraphOps::missed) if it ever does).
 
+use core::marker::PhantomData;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use arch::ftrace_abi::FtraceRegs;
 
-use crate::ops::{FtraceOps, OpsFlags};
+use crate::ops::{Callback, FtraceOps, OpsFlags};
 use crate::registry::{self, FtraceError};
-use crate::retstack::{self, HookError, ReturnInfo, ReturnUser, MAX_DATA_WORDS};
+use crate::retstack::{self, HookError, ReturnFunc, ReturnInfo, ReturnUser, MAX_DATA_WORDS};
 
 /// A call at entry, as an entry callback sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,6 +77,18 @@ pub type FgraphEntryFunc = fn(gops: &FgraphOps, call: &FgraphEntry, data: &mut E
 /// A return callback, with the data the entry reserved.
 pub type FgraphReturnFunc = fn(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], fregs: &mut FtraceRegs);
 
+/// Graph callbacks known when the graph ops is built
+/// ([`FgraphOps::of`]): the site's entry runs the entry callback inline,
+/// and the return hook the return callback, with no call through a
+/// function pointer and its stack frame on either side (the graph tracer's
+/// traced path).
+pub trait GraphCallbacks {
+    /// What an [`FgraphEntryFunc`] would do.
+    fn entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, fregs: &mut FtraceRegs) -> bool;
+    /// What an [`FgraphReturnFunc`] would do.
+    fn ret(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], fregs: &mut FtraceRegs);
+}
+
 /// A function-graph user. Create it as a `static`.
 #[repr(C)]
 pub struct FgraphOps {
@@ -95,9 +108,20 @@ impl FgraphOps {
     /// A graph user with the two callbacks and no per-call data; it traces
     /// every function until a filter is set on [`ops`](Self::ops).
     pub const fn new(entry: FgraphEntryFunc, ret: FgraphReturnFunc) -> Self {
+        Self::build(FtraceOps::new(graph_entry, OpsFlags::RECURSION), graph_return, entry, ret)
+    }
+
+    /// A graph user running `G`'s callbacks inline: the same as
+    /// [`new`](Self::new) with `G::entry` and `G::ret`, one call fewer on
+    /// each side of a traced call.
+    pub const fn of<G: GraphCallbacks>() -> Self {
+        Self::build(FtraceOps::of::<GraphEntryOf<G>>(OpsFlags::RECURSION), graph_return_of::<G>, G::entry, G::ret)
+    }
+
+    const fn build(ops: FtraceOps, on_return: ReturnFunc, entry: FgraphEntryFunc, ret: FgraphReturnFunc) -> Self {
         FgraphOps {
-            ops: FtraceOps::new(graph_entry, OpsFlags::RECURSION),
-            user: ReturnUser { on_return: graph_return, on_missed: graph_missed, full_regs: false },
+            ops,
+            user: ReturnUser { on_return, on_missed: graph_missed, full_regs: false },
             entry,
             ret,
             data_words: 0,
@@ -160,6 +184,38 @@ impl FgraphOps {
 }
 
 extern "C" fn graph_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {
+    graph_entry_with::<ThroughPointers>(ip, parent_ip, ops, fregs);
+}
+
+/// [`FgraphOps::new`]'s callbacks: the function pointers it was given.
+struct ThroughPointers;
+
+impl GraphCallbacks for ThroughPointers {
+    #[inline(always)]
+    fn entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, fregs: &mut FtraceRegs) -> bool {
+        (gops.entry)(gops, call, data, fregs)
+    }
+
+    #[inline(always)]
+    fn ret(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], fregs: &mut FtraceRegs) {
+        (gops.ret)(gops, call, data, fregs)
+    }
+}
+
+/// [`FgraphOps::of`]'s entry: [`graph_entry`] with `G::entry` inline.
+struct GraphEntryOf<G>(PhantomData<G>);
+
+impl<G: GraphCallbacks> Callback for GraphEntryOf<G> {
+    #[inline(always)]
+    fn call(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {
+        graph_entry_with::<G>(ip, parent_ip, ops, fregs);
+    }
+}
+
+/// Hooks the call's return, then runs `G`'s entry callback; commits the
+/// hook if it wants the return.
+#[inline(always)]
+fn graph_entry_with<G: GraphCallbacks>(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {
     // SAFETY: this callback is only installed in `FgraphOps::ops`, and
     // `register` recorded the (static) graph ops that holds it.
     let gops = unsafe { &*ops.container::<FgraphOps>() };
@@ -175,7 +231,7 @@ extern "C" fn graph_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &
     };
     let call = FgraphEntry { func: ip, parent_ip, depth: pending.depth() };
     let mut data = EntryData::new(pending.data_mut());
-    if !(gops.entry)(gops, &call, &mut data, fregs) {
+    if !G::entry(gops, &call, &mut data, fregs) {
         return;
     }
     let len = data.len;
@@ -198,6 +254,16 @@ fn gops_of(user: *const ReturnUser) -> &'static FgraphOps {
 }
 
 fn graph_return(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fregs: &mut FtraceRegs) {
+    graph_return_with::<ThroughPointers>(user, call, data, fregs);
+}
+
+/// [`FgraphOps::of`]'s return: [`graph_return`] with `G::ret` inline.
+fn graph_return_of<G: GraphCallbacks>(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fregs: &mut FtraceRegs) {
+    graph_return_with::<G>(user, call, data, fregs);
+}
+
+#[inline(always)]
+fn graph_return_with<G: GraphCallbacks>(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fregs: &mut FtraceRegs) {
     let gops = gops_of(user);
     let info = FgraphReturn {
         func: call.func,
@@ -206,7 +272,7 @@ fn graph_return(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fr
         overrun: call.overrun,
         ret_addr: call.ret_addr,
     };
-    (gops.ret)(gops, &info, data, fregs);
+    G::ret(gops, &info, data, fregs);
 }
 
 fn graph_missed(user: *const ReturnUser, _call: &ReturnInfo, _data: &mut [u64]) {

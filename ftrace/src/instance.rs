@@ -124,7 +124,7 @@ impl TraceArray {
             slot,
             buffer: Once::new(),
             tracer: Mutex::new(Tracer::Nop),
-            function_ops: FtraceOps::new(tracer::function_trace_call, OpsFlags::RECURSION),
+            function_ops: FtraceOps::of::<tracer::FunctionTrace>(OpsFlags::RECURSION),
             graph_ops: tracer::graph_ops(),
             graph: GraphSettings::new(),
             checking_ops: FtraceOps::new(tracer::function_trace_call_checking, OpsFlags::RECURSION),

@@ -107,7 +107,7 @@ pub mod unwind;
 pub use arch::ftrace_abi::{FtraceRegs, PtRegs, RegisterError, Saved, Trampoline};
 pub use glob::{FilterError, FilterMode};
 #[cfg(target_os = "none")]
-pub use ops::{FtraceFunc, FtraceOps, OpsFlags};
+pub use ops::{Callback, FtraceFunc, FtraceOps, OpsFlags};
 #[cfg(all(target_os = "none", feature = "test-hooks"))]
 pub use registry::return_to_service;
 #[cfg(target_os = "none")]

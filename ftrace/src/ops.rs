@@ -110,6 +110,17 @@ impl FtraceOps {
         }
     }
 
+    /// An ops running `C`'s callback with `flags`: the same as
+    /// [`new`](Self::new) with `C::call`, but a site traced by this ops
+    /// alone runs the callback inline in its entry.
+    pub const fn of<C: Callback>(flags: OpsFlags) -> Self {
+        let mut ops = Self::new(call_of::<C>, flags);
+        if flags.contains(OpsFlags::RECURSION) {
+            ops.call = SiteCall { func: guarded_entry_of::<C> };
+        }
+        ops
+    }
+
     /// The flags given at creation.
     pub fn flags(&self) -> OpsFlags {
         self.flags
@@ -159,16 +170,45 @@ impl FtraceOps {
 
 /// The entry of an ops with [`OpsFlags::RECURSION`].
 extern "C" fn guarded_entry(ip: usize, parent_ip: usize, call: *const SiteCall, fregs: &mut FtraceRegs) {
+    guarded(ip, parent_ip, call, fregs, |ops, fregs| ops.invoke(ip, parent_ip, fregs));
+}
+
+/// Takes the recursion guard and runs `callback`, or counts a miss.
+#[inline(always)]
+fn guarded(
+    ip: usize,
+    parent_ip: usize,
+    call: *const SiteCall,
+    fregs: &mut FtraceRegs,
+    callback: impl FnOnce(&FtraceOps, &mut FtraceRegs),
+) {
     // SAFETY: the literal was made from a pointer to a whole `FtraceOps`
     // (`site_call`), which registration keeps alive.
     let ops = unsafe { &*(call as *const FtraceOps) };
     match recursion::try_enter() {
-        Some(_guard) => ops.invoke(ip, parent_ip, fregs),
+        Some(_guard) => callback(ops, fregs),
         None => {
             ops.note_missed();
             recursion::note_recursion(ip, parent_ip);
         }
     }
+}
+
+/// A callback known when the ops is built ([`FtraceOps::of`]): the site's
+/// entry takes the recursion guard and runs it inline, one call and one
+/// stack frame fewer than through [`FtraceOps::new`]'s function pointer
+/// (the traced path of the tracers themselves).
+pub trait Callback {
+    /// What [`FtraceFunc`] would do.
+    fn call(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs);
+}
+
+extern "C" fn call_of<C: Callback>(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {
+    C::call(ip, parent_ip, ops, fregs);
+}
+
+extern "C" fn guarded_entry_of<C: Callback>(ip: usize, parent_ip: usize, call: *const SiteCall, fregs: &mut FtraceRegs) {
+    guarded(ip, parent_ip, call, fregs, |ops, fregs| C::call(ip, parent_ip, ops, fregs));
 }
 
 /// The ops of one site traced by several, in registration order.

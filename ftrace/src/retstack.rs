@@ -95,7 +95,7 @@ static STOPPED: AtomicBool = AtomicBool::new(false);
 /// not hooked until [`Pending::commit`]. Dropping the pending hook takes it
 /// back. Use it to decide about a call (and set state its return will undo)
 /// only once the return is sure to come.
-#[inline]
+#[inline(always)]
 pub fn begin_hook(fregs: &FtraceRegs, func: usize, max_data: usize) -> Result<Pending, HookError> {
     if STOPPED.load(Ordering::Relaxed) {
         return Err(HookError::Stopped);

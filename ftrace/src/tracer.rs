@@ -22,9 +22,9 @@ use crate::deferred::Published;
 use crate::event::{
     flags, Common, Event, FixedEvent, FunctionEvent, GraphEntryEvent, GraphExitEvent, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET,
 };
-use crate::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn};
+use crate::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn, GraphCallbacks};
 use crate::instance::TraceArray;
-use crate::ops::FtraceOps;
+use crate::ops::{Callback, FtraceOps};
 use crate::task::{self, NOT_INSIDE};
 use crate::{buffer, clock, output, symbols};
 
@@ -60,7 +60,22 @@ impl Tracer {
 /// duration an exit event carries is exactly the distance between the two
 /// events' timestamps.
 pub(crate) const fn graph_ops() -> FgraphOps {
-    FgraphOps::new(graph_trace_entry, graph_trace_return).with_data_words(2)
+    FgraphOps::of::<GraphTrace>().with_data_words(2)
+}
+
+/// The function-graph tracer's callbacks, run inline by its graph ops.
+struct GraphTrace;
+
+impl GraphCallbacks for GraphTrace {
+    #[inline(always)]
+    fn entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, fregs: &mut FtraceRegs) -> bool {
+        graph_trace_entry(gops, call, data, fregs)
+    }
+
+    #[inline(always)]
+    fn ret(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], fregs: &mut FtraceRegs) {
+        graph_trace_return(gops, call, data, fregs)
+    }
 }
 
 /// The trace array an ops of a tracer belongs to.
@@ -103,11 +118,17 @@ pub fn event_common(kind: u16) -> Common {
     Common { kind, flags: bits, preempt_count: arch::preempt::count().min(255) as u8, pid }
 }
 
-pub(crate) extern "C" fn function_trace_call(ip: usize, parent_ip: usize, ops: &FtraceOps, _fregs: &mut FtraceRegs) {
-    // SAFETY: this callback is only installed in a trace array's
-    // `function_ops` (`TraceArray::new`).
-    let array = unsafe { array_of_function_ops(ops) };
-    record_function(array, ip, parent_ip);
+/// The function tracer: a trace array's `function_ops` runs it inline.
+pub(crate) struct FunctionTrace;
+
+impl Callback for FunctionTrace {
+    #[inline(always)]
+    fn call(ip: usize, parent_ip: usize, ops: &FtraceOps, _fregs: &mut FtraceRegs) {
+        // SAFETY: this callback is only installed in a trace array's
+        // `function_ops` (`TraceArray::new`).
+        let array = unsafe { array_of_function_ops(ops) };
+        record_function(array, ip, parent_ip);
+    }
 }
 
 /// The function tracer while a pid filter is set or a stack trace asked for
@@ -147,6 +168,7 @@ fn in_list(list: &Published<Vec<usize>>, ip: usize) -> Option<bool> {
     list.read(|functions| functions.map(|functions| functions.binary_search(&ip).is_ok()))
 }
 
+#[inline(always)]
 fn graph_trace_entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, _fregs: &mut FtraceRegs) -> bool {
     let array = array_of_graph_ops(gops);
     if array.graph.plain.load(Ordering::Relaxed) && THRESH_NS.load(Ordering::Relaxed) == 0 {
@@ -224,17 +246,10 @@ pub fn tracing_thresh_us() -> u64 {
 }
 
 /// Undoes what the entry's mark set; answers whether the call was recorded.
+#[inline(always)]
 fn graph_trace_unmark(array: &TraceArray, data: &[u64]) -> bool {
-    let marks = || task::current().graph_marks(array.slot(), context::current());
     match data.first().copied() {
-        Some(MARK_NOTRACE) => {
-            marks().notrace_depth.store(NOT_INSIDE, Ordering::Relaxed);
-            false
-        }
-        Some(MARK_GRAPH_FUNCTION) => {
-            marks().function_depth.store(NOT_INSIDE, Ordering::Relaxed);
-            true
-        }
+        Some(mark @ (MARK_NOTRACE | MARK_GRAPH_FUNCTION)) => graph_trace_clear_mark(array, mark),
         _ => {
             debug_assert!(data.first() == Some(&MARK_PLAIN));
             true
@@ -242,6 +257,20 @@ fn graph_trace_unmark(array: &TraceArray, data: &[u64]) -> bool {
     }
 }
 
+/// [`graph_trace_unmark`] for a call the entry marked.
+#[inline(never)]
+fn graph_trace_clear_mark(array: &TraceArray, mark: u64) -> bool {
+    let marks = task::current().graph_marks(array.slot(), context::current());
+    if mark == MARK_NOTRACE {
+        marks.notrace_depth.store(NOT_INSIDE, Ordering::Relaxed);
+        false
+    } else {
+        marks.function_depth.store(NOT_INSIDE, Ordering::Relaxed);
+        true
+    }
+}
+
+#[inline(always)]
 fn graph_trace_return(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _fregs: &mut FtraceRegs) {
     let array = array_of_graph_ops(gops);
     if !graph_trace_unmark(array, data) {
