@@ -658,12 +658,12 @@ fn record_fixed(compiled: &Compiled, ips: &[u64], context: &Context) {
     // the header's irqs-off flag must not show.
     let common = event_common(compiled.id);
     ftrace::instance::top().buffer().write_with(layout.fixed_size, |_, out| {
-        layout.encode_numbers(common, ips, |i, ty| fetch_number(&compiled.fetches[i].0, ty, context), out)
+        layout.encode_numbers(common, ips, &compiled.fetches, |(fetch, _), ty| fetch_number(fetch, ty, context), out)
     });
 }
 
 /// A number-typed fetch arg's value; `None` if a memory read faulted.
-#[inline]
+#[inline(always)]
 fn fetch_number(fetch: &Fetch, ty: ArgType, context: &Context) -> Option<u64> {
     // The usual fetches first, without the general (recursive, out of line)
     // `fetch_word`.

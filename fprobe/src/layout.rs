@@ -114,14 +114,16 @@ impl Layout {
 
     /// Writes the record of an event without strings into `out`, exactly
     /// [`fixed_size`](Self::fixed_size) bytes, taking field `i`'s value from
-    /// `value(i, type)` (`None`: the read faulted). The traced path's
-    /// encoder: no values array to build first, nothing to copy after.
+    /// `value(&sources[i], type)` (`None`: the read faulted). The traced
+    /// path's encoder: no values array to build first, nothing to copy
+    /// after.
     #[inline]
-    pub fn encode_numbers(
+    pub fn encode_numbers<S>(
         &self,
         common: Common,
         ips: &[u64],
-        mut value: impl FnMut(usize, ArgType) -> Option<u64>,
+        sources: &[S],
+        mut value: impl FnMut(&S, ArgType) -> Option<u64>,
         out: &mut [u8],
     ) {
         debug_assert_eq!(out.len(), self.fixed_size);
@@ -137,8 +139,8 @@ impl Layout {
             out[Self::RET_IP..Self::RET_IP + 8].copy_from_slice(&ips.get(1).copied().unwrap_or(0).to_ne_bytes());
         }
         let mut faults = 0u32;
-        for (i, field) in self.fields.iter().enumerate() {
-            let v = value(i, field.ty).unwrap_or_else(|| {
+        for (i, (field, source)) in self.fields.iter().zip(sources).enumerate() {
+            let v = value(source, field.ty).unwrap_or_else(|| {
                 faults |= 1 << i;
                 0
             });

@@ -32,7 +32,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use arch::ftrace_abi::FtraceRegs;
 use ftrace::deferred::{Deferred, Refs};
 use ftrace::retstack::{self, ReturnInfo, ReturnUser, MAX_DATA_WORDS};
-use ftrace::{FilterKind, FilterMode, FtraceError, FtraceOps, OpsFlags};
+use ftrace::{Callback, FilterKind, FilterMode, FtraceError, FtraceOps, OpsFlags};
 
 /// The most `entry_data` words a probe may ask for.
 pub const MAX_ENTRY_DATA_WORDS: usize = 15;
@@ -205,7 +205,7 @@ pub fn register(config: FprobeConfig, target: Target) -> Result<RegisteredFprobe
         return Err(FprobeError::EntryDataTooLarge(config.entry_data_words));
     }
     let probe = Box::new(Fprobe {
-        ops: FtraceOps::new(fprobe_entry, OpsFlags::RECURSION),
+        ops: FtraceOps::of::<FprobeEntry>(OpsFlags::RECURSION),
         user: ReturnUser { on_return: fprobe_exit, on_missed: fprobe_missed, full_regs: false },
         config,
         disabled: AtomicBool::new(false),
@@ -330,7 +330,18 @@ impl Drop for RegisteredFprobe {
     }
 }
 
-extern "C" fn fprobe_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {
+/// A probe's ops callback, run inline in the site's entry.
+struct FprobeEntry;
+
+impl Callback for FprobeEntry {
+    #[inline(always)]
+    fn call(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {
+        fprobe_entry(ip, parent_ip, ops, fregs);
+    }
+}
+
+#[inline(always)]
+fn fprobe_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {
     // SAFETY: this callback is only installed in `Fprobe::ops`, and
     // `register` recorded the probe that holds it, which is freed only once
     // no site leads to the ops.
