@@ -30,12 +30,18 @@ impl Context {
     /// How many contexts there are (for per-context arrays).
     pub const COUNT: usize = 4;
 
-    fn from_u8(value: u8) -> Context {
-        match value {
+    /// The context a per-CPU context byte names. The byte only ever holds
+    /// a `Context as u8` (`enter`, `leave`, `reset`), so its two low bits
+    /// are the whole value: masking them is all the decoding (a match with
+    /// a fallback would cost the traced path a compare and a move on every
+    /// recursion check and event header).
+    #[inline(always)]
+    pub(crate) fn from_u8(value: u8) -> Context {
+        match value & 3 {
+            0 => Context::Normal,
             1 => Context::Softirq,
             2 => Context::Irq,
-            3 => Context::Nmi,
-            _ => Context::Normal,
+            _ => Context::Nmi,
         }
     }
 }

@@ -92,6 +92,29 @@ pub fn task_trace() -> *mut () {
     this().task_trace.load(Ordering::Relaxed)
 }
 
+/// What an event header records about the CPU, read through one load of
+/// the per-CPU base (each accessor alone would load it again).
+#[derive(Clone, Copy, Debug)]
+pub struct EventState {
+    pub context: crate::context::Context,
+    pub need_resched: bool,
+    pub preempt_count: u32,
+    /// As [`task_trace`].
+    pub task_trace: *mut (),
+}
+
+/// This CPU's [`EventState`].
+#[inline(always)]
+pub fn event_state() -> EventState {
+    let this = this();
+    EventState {
+        context: crate::context::Context::from_u8(this.context.load(Ordering::Relaxed)),
+        need_resched: this.need_resched.load(Ordering::Relaxed),
+        preempt_count: this.preempt_count.load(Ordering::Relaxed),
+        task_trace: this.task_trace.load(Ordering::Relaxed),
+    }
+}
+
 /// Sets the current task's tracing state (the scheduler, at a switch; the
 /// tracer, for the boot flow of each CPU).
 #[inline(always)]

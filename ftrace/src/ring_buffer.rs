@@ -413,6 +413,16 @@ impl RingBuffer {
         (&self.pages[index], &self.tags[index])
     }
 
+    /// The page the writer is on. `writer.index` is always a page's index
+    /// (`advance` wraps it, `reset` zeroes it), so the traced path indexes
+    /// without a check.
+    #[inline(always)]
+    fn writer_page(&self, writer: &Writer) -> &Page {
+        debug_assert!(writer.index < self.pages.len());
+        // SAFETY: in bounds, as above.
+        unsafe { self.pages.get_unchecked(writer.index) }
+    }
+
     /// How many pages the ring has.
     pub fn page_count(&self) -> usize {
         self.pages.len()
@@ -483,7 +493,7 @@ impl RingBuffer {
         let event_size = if small { 4 + padded } else { 8 + padded };
 
         if writer.commit == 0 {
-            self.pages[writer.index].reset(time);
+            self.writer_page(writer).reset(time);
             writer.last_time = time;
         }
         let mut delta = time.saturating_sub(writer.last_time);
@@ -492,7 +502,7 @@ impl RingBuffer {
             self.advance(writer, time);
             delta = 0;
         }
-        let page = &self.pages[writer.index];
+        let page = self.writer_page(writer);
         let mut at = writer.commit;
         if delta > TIME_DELTA_MAX {
             page.put_u32(at, TYPE_TIME_EXTEND | (((delta & TIME_DELTA_MAX) as u32) << 5));

@@ -214,7 +214,19 @@ pub fn unregister(state: &TaskTrace) {
 /// The running task's tracing state, if the scheduler gave this CPU one.
 #[inline(always)]
 pub fn try_current() -> Option<&'static TaskTrace> {
-    let state = arch::percpu::task_trace() as *const TaskTrace;
+    // SAFETY: the per-CPU pointer, as `from_raw` asks.
+    unsafe { from_raw(arch::percpu::task_trace()) }
+}
+
+/// The running task's state from a per-CPU task pointer.
+///
+/// # Safety
+/// `task_trace` must have been read from this CPU's per-CPU data by the
+/// running task ([`arch::percpu::task_trace`], or the field of an
+/// [`arch::percpu::event_state`]).
+#[inline(always)]
+pub(crate) unsafe fn from_raw(task_trace: *mut ()) -> Option<&'static TaskTrace> {
+    let state = task_trace as *const TaskTrace;
     // SAFETY: the scheduler points the CPU at the running task's registered
     // state, which lives at least as long as the task runs.
     unsafe { state.as_ref() }

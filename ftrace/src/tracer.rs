@@ -102,7 +102,8 @@ fn array_of_graph_ops(gops: &FgraphOps) -> &TraceArray {
 /// preempt count and the running task's pid.
 #[inline]
 pub fn event_common(kind: u16) -> Common {
-    let mut bits = match context::current() {
+    let cpu = arch::percpu::event_state();
+    let mut bits = match cpu.context {
         Context::Normal => 0,
         Context::Softirq => flags::SOFTIRQ,
         Context::Irq => flags::HARDIRQ,
@@ -111,11 +112,12 @@ pub fn event_common(kind: u16) -> Common {
     if !arch::cpu::interrupts_enabled() {
         bits |= flags::IRQS_OFF;
     }
-    if arch::percpu::need_resched() {
+    if cpu.need_resched {
         bits |= flags::NEED_RESCHED;
     }
-    let pid = task::try_current().map_or(0, |task| task.pid());
-    Common { kind, flags: bits, preempt_count: arch::preempt::count().min(255) as u8, pid }
+    // SAFETY: read from this CPU's per-CPU data just now.
+    let pid = unsafe { task::from_raw(cpu.task_trace) }.map_or(0, |task| task.pid());
+    Common { kind, flags: bits, preempt_count: cpu.preempt_count.min(255) as u8, pid }
 }
 
 /// The function tracer: a trace array's `function_ops` runs it inline.
