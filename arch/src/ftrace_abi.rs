@@ -264,10 +264,11 @@ impl FtraceRegs {
         match RETURN_ADDRESS {
             ReturnAddress::LinkRegister => self.regs.link_register(),
             // A save made by hand (`FtraceRegs::new`) has no stack.
-            ReturnAddress::Stack if self.regs.sp() == 0 || !self.regs.sp().is_multiple_of(8) => None,
-            // SAFETY: a trampoline's entry save: the stack pointer points at
-            // the return-address slot the call pushed, mapped and aligned.
-            ReturnAddress::Stack => Some(unsafe { core::ptr::read_volatile(self.regs.sp() as *const usize) }),
+            ReturnAddress::Stack if self.regs.sp() == 0 => None,
+            // SAFETY: a trampoline's (or a breakpoint's) entry save: the
+            // stack pointer points at the return-address slot the call
+            // pushed, mapped (read unaligned: no alignment is assumed).
+            ReturnAddress::Stack => Some(unsafe { (self.regs.sp() as *const usize).read_unaligned() }),
         }
     }
 
@@ -287,7 +288,7 @@ impl FtraceRegs {
             ReturnAddress::LinkRegister => self.regs.set_link_register(address),
             // SAFETY: at entry the stack pointer points at the return address
             // slot the call pushed; the caller vouches for the new target.
-            ReturnAddress::Stack => unsafe { *(self.regs.sp() as *mut usize) = address },
+            ReturnAddress::Stack => unsafe { (self.regs.sp() as *mut usize).write_unaligned(address) },
         }
     }
 
@@ -305,7 +306,7 @@ impl FtraceRegs {
             ReturnAddress::LinkRegister => self.regs.set_link_register(address),
             // SAFETY: an entry save with a stack (the caller's promise): the
             // stack pointer points at the return address slot the call pushed.
-            ReturnAddress::Stack => unsafe { *(self.regs.sp() as *mut usize) = address },
+            ReturnAddress::Stack => unsafe { (self.regs.sp() as *mut usize).write_unaligned(address) },
         }
     }
 

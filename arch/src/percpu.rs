@@ -89,7 +89,9 @@ pub(crate) fn install(cpu: usize) {
 /// The current task's tracing state (null until the tracer gives one).
 #[inline(always)]
 pub fn task_trace() -> *mut () {
-    this().task_trace.load(Ordering::Relaxed)
+    // One load through the per-CPU register (the same field as
+    // `this().task_trace`, read without the base first on x86_64).
+    crate::cpu::task_trace_word() as *mut ()
 }
 
 /// What an event header records about the CPU, read through one load of

@@ -60,6 +60,18 @@ impl<'a> EntryData<'a> {
         Self { words, len: 0 }
     }
 
+    /// Reserves `N` more words, set to `values`, or `None` past what the
+    /// ops declared: [`reserve`](Self::reserve) for a callback that fills
+    /// them at once.
+    #[inline(always)]
+    pub fn reserve_with<const N: usize>(&mut self, values: [u64; N]) -> Option<&mut [u64; N]> {
+        let start = self.len;
+        let reserved = self.words.get_mut(start..)?.first_chunk_mut::<N>()?;
+        *reserved = values;
+        self.len = start + N;
+        Some(reserved)
+    }
+
     /// Reserves `words` more words (zeroed), or `None` past what the ops
     /// declared.
     pub fn reserve(&mut self, words: usize) -> Option<&mut [u64]> {

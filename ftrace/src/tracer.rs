@@ -175,7 +175,7 @@ fn graph_trace_entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData,
     let array = array_of_graph_ops(gops);
     if array.graph.plain.load(Ordering::Relaxed) && THRESH_NS.load(Ordering::Relaxed) == 0 {
         // Nothing to check: no pid filter, list, depth limit or threshold.
-        let Some(words) = data.reserve(2) else { return false };
+        let Some(words) = data.reserve_with([MARK_PLAIN, 0]) else { return false };
         words[1] = record_graph_entry(array, call);
         return true;
     }

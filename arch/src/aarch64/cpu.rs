@@ -23,6 +23,18 @@ pub(crate) fn context_byte() -> u8 {
     value as u8
 }
 
+/// This CPU's `CpuLocal::task_trace` pointer.
+#[inline(always)]
+pub(crate) fn task_trace_word() -> usize {
+    let value: usize;
+    // SAFETY: as in `id`, for the `task_trace` field.
+    unsafe {
+        asm!("mrs {base}, tpidr_el1", "ldr {value}, [{base}, #{off}]", base = out(reg) _, value = out(reg) value,
+             off = const offsets::TASK_TRACE, options(nostack, readonly, preserves_flags))
+    };
+    value
+}
+
 /// The address of this CPU's `CpuLocal`.
 #[inline(always)]
 pub(crate) fn percpu_base() -> usize {

@@ -27,6 +27,18 @@ pub(crate) fn context_byte() -> u8 {
     value
 }
 
+/// This CPU's `CpuLocal::task_trace` pointer: one load through `gs` (the
+/// traced path reads it several times a call).
+#[inline(always)]
+pub(crate) fn task_trace_word() -> usize {
+    let value: usize;
+    // SAFETY: as in `id`, for the `task_trace` field.
+    unsafe {
+        asm!("mov {}, qword ptr gs:[{off}]", out(reg) value, off = const offsets::TASK_TRACE, options(nostack, readonly, preserves_flags))
+    };
+    value
+}
+
 /// The address of this CPU's `CpuLocal` (its first field points at itself).
 #[inline(always)]
 pub(crate) fn percpu_base() -> usize {
