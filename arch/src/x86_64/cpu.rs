@@ -4,50 +4,47 @@ use core::arch::asm;
 
 use crate::percpu::offsets;
 
-/// This CPU's index (0 for the boot CPU): one load through `gs`.
+/// The word at byte `OFFSET` of this CPU's `CpuLocal`: one load through
+/// `gs`, with no load of the base first.
+#[inline(always)]
+fn gs_word<const OFFSET: usize>() -> usize {
+    let value: usize;
+    // SAFETY: `gs` points at this CPU's `CpuLocal` (`percpu::install`), and
+    // every caller names the offset of one of its word-sized fields.
+    unsafe {
+        asm!("mov {}, qword ptr gs:[{off}]", out(reg) value, off = const OFFSET, options(nostack, readonly, preserves_flags))
+    };
+    value
+}
+
+/// This CPU's index (0 for the boot CPU).
 #[inline(always)]
 pub fn id() -> usize {
-    let id: usize;
-    // SAFETY: `gs` points at this CPU's `CpuLocal` (`percpu::install`), whose
-    // `cpu` field is at `offsets::CPU`.
-    unsafe {
-        asm!("mov {}, qword ptr gs:[{off}]", out(reg) id, off = const offsets::CPU, options(nostack, readonly, preserves_flags))
-    };
-    id
+    gs_word::<{ offsets::CPU }>()
 }
 
 /// This CPU's `CpuLocal::context` byte.
 #[inline(always)]
 pub(crate) fn context_byte() -> u8 {
     let value: u8;
-    // SAFETY: as in `id`, for the `context` field.
+    // SAFETY: as in `gs_word`, for the one-byte `context` field.
     unsafe {
         asm!("mov {}, byte ptr gs:[{off}]", out(reg_byte) value, off = const offsets::CONTEXT, options(nostack, readonly, preserves_flags))
     };
     value
 }
 
-/// This CPU's `CpuLocal::task_trace` pointer: one load through `gs` (the
-/// traced path reads it several times a call).
+/// This CPU's `CpuLocal::task_trace` pointer (the traced path reads it
+/// several times a call).
 #[inline(always)]
 pub(crate) fn task_trace_word() -> usize {
-    let value: usize;
-    // SAFETY: as in `id`, for the `task_trace` field.
-    unsafe {
-        asm!("mov {}, qword ptr gs:[{off}]", out(reg) value, off = const offsets::TASK_TRACE, options(nostack, readonly, preserves_flags))
-    };
-    value
+    gs_word::<{ offsets::TASK_TRACE }>()
 }
 
 /// The address of this CPU's `CpuLocal` (its first field points at itself).
 #[inline(always)]
 pub(crate) fn percpu_base() -> usize {
-    let base: usize;
-    // SAFETY: as in `id`, for the self pointer.
-    unsafe {
-        asm!("mov {}, qword ptr gs:[{off}]", out(reg) base, off = const offsets::SELF, options(nostack, readonly, preserves_flags))
-    };
-    base
+    gs_word::<{ offsets::SELF }>()
 }
 
 /// Points `gs` at this CPU's `CpuLocal`.
