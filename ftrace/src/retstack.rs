@@ -43,7 +43,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use arch::ftrace_abi::{return_trampoline_address, FtraceRegs, ReturnTrampoline};
 use arch::println;
 
-use crate::shadow::{CallSite, Committed, Frame, PendingHook, ReturnPath, ShadowStack};
+use crate::shadow::{CallSite, Committed, PendingHook, ReturnPath};
 use crate::task::{self, TaskTrace};
 use crate::{recursion, symbols};
 
@@ -202,40 +202,24 @@ pub extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usize {
     let ret_addr = header.ret as usize;
     fregs.set_returned_to(ret_addr);
     let info = ReturnInfo { func: header.func as usize, depth: frame.depth(), ret_addr, overrun: stack.overruns() };
-    match recursion::try_enter_return(task) {
-        Some(_guard) => {
-            for entry in stack.entries(&frame, end) {
-                let user = entry.user as *const ReturnUser;
-                // SAFETY: the entry's words belong to this frame, and nothing
-                // else uses them until it is popped below.
-                let data = unsafe { stack.data(&entry) };
-                // SAFETY: this frame's entries are all committed (its call
-                // could not return while one was pending), and hold
-                // `ReturnUser` pointers their committers keep valid until
-                // this return.
-                let on_return = unsafe { (*user).on_return };
-                on_return(user, &info, data, fregs);
-            }
+    let guard = recursion::try_enter_return(task);
+    for entry in stack.entries(&frame, end) {
+        let user = entry.user as *const ReturnUser;
+        // SAFETY: the entry's words belong to this frame, and nothing else
+        // uses them until it is popped below.
+        let data = unsafe { stack.data(&entry) };
+        // SAFETY: this frame's entries are all committed (its call could not
+        // return while one was pending), and hold `ReturnUser` pointers their
+        // committers keep valid until this return.
+        let user_ref = unsafe { &*user };
+        match guard {
+            Some(_) => (user_ref.on_return)(user, &info, data, fregs),
+            None => (user_ref.on_missed)(user, &info, data),
         }
-        None => run_missed(stack, &frame, end, &info),
     }
+    drop(guard);
     stack.pop(&frame);
     ret_addr
-}
-
-/// A return inside return callbacks: each user's `on_missed` instead.
-#[cold]
-#[inline(never)]
-fn run_missed(stack: &ShadowStack, frame: &Frame, end: usize, info: &ReturnInfo) {
-    for entry in stack.entries(frame, end) {
-        let user = entry.user as *const ReturnUser;
-        // SAFETY: as in `ftrace_return_to_handler`: the innermost frame at
-        // its return, popped only after this.
-        let data = unsafe { stack.data(&entry) };
-        // SAFETY: as there: a committed entry's user, valid until this return.
-        let on_missed = unsafe { (*user).on_missed };
-        on_missed(user, info, data);
-    }
 }
 
 /// A return that cannot be matched with its frame: stop hooking returns,

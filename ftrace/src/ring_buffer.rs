@@ -492,24 +492,16 @@ impl RingBuffer {
         let small = padded <= TYPE_DATA_MAX as usize * 4;
         let event_size = if small { 4 + padded } else { 8 + padded };
 
-        if writer.commit == 0 {
-            self.writer_page(writer).reset(time);
-            writer.last_time = time;
-        }
-        let mut delta = time.saturating_sub(writer.last_time);
-        let extend = if delta > TIME_DELTA_MAX { 8 } else { 0 };
-        if writer.commit + extend + event_size > PAGE_DATA_SIZE {
-            self.advance(writer, time);
-            delta = 0;
-        }
+        // The usual case: room on a started page, and a delta the header
+        // holds. Anything else (a fresh page, a time extend, the next page)
+        // is `make_room`'s.
+        let (at, delta) = match time.checked_sub(writer.last_time) {
+            Some(delta) if delta <= TIME_DELTA_MAX && writer.commit != 0 && writer.commit + event_size <= PAGE_DATA_SIZE => {
+                (writer.commit, delta)
+            }
+            _ => self.make_room(writer, time, event_size),
+        };
         let page = self.writer_page(writer);
-        let mut at = writer.commit;
-        if delta > TIME_DELTA_MAX {
-            page.put_u32(at, TYPE_TIME_EXTEND | (((delta & TIME_DELTA_MAX) as u32) << 5));
-            page.put_u32(at + 4, (delta >> TIME_DELTA_BITS) as u32);
-            at += 8;
-            delta = 0;
-        }
         let data_at = if small {
             page.put_u32(at, (padded / 4) as u32 | ((delta as u32) << 5));
             at + 4
@@ -528,6 +520,35 @@ impl RingBuffer {
         self.written.fetch_add(1, Ordering::Release);
         self.writing.store(false, Ordering::Release);
         Ok(())
+    }
+
+    /// Where an event of `event_size` bytes at `time` goes when the usual
+    /// case does not hold: starts the page if it is fresh, moves to the next
+    /// page if the event (and a time extend) would not fit, and writes the
+    /// time extend a long gap needs. Answers the event header's offset and
+    /// the delta it carries.
+    #[cold]
+    #[inline(never)]
+    fn make_room(&self, writer: &mut Writer, time: u64, event_size: usize) -> (usize, u64) {
+        if writer.commit == 0 {
+            self.writer_page(writer).reset(time);
+            writer.last_time = time;
+        }
+        let mut delta = time.saturating_sub(writer.last_time);
+        let extend = if delta > TIME_DELTA_MAX { 8 } else { 0 };
+        if writer.commit + extend + event_size > PAGE_DATA_SIZE {
+            self.advance(writer, time);
+            delta = 0;
+        }
+        let page = self.writer_page(writer);
+        let mut at = writer.commit;
+        if delta > TIME_DELTA_MAX {
+            page.put_u32(at, TYPE_TIME_EXTEND | (((delta & TIME_DELTA_MAX) as u32) << 5));
+            page.put_u32(at + 4, (delta >> TIME_DELTA_BITS) as u32);
+            at += 8;
+            delta = 0;
+        }
+        (at, delta)
     }
 
     /// Moves the writer to the next page: claims it, counting what a
