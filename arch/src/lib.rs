@@ -68,6 +68,10 @@ pub const MAX_CPUS: usize = 8;
 /// The architecture's name as the test summary and the banner print it.
 pub const NAME: &str = imp::NAME;
 
+/// Whether the kernel's code may store a word at any address (true), or
+/// only at one aligned to its size: record encoders pick their stores by it.
+pub const UNALIGNED_STORES: bool = imp::UNALIGNED_STORES;
+
 /// Why the trace channel failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChannelError {

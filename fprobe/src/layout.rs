@@ -13,6 +13,7 @@ use core::fmt::{self, Write};
 
 use ftrace::event::{Common, COMMON_SIZE};
 use ftrace::output::{write_code_address, write_symbol, Namer};
+use ftrace::payload::Payload;
 
 use crate::definition::{ArgType, EventSpec};
 
@@ -124,19 +125,13 @@ impl Layout {
         ips: &[u64],
         sources: &[S],
         mut value: impl FnMut(&S, ArgType) -> Option<u64>,
-        out: &mut [u8],
+        out: &mut Payload,
     ) {
         debug_assert_eq!(out.len(), self.fixed_size);
-        // The header and the first ip: one bounds check for the lot (every
-        // record has them and its faults word).
-        let Some(head) = out.first_chunk_mut::<{ Self::IP + 8 }>() else { return };
-        head[0..2].copy_from_slice(&common.kind.to_ne_bytes());
-        head[2] = common.flags;
-        head[3] = common.preempt_count;
-        head[4..8].copy_from_slice(&common.pid.to_ne_bytes());
-        head[Self::IP..].copy_from_slice(&ips.first().copied().unwrap_or(0).to_ne_bytes());
+        common.encode(out);
+        out.put_u64(Self::IP, ips.first().copied().unwrap_or(0));
         if self.exit {
-            out[Self::RET_IP..Self::RET_IP + 8].copy_from_slice(&ips.get(1).copied().unwrap_or(0).to_ne_bytes());
+            out.put_u64(Self::RET_IP, ips.get(1).copied().unwrap_or(0));
         }
         let mut faults = 0u32;
         for (i, (field, source)) in self.fields.iter().zip(sources).enumerate() {
@@ -148,14 +143,13 @@ impl Layout {
             // Each size its own store (a copy of a run-time length would
             // call memcpy for a few bytes).
             match field.ty.size() {
-                1 => out[at] = v as u8,
-                2 => out[at..at + 2].copy_from_slice(&(v as u16).to_ne_bytes()),
-                4 => out[at..at + 4].copy_from_slice(&(v as u32).to_ne_bytes()),
-                _ => out[at..at + 8].copy_from_slice(&v.to_ne_bytes()),
+                1 => out.put_u8(at, v as u8),
+                2 => out.put_u16(at, v as u16),
+                4 => out.put_u32(at, v as u32),
+                _ => out.put_u64(at, v),
             }
         }
-        let at = self.faults_offset();
-        out[at..at + 4].copy_from_slice(&faults.to_ne_bytes());
+        out.put_u32(self.faults_offset(), faults);
     }
 
     /// Prints a record as Linux does:

@@ -28,6 +28,7 @@ use arch::sync::{Mutex, MutexGuard};
 use arch::{cpu, MAX_CPUS};
 
 use crate::clock;
+use crate::payload::Payload;
 use crate::ring_buffer::{page_events, Lifetime, RingBuffer, Stats, PAGE_SIZE};
 
 /// Pages per CPU of the top level's buffer: 4 MiB (Linux's default is
@@ -309,7 +310,7 @@ impl TraceBuffer {
     /// Records one event now, if recording is on. Returns whether it was.
     #[inline]
     pub fn write(&self, payload: &[u8]) -> bool {
-        self.write_with(payload.len(), |_, bytes| bytes.copy_from_slice(payload)).is_some()
+        self.write_with(payload.len(), |_, out| out.put_slice(0, payload)).is_some()
     }
 
     /// Records one event of `len` payload bytes now, if recording is on:
@@ -319,7 +320,7 @@ impl TraceBuffer {
     // Always inlined: it is most of every tracer's callback, and a call
     // would cost it a frame (some 20 instructions, measured).
     #[inline(always)]
-    pub fn write_with(&self, len: usize, fill: impl FnOnce(u64, &mut [u8])) -> Option<u64> {
+    pub fn write_with(&self, len: usize, fill: impl FnOnce(u64, &mut Payload)) -> Option<u64> {
         // The clock is tested on the value loaded for `tracing_on` anyway
         // (a separate load of the clock cost 3 to 7 instructions a call).
         let state = self.on.load(Ordering::Relaxed);
@@ -339,8 +340,13 @@ impl TraceBuffer {
             ON_LOCAL => clock::now_ns(),
             _ => clock::trace_now(),
         };
+        let fill = |bytes: &mut [u8]| {
+            // SAFETY: the ring's payloads start 4-byte aligned
+            // (`RingBuffer::write_with`).
+            fill(time, &mut unsafe { Payload::in_ring(bytes) })
+        };
         // SAFETY: this CPU's ring, interrupts masked: its one writer.
-        unsafe { ring.write_with(time, len, |bytes| fill(time, bytes)) }.ok()?;
+        unsafe { ring.write_with(time, len, fill) }.ok()?;
         Some(time)
     }
 

@@ -2,6 +2,8 @@
 //! every event starts with the common `trace_entry` header (type, flags,
 //! preempt count, pid), then its own fields.
 
+use crate::payload::{encode_to_vec, Payload, UNALIGNED_STORES};
+
 /// Event type of the function tracer's records (Linux's `TRACE_FN`).
 pub const TRACE_FN: u16 = 1;
 /// A function-graph return (Linux's `TRACE_GRAPH_RET`).
@@ -21,11 +23,11 @@ pub fn stack_event_size(frames: &[u64]) -> usize {
 
 /// Writes a stack event (`struct stack_entry`: the header, `size`, then
 /// the addresses) into `out` of [`stack_event_size`] bytes.
-pub fn encode_stack(common: Common, frames: &[u64], out: &mut [u8]) {
+pub fn encode_stack(common: Common, frames: &[u64], out: &mut Payload) {
     common.encode(out);
-    out[8..16].copy_from_slice(&(frames.len() as u64).to_ne_bytes());
+    out.put_u64(8, frames.len() as u64);
     for (i, frame) in frames.iter().enumerate() {
-        out[STACK_FRAMES + 8 * i..STACK_FRAMES + 8 * i + 8].copy_from_slice(&frame.to_ne_bytes());
+        out.put_u64(STACK_FRAMES + 8 * i, *frame);
     }
 }
 
@@ -49,11 +51,11 @@ const PRINT_TEXT: usize = COMMON_SIZE + 8;
 /// Writes a print event (`struct print_entry`: the header, `ip`, then the
 /// text, NUL-terminated) into `out`, which must be
 /// [`print_event_size`] bytes.
-pub fn encode_print(common: Common, ip: u64, text: &[u8], out: &mut [u8]) {
+pub fn encode_print(common: Common, ip: u64, text: &[u8], out: &mut Payload) {
     common.encode(out);
-    out[8..16].copy_from_slice(&ip.to_ne_bytes());
-    out[PRINT_TEXT..PRINT_TEXT + text.len()].copy_from_slice(text);
-    out[PRINT_TEXT + text.len()] = 0;
+    out.put_u64(8, ip);
+    out.put_slice(PRINT_TEXT, text);
+    out.put_u8(PRINT_TEXT + text.len(), 0);
 }
 
 /// The size of a print event holding `text`.
@@ -108,22 +110,29 @@ pub trait FixedEvent {
     const SIZE: usize;
 
     /// Writes the payload into `out` (at least `SIZE` bytes).
-    fn encode_into(&self, out: &mut [u8]);
+    fn encode_into(&self, out: &mut Payload);
 
     /// The payload as bytes (for tests and host tools).
     fn to_bytes(&self) -> alloc::vec::Vec<u8> {
-        let mut out = alloc::vec![0; Self::SIZE];
-        self.encode_into(&mut out);
-        out
+        encode_to_vec(Self::SIZE, |out| self.encode_into(out))
     }
 }
 
 impl Common {
-    fn encode(&self, out: &mut [u8]) {
-        out[0..2].copy_from_slice(&self.kind.to_ne_bytes());
-        out[2] = self.flags;
-        out[3] = self.preempt_count;
-        out[4..8].copy_from_slice(&self.pid.to_ne_bytes());
+    /// Writes the header at the start of `out`: field by field where
+    /// stores may be unaligned (fewest instructions there), else its first
+    /// four bytes as one word.
+    #[inline(always)]
+    pub fn encode(&self, out: &mut Payload) {
+        if UNALIGNED_STORES {
+            out.put_u16(0, self.kind);
+            out.put_u8(2, self.flags);
+            out.put_u8(3, self.preempt_count);
+        } else {
+            let [k0, k1] = self.kind.to_ne_bytes();
+            out.put_u32(0, u32::from_ne_bytes([k0, k1, self.flags, self.preempt_count]));
+        }
+        out.put_u32(4, self.pid as u32);
     }
 
     /// Reads the header at the start of an event payload.
@@ -153,12 +162,11 @@ pub struct FunctionEvent {
 impl FixedEvent for FunctionEvent {
     const SIZE: usize = COMMON_SIZE + 16;
 
-    #[inline]
-    fn encode_into(&self, out: &mut [u8]) {
-        let out = &mut out[..Self::SIZE];
+    #[inline(always)]
+    fn encode_into(&self, out: &mut Payload) {
         self.common.encode(out);
-        out[8..16].copy_from_slice(&self.ip.to_ne_bytes());
-        out[16..24].copy_from_slice(&self.parent_ip.to_ne_bytes());
+        out.put_u64(8, self.ip);
+        out.put_u64(16, self.parent_ip);
     }
 }
 
@@ -186,13 +194,12 @@ pub struct GraphEntryEvent {
 impl FixedEvent for GraphEntryEvent {
     const SIZE: usize = COMMON_SIZE + 16;
 
-    #[inline]
-    fn encode_into(&self, out: &mut [u8]) {
-        let out = &mut out[..Self::SIZE];
+    #[inline(always)]
+    fn encode_into(&self, out: &mut Payload) {
         self.common.encode(out);
-        out[8..16].copy_from_slice(&self.func.to_ne_bytes());
-        out[16..20].copy_from_slice(&self.depth.to_ne_bytes());
-        out[20..24].fill(0);
+        out.put_u64(8, self.func);
+        out.put_u32(16, self.depth as u32);
+        out.put_u32(20, 0);
     }
 }
 
@@ -223,16 +230,15 @@ pub struct GraphExitEvent {
 impl FixedEvent for GraphExitEvent {
     const SIZE: usize = COMMON_SIZE + 40;
 
-    #[inline]
-    fn encode_into(&self, out: &mut [u8]) {
-        let out = &mut out[..Self::SIZE];
+    #[inline(always)]
+    fn encode_into(&self, out: &mut Payload) {
         self.common.encode(out);
-        out[8..16].copy_from_slice(&self.func.to_ne_bytes());
-        out[16..24].copy_from_slice(&self.retval.to_ne_bytes());
-        out[24..28].copy_from_slice(&self.depth.to_ne_bytes());
-        out[28..32].copy_from_slice(&self.overrun.to_ne_bytes());
-        out[32..40].copy_from_slice(&self.calltime.to_ne_bytes());
-        out[40..48].copy_from_slice(&self.rettime.to_ne_bytes());
+        out.put_u64(8, self.func);
+        out.put_u64(16, self.retval);
+        out.put_u32(24, self.depth as u32);
+        out.put_u32(28, self.overrun);
+        out.put_u64(32, self.calltime);
+        out.put_u64(40, self.rettime);
     }
 }
 
@@ -286,16 +292,15 @@ impl FixedEvent for SchedSwitchEvent {
     const SIZE: usize = COMMON_SIZE + 56;
 
     #[inline]
-    fn encode_into(&self, out: &mut [u8]) {
-        let out = &mut out[..Self::SIZE];
+    fn encode_into(&self, out: &mut Payload) {
         self.common.encode(out);
-        out[8..24].copy_from_slice(&self.prev_comm);
-        out[24..28].copy_from_slice(&self.prev_pid.to_ne_bytes());
-        out[28..32].copy_from_slice(&self.prev_prio.to_ne_bytes());
-        out[32..40].copy_from_slice(&self.prev_state.to_ne_bytes());
-        out[40..56].copy_from_slice(&self.next_comm);
-        out[56..60].copy_from_slice(&self.next_pid.to_ne_bytes());
-        out[60..64].copy_from_slice(&self.next_prio.to_ne_bytes());
+        out.put_slice(8, &self.prev_comm);
+        out.put_slice(24, &self.prev_pid.to_ne_bytes());
+        out.put_slice(28, &self.prev_prio.to_ne_bytes());
+        out.put_slice(32, &self.prev_state.to_ne_bytes());
+        out.put_slice(40, &self.next_comm);
+        out.put_slice(56, &self.next_pid.to_ne_bytes());
+        out.put_slice(60, &self.next_prio.to_ne_bytes());
     }
 }
 
@@ -344,13 +349,12 @@ impl FixedEvent for SchedWakeupEvent {
     const SIZE: usize = COMMON_SIZE + 28;
 
     #[inline]
-    fn encode_into(&self, out: &mut [u8]) {
-        let out = &mut out[..Self::SIZE];
+    fn encode_into(&self, out: &mut Payload) {
         self.common.encode(out);
-        out[8..24].copy_from_slice(&self.comm);
-        out[24..28].copy_from_slice(&self.pid.to_ne_bytes());
-        out[28..32].copy_from_slice(&self.prio.to_ne_bytes());
-        out[32..36].copy_from_slice(&self.target_cpu.to_ne_bytes());
+        out.put_slice(8, &self.comm);
+        out.put_slice(24, &self.pid.to_ne_bytes());
+        out.put_slice(28, &self.prio.to_ne_bytes());
+        out.put_slice(32, &self.target_cpu.to_ne_bytes());
     }
 }
 
@@ -524,8 +528,7 @@ mod tests {
     fn stack_events_round_trip() {
         let common = Common { kind: TRACE_STACK, ..Common::default() };
         let frames = [0x1000u64, 0x2000, 0x3000];
-        let mut out = alloc::vec![0u8; stack_event_size(&frames)];
-        encode_stack(common, &frames, &mut out);
+        let out = encode_to_vec(stack_event_size(&frames), |out| encode_stack(common, &frames, out));
         assert_eq!(decode_stack(&out).unwrap().collect::<alloc::vec::Vec<_>>(), frames);
         assert!(decode_stack(&out[..20]).is_none(), "cut short");
     }
@@ -533,8 +536,7 @@ mod tests {
     #[test]
     fn print_events_round_trip() {
         let common = Common { kind: TRACE_PRINT, pid: 7, ..Common::default() };
-        let mut out = alloc::vec![0xffu8; print_event_size(b"hello\n")];
-        encode_print(common, 0, b"hello\n", &mut out);
+        let out = encode_to_vec(print_event_size(b"hello\n"), |out| encode_print(common, 0, b"hello\n", out));
         assert_eq!(decode_print(&out), Some(&b"hello\n"[..]));
         assert_eq!(Common::decode(&out).unwrap().pid, 7);
         assert_eq!(decode_print(&[0u8; 24]), None, "another type");

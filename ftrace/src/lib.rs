@@ -55,6 +55,7 @@ pub mod event_filter;
 pub mod glob;
 pub mod kallsyms;
 pub mod output;
+pub mod payload;
 pub mod plan;
 pub mod profile;
 pub mod ring_buffer;

@@ -2,6 +2,11 @@
 
 pub const NAME: &str = "aarch64";
 
+/// Whether a store may be unaligned: no. The kernel's target
+/// (`aarch64-unknown-none-softfloat`) is built with `strict-align`, so the
+/// compiler splits any store it cannot prove aligned into byte stores.
+pub const UNALIGNED_STORES: bool = false;
+
 pub mod boot;
 pub mod channel;
 pub mod console;

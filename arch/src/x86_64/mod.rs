@@ -2,6 +2,9 @@
 
 pub const NAME: &str = "x86_64";
 
+/// Whether a store may be unaligned: x86_64 stores any width at any address.
+pub const UNALIGNED_STORES: bool = true;
+
 pub mod boot;
 pub mod channel;
 pub mod console;
