@@ -128,9 +128,15 @@ impl Layout {
         out: &mut Payload,
     ) {
         debug_assert_eq!(out.len(), self.fixed_size);
+        // Every record has the header, an ip and the faults word: one test
+        // of the length covers their stores (each put tests its own bounds
+        // against the run-time length otherwise).
+        if out.len() < Self::IP + 8 + 4 {
+            return;
+        }
         common.encode(out);
         out.put_u64(Self::IP, ips.first().copied().unwrap_or(0));
-        if self.exit {
+        if self.exit && out.len() >= Self::RET_IP + 8 {
             out.put_u64(Self::RET_IP, ips.get(1).copied().unwrap_or(0));
         }
         let mut faults = 0u32;
