@@ -203,7 +203,8 @@ pub extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usize {
     fregs.set_returned_to(ret_addr);
     let info = ReturnInfo { func: header.func as usize, depth: frame.depth(), ret_addr, overrun: stack.overruns() };
     let guard = recursion::try_enter_return(task);
-    for entry in stack.entries(&frame, end) {
+    // SAFETY: the innermost frame's base, under `end`, the top read above.
+    for entry in unsafe { stack.entries_unchecked(frame.base, end) } {
         let user = entry.user as *const ReturnUser;
         // SAFETY: the entry's words belong to this frame, and nothing else
         // uses them until it is popped below.

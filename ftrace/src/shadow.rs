@@ -205,28 +205,41 @@ impl ShadowStack {
         UnsafeCell::raw_get(self.words.as_ptr())
     }
 
-    /// Word `index`, which must be under the top (the invariant above).
+    /// Word `index`.
+    ///
+    /// # Safety
+    /// `index` must be inside the stack (checked in debug builds): under
+    /// the top, where the words of frames and entries are.
     #[inline(always)]
-    fn word(&self, index: usize) -> u64 {
+    unsafe fn word(&self, index: usize) -> u64 {
         debug_assert!(index < self.capacity());
-        // SAFETY: `index` is under the top, inside the stack (the caller's
-        // promise, checked in debug builds); a plain read of one word.
+        // SAFETY: inside the stack (the caller's promise); a plain read of
+        // one word.
         unsafe { *self.words_ptr().add(index) }
     }
 
-    /// Writes word `index`, which must be one the caller reserved.
+    /// Writes word `index`.
+    ///
+    /// # Safety
+    /// As for [`word`](Self::word), and the word must be the caller's: one
+    /// it reserved (interrupts nesting on this stack push above it).
     #[inline(always)]
-    fn set_word(&self, index: usize, value: u64) {
+    unsafe fn set_word(&self, index: usize, value: u64) {
         debug_assert!(index < self.capacity());
-        // SAFETY: as for `word`; callers write only words they reserved.
+        // SAFETY: as for `word`; the caller's word.
         unsafe { *self.words_ptr().add(index) = value }
     }
 
+    /// The header of the frame at `base`.
+    ///
+    /// # Safety
+    /// `base..base + HEADER` must be inside the stack (checked in debug
+    /// builds).
     #[inline(always)]
-    fn header_at(&self, base: usize) -> FrameHeader {
+    unsafe fn header_at(&self, base: usize) -> FrameHeader {
         debug_assert!(base + HEADER <= self.capacity());
-        // SAFETY: a frame's header is below the top, inside the stack;
-        // `FrameHeader` is six `u64`s, `repr(C)`.
+        // SAFETY: inside the stack (the caller's promise); `FrameHeader` is
+        // six `u64`s, `repr(C)`.
         unsafe { (self.words_ptr().add(base) as *const FrameHeader).read() }
     }
 
@@ -262,13 +275,18 @@ impl ShadowStack {
     #[inline]
     pub fn innermost(&self) -> Option<Frame> {
         let base = self.base.load(Ordering::Relaxed);
-        (base != NO_FRAME).then(|| Frame { base, header: self.header_at(base) })
+        // SAFETY: `base` is the innermost frame's, linked only once its header
+        // was written below the top.
+        (base != NO_FRAME).then(|| Frame { base, header: unsafe { self.header_at(base) } })
     }
 
     /// The frame below `frame`.
     pub fn below(&self, frame: &Frame) -> Option<Frame> {
         let base = frame.header.prev_base as usize;
-        (base != NO_FRAME).then(|| Frame { base, header: self.header_at(base) })
+        // `frame` is the caller's: a base outside the stack ends the walk.
+        let inside = base.checked_add(HEADER).is_some_and(|end| end <= self.capacity());
+        // SAFETY: inside the stack, just checked.
+        (base != NO_FRAME && inside).then(|| Frame { base, header: unsafe { self.header_at(base) } })
     }
 
     /// Every frame, innermost first.
@@ -280,20 +298,37 @@ impl ShadowStack {
     /// it was read), in the order their users hooked the call.
     #[inline]
     pub fn entries(&self, frame: &Frame, end: usize) -> impl Iterator<Item = Entry> + '_ {
-        debug_assert!(end <= self.capacity());
-        let mut at = frame.base + HEADER;
+        // `end` and `frame` are the caller's: the walk stays inside the stack.
+        let end = end.min(self.capacity());
+        let at = frame.base.min(end);
+        // SAFETY: `at` and `end` are inside the stack.
+        unsafe { self.entries_unchecked(at, end) }
+    }
+
+    /// [`entries`](Self::entries) of the frame at `base`, for the return
+    /// handler, which knows both ends are inside the stack.
+    ///
+    /// # Safety
+    /// `base <= end <= capacity`.
+    #[inline(always)]
+    pub(crate) unsafe fn entries_unchecked(&self, base: usize, end: usize) -> impl Iterator<Item = Entry> + '_ {
+        debug_assert!(base <= end && end <= self.capacity());
+        let mut at = base + HEADER;
         core::iter::from_fn(move || {
             if at + ENTRY_HEADER > end {
                 return None;
             }
-            let len = self.word(at) as usize;
+            // SAFETY: `at + ENTRY_HEADER <= end`, inside the stack (the
+            // caller's promise).
+            let (len, user) = unsafe { (self.word(at) as usize, self.word(at + 1)) };
             let next = at + ENTRY_HEADER + len;
             // An entry reaching past `end` is one being shortened right now
-            // (see `commit_in_place`): the walk stops at the top.
-            if next > end {
+            // (see `commit_in_place`): the walk stops at the top. (A length
+            // near `usize::MAX` wraps `next` below `at`: stop too.)
+            if next > end || next < at {
                 return None;
             }
-            let entry = Entry { data: at + ENTRY_HEADER, len, user: self.word(at + 1) };
+            let entry = Entry { data: at + ENTRY_HEADER, len, user };
             at = next;
             Some(entry)
         })
@@ -332,8 +367,11 @@ impl ShadowStack {
         }
         let top = self.top();
         let below = self.base.load(Ordering::Relaxed);
-        if below != NO_FRAME && self.word(below + 1) == call.func as u64 && self.word(below + 3) == call.sp as u64 {
-            return self.join(below, top, max_data);
+        // SAFETY: `below` is the innermost frame's base: its header is
+        // under the top.
+        if below != NO_FRAME && unsafe { self.word(below + 1) == call.func as u64 && self.word(below + 3) == call.sp as u64 } {
+            // SAFETY: as just said.
+            return self.join(Frame { base: below, header: unsafe { self.header_at(below) } }, top, max_data);
         }
         let len = HEADER + ENTRY_HEADER + max_data;
         if len > self.capacity() - top {
@@ -365,20 +403,22 @@ impl ShadowStack {
 
     /// [`begin`](Self::begin) for a second user of the innermost frame.
     #[inline(never)]
-    fn join(&self, base: usize, top: usize, max_data: usize) -> Result<PendingHook<'_>, HookError> {
+    fn join(&self, frame: Frame, top: usize, max_data: usize) -> Result<PendingHook<'_>, HookError> {
         let needed = ENTRY_HEADER + max_data;
         if needed > self.capacity() - top {
             self.overruns.fetch_add(1, Ordering::Relaxed);
             return Err(HookError::Overrun);
         }
-        let frame = Frame { base, header: self.header_at(base) };
         if self.entries(&frame, top).count() >= MAX_ENTRIES {
             return Err(HookError::TooLarge);
         }
         let entry = self.reserve(needed);
-        self.set_word(entry, max_data as u64);
-        self.set_word(entry + 1, 0);
-        Ok(PendingHook { stack: self, base, entry, capacity: max_data, info: frame.header.info, new_frame: false })
+        // SAFETY: the two words were just reserved (room checked above).
+        unsafe {
+            self.set_word(entry, max_data as u64);
+            self.set_word(entry + 1, 0);
+        }
+        Ok(PendingHook { stack: self, base: frame.base, entry, capacity: max_data, info: frame.header.info, new_frame: false })
     }
 
     /// Pops the innermost frame (after its return callbacks ran): unlinks it
@@ -422,9 +462,13 @@ impl ShadowStack {
     #[cfg(any(test, feature = "test-hooks"))]
     pub fn corrupt_innermost(&self, field: Recorded) {
         if let Some(frame) = self.innermost() {
-            match field {
-                Recorded::FramePointer => self.set_word(frame.base + 2, frame.header.fp ^ 0x10),
-                Recorded::StackPointer => self.set_word(frame.base + 3, frame.header.sp ^ 0x10),
+            // SAFETY: the innermost frame's header, under the top; a test
+            // corrupts it on purpose, as if the stack had been overwritten.
+            unsafe {
+                match field {
+                    Recorded::FramePointer => self.set_word(frame.base + 2, frame.header.fp ^ 0x10),
+                    Recorded::StackPointer => self.set_word(frame.base + 3, frame.header.sp ^ 0x10),
+                }
             }
         }
     }
@@ -509,18 +553,22 @@ impl PendingHook<'_> {
         }
         let this = core::mem::ManuallyDrop::new(self);
         let stack = this.stack;
-        stack.set_word(this.entry + 1, user);
+        // SAFETY: the entry's words were reserved for this hook.
+        unsafe { stack.set_word(this.entry + 1, user) };
         // Give back the words not used, then shorten the entry: a walker
         // that reads the old length in between stops at the top.
         compiler_fence(Ordering::SeqCst);
         stack.top.store(this.entry + ENTRY_HEADER + len, Ordering::Relaxed);
         compiler_fence(Ordering::SeqCst);
-        stack.set_word(this.entry, len as u64);
+        // SAFETY: as above.
+        unsafe { stack.set_word(this.entry, len as u64) };
 
         let info = this.info;
         let was_full = info & INFO_FULL != 0;
         if full && !was_full {
-            stack.set_word(this.base + 4, info | INFO_FULL);
+            // SAFETY: the frame's header (new, or the innermost one this hook
+            // joined): below the entry, under the top.
+            unsafe { stack.set_word(this.base + 4, info | INFO_FULL) };
         }
         let path = if full || was_full { ReturnPath::Full } else { ReturnPath::Sparse };
         let redirect = (this.new_frame || (full && !was_full)).then_some(path);
@@ -534,7 +582,9 @@ impl Drop for PendingHook<'_> {
     fn drop(&mut self) {
         let stack = self.stack;
         if self.new_frame {
-            stack.base.store(stack.header_at(self.base).prev_base as usize, Ordering::Relaxed);
+            // SAFETY: the frame this hook pushed, still under the top.
+            let below = unsafe { stack.header_at(self.base) }.prev_base;
+            stack.base.store(below as usize, Ordering::Relaxed);
             stack.frames.store(stack.frames() - 1, Ordering::Relaxed);
             compiler_fence(Ordering::SeqCst);
             stack.top.store(self.base, Ordering::Relaxed);
