@@ -152,6 +152,18 @@ pub const FTRACE_REGS_PT: usize = offset_of!(FtraceRegs, regs);
 /// The offset of the [`Saved`] tag (for the trampolines).
 pub const FTRACE_REGS_SAVED: usize = offset_of!(FtraceRegs, saved);
 
+/// The number of an argument passed in a register (0-based), checked once:
+/// below the architecture's count of argument registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegisterArgument(usize);
+
+impl RegisterArgument {
+    /// Argument `n`, if it is passed in a register.
+    pub fn new(n: usize) -> Option<RegisterArgument> {
+        (n < ARGUMENT_REGISTERS).then_some(RegisterArgument(n))
+    }
+}
+
 impl FtraceRegs {
     /// A save of kind `saved` with every register zero and no stack: what
     /// tests and hand-built consumers start from (trampolines fill their own).
@@ -233,6 +245,13 @@ impl FtraceRegs {
         }
         let slot = regs::stack_argument_slot(self.regs.sp(), n)?;
         crate::fault::read_u64_nofault(slot)
+    }
+
+    /// [`argument`](Self::argument) for a register argument, its number
+    /// checked when it was made: the traced path tests only the save.
+    #[inline]
+    pub fn register_argument(&self, n: RegisterArgument) -> Option<u64> {
+        self.has_args().then(|| self.regs.argument_register(n.0))
     }
 
     /// The stack pointer at the traced function's entry (or at its return).

@@ -29,7 +29,7 @@ use alloc::vec::Vec;
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU16, Ordering};
 
-use arch::ftrace_abi::{FtraceRegs, RegisterError, Saved};
+use arch::ftrace_abi::{FtraceRegs, RegisterArgument, RegisterError, Saved};
 use ftrace::event_filter::{FieldKind, FieldValue, FilterError, FilterField, FilterSlot};
 use ftrace::tracer::event_common;
 use ftrace::FilterMode;
@@ -104,12 +104,28 @@ enum Fetch {
     Memory { offset: i64, base: Box<Fetch> },
 }
 
+/// A fetch arg the fixed-size record path reads with no fetch interpreter:
+/// a register value every save of its kind holds, stored as 8 bytes.
+#[derive(Clone, Copy, Debug)]
+enum Quick {
+    /// A register argument of an entry save.
+    Arg(RegisterArgument),
+    /// Argument `n` the entry kept for an exit event.
+    SavedArg(usize),
+    /// The return-value register.
+    Retval,
+}
+
 /// What the handlers need: immutable once built.
 struct Compiled {
     id: u16,
     event: String,
     layout: Layout,
     fetches: Vec<(Fetch, ArgType)>,
+    /// The fetches as [`Quick`] ones with their record offsets, when every
+    /// one can be (the usual `$argN`/`$retval` event): `record_fixed` then
+    /// stores them without the general encoder's per-field dispatch.
+    quick: Option<Vec<(Quick, usize)>>,
     /// Whether a fetch arg is a string (records of varying size).
     has_strings: bool,
     exit: bool,
@@ -252,17 +268,39 @@ fn compile(spec: &EventSpec) -> Result<(usize, Compiled), EventError> {
     let fetches =
         spec.args.iter().map(|arg| Ok((compile_source(&arg.source, saved)?, arg.ty))).collect::<Result<Vec<_>, EventError>>()?;
     let has_strings = fetches.iter().any(|(_, ty)| *ty == ArgType::String);
+    let layout = Layout::new(spec);
+    let quick = quick_fetches(&fetches, &layout, spec.exit);
     let compiled = Compiled {
         id: 0,
         event: spec.event.clone(),
-        layout: Layout::new(spec),
+        layout,
         fetches,
+        quick,
         has_strings,
         exit: spec.exit,
         filter: FilterSlot::new(),
         hits: core::sync::atomic::AtomicU64::new(0),
     };
     Ok((address, compiled))
+}
+
+/// The fetches as [`Quick`] ones with their offsets, if every one is an
+/// 8-byte register argument or the return value.
+fn quick_fetches(fetches: &[(Fetch, ArgType)], layout: &Layout, exit: bool) -> Option<Vec<(Quick, usize)>> {
+    fetches
+        .iter()
+        .zip(&layout.fields)
+        .map(|((fetch, ty), field)| {
+            let quick = match *fetch {
+                _ if ty.size() != 8 => return None,
+                Fetch::Arg(n) if exit => Quick::SavedArg(n),
+                Fetch::Arg(n) => Quick::Arg(RegisterArgument::new(n)?),
+                Fetch::Retval => Quick::Retval,
+                _ => return None,
+            };
+            Some((quick, field.offset))
+        })
+        .collect()
 }
 
 fn full_name(group: &str, event: &str) -> String {
@@ -657,9 +695,20 @@ fn record_fixed(compiled: &Compiled, ips: &[u64], context: &Context) {
     // The header before the write: inside it interrupts are masked, which
     // the header's irqs-off flag must not show.
     let common = event_common(compiled.id);
-    ftrace::instance::top().buffer().write_with(layout.fixed_size, |_, out| {
-        layout.encode_numbers(common, ips, &compiled.fetches, |(fetch, _), ty| fetch_number(fetch, ty, context), out)
+    ftrace::instance::top().buffer().write_with(layout.fixed_size, |_, out| match &compiled.quick {
+        Some(quick) => layout.encode_words(common, ips, quick, |&(fetch, _)| fetch_quick(fetch, context), out),
+        None => layout.encode_numbers(common, ips, &compiled.fetches, |(fetch, _), ty| fetch_number(fetch, ty, context), out),
     });
+}
+
+/// A [`Quick`] fetch's value; `None` where [`fetch_word`] would fault.
+#[inline(always)]
+fn fetch_quick(fetch: Quick, context: &Context) -> Option<u64> {
+    match fetch {
+        Quick::Arg(n) => context.fregs.register_argument(n),
+        Quick::SavedArg(n) => context.saved_args?.argument(n),
+        Quick::Retval => Some(context.fregs.return_value()),
+    }
 }
 
 /// A number-typed fetch arg's value; `None` if a memory read faulted.

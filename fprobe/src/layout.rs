@@ -158,6 +158,38 @@ impl Layout {
         out.put_u32(self.faults_offset(), faults);
     }
 
+    /// [`encode_numbers`](Self::encode_numbers) for fields that are all 8
+    /// bytes, each given with its offset (`sources[i].1`): one store each,
+    /// no dispatch on its size.
+    #[inline]
+    pub fn encode_words<S>(
+        &self,
+        common: Common,
+        ips: &[u64],
+        sources: &[(S, usize)],
+        mut value: impl FnMut(&(S, usize)) -> Option<u64>,
+        out: &mut Payload,
+    ) {
+        debug_assert_eq!(out.len(), self.fixed_size);
+        if out.len() < Self::IP + 8 + 4 {
+            return;
+        }
+        common.encode(out);
+        out.put_u64(Self::IP, ips.first().copied().unwrap_or(0));
+        if self.exit && out.len() >= Self::RET_IP + 8 {
+            out.put_u64(Self::RET_IP, ips.get(1).copied().unwrap_or(0));
+        }
+        let mut faults = 0u32;
+        for (i, source) in sources.iter().enumerate() {
+            let v = value(source).unwrap_or_else(|| {
+                faults |= 1 << i;
+                0
+            });
+            out.put_u64(source.1, v);
+        }
+        out.put_u32(self.faults_offset(), faults);
+    }
+
     /// Prints a record as Linux does:
     /// `EVENT: (fib+0x0/0x60) n=0x5` or `EVENT: (run+0x1c/0x80 <- fib) n=0x5 ret=0x5`.
     pub fn write(&self, event: &str, payload: &[u8], names: Namer, out: &mut dyn Write) -> fmt::Result {
