@@ -695,9 +695,14 @@ fn record_fixed(compiled: &Compiled, ips: &[u64], context: &Context) {
     // The header before the write: inside it interrupts are masked, which
     // the header's irqs-off flag must not show.
     let common = event_common(compiled.id);
-    ftrace::instance::top().buffer().write_with(layout.fixed_size, |_, out| match &compiled.quick {
-        Some(quick) => layout.encode_words(common, ips, quick, |&(fetch, _)| fetch_quick(fetch, context), out),
-        None => layout.encode_numbers(common, ips, &compiled.fetches, |(fetch, _), ty| fetch_number(fetch, ty, context), out),
+    ftrace::instance::top().buffer().write_with(layout.fixed_size, |_, out| {
+        if !layout.encode_head(common, ips, out) {
+            return;
+        }
+        match &compiled.quick {
+            Some(quick) => layout.encode_words(quick, |&(fetch, _)| fetch_quick(fetch, context), out),
+            None => layout.encode_numbers(&compiled.fetches, |(fetch, _), ty| fetch_number(fetch, ty, context), out),
+        }
     });
 }
 

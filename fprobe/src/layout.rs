@@ -54,6 +54,8 @@ impl Layout {
     pub const IP: usize = COMMON_SIZE;
     /// Offset of `__probe_ret_ip` (exit only).
     pub const RET_IP: usize = COMMON_SIZE + 8;
+    /// The smallest record: the header, an ip and the faults word.
+    pub const SMALLEST: usize = Self::IP + 8 + 4;
 
     /// The offset of `__probe_faults`.
     pub fn faults_offset(&self) -> usize {
@@ -113,32 +115,13 @@ impl Layout {
         total
     }
 
-    /// Writes the record of an event without strings into `out`, exactly
-    /// [`fixed_size`](Self::fixed_size) bytes, taking field `i`'s value from
+    /// Writes the fields of a record without strings into `out`, after
+    /// [`encode_head`](Self::encode_head), taking field `i`'s value from
     /// `value(&sources[i], type)` (`None`: the read faulted). The traced
     /// path's encoder: no values array to build first, nothing to copy
     /// after.
     #[inline]
-    pub fn encode_numbers<S>(
-        &self,
-        common: Common,
-        ips: &[u64],
-        sources: &[S],
-        mut value: impl FnMut(&S, ArgType) -> Option<u64>,
-        out: &mut Payload,
-    ) {
-        debug_assert_eq!(out.len(), self.fixed_size);
-        // Every record has the header, an ip and the faults word: one test
-        // of the length covers their stores (each put tests its own bounds
-        // against the run-time length otherwise).
-        if out.len() < Self::IP + 8 + 4 {
-            return;
-        }
-        common.encode(out);
-        out.put_u64(Self::IP, ips.first().copied().unwrap_or(0));
-        if self.exit && out.len() >= Self::RET_IP + 8 {
-            out.put_u64(Self::RET_IP, ips.get(1).copied().unwrap_or(0));
-        }
+    pub fn encode_numbers<S>(&self, sources: &[S], mut value: impl FnMut(&S, ArgType) -> Option<u64>, out: &mut Payload) {
         let mut faults = 0u32;
         for (i, (field, source)) in self.fields.iter().zip(sources).enumerate() {
             let v = value(source, field.ty).unwrap_or_else(|| {
@@ -158,27 +141,33 @@ impl Layout {
         out.put_u32(self.faults_offset(), faults);
     }
 
-    /// [`encode_numbers`](Self::encode_numbers) for fields that are all 8
-    /// bytes, each given with its offset (`sources[i].1`): one store each,
-    /// no dispatch on its size.
-    #[inline]
-    pub fn encode_words<S>(
-        &self,
-        common: Common,
-        ips: &[u64],
-        sources: &[(S, usize)],
-        mut value: impl FnMut(&(S, usize)) -> Option<u64>,
-        out: &mut Payload,
-    ) {
+    /// Writes the header and the ips of a record without strings into
+    /// `out` ([`fixed_size`](Self::fixed_size) bytes; `false` if it is
+    /// shorter than any record). The fields follow with
+    /// [`encode_numbers`](Self::encode_numbers) or
+    /// [`encode_words`](Self::encode_words).
+    #[inline(always)]
+    pub fn encode_head(&self, common: Common, ips: &[u64], out: &mut Payload) -> bool {
         debug_assert_eq!(out.len(), self.fixed_size);
-        if out.len() < Self::IP + 8 + 4 {
-            return;
+        // Every record has the header, an ip and the faults word: one test
+        // of the length covers their stores (each put tests its own bounds
+        // against the run-time length otherwise).
+        if out.len() < Self::SMALLEST {
+            return false;
         }
         common.encode(out);
         out.put_u64(Self::IP, ips.first().copied().unwrap_or(0));
         if self.exit && out.len() >= Self::RET_IP + 8 {
             out.put_u64(Self::RET_IP, ips.get(1).copied().unwrap_or(0));
         }
+        true
+    }
+
+    /// [`encode_numbers`](Self::encode_numbers) for fields that are all 8
+    /// bytes, each given with its offset (`sources[i].1`): one store each,
+    /// no dispatch on its size.
+    #[inline]
+    pub fn encode_words<S>(&self, sources: &[(S, usize)], mut value: impl FnMut(&(S, usize)) -> Option<u64>, out: &mut Payload) {
         let mut faults = 0u32;
         for (i, source) in sources.iter().enumerate() {
             let v = value(source).unwrap_or_else(|| {
