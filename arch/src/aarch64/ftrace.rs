@@ -149,24 +149,6 @@ const _: () = {
 
 global_asm!(
     r#"
-    /* The argument registers and x8 (the indirect result register): what
-       ftrace_caller saves (and return_to_handler_regs, with the rest). */
-    .macro ftrace_save_arg_regs
-    stp x0, x1, [sp, #({x0} + 0 * 8)]
-    stp x2, x3, [sp, #({x0} + 2 * 8)]
-    stp x4, x5, [sp, #({x0} + 4 * 8)]
-    stp x6, x7, [sp, #({x0} + 6 * 8)]
-    str x8, [sp, #({x0} + 8 * 8)]
-    .endm
-
-    .macro ftrace_restore_arg_regs
-    ldp x0, x1, [sp, #({x0} + 0 * 8)]
-    ldp x2, x3, [sp, #({x0} + 2 * 8)]
-    ldp x4, x5, [sp, #({x0} + 4 * 8)]
-    ldp x6, x7, [sp, #({x0} + 6 * 8)]
-    ldr x8, [sp, #({x0} + 8 * 8)]
-    .endm
-
     /* What a return save keeps: x0-x7, the return value (x8 carries
        nothing back to the caller, and the return save does not record it). */
     .macro ftrace_save_return_regs
@@ -181,6 +163,18 @@ global_asm!(
     ldp x2, x3, [sp, #({x0} + 2 * 8)]
     ldp x4, x5, [sp, #({x0} + 4 * 8)]
     ldp x6, x7, [sp, #({x0} + 6 * 8)]
+    .endm
+
+    /* The argument registers and x8 (the indirect result register): what
+       ftrace_caller saves (and return_to_handler_regs, with the rest). */
+    .macro ftrace_save_arg_regs
+    ftrace_save_return_regs
+    str x8, [sp, #({x0} + 8 * 8)]
+    .endm
+
+    .macro ftrace_restore_arg_regs
+    ftrace_restore_return_regs
+    ldr x8, [sp, #({x0} + 8 * 8)]
     .endm
 
     /* Everything else a full save adds: x9-x28 and PSTATE (NZCV, DAIF,
