@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Instruction-by-instruction profile of one traced call.
 
-    bench/profile-call.py ARCH 'SETUP' ['RUN']
+    bench/profile-call.py [--listing] ARCH 'SETUP' ['RUN']
 
 Boots the kernel (built by ./qemu-run.sh ARCH, one CPU), types the console
 commands in SETUP (';'-separated, for example
@@ -11,6 +11,7 @@ block: -singlestep, 'log exec,nochain' from the monitor), types RUN
 (default 'run fib 1'), and switches it off. The log is cut from the first
 instruction of kernel::workload::fib to the return into its caller, and
 printed as runs of instructions per function, then totals per function.
+--listing prints every executed instruction too, disassembled (objdump).
 
 Counts are guest instructions, as -icount counts them. A timer tick or a
 page change in the ring buffer can fall inside the window: they show as
@@ -20,6 +21,7 @@ import bisect
 import collections
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -62,7 +64,10 @@ class Console:
             chunk = self.proc.stdout.read()
             if chunk:
                 self.seen += chunk
-            if self.seen.rstrip(b"\r").endswith(b"> "):
+            # The prompt starts a line; a typed command echoed back may
+            # itself hold "> " (a redirection).
+            tail = self.seen.replace(b"\r", b"")
+            if tail == b"> " or tail.endswith(b"\n> "):
                 self.seen = b""
                 return
             time.sleep(0.05)
@@ -88,11 +93,26 @@ def symbols(elf):
     return [a for a, _ in table], [n for _, n in table]
 
 
+def disassembly(arch, elf):
+    """Every instruction of the kernel: address -> text."""
+    native = "objdump" if arch == "x86_64" else "aarch64-linux-gnu-objdump"
+    objdump = shutil.which(native) or shutil.which("llvm-objdump")
+    if objdump is None:
+        sys.exit("profile-call: --listing needs %s or llvm-objdump" % native)
+    out = subprocess.run([objdump, "-d", "--no-show-raw-insn", elf], capture_output=True, text=True).stdout
+    lines = (re.match(r"^\s+([0-9a-f]+):\s+(.*)$", line) for line in out.splitlines())
+    return {int(m.group(1), 16): m.group(2) for m in lines if m}
+
+
 def main():
-    if len(sys.argv) not in (3, 4) or sys.argv[1] not in ("x86_64", "aarch64"):
+    args = sys.argv[1:]
+    listing = bool(args) and args[0] == "--listing"
+    if listing:
+        args = args[1:]
+    if len(args) not in (2, 3) or args[0] not in ("x86_64", "aarch64"):
         sys.exit(__doc__)
-    arch, setup = sys.argv[1], sys.argv[2]
-    run = sys.argv[3] if len(sys.argv) == 4 else "run fib 1"
+    arch, setup = args[0], args[1]
+    run = args[2] if len(args) == 3 else "run fib 1"
     elf = kernel_elf(arch)
     if not os.path.exists(elf):
         sys.exit("profile-call: build the kernel first (./qemu-run.sh %s)" % arch)
@@ -127,6 +147,10 @@ def main():
         window.append(pc)
 
     print("%d instructions from %s's entry to its return" % (len(window), TRACED))
+    if listing:
+        text = disassembly(arch, elf)
+        for pc in window:
+            print("%x  %-40.40s  %s" % (pc, name(pc), text.get(pc, "?")))
     runs = []
     for pc in window:
         n = name(pc)

@@ -39,7 +39,7 @@ use kprobes::kretprobe::{Kretprobe, KretprobeConfig, RegisteredKretprobe};
 use kprobes::{Kprobe, KprobeConfig, KprobeError, RegisteredKprobe};
 
 use crate::definition::{self, ArgType, Command, EventSpec, ProbeKind, Source, Syntax};
-use crate::layout::{Layout, Value, MAX_RECORD, MAX_STRING};
+use crate::layout::{Layout, Value, WordRecord, MAX_RECORD, MAX_STRING};
 use crate::probe::{self, EntryData, Fprobe, FprobeConfig, RegisteredFprobe, Target};
 
 /// Arguments an event can fetch: `$arg1` to `$arg8`.
@@ -116,16 +116,29 @@ enum Quick {
     Retval,
 }
 
+/// A record of [`Quick`] fetches and the function that writes it.
+struct Words {
+    fields: Vec<Quick>,
+    write: WriteWords,
+}
+
+/// Writes a record of `WordRecord`'s shape: the event, its fetches, the ips
+/// (`[ip, 0]` at entry, `[func, ret_ip]` at exit) and where to fetch from.
+type WriteWords = fn(&Compiled, &[Quick], [u64; 2], &Context);
+
+/// The most fields an event written by [`write_words`] has.
+const MAX_WORD_FIELDS: usize = 6;
+
 /// What the handlers need: immutable once built.
 struct Compiled {
     id: u16,
     event: String,
     layout: Layout,
     fetches: Vec<(Fetch, ArgType)>,
-    /// The fetches as [`Quick`] ones with their record offsets, when every
-    /// one can be (the usual `$argN`/`$retval` event): `record_fixed` then
-    /// stores them without the general encoder's per-field dispatch.
-    quick: Option<Vec<(Quick, usize)>>,
+    /// The fetches as [`Quick`] ones, and the writer made for the record's
+    /// shape, when every fetch can be one (the usual `$argN`/`$retval`
+    /// event, up to [`MAX_WORD_FIELDS`] of them).
+    words: Option<Words>,
     /// Whether a fetch arg is a string (records of varying size).
     has_strings: bool,
     exit: bool,
@@ -269,13 +282,13 @@ fn compile(spec: &EventSpec) -> Result<(usize, Compiled), EventError> {
         spec.args.iter().map(|arg| Ok((compile_source(&arg.source, saved)?, arg.ty))).collect::<Result<Vec<_>, EventError>>()?;
     let has_strings = fetches.iter().any(|(_, ty)| *ty == ArgType::String);
     let layout = Layout::new(spec);
-    let quick = quick_fetches(&fetches, &layout, spec.exit);
+    let words = word_fetches(&fetches, &layout, spec.exit);
     let compiled = Compiled {
         id: 0,
         event: spec.event.clone(),
         layout,
         fetches,
-        quick,
+        words,
         has_strings,
         exit: spec.exit,
         filter: FilterSlot::new(),
@@ -284,23 +297,41 @@ fn compile(spec: &EventSpec) -> Result<(usize, Compiled), EventError> {
     Ok((address, compiled))
 }
 
-/// The fetches as [`Quick`] ones with their offsets, if every one is an
-/// 8-byte register argument or the return value.
-fn quick_fetches(fetches: &[(Fetch, ArgType)], layout: &Layout, exit: bool) -> Option<Vec<(Quick, usize)>> {
-    fetches
+/// The fetches as [`Quick`] ones and their record's writer, if every one
+/// is an 8-byte register argument or the return value, and a writer is
+/// made for their number.
+fn word_fetches(fetches: &[(Fetch, ArgType)], layout: &Layout, exit: bool) -> Option<Words> {
+    let fields = fetches
         .iter()
-        .zip(&layout.fields)
-        .map(|((fetch, ty), field)| {
-            let quick = match *fetch {
-                _ if ty.size() != 8 => return None,
-                Fetch::Arg(n) if exit => Quick::SavedArg(n),
-                Fetch::Arg(n) => Quick::Arg(RegisterArgument::new(n)?),
-                Fetch::Retval => Quick::Retval,
-                _ => return None,
-            };
-            Some((quick, field.offset))
+        .map(|(fetch, ty)| match *fetch {
+            _ if ty.size() != 8 => None,
+            Fetch::Arg(n) if exit => Some(Quick::SavedArg(n)),
+            Fetch::Arg(n) => Some(Quick::Arg(RegisterArgument::new(n)?)),
+            Fetch::Retval => Some(Quick::Retval),
+            _ => None,
         })
-        .collect()
+        .collect::<Option<Vec<Quick>>>()?;
+    let write = if exit { word_writer::<true>(fields.len(), layout)? } else { word_writer::<false>(fields.len(), layout)? };
+    Some(Words { fields, write })
+}
+
+/// The writer for records of `fields` word fields, if `layout` is their
+/// shape.
+fn word_writer<const EXIT: bool>(fields: usize, layout: &Layout) -> Option<WriteWords> {
+    fn shaped<const EXIT: bool, const N: usize>(layout: &Layout) -> Option<WriteWords> {
+        WordRecord::<EXIT, N>::fits(layout).then_some(write_words::<EXIT, N> as WriteWords)
+    }
+    const _: () = assert!(MAX_WORD_FIELDS == 6, "one arm below per field count");
+    match fields {
+        0 => shaped::<EXIT, 0>(layout),
+        1 => shaped::<EXIT, 1>(layout),
+        2 => shaped::<EXIT, 2>(layout),
+        3 => shaped::<EXIT, 3>(layout),
+        4 => shaped::<EXIT, 4>(layout),
+        5 => shaped::<EXIT, 5>(layout),
+        6 => shaped::<EXIT, 6>(layout),
+        _ => None,
+    }
 }
 
 fn full_name(group: &str, event: &str) -> String {
@@ -438,10 +469,12 @@ fn arm(entry: &Event) -> Result<Armed, EventError> {
                 private,
                 free_private: Some(release_compiled),
             };
-            probe::register(config, Target::Addresses(&[entry.function])).map(Armed::Fprobe).map_err(|error| {
-                release_compiled(private);
-                EventError::Probe(error)
-            })
+            probe::register_of::<EventHandlers>(config, Target::Addresses(&[entry.function])).map(Armed::Fprobe).map_err(
+                |error| {
+                    release_compiled(private);
+                    EventError::Probe(error)
+                },
+            )
         }
         // Kprobes unregister synchronously: the event's own reference
         // outlives every handler.
@@ -678,17 +711,35 @@ fn read_string(address: usize, buffer: &mut [u8]) -> Option<usize> {
 /// Records one event: `ips` is `[ip]` at entry, `[func, ret_ip]` at exit.
 #[inline(always)]
 fn record(compiled: &Compiled, ips: &[u64], context: &Context) {
-    match compiled.has_strings || ftrace::event_pid::is_active() || compiled.filter.is_set() {
-        true => record_by_values(compiled, ips, context),
-        false => record_fixed(compiled, ips, context),
+    if compiled.has_strings || ftrace::event_pid::is_active() || compiled.filter.is_set() {
+        return record_by_values(compiled, ips, context);
+    }
+    match &compiled.words {
+        Some(words) => {
+            let ips = [ips.first().copied().unwrap_or(0), ips.get(1).copied().unwrap_or(0)];
+            (words.write)(compiled, &words.fields, ips, context)
+        }
+        None => record_fixed(compiled, ips, context),
     }
 }
 
-/// [`record`]'s common case: a record of fixed size, each value fetched
-/// straight into its place in the ring buffer. Out of line, and with no
-/// other path in it: so built, the compiler inlines the ring write's
-/// closure into it (measured: 30 instructions fewer than with the tests of
-/// [`record`] inside).
+/// [`record`] for a record of word fields ([`WordRecord`]'s shape `EXIT`,
+/// `N`): the function tracer's kind of record, every size a constant.
+#[inline(never)]
+fn write_words<const EXIT: bool, const N: usize>(compiled: &Compiled, fields: &[Quick], ips: [u64; 2], context: &Context) {
+    let Ok(fields) = <&[Quick; N]>::try_from(fields) else { return };
+    // The header before the write: inside it interrupts are masked.
+    let common = event_common(compiled.id);
+    ftrace::instance::top().buffer().write_with(WordRecord::<EXIT, N>::SIZE, |_, out| {
+        WordRecord::<EXIT, N>::encode(common, ips, |i| fetch_quick(fields[i], context), out)
+    });
+}
+
+/// [`record`] for other records of fixed size, each value fetched straight
+/// into its place in the ring buffer. Out of line, and with no other path
+/// in it: so built, the compiler inlines the ring write's closure into it
+/// (measured: 30 instructions fewer than with the tests of [`record`]
+/// inside).
 #[inline(never)]
 fn record_fixed(compiled: &Compiled, ips: &[u64], context: &Context) {
     let layout = &compiled.layout;
@@ -696,12 +747,8 @@ fn record_fixed(compiled: &Compiled, ips: &[u64], context: &Context) {
     // the header's irqs-off flag must not show.
     let common = event_common(compiled.id);
     ftrace::instance::top().buffer().write_with(layout.fixed_size, |_, out| {
-        if !layout.encode_head(common, ips, out) {
-            return;
-        }
-        match &compiled.quick {
-            Some(quick) => layout.encode_words(quick, |&(fetch, _)| fetch_quick(fetch, context), out),
-            None => layout.encode_numbers(&compiled.fetches, |(fetch, _), ty| fetch_number(fetch, ty, context), out),
+        if layout.encode_head(common, ips, out) {
+            layout.encode_numbers(&compiled.fetches, |(fetch, _), ty| fetch_number(fetch, ty, context), out);
         }
     });
 }
@@ -833,11 +880,28 @@ fn kretprobe_return(rp: &Kretprobe, ret_addr: usize, regs: &mut PtRegs, data: &[
     record(compiled, &ips, &Context { fregs: &fregs, saved_args: Some(&saved) });
 }
 
+/// An fprobe event's handlers, run inline in the probe's entry and return.
+struct EventHandlers;
+
+impl probe::Handlers for EventHandlers {
+    #[inline(always)]
+    fn entry(fp: &Fprobe, entry_ip: usize, ret_ip: usize, fregs: &mut FtraceRegs, data: &mut EntryData) -> bool {
+        event_entry(fp, entry_ip, ret_ip, fregs, data)
+    }
+
+    #[inline(always)]
+    fn exit(fp: &Fprobe, entry_ip: usize, ret_ip: usize, fregs: &mut FtraceRegs, data: &mut EntryData) {
+        event_exit(fp, entry_ip, ret_ip, fregs, data);
+    }
+}
+
+#[inline(always)]
 fn event_entry(fp: &Fprobe, entry_ip: usize, _ret_ip: usize, fregs: &mut FtraceRegs, _data: &mut EntryData) -> bool {
     record(compiled_of(fp), &[entry_ip as u64], &Context { fregs, saved_args: None });
     true
 }
 
+#[inline(always)]
 fn event_exit(fp: &Fprobe, entry_ip: usize, ret_ip: usize, fregs: &mut FtraceRegs, data: &mut EntryData) {
     let data: &EntryData = data;
     record(compiled_of(fp), &[entry_ip as u64, ret_ip as u64], &Context { fregs, saved_args: Some(data) });

@@ -144,8 +144,7 @@ impl Layout {
     /// Writes the header and the ips of a record without strings into
     /// `out` ([`fixed_size`](Self::fixed_size) bytes; `false` if it is
     /// shorter than any record). The fields follow with
-    /// [`encode_numbers`](Self::encode_numbers) or
-    /// [`encode_words`](Self::encode_words).
+    /// [`encode_numbers`](Self::encode_numbers).
     #[inline(always)]
     pub fn encode_head(&self, common: Common, ips: &[u64], out: &mut Payload) -> bool {
         debug_assert_eq!(out.len(), self.fixed_size);
@@ -161,22 +160,6 @@ impl Layout {
             out.put_u64(Self::RET_IP, ips.get(1).copied().unwrap_or(0));
         }
         true
-    }
-
-    /// [`encode_numbers`](Self::encode_numbers) for fields that are all 8
-    /// bytes, each given with its offset (`sources[i].1`): one store each,
-    /// no dispatch on its size.
-    #[inline]
-    pub fn encode_words<S>(&self, sources: &[(S, usize)], mut value: impl FnMut(&(S, usize)) -> Option<u64>, out: &mut Payload) {
-        let mut faults = 0u32;
-        for (i, source) in sources.iter().enumerate() {
-            let v = value(source).unwrap_or_else(|| {
-                faults |= 1 << i;
-                0
-            });
-            out.put_u64(source.1, v);
-        }
-        out.put_u32(self.faults_offset(), faults);
     }
 
     /// Prints a record as Linux does:
@@ -232,6 +215,53 @@ impl Layout {
             }
         }
         Ok(())
+    }
+}
+
+/// The record of an event whose fields are all 8-byte numbers, with its
+/// shape (an exit event or not, `N` fields) known at build time: sizes and
+/// offsets are constants, so each field is one store with no bounds test,
+/// and there is no per-field dispatch. The bytes are
+/// [`Layout::encode`]'s for the same record.
+pub struct WordRecord<const EXIT: bool, const N: usize>;
+
+impl<const EXIT: bool, const N: usize> WordRecord<EXIT, N> {
+    /// The offset of `__probe_faults`.
+    pub const FAULTS: usize = Layout::IP + if EXIT { 16 } else { 8 };
+    /// The record's size.
+    pub const SIZE: usize = Self::FAULTS + 4 + 8 * N;
+
+    /// Whether `layout`'s records have this shape.
+    pub fn fits(layout: &Layout) -> bool {
+        layout.exit == EXIT
+            && layout.fixed_size == Self::SIZE
+            && layout.fields.len() == N
+            && layout
+                .fields
+                .iter()
+                .enumerate()
+                .all(|(i, field)| field.ty != ArgType::String && field.ty.size() == 8 && field.offset == Self::FAULTS + 4 + 8 * i)
+    }
+
+    /// Writes the record into `out` ([`SIZE`](Self::SIZE) bytes), taking
+    /// field `i`'s value from `value(i)` (`None`: the read faulted). `ips`
+    /// is `[ip, 0]` for entry events, `[func, ret_ip]` for exit events.
+    #[inline(always)]
+    pub fn encode(common: Common, ips: [u64; 2], mut value: impl FnMut(usize) -> Option<u64>, out: &mut Payload) {
+        common.encode(out);
+        out.put_u64(Layout::IP, ips[0]);
+        if EXIT {
+            out.put_u64(Layout::RET_IP, ips[1]);
+        }
+        let mut faults = 0u32;
+        for i in 0..N {
+            let v = value(i).unwrap_or_else(|| {
+                faults |= 1 << i;
+                0
+            });
+            out.put_u64(Self::FAULTS + 4 + 8 * i, v);
+        }
+        out.put_u32(Self::FAULTS, faults);
     }
 }
 
@@ -297,6 +327,45 @@ mod tests {
             text,
             "e: (kernel::workload::fib+0x0/0x60) a=255 b=-2 c=0xdeadbeef d=\"hello\\x0a\" e=kernel::workload::fib+0x4/0x60 f=(fault) g=(fault)"
         );
+    }
+
+    /// The shaped encoder writes the general encoder's bytes, faults and
+    /// all, and claims only the layouts of its shape.
+    #[test]
+    fn word_records_match_the_general_encoder() {
+        fn check<const EXIT: bool, const N: usize>(line: &str, ips: [u64; 2], values: &[Value]) {
+            let l = layout(line);
+            assert!(WordRecord::<EXIT, N>::fits(&l), "{line}");
+            let mut general = [0u8; MAX_RECORD];
+            let len = l.encode(Common { kind: 7, flags: 1, preempt_count: 2, pid: 3 }, &ips, values, &mut general);
+            assert_eq!(len, WordRecord::<EXIT, N>::SIZE);
+            let common = Common { kind: 7, flags: 1, preempt_count: 2, pid: 3 };
+            let shaped = ftrace::payload::encode_to_vec(len, |out| {
+                WordRecord::<EXIT, N>::encode(
+                    common,
+                    ips,
+                    |i| match values[i] {
+                        Value::Int(v) => Some(v),
+                        _ => None,
+                    },
+                    out,
+                )
+            });
+            assert_eq!(&general[..len], &shaped[..], "{line}");
+        }
+        check::<false, 0>("f:e s", [0x1000, 0], &[]);
+        check::<false, 2>("f:e s a=$arg1 b=$arg2:x64", [0x1000, 0], &[Value::Int(5), Value::Fault]);
+        check::<true, 1>("f:r s%return r=$retval", [0x1000, 0x2000], &[Value::Int(u64::MAX)]);
+        check::<true, 3>(
+            "f:r s%return a=$arg1:s64 b=$arg2:symbol r=$retval",
+            [1, 2],
+            &[Value::Fault, Value::Int(9), Value::Int(4)],
+        );
+
+        assert!(!WordRecord::<false, 1>::fits(&layout("f:e s a=$arg1:u32")), "a 4-byte field");
+        assert!(!WordRecord::<true, 1>::fits(&layout("f:e s a=$arg1")), "an entry event");
+        assert!(!WordRecord::<false, 2>::fits(&layout("f:e s a=$arg1")), "one field, not two");
+        assert!(!WordRecord::<false, 1>::fits(&layout("f:e s a=$arg1:string")), "a string");
     }
 
     #[test]

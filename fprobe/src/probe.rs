@@ -78,6 +78,36 @@ pub type EntryHandler = fn(fp: &Fprobe, entry_ip: usize, ret_ip: usize, fregs: &
 /// return registers and the per-call data.
 pub type ExitHandler = fn(fp: &Fprobe, entry_ip: usize, ret_ip: usize, fregs: &mut FtraceRegs, data: &mut EntryData);
 
+/// How a probe's handlers are called: through [`FprobeConfig`]'s function
+/// pointers ([`Pointers`], what [`register`] uses), or inline, by a type
+/// known when the probe is built ([`register_of`]): the probe's entry and
+/// its return then run the handler in their own stack frame, one call and
+/// one frame fewer (the traced path of fprobe events).
+pub trait Handlers: 'static {
+    /// What `config.entry` does; called only when it is `Some`.
+    fn entry(fp: &Fprobe, entry_ip: usize, ret_ip: usize, fregs: &mut FtraceRegs, data: &mut EntryData) -> bool;
+    /// What `config.exit` does; called only when it is `Some`.
+    fn exit(fp: &Fprobe, entry_ip: usize, ret_ip: usize, fregs: &mut FtraceRegs, data: &mut EntryData);
+}
+
+/// The handlers in the probe's [`FprobeConfig`], called through their
+/// pointers.
+pub struct Pointers;
+
+impl Handlers for Pointers {
+    #[inline(always)]
+    fn entry(fp: &Fprobe, entry_ip: usize, ret_ip: usize, fregs: &mut FtraceRegs, data: &mut EntryData) -> bool {
+        fp.config.entry.is_some_and(|entry| entry(fp, entry_ip, ret_ip, fregs, data))
+    }
+
+    #[inline(always)]
+    fn exit(fp: &Fprobe, entry_ip: usize, ret_ip: usize, fregs: &mut FtraceRegs, data: &mut EntryData) {
+        if let Some(exit) = fp.config.exit {
+            exit(fp, entry_ip, ret_ip, fregs, data);
+        }
+    }
+}
+
 /// What a probe does, before it is registered.
 #[derive(Clone, Copy)]
 pub struct FprobeConfig {
@@ -198,6 +228,13 @@ pub enum Target<'a> {
 
 /// Registers a probe on `target`. Either everything is registered or nothing.
 pub fn register(config: FprobeConfig, target: Target) -> Result<RegisteredFprobe, FprobeError> {
+    register_of::<Pointers>(config, target)
+}
+
+/// [`register`], with `H` calling the handlers: `H` must do what
+/// `config.entry` and `config.exit` do (which of them exist is still
+/// `config`'s to say).
+pub fn register_of<H: Handlers>(config: FprobeConfig, target: Target) -> Result<RegisteredFprobe, FprobeError> {
     if config.entry.is_none() && config.exit.is_none() {
         return Err(FprobeError::NoHandler);
     }
@@ -205,8 +242,8 @@ pub fn register(config: FprobeConfig, target: Target) -> Result<RegisteredFprobe
         return Err(FprobeError::EntryDataTooLarge(config.entry_data_words));
     }
     let probe = Box::new(Fprobe {
-        ops: FtraceOps::of::<FprobeEntry>(OpsFlags::RECURSION),
-        user: ReturnUser { on_return: fprobe_exit, on_missed: fprobe_missed, full_regs: false },
+        ops: FtraceOps::of::<FprobeEntry<H>>(OpsFlags::RECURSION),
+        user: ReturnUser { on_return: fprobe_exit::<H>, on_missed: fprobe_missed, full_regs: false },
         config,
         disabled: AtomicBool::new(false),
         missed: AtomicU64::new(0),
@@ -331,17 +368,17 @@ impl Drop for RegisteredFprobe {
 }
 
 /// A probe's ops callback, run inline in the site's entry.
-struct FprobeEntry;
+struct FprobeEntry<H>(core::marker::PhantomData<H>);
 
-impl Callback for FprobeEntry {
+impl<H: Handlers> Callback for FprobeEntry<H> {
     #[inline(always)]
     fn call(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {
-        fprobe_entry(ip, parent_ip, ops, fregs);
+        fprobe_entry::<H>(ip, parent_ip, ops, fregs);
     }
 }
 
 #[inline(always)]
-fn fprobe_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {
+fn fprobe_entry<H: Handlers>(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {
     // SAFETY: this callback is only installed in `Fprobe::ops`, and
     // `register` recorded the probe that holds it, which is freed only once
     // no site leads to the ops.
@@ -355,10 +392,10 @@ fn fprobe_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut Ftrace
     // the handler sees gets its exit.
     let Some(_) = probe.config.exit else {
         if used == 0 {
-            enter(probe, ip, parent_ip, fregs, &mut []);
+            enter::<H>(probe, ip, parent_ip, fregs, &mut []);
         } else {
             let mut words = [0u64; MAX_DATA_WORDS];
-            enter(probe, ip, parent_ip, fregs, &mut words[..used]);
+            enter::<H>(probe, ip, parent_ip, fregs, &mut words[..used]);
         }
         return;
     };
@@ -371,7 +408,7 @@ fn fprobe_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut Ftrace
     };
     // The data lives where the exit will find it: the words the shadow
     // stack reserved for the call, filled in place.
-    if enter(probe, ip, parent_ip, fregs, &mut pending.data_mut()[..used]) {
+    if enter::<H>(probe, ip, parent_ip, fregs, &mut pending.data_mut()[..used]) {
         return; // skip the exit: dropping the pending hook takes it back
     }
     // The hooked call holds a reference until its exit runs. Taking it here
@@ -388,7 +425,7 @@ fn fprobe_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut Ftrace
 /// arguments) and runs the entry handler; answers whether it asked to skip
 /// the exit.
 #[inline(always)]
-fn enter(probe: &Fprobe, ip: usize, parent_ip: usize, fregs: &mut FtraceRegs, words: &mut [u64]) -> bool {
+fn enter<H: Handlers>(probe: &Fprobe, ip: usize, parent_ip: usize, fregs: &mut FtraceRegs, words: &mut [u64]) -> bool {
     let (own, rest) = words.split_at_mut(probe.config.entry_data_words.min(words.len()));
     if !own.is_empty() {
         own.fill(0);
@@ -399,10 +436,7 @@ fn enter(probe: &Fprobe, ip: usize, parent_ip: usize, fregs: &mut FtraceRegs, wo
         }
     }
     let args = probe.config.save_args.then_some(&*rest);
-    match probe.config.entry {
-        Some(entry) => entry(probe, ip, parent_ip, fregs, &mut EntryData { words: own, args }),
-        None => false,
-    }
+    probe.config.entry.is_some() && H::entry(probe, ip, parent_ip, fregs, &mut EntryData { words: own, args })
 }
 
 fn probe_of(user: *const ReturnUser) -> &'static Fprobe {
@@ -411,12 +445,12 @@ fn probe_of(user: *const ReturnUser) -> &'static Fprobe {
     unsafe { &*ftrace::container_of!(user, Fprobe, user) }
 }
 
-fn fprobe_exit(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fregs: &mut FtraceRegs) {
+fn fprobe_exit<H: Handlers>(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fregs: &mut FtraceRegs) {
     let probe = probe_of(user);
-    if let (Some(exit), false) = (probe.config.exit, probe.disabled.load(Ordering::Relaxed)) {
+    if probe.config.exit.is_some() && !probe.disabled.load(Ordering::Relaxed) {
         let (own, rest) = data.split_at_mut(probe.config.entry_data_words.min(data.len()));
         let args = probe.config.save_args.then_some(&*rest);
-        exit(probe, call.func, call.ret_addr, fregs, &mut EntryData { words: own, args });
+        H::exit(probe, call.func, call.ret_addr, fregs, &mut EntryData { words: own, args });
     }
     // SAFETY: the call's reference, dropped last.
     unsafe { probe.refs.put() };
