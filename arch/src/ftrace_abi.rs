@@ -216,6 +216,19 @@ impl FtraceRegs {
         if self.has_args() {
             return;
         }
+        // SAFETY: a return save, just checked.
+        unsafe { self.set_returned_to_unchecked(address) }
+    }
+
+    /// [`set_returned_to`](Self::set_returned_to) for the return hook,
+    /// which only ever gets return saves (a return trampoline's).
+    ///
+    /// # Safety
+    /// `self` must be a return save: in an entry save the instruction
+    /// pointer is the traced function's, which would be overwritten.
+    #[inline(always)]
+    pub unsafe fn set_returned_to_unchecked(&mut self, address: usize) {
+        debug_assert!(!self.has_args());
         self.regs.set_ip(address);
         if RETURN_ADDRESS == ReturnAddress::LinkRegister && self.is_full() {
             self.regs.set_link_register(address);

@@ -86,6 +86,9 @@ impl<'a> EntryData<'a> {
 
 /// An entry callback: returns whether it wants this call's return.
 pub type FgraphEntryFunc = fn(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, fregs: &mut FtraceRegs) -> bool;
+/// Runs once an entry callback's call is hooked, with the data words it
+/// reserved (see [`GraphCallbacks::hooked`]).
+pub type FgraphHookedFunc = fn(gops: &FgraphOps, call: &FgraphEntry, data: &mut [u64]);
 /// A return callback, with the data the entry reserved.
 pub type FgraphReturnFunc = fn(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], fregs: &mut FtraceRegs);
 
@@ -99,7 +102,18 @@ pub trait GraphCallbacks {
     fn entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, fregs: &mut FtraceRegs) -> bool;
     /// What an [`FgraphReturnFunc`] would do.
     fn ret(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], fregs: &mut FtraceRegs);
+    /// Runs after `entry` said yes and the return is hooked, with the data
+    /// words `entry` reserved: for the entry's work that decides nothing
+    /// (the graph tracer records its entry event here). Done after the
+    /// commit, it keeps less alive around it than inside `entry`, where
+    /// the pending hook is. Nothing by default.
+    #[inline(always)]
+    fn hooked(_gops: &FgraphOps, _call: &FgraphEntry, _data: &mut [u64]) {}
 }
+
+/// [`GraphCallbacks::hooked`]'s default, for graph ops made with
+/// [`FgraphOps::new`].
+fn nothing_hooked(_gops: &FgraphOps, _call: &FgraphEntry, _data: &mut [u64]) {}
 
 /// A function-graph user. Create it as a `static`.
 #[repr(C)]
@@ -109,6 +123,7 @@ pub struct FgraphOps {
     ops: FtraceOps,
     user: ReturnUser,
     entry: FgraphEntryFunc,
+    hooked: FgraphHookedFunc,
     ret: FgraphReturnFunc,
     data_words: usize,
     private: AtomicUsize,
@@ -120,21 +135,28 @@ impl FgraphOps {
     /// A graph user with the two callbacks and no per-call data; it traces
     /// every function until a filter is set on [`ops`](Self::ops).
     pub const fn new(entry: FgraphEntryFunc, ret: FgraphReturnFunc) -> Self {
-        Self::build(FtraceOps::new(graph_entry, OpsFlags::RECURSION), graph_return, entry, ret)
+        Self::build(FtraceOps::new(graph_entry, OpsFlags::RECURSION), graph_return, entry, nothing_hooked, ret)
     }
 
     /// A graph user running `G`'s callbacks inline: the same as
     /// [`new`](Self::new) with `G::entry` and `G::ret`, one call fewer on
     /// each side of a traced call.
     pub const fn of<G: GraphCallbacks>() -> Self {
-        Self::build(FtraceOps::of::<GraphEntryOf<G>>(OpsFlags::RECURSION), graph_return_of::<G>, G::entry, G::ret)
+        Self::build(FtraceOps::of::<GraphEntryOf<G>>(OpsFlags::RECURSION), graph_return_of::<G>, G::entry, G::hooked, G::ret)
     }
 
-    const fn build(ops: FtraceOps, on_return: ReturnFunc, entry: FgraphEntryFunc, ret: FgraphReturnFunc) -> Self {
+    const fn build(
+        ops: FtraceOps,
+        on_return: ReturnFunc,
+        entry: FgraphEntryFunc,
+        hooked: FgraphHookedFunc,
+        ret: FgraphReturnFunc,
+    ) -> Self {
         FgraphOps {
             ops,
             user: ReturnUser { on_return, on_missed: graph_missed, full_regs: false },
             entry,
+            hooked,
             ret,
             data_words: 0,
             private: AtomicUsize::new(0),
@@ -212,6 +234,11 @@ impl GraphCallbacks for ThroughPointers {
     fn ret(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], fregs: &mut FtraceRegs) {
         (gops.ret)(gops, call, data, fregs)
     }
+
+    #[inline(always)]
+    fn hooked(gops: &FgraphOps, call: &FgraphEntry, data: &mut [u64]) {
+        (gops.hooked)(gops, call, data)
+    }
 }
 
 /// [`FgraphOps::of`]'s entry: [`graph_entry`] with `G::entry` inline.
@@ -247,6 +274,7 @@ fn graph_entry_with<G: GraphCallbacks>(ip: usize, parent_ip: usize, ops: &Ftrace
         return;
     }
     let len = data.len;
+    let words = data.words.as_mut_ptr();
     // The user pointer is made from a pointer to the whole graph ops, so
     // `graph_return` can step back from it to the ops.
     let user: *const ReturnUser = crate::field_of!(gops, FgraphOps, user);
@@ -255,6 +283,11 @@ fn graph_entry_with<G: GraphCallbacks>(ip: usize, parent_ip: usize, ops: &Ftrace
     // fits: the pending hook has room for `data_words`, `EntryData`'s limit.
     let committed = unsafe { pending.commit_in_place(fregs, user, len) };
     debug_assert!(committed.is_ok());
+    // SAFETY: the first `len` of the words the pending hook reserved, now
+    // the committed entry's data: this user's alone until the call returns
+    // (after this callback), where interrupts nesting here do not reach.
+    let data = unsafe { core::slice::from_raw_parts_mut(words, len) };
+    G::hooked(gops, &call, data);
 }
 
 /// The graph ops a return user belongs to.

@@ -55,8 +55,9 @@ pub struct GraphSettings {
     pub(crate) notrace: Published<Vec<usize>>,
     /// Serialises the lists' writers (and readers outside the traced path).
     lists: Mutex<()>,
-    /// No pid filter, graph list or depth limit: the graph tracer's entry
-    /// can skip every check (kept by [`TraceArray::refresh_graph_plain`]).
+    /// No pid filter, graph list, depth limit or `tracing_thresh`: the
+    /// graph tracer's entry can skip every check (kept by
+    /// [`TraceArray::refresh_graph_plain`]).
     pub(crate) plain: AtomicBool,
 }
 
@@ -151,6 +152,21 @@ impl TraceArray {
         // Made before the array is reachable: `init` for the top level,
         // `create` for an instance.
         self.buffer.get().expect("a trace array's buffer is made with it")
+    }
+
+    /// Its buffer, without the test that it was made: for its tracers'
+    /// callbacks, on every traced call (the test costs five instructions).
+    ///
+    /// # Safety
+    /// The buffer must have been made. It is when a tracer ops of this array
+    /// runs: the top level's at boot (`init`) before any ops can be
+    /// registered, an instance's (`create`) before the instance can be
+    /// reached.
+    #[inline(always)]
+    pub(crate) unsafe fn buffer_made(&self) -> &TraceBuffer {
+        debug_assert!(self.buffer.is_completed());
+        // SAFETY: made, the caller's promise.
+        unsafe { self.buffer.get_unchecked() }
     }
 
     /// Its buffer's counters.
@@ -372,6 +388,7 @@ impl TraceArray {
     /// Recomputes [`GraphSettings::plain`] after a change to what it sums up.
     fn refresh_graph_plain(&self) {
         let plain = !self.pids.lock().is_active()
+            && crate::tracer::tracing_thresh_us() == 0
             && self.graph.max_depth.load(Ordering::Relaxed) == 0
             && self.graph.functions.read(|list| list.is_none())
             && self.graph.notrace.read(|list| list.is_none());
@@ -444,6 +461,16 @@ pub struct PidError(pub String);
 impl fmt::Display for PidError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "'{}' is not a pid", self.0)
+    }
+}
+
+/// `tracing_thresh` changed: it is part of every array's
+/// [`GraphSettings::plain`].
+pub(crate) fn refresh_every_graph_plain() {
+    let mut arrays: Vec<&'static TraceArray> = alloc::vec![top()];
+    arrays.extend(INSTANCES.lock().iter().copied());
+    for array in arrays {
+        array.refresh_graph_plain();
     }
 }
 

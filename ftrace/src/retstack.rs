@@ -187,8 +187,12 @@ pub unsafe fn hook(fregs: &mut FtraceRegs, func: usize, user: *const ReturnUser,
 /// Called by the return trampolines: runs the return callbacks of the
 /// innermost frame (or, under recursion, their `on_missed`), pops it, and
 /// answers the real return address. See the module documentation.
+///
+/// # Safety
+/// Only a return trampoline may call it, with its return save (the
+/// registers of a hooked call returning through it).
 #[no_mangle]
-pub extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usize {
+pub unsafe extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usize {
     let task = task::current();
     let stack = &task.stack;
     let end = stack.top();
@@ -200,7 +204,8 @@ pub extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usize {
         stop_and_report(task, "the frame does not match the registers", fregs);
     }
     let ret_addr = header.ret as usize;
-    fregs.set_returned_to(ret_addr);
+    // SAFETY: a return save (the caller's promise).
+    unsafe { fregs.set_returned_to_unchecked(ret_addr) };
     let info = ReturnInfo { func: header.func as usize, depth: frame.depth(), ret_addr, overrun: stack.overruns() };
     let guard = recursion::try_enter_return(task);
     // SAFETY: the innermost frame's base, under `end`, the top read above.

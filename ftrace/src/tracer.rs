@@ -76,6 +76,11 @@ impl GraphCallbacks for GraphTrace {
     fn ret(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], fregs: &mut FtraceRegs) {
         graph_trace_return(gops, call, data, fregs)
     }
+
+    #[inline(always)]
+    fn hooked(gops: &FgraphOps, call: &FgraphEntry, data: &mut [u64]) {
+        graph_trace_hooked(gops, call, data)
+    }
 }
 
 /// The trace array an ops of a tracer belongs to.
@@ -153,7 +158,8 @@ pub(crate) extern "C" fn function_trace_call_checking(ip: usize, parent_ip: usiz
 #[inline(always)]
 fn record_function(array: &TraceArray, ip: usize, parent_ip: usize) {
     let event = FunctionEvent { common: event_common(TRACE_FN), ip: ip as u64, parent_ip: parent_ip as u64 };
-    array.buffer().write_with(FunctionEvent::SIZE, |_, bytes| event.encode_into(bytes));
+    // SAFETY: the function tracer's callbacks run from its array's ops.
+    unsafe { array.buffer_made() }.write_with(FunctionEvent::SIZE, |_, bytes| event.encode_into(bytes));
 }
 
 // ---- function_graph ----
@@ -162,6 +168,9 @@ fn record_function(array: &TraceArray, ip: usize, parent_ip: usize) {
 const MARK_PLAIN: u64 = 0;
 const MARK_NOTRACE: u64 = 1;
 const MARK_GRAPH_FUNCTION: u64 = 2;
+/// With a mark: record the call's entry event once it is hooked
+/// ([`graph_trace_hooked`]). The return ignores it.
+const RECORD_ENTRY: u64 = 1 << 8;
 
 /// `Some(whether ip is in the list)`, or `None` for an empty list. On the
 /// traced path: no lock.
@@ -173,52 +182,71 @@ fn in_list(list: &Published<Vec<usize>>, ip: usize) -> Option<bool> {
 #[inline(always)]
 fn graph_trace_entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, _fregs: &mut FtraceRegs) -> bool {
     let array = array_of_graph_ops(gops);
-    if array.graph.plain.load(Ordering::Relaxed) && THRESH_NS.load(Ordering::Relaxed) == 0 {
+    let Some(words) = data.reserve_with([MARK_PLAIN | RECORD_ENTRY, 0]) else { return false };
+    if array.graph.plain.load(Ordering::Relaxed) {
         // Nothing to check: no pid filter, list, depth limit or threshold.
-        let Some(words) = data.reserve_with([MARK_PLAIN, 0]) else { return false };
-        words[1] = record_graph_entry(array, call);
         return true;
     }
-    graph_trace_entry_checked(array, call, data)
+    // The call by value: so the usual case above builds nothing in memory.
+    match graph_trace_entry_checked(array, *call) {
+        Some(checked) => {
+            *words = checked;
+            true
+        }
+        None => false,
+    }
+}
+
+/// Records the entry event of a hooked call whose mark asks for it, and
+/// keeps its timestamp (the call time) in the call's data.
+#[inline(always)]
+fn graph_trace_hooked(gops: &FgraphOps, call: &FgraphEntry, data: &mut [u64]) {
+    if let [mark, time, ..] = data {
+        if *mark & RECORD_ENTRY != 0 {
+            *time = record_graph_entry(array_of_graph_ops(gops), call);
+        }
+    }
 }
 
 /// Records a call's entry event; returns its timestamp.
 #[inline(always)]
 fn record_graph_entry(array: &TraceArray, call: &FgraphEntry) -> u64 {
     let event = GraphEntryEvent { common: event_common(TRACE_GRAPH_ENT), func: call.func as u64, depth: call.depth as i32 };
-    let time = array.buffer().write_with(GraphEntryEvent::SIZE, |_, bytes| event.encode_into(bytes));
+    // SAFETY: the graph tracer's callbacks run from its array's graph ops.
+    let time = unsafe { array.buffer_made() }.write_with(GraphEntryEvent::SIZE, |_, bytes| event.encode_into(bytes));
     time.unwrap_or_else(clock::trace_now)
 }
 
 /// [`graph_trace_entry`] with the pid filter, the graph lists, the depth
-/// limit and `tracing_thresh` to honour.
+/// limit and `tracing_thresh` to honour: the call's data words, `None` to
+/// leave it alone.
 #[inline(never)]
-fn graph_trace_entry_checked(array: &TraceArray, call: &FgraphEntry, data: &mut EntryData) -> bool {
+fn graph_trace_entry_checked(array: &TraceArray, call: FgraphEntry) -> Option<[u64; 2]> {
     let state = task::current();
     if state.is_ignored(array.slot()) {
-        return false;
+        return None;
     }
     let marks = state.graph_marks(array.slot(), context::current());
     let notrace_depth = marks.notrace_depth.load(Ordering::Relaxed);
     if notrace_depth != NOT_INSIDE && call.depth > notrace_depth {
-        return false;
+        return None;
     }
     let max = array.graph.max_depth.load(Ordering::Relaxed);
     if max != 0 && call.depth >= max {
-        return false;
+        return None;
     }
-    let Some(words) = data.reserve(2) else { return false };
+    let mut words = [MARK_PLAIN, 0];
     if in_list(&array.graph.notrace, call.func) == Some(true) {
         // Hook it only to learn when it returns; record nothing below it.
         marks.notrace_depth.store(call.depth, Ordering::Relaxed);
         words[0] = MARK_NOTRACE;
-        return true;
+        return Some(words);
     }
     if let Some(listed) = in_list(&array.graph.functions, call.func) {
         let inside = marks.function_depth.load(Ordering::Relaxed);
         if inside == NOT_INSIDE || call.depth <= inside {
             if !listed {
-                return false;
+                return None;
             }
             marks.function_depth.store(call.depth, Ordering::Relaxed);
             words[0] = MARK_GRAPH_FUNCTION;
@@ -227,10 +255,10 @@ fn graph_trace_entry_checked(array: &TraceArray, call: &FgraphEntry, data: &mut 
     if THRESH_NS.load(Ordering::Relaxed) != 0 {
         // tracing_thresh: only the return is recorded, if the call was long.
         words[1] = clock::trace_now();
-        return true;
+        return Some(words);
     }
-    words[1] = record_graph_entry(array, call);
-    true
+    words[0] |= RECORD_ENTRY;
+    Some(words)
 }
 
 /// `tracing_thresh` in nanoseconds: with function_graph, 0 records every
@@ -240,6 +268,7 @@ static THRESH_NS: AtomicU64 = AtomicU64::new(0);
 /// `echo US > tracing_thresh` (microseconds; 0 turns it off).
 pub fn set_tracing_thresh_us(us: u64) {
     THRESH_NS.store(us.saturating_mul(1000), Ordering::Relaxed);
+    crate::instance::refresh_every_graph_plain();
 }
 
 /// `tracing_thresh`, in microseconds.
@@ -249,11 +278,11 @@ pub fn tracing_thresh_us() -> u64 {
 
 /// Undoes what the entry's mark set; answers whether the call was recorded.
 #[inline(always)]
-fn graph_trace_unmark(array: &TraceArray, data: &[u64]) -> bool {
-    match data.first().copied() {
-        Some(mark @ (MARK_NOTRACE | MARK_GRAPH_FUNCTION)) => graph_trace_clear_mark(array, mark),
-        _ => {
-            debug_assert!(data.first() == Some(&MARK_PLAIN));
+fn graph_trace_unmark(array: &TraceArray, mark: u64) -> bool {
+    match mark & !RECORD_ENTRY {
+        mark @ (MARK_NOTRACE | MARK_GRAPH_FUNCTION) => graph_trace_clear_mark(array, mark),
+        mark => {
+            debug_assert!(mark == MARK_PLAIN);
             true
         }
     }
@@ -275,11 +304,13 @@ fn graph_trace_clear_mark(array: &TraceArray, mark: u64) -> bool {
 #[inline(always)]
 fn graph_trace_return(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _fregs: &mut FtraceRegs) {
     let array = array_of_graph_ops(gops);
-    if !graph_trace_unmark(array, data) {
+    // Every hooked call's entry reserved both words.
+    let &[mark, calltime, ..] = data else { return };
+    if !graph_trace_unmark(array, mark) {
         return;
     }
     let thresh = THRESH_NS.load(Ordering::Relaxed);
-    if thresh != 0 && clock::trace_now().saturating_sub(data.get(1).copied().unwrap_or(0)) < thresh {
+    if thresh != 0 && clock::trace_now().saturating_sub(calltime) < thresh {
         return;
     }
     let mut event = GraphExitEvent {
@@ -288,11 +319,12 @@ fn graph_trace_return(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _freg
         retval: call.retval,
         depth: call.depth as i32,
         overrun: call.overrun as u32,
-        calltime: data.get(1).copied().unwrap_or(0),
+        calltime,
         rettime: 0,
     };
     // The return time is the exit event's own timestamp.
-    array.buffer().write_with(GraphExitEvent::SIZE, |time, bytes| {
+    // SAFETY: as in `record_graph_entry`.
+    unsafe { array.buffer_made() }.write_with(GraphExitEvent::SIZE, |time, bytes| {
         event.rettime = time;
         event.encode_into(bytes);
     });
