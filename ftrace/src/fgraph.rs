@@ -111,10 +111,6 @@ pub trait GraphCallbacks {
     fn hooked(_gops: &FgraphOps, _call: &FgraphEntry, _data: &mut [u64]) {}
 }
 
-/// [`GraphCallbacks::hooked`]'s default, for graph ops made with
-/// [`FgraphOps::new`].
-fn nothing_hooked(_gops: &FgraphOps, _call: &FgraphEntry, _data: &mut [u64]) {}
-
 /// A function-graph user. Create it as a `static`.
 #[repr(C)]
 pub struct FgraphOps {
@@ -123,7 +119,8 @@ pub struct FgraphOps {
     ops: FtraceOps,
     user: ReturnUser,
     entry: FgraphEntryFunc,
-    hooked: FgraphHookedFunc,
+    /// [`GraphCallbacks::hooked`], for ops made with [`FgraphOps::of`].
+    hooked: Option<FgraphHookedFunc>,
     ret: FgraphReturnFunc,
     data_words: usize,
     private: AtomicUsize,
@@ -135,21 +132,27 @@ impl FgraphOps {
     /// A graph user with the two callbacks and no per-call data; it traces
     /// every function until a filter is set on [`ops`](Self::ops).
     pub const fn new(entry: FgraphEntryFunc, ret: FgraphReturnFunc) -> Self {
-        Self::build(FtraceOps::new(graph_entry, OpsFlags::RECURSION), graph_return, entry, nothing_hooked, ret)
+        Self::build(FtraceOps::new(graph_entry, OpsFlags::RECURSION), graph_return, entry, None, ret)
     }
 
     /// A graph user running `G`'s callbacks inline: the same as
     /// [`new`](Self::new) with `G::entry` and `G::ret`, one call fewer on
     /// each side of a traced call.
     pub const fn of<G: GraphCallbacks>() -> Self {
-        Self::build(FtraceOps::of::<GraphEntryOf<G>>(OpsFlags::RECURSION), graph_return_of::<G>, G::entry, G::hooked, G::ret)
+        Self::build(
+            FtraceOps::of::<GraphEntryOf<G>>(OpsFlags::RECURSION),
+            graph_return_of::<G>,
+            G::entry,
+            Some(G::hooked),
+            G::ret,
+        )
     }
 
     const fn build(
         ops: FtraceOps,
         on_return: ReturnFunc,
         entry: FgraphEntryFunc,
-        hooked: FgraphHookedFunc,
+        hooked: Option<FgraphHookedFunc>,
         ret: FgraphReturnFunc,
     ) -> Self {
         FgraphOps {
@@ -237,7 +240,9 @@ impl GraphCallbacks for ThroughPointers {
 
     #[inline(always)]
     fn hooked(gops: &FgraphOps, call: &FgraphEntry, data: &mut [u64]) {
-        (gops.hooked)(gops, call, data)
+        if let Some(hooked) = gops.hooked {
+            hooked(gops, call, data);
+        }
     }
 }
 
