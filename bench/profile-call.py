@@ -147,6 +147,9 @@ def main():
         window.append(pc)
 
     print("%d instructions from %s's entry to its return" % (len(window), TRACED))
+    if all(name(pc) == TRACED for pc in window):
+        print("profile-call: %s ran untraced: the setup did not turn tracing on for it "
+              "(or a command was lost: run again)" % TRACED, file=sys.stderr)
     if listing:
         text = disassembly(arch, elf)
         for pc in window:
