@@ -193,7 +193,8 @@ pub unsafe fn hook(fregs: &mut FtraceRegs, func: usize, user: *const ReturnUser,
 /// registers of a hooked call returning through it).
 #[no_mangle]
 pub unsafe extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usize {
-    let task = task::current();
+    // SAFETY: a return through a trampoline is a call this task hooked.
+    let task = unsafe { task::current_unchecked() };
     let stack = &task.stack;
     let end = stack.top();
     let Some(frame) = stack.innermost() else {

@@ -242,6 +242,19 @@ pub fn current() -> &'static TaskTrace {
     try_current().expect("ftrace: no task tracing state on this CPU")
 }
 
+/// [`current`] without the test for a missing state, for the return hook.
+///
+/// # Safety
+/// The running task must have a state: it does when it hooked the call now
+/// returning (the hook was made on its state's shadow stack).
+#[inline(always)]
+pub(crate) unsafe fn current_unchecked() -> &'static TaskTrace {
+    let state = arch::percpu::task_trace() as *const TaskTrace;
+    debug_assert!(!state.is_null());
+    // SAFETY: not null (the caller's promise), and as in `from_raw`.
+    unsafe { &*state }
+}
+
 /// Calls `f` with every registered task's state, under the registry's lock
 /// (interrupts masked: keep `f` short).
 pub fn for_each(mut f: impl FnMut(&TaskTrace)) {
