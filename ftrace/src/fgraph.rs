@@ -6,8 +6,10 @@
 //! room for the call) its entry callback runs with the call's depth; it may
 //! reserve up to the data words the ops declared
 //! ([`with_data_words`](FgraphOps::with_data_words)) and answers whether it
-//! wants the return. Only the calls its entry accepted reach its return
-//! callback, with the data it reserved and the return value. Any number of
+//! wants the return. A user built with [`FgraphOps::of`] can also do work
+//! once the return is hooked ([`GraphCallbacks::hooked`]: the graph tracer
+//! records its entry event there). Only the calls its entry accepted reach
+//! its return callback, with the data it reserved and the return value. Any number of
 //! users can trace the same function: each hooks the call's single
 //! shadow-stack frame.
 //!
