@@ -225,8 +225,8 @@ pub unsafe extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usi
         }
     }
     drop(guard);
-    stack.pop(&frame);
-    ret_addr
+    // SAFETY: `frame` is still on the stack.
+    unsafe { stack.pop_innermost() as usize }
 }
 
 /// A return that cannot be matched with its frame: stop hooking returns,

@@ -432,6 +432,24 @@ impl ShadowStack {
         self.top.store(frame.base, Ordering::Relaxed);
     }
 
+    /// [`pop`](Self::pop) for the return handler: pops the innermost frame,
+    /// read again from the stack rather than kept across its return
+    /// callbacks (they get only their data words, so the header is as the
+    /// entry wrote it), and answers its return address.
+    ///
+    /// # Safety
+    /// A frame must be on the stack.
+    #[inline(always)]
+    pub(crate) unsafe fn pop_innermost(&self) -> u64 {
+        let base = self.base.load(Ordering::Relaxed);
+        debug_assert!(base != NO_FRAME);
+        // SAFETY: the innermost frame's base (the caller's promise): its
+        // header is under the top.
+        let header = unsafe { self.header_at(base) };
+        self.pop(&Frame { base, header });
+        header.ret
+    }
+
     /// The real return address of the hooked call whose frame recorded
     /// `caller_fp`, for backtraces that find a return trampoline.
     pub fn return_address_for(&self, caller_fp: usize) -> Option<usize> {
