@@ -467,9 +467,9 @@ impl fmt::Display for PidError {
 /// `tracing_thresh` changed: it is part of every array's
 /// [`GraphSettings::plain`].
 pub(crate) fn refresh_every_graph_plain() {
-    let mut arrays: Vec<&'static TraceArray> = alloc::vec![top()];
-    arrays.extend(INSTANCES.lock().iter().copied());
-    for array in arrays {
+    top().refresh_graph_plain();
+    // Under the list's lock: no instance is removed (and freed) meanwhile.
+    for array in INSTANCES.lock().iter() {
         array.refresh_graph_plain();
     }
 }
@@ -668,6 +668,8 @@ pub fn create(name: &str) -> Result<(), InstanceError> {
     };
     let array = Box::leak(Box::new(TraceArray::new(name.into(), slot)));
     array.buffer.call_once(|| buffer);
+    // A global setting may already make it check (`tracing_thresh`).
+    array.refresh_graph_plain();
     list.push(array);
     Ok(())
 }

@@ -105,6 +105,29 @@ fn two_graph_tracers_keep_their_own_settings() {
     assert_eq!(deep, (9, 9), "no depth limit in the instance");
 }
 
+/// `tracing_thresh` is global, as in Linux: it holds in an instance made
+/// before it was set and in one made after, and letting it go again lets
+/// both record every call.
+#[ktest]
+fn tracing_thresh_holds_in_every_instance() {
+    tracefs::mkdir("instances/before").unwrap();
+    write("tracing_thresh", "10000000");
+    tracefs::mkdir("instances/after").unwrap();
+    for name in ["before", "after"] {
+        write(&alloc::format!("instances/{name}/set_ftrace_filter"), "kernel::workload::fib");
+        write(&alloc::format!("instances/{name}/current_tracer"), "function_graph");
+    }
+    assert_eq!(fib(4), 3);
+    let long_only = (fib_graph_records("before"), fib_graph_records("after"));
+    write("tracing_thresh", "0");
+    assert_eq!(fib(4), 3);
+    let every = (fib_graph_records("before"), fib_graph_records("after"));
+    tracefs::rmdir("instances/before").unwrap();
+    tracefs::rmdir("instances/after").unwrap();
+    assert_eq!(long_only, ((0, 0), (0, 0)), "no call of fib(4) takes 10 s");
+    assert_eq!(every, ((9, 9), (9, 9)), "fib(4)'s 9 calls, entries and returns");
+}
+
 #[ktest]
 fn bad_instance_requests_change_nothing() {
     tracefs::mkdir("instances/only").unwrap();
