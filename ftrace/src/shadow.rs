@@ -440,7 +440,7 @@ impl ShadowStack {
     /// # Safety
     /// A frame must be on the stack.
     #[inline(always)]
-    pub(crate) unsafe fn pop_innermost(&self) -> u64 {
+    pub unsafe fn pop_innermost(&self) -> u64 {
         let base = self.base.load(Ordering::Relaxed);
         debug_assert!(base != NO_FRAME);
         // SAFETY: the innermost frame's base (the caller's promise): its
@@ -664,6 +664,20 @@ mod tests {
         let nested = stack.begin(&call(0x1000, 0x7000), 0).unwrap().commit(0xa, &[], false).unwrap();
         assert_eq!(nested.depth, 1);
         assert_eq!(stack.frames(), 2);
+    }
+
+    #[test]
+    fn pop_innermost_answers_the_return_address() {
+        let stack = ShadowStack::new(256);
+        stack.begin(&call(0x1000, 0x8000), 1).unwrap().commit(0xa, &[7], false).unwrap();
+        stack.begin(&call(0x2000, 0x7000), 0).unwrap().commit(0xb, &[], false).unwrap();
+        // SAFETY: two frames are on the stack.
+        assert_eq!(unsafe { stack.pop_innermost() }, 0x2100, "the inner call's");
+        assert_eq!((stack.frames(), stack.used()), (1, HEADER + ENTRY_HEADER + 1));
+        // SAFETY: one frame is left.
+        assert_eq!(unsafe { stack.pop_innermost() }, 0x1100);
+        assert_eq!((stack.frames(), stack.used()), (0, 0));
+        assert!(stack.innermost().is_none());
     }
 
     #[test]
