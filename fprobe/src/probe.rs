@@ -167,6 +167,9 @@ pub struct Fprobe {
     ops: FtraceOps,
     user: ReturnUser,
     config: FprobeConfig,
+    /// The words a call keeps: the probe's own and the saved arguments
+    /// (worked out once, at registration).
+    data_words: usize,
     disabled: AtomicBool,
     /// Calls whose exit could not be hooked or handled (see `nmissed`).
     missed: AtomicU64,
@@ -178,10 +181,6 @@ impl Fprobe {
     /// The private data given at creation.
     pub fn private(&self) -> usize {
         self.config.private
-    }
-
-    fn data_words(&self) -> usize {
-        self.config.entry_data_words + if self.config.save_args { SAVED_ARGS } else { 0 }
     }
 
     /// The return-hook user, made from a pointer to the whole probe so that
@@ -245,6 +244,7 @@ pub fn register_of<H: Handlers>(config: FprobeConfig, target: Target) -> Result<
         ops: FtraceOps::of::<FprobeEntry<H>>(OpsFlags::RECURSION),
         user: ReturnUser { on_return: fprobe_exit::<H>, on_missed: fprobe_missed, full_regs: false },
         config,
+        data_words: config.entry_data_words + if config.save_args { SAVED_ARGS } else { 0 },
         disabled: AtomicBool::new(false),
         missed: AtomicU64::new(0),
         refs: Refs::new(free_probe),
@@ -386,7 +386,7 @@ fn fprobe_entry<H: Handlers>(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs
     if probe.disabled.load(Ordering::Relaxed) {
         return;
     }
-    let used = probe.data_words();
+    let used = probe.data_words;
     // With an exit handler, the return hook's room comes first (as in Linux):
     // a call the exit cannot be hooked for is missed whole, so every entry
     // the handler sees gets its exit.
