@@ -467,10 +467,15 @@ impl fmt::Display for PidError {
 /// `tracing_thresh` changed: it is part of every array's
 /// [`GraphSettings::plain`].
 pub(crate) fn refresh_every_graph_plain() {
-    top().refresh_graph_plain();
-    // Under the list's lock: no instance is removed (and freed) meanwhile.
-    for array in INSTANCES.lock().iter() {
-        array.refresh_graph_plain();
+    for_each_array(TraceArray::refresh_graph_plain);
+}
+
+/// Runs `f` on the top level and every instance, under the instance
+/// list's lock: no instance is removed (and freed) meanwhile.
+fn for_each_array(mut f: impl FnMut(&'static TraceArray)) {
+    let instances = INSTANCES.lock();
+    for array in core::iter::once(top()).chain(instances.iter().copied()) {
+        f(array);
     }
 }
 
@@ -478,18 +483,16 @@ pub(crate) fn refresh_every_graph_plain() {
 /// `options/function-fork`, a child of a listed task joins the list.
 pub(crate) fn filter_new_task(state: &task::TaskTrace) {
     let parent = task::try_current().map(|parent| parent.pid());
-    let mut arrays: Vec<&'static TraceArray> = alloc::vec![top()];
-    arrays.extend(INSTANCES.lock().iter().copied());
-    for array in arrays {
+    for_each_array(|array| {
         let mut pids = array.pids.lock();
         if !pids.is_active() {
-            continue;
+            return;
         }
         if array.option(TraceOption::FunctionFork) && parent.is_some_and(|parent| pids.trace.contains(&parent)) {
             pids.trace.push(state.pid());
         }
         state.set_ignored(array.slot, pids.ignores(state.pid()));
-    }
+    });
 }
 
 /// A trace option (`options/NAME`, `trace_options`): how `trace` prints.
@@ -571,11 +574,10 @@ pub(crate) fn init() {
 /// Empties every trace array's buffer and gives it the new clock
 /// (`trace_clock` switched).
 pub(crate) fn reset_all_buffers() {
-    let instances = INSTANCES.lock();
-    for buffer in core::iter::once(top().buffer()).chain(instances.iter().map(|array| array.buffer())) {
-        buffer.clock_changed();
-        buffer.reset();
-    }
+    for_each_array(|array| {
+        array.buffer().clock_changed();
+        array.buffer().reset();
+    });
 }
 
 /// A held instance: `rmdir` is refused while it is held.
