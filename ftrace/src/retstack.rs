@@ -43,7 +43,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use arch::ftrace_abi::{return_trampoline_address, FtraceRegs, ReturnTrampoline};
 use arch::println;
 
-use crate::shadow::{CallSite, Committed, PendingHook, ReturnPath};
+use crate::shadow::{CallSite, Committed, PendingHook, ReturnPath, ShadowStack};
 use crate::task::{self, TaskTrace};
 use crate::{recursion, symbols};
 
@@ -196,7 +196,6 @@ pub unsafe extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usi
     // SAFETY: a return through a trampoline is a call this task hooked.
     let task = unsafe { task::current_unchecked() };
     let stack = &task.stack;
-    let end = stack.top();
     let Some(frame) = stack.innermost() else {
         stop_and_report(task, "the shadow stack is empty", fregs);
     };
@@ -208,25 +207,41 @@ pub unsafe extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usi
     // SAFETY: a return save (the caller's promise).
     unsafe { fregs.set_returned_to_unchecked(ret_addr) };
     let info = ReturnInfo { func: header.func as usize, depth: frame.depth(), ret_addr, overrun: stack.overruns() };
-    let guard = recursion::try_enter_return(task);
-    // SAFETY: the innermost frame's base, under `end`, the top read above.
-    for entry in unsafe { stack.entries_unchecked(frame.base, end) } {
-        let user = entry.user as *const ReturnUser;
-        // SAFETY: the entry's words belong to this frame, and nothing else
-        // uses them until it is popped below.
-        let data = unsafe { stack.data(&entry) };
-        // SAFETY: this frame's entries are all committed (its call could not
-        // return while one was pending), and hold `ReturnUser` pointers their
-        // committers keep valid until this return.
-        let user_ref = unsafe { &*user };
-        match guard {
-            Some(_) => (user_ref.on_return)(user, &info, data, fregs),
-            None => (user_ref.on_missed)(user, &info, data),
-        }
+    // Each entry's user pointer is a `ReturnUser` its committer keeps valid
+    // until this return; its data words are its own until the pop below.
+    // Both walks may trust the frame: the innermost, checked above; its call
+    // could not return while one of its entries was pending, and callbacks
+    // pop whatever they push.
+    match recursion::try_enter_return(task) {
+        // SAFETY: as just said.
+        Some(_guard) => unsafe {
+            stack.for_each_entry_of_innermost(frame.base, |user, data| {
+                let user = user as *const ReturnUser;
+                ((*user).on_return)(user, &info, data, fregs)
+            })
+        },
+        // SAFETY: as just said.
+        None => unsafe { missed_returns(stack, frame.base, &info) },
     }
-    drop(guard);
     // SAFETY: `frame` is still on the stack.
     unsafe { stack.pop_innermost() as usize }
+}
+
+/// A return inside a return callback: each user of the innermost frame
+/// (at `base`) counts the miss and releases what its entry reserved.
+///
+/// # Safety
+/// As for [`ShadowStack::for_each_entry_of_innermost`].
+#[cold]
+#[inline(never)]
+unsafe fn missed_returns(stack: &ShadowStack, base: usize, info: &ReturnInfo) {
+    // SAFETY: the caller's promise; the user pointers as in the handler.
+    unsafe {
+        stack.for_each_entry_of_innermost(base, |user, data| {
+            let user = user as *const ReturnUser;
+            ((*user).on_missed)(user, info, data)
+        })
+    }
 }
 
 /// A return that cannot be matched with its frame: stop hooking returns,

@@ -101,6 +101,13 @@ pub struct EntryHeader {
 
 const HEADER: usize = size_of::<FrameHeader>() / WORD;
 const ENTRY_HEADER: usize = size_of::<EntryHeader>() / WORD;
+/// Where a header field is, in words from the frame's base.
+const fn header_word(offset: usize) -> usize {
+    offset / WORD
+}
+const FUNC_WORD: usize = header_word(core::mem::offset_of!(FrameHeader, func));
+const SP_WORD: usize = header_word(core::mem::offset_of!(FrameHeader, sp));
+const INFO_WORD: usize = header_word(core::mem::offset_of!(FrameHeader, info));
 
 /// Words a frame with one user keeping `data` words takes.
 pub const fn frame_words(data: usize) -> usize {
@@ -300,26 +307,12 @@ impl ShadowStack {
     pub fn entries(&self, frame: &Frame, end: usize) -> impl Iterator<Item = Entry> + '_ {
         // `end` and `frame` are the caller's: the walk stays inside the stack.
         let end = end.min(self.capacity());
-        let at = frame.base.min(end);
-        // SAFETY: `at` and `end` are inside the stack.
-        unsafe { self.entries_unchecked(at, end) }
-    }
-
-    /// [`entries`](Self::entries) of the frame at `base`, for the return
-    /// handler, which knows both ends are inside the stack.
-    ///
-    /// # Safety
-    /// `base <= end <= capacity`.
-    #[inline(always)]
-    pub(crate) unsafe fn entries_unchecked(&self, base: usize, end: usize) -> impl Iterator<Item = Entry> + '_ {
-        debug_assert!(base <= end && end <= self.capacity());
-        let mut at = base + HEADER;
+        let mut at = frame.base.min(end) + HEADER;
         core::iter::from_fn(move || {
             if at + ENTRY_HEADER > end {
                 return None;
             }
-            // SAFETY: `at + ENTRY_HEADER <= end`, inside the stack (the
-            // caller's promise).
+            // SAFETY: `at + ENTRY_HEADER <= end`, inside the stack.
             let (len, user) = unsafe { (self.word(at) as usize, self.word(at + 1)) };
             let next = at + ENTRY_HEADER + len;
             // An entry reaching past `end` is one being shortened right now
@@ -332,6 +325,35 @@ impl ShadowStack {
             at = next;
             Some(entry)
         })
+    }
+
+    /// Calls `f` with the user and the data words of every entry of the
+    /// innermost frame, the one at `base`, in hook order: the return
+    /// handler's walk. It trusts the frame, so it is tighter than
+    /// [`entries`](Self::entries): a frame has at least one entry, and its
+    /// last one ends at the top.
+    ///
+    /// # Safety
+    /// `base` is the innermost frame's, all its entries are committed and
+    /// nothing lies above it. `f` leaves the stack's top as it found it
+    /// (whatever it hooks returns before it does).
+    #[inline(always)]
+    pub unsafe fn for_each_entry_of_innermost(&self, base: usize, mut f: impl FnMut(u64, &mut [u64])) {
+        let end = self.top();
+        let mut at = base + HEADER;
+        loop {
+            debug_assert!(at + ENTRY_HEADER <= end && end <= self.capacity());
+            // SAFETY: a committed entry under the top (the caller's promise).
+            let (len, user) = unsafe { (self.word(at) as usize, self.word(at + 1)) };
+            let data = at + ENTRY_HEADER;
+            // SAFETY: the entry's words, under the top; nothing else uses
+            // them until the frame is popped.
+            f(user, unsafe { core::slice::from_raw_parts_mut(self.words_ptr().add(data), len) });
+            at = data + len;
+            if at >= end {
+                return;
+            }
+        }
     }
 
     /// The current top: where the innermost frame's entries end.
@@ -367,9 +389,9 @@ impl ShadowStack {
         }
         let top = self.top();
         let below = self.base.load(Ordering::Relaxed);
-        // SAFETY: `below` is the innermost frame's base: its header is
-        // under the top.
-        if below != NO_FRAME && unsafe { self.word(below + 1) == call.func as u64 && self.word(below + 3) == call.sp as u64 } {
+        // Another user hooked this call first: join its frame.
+        // SAFETY: `below` is the innermost frame's base, under the top.
+        if below != NO_FRAME && unsafe { self.is_frame_of(below, call) } {
             // SAFETY: as just said.
             return self.join(Frame { base: below, header: unsafe { self.header_at(below) } }, top, max_data);
         }
@@ -398,7 +420,18 @@ impl ShadowStack {
         compiler_fence(Ordering::SeqCst);
         self.base.store(base, Ordering::Relaxed);
         self.frames.store(depth + 1, Ordering::Relaxed);
-        Ok(PendingHook { stack: self, base, entry: base + HEADER, capacity: max_data, info: depth as u64, new_frame: true })
+        Ok(PendingHook { stack: self, entry: base + HEADER, capacity: max_data, new_frame: true })
+    }
+
+    /// Whether the frame at `base` is `call`'s (the same function, the same
+    /// stack).
+    ///
+    /// # Safety
+    /// `base` is a frame's, under the top.
+    #[inline(always)]
+    unsafe fn is_frame_of(&self, base: usize, call: &CallSite) -> bool {
+        // SAFETY: the caller's promise.
+        unsafe { self.word(base + FUNC_WORD) == call.func as u64 && self.word(base + SP_WORD) == call.sp as u64 }
     }
 
     /// [`begin`](Self::begin) for a second user of the innermost frame.
@@ -418,7 +451,7 @@ impl ShadowStack {
             self.set_word(entry, max_data as u64);
             self.set_word(entry + 1, 0);
         }
-        Ok(PendingHook { stack: self, base: frame.base, entry, capacity: max_data, info: frame.header.info, new_frame: false })
+        Ok(PendingHook { stack: self, entry, capacity: max_data, new_frame: false })
     }
 
     /// Pops the innermost frame (after its return callbacks ran): unlinks it
@@ -484,8 +517,10 @@ impl ShadowStack {
             // corrupts it on purpose, as if the stack had been overwritten.
             unsafe {
                 match field {
-                    Recorded::FramePointer => self.set_word(frame.base + 2, frame.header.fp ^ 0x10),
-                    Recorded::StackPointer => self.set_word(frame.base + 3, frame.header.sp ^ 0x10),
+                    Recorded::FramePointer => {
+                        self.set_word(frame.base + header_word(core::mem::offset_of!(FrameHeader, fp)), frame.header.fp ^ 0x10)
+                    }
+                    Recorded::StackPointer => self.set_word(frame.base + SP_WORD, frame.header.sp ^ 0x10),
                 }
             }
         }
@@ -521,15 +556,18 @@ pub enum ReturnPath {
 /// A hook [`ShadowStack::begin`] started: the frame (new or joined) and one
 /// reserved entry with no user yet. Commit it or drop it before the entry
 /// callback that began it returns.
+///
+/// It keeps only its entry, the room reserved and whether the frame is new:
+/// until it is committed or dropped, its frame is the innermost (interrupts
+/// push and pop frames of their own above it) and only this hook changes
+/// the frame's `info` word. The rest is read from the stack when needed,
+/// which keeps little alive across the entry callback.
 #[must_use = "dropping a pending hook takes it back"]
 pub struct PendingHook<'a> {
     stack: &'a ShadowStack,
-    base: usize,
     entry: usize,
     capacity: usize,
-    /// The frame's `info` word when the hook began: only this hook changes
-    /// it until the commit (interrupts push frames of their own above).
-    info: u64,
+    /// Whether the hook pushed its frame (rather than joined one).
     new_frame: bool,
 }
 
@@ -537,7 +575,29 @@ impl PendingHook<'_> {
     /// The call's depth: how many hooked calls are below it.
     #[inline]
     pub fn depth(&self) -> usize {
-        (self.info & INFO_DEPTH) as usize
+        (self.info() & INFO_DEPTH) as usize
+    }
+
+    /// The frame's base: the innermost frame's.
+    #[inline(always)]
+    fn base(&self) -> usize {
+        self.stack.base.load(Ordering::Relaxed)
+    }
+
+    /// The frame's `info` word.
+    #[inline(always)]
+    fn info(&self) -> u64 {
+        // SAFETY: the innermost frame's header, under the top.
+        unsafe { self.stack.word(self.base() + INFO_WORD) }
+    }
+
+    /// Marks the frame as wanting every register at its return.
+    #[inline(always)]
+    fn want_full(&self) {
+        let base = self.base();
+        // SAFETY: the frame's header (new, or the innermost one this hook
+        // joined): below the entry, under the top.
+        unsafe { self.stack.set_word(base + INFO_WORD, self.stack.word(base + INFO_WORD) | INFO_FULL) };
     }
 
     /// The words reserved for the entry's data, to fill in place before
@@ -581,16 +641,24 @@ impl PendingHook<'_> {
         // SAFETY: as above.
         unsafe { stack.set_word(this.entry, len as u64) };
 
-        let info = this.info;
-        let was_full = info & INFO_FULL != 0;
-        if full && !was_full {
-            // SAFETY: the frame's header (new, or the innermost one this hook
-            // joined): below the entry, under the top.
-            unsafe { stack.set_word(this.base + 4, info | INFO_FULL) };
-        }
-        let path = if full || was_full { ReturnPath::Full } else { ReturnPath::Sparse };
-        let redirect = (this.new_frame || (full && !was_full)).then_some(path);
-        Ok(Committed { depth: (info & INFO_DEPTH) as usize, redirect })
+        let redirect = if this.new_frame {
+            // The first user of the call: its return is redirected now.
+            if full {
+                this.want_full();
+                Some(ReturnPath::Full)
+            } else {
+                Some(ReturnPath::Sparse)
+            }
+        } else if full && this.info() & INFO_FULL == 0 {
+            // A later user is the first to want every register: to the full
+            // trampoline instead.
+            this.want_full();
+            Some(ReturnPath::Full)
+        } else {
+            None
+        };
+        let depth = this.depth();
+        Ok(Committed { depth, redirect })
     }
 }
 
@@ -600,12 +668,13 @@ impl Drop for PendingHook<'_> {
     fn drop(&mut self) {
         let stack = self.stack;
         if self.new_frame {
+            let base = self.base();
             // SAFETY: the frame this hook pushed, still under the top.
-            let below = unsafe { stack.header_at(self.base) }.prev_base;
+            let below = unsafe { stack.header_at(base) }.prev_base;
             stack.base.store(below as usize, Ordering::Relaxed);
             stack.frames.store(stack.frames() - 1, Ordering::Relaxed);
             compiler_fence(Ordering::SeqCst);
-            stack.top.store(self.base, Ordering::Relaxed);
+            stack.top.store(base, Ordering::Relaxed);
         } else {
             compiler_fence(Ordering::SeqCst);
             stack.top.store(self.entry, Ordering::Relaxed);
@@ -664,6 +733,24 @@ mod tests {
         let nested = stack.begin(&call(0x1000, 0x7000), 0).unwrap().commit(0xa, &[], false).unwrap();
         assert_eq!(nested.depth, 1);
         assert_eq!(stack.frames(), 2);
+    }
+
+    #[test]
+    fn the_return_walk_sees_every_entry_of_the_innermost_frame() {
+        let stack = ShadowStack::new(256);
+        stack.begin(&call(0x1000, 0x8000), 1).unwrap().commit(0xa, &[1], false).unwrap();
+        stack.begin(&call(0x2000, 0x7000), 2).unwrap().commit(0xb, &[2, 3], false).unwrap();
+        stack.begin(&call(0x2000, 0x7000), 0).unwrap().commit(0xc, &[], false).unwrap();
+        stack.begin(&call(0x2000, 0x7000), 1).unwrap().commit(0xd, &[4], false).unwrap();
+        let mut seen = Vec::new();
+        let base = stack.innermost().unwrap().base;
+        // SAFETY: the innermost frame, all committed, nothing above it.
+        unsafe { stack.for_each_entry_of_innermost(base, |user, data| seen.push((user, data.to_vec()))) };
+        assert_eq!(
+            seen,
+            [(0xb, alloc::vec![2, 3]), (0xc, alloc::vec![]), (0xd, alloc::vec![4])],
+            "hook order, the outer frame's left alone"
+        );
     }
 
     #[test]
