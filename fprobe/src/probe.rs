@@ -447,7 +447,8 @@ fn probe_of(user: *const ReturnUser) -> &'static Fprobe {
 
 fn fprobe_exit<H: Handlers>(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fregs: &mut FtraceRegs) {
     let probe = probe_of(user);
-    if probe.config.exit.is_some() && !probe.disabled.load(Ordering::Relaxed) {
+    // Only a probe with an exit handler hooks returns (see `fprobe_entry`).
+    if !probe.disabled.load(Ordering::Relaxed) {
         let (own, rest) = data.split_at_mut(probe.config.entry_data_words.min(data.len()));
         let args = probe.config.save_args.then_some(&*rest);
         H::exit(probe, call.func, call.ret_addr, fregs, &mut EntryData { words: own, args });
