@@ -253,6 +253,18 @@ fn indent(out: &mut dyn Write, depth: i32) -> fmt::Result {
     Ok(())
 }
 
+/// Starts a comment line after its line start: an empty duration column,
+/// then, as Linux's graph output does, the indentation of one level inside
+/// the call it happens in (`depth`: that call's depth, as the lines before
+/// it on its CPU left it; none at the top level or outside any call).
+fn open_comment(out: &mut dyn Write, options: GraphOptions, depth: i32) -> fmt::Result {
+    write_duration_column(out, None, options)?;
+    if depth > 0 {
+        indent(out, depth + 1)?;
+    }
+    out.write_str("/* ")
+}
+
 /// Prints an event the graph output does not know itself (as a comment).
 pub type OtherPrinter<'a> = &'a dyn Fn(&[u8], &mut dyn Write) -> fmt::Result;
 
@@ -263,8 +275,9 @@ pub type GraphLine<'a> = (u64, usize, Event, &'a [u8]);
 /// `function_graph` lines for `events` (merged from every CPU, by time): a
 /// call whose return is the next event on its CPU is one `func();` line
 /// with its duration; other calls open `func() {` and close with `}`; other
-/// events appear as `/* ... */` comments; and where the task on a CPU
-/// changes, a ` => ` line says so, as Linux prints them.
+/// events appear as `/* ... */` comments, indented inside the call they
+/// happen in; and where the task on a CPU changes, a ` => ` line says so,
+/// as Linux prints them.
 pub fn write_graph(
     out: &mut dyn Write,
     events: &[GraphLine],
@@ -274,6 +287,8 @@ pub fn write_graph(
     other: OtherPrinter,
 ) -> fmt::Result {
     let mut last_pid: [Option<i32>; 64] = [None; 64];
+    // Per CPU, the depth of the call a comment there is inside of.
+    let mut comment_depth = [0i32; 64];
     let mut skip = alloc::vec![false; events.len()];
     for i in 0..events.len() {
         if skip[i] {
@@ -300,6 +315,9 @@ pub fn write_graph(
                     Event::GraphExit(exit) if exit.func == entry.func && exit.depth == entry.depth => Some((j, exit)),
                     _ => None,
                 });
+                if let Some(slot) = comment_depth.get_mut(cpu) {
+                    *slot = if leaf.is_some() { entry.depth - 1 } else { entry.depth };
+                }
                 match leaf {
                     Some((j, exit)) => {
                         write_duration_column(out, Some(exit.duration()), options)?;
@@ -319,28 +337,29 @@ pub fn write_graph(
                     }
                 }
             }
-            Event::GraphExit(exit) => write_closing(out, exit, names, options)?,
+            Event::GraphExit(exit) => {
+                if let Some(slot) = comment_depth.get_mut(cpu) {
+                    *slot = exit.depth - 1;
+                }
+                write_closing(out, exit, names, options)?
+            }
             Event::Function(event) => {
-                write_duration_column(out, None, options)?;
-                out.write_str("/* ")?;
+                open_comment(out, options, comment_depth.get(cpu).copied().unwrap_or(0))?;
                 write_symbol(out, event.ip as usize, names)?;
                 out.write_str(" */")?;
             }
             Event::SchedSwitch(event) => {
-                write_duration_column(out, None, options)?;
-                out.write_str("/* ")?;
+                open_comment(out, options, comment_depth.get(cpu).copied().unwrap_or(0))?;
                 write_sched_switch(out, event)?;
                 out.write_str(" */")?;
             }
             Event::SchedWakeup(event) => {
-                write_duration_column(out, None, options)?;
-                out.write_str("/* ")?;
+                open_comment(out, options, comment_depth.get(cpu).copied().unwrap_or(0))?;
                 write_sched_wakeup(out, event)?;
                 out.write_str(" */")?;
             }
             Event::Other(_) => {
-                write_duration_column(out, None, options)?;
-                out.write_str("/* ")?;
+                open_comment(out, options, comment_depth.get(cpu).copied().unwrap_or(0))?;
                 match crate::event::decode_print(payload) {
                     // A trace_marker line: only its text, as Linux's graph
                     // output shows a message.
@@ -558,6 +577,39 @@ mod graph_tests {
         assert_eq!(lines[1], " 1)               |  kernel::workload::fib() {");
         assert_eq!(lines[2], " ------------------------------------------");
         assert_eq!(lines[3], " 0)    fib/0-5     =>    <...>-6    ");
+    }
+
+    #[test]
+    fn comments_are_indented_inside_the_call_they_happen_in() {
+        let names = super::tests::test_names;
+        let events: Vec<GraphLine> = vec![
+            (0, 0, entry(0), &[]),
+            (1, 0, Event::Other(Common::default()), &[]),
+            (2, 0, entry(1), &[]),
+            (3, 0, entry(2), &[]),
+            (4, 0, exit(2, 3, 4, 0), &[]),
+            (5, 0, Event::Other(Common::default()), &[]),
+            (6, 0, exit(1, 2, 6, 0), &[]),
+            (7, 0, Event::Other(Common::default()), &[]),
+            (8, 0, exit(0, 0, 8, 0), &[]),
+            (9, 0, Event::Other(Common::default()), &[]),
+        ];
+        let other = |_: &[u8], out: &mut dyn Write| out.write_str("event");
+        let comms = |_: i32| None;
+        let mut text = String::new();
+        write_graph(&mut text, &events, &names, &comms, GraphOptions::default(), &other).unwrap();
+        let comments: Vec<&str> = text.lines().filter(|line| line.contains("/* event */")).collect();
+        assert_eq!(
+            comments,
+            [
+                " 0)               |  /* event */",
+                " 0)               |      /* event */",
+                " 0)               |  /* event */",
+                " 0)               |  /* event */",
+            ],
+            "as Linux indents them: one level inside the depth-1 call after its leaf child; \
+             none inside the top-level call or after it:\n{text}"
+        );
     }
 
     #[test]
