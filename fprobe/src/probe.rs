@@ -31,7 +31,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arch::ftrace_abi::FtraceRegs;
 use ftrace::deferred::{Deferred, Refs};
-use ftrace::retstack::{self, ReturnInfo, ReturnUser, MAX_DATA_WORDS};
+use ftrace::retstack::{self, DataWords, ReturnInfo, ReturnUser, MAX_DATA_WORDS};
 use ftrace::{Callback, FilterKind, FilterMode, FtraceError, FtraceOps, OpsFlags};
 
 /// The most `entry_data` words a probe may ask for.
@@ -169,7 +169,7 @@ pub struct Fprobe {
     config: FprobeConfig,
     /// The words a call keeps: the probe's own and the saved arguments
     /// (worked out once, at registration).
-    data_words: usize,
+    data_words: DataWords,
     disabled: AtomicBool,
     /// Calls whose exit could not be hooked or handled (see `nmissed`).
     missed: AtomicU64,
@@ -240,11 +240,14 @@ pub fn register_of<H: Handlers>(config: FprobeConfig, target: Target) -> Result<
     if config.entry_data_words > MAX_ENTRY_DATA_WORDS {
         return Err(FprobeError::EntryDataTooLarge(config.entry_data_words));
     }
+    // At most MAX_ENTRY_DATA_WORDS + SAVED_ARGS: always room.
+    let data_words = DataWords::new(config.entry_data_words + if config.save_args { SAVED_ARGS } else { 0 })
+        .ok_or(FprobeError::EntryDataTooLarge(config.entry_data_words))?;
     let probe = Box::new(Fprobe {
         ops: FtraceOps::of::<FprobeEntry<H>>(OpsFlags::RECURSION),
         user: ReturnUser { on_return: fprobe_exit::<H>, on_missed: fprobe_missed, full_regs: false },
         config,
-        data_words: config.entry_data_words + if config.save_args { SAVED_ARGS } else { 0 },
+        data_words,
         disabled: AtomicBool::new(false),
         missed: AtomicU64::new(0),
         refs: Refs::new(free_probe),
@@ -386,7 +389,7 @@ fn fprobe_entry<H: Handlers>(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs
     if probe.disabled.load(Ordering::Relaxed) {
         return;
     }
-    let used = probe.data_words;
+    let used = probe.data_words.get();
     // With an exit handler, the return hook's room comes first (as in Linux):
     // a call the exit cannot be hooked for is missed whole, so every entry
     // the handler sees gets its exit.
@@ -399,7 +402,7 @@ fn fprobe_entry<H: Handlers>(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs
         }
         return;
     };
-    let mut pending = match retstack::begin_hook(fregs, ip, used) {
+    let mut pending = match retstack::begin_hook(fregs, ip, probe.data_words) {
         Ok(pending) => pending,
         Err(_) => {
             probe.missed.fetch_add(1, Ordering::Relaxed);

@@ -25,7 +25,7 @@ use arch::ftrace_abi::FtraceRegs;
 
 use crate::ops::{Callback, FtraceOps, OpsFlags};
 use crate::registry::{self, FtraceError};
-use crate::retstack::{self, HookError, ReturnFunc, ReturnInfo, ReturnUser, MAX_DATA_WORDS};
+use crate::retstack::{self, DataWords, HookError, ReturnFunc, ReturnInfo, ReturnUser};
 
 /// A call at entry, as an entry callback sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,7 +124,7 @@ pub struct FgraphOps {
     /// [`GraphCallbacks::hooked`], for ops made with [`FgraphOps::of`].
     hooked: Option<FgraphHookedFunc>,
     ret: FgraphReturnFunc,
-    data_words: usize,
+    data_words: DataWords,
     private: AtomicUsize,
     overruns: AtomicU64,
     missed_returns: AtomicU64,
@@ -163,7 +163,7 @@ impl FgraphOps {
             entry,
             hooked,
             ret,
-            data_words: 0,
+            data_words: DataWords::NONE,
             private: AtomicUsize::new(0),
             overruns: AtomicU64::new(0),
             missed_returns: AtomicU64::new(0),
@@ -171,10 +171,13 @@ impl FgraphOps {
     }
 
     /// The same, with room for `words` data words per call (at most
-    /// [`MAX_DATA_WORDS`]): what the shadow stack reserves for each call.
+    /// [`MAX_DATA_WORDS`](retstack::MAX_DATA_WORDS)): what the shadow stack
+    /// reserves for each call.
     pub const fn with_data_words(mut self, words: usize) -> Self {
-        assert!(words <= MAX_DATA_WORDS);
-        self.data_words = words;
+        self.data_words = match DataWords::new(words) {
+            Some(words) => words,
+            None => panic!("more data words than MAX_DATA_WORDS"),
+        };
         self
     }
 

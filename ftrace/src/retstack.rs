@@ -47,7 +47,7 @@ use crate::shadow::{CallSite, Committed, PendingHook, ReturnPath, ShadowStack};
 use crate::task::{self, TaskTrace};
 use crate::{recursion, symbols};
 
-pub use crate::shadow::{frame_words, HookError, Recorded, MAX_DATA_WORDS, MAX_ENTRIES};
+pub use crate::shadow::{frame_words, DataWords, HookError, Recorded, MAX_DATA_WORDS, MAX_ENTRIES};
 pub use crate::task::STACK_WORDS;
 
 /// What runs at a hooked call's return for one user.
@@ -96,7 +96,7 @@ static STOPPED: AtomicBool = AtomicBool::new(false);
 /// back. Use it to decide about a call (and set state its return will undo)
 /// only once the return is sure to come.
 #[inline(always)]
-pub fn begin_hook(fregs: &FtraceRegs, func: usize, max_data: usize) -> Result<Pending, HookError> {
+pub fn begin_hook(fregs: &FtraceRegs, func: usize, max_data: DataWords) -> Result<Pending, HookError> {
     if STOPPED.load(Ordering::Relaxed) {
         return Err(HookError::Stopped);
     }
@@ -179,7 +179,7 @@ impl Pending {
 /// As for [`Pending::commit`].
 #[inline]
 pub unsafe fn hook(fregs: &mut FtraceRegs, func: usize, user: *const ReturnUser, data: &[u64]) -> Result<usize, HookError> {
-    let pending = begin_hook(fregs, func, data.len())?;
+    let pending = begin_hook(fregs, func, DataWords::new(data.len()).ok_or(HookError::TooLarge)?)?;
     // SAFETY: the caller's guarantees, passed on.
     unsafe { pending.commit(fregs, user, data) }
 }

@@ -109,6 +109,32 @@ const FUNC_WORD: usize = header_word(core::mem::offset_of!(FrameHeader, func));
 const SP_WORD: usize = header_word(core::mem::offset_of!(FrameHeader, sp));
 const INFO_WORD: usize = header_word(core::mem::offset_of!(FrameHeader, info));
 
+/// How many data words a hook reserves: at most [`MAX_DATA_WORDS`],
+/// checked when the number is made (when its user is built or registered),
+/// not on every traced call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataWords(usize);
+
+impl DataWords {
+    /// No data.
+    pub const NONE: DataWords = DataWords(0);
+
+    /// `words` data words, if that is at most [`MAX_DATA_WORDS`].
+    pub const fn new(words: usize) -> Option<DataWords> {
+        if words <= MAX_DATA_WORDS {
+            Some(DataWords(words))
+        } else {
+            None
+        }
+    }
+
+    /// The number of words.
+    #[inline(always)]
+    pub const fn get(self) -> usize {
+        self.0
+    }
+}
+
 /// Words a frame with one user keeping `data` words takes.
 pub const fn frame_words(data: usize) -> usize {
     HEADER + ENTRY_HEADER + data
@@ -383,10 +409,8 @@ impl ShadowStack {
     /// The traced path: one capacity check, then the header and the
     /// placeholder entry go in as one block of words.
     #[inline]
-    pub fn begin(&self, call: &CallSite, max_data: usize) -> Result<PendingHook<'_>, HookError> {
-        if max_data > MAX_DATA_WORDS {
-            return Err(HookError::TooLarge);
-        }
+    pub fn begin(&self, call: &CallSite, max_data: DataWords) -> Result<PendingHook<'_>, HookError> {
+        let max_data = max_data.get();
         let top = self.top();
         let below = self.base.load(Ordering::Relaxed);
         // Another user hooked this call first: join its frame.
@@ -687,6 +711,10 @@ mod tests {
     use super::*;
     use alloc::vec::Vec;
 
+    fn words(n: usize) -> DataWords {
+        DataWords::new(n).unwrap()
+    }
+
     fn call(func: usize, sp: usize) -> CallSite {
         CallSite { func, ret: func + 0x100, fp: sp + 0x40, sp }
     }
@@ -702,7 +730,7 @@ mod tests {
     #[test]
     fn push_commit_and_pop_round_trip() {
         let stack = ShadowStack::new(256);
-        let pending = stack.begin(&call(0x1000, 0x8000), 4).unwrap();
+        let pending = stack.begin(&call(0x1000, 0x8000), words(4)).unwrap();
         assert_eq!(pending.depth(), 0);
         let committed = pending.commit(0xa, &[1, 2], false).unwrap();
         assert_eq!(committed, Committed { depth: 0, redirect: Some(ReturnPath::Sparse) });
@@ -718,10 +746,10 @@ mod tests {
     #[test]
     fn a_second_user_of_the_same_call_joins_its_frame() {
         let stack = ShadowStack::new(256);
-        stack.begin(&call(0x1000, 0x8000), 1).unwrap().commit(0xa, &[7], false).unwrap();
-        let joined = stack.begin(&call(0x1000, 0x8000), 0).unwrap().commit(0xb, &[], true).unwrap();
+        stack.begin(&call(0x1000, 0x8000), words(1)).unwrap().commit(0xa, &[7], false).unwrap();
+        let joined = stack.begin(&call(0x1000, 0x8000), words(0)).unwrap().commit(0xb, &[], true).unwrap();
         assert_eq!(joined, Committed { depth: 0, redirect: Some(ReturnPath::Full) }, "upgrade to full registers");
-        let again = stack.begin(&call(0x1000, 0x8000), 0).unwrap().commit(0xc, &[], false).unwrap();
+        let again = stack.begin(&call(0x1000, 0x8000), words(0)).unwrap().commit(0xc, &[], false).unwrap();
         assert_eq!(again.redirect, None, "already redirected to the full trampoline");
         assert_eq!(stack.frames(), 1);
         let frame = stack.innermost().unwrap();
@@ -730,7 +758,7 @@ mod tests {
         assert_eq!(users, [0xa, 0xb, 0xc], "hook order");
         // A different call (another function, or the same one at another
         // stack depth) gets a frame of its own, one deeper.
-        let nested = stack.begin(&call(0x1000, 0x7000), 0).unwrap().commit(0xa, &[], false).unwrap();
+        let nested = stack.begin(&call(0x1000, 0x7000), words(0)).unwrap().commit(0xa, &[], false).unwrap();
         assert_eq!(nested.depth, 1);
         assert_eq!(stack.frames(), 2);
     }
@@ -738,10 +766,10 @@ mod tests {
     #[test]
     fn the_return_walk_sees_every_entry_of_the_innermost_frame() {
         let stack = ShadowStack::new(256);
-        stack.begin(&call(0x1000, 0x8000), 1).unwrap().commit(0xa, &[1], false).unwrap();
-        stack.begin(&call(0x2000, 0x7000), 2).unwrap().commit(0xb, &[2, 3], false).unwrap();
-        stack.begin(&call(0x2000, 0x7000), 0).unwrap().commit(0xc, &[], false).unwrap();
-        stack.begin(&call(0x2000, 0x7000), 1).unwrap().commit(0xd, &[4], false).unwrap();
+        stack.begin(&call(0x1000, 0x8000), words(1)).unwrap().commit(0xa, &[1], false).unwrap();
+        stack.begin(&call(0x2000, 0x7000), words(2)).unwrap().commit(0xb, &[2, 3], false).unwrap();
+        stack.begin(&call(0x2000, 0x7000), words(0)).unwrap().commit(0xc, &[], false).unwrap();
+        stack.begin(&call(0x2000, 0x7000), words(1)).unwrap().commit(0xd, &[4], false).unwrap();
         let mut seen = Vec::new();
         let base = stack.innermost().unwrap().base;
         // SAFETY: the innermost frame, all committed, nothing above it.
@@ -756,8 +784,8 @@ mod tests {
     #[test]
     fn pop_innermost_answers_the_return_address() {
         let stack = ShadowStack::new(256);
-        stack.begin(&call(0x1000, 0x8000), 1).unwrap().commit(0xa, &[7], false).unwrap();
-        stack.begin(&call(0x2000, 0x7000), 0).unwrap().commit(0xb, &[], false).unwrap();
+        stack.begin(&call(0x1000, 0x8000), words(1)).unwrap().commit(0xa, &[7], false).unwrap();
+        stack.begin(&call(0x2000, 0x7000), words(0)).unwrap().commit(0xb, &[], false).unwrap();
         // SAFETY: two frames are on the stack.
         assert_eq!(unsafe { stack.pop_innermost() }, 0x2100, "the inner call's");
         assert_eq!((stack.frames(), stack.used()), (1, HEADER + ENTRY_HEADER + 1));
@@ -770,11 +798,11 @@ mod tests {
     #[test]
     fn dropping_a_pending_hook_takes_it_back() {
         let stack = ShadowStack::new(256);
-        stack.begin(&call(0x1000, 0x8000), 2).unwrap().commit(0xa, &[5, 6], false).unwrap();
+        stack.begin(&call(0x1000, 0x8000), words(2)).unwrap().commit(0xa, &[5, 6], false).unwrap();
         let used = stack.used();
-        drop(stack.begin(&call(0x1000, 0x8000), 3).unwrap());
+        drop(stack.begin(&call(0x1000, 0x8000), words(3)).unwrap());
         assert_eq!(stack.used(), used, "joined entry taken back");
-        drop(stack.begin(&call(0x2000, 0x7000), 3).unwrap());
+        drop(stack.begin(&call(0x2000, 0x7000), words(3)).unwrap());
         assert_eq!((stack.used(), stack.frames()), (used, 1), "new frame taken back");
         let frame = stack.innermost().unwrap();
         assert_eq!(frame.header.func, 0x1000);
@@ -784,8 +812,9 @@ mod tests {
     #[test]
     fn too_much_data_is_refused_and_taken_back() {
         let stack = ShadowStack::new(256);
-        assert_eq!(stack.begin(&call(1, 2), MAX_DATA_WORDS + 1).err(), Some(HookError::TooLarge));
-        let pending = stack.begin(&call(1, 2), 1).unwrap();
+        assert_eq!(DataWords::new(MAX_DATA_WORDS + 1), None, "more than a hook may reserve");
+        assert_eq!(DataWords::new(MAX_DATA_WORDS).map(DataWords::get), Some(MAX_DATA_WORDS));
+        let pending = stack.begin(&call(1, 2), words(1)).unwrap();
         assert_eq!(pending.commit(0xa, &[1, 2], false), Err(HookError::TooLarge));
         assert_eq!((stack.used(), stack.frames()), (0, 0));
     }
@@ -793,9 +822,9 @@ mod tests {
     #[test]
     fn a_full_stack_counts_overruns() {
         let stack = ShadowStack::new(HEADER + ENTRY_HEADER + 1);
-        stack.begin(&call(1, 100), 1).unwrap().commit(0xa, &[9], false).unwrap();
-        assert_eq!(stack.begin(&call(2, 90), 0).err(), Some(HookError::Overrun));
-        assert_eq!(stack.begin(&call(1, 100), 0).err(), Some(HookError::Overrun), "no room to join either");
+        stack.begin(&call(1, 100), words(1)).unwrap().commit(0xa, &[9], false).unwrap();
+        assert_eq!(stack.begin(&call(2, 90), words(0)).err(), Some(HookError::Overrun));
+        assert_eq!(stack.begin(&call(1, 100), words(0)).err(), Some(HookError::Overrun), "no room to join either");
         assert_eq!(stack.overruns(), 2);
         assert_eq!(stack.frames(), 1);
     }
@@ -806,9 +835,9 @@ mod tests {
         // own above the reservation; the task then commits. Both frames come
         // out intact.
         let stack = ShadowStack::new(256);
-        let pending = stack.begin(&call(0x1000, 0x8000), 4).unwrap();
+        let pending = stack.begin(&call(0x1000, 0x8000), words(4)).unwrap();
         {
-            let irq = stack.begin(&call(0x3000, 0x7000), 1).unwrap();
+            let irq = stack.begin(&call(0x3000, 0x7000), words(1)).unwrap();
             assert_eq!(irq.depth(), 1, "the interrupt sees the task's call below it");
             irq.commit(0xb, &[42], false).unwrap();
             let frame = stack.innermost().unwrap();
@@ -825,8 +854,8 @@ mod tests {
     #[test]
     fn walks_find_return_addresses_and_users() {
         let stack = ShadowStack::new(256);
-        stack.begin(&call(0x1000, 0x8000), 0).unwrap().commit(0xa, &[], false).unwrap();
-        stack.begin(&call(0x2000, 0x7000), 0).unwrap().commit(0xb, &[], false).unwrap();
+        stack.begin(&call(0x1000, 0x8000), words(0)).unwrap().commit(0xa, &[], false).unwrap();
+        stack.begin(&call(0x2000, 0x7000), words(0)).unwrap().commit(0xb, &[], false).unwrap();
         assert_eq!(stack.return_address_for(0x8040), Some(0x1100));
         assert_eq!(stack.return_address_for(0x7040), Some(0x2100));
         assert_eq!(stack.return_address_for(0x1234), None);
