@@ -29,7 +29,14 @@
 //! room for `max_data` words and no user yet; [`PendingHook::commit`] fills
 //! the entry in, and dropping the pending hook takes the reservation back.
 //! So a user can decide about a call (and set state its return will undo)
-//! only once the return is sure to come.
+//! only once the return is sure to come. Until then the pending hook's frame
+//! stays the innermost (the nesting argument below), which is why the
+//! pending hook keeps only its entry and reads the frame from the stack.
+//!
+//! The return handler walks the innermost frame with
+//! [`ShadowStack::for_each_entry_of_innermost`], which trusts it: a call
+//! cannot return while one of its entries is pending, so every entry there
+//! is committed and the last one ends at the top.
 //!
 //! # Concurrency and invariants
 //!
