@@ -28,6 +28,9 @@
 //! - Wake-ups are never lost: a task about to block checks its pending
 //!   wake-up under the lock, and a wake-up of a task that is not blocked
 //!   leaves one pending.
+//! - A sleeping task is listed as a sleeper under the same lock hold that
+//!   switches it out, so the tick that wakes sleepers never queues a task
+//!   that still runs (two CPUs would then run it on one stack).
 //! - A dead task's stack is freed by the next task on its CPU, after the
 //!   switch away from it.
 
@@ -211,6 +214,16 @@ fn with_locked_queue_has_work() -> bool {
 /// the queue if it is still runnable (or in `park` state), picks the next
 /// one and switches. Returns when this task runs again.
 fn schedule(park: Option<State>) {
+    switch_away(park, None);
+}
+
+/// [`schedule`], for a task that sleeps until tick `until`.
+fn schedule_to_sleep(until: u64) {
+    switch_away(Some(State::Sleeping), Some(until));
+}
+
+/// [`schedule`]'s work; `sleep_until`: list the task as a sleeper.
+fn switch_away(park: Option<State>, sleep_until: Option<u64>) {
     debug_assert!(!cpu::interrupts_enabled());
     lock();
     let s = state();
@@ -222,6 +235,12 @@ fn schedule(park: Option<State>) {
         Some(State::Blocked) if prev.take_wake_pending() => {}
         Some(state) => prev.set_state(state),
         None => {}
+    }
+    if let Some(until) = sleep_until {
+        // Listed under the lock hold that also switches the task out: the
+        // tick that wakes sleepers (on the boot CPU) cannot queue it while
+        // it still runs here, however late this CPU gets to the switch.
+        s.sleepers.push((until, prev.clone()));
     }
     if prev.state() == State::Running {
         prev.set_state(State::Runnable);
@@ -278,18 +297,15 @@ pub fn yield_now() {
 /// Sleeps at least `ms` milliseconds: until `ms + 1` ticks have passed
 /// (the current tick is already partly over, as Linux's `msleep` counts).
 pub fn sleep_ms(ms: u64) {
-    let Some(task) = current_arc() else {
+    if current_arc().is_none() {
         let end = arch::time::ticks() + ms + 1;
         while arch::time::ticks() < end {
             core::hint::spin_loop();
         }
         return;
-    };
+    }
     let _irq = IrqGuard::new();
-    lock();
-    state().sleepers.push((arch::time::ticks() + ms + 1, task));
-    unlock();
-    schedule(Some(State::Sleeping));
+    schedule_to_sleep(arch::time::ticks() + ms + 1);
 }
 
 /// The running task, as a shared handle.
