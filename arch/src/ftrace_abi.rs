@@ -171,22 +171,16 @@ impl FtraceRegs {
         Self { regs: PtRegs::default(), saved }
     }
 
-    /// A copy of `regs`, a full save of kind `saved` ([`Saved::EntryFull`]
-    /// or [`Saved::ReturnFull`]): for consumers that got a `PtRegs` some
-    /// other way (a kprobe's breakpoint) and fetch through the `FtraceRegs`
-    /// accessors.
-    pub fn from_regs(regs: &PtRegs, saved: Saved) -> Self {
-        debug_assert!(matches!(saved, Saved::EntryFull | Saved::ReturnFull));
-        Self { regs: *regs, saved }
+    /// This save, to read in place (what every reading accessor below
+    /// does).
+    #[inline(always)]
+    pub fn view(&self) -> SavedRegs<'_> {
+        SavedRegs { regs: &self.regs, saved: self.saved }
     }
 
     /// What this save holds.
     pub fn saved(&self) -> Saved {
         self.saved
-    }
-
-    fn records(&self, offset: usize) -> bool {
-        regs::REGISTERS.iter().any(|info| info.offset == offset && info.saved_by & self.saved.bit() != 0)
     }
 
     /// The traced function's address (on entry) or where it returns to (on
@@ -237,39 +231,29 @@ impl FtraceRegs {
 
     /// Whether the function-entry arguments are available.
     pub fn has_args(&self) -> bool {
-        matches!(self.saved, Saved::EntryArgs | Saved::EntryFull)
+        self.view().has_args()
     }
 
     /// Whether every register was saved.
     pub fn is_full(&self) -> bool {
-        matches!(self.saved, Saved::EntryFull | Saved::ReturnFull)
+        self.view().is_full()
     }
 
-    /// Argument `n` of the traced function (0-based), at entry. Arguments past
-    /// the registers are read from the caller's stack where the architecture
-    /// passes them there (x86_64: n >= 6), fault-tolerantly.
+    /// See [`SavedRegs::argument`].
     #[inline]
     pub fn argument(&self, n: usize) -> Option<u64> {
-        if !self.has_args() {
-            return None;
-        }
-        if n < ARGUMENT_REGISTERS {
-            return Some(self.regs.argument_register(n));
-        }
-        let slot = regs::stack_argument_slot(self.regs.sp(), n)?;
-        crate::fault::read_u64_nofault(slot)
+        self.view().argument(n)
     }
 
-    /// [`argument`](Self::argument) for a register argument, its number
-    /// checked when it was made: the traced path tests only the save.
+    /// See [`SavedRegs::register_argument`].
     #[inline]
     pub fn register_argument(&self, n: RegisterArgument) -> Option<u64> {
-        self.has_args().then(|| self.regs.argument_register(n.0))
+        self.view().register_argument(n)
     }
 
     /// The stack pointer at the traced function's entry (or at its return).
     pub fn stack_pointer(&self) -> usize {
-        self.regs.sp()
+        self.view().stack_pointer()
     }
 
     /// At entry: the stack pointer the caller will have once the function
@@ -344,7 +328,7 @@ impl FtraceRegs {
 
     /// The value in the return-value register.
     pub fn return_value(&self) -> u64 {
-        self.regs.return_value()
+        self.view().return_value()
     }
 
     /// Sets the return-value register.
@@ -383,7 +367,7 @@ impl FtraceRegs {
         let mut kept = [(0usize, 0u64); regs::REGISTERS.len()];
         let mut count = 0;
         for info in regs::REGISTERS.iter().filter(|info| info.saved_by & bit != 0) {
-            kept[count] = (info.offset, self.read_field(info.offset));
+            kept[count] = (info.offset, self.view().read_field(info.offset));
             count += 1;
         }
         self.regs = PtRegs::default();
@@ -393,12 +377,6 @@ impl FtraceRegs {
             unsafe { *((&mut self.regs as *mut PtRegs as *mut u8).add(offset) as *mut u64) = value };
         }
         &mut self.regs
-    }
-
-    fn read_field(&self, offset: usize) -> u64 {
-        // SAFETY: callers pass offsets from the register table (`offset_of!`
-        // of u64 fields of `PtRegs`).
-        unsafe { *((&self.regs as *const PtRegs as *const u8).add(offset) as *const u64) }
     }
 
     /// The offset in `FtraceRegs` of the register called `name`, if the
@@ -419,11 +397,106 @@ impl FtraceRegs {
         Ok(FTRACE_REGS_PT + info.offset)
     }
 
-    /// Reads the register at `offset` (from [`query_register_offset`]), if
-    /// this save recorded it.
-    ///
-    /// [`query_register_offset`]: Self::query_register_offset
+    /// See [`SavedRegs::register_at`].
     pub fn register_at(&self, offset: usize) -> Option<u64> {
+        self.view().register_at(offset)
+    }
+
+    /// See [`SavedRegs::registers`].
+    pub fn registers(&self) -> impl Iterator<Item = (&'static str, Option<u64>)> + '_ {
+        self.view().registers()
+    }
+
+    /// Direct access for the in-kernel tests.
+    #[cfg(feature = "test-hooks")]
+    pub fn pt_regs_mut(&mut self) -> &mut PtRegs {
+        &mut self.regs
+    }
+}
+
+/// A save read in place: a `PtRegs` and what it holds. [`FtraceRegs::view`]
+/// gives one for a trampoline's save; [`SavedRegs::full`] for registers
+/// saved some other way (a kprobe's breakpoint), which are then read where
+/// they are, never copied into an `FtraceRegs` first. The reading accessors
+/// live here, once, for both.
+#[derive(Clone, Copy)]
+pub struct SavedRegs<'a> {
+    regs: &'a PtRegs,
+    saved: Saved,
+}
+
+impl<'a> SavedRegs<'a> {
+    /// `regs`, every register saved: [`Saved::EntryFull`] at a function's
+    /// entry or a probed instruction, [`Saved::ReturnFull`] at a return.
+    pub fn full(regs: &'a PtRegs, saved: Saved) -> SavedRegs<'a> {
+        debug_assert!(matches!(saved, Saved::EntryFull | Saved::ReturnFull));
+        SavedRegs { regs, saved }
+    }
+
+    /// What the save holds.
+    pub fn saved(self) -> Saved {
+        self.saved
+    }
+
+    /// Whether the function-entry arguments are available.
+    #[inline(always)]
+    pub fn has_args(self) -> bool {
+        matches!(self.saved, Saved::EntryArgs | Saved::EntryFull)
+    }
+
+    /// Whether every register was saved.
+    #[inline(always)]
+    pub fn is_full(self) -> bool {
+        matches!(self.saved, Saved::EntryFull | Saved::ReturnFull)
+    }
+
+    fn records(self, offset: usize) -> bool {
+        regs::REGISTERS.iter().any(|info| info.offset == offset && info.saved_by & self.saved.bit() != 0)
+    }
+
+    fn read_field(self, offset: usize) -> u64 {
+        // SAFETY: callers pass offsets from the register table (`offset_of!`
+        // of u64 fields of `PtRegs`).
+        unsafe { *((self.regs as *const PtRegs as *const u8).add(offset) as *const u64) }
+    }
+
+    /// Argument `n` of the traced function (0-based), at entry. Arguments past
+    /// the registers are read from the caller's stack where the architecture
+    /// passes them there (x86_64: n >= 6), fault-tolerantly.
+    #[inline]
+    pub fn argument(self, n: usize) -> Option<u64> {
+        if !self.has_args() {
+            return None;
+        }
+        if n < ARGUMENT_REGISTERS {
+            return Some(self.regs.argument_register(n));
+        }
+        let slot = regs::stack_argument_slot(self.regs.sp(), n)?;
+        crate::fault::read_u64_nofault(slot)
+    }
+
+    /// [`argument`](Self::argument) for a register argument, its number
+    /// checked when it was made: the traced path tests only the save.
+    #[inline]
+    pub fn register_argument(self, n: RegisterArgument) -> Option<u64> {
+        self.has_args().then(|| self.regs.argument_register(n.0))
+    }
+
+    /// The stack pointer at the save.
+    #[inline]
+    pub fn stack_pointer(self) -> usize {
+        self.regs.sp()
+    }
+
+    /// The value in the return-value register.
+    #[inline]
+    pub fn return_value(self) -> u64 {
+        self.regs.return_value()
+    }
+
+    /// Reads the register at `offset` (from
+    /// [`FtraceRegs::query_register_offset`]), if this save recorded it.
+    pub fn register_at(self, offset: usize) -> Option<u64> {
         let field = offset.checked_sub(FTRACE_REGS_PT)?;
         if !self.records(field) {
             return None;
@@ -433,14 +506,8 @@ impl FtraceRegs {
 
     /// Every register of the architecture by its first name, with its value
     /// if this save recorded it (`None`: not saved, so not known).
-    pub fn registers(&self) -> impl Iterator<Item = (&'static str, Option<u64>)> + '_ {
-        regs::REGISTERS.iter().map(|info| (info.names[0], self.records(info.offset).then(|| self.read_field(info.offset))))
-    }
-
-    /// Direct access for the in-kernel tests.
-    #[cfg(feature = "test-hooks")]
-    pub fn pt_regs_mut(&mut self) -> &mut PtRegs {
-        &mut self.regs
+    pub fn registers(self) -> impl Iterator<Item = (&'static str, Option<u64>)> + 'a {
+        regs::REGISTERS.iter().map(move |info| (info.names[0], self.records(info.offset).then(|| self.read_field(info.offset))))
     }
 }
 

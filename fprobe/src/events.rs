@@ -29,7 +29,7 @@ use alloc::vec::Vec;
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU16, Ordering};
 
-use arch::ftrace_abi::{FtraceRegs, RegisterArgument, RegisterError, Saved};
+use arch::ftrace_abi::{FtraceRegs, RegisterArgument, RegisterError, Saved, SavedRegs};
 use ftrace::event_filter::{FieldKind, FieldValue, FilterError, FilterField, FilterSlot};
 use ftrace::tracer::event_common;
 use ftrace::FilterMode;
@@ -659,7 +659,7 @@ pub fn formats() -> Vec<(String, String)> {
 
 /// What fetches read from.
 struct Context<'a> {
-    fregs: &'a FtraceRegs,
+    regs: SavedRegs<'a>,
     /// The entry arguments saved for an exit event.
     saved_args: Option<&'a EntryData<'a>>,
 }
@@ -669,12 +669,12 @@ fn fetch_word(fetch: &Fetch, context: &Context) -> Option<u64> {
     match fetch {
         Fetch::Arg(n) => match context.saved_args {
             Some(data) => data.argument(*n),
-            None => context.fregs.argument(*n),
+            None => context.regs.argument(*n),
         },
-        Fetch::Retval => Some(context.fregs.return_value()),
-        Fetch::Stack(n) => arch::fault::read_u64_nofault(context.fregs.stack_pointer() + 8 * n),
-        Fetch::StackPointer => Some(context.fregs.stack_pointer() as u64),
-        Fetch::Register(offset) => context.fregs.register_at(*offset),
+        Fetch::Retval => Some(context.regs.return_value()),
+        Fetch::Stack(n) => arch::fault::read_u64_nofault(context.regs.stack_pointer() + 8 * n),
+        Fetch::StackPointer => Some(context.regs.stack_pointer() as u64),
+        Fetch::Register(offset) => context.regs.register_at(*offset),
         Fetch::Memory { offset, base } => {
             let address = fetch_word(base, context)?.wrapping_add(*offset as u64);
             arch::fault::read_u64_nofault(address as usize)
@@ -757,9 +757,9 @@ fn record_fixed(compiled: &Compiled, ips: &[u64], context: &Context) {
 #[inline(always)]
 fn fetch_quick(fetch: Quick, context: &Context) -> Option<u64> {
     match fetch {
-        Quick::Arg(n) => context.fregs.register_argument(n),
+        Quick::Arg(n) => context.regs.register_argument(n),
         Quick::SavedArg(n) => context.saved_args?.argument(n),
-        Quick::Retval => Some(context.fregs.return_value()),
+        Quick::Retval => Some(context.regs.return_value()),
     }
 }
 
@@ -769,8 +769,8 @@ fn fetch_number(fetch: &Fetch, ty: ArgType, context: &Context) -> Option<u64> {
     // The usual fetches first, without the general (recursive, out of line)
     // `fetch_word`.
     match (fetch, context.saved_args) {
-        (Fetch::Arg(n), None) => return context.fregs.argument(*n),
-        (Fetch::Retval, _) => return Some(context.fregs.return_value()),
+        (Fetch::Arg(n), None) => return context.regs.argument(*n),
+        (Fetch::Retval, _) => return Some(context.regs.return_value()),
         (Fetch::Memory { .. }, _) => {}
         _ => return fetch_word(fetch, context),
     }
@@ -857,15 +857,15 @@ fn kprobe_hit(probe: &Kprobe, regs: &mut PtRegs) {
     // form, which the event keeps alive past the probe's unregistration.
     let compiled = unsafe { &*(probe.private() as *const Compiled) };
     compiled.hits.fetch_add(1, Ordering::Relaxed);
-    let fregs = FtraceRegs::from_regs(regs, Saved::EntryFull);
-    record(compiled, &[probe.address() as u64], &Context { fregs: &fregs, saved_args: None });
+    let regs = SavedRegs::full(regs, Saved::EntryFull);
+    record(compiled, &[probe.address() as u64], &Context { regs, saved_args: None });
 }
 
 /// A kretprobe event's entry handler: keeps the arguments for `$argN`.
 fn kretprobe_save_args(_: &Kretprobe, regs: &mut PtRegs, data: &mut [u64]) {
-    let fregs = FtraceRegs::from_regs(regs, Saved::EntryFull);
+    let regs = SavedRegs::full(regs, Saved::EntryFull);
     for (n, slot) in data.iter_mut().enumerate() {
-        *slot = fregs.argument(n).unwrap_or(0);
+        *slot = regs.argument(n).unwrap_or(0);
     }
 }
 
@@ -874,10 +874,10 @@ fn kretprobe_return(rp: &Kretprobe, ret_addr: usize, regs: &mut PtRegs, data: &[
     // SAFETY: as in `kprobe_hit`.
     let compiled = unsafe { &*(rp.private() as *const Compiled) };
     compiled.hits.fetch_add(1, Ordering::Relaxed);
-    let fregs = FtraceRegs::from_regs(regs, Saved::ReturnFull);
+    let regs = SavedRegs::full(regs, Saved::ReturnFull);
     let saved = EntryData::of_arguments(data);
     let ips = [rp.place().address as u64, ret_addr as u64];
-    record(compiled, &ips, &Context { fregs: &fregs, saved_args: Some(&saved) });
+    record(compiled, &ips, &Context { regs, saved_args: Some(&saved) });
 }
 
 /// An fprobe event's handlers, run inline in the probe's entry and return.
@@ -897,12 +897,12 @@ impl probe::Handlers for EventHandlers {
 
 #[inline(always)]
 fn event_entry(fp: &Fprobe, entry_ip: usize, _ret_ip: usize, fregs: &mut FtraceRegs, _data: &mut EntryData) -> bool {
-    record(compiled_of(fp), &[entry_ip as u64], &Context { fregs, saved_args: None });
+    record(compiled_of(fp), &[entry_ip as u64], &Context { regs: fregs.view(), saved_args: None });
     true
 }
 
 #[inline(always)]
 fn event_exit(fp: &Fprobe, entry_ip: usize, ret_ip: usize, fregs: &mut FtraceRegs, data: &mut EntryData) {
     let data: &EntryData = data;
-    record(compiled_of(fp), &[entry_ip as u64, ret_ip as u64], &Context { fregs, saved_args: Some(data) });
+    record(compiled_of(fp), &[entry_ip as u64, ret_ip as u64], &Context { regs: fregs.view(), saved_args: Some(data) });
 }

@@ -105,7 +105,7 @@ pub mod tracer;
 pub mod unwind;
 
 #[cfg(target_os = "none")]
-pub use arch::ftrace_abi::{FtraceRegs, PtRegs, RegisterError, Saved, Trampoline};
+pub use arch::ftrace_abi::{FtraceRegs, PtRegs, RegisterError, Saved, SavedRegs, Trampoline};
 pub use glob::{FilterError, FilterMode};
 #[cfg(target_os = "none")]
 pub use ops::{Callback, FtraceFunc, FtraceOps, OpsFlags};

@@ -519,7 +519,9 @@ fn on_trap(trap: Trap, address: usize, regs: &mut PtRegs) -> bool {
 
 fn on_probe(address: usize, regs: &mut PtRegs) -> bool {
     let Some(probe) = lookup(address) else { return false };
-    let Mechanism::Breakpoint { insn, slot } = probe.mechanism else { return false };
+    // Borrowed, not copied: the trap path reads the decoded instruction
+    // where the probe keeps it.
+    let Mechanism::Breakpoint { ref insn, slot } = probe.mechanism else { return false };
     regs.set_ip(address);
     // SAFETY: trap context: interrupts are masked.
     let control = unsafe { this_cpu() };
@@ -529,7 +531,7 @@ fn on_probe(address: usize, regs: &mut PtRegs) -> bool {
             panic!("kprobes: a probe hit at {address:#x} inside a probe's step cannot be handled");
         }
         control.interrupted = Some(control.now);
-        run_instruction(probe, &insn, slot, regs, control, true);
+        run_instruction(probe, insn, slot, regs, control, true);
         return true;
     }
     probe.hits.fetch_add(1, Ordering::Relaxed);
@@ -540,7 +542,7 @@ fn on_probe(address: usize, regs: &mut PtRegs) -> bool {
     }
     // SAFETY: as above; the handler's own use of the block is over.
     let control = unsafe { this_cpu() };
-    run_instruction(probe, &insn, slot, regs, control, false);
+    run_instruction(probe, insn, slot, regs, control, false);
     true
 }
 
@@ -584,8 +586,8 @@ fn on_step_done(address: usize, regs: &mut PtRegs) -> bool {
     // SAFETY: the probe stays armed while a CPU steps it (unregistration
     // waits for a cross-CPU round, which this CPU holds up while masked).
     let probe = unsafe { &*control.now.probe };
-    let Mechanism::Breakpoint { insn, slot } = probe.mechanism else { return false };
-    if !insn::is_step_done_of(slot, &insn, address) {
+    let Mechanism::Breakpoint { ref insn, slot } = probe.mechanism else { return false };
+    if !insn::is_step_done_of(slot, insn, address) {
         return false;
     }
     regs.set_ip(insn.next());

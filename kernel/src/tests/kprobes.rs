@@ -9,7 +9,7 @@ use core::hint::black_box;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arch::kprobes::{Execution, InsnError};
-use ftrace::{FtraceRegs, PtRegs, Saved};
+use ftrace::{FtraceRegs, PtRegs, Saved, SavedRegs};
 use kprobes::kretprobe::{Kretprobe, KretprobeConfig};
 use kprobes::{register_kprobe, register_kretprobe, Kprobe, KprobeConfig, KprobeError, Location, RegisteredKprobe};
 use ktest_macros::ktest;
@@ -52,7 +52,7 @@ fn instructions(function: usize) -> Vec<usize> {
 }
 
 fn first_argument(regs: &PtRegs) -> u64 {
-    FtraceRegs::from_regs(regs, Saved::EntryFull).argument(0).unwrap()
+    SavedRegs::full(regs, Saved::EntryFull).argument(0).unwrap()
 }
 
 static HITS: AtomicU64 = AtomicU64::new(0);
@@ -233,7 +233,7 @@ fn save_n(_: &Kretprobe, regs: &mut PtRegs, data: &mut [u64]) {
 fn check_return(rp: &Kretprobe, ret_addr: usize, regs: &mut PtRegs, data: &[u64]) {
     assert_ne!(ret_addr, 0);
     assert_eq!(rp.private(), 0x5eed);
-    let retval = FtraceRegs::from_regs(regs, Saved::ReturnFull).return_value();
+    let retval = SavedRegs::full(regs, Saved::ReturnFull).return_value();
     RETURNS.lock().push((data[0], retval));
 }
 
