@@ -178,14 +178,24 @@ pub enum Syntax {
 pub enum DefinitionError {
     Empty,
     TooLong,
-    UnknownType(String),
+    /// A head that is no probe type of the file it was written to.
+    UnknownType {
+        head: String,
+        syntax: Syntax,
+    },
     BadLocation(LocationError),
     BadMaxactive(String),
     BadName(String),
     MissingSymbol,
     BadSymbol(String),
-    BadFetchArg { arg: String, why: &'static str },
-    BadArgType { arg: String, ty: String },
+    BadFetchArg {
+        arg: String,
+        why: &'static str,
+    },
+    BadArgType {
+        arg: String,
+        ty: String,
+    },
     RetvalAtEntry(String),
     TooManyArgs,
     DuplicateArgName(String),
@@ -196,9 +206,13 @@ impl fmt::Display for DefinitionError {
         match self {
             DefinitionError::Empty => write!(f, "empty event definition"),
             DefinitionError::TooLong => write!(f, "event definition longer than {MAX_DEFINITION} bytes"),
-            DefinitionError::UnknownType(kind) => {
-                write!(f, "unknown probe type '{kind}' (expected 'f', 'p' or 'r' to define, '-:' to remove)")
+            DefinitionError::UnknownType { head, syntax: Syntax::Dynamic } => {
+                write!(f, "unknown probe type '{head}' (expected 'f', 'p' or 'r' to define, '-:' to remove)")
             }
+            DefinitionError::UnknownType { head, syntax: Syntax::Kprobe } => write!(
+                f,
+                "unknown probe type '{head}' (expected 'p' or 'r' to define, '-:' to remove; fprobe events go to dynamic_events)"
+            ),
             DefinitionError::BadLocation(error) => write!(f, "{error}"),
             DefinitionError::BadMaxactive(head) => {
                 write!(f, "invalid '{head}': MAXACTIVE is a number of calls, after 'r' only")
@@ -256,7 +270,7 @@ fn parse_head(kind: &str, head: &str, syntax: Syntax) -> Result<Head, Definition
             _ if kind.starts_with('p') && kind[1..].bytes().all(|b| b.is_ascii_digit()) => {
                 Err(DefinitionError::BadMaxactive(head.into()))
             }
-            _ => Err(DefinitionError::UnknownType(head.into())),
+            _ => Err(DefinitionError::UnknownType { head: head.into(), syntax }),
         },
     }
 }
@@ -525,14 +539,16 @@ mod tests {
     #[test]
     fn bad_kprobe_definitions_are_refused() {
         use DefinitionError::*;
-        assert_eq!(parse_as("f:a fib", Syntax::Kprobe), Err(UnknownType("f:a".into())));
+        let refused = parse_as("f:a fib", Syntax::Kprobe);
+        assert_eq!(refused, Err(UnknownType { head: "f:a".into(), syntax: Syntax::Kprobe }));
+        assert!(refused.unwrap_err().to_string().contains("expected 'p' or 'r'"), "kprobe_events does not offer 'f'");
         assert!(matches!(parse("p:a fib+zz"), Err(BadLocation(_))));
         assert!(matches!(parse("p:a fib-4"), Err(BadLocation(_))));
         assert_eq!(parse("p:a fib $retval"), Err(RetvalAtEntry("$retval".into())));
         assert_eq!(parse("p4:a fib"), Err(BadMaxactive("p4:a".into())));
         assert_eq!(parse("r0:a fib"), Err(BadMaxactive("r0:a".into())));
         assert_eq!(parse("r99999:a fib"), Err(BadMaxactive("r99999:a".into())));
-        assert_eq!(parse("rx:a fib"), Err(UnknownType("rx:a".into())));
+        assert_eq!(parse("rx:a fib"), Err(UnknownType { head: "rx:a".into(), syntax: Syntax::Dynamic }));
         assert_eq!(parse("p:a"), Err(MissingSymbol));
         assert!(matches!(parse("p:a fib %"), Err(BadFetchArg { .. })));
     }
@@ -549,7 +565,7 @@ mod tests {
     fn bad_definitions_are_refused_with_a_reason() {
         use DefinitionError::*;
         assert_eq!(parse(""), Err(Empty));
-        assert_eq!(parse("x:kprobe sym"), Err(UnknownType("x:kprobe".into())));
+        assert_eq!(parse("x:kprobe sym"), Err(UnknownType { head: "x:kprobe".into(), syntax: Syntax::Dynamic }));
         assert_eq!(parse("f:1bad sym"), Err(BadName("1bad".into())));
         assert_eq!(parse("f:a/b/c sym"), Err(BadName("a/b/c".into())));
         assert_eq!(parse("f:ev"), Err(MissingSymbol));
