@@ -113,9 +113,12 @@ impl Handlers for Pointers {
 pub struct FprobeConfig {
     pub entry: Option<EntryHandler>,
     pub exit: Option<ExitHandler>,
-    /// Per-call words for the handlers (at most [`MAX_ENTRY_DATA_WORDS`]).
+    /// Per-call words the entry handler hands to the exit handler of the
+    /// same call (at most [`MAX_ENTRY_DATA_WORDS`]). A probe without an exit
+    /// handler gets none, as in Linux (where its entry data is `NULL`).
     pub entry_data_words: usize,
-    /// Keep the first [`SAVED_ARGS`] entry arguments for the exit handler.
+    /// Keep the first [`SAVED_ARGS`] entry arguments for the exit handler
+    /// (nothing to keep without one).
     pub save_args: bool,
     /// Private data for the handlers.
     pub private: usize,
@@ -168,7 +171,7 @@ pub struct Fprobe {
     user: ReturnUser,
     config: FprobeConfig,
     /// The words a call keeps: the probe's own and the saved arguments
-    /// (worked out once, at registration).
+    /// (worked out once, at registration; none without an exit handler).
     data_words: DataWords,
     disabled: AtomicBool,
     /// Calls whose exit could not be hooked or handled (see `nmissed`).
@@ -240,9 +243,13 @@ pub fn register_of<H: Handlers>(config: FprobeConfig, target: Target) -> Result<
     if config.entry_data_words > MAX_ENTRY_DATA_WORDS {
         return Err(FprobeError::EntryDataTooLarge(config.entry_data_words));
     }
-    // At most MAX_ENTRY_DATA_WORDS + SAVED_ARGS: always room.
-    let data_words = DataWords::new(config.entry_data_words + if config.save_args { SAVED_ARGS } else { 0 })
-        .ok_or(FprobeError::EntryDataTooLarge(config.entry_data_words))?;
+    // Only a call whose exit is hooked keeps words. At most
+    // MAX_ENTRY_DATA_WORDS + SAVED_ARGS: always room.
+    let kept = match config.exit {
+        Some(_) => config.entry_data_words + if config.save_args { SAVED_ARGS } else { 0 },
+        None => 0,
+    };
+    let data_words = DataWords::new(kept).ok_or(FprobeError::EntryDataTooLarge(config.entry_data_words))?;
     let probe = Box::new(Fprobe {
         ops: FtraceOps::of::<FprobeEntry<H>>(OpsFlags::RECURSION),
         user: ReturnUser { on_return: fprobe_exit::<H>, on_missed: fprobe_missed, full_regs: false },
@@ -389,19 +396,15 @@ fn fprobe_entry<H: Handlers>(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs
     if probe.disabled.load(Ordering::Relaxed) {
         return;
     }
-    let used = probe.data_words.get();
-    // With an exit handler, the return hook's room comes first (as in Linux):
-    // a call the exit cannot be hooked for is missed whole, so every entry
-    // the handler sees gets its exit.
+    // Without an exit handler there is nothing to hook and no data to keep.
     let Some(_) = probe.config.exit else {
-        if used == 0 {
-            enter::<H>(probe, ip, parent_ip, fregs, &mut []);
-        } else {
-            let mut words = [0u64; MAX_DATA_WORDS];
-            enter::<H>(probe, ip, parent_ip, fregs, &mut words[..used]);
-        }
+        enter::<H>(probe, ip, parent_ip, fregs, &mut []);
         return;
     };
+    // The return hook's room comes first (as in Linux): a call the exit
+    // cannot be hooked for is missed whole, so every entry the handler sees
+    // gets its exit.
+    let used = probe.data_words.get();
     let mut pending = match retstack::begin_hook(fregs, ip, probe.data_words) {
         Ok(pending) => pending,
         Err(_) => {

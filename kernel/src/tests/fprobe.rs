@@ -107,6 +107,28 @@ fn entry_data_round_trips_and_skip_exit_skips() {
     assert_eq!(DATA_OK.load(Ordering::SeqCst), 3, "each saw its own 15 words");
 }
 
+static ENTRY_ONLY_WORDS: AtomicU64 = AtomicU64::new(u64::MAX);
+
+fn note_words(_fp: &Fprobe, _ip: usize, _ret: usize, _fregs: &mut FtraceRegs, data: &mut EntryData) -> bool {
+    ENTRY_ONLY_WORDS.store(data.words().len() as u64, Ordering::SeqCst);
+    false
+}
+
+#[ktest]
+fn a_probe_without_an_exit_handler_keeps_no_entry_data() {
+    // As in Linux, where such a probe's entry data is NULL: the words exist
+    // to carry something from a call's entry to its exit.
+    let f = address(probed as extern "C" fn(u64, u64) -> u64);
+    let probe = fprobe::register(
+        FprobeConfig { entry_data_words: fprobe::MAX_ENTRY_DATA_WORDS, save_args: true, ..config(Some(note_words), None) },
+        Target::Addresses(&[f]),
+    )
+    .unwrap();
+    probed(black_box(2), 3);
+    drop(probe);
+    assert_eq!(ENTRY_ONLY_WORDS.load(Ordering::SeqCst), 0);
+}
+
 static MASS_CALLS: AtomicU64 = AtomicU64::new(0);
 
 fn count(_fp: &Fprobe, _ip: usize, _ret: usize, _fregs: &mut FtraceRegs, _data: &mut EntryData) -> bool {
