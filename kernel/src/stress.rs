@@ -16,9 +16,10 @@
 //!   time, chosen by a pseudo-random sequence: the current tracer
 //!   (`nop`/`function`/`function_graph`), the tracer filter, a pair of fprobe
 //!   events (defined, enabled, disabled, removed), an fprobe with entry and
-//!   exit handlers, an ops with a rethook, and an ops on the ARGS
-//!   trampoline. Every callback checks the arguments and return values it
-//!   sees.
+//!   exit handlers, an ops with a rethook, an ops on the ARGS trampoline,
+//!   and a breakpoint kprobe inside the leaf (the instruction after its
+//!   ftrace site, stepped out of line) with a kretprobe on the leaf. Every
+//!   callback checks the arguments and return values it sees.
 //!
 //! # What it reports
 //!
@@ -38,7 +39,9 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 use fprobe::{EntryData, Fprobe, FprobeConfig, RegisteredFprobe, Target};
 use ftrace::ring_buffer::{page_events, PAGE_SIZE};
-use ftrace::{FilterKind, FilterMode, FtraceOps, FtraceRegs, OpsFlags};
+use ftrace::{FilterKind, FilterMode, FtraceOps, FtraceRegs, OpsFlags, PtRegs, Saved, SavedRegs};
+use kprobes::kretprobe::{Kretprobe, KretprobeConfig, RegisteredKretprobe};
+use kprobes::{Kprobe, KprobeConfig, Location, RegisteredKprobe};
 use rethook::{Rethook, RethookMode, RethookNode};
 
 use crate::{sched, tracefs};
@@ -87,7 +90,12 @@ static BAD_RETVALS: AtomicU64 = AtomicU64::new(0);
 
 /// Checks a call of `stress_add` or `stress_nap` as a callback sees it.
 fn check_args(fregs: &FtraceRegs) -> Option<u64> {
-    let (a, b) = (fregs.argument(0)?, fregs.argument(1)?);
+    check_saved_args(fregs.view())
+}
+
+/// [`check_args`] for any save (a breakpoint's too).
+fn check_saved_args(regs: SavedRegs) -> Option<u64> {
+    let (a, b) = (regs.argument(0)?, regs.argument(1)?);
     if b != partner(a) {
         BAD_ARGS.fetch_add(1, Ordering::Relaxed);
         return None;
@@ -96,7 +104,12 @@ fn check_args(fregs: &FtraceRegs) -> Option<u64> {
 }
 
 fn check_retval(fregs: &FtraceRegs, a: u64) {
-    if fregs.return_value() != expected(a) {
+    check_saved_retval(fregs.view(), a);
+}
+
+/// [`check_retval`] for any save.
+fn check_saved_retval(regs: SavedRegs, a: u64) {
+    if regs.return_value() != expected(a) {
         BAD_RETVALS.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -144,6 +157,29 @@ fn rethook_handler(node: &RethookNode, _data: usize, _ret_addr: usize, fregs: &m
 
 static RETHOOK_OPS: FtraceOps = FtraceOps::new(rethook_entry, OpsFlags::RECURSION);
 
+/// The breakpoint kprobe's handlers. It sits on the leaf's first
+/// instruction after the ftrace site, which leaves the argument registers
+/// as the call set them: the pre-handler checks them; the post-handler
+/// (run once the instruction has run out of line) checks nothing, it only
+/// makes every hit go through the post-handler path too.
+fn kprobe_pre(_probe: &Kprobe, regs: &mut PtRegs) {
+    check_saved_args(SavedRegs::full(regs, Saved::EntryFull));
+}
+
+fn kprobe_post(_probe: &Kprobe, _regs: &mut PtRegs) {}
+
+fn kretprobe_entry(_rp: &Kretprobe, regs: &mut PtRegs, data: &mut [u64]) {
+    // A bad call is counted once, here; its return is not checked (the
+    // worker checks every result anyway).
+    data[0] = check_saved_args(SavedRegs::full(regs, Saved::EntryFull)).unwrap_or(u64::MAX);
+}
+
+fn kretprobe_return(_rp: &Kretprobe, _ret_addr: usize, regs: &mut PtRegs, data: &[u64]) {
+    if data[0] != u64::MAX {
+        check_saved_retval(SavedRegs::full(regs, Saved::ReturnFull), data[0]);
+    }
+}
+
 // ---- the switches ----
 
 /// The things the controller flips.
@@ -161,9 +197,12 @@ enum Switch {
     Rethook,
     /// An ops that checks arguments.
     ArgsOps,
+    /// A breakpoint kprobe inside the leaf and a kretprobe on it.
+    Kprobes,
 }
 
-const SWITCHES: [Switch; 6] = [Switch::Tracer, Switch::Filter, Switch::Events, Switch::Fprobe, Switch::Rethook, Switch::ArgsOps];
+const SWITCHES: [Switch; 7] =
+    [Switch::Tracer, Switch::Filter, Switch::Events, Switch::Fprobe, Switch::Rethook, Switch::ArgsOps, Switch::Kprobes];
 
 /// Where each switch is.
 struct Controller {
@@ -174,6 +213,7 @@ struct Controller {
     fprobe: Option<RegisteredFprobe>,
     rethook: bool,
     args_ops: bool,
+    kprobes: Option<(RegisteredKprobe, RegisteredKretprobe)>,
     functions: [usize; 3],
 }
 
@@ -189,7 +229,16 @@ impl Controller {
             stress_nest as extern "C" fn(u64, u64) -> u64 as usize,
             stress_nap as extern "C" fn(u64, u64) -> u64 as usize,
         ];
-        Controller { tracer: 0, leaf_filter: false, events: 0, fprobe: None, rethook: false, args_ops: false, functions }
+        Controller {
+            tracer: 0,
+            leaf_filter: false,
+            events: 0,
+            fprobe: None,
+            rethook: false,
+            args_ops: false,
+            kprobes: None,
+            functions,
+        }
     }
 
     fn flip(&mut self, switch: Switch) -> Result<(), String> {
@@ -257,6 +306,30 @@ impl Controller {
                     ftrace::unregister(&ARGS_OPS).map_err(|e| format!("args ops: {e}"))
                 }
             }
+            Switch::Kprobes => match self.kprobes.take() {
+                Some((kprobe, kretprobe)) => {
+                    kprobe.unregister();
+                    kretprobe.unregister();
+                    Ok(())
+                }
+                None => {
+                    let leaf = self.functions[0];
+                    let inside = Location::Address(leaf + arch::ftrace::CALL_OFFSET + arch::ftrace::INSN_LEN);
+                    let config = KprobeConfig { pre_handler: Some(kprobe_pre), post_handler: Some(kprobe_post), private: 0 };
+                    let kprobe = kprobes::register_kprobe(&inside, config).map_err(|e| format!("kprobe: {e}"))?;
+                    let config = KretprobeConfig {
+                        entry_handler: Some(kretprobe_entry),
+                        handler: kretprobe_return,
+                        data_words: 1,
+                        maxactive: 64,
+                        private: 0,
+                    };
+                    let kretprobe =
+                        kprobes::register_kretprobe(&Location::Address(leaf), config).map_err(|e| format!("kretprobe: {e}"))?;
+                    self.kprobes = Some((kprobe, kretprobe));
+                    Ok(())
+                }
+            },
         }
     }
 
@@ -276,6 +349,9 @@ impl Controller {
         }
         if self.args_ops {
             self.flip(Switch::ArgsOps)?;
+        }
+        if self.kprobes.is_some() {
+            self.flip(Switch::Kprobes)?;
         }
         write("set_ftrace_filter", "")
     }
@@ -408,6 +484,15 @@ fn reader() -> u64 {
     }
 }
 
+/// The kprobes switch decodes the probed instruction, and the decoder may
+/// build tables on first use, once for good (iced-x86's instruction info
+/// does: some 364 KiB). Built before the heap is measured, they do not show
+/// in `heap_delta`, which then counts only what the run left behind.
+fn warm_up_decoder() {
+    let leaf = stress_add as extern "C" fn(u64, u64) -> u64 as usize;
+    let _ = arch::kprobes::decode(leaf + arch::ftrace::CALL_OFFSET + arch::ftrace::INSN_LEN);
+}
+
 /// Whether an event decodes: a common header with a pid of a task.
 fn well_formed(payload: &[u8]) -> bool {
     ftrace::event::Common::decode(payload).is_some_and(|common| common.kind != 0 && common.pid >= 0)
@@ -426,6 +511,7 @@ pub fn run(limits: Limits) -> Result<Report, String> {
         return Err("stress: remove the dynamic events first".into());
     }
     ftrace::deferred::reclaim();
+    warm_up_decoder();
     let heap_before = crate::heap::stats().used as isize;
     let before = top.buffer().lifetime();
     BAD_ARGS.store(0, Ordering::Relaxed);
