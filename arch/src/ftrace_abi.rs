@@ -171,8 +171,8 @@ impl FtraceRegs {
         Self { regs: PtRegs::default(), saved }
     }
 
-    /// This save, to read in place (what every reading accessor below
-    /// does).
+    /// This save, to read in place: the reading accessors below that a
+    /// breakpoint's save shares ([`SavedRegs`]) go through it.
     #[inline(always)]
     pub fn view(&self) -> SavedRegs<'_> {
         SavedRegs { regs: &self.regs, saved: self.saved }

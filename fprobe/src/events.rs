@@ -5,7 +5,7 @@
 //! An event rides on an fprobe (`f:`), a kprobe (`p:`) or a kretprobe
 //! (`r:`); all share the fetch args, the record layout and the filters.
 //! Kprobe handlers get a full `PtRegs`: their events may fetch any
-//! register, and fetch through a full `FtraceRegs` copy of it.
+//! register, and read it where the trap saved it (`SavedRegs::full`).
 //!
 //! Defining an event parses it ([`crate::definition`]), then *compiles* it:
 //! the symbol must be a traceable function, every `%REG` a register the

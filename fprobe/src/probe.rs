@@ -57,13 +57,15 @@ impl<'a> EntryData<'a> {
         EntryData { words: &mut [], args: Some(args) }
     }
 
-    /// The probe's `entry_data` words (written at entry, read at exit).
+    /// The probe's `entry_data` words (written at entry, read at exit);
+    /// empty for a probe without an exit handler.
     pub fn words(&mut self) -> &mut [u64] {
         self.words
     }
 
     /// Argument `n` (0-based) as the function received it at entry, if the
-    /// probe saves arguments (`save_args`).
+    /// probe saves arguments (`save_args`) for its exit handler. (An entry
+    /// handler has the registers themselves.)
     pub fn argument(&self, n: usize) -> Option<u64> {
         self.args?.get(n).copied()
     }
@@ -398,7 +400,9 @@ fn fprobe_entry<H: Handlers>(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs
     }
     // Without an exit handler there is nothing to hook and no data to keep.
     let Some(_) = probe.config.exit else {
-        enter::<H>(probe, ip, parent_ip, fregs, &mut []);
+        if probe.config.entry.is_some() {
+            H::entry(probe, ip, parent_ip, fregs, &mut EntryData { words: &mut [], args: None });
+        }
         return;
     };
     // The return hook's room comes first (as in Linux): a call the exit

@@ -9,7 +9,7 @@ use core::hint::black_box;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arch::kprobes::{Execution, InsnError};
-use ftrace::{FtraceRegs, PtRegs, Saved, SavedRegs};
+use ftrace::{PtRegs, Saved, SavedRegs};
 use kprobes::kretprobe::{Kretprobe, KretprobeConfig};
 use kprobes::{register_kprobe, register_kretprobe, Kprobe, KprobeConfig, KprobeError, Location, RegisteredKprobe};
 use ktest_macros::ktest;
