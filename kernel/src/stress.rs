@@ -88,13 +88,9 @@ const FILTER_LEAF: &str = "kernel::stress::stress_add";
 static BAD_ARGS: AtomicU64 = AtomicU64::new(0);
 static BAD_RETVALS: AtomicU64 = AtomicU64::new(0);
 
-/// Checks a call of `stress_add` or `stress_nap` as a callback sees it.
-fn check_args(fregs: &FtraceRegs) -> Option<u64> {
-    check_saved_args(fregs.view())
-}
-
-/// [`check_args`] for any save (a breakpoint's too).
-fn check_saved_args(regs: SavedRegs) -> Option<u64> {
+/// Checks a call of `stress_add` or `stress_nap` as a callback sees it
+/// (a trampoline's save, `FtraceRegs::view`, or a breakpoint's).
+fn check_args(regs: SavedRegs) -> Option<u64> {
     let (a, b) = (regs.argument(0)?, regs.argument(1)?);
     if b != partner(a) {
         BAD_ARGS.fetch_add(1, Ordering::Relaxed);
@@ -103,12 +99,7 @@ fn check_saved_args(regs: SavedRegs) -> Option<u64> {
     Some(a)
 }
 
-fn check_retval(fregs: &FtraceRegs, a: u64) {
-    check_saved_retval(fregs.view(), a);
-}
-
-/// [`check_retval`] for any save.
-fn check_saved_retval(regs: SavedRegs, a: u64) {
+fn check_retval(regs: SavedRegs, a: u64) {
     if regs.return_value() != expected(a) {
         BAD_RETVALS.fetch_add(1, Ordering::Relaxed);
     }
@@ -116,13 +107,13 @@ fn check_saved_retval(regs: SavedRegs, a: u64) {
 
 /// An ops on the ARGS trampoline that checks arguments.
 extern "C" fn args_callback(_ip: usize, _parent: usize, _ops: &FtraceOps, fregs: &mut FtraceRegs) {
-    check_args(fregs);
+    check_args(fregs.view());
 }
 
 static ARGS_OPS: FtraceOps = FtraceOps::new(args_callback, OpsFlags::empty());
 
 fn probe_entry(_fp: &Fprobe, _ip: usize, _ret: usize, fregs: &mut FtraceRegs, data: &mut EntryData) -> bool {
-    match check_args(fregs) {
+    match check_args(fregs.view()) {
         Some(a) => {
             data.words()[0] = a;
             false
@@ -133,14 +124,14 @@ fn probe_entry(_fp: &Fprobe, _ip: usize, _ret: usize, fregs: &mut FtraceRegs, da
 
 fn probe_exit(_fp: &Fprobe, _ip: usize, _ret: usize, fregs: &mut FtraceRegs, data: &mut EntryData) {
     let a = data.words()[0];
-    check_retval(fregs, a);
+    check_retval(fregs.view(), a);
 }
 
 /// The rethook the ops below hooks with, while one is registered.
 static RETHOOK: AtomicPtr<Rethook> = AtomicPtr::new(core::ptr::null_mut());
 
 extern "C" fn rethook_entry(_ip: usize, _parent: usize, _ops: &FtraceOps, fregs: &mut FtraceRegs) {
-    let Some(a) = check_args(fregs) else { return };
+    let Some(a) = check_args(fregs.view()) else { return };
     // SAFETY: a published rethook is dropped only a grace period after it
     // is unpublished, and this callback runs inside a trampoline, which the
     // grace period waits for.
@@ -152,7 +143,7 @@ extern "C" fn rethook_entry(_ip: usize, _parent: usize, _ops: &FtraceOps, fregs:
 }
 
 fn rethook_handler(node: &RethookNode, _data: usize, _ret_addr: usize, fregs: &mut FtraceRegs) {
-    check_retval(fregs, node.data()[0]);
+    check_retval(fregs.view(), node.data()[0]);
 }
 
 static RETHOOK_OPS: FtraceOps = FtraceOps::new(rethook_entry, OpsFlags::RECURSION);
@@ -163,7 +154,7 @@ static RETHOOK_OPS: FtraceOps = FtraceOps::new(rethook_entry, OpsFlags::RECURSIO
 /// (run once the instruction has run out of line) checks nothing, it only
 /// makes every hit go through the post-handler path too.
 fn kprobe_pre(_probe: &Kprobe, regs: &mut PtRegs) {
-    check_saved_args(SavedRegs::full(regs, Saved::EntryFull));
+    check_args(SavedRegs::full(regs, Saved::EntryFull));
 }
 
 fn kprobe_post(_probe: &Kprobe, _regs: &mut PtRegs) {}
@@ -171,12 +162,12 @@ fn kprobe_post(_probe: &Kprobe, _regs: &mut PtRegs) {}
 fn kretprobe_entry(_rp: &Kretprobe, regs: &mut PtRegs, data: &mut [u64]) {
     // A bad call is counted once, here; its return is not checked (the
     // worker checks every result anyway).
-    data[0] = check_saved_args(SavedRegs::full(regs, Saved::EntryFull)).unwrap_or(u64::MAX);
+    data[0] = check_args(SavedRegs::full(regs, Saved::EntryFull)).unwrap_or(u64::MAX);
 }
 
 fn kretprobe_return(_rp: &Kretprobe, _ret_addr: usize, regs: &mut PtRegs, data: &[u64]) {
     if data[0] != u64::MAX {
-        check_saved_retval(SavedRegs::full(regs, Saved::ReturnFull), data[0]);
+        check_retval(SavedRegs::full(regs, Saved::ReturnFull), data[0]);
     }
 }
 
