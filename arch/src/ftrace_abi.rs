@@ -136,21 +136,39 @@ pub const LAYOUTS: [&StructLayout; 4] =
 const FTRACE_REGS_LAYOUT: StructLayout = StructLayout {
     name: "FtraceRegs",
     size: core::mem::size_of::<FtraceRegs>(),
-    fields: &[field_layout!(FtraceRegs, regs, "regs: PtRegs"), field_layout!(FtraceRegs, saved, "saved: Saved")],
+    fields: &[
+        field_layout!(FtraceRegs, regs, "regs: PtRegs"),
+        field_layout!(FtraceRegs, saved, "saved: Saved"),
+        field_layout!(FtraceRegs, entry_sp),
+    ],
 };
 
 /// The registers a tracing trampoline saved. See the module documentation.
+///
+/// Not `Copy`: a save lives in its trampoline's frame and describes one call
+/// in progress (its return address is read and replaced where the call keeps
+/// it). [`snapshot`](Self::snapshot) makes a copy to keep.
 #[repr(C)]
-#[derive(Clone, Copy)]
 pub struct FtraceRegs {
     regs: PtRegs,
     saved: Saved,
+    /// At entry: the stack pointer the function was entered with, as the
+    /// trampoline found it (0 in a save made by hand). Kept apart from
+    /// `regs`, which callbacks may change: the return address is read and
+    /// replaced through it, and the trampolines resume on their own frame,
+    /// so a callback that writes `sp` moves neither (as in Linux, where a
+    /// changed `regs->sp` is ignored).
+    entry_sp: usize,
 }
 
 /// The offset of `PtRegs` inside `FtraceRegs` (for the trampolines).
 pub const FTRACE_REGS_PT: usize = offset_of!(FtraceRegs, regs);
 /// The offset of the [`Saved`] tag (for the trampolines).
 pub const FTRACE_REGS_SAVED: usize = offset_of!(FtraceRegs, saved);
+/// The offset of the entry stack pointer (for the entry trampolines), just
+/// after the tag, so one paired store can write both.
+pub const FTRACE_REGS_ENTRY_SP: usize = offset_of!(FtraceRegs, entry_sp);
+const _: () = assert!(FTRACE_REGS_ENTRY_SP == FTRACE_REGS_SAVED + 8);
 
 /// The number of an argument passed in a register (0-based), checked once:
 /// below the architecture's count of argument registers.
@@ -168,7 +186,7 @@ impl FtraceRegs {
     /// A save of kind `saved` with every register zero and no stack: what
     /// tests and hand-built consumers start from (trampolines fill their own).
     pub fn new(saved: Saved) -> Self {
-        Self { regs: PtRegs::default(), saved }
+        Self { regs: PtRegs::default(), saved, entry_sp: 0 }
     }
 
     /// This save, to read in place: the reading accessors below that a
@@ -262,8 +280,9 @@ impl FtraceRegs {
     /// same value, which is how the return hook matches the two.
     pub fn caller_stack_pointer(&self) -> usize {
         match (RETURN_ADDRESS, self.has_args()) {
-            (ReturnAddress::Stack, true) => self.regs.sp() + core::mem::size_of::<usize>(),
-            _ => self.regs.sp(),
+            (ReturnAddress::Stack, true) => self.entry_sp + core::mem::size_of::<usize>(),
+            (ReturnAddress::LinkRegister, true) => self.entry_sp,
+            (_, false) => self.regs.sp(),
         }
     }
 
@@ -280,11 +299,11 @@ impl FtraceRegs {
         match RETURN_ADDRESS {
             ReturnAddress::LinkRegister => self.regs.link_register(),
             // A save made by hand (`FtraceRegs::new`) has no stack.
-            ReturnAddress::Stack if self.regs.sp() == 0 => None,
-            // SAFETY: a trampoline's (or a breakpoint's) entry save: the
-            // stack pointer points at the return-address slot the call
+            ReturnAddress::Stack if self.entry_sp == 0 => None,
+            // SAFETY: an entry trampoline's save: `entry_sp`, which only the
+            // trampoline writes, points at the return-address slot the call
             // pushed, mapped (read unaligned: no alignment is assumed).
-            ReturnAddress::Stack => Some(unsafe { (self.regs.sp() as *const usize).read_unaligned() }),
+            ReturnAddress::Stack => Some(unsafe { (self.entry_sp as *const usize).read_unaligned() }),
         }
     }
 
@@ -302,9 +321,9 @@ impl FtraceRegs {
         }
         match RETURN_ADDRESS {
             ReturnAddress::LinkRegister => self.regs.set_link_register(address),
-            // SAFETY: at entry the stack pointer points at the return address
-            // slot the call pushed; the caller vouches for the new target.
-            ReturnAddress::Stack => unsafe { (self.regs.sp() as *mut usize).write_unaligned(address) },
+            // SAFETY: at entry `entry_sp` points at the return address slot
+            // the call pushed; the caller vouches for the new target.
+            ReturnAddress::Stack => unsafe { (self.entry_sp as *mut usize).write_unaligned(address) },
         }
     }
 
@@ -320,9 +339,9 @@ impl FtraceRegs {
         debug_assert!(self.return_address().is_some());
         match RETURN_ADDRESS {
             ReturnAddress::LinkRegister => self.regs.set_link_register(address),
-            // SAFETY: an entry save with a stack (the caller's promise): the
-            // stack pointer points at the return address slot the call pushed.
-            ReturnAddress::Stack => unsafe { (self.regs.sp() as *mut usize).write_unaligned(address) },
+            // SAFETY: an entry save with a stack (the caller's promise):
+            // `entry_sp` points at the return address slot the call pushed.
+            ReturnAddress::Stack => unsafe { (self.entry_sp as *mut usize).write_unaligned(address) },
         }
     }
 
@@ -358,25 +377,39 @@ impl FtraceRegs {
     /// fields, stale stack memory until now, are cleared in place), so a
     /// write to a register the trampoline restores lands, exactly as it
     /// would through [`set_return_value`](Self::set_return_value) and the
-    /// other accessors; writes to unsaved registers are ignored.
+    /// other accessors; writes to unsaved registers are ignored, and so is a
+    /// write to the stack pointer (the trampolines resume on their own frame).
     pub fn partial_regs(&mut self) -> &mut PtRegs {
-        if self.is_full() {
-            return &mut self.regs;
-        }
-        let bit = self.saved.bit();
-        let mut kept = [(0usize, 0u64); regs::REGISTERS.len()];
-        let mut count = 0;
-        for info in regs::REGISTERS.iter().filter(|info| info.saved_by & bit != 0) {
-            kept[count] = (info.offset, self.view().read_field(info.offset));
-            count += 1;
-        }
-        self.regs = PtRegs::default();
-        for &(offset, value) in &kept[..count] {
-            // SAFETY: `offset` comes from the register table, built with
-            // `offset_of!` of u64 fields of `PtRegs`.
-            unsafe { *((&mut self.regs as *mut PtRegs as *mut u8).add(offset) as *mut u64) = value };
+        if !self.is_full() {
+            self.regs = self.saved_registers();
         }
         &mut self.regs
+    }
+
+    /// The registers this save recorded, every other one zero: never a
+    /// read of a field the trampoline did not write.
+    fn saved_registers(&self) -> PtRegs {
+        if self.is_full() {
+            return self.regs;
+        }
+        let mut regs = PtRegs::default();
+        let bit = self.saved.bit();
+        for info in regs::REGISTERS.iter().filter(|info| info.saved_by & bit != 0) {
+            let value = self.view().read_field(info.offset);
+            // SAFETY: `offset` comes from the register table, built with
+            // `offset_of!` of u64 fields of `PtRegs`.
+            unsafe { *((&mut regs as *mut PtRegs as *mut u8).add(info.offset) as *mut u64) = value };
+        }
+        regs
+    }
+
+    /// A copy of this save to keep after the call: the registers it
+    /// recorded (the others zero), of the same kind, but no longer tied to
+    /// the call: on an architecture that keeps the return address on the
+    /// stack it has none ([`return_address`](Self::return_address) is
+    /// `None`, and nothing can be hooked through it).
+    pub fn snapshot(&self) -> FtraceRegs {
+        FtraceRegs { regs: self.saved_registers(), saved: self.saved, entry_sp: 0 }
     }
 
     /// The offset in `FtraceRegs` of the register called `name`, if the

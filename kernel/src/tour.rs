@@ -86,7 +86,7 @@ static CALLS: AtomicUsize = AtomicUsize::new(0);
 extern "C" fn look(_ip: usize, _parent_ip: usize, _ops: &FtraceOps, fregs: &mut FtraceRegs) {
     if CALLS.fetch_add(1, Ordering::Relaxed) == 0 {
         if let Some(mut seen) = SEEN.try_lock() {
-            *seen = Some(*fregs);
+            *seen = Some(fregs.snapshot());
         }
     }
 }
@@ -336,7 +336,7 @@ pub fn run(function: Option<&str>, out: &mut dyn Write) -> Result<(), TourError>
     writeln!(out, "\n== 3. One call: the FtraceRegs the callback saw")?;
     let seen = one_call(is_fib, &|| CALLS.load(Ordering::Relaxed) > 0);
     end_step(&SPARSE_OPS);
-    match (seen, *SEEN.lock()) {
+    match (seen, SEEN.lock().take()) {
         (true, Some(fregs)) => show_registers(out, &fregs)?,
         _ => no_call(out, name)?,
     }
@@ -346,7 +346,7 @@ pub fn run(function: Option<&str>, out: &mut dyn Write) -> Result<(), TourError>
     show_site(out, address)?;
     let seen = one_call(is_fib, &|| CALLS.load(Ordering::Relaxed) > 0);
     end_step(&FULL_OPS);
-    match (seen, *SEEN.lock()) {
+    match (seen, SEEN.lock().take()) {
         (true, Some(mut fregs)) => {
             writeln!(out, "  the same call's PtRegs:")?;
             if let Some(regs) = fregs.regs() {

@@ -33,13 +33,14 @@
 //! zero, so a grace period can tell when no task still uses an ops.
 //!
 //! Afterwards it restores the saved registers, puts the (possibly changed)
-//! return address back in x30 and the stack pointer back, and branches through
-//! x9 to `F+8`, or to the instruction pointer a callback set (`IPMODIFY`;
-//! `override_function_with_return` sets it to `ftrace_just_return`, a lone
-//! `ret` through x30, skipping the function). x9 is the one register the
-//! site itself already uses (`mov x9, x30`), so the branch clobbers nothing
-//! the function could see: every other register a save holds is restored,
-//! x16 and x17 included.
+//! return address back in x30 and the stack pointer back (from its own
+//! frame: a callback that changes the saved sp moves nothing, as in Linux),
+//! and branches through x9 to `F+8`, or to the instruction pointer a
+//! callback set (`IPMODIFY`; `override_function_with_return` sets it to
+//! `ftrace_just_return`, a lone `ret` through x30, skipping the function).
+//! x9 is the one register the site itself already uses (`mov x9, x30`), so
+//! the branch clobbers nothing the function could see: every other register
+//! a save holds is restored, x16 and x17 included.
 //!
 //! # The return trampolines
 //!
@@ -93,7 +94,6 @@ pub fn call_insn(at: usize, target: usize) -> Result<Insn, OutOfRange> {
 #[repr(C)]
 struct CallerFrame {
     fregs: FtraceRegs,
-    _pad: u64,
     /// Frame record of the traced function: (caller record, F+8).
     function_record: [u64; 2],
     /// Frame record of the caller: (caller's x29, parent ip).
@@ -104,7 +104,6 @@ struct CallerFrame {
 #[repr(C)]
 struct ReturnFrame {
     fregs: FtraceRegs,
-    _pad: u64,
     /// Frame record: (caller's x29, address inside the trampoline).
     record: [u64; 2],
 }
@@ -115,7 +114,6 @@ pub const CALLER_FRAME_LAYOUT: crate::ftrace_abi::StructLayout = crate::ftrace_a
     size: size_of::<CallerFrame>(),
     fields: &[
         crate::field_layout!(CallerFrame, fregs, "fregs: FtraceRegs"),
-        crate::field_layout!(CallerFrame, _pad),
         crate::field_layout!(CallerFrame, function_record),
         crate::field_layout!(CallerFrame, callsite_record),
     ],
@@ -125,11 +123,7 @@ pub const CALLER_FRAME_LAYOUT: crate::ftrace_abi::StructLayout = crate::ftrace_a
 pub const RETURN_FRAME_LAYOUT: crate::ftrace_abi::StructLayout = crate::ftrace_abi::StructLayout {
     name: "ReturnFrame (return_to_handler, return_to_handler_regs)",
     size: size_of::<ReturnFrame>(),
-    fields: &[
-        crate::field_layout!(ReturnFrame, fregs, "fregs: FtraceRegs"),
-        crate::field_layout!(ReturnFrame, _pad),
-        crate::field_layout!(ReturnFrame, record),
-    ],
+    fields: &[crate::field_layout!(ReturnFrame, fregs, "fregs: FtraceRegs"), crate::field_layout!(ReturnFrame, record)],
 };
 
 const FRAME: usize = size_of::<CallerFrame>();
@@ -216,9 +210,9 @@ global_asm!(
     ldr x28, [sp, #({x0} + 28 * 8)]
     .endm
 
-    /* Entry, middle part: sp, pc, the frame records, then
-       literal->func(ip = F, parent_ip = x9, literal, &fregs). */
-    .macro ftrace_call_ops
+    /* Entry, middle part: the save's tag and entry sp, sp, pc, the frame
+       records, then literal->func(ip = F, parent_ip = x9, literal, &fregs). */
+    .macro ftrace_call_ops saved
     mrs x10, tpidr_el1
     ldr x10, [x10, #{task_trace}]
     ldr w11, [x10, #{active}]
@@ -226,6 +220,8 @@ global_asm!(
     str w11, [x10, #{active}]
     stp x29, x9, [sp, #({x0} + 29 * 8)] /* fp; lr: the traced function's return address */
     add x10, sp, #{frame}
+    mov x11, #\saved
+    stp x11, x10, [sp, #{saved}]        /* saved, entry_sp: adjacent (checked in ftrace_abi) */
     sub x0, x30, #8                     /* ip = F (x0 is saved already) */
     stp x10, x0, [sp, #({pt} + {sp})]   /* sp, pc: adjacent (checked above) */
     stp x29, x9, [sp, #{callsite}]
@@ -284,9 +280,7 @@ global_asm!(
 ftrace_caller:
     sub sp, sp, #{frame}
     ftrace_save_arg_regs
-    mov x10, #{saved_args}
-    str x10, [sp, #{saved}]
-    ftrace_call_ops
+    ftrace_call_ops {saved_args}
     ftrace_resume_target
     ftrace_restore_arg_regs
     ftrace_resume
@@ -297,9 +291,7 @@ ftrace_regs_caller:
     sub sp, sp, #{frame}
     ftrace_save_arg_regs
     ftrace_save_rest_regs
-    mov x10, #{saved_full}
-    str x10, [sp, #{saved}]
-    ftrace_call_ops
+    ftrace_call_ops {saved_full}
     ftrace_resume_target
     ftrace_restore_arg_regs
     ftrace_restore_rest_regs

@@ -28,11 +28,13 @@
 //! Afterwards it resumes at `F+5`, or at the new instruction pointer if a
 //! callback changed it (`IPMODIFY`, or `override_function_with_return`, which
 //! points it at `ftrace_just_return`, a lone `ret`). Both cases run the
-//! same code: the resume address is stored just below the function's entry
-//! stack pointer and a single `ret` jumps there with the function's entry
-//! stack; `ftrace_regs_caller` also restores RFLAGS with `popfq`. The final
-//! stack pointer is loaded in one instruction from the frame, so an interrupt
-//! can never land on a half-built return slot.
+//! same code: the resume address replaces `F+5` in the slot the site's `call`
+//! pushed, and a single `ret` jumps there with the function's entry stack;
+//! `ftrace_regs_caller` also restores RFLAGS with `popfq`, from the frame's
+//! last word. Both come from the trampoline's own frame, never from the saved
+//! `rsp`: a callback that changes that moves nothing (as in Linux). The final
+//! stack pointer is set in one instruction, so an interrupt can never land on
+//! a half-built return slot.
 //!
 //! # The return trampolines
 //!
@@ -52,7 +54,8 @@ use core::arch::global_asm;
 use core::mem::{offset_of, size_of};
 
 use crate::ftrace_abi::{
-    FtraceRegs, OutOfRange, PtRegs, Saved, COUNTERS_ACTIVE, COUNTERS_EXITS, FTRACE_REGS_PT, FTRACE_REGS_SAVED, SITE_CALL_FUNC,
+    FtraceRegs, OutOfRange, PtRegs, Saved, COUNTERS_ACTIVE, COUNTERS_EXITS, FTRACE_REGS_ENTRY_SP, FTRACE_REGS_PT,
+    FTRACE_REGS_SAVED, SITE_CALL_FUNC,
 };
 use crate::percpu::offsets::TASK_TRACE;
 
@@ -84,8 +87,6 @@ pub const PREPARE: &[(usize, Insn, Insn)] = &[];
 #[repr(C)]
 struct CallerFrame {
     fregs: FtraceRegs,
-    /// The stack pointer for the final `ret` (`popfq; ret` for REGS).
-    resume_sp: u64,
     /// Frame record of the traced function: (caller record, F+5).
     function_record: [u64; 2],
     /// Frame record of the caller: (caller's rbp, parent ip).
@@ -96,7 +97,6 @@ struct CallerFrame {
 #[repr(C)]
 struct ReturnFrame {
     fregs: FtraceRegs,
-    _pad: u64,
     /// Frame record: (caller's rbp, address inside the trampoline); after
     /// the callbacks, (RFLAGS, real return address) for `popfq; ret`.
     record: [u64; 2],
@@ -108,7 +108,6 @@ pub const CALLER_FRAME_LAYOUT: crate::ftrace_abi::StructLayout = crate::ftrace_a
     size: size_of::<CallerFrame>(),
     fields: &[
         crate::field_layout!(CallerFrame, fregs, "fregs: FtraceRegs"),
-        crate::field_layout!(CallerFrame, resume_sp),
         crate::field_layout!(CallerFrame, function_record),
         crate::field_layout!(CallerFrame, callsite_record),
     ],
@@ -118,11 +117,7 @@ pub const CALLER_FRAME_LAYOUT: crate::ftrace_abi::StructLayout = crate::ftrace_a
 pub const RETURN_FRAME_LAYOUT: crate::ftrace_abi::StructLayout = crate::ftrace_abi::StructLayout {
     name: "ReturnFrame (return_to_handler, return_to_handler_regs)",
     size: size_of::<ReturnFrame>(),
-    fields: &[
-        crate::field_layout!(ReturnFrame, fregs, "fregs: FtraceRegs"),
-        crate::field_layout!(ReturnFrame, _pad),
-        crate::field_layout!(ReturnFrame, record),
-    ],
+    fields: &[crate::field_layout!(ReturnFrame, fregs, "fregs: FtraceRegs"), crate::field_layout!(ReturnFrame, record)],
 };
 
 const FRAME: usize = size_of::<CallerFrame>();
@@ -211,6 +206,7 @@ global_asm!(
     incl {active}(%rax)
     leaq ({frame} + 8)(%rsp), %rax      /* the function's entry rsp: at the return address */
     movq %rax, {pt}+{rsp}(%rsp)
+    movq %rax, {entry_sp}(%rsp)
     movq {frame}(%rsp), %rax            /* F+5, pushed by the site's call */
     movq ({frame} + 8)(%rsp), %rsi      /* the caller's return address: parent_ip */
     movq %rbp, {callsite}(%rsp)
@@ -231,15 +227,13 @@ global_asm!(
 1:
     .endm
 
-    /* rax = where to resume (F+5, or the ip a callback set);
-       rcx = the function's entry stack pointer. */
+    /* rax = where to resume (F+5, or the ip a callback set). */
     .macro ftrace_resume_target
     movq {pt}+{rip}(%rsp), %rax
     movq {function_record}+8(%rsp), %rdx
     leaq -{insn_len}(%rdx), %rcx
     cmpq %rax, %rcx
     cmoveq %rdx, %rax
-    movq {pt}+{rsp}(%rsp), %rcx
     .endm
 
     /* Return, middle part: rsp as the caller sees it, the frame record,
@@ -265,11 +259,9 @@ ftrace_caller:
     movq ${saved_args}, {saved}(%rsp)
     ftrace_call_ops
     ftrace_resume_target
-    movq %rax, -8(%rcx)
-    leaq -8(%rcx), %rcx
-    movq %rcx, {resume_sp}(%rsp)
+    movq %rax, {frame}(%rsp)            /* over F+5, in the site call's own slot */
     ftrace_restore_entry_regs
-    movq {resume_sp}(%rsp), %rsp
+    leaq {frame}(%rsp), %rsp
     ret
 
     .p2align 4
@@ -281,14 +273,12 @@ ftrace_regs_caller:
     movq ${saved_full}, {saved}(%rsp)
     ftrace_call_ops
     ftrace_resume_target
-    movq %rax, -8(%rcx)
+    movq %rax, {frame}(%rsp)            /* over F+5, in the site call's own slot */
     movq {pt}+{rflags}(%rsp), %rax
-    movq %rax, -16(%rcx)
-    leaq -16(%rcx), %rcx
-    movq %rcx, {resume_sp}(%rsp)
+    movq %rax, ({frame} - 8)(%rsp)      /* the frame's last word */
     ftrace_restore_entry_regs
     ftrace_restore_rest_regs
-    movq {resume_sp}(%rsp), %rsp
+    leaq ({frame} - 8)(%rsp), %rsp      /* lea: RFLAGS stay as restored below */
     popfq
     ret
 
@@ -328,11 +318,11 @@ return_to_handler_regs:
     return_frame = const RETURN_FRAME,
     pt = const PT,
     saved = const offset_of!(CallerFrame, fregs) + FTRACE_REGS_SAVED,
+    entry_sp = const offset_of!(CallerFrame, fregs) + FTRACE_REGS_ENTRY_SP,
     saved_args = const Saved::EntryArgs as u64,
     saved_full = const Saved::EntryFull as u64,
     saved_return = const Saved::Return as u64,
     saved_return_full = const Saved::ReturnFull as u64,
-    resume_sp = const offset_of!(CallerFrame, resume_sp),
     callsite = const offset_of!(CallerFrame, callsite_record),
     function_record = const offset_of!(CallerFrame, function_record),
     record = const offset_of!(ReturnFrame, record),

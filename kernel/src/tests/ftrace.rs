@@ -346,6 +346,55 @@ fn a_callback_write_to_a_full_save_register_lands() {
     assert_eq!(seen, SCRATCH_VALUE, "{SCRATCH_REGISTER} as the callback set it");
 }
 
+// ---- the stack pointer is the trampoline's ----
+
+const DECOY_WORD: u64 = 0xdec0_5ac4_0000_00aa;
+/// Where a callback points the saved stack pointer: words nothing may write.
+static DECOY_STACK: [AtomicU64; 8] = [const { AtomicU64::new(DECOY_WORD) }; 8];
+
+fn decoy_stack_pointer() -> u64 {
+    DECOY_STACK[4].as_ptr() as u64
+}
+
+/// The return address before and after the callback moved `sp`, and the
+/// stack pointer the save then reports.
+static MOVED_SP: spin::Mutex<Option<(Option<usize>, Option<usize>, usize)>> = spin::Mutex::new(None);
+
+extern "C" fn move_stack_pointer(_ip: usize, _parent: usize, _ops: &FtraceOps, fregs: &mut FtraceRegs) {
+    let before = fregs.return_address();
+    let moved = fregs.partial_regs().set_register("sp", decoy_stack_pointer());
+    if moved {
+        *MOVED_SP.lock() = Some((before, fregs.return_address(), fregs.stack_pointer()));
+    }
+}
+
+static MOVE_SP_OPS: FtraceOps = FtraceOps::new(move_stack_pointer, OpsFlags::empty());
+static MOVE_SP_REGS_OPS: FtraceOps = FtraceOps::new(move_stack_pointer, OpsFlags::SAVE_REGS);
+
+#[inline(never)]
+extern "C" fn plus_one(x: u64) -> u64 {
+    black_box(x + 1)
+}
+
+#[ktest]
+fn a_callback_that_moves_the_saved_stack_pointer_moves_nothing() {
+    let f = address(plus_one as extern "C" fn(u64) -> u64);
+    for (ops, save) in [(&MOVE_SP_OPS, "ARGS"), (&MOVE_SP_REGS_OPS, "SAVE_REGS")] {
+        trace_only(ops, &[f]);
+        let result = plus_one(black_box(41));
+        ftrace::unregister(ops).unwrap();
+        assert_eq!(result, 42, "{save}: the function ran on its own stack and returned");
+        let (before, after, sp) = MOVED_SP.lock().take().expect("the callback moved sp");
+        assert_eq!(sp, decoy_stack_pointer() as usize, "{save}: the save holds the sp the callback wrote");
+        assert!(before.is_some(), "{save}: an entry save has a return address");
+        assert_eq!(after, before, "{save}: the return address is still the entry stack's");
+        assert!(
+            DECOY_STACK.iter().all(|word| word.load(Ordering::SeqCst) == DECOY_WORD),
+            "{save}: nothing was written through the moved sp"
+        );
+    }
+}
+
 #[ktest]
 fn args_ops_gets_no_pt_regs_and_unsaved_registers_are_refused() {
     let f = address(marked_tracee as extern "C" fn());
