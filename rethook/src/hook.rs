@@ -59,10 +59,21 @@ unsafe impl Sync for Rethook {}
 // SAFETY: as above.
 unsafe impl Send for Rethook {}
 
-/// One hooked call's node: its data words.
+/// One hooked call's node: its data words. It belongs to the rethook it
+/// came from ([`Rethook::try_get`]) and holds a reference to it; dropping a
+/// node that was not hooked gives it back.
 pub struct RethookNode {
     inner: NonNull<Inner>,
     index: usize,
+}
+
+impl Drop for RethookNode {
+    fn drop(&mut self) {
+        // SAFETY: the node holds a reference to its rethook (taken in
+        // `try_get`, or the hooked call's, handed over at the return), given
+        // back here once: nothing uses the node after its drop.
+        unsafe { release(self.inner.as_ref(), self.index) };
+    }
 }
 
 impl RethookNode {
@@ -137,25 +148,32 @@ impl Rethook {
     }
 
     /// Hooks the return of the call whose entry registers are `fregs` (call
-    /// from an ftrace entry callback). On error the node goes back to the pool.
+    /// from an ftrace entry callback), for the rethook `node` came from (as
+    /// Linux's `rethook_hook`, which takes only the node). On error the node
+    /// goes back to the pool.
     pub fn hook(&self, node: RethookNode, fregs: &mut FtraceRegs) -> Result<(), HookError> {
         let func = fregs.instruction_pointer();
-        let inner = self.inner();
         let index = [node.index as u64];
         // The `user` field, made from the pointer to the whole `Inner`, so
         // the return callback can step back to the rest of it.
-        let user: *const ReturnUser = ftrace::field_of!(self.inner.as_ptr(), Inner, user);
-        // SAFETY: the node's reference keeps `Inner` alive until the return
-        // callback (or `on_missed`) releases it; `user` points at the whole
-        // `Inner`.
-        let result = unsafe { retstack::hook(fregs, func, user, &index) };
-        result.map(|_| ()).inspect_err(|error| {
-            if *error == HookError::Overrun {
-                inner.missed.fetch_add(1, Ordering::Relaxed);
+        let user: *const ReturnUser = ftrace::field_of!(node.inner.as_ptr(), Inner, user);
+        // SAFETY: the node's reference keeps its `Inner` alive until the
+        // return callback (or `on_missed`) releases it; `user` points at the
+        // whole `Inner`.
+        match unsafe { retstack::hook(fregs, func, user, &index) } {
+            Ok(_) => {
+                // The hooked call holds the node's reference from now on.
+                core::mem::forget(node);
+                Ok(())
             }
-            // SAFETY: the node was taken and not hooked: its reference is ours.
-            unsafe { release(inner, node.index) };
-        })
+            Err(error) => {
+                if error == HookError::Overrun {
+                    // SAFETY: the node's reference keeps `Inner` alive.
+                    unsafe { node.inner.as_ref() }.missed.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(error) // dropping the node gives it back
+            }
+        }
     }
 
     /// Stops the rethook: no new hooks, and in-flight calls return without
@@ -216,6 +234,10 @@ impl Drop for Rethook {
 }
 
 /// The deferred free, once no reference is left.
+///
+/// # Safety
+/// `node` is the `Deferred` of an `Inner`'s `Refs`, queued by its last
+/// reference.
 unsafe fn free_inner(node: *const Deferred) {
     let inner = ftrace::container_of!(Refs::of_node(node), Inner, refs) as *mut Inner;
     // SAFETY: `Refs::new(free_inner)` is only used inside `Inner`, leaked
@@ -234,6 +256,7 @@ fn inner_of(user: *const ReturnUser) -> &'static Inner {
 fn rethook_return(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fregs: &mut FtraceRegs) {
     let inner = inner_of(user);
     let index = data.first().copied().unwrap_or(0) as usize;
+    // The hooked call's node, and its reference: dropped (given back) below.
     let node = RethookNode { inner: NonNull::from(inner), index };
     {
         // The check and the handler in one stretch with interrupts masked:
@@ -245,14 +268,13 @@ fn rethook_return(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], 
             (inner.handler)(&node, inner.data, call.ret_addr, fregs);
         }
     }
-    // SAFETY: the hooked call held this node; nothing uses it after.
-    unsafe { release(inner, index) };
+    drop(node);
 }
 
 /// A return that could not run the handler: counted, and the node released.
 fn rethook_missed(user: *const ReturnUser, _call: &ReturnInfo, data: &mut [u64]) {
     let inner = inner_of(user);
     inner.missed.fetch_add(1, Ordering::Relaxed);
-    // SAFETY: as in `rethook_return`.
-    unsafe { release(inner, data.first().copied().unwrap_or(0) as usize) };
+    // The hooked call's node: dropping it gives it back.
+    drop(RethookNode { inner: NonNull::from(inner), index: data.first().copied().unwrap_or(0) as usize });
 }

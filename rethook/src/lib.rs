@@ -15,7 +15,8 @@
 //! the seed asks for); a [`RethookMode::FullRegs`] rethook gets a full
 //! `PtRegs` through `fregs.regs()`, for kretprobe-style users. The node then
 //! goes back to the pool. An empty pool counts a miss and the call runs
-//! unhooked.
+//! unhooked. A node is hooked for the rethook it came from, and a node taken
+//! but not hooked (dropped, or refused by `hook`) goes back to its pool.
 //!
 //! # Stopping and freeing while calls are in flight
 //!
