@@ -196,6 +196,10 @@ impl Fprobe {
 }
 
 /// The deferred free, once no reference is left.
+///
+/// # Safety
+/// `node` is the `Deferred` of a `Fprobe`'s `Refs`, queued by its last
+/// reference.
 unsafe fn free_probe(node: *const Deferred) {
     let probe = ftrace::container_of!(Refs::of_node(node), Fprobe, refs) as *mut Fprobe;
     // SAFETY: `Refs::new(free_probe)` is only used inside a `Fprobe` leaked
@@ -409,7 +413,9 @@ fn fprobe_entry<H: Handlers>(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs
     // cannot be hooked for is missed whole, so every entry the handler sees
     // gets its exit.
     let used = probe.data_words.get();
-    let mut pending = match retstack::begin_hook(fregs, ip, probe.data_words) {
+    // SAFETY: in the entry callback of the call `fregs` saved; the pending
+    // hook is committed or dropped below, before it returns.
+    let mut pending = match unsafe { retstack::begin_hook(fregs, ip, probe.data_words) } {
         Ok(pending) => pending,
         Err(_) => {
             probe.missed.fetch_add(1, Ordering::Relaxed);

@@ -270,7 +270,9 @@ fn graph_entry_with<G: GraphCallbacks>(ip: usize, parent_ip: usize, ops: &Ftrace
     let gops = unsafe { &*ops.container::<FgraphOps>() };
     // The frame comes first (as in Linux): an entry callback may set state
     // that only the return clears, so it runs only when the return will come.
-    let mut pending = match retstack::begin_hook(fregs, ip, gops.data_words) {
+    // SAFETY: in the entry callback of the call `fregs` saved; the pending
+    // hook is committed or dropped below, before it returns.
+    let mut pending = match unsafe { retstack::begin_hook(fregs, ip, gops.data_words) } {
         Ok(pending) => pending,
         Err(HookError::Overrun) => {
             gops.overruns.fetch_add(1, Ordering::Relaxed);

@@ -95,15 +95,21 @@ static STOPPED: AtomicBool = AtomicBool::new(false);
 /// not hooked until [`Pending::commit`]. Dropping the pending hook takes it
 /// back. Use it to decide about a call (and set state its return will undo)
 /// only once the return is sure to come.
+///
+/// # Safety
+/// Call it from the entry callback of the call `fregs` saved, and commit or
+/// drop the pending hook there, on this CPU, before the callback returns:
+/// never forget it (`mem::forget`) or keep it. The return trampoline trusts
+/// that every entry of a returning call's frame was committed.
 #[inline(always)]
-pub fn begin_hook(fregs: &FtraceRegs, func: usize, max_data: DataWords) -> Result<Pending, HookError> {
+pub unsafe fn begin_hook(fregs: &FtraceRegs, func: usize, max_data: DataWords) -> Result<Pending, HookError> {
     if STOPPED.load(Ordering::Relaxed) {
         return Err(HookError::Stopped);
     }
     let ret = fregs.return_address().ok_or(HookError::NotAtEntry)?;
     let call = CallSite { func, ret, fp: fregs.frame_pointer(), sp: fregs.caller_stack_pointer() };
     let stack = &task::current().stack;
-    Ok(Pending { hook: stack.begin(&call, max_data)? })
+    Ok(Pending { hook: stack.begin(&call, max_data)?, _here: core::marker::PhantomData })
 }
 
 /// A return hook [`begin_hook`] started. Commit it or drop it before the
@@ -111,6 +117,8 @@ pub fn begin_hook(fregs: &FtraceRegs, func: usize, max_data: DataWords) -> Resul
 #[must_use = "dropping a pending hook takes it back"]
 pub struct Pending {
     hook: PendingHook<'static>,
+    /// Not `Send`: it belongs to the CPU and task that began it.
+    _here: core::marker::PhantomData<*const ()>,
 }
 
 impl Pending {
@@ -179,7 +187,9 @@ impl Pending {
 /// As for [`Pending::commit`].
 #[inline]
 pub unsafe fn hook(fregs: &mut FtraceRegs, func: usize, user: *const ReturnUser, data: &[u64]) -> Result<usize, HookError> {
-    let pending = begin_hook(fregs, func, DataWords::new(data.len()).ok_or(HookError::TooLarge)?)?;
+    let words = DataWords::new(data.len()).ok_or(HookError::TooLarge)?;
+    // SAFETY: the pending hook is committed (or dropped on error) right here.
+    let pending = unsafe { begin_hook(fregs, func, words) }?;
     // SAFETY: the caller's guarantees, passed on.
     unsafe { pending.commit(fregs, user, data) }
 }
@@ -309,8 +319,14 @@ pub fn is_stopped() -> bool {
 /// Lets the return hook run again after it stopped: every shadow stack
 /// and graph marker is cleared first (what the stopped hook left describes
 /// calls that will never return through it).
-pub fn restart() {
-    task::for_each(TaskTrace::reset);
+///
+/// # Safety
+/// As [`TaskTrace::reset`] for every task: no hooked call of any task will
+/// return through the return trampoline, and no CPU is inside a tracing
+/// callback.
+pub unsafe fn restart() {
+    // SAFETY: the caller's promise, for every task.
+    task::for_each(|state| unsafe { state.reset() });
     STOPPED.store(false, Ordering::Relaxed);
 }
 

@@ -25,7 +25,7 @@
 //!
 //! # Two-step hooks
 //!
-//! [`ShadowStack::begin`] reserves a frame (or joins one) and one entry with
+//! `ShadowStack::begin` reserves a frame (or joins one) and one entry with
 //! room for `max_data` words and no user yet; [`PendingHook::commit`] fills
 //! the entry in, and dropping the pending hook takes the reservation back.
 //! So a user can decide about a call (and set state its return will undo)
@@ -415,8 +415,12 @@ impl ShadowStack {
     ///
     /// The traced path: one capacity check, then the header and the
     /// placeholder entry go in as one block of words.
+    ///
+    /// Crate-private, as are [`pop`](Self::pop) and [`reset`](Self::reset):
+    /// a task's stack is walked by the return trampoline, which trusts its
+    /// structure, so only the return hook (`crate::retstack`) changes it.
     #[inline]
-    pub fn begin(&self, call: &CallSite, max_data: DataWords) -> Result<PendingHook<'_>, HookError> {
+    pub(crate) fn begin(&self, call: &CallSite, max_data: DataWords) -> Result<PendingHook<'_>, HookError> {
         let max_data = max_data.get();
         let top = self.top();
         let below = self.base.load(Ordering::Relaxed);
@@ -488,7 +492,7 @@ impl ShadowStack {
     /// Pops the innermost frame (after its return callbacks ran): unlinks it
     /// first, lowers the top last.
     #[inline]
-    pub fn pop(&self, frame: &Frame) {
+    pub(crate) fn pop(&self, frame: &Frame) {
         debug_assert_eq!(self.base.load(Ordering::Relaxed), frame.base);
         self.base.store(frame.header.prev_base as usize, Ordering::Relaxed);
         self.frames.store(self.frames() - 1, Ordering::Relaxed);
@@ -496,7 +500,7 @@ impl ShadowStack {
         self.top.store(frame.base, Ordering::Relaxed);
     }
 
-    /// [`pop`](Self::pop) for the return handler: pops the innermost frame,
+    /// `pop` for the return handler: pops the innermost frame,
     /// read again from the stack rather than kept across its return
     /// callbacks (they get only their data words, so the header is as the
     /// entry wrote it), and answers its return address.
@@ -533,7 +537,7 @@ impl ShadowStack {
     }
 
     /// Empties the stack (its calls were abandoned).
-    pub fn reset(&self) {
+    pub(crate) fn reset(&self) {
         self.top.store(0, Ordering::Relaxed);
         self.base.store(NO_FRAME, Ordering::Relaxed);
         self.frames.store(0, Ordering::Relaxed);
@@ -584,7 +588,7 @@ pub enum ReturnPath {
     Full,
 }
 
-/// A hook [`ShadowStack::begin`] started: the frame (new or joined) and one
+/// A hook `ShadowStack::begin` started: the frame (new or joined) and one
 /// reserved entry with no user yet. Commit it or drop it before the entry
 /// callback that began it returns.
 ///

@@ -148,7 +148,12 @@ impl TaskTrace {
 
     /// Forgets everything an abandoned flow of control left: its hooked
     /// calls, recursion bits and graph markers.
-    pub fn reset(&self) {
+    ///
+    /// # Safety
+    /// The flow is abandoned for good: no call on its shadow stack will
+    /// return through the return trampoline, and no hook of it is pending
+    /// (the return trampoline trusts what the stack holds).
+    pub unsafe fn reset(&self) {
         self.stack.reset();
         self.recursion.store(0, Ordering::Relaxed);
         self.reset_graph_marks();

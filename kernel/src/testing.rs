@@ -171,9 +171,15 @@ fn forget_abandoned_state() {
     arch::context::reset();
     arch::preempt::reset();
     arch::text::abandon();
-    ftrace::task::current().reset();
+    // SAFETY: the panicking test's flow is abandoned (its stack is reset
+    // next): none of its hooked calls will return, and no pending hook of
+    // it survives the unwound frames.
+    unsafe { ftrace::task::current().reset() };
     if ftrace::retstack::is_stopped() {
-        ftrace::retstack::restart();
+        // SAFETY: the return hook stopped (a mismatch panicked): no hooked
+        // call returns through it any more, and the tests run one at a time
+        // with no callback in progress on another CPU.
+        unsafe { ftrace::retstack::restart() };
     }
 }
 
