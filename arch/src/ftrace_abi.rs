@@ -148,6 +148,19 @@ const FTRACE_REGS_LAYOUT: StructLayout = StructLayout {
 /// Not `Copy`: a save lives in its trampoline's frame and describes one call
 /// in progress (its return address is read and replaced where the call keeps
 /// it). [`snapshot`](Self::snapshot) makes a copy to keep.
+///
+/// # Writing registers
+///
+/// Reading a save is safe. Writing one is not: the trampoline restores what
+/// a callback wrote (the return value, the arguments, the instruction
+/// pointer, in a full save every register but the stack pointer), so a
+/// write changes what the traced code computes and where it goes, as in
+/// Linux. Every writing accessor is an `unsafe fn` whose caller vouches that
+/// the traced code stays sound with the new values: a valid value of the
+/// argument's or return's type, a replacement ip that can take over the
+/// call, callee-saved and frame registers as the code expects them. The
+/// return hook changes the return address itself, through its own unsafe
+/// accessors.
 #[repr(C)]
 pub struct FtraceRegs {
     regs: PtRegs,
@@ -212,7 +225,11 @@ impl FtraceRegs {
     /// a replacement function with the same signature (needs `IPMODIFY`).
     /// Entry saves only: at a return the trampoline returns to the address
     /// the return hook recorded, and this does nothing.
-    pub fn set_instruction_pointer(&mut self, ip: usize) {
+    ///
+    /// # Safety
+    /// See [Writing registers](Self#writing-registers): `ip` must be code
+    /// that can take over the call, with its arguments, stack and return.
+    pub unsafe fn set_instruction_pointer(&mut self, ip: usize) {
         if self.has_args() {
             self.regs.set_ip(ip);
         }
@@ -351,7 +368,13 @@ impl FtraceRegs {
     }
 
     /// Sets the return-value register.
-    pub fn set_return_value(&mut self, value: u64) {
+    ///
+    /// # Safety
+    /// See [Writing registers](Self#writing-registers): `value` must be a
+    /// valid value of the type the function returns, one its callers may
+    /// get (at entry: with the function skipped, see
+    /// [`override_function_with_return`](Self::override_function_with_return)).
+    pub unsafe fn set_return_value(&mut self, value: u64) {
         self.regs.set_return_value(value);
     }
 
@@ -362,27 +385,55 @@ impl FtraceRegs {
     /// return address are left alone, so a callback that runs after this one
     /// may still hook the return, and overriding twice is overriding once.
     /// Entry saves only; does nothing otherwise.
-    pub fn override_function_with_return(&mut self) {
-        self.set_instruction_pointer(just_return_address());
+    ///
+    /// # Safety
+    /// See [Writing registers](Self#writing-registers): the function's
+    /// callers must not rely on anything it does (Linux allows this only on
+    /// functions marked for error injection), and the return register must
+    /// hold a value they may get.
+    pub unsafe fn override_function_with_return(&mut self) {
+        // SAFETY: a lone `ret` takes over any call at its entry; the caller
+        // vouches for skipping the function.
+        unsafe { self.set_instruction_pointer(just_return_address()) };
     }
 
     /// The full register set, only if the trampoline saved all of it.
-    pub fn regs(&mut self) -> Option<&mut PtRegs> {
+    pub fn regs(&self) -> Option<&PtRegs> {
+        self.is_full().then_some(&self.regs)
+    }
+
+    /// The full register set to change, only if the trampoline saved all
+    /// of it: what is written there lands, as the trampoline restores it.
+    ///
+    /// # Safety
+    /// See [Writing registers](Self#writing-registers).
+    pub unsafe fn regs_mut(&mut self) -> Option<&mut PtRegs> {
         self.is_full().then_some(&mut self.regs)
     }
 
     /// The saved registers as a `PtRegs`, every register the save did not
     /// record set to zero: for consumers that insist on a `PtRegs` without
     /// paying for a full save. It is this save's own `PtRegs` (the unsaved
-    /// fields, stale stack memory until now, are cleared in place), so a
-    /// write to a register the trampoline restores lands, exactly as it
-    /// would through [`set_return_value`](Self::set_return_value) and the
-    /// other accessors; writes to unsaved registers are ignored, and so is a
-    /// write to the stack pointer (the trampolines resume on their own frame).
-    pub fn partial_regs(&mut self) -> &mut PtRegs {
+    /// fields, stale stack memory until now, are cleared in place), which
+    /// [`partial_regs_mut`](Self::partial_regs_mut) hands out to change.
+    pub fn partial_regs(&mut self) -> &PtRegs {
         if !self.is_full() {
             self.regs = self.saved_registers();
         }
+        &self.regs
+    }
+
+    /// [`partial_regs`](Self::partial_regs), to change: a write to a
+    /// register the trampoline restores lands, exactly as it would through
+    /// [`set_return_value`](Self::set_return_value) and the other writing
+    /// accessors; writes to unsaved registers are ignored, and so is a
+    /// write to the stack pointer (the trampolines resume on their own
+    /// frame).
+    ///
+    /// # Safety
+    /// See [Writing registers](Self#writing-registers).
+    pub unsafe fn partial_regs_mut(&mut self) -> &mut PtRegs {
+        self.partial_regs();
         &mut self.regs
     }
 

@@ -852,7 +852,7 @@ fn release_compiled(private: usize) {
 }
 
 /// A kprobe event's handler: the probe's private data is its compiled form.
-fn kprobe_hit(probe: &Kprobe, regs: &mut PtRegs) {
+fn kprobe_hit(probe: &Kprobe, regs: &PtRegs) {
     // SAFETY: `arm` made the private data a pointer to the event's compiled
     // form, which the event keeps alive past the probe's unregistration.
     let compiled = unsafe { &*(probe.private() as *const Compiled) };
@@ -862,7 +862,7 @@ fn kprobe_hit(probe: &Kprobe, regs: &mut PtRegs) {
 }
 
 /// A kretprobe event's entry handler: keeps the arguments for `$argN`.
-fn kretprobe_save_args(_: &Kretprobe, regs: &mut PtRegs, data: &mut [u64]) {
+fn kretprobe_save_args(_: &Kretprobe, regs: &PtRegs, data: &mut [u64]) {
     let regs = SavedRegs::full(regs, Saved::EntryFull);
     for (n, slot) in data.iter_mut().enumerate() {
         *slot = regs.argument(n).unwrap_or(0);
@@ -870,7 +870,7 @@ fn kretprobe_save_args(_: &Kretprobe, regs: &mut PtRegs, data: &mut [u64]) {
 }
 
 /// A kretprobe event's return handler.
-fn kretprobe_return(rp: &Kretprobe, ret_addr: usize, regs: &mut PtRegs, data: &[u64]) {
+fn kretprobe_return(rp: &Kretprobe, ret_addr: usize, regs: &PtRegs, data: &[u64]) {
     // SAFETY: as in `kprobe_hit`.
     let compiled = unsafe { &*(rp.private() as *const Compiled) };
     compiled.hits.fetch_add(1, Ordering::Relaxed);

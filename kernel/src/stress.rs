@@ -153,19 +153,19 @@ static RETHOOK_OPS: FtraceOps = FtraceOps::new(rethook_entry, OpsFlags::RECURSIO
 /// as the call set them: the pre-handler checks them; the post-handler
 /// (run once the instruction has run out of line) checks nothing, it only
 /// makes every hit go through the post-handler path too.
-fn kprobe_pre(_probe: &Kprobe, regs: &mut PtRegs) {
+fn kprobe_pre(_probe: &Kprobe, regs: &PtRegs) {
     check_args(SavedRegs::full(regs, Saved::EntryFull));
 }
 
-fn kprobe_post(_probe: &Kprobe, _regs: &mut PtRegs) {}
+fn kprobe_post(_probe: &Kprobe, _regs: &PtRegs) {}
 
-fn kretprobe_entry(_rp: &Kretprobe, regs: &mut PtRegs, data: &mut [u64]) {
+fn kretprobe_entry(_rp: &Kretprobe, regs: &PtRegs, data: &mut [u64]) {
     // A bad call is counted once, here; its return is not checked (the
     // worker checks every result anyway).
     data[0] = check_args(SavedRegs::full(regs, Saved::EntryFull)).unwrap_or(u64::MAX);
 }
 
-fn kretprobe_return(_rp: &Kretprobe, _ret_addr: usize, regs: &mut PtRegs, data: &[u64]) {
+fn kretprobe_return(_rp: &Kretprobe, _ret_addr: usize, regs: &PtRegs, data: &[u64]) {
     if data[0] != u64::MAX {
         check_retval(SavedRegs::full(regs, Saved::ReturnFull), data[0]);
     }

@@ -347,7 +347,7 @@ pub fn run(function: Option<&str>, out: &mut dyn Write) -> Result<(), TourError>
     let seen = one_call(is_fib, &|| CALLS.load(Ordering::Relaxed) > 0);
     end_step(&FULL_OPS);
     match (seen, SEEN.lock().take()) {
-        (true, Some(mut fregs)) => {
+        (true, Some(fregs)) => {
             writeln!(out, "  the same call's PtRegs:")?;
             if let Some(regs) = fregs.regs() {
                 for line in format!("{regs}").lines() {

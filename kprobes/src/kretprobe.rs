@@ -26,10 +26,11 @@ use crate::location::Location;
 use crate::probe::{register_entry_ops, resolve, run_handler, KprobeError, Place};
 
 /// The entry handler: the probe, the entry registers, the call's data words.
-pub type EntryHandler = fn(rp: &Kretprobe, regs: &mut PtRegs, data: &mut [u64]);
+/// Like a kprobe's handlers, it reads the registers and changes none.
+pub type EntryHandler = fn(rp: &Kretprobe, regs: &PtRegs, data: &mut [u64]);
 /// The return handler: the probe, where the call returns to, the return
 /// registers, the call's data words.
-pub type ReturnHandler = fn(rp: &Kretprobe, ret_addr: usize, regs: &mut PtRegs, data: &[u64]);
+pub type ReturnHandler = fn(rp: &Kretprobe, ret_addr: usize, regs: &PtRegs, data: &[u64]);
 
 /// The most calls a kretprobe hooks at once when the caller does not say.
 pub const DEFAULT_MAXACTIVE: usize = 16;

@@ -43,9 +43,10 @@ use crate::location::Location;
 
 /// A handler: the probe, and the registers at the probed instruction
 /// (pre-handler: before it runs, `ip` the probe's address; post-handler:
-/// after it ran). A handler may change general registers, not where
-/// execution goes.
-pub type Handler = fn(probe: &Kprobe, regs: &mut PtRegs);
+/// after it ran). Handlers read the registers and change none: a write
+/// would change what the probed code computes or where it goes, which no
+/// safe handler may do.
+pub type Handler = fn(probe: &Kprobe, regs: &PtRegs);
 
 /// What a probe does, before it is registered.
 #[derive(Clone, Copy, Default)]
@@ -488,14 +489,11 @@ extern "C" fn on_ftrace(_ip: usize, _parent_ip: usize, ops: &FtraceOps, fregs: &
     let Some(regs) = fregs.regs() else { return };
     run_handler(&probe.missed, || {
         probe.hits.fetch_add(1, Ordering::Relaxed);
-        let ip = regs.ip();
         if let Some(pre) = probe.config.pre_handler {
             pre(probe, regs);
-            regs.set_ip(ip);
         }
         if let Some(post) = probe.config.post_handler {
             post(probe, regs);
-            regs.set_ip(ip);
         }
     });
 }
@@ -538,7 +536,6 @@ fn on_probe(address: usize, regs: &mut PtRegs) -> bool {
     control.now = Active { status: Status::Handler, probe, irqs: false };
     if let Some(pre) = probe.config.pre_handler {
         pre(probe, regs);
-        regs.set_ip(address);
     }
     // SAFETY: as above; the handler's own use of the block is over.
     let control = unsafe { this_cpu() };
@@ -571,9 +568,7 @@ fn finish(probe: &Kprobe, regs: &mut PtRegs, control: &mut Control, reentry: boo
     }
     control.now = Active { status: Status::Handler, probe, irqs: false };
     if let Some(post) = probe.config.post_handler {
-        let ip = regs.ip();
         post(probe, regs);
-        regs.set_ip(ip);
     }
     // SAFETY: trap context; the handler's use of the block is over.
     unsafe { this_cpu() }.now = IDLE;

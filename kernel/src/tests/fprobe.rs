@@ -240,7 +240,8 @@ fn take_partial_regs(_fp: &Fprobe, _ip: usize, _ret: usize, fregs: &mut FtraceRe
 
 fn rewrite_second_argument(_fp: &Fprobe, _ip: usize, _ret: usize, fregs: &mut FtraceRegs, _data: &mut EntryData) -> bool {
     let second = arch::regs::REGISTERS[1].names[0];
-    let regs = fregs.partial_regs();
+    // SAFETY: the probed function takes any u64 as its second argument.
+    let regs = unsafe { fregs.partial_regs_mut() };
     let value = regs.register(second).unwrap();
     assert!(regs.set_register(second, value * 100));
     false

@@ -195,8 +195,12 @@ extern "C" fn overridable(x: u64) -> u64 {
 }
 
 extern "C" fn skip_with_value(_ip: usize, _parent: usize, _ops: &FtraceOps, fregs: &mut FtraceRegs) {
-    fregs.set_return_value(0x5eed);
-    fregs.override_function_with_return();
+    // SAFETY: only set on `overridable`, whose body only counts its runs
+    // (the test checks it did not run) and whose callers take any u64.
+    unsafe {
+        fregs.set_return_value(0x5eed);
+        fregs.override_function_with_return();
+    }
 }
 
 static OVERRIDE_ARGS_OPS: FtraceOps = FtraceOps::new(skip_with_value, OpsFlags::IPMODIFY);
@@ -227,7 +231,9 @@ extern "C" fn replacement(a: u64, b: u64) -> u64 {
 }
 
 extern "C" fn redirect(_ip: usize, _parent: usize, _ops: &FtraceOps, fregs: &mut FtraceRegs) {
-    fregs.set_instruction_pointer(replacement as *const () as usize);
+    // SAFETY: only set on `original`, which `replacement` (same signature,
+    // no state) takes over.
+    unsafe { fregs.set_instruction_pointer(replacement as *const () as usize) };
 }
 
 static REDIRECT_OPS: FtraceOps = FtraceOps::new(redirect, OpsFlags::IPMODIFY);
@@ -331,7 +337,9 @@ extern "C" fn reads_scratch() -> u64 {
 const SCRATCH_VALUE: u64 = 0x5c7a_7c40_0000_0017;
 
 extern "C" fn write_scratch(_ip: usize, _parent: usize, _ops: &FtraceOps, fregs: &mut FtraceRegs) {
-    let regs = fregs.regs().expect("a full save");
+    // SAFETY: only set on `reads_scratch`, which reads the scratch register
+    // first and keeps nothing in it.
+    let regs = unsafe { fregs.regs_mut() }.expect("a full save");
     assert!(regs.set_register(SCRATCH_REGISTER, SCRATCH_VALUE));
 }
 
@@ -362,7 +370,9 @@ static MOVED_SP: spin::Mutex<Option<(Option<usize>, Option<usize>, usize)>> = sp
 
 extern "C" fn move_stack_pointer(_ip: usize, _parent: usize, _ops: &FtraceOps, fregs: &mut FtraceRegs) {
     let before = fregs.return_address();
-    let moved = fregs.partial_regs().set_register("sp", decoy_stack_pointer());
+    // SAFETY: a write to the stack pointer, which the trampolines ignore
+    // (what the test checks).
+    let moved = unsafe { fregs.partial_regs_mut() }.set_register("sp", decoy_stack_pointer());
     if moved {
         *MOVED_SP.lock() = Some((before, fregs.return_address(), fregs.stack_pointer()));
     }

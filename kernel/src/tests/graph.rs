@@ -288,8 +288,12 @@ fn calls_skippable(x: u64) -> u64 {
 }
 
 extern "C" fn skip_with_seed(_ip: usize, _parent: usize, _ops: &FtraceOps, fregs: &mut FtraceRegs) {
-    fregs.set_return_value(0x5eed);
-    fregs.override_function_with_return();
+    // SAFETY: only set on `skippable`, whose body only counts its runs (the
+    // test checks it did not run) and whose caller takes any u64.
+    unsafe {
+        fregs.set_return_value(0x5eed);
+        fregs.override_function_with_return();
+    }
 }
 
 static SKIP_OPS: FtraceOps = FtraceOps::new(skip_with_seed, OpsFlags::IPMODIFY);

@@ -59,15 +59,15 @@ static HITS: AtomicU64 = AtomicU64::new(0);
 static POSTS: AtomicU64 = AtomicU64::new(0);
 static SEEN_ARGS: spin::Mutex<Vec<u64>> = spin::Mutex::new(Vec::new());
 
-fn count_hit(_: &Kprobe, _: &mut PtRegs) {
+fn count_hit(_: &Kprobe, _: &PtRegs) {
     HITS.fetch_add(1, Ordering::Relaxed);
 }
 
-fn count_post(_: &Kprobe, _: &mut PtRegs) {
+fn count_post(_: &Kprobe, _: &PtRegs) {
     POSTS.fetch_add(1, Ordering::Relaxed);
 }
 
-fn record_argument(probe: &Kprobe, regs: &mut PtRegs) {
+fn record_argument(probe: &Kprobe, regs: &PtRegs) {
     assert_eq!(regs.ip(), probe.address(), "the pre-handler sees ip at the probe");
     SEEN_ARGS.lock().push(first_argument(regs));
 }
@@ -193,7 +193,7 @@ fn outer(x: u64) -> u64 {
     black_box(x) + 5
 }
 
-fn calls_inner(_: &Kprobe, _: &mut PtRegs) {
+fn calls_inner(_: &Kprobe, _: &PtRegs) {
     HITS.fetch_add(1, Ordering::Relaxed);
     assert_eq!(inner(black_box(4)), 13);
 }
@@ -226,11 +226,11 @@ fn fib_by_loop(n: u64) -> u64 {
     (0..n).fold((0, 1), |(a, b), _| (b, a + b)).0
 }
 
-fn save_n(_: &Kretprobe, regs: &mut PtRegs, data: &mut [u64]) {
+fn save_n(_: &Kretprobe, regs: &PtRegs, data: &mut [u64]) {
     data[0] = first_argument(regs);
 }
 
-fn check_return(rp: &Kretprobe, ret_addr: usize, regs: &mut PtRegs, data: &[u64]) {
+fn check_return(rp: &Kretprobe, ret_addr: usize, regs: &PtRegs, data: &[u64]) {
     assert_ne!(ret_addr, 0);
     assert_eq!(rp.private(), 0x5eed);
     let retval = SavedRegs::full(regs, Saved::ReturnFull).return_value();
