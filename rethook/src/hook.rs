@@ -68,10 +68,11 @@ pub struct RethookNode {
 }
 
 impl Drop for RethookNode {
+    /// Gives back a node taken and never handed to [`Rethook::hook`] (which
+    /// keeps it from dropping: the hooked call, then its return, own it).
     fn drop(&mut self) {
-        // SAFETY: the node holds a reference to its rethook (taken in
-        // `try_get`, or the hooked call's, handed over at the return), given
-        // back here once: nothing uses the node after its drop.
+        // SAFETY: the node holds the reference `try_get` took, given back
+        // here once: nothing uses the node after its drop.
         unsafe { release(self.inner.as_ref(), self.index) };
     }
 }
@@ -152,6 +153,11 @@ impl Rethook {
     /// Linux's `rethook_hook`, which takes only the node). On error the node
     /// goes back to the pool.
     pub fn hook(&self, node: RethookNode, fregs: &mut FtraceRegs) -> Result<(), HookError> {
+        // Hooked, the call holds the node and its reference; not hooked, the
+        // node goes back below. Either way it is not dropped here.
+        let node = core::mem::ManuallyDrop::new(node);
+        // SAFETY: the node's reference keeps its `Inner` alive.
+        let inner = unsafe { node.inner.as_ref() };
         let func = fregs.instruction_pointer();
         let index = [node.index as u64];
         // The `user` field, made from the pointer to the whole `Inner`, so
@@ -160,20 +166,14 @@ impl Rethook {
         // SAFETY: the node's reference keeps its `Inner` alive until the
         // return callback (or `on_missed`) releases it; `user` points at the
         // whole `Inner`.
-        match unsafe { retstack::hook(fregs, func, user, &index) } {
-            Ok(_) => {
-                // The hooked call holds the node's reference from now on.
-                core::mem::forget(node);
-                Ok(())
+        let result = unsafe { retstack::hook(fregs, func, user, &index) };
+        result.map(|_| ()).inspect_err(|error| {
+            if *error == HookError::Overrun {
+                inner.missed.fetch_add(1, Ordering::Relaxed);
             }
-            Err(error) => {
-                if error == HookError::Overrun {
-                    // SAFETY: the node's reference keeps `Inner` alive.
-                    unsafe { node.inner.as_ref() }.missed.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(error) // dropping the node gives it back
-            }
-        }
+            // SAFETY: the node was taken and not hooked: its reference is ours.
+            unsafe { release(inner, node.index) };
+        })
     }
 
     /// Stops the rethook: no new hooks, and in-flight calls return without
@@ -256,8 +256,8 @@ fn inner_of(user: *const ReturnUser) -> &'static Inner {
 fn rethook_return(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fregs: &mut FtraceRegs) {
     let inner = inner_of(user);
     let index = data.first().copied().unwrap_or(0) as usize;
-    // The hooked call's node, and its reference: dropped (given back) below.
-    let node = RethookNode { inner: NonNull::from(inner), index };
+    // The hooked call's node, for the handler; given back below.
+    let node = core::mem::ManuallyDrop::new(RethookNode { inner: NonNull::from(inner), index });
     {
         // The check and the handler in one stretch with interrupts masked:
         // a grace period (its cross-CPU round) after `stop` then waits for
@@ -268,13 +268,14 @@ fn rethook_return(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], 
             (inner.handler)(&node, inner.data, call.ret_addr, fregs);
         }
     }
-    drop(node);
+    // SAFETY: the hooked call held this node; nothing uses it after.
+    unsafe { release(inner, index) };
 }
 
 /// A return that could not run the handler: counted, and the node released.
 fn rethook_missed(user: *const ReturnUser, _call: &ReturnInfo, data: &mut [u64]) {
     let inner = inner_of(user);
     inner.missed.fetch_add(1, Ordering::Relaxed);
-    // The hooked call's node: dropping it gives it back.
-    drop(RethookNode { inner: NonNull::from(inner), index: data.first().copied().unwrap_or(0) as usize });
+    // SAFETY: as in `rethook_return`.
+    unsafe { release(inner, data.first().copied().unwrap_or(0) as usize) };
 }
