@@ -145,15 +145,18 @@ const FTRACE_REGS_LAYOUT: StructLayout = StructLayout {
 
 /// The registers a tracing trampoline saved. See the module documentation.
 ///
-/// Not `Copy`: a save lives in its trampoline's frame and describes one call
+/// Only the trampolines make one, in their frame, and it describes one call
 /// in progress (its return address is read and replaced where the call keeps
-/// it). [`snapshot`](Self::snapshot) makes a copy to keep.
+/// it): it is not `Copy`, and no safe code can build one to put in a
+/// callback's place. [`snapshot`](Self::snapshot) makes a copy to keep, of
+/// another type.
 ///
 /// # Writing registers
 ///
 /// Reading a save is safe. Writing one is not: the trampoline restores what
 /// a callback wrote (the return value, the arguments, the instruction
-/// pointer, in a full save every register but the stack pointer), so a
+/// pointer, in a full save the others it restores: the architecture's
+/// `regs` module says which; never the stack pointer), so a
 /// write changes what the traced code computes and where it goes, as in
 /// Linux. Every writing accessor is an `unsafe fn` whose caller vouches that
 /// the traced code stays sound with the new values: a valid value of the
@@ -165,12 +168,13 @@ const FTRACE_REGS_LAYOUT: StructLayout = StructLayout {
 pub struct FtraceRegs {
     regs: PtRegs,
     saved: Saved,
-    /// At entry: the stack pointer the function was entered with, as the
-    /// trampoline found it (0 in a save made by hand). Kept apart from
-    /// `regs`, which callbacks may change: the return address is read and
-    /// replaced through it, and the trampolines resume on their own frame,
-    /// so a callback that writes `sp` moves neither (as in Linux, where a
-    /// changed `regs->sp` is ignored).
+    /// In an entry save: the stack pointer the function was entered with,
+    /// as the trampoline found it (a return save leaves it unwritten, and
+    /// nothing reads it there). Kept apart from `regs`, which callbacks may
+    /// change (unsafely): the return address is read and replaced through
+    /// it, and the trampolines resume on their own frame, so a callback that
+    /// writes `sp` moves neither (as in Linux, where a changed `regs->sp` is
+    /// ignored).
     entry_sp: usize,
 }
 
@@ -196,12 +200,6 @@ impl RegisterArgument {
 }
 
 impl FtraceRegs {
-    /// A save of kind `saved` with every register zero and no stack: what
-    /// tests and hand-built consumers start from (trampolines fill their own).
-    pub fn new(saved: Saved) -> Self {
-        Self { regs: PtRegs::default(), saved, entry_sp: 0 }
-    }
-
     /// This save, to read in place: the reading accessors below that a
     /// breakpoint's save shares ([`SavedRegs`]) go through it.
     #[inline(always)]
@@ -315,8 +313,6 @@ impl FtraceRegs {
         }
         match RETURN_ADDRESS {
             ReturnAddress::LinkRegister => self.regs.link_register(),
-            // A save made by hand (`FtraceRegs::new`) has no stack.
-            ReturnAddress::Stack if self.entry_sp == 0 => None,
             // SAFETY: an entry trampoline's save: `entry_sp`, which only the
             // trampoline writes, points at the return-address slot the call
             // pushed, mapped (read unaligned: no alignment is assumed).
@@ -455,12 +451,9 @@ impl FtraceRegs {
     }
 
     /// A copy of this save to keep after the call: the registers it
-    /// recorded (the others zero), of the same kind, but no longer tied to
-    /// the call: on an architecture that keeps the return address on the
-    /// stack it has none ([`return_address`](Self::return_address) is
-    /// `None`, and nothing can be hooked through it).
-    pub fn snapshot(&self) -> FtraceRegs {
-        FtraceRegs { regs: self.saved_registers(), saved: self.saved, entry_sp: 0 }
+    /// recorded (the others zero), to read.
+    pub fn snapshot(&self) -> RegsSnapshot {
+        RegsSnapshot { regs: self.saved_registers(), saved: self.saved }
     }
 
     /// The offset in `FtraceRegs` of the register called `name`, if the
@@ -490,11 +483,25 @@ impl FtraceRegs {
     pub fn registers(&self) -> impl Iterator<Item = (&'static str, Option<u64>)> + '_ {
         self.view().registers()
     }
+}
 
-    /// Direct access for the in-kernel tests.
-    #[cfg(feature = "test-hooks")]
-    pub fn pt_regs_mut(&mut self) -> &mut PtRegs {
-        &mut self.regs
+/// A save kept after its call ([`FtraceRegs::snapshot`]): the registers it
+/// recorded, read through [`view`](Self::view).
+#[derive(Clone, Copy)]
+pub struct RegsSnapshot {
+    regs: PtRegs,
+    saved: Saved,
+}
+
+impl RegsSnapshot {
+    /// The kept save, to read.
+    pub fn view(&self) -> SavedRegs<'_> {
+        SavedRegs { regs: &self.regs, saved: self.saved }
+    }
+
+    /// The full register set, if the save held all of it.
+    pub fn regs(&self) -> Option<&PtRegs> {
+        self.view().is_full().then_some(&self.regs)
     }
 }
 
@@ -514,6 +521,12 @@ impl<'a> SavedRegs<'a> {
     /// entry or a probed instruction, [`Saved::ReturnFull`] at a return.
     pub fn full(regs: &'a PtRegs, saved: Saved) -> SavedRegs<'a> {
         debug_assert!(matches!(saved, Saved::EntryFull | Saved::ReturnFull));
+        SavedRegs { regs, saved }
+    }
+
+    /// `regs` read as a save of kind `saved` holds them: only the registers
+    /// that save records answer (for tests, and registers kept elsewhere).
+    pub fn of(regs: &'a PtRegs, saved: Saved) -> SavedRegs<'a> {
         SavedRegs { regs, saved }
     }
 

@@ -184,7 +184,10 @@ impl Pending {
 /// `user`, keeping `data` for its return callback. Returns the call's depth.
 ///
 /// # Safety
-/// As for [`Pending::commit`].
+/// As for [`Pending::commit`]. (What [`begin_hook`] asks of its pending
+/// hook, this keeps itself; a save that is not the entry save of a call in
+/// progress cannot be had in safe code, since only the trampolines make
+/// an `FtraceRegs`.)
 #[inline]
 pub unsafe fn hook(fregs: &mut FtraceRegs, func: usize, user: *const ReturnUser, data: &[u64]) -> Result<usize, HookError> {
     let words = DataWords::new(data.len()).ok_or(HookError::TooLarge)?;

@@ -28,7 +28,7 @@ use core::hint::black_box;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use arch::ftrace::{CALL_OFFSET, INSN_LEN};
-use arch::ftrace_abi::{FtraceRegs, ReturnAddress};
+use arch::ftrace_abi::{FtraceRegs, RegsSnapshot, ReturnAddress, SavedRegs};
 use arch::sync::SpinLock;
 use ftrace::retstack::{ReturnInfo, ReturnUser};
 use ftrace::shadow::FrameHeader;
@@ -79,7 +79,7 @@ impl From<ftrace::FtraceError> for TourError {
 // ---- what the callbacks saw ----
 
 /// The registers of the first call a step saw.
-static SEEN: SpinLock<Option<FtraceRegs>> = SpinLock::new(None);
+static SEEN: SpinLock<Option<RegsSnapshot>> = SpinLock::new(None);
 /// Calls seen in this step.
 static CALLS: AtomicUsize = AtomicUsize::new(0);
 
@@ -124,7 +124,8 @@ extern "C" fn hook_return(ip: usize, _parent_ip: usize, _ops: &FtraceOps, fregs:
     }
     let before = fregs.return_address().unwrap_or(0);
     let slot = match arch::regs::RETURN_ADDRESS {
-        ReturnAddress::Stack => fregs.stack_pointer(),
+        // The slot the call pushed: just below the caller's stack pointer.
+        ReturnAddress::Stack => fregs.caller_stack_pointer() - core::mem::size_of::<usize>(),
         ReturnAddress::LinkRegister => 0,
     };
     let start = ftrace::clock::now_ns();
@@ -247,7 +248,7 @@ fn show_enabled_line(out: &mut dyn Write, name: &str) -> fmt::Result {
     Ok(())
 }
 
-fn show_registers(out: &mut dyn Write, fregs: &FtraceRegs) -> fmt::Result {
+fn show_registers(out: &mut dyn Write, fregs: SavedRegs) -> fmt::Result {
     let mut not_saved = Vec::new();
     for (name, value) in fregs.registers() {
         match value {
@@ -337,7 +338,7 @@ pub fn run(function: Option<&str>, out: &mut dyn Write) -> Result<(), TourError>
     let seen = one_call(is_fib, &|| CALLS.load(Ordering::Relaxed) > 0);
     end_step(&SPARSE_OPS);
     match (seen, SEEN.lock().take()) {
-        (true, Some(fregs)) => show_registers(out, &fregs)?,
+        (true, Some(fregs)) => show_registers(out, fregs.view())?,
         _ => no_call(out, name)?,
     }
 

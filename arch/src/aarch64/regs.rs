@@ -105,9 +105,11 @@ macro_rules! x {
 /// address), sp and pc; the return save keeps x0-x7, fp, sp (and pc, the
 /// address returned to). A full save at a return holds lr as a `ret` leaves
 /// it: the address returned to. The trampolines restore every register they
-/// save (a callback's write lands), except x9 in a full entry save: by then
-/// the site's `mov x9, x30` has made it a copy of the return address, and
-/// the trampoline resumes through it.
+/// save (a callback's write lands), except sp (each resumes on its own
+/// frame), pc and lr in a return save (the return goes where the return
+/// hook recorded), of pstate all but the condition flags, and x9 in a full entry
+/// save: by then the site's `mov x9, x30` has made it a copy of the return
+/// address, and the trampoline resumes through it.
 pub const REGISTERS: &[RegisterInfo] = &[
     x!(0, ENTRY | RETURN),
     x!(1, ENTRY | RETURN),

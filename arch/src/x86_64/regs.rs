@@ -166,7 +166,10 @@ macro_rules! register {
 /// Every register, and which saves record it: the entry save keeps the six
 /// argument registers, rax (return value; also the vector count of variadic
 /// calls), rbp, rsp and rip; the return save keeps rax, rdx, rbp, rsp (and
-/// rip, the address returned to).
+/// rip, the address returned to). The trampolines restore every register
+/// they save (a callback's write lands) and RFLAGS, except rsp (each resumes
+/// on its own frame), rip in a return save (the return goes where the
+/// return hook recorded), cs and ss.
 pub const REGISTERS: &[RegisterInfo] = &[
     register!(["rdi", "di"], rdi, ENTRY),
     register!(["rsi", "si"], rsi, ENTRY),

@@ -9,7 +9,7 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use arch::context::{self, Context};
 use arch::ftrace::{call_insn, Insn, CALL_OFFSET, INSN_LEN, NOP, PREPARE};
-use arch::ftrace_abi::trampoline_address;
+use arch::ftrace_abi::{trampoline_address, PtRegs, SavedRegs};
 use arch::selftest::{
     call_with_marked_registers, scratch_register, CORRUPT_INSN, MARKED_FLAGS, MARKED_REGISTERS, SCRATCH_REGISTER,
 };
@@ -424,10 +424,10 @@ fn args_ops_gets_no_pt_regs_and_unsaved_registers_are_refused() {
     assert_eq!(FtraceRegs::query_register_offset("no_such_register"), Err(RegisterError::Unknown));
     let first_argument = arch::regs::REGISTERS[0].names[0];
     let offset = FtraceRegs::query_register_offset(first_argument).expect("argument 0 is saved");
-    let mut fregs = FtraceRegs::new(Saved::EntryArgs);
-    fregs.pt_regs_mut().set_return_value(0); // keep the struct initialised
-    assert_eq!(fregs.register_at(offset), fregs.argument(0));
-    assert_eq!(FtraceRegs::new(Saved::Return).register_at(offset).is_some(), arch::regs::ARGUMENT_REGISTERS == 8);
+    let regs = PtRegs::default();
+    let entry = SavedRegs::of(&regs, Saved::EntryArgs);
+    assert_eq!(entry.register_at(offset), entry.argument(0));
+    assert_eq!(SavedRegs::of(&regs, Saved::Return).register_at(offset).is_some(), arch::regs::ARGUMENT_REGISTERS == 8);
 }
 
 // ---- filters ----
