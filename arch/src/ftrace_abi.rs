@@ -370,6 +370,9 @@ impl FtraceRegs {
     /// valid value of the type the function returns, one its callers may
     /// get (at entry: with the function skipped, see
     /// [`override_function_with_return`](Self::override_function_with_return)).
+    /// At an entry whose function still runs, the register is also an
+    /// argument's (aarch64 x0) or the variadic vector count (x86_64 rax):
+    /// the value must be valid there too.
     pub unsafe fn set_return_value(&mut self, value: u64) {
         self.regs.set_return_value(value);
     }

@@ -66,7 +66,15 @@ pub type TrapHandler = fn(trap: Trap, address: usize, regs: &mut PtRegs) -> bool
 static TRAP_HANDLER: AtomicFn<TrapHandler> = AtomicFn::none();
 
 /// Installs the generic kprobes trap handler.
-pub fn set_trap_handler(handler: TrapHandler) {
+///
+/// # Safety
+/// The handler runs in the breakpoint exception with the registers it
+/// saved, which the exception return restores: it may change them only as
+/// the probed instruction's own execution would (the instruction pointer to
+/// an out-of-line slot or past the instruction, a simulated instruction's
+/// effect, the interrupt mask around a step), and answers `true` only for
+/// breakpoints it placed.
+pub unsafe fn set_trap_handler(handler: TrapHandler) {
     TRAP_HANDLER.store(handler);
 }
 

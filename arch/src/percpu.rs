@@ -119,8 +119,12 @@ pub fn event_state() -> EventState {
 
 /// Sets the current task's tracing state (the scheduler, at a switch; the
 /// tracer, for the boot flow of each CPU).
+///
+/// # Safety
+/// `state` is the running task's `ftrace::task::TaskTrace` (the trampolines
+/// write its counters through it), and lives while this CPU runs the task.
 #[inline(always)]
-pub fn set_task_trace(state: *mut ()) {
+pub unsafe fn set_task_trace(state: *mut ()) {
     this().task_trace.store(state, Ordering::Relaxed);
 }
 

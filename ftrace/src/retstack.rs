@@ -185,9 +185,9 @@ impl Pending {
 ///
 /// # Safety
 /// As for [`Pending::commit`]. (What [`begin_hook`] asks of its pending
-/// hook, this keeps itself; a save that is not the entry save of a call in
-/// progress cannot be had in safe code, since only the trampolines make
-/// an `FtraceRegs`.)
+/// hook, this keeps itself. A return save, the only other kind a callback
+/// gets, has no return address: `begin_hook` refuses it with
+/// `NotAtEntry`.)
 #[inline]
 pub unsafe fn hook(fregs: &mut FtraceRegs, func: usize, user: *const ReturnUser, data: &[u64]) -> Result<usize, HookError> {
     let words = DataWords::new(data.len()).ok_or(HookError::TooLarge)?;

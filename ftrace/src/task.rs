@@ -149,6 +149,11 @@ impl TaskTrace {
     /// Forgets everything an abandoned flow of control left: its hooked
     /// calls, recursion bits and graph markers.
     ///
+    /// The users of the calls dropped this way are not told (no
+    /// `on_missed`): what they hold for those calls (a rethook's node, a
+    /// probe's reference) stays taken. Only the test harness resets, after
+    /// a test panicked.
+    ///
     /// # Safety
     /// The flow is abandoned for good: no call on its shadow stack will
     /// return through the return trampoline, and no hook of it is pending

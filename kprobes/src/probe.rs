@@ -264,7 +264,11 @@ pub fn register_kprobe(location: &Location, config: KprobeConfig) -> Result<Regi
         return Err(KprobeError::NoHandler);
     }
     let place = resolve(location)?;
-    arch::kprobes::set_trap_handler(on_trap);
+    // SAFETY: `on_trap` answers only for the probes' own breakpoints, and
+    // changes the trap's registers only as the probed instruction would
+    // (its step or simulation), never through a handler (they get
+    // `&PtRegs`).
+    unsafe { arch::kprobes::set_trap_handler(on_trap) };
     let _registry = REGISTRY.lock();
     if place.at_entry {
         return register_on_ftrace(place, config);

@@ -130,7 +130,9 @@ pub fn current() -> Option<&'static Task> {
 /// tracer.
 fn set_current(task: &Task) {
     percpu::set_task(task as *const Task as usize, task.stack_bottom());
-    percpu::set_task_trace(task.trace_ptr());
+    // SAFETY: the task's own tracing state, which lives as long as the
+    // task, and so while this CPU runs it.
+    unsafe { percpu::set_task_trace(task.trace_ptr()) };
 }
 
 /// Turns the boot flow into the first task (`shell`, pid 1; `ktest` when it
