@@ -4,7 +4,9 @@
 //! whole lines, handling echo and backspace, and rejecting what a line may not
 //! hold: over-long input, control bytes, invalid UTF-8. [`parse`] splits an
 //! accepted line into words and an optional tracefs-style redirection
-//! (`echo function > current_tracer`, `echo 'x' >> dynamic_events`).
+//! (`echo function > current_tracer`, `echo 'x' >> dynamic_events`), and
+//! [`path::resolve`] finds the tracefs file a path names, relative to the
+//! working directory or under `/sys/kernel/tracing`.
 //!
 //! Neither ever panics on input: every malformed line becomes a typed error.
 #![no_std]
@@ -12,6 +14,7 @@
 extern crate alloc;
 
 mod line;
+pub mod path;
 mod words;
 
 pub use line::{LineError, LineEvent, LineReader};

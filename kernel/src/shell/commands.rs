@@ -7,7 +7,7 @@ use core::fmt::Write;
 
 use ftrace::FilterMode;
 
-use super::{Invocation, ShellError};
+use super::{resolve, Invocation, ShellError};
 use crate::console::LineWriter;
 use crate::{print, println, tracefs, workload};
 
@@ -23,6 +23,8 @@ const COMMANDS: &[Command] = &[
     Command { name: "help", usage: "help", summary: "list the commands", run: help },
     Command { name: "echo", usage: "echo [TEXT...] [> FILE | >> FILE]", summary: "print TEXT, or write it to a file", run: echo },
     Command { name: "ls", usage: "ls [DIR]", summary: "list the tracing files (of a directory)", run: ls },
+    Command { name: "cd", usage: "cd [DIR]", summary: "change the working directory (in tracefs)", run: cd },
+    Command { name: "pwd", usage: "pwd", summary: "print the working directory", run: pwd },
     Command { name: "mkdir", usage: "mkdir instances/NAME", summary: "make a tracing instance", run: mkdir },
     Command { name: "rmdir", usage: "rmdir instances/NAME", summary: "remove a tracing instance", run: rmdir },
     Command { name: "cat", usage: "cat FILE...", summary: "print tracing files", run: cat },
@@ -91,26 +93,31 @@ fn echo(invocation: &Invocation) -> Result<(), ShellError> {
         Some(::shell::Redirect::Truncate(file)) => (file, FilterMode::Replace),
         Some(::shell::Redirect::Append(file)) => (file, FilterMode::Append),
     };
-    tracefs::write(file, &text, mode).map_err(|e| ShellError::Failed(e.to_string()))
+    tracefs::write(&resolve(file)?, &text, mode).map_err(|e| ShellError::Failed(e.to_string()))
 }
 
 fn ls(invocation: &Invocation) -> Result<(), ShellError> {
     if invocation.redirect.is_some() {
         return Err(ShellError::NoRedirect("ls"));
     }
-    match invocation.args {
-        [] => tracefs::names().for_each(|name| println!("{name}")),
-        [dir] if dir.trim_end_matches('/') == "instances" => {
+    let dir = match invocation.args {
+        [] => super::working_directory(),
+        [dir] => resolve(dir)?,
+        _ => return Err(ShellError::Usage("ls [DIR]")),
+    };
+    match dir.as_str() {
+        "" => tracefs::names().for_each(|name| println!("{name}")),
+        "instances" => {
             ftrace::instance::names().iter().for_each(|name| println!("instances/{name}/"));
         }
-        [dir] if dir.starts_with("instances/") => {
-            let name = dir.trim_end_matches('/').strip_prefix("instances/").unwrap_or("");
+        dir if dir.starts_with("instances/") => {
+            let name = dir.strip_prefix("instances/").unwrap_or("");
             let names = tracefs::instance_names(name).ok_or_else(|| ShellError::Failed(format!("no such directory: {dir}")))?;
             names.for_each(|name| println!("{name}"));
         }
-        [dir] => {
+        dir => {
             // What is directly under DIR: files, and directories with a `/`.
-            let prefix = format!("{}/", dir.trim_end_matches('/'));
+            let prefix = format!("{dir}/");
             let mut entries: Vec<String> = Vec::new();
             for name in tracefs::names() {
                 let Some(rest) = name.strip_prefix(&prefix) else { continue };
@@ -127,9 +134,46 @@ fn ls(invocation: &Invocation) -> Result<(), ShellError> {
             }
             entries.iter().for_each(|entry| println!("{entry}"));
         }
-        _ => return Err(ShellError::Usage("ls [DIR]")),
     }
     Ok(())
+}
+
+/// `cd [DIR]`: into a tracefs directory; alone, back to tracefs's root.
+fn cd(invocation: &Invocation) -> Result<(), ShellError> {
+    if invocation.redirect.is_some() {
+        return Err(ShellError::NoRedirect("cd"));
+    }
+    let dir = match invocation.args {
+        [] => String::new(),
+        [dir] => resolve(dir)?,
+        _ => return Err(ShellError::Usage("cd [DIR]")),
+    };
+    if !is_directory(&dir) {
+        return Err(ShellError::Failed(format!("cd: {}: no such directory", invocation.args.join(" "))));
+    }
+    super::set_working_directory(dir);
+    Ok(())
+}
+
+fn pwd(invocation: &Invocation) -> Result<(), ShellError> {
+    no_arguments("pwd", invocation)?;
+    println!("{}", ::shell::path::absolute(&super::working_directory()));
+    Ok(())
+}
+
+/// Whether `dir` (a path inside tracefs) is a directory: the root,
+/// `instances`, or what some file's name starts with.
+fn is_directory(dir: &str) -> bool {
+    if dir.is_empty() || dir == "instances" {
+        return true;
+    }
+    let prefix = format!("{dir}/");
+    if let Some(rest) = dir.strip_prefix("instances/") {
+        let name = rest.split('/').next().unwrap_or("");
+        return tracefs::instance_names(name)
+            .is_some_and(|mut names| rest == name || names.any(|file| file.starts_with(&prefix)));
+    }
+    tracefs::names().any(|file| file.starts_with(&prefix))
 }
 
 fn mkdir(invocation: &Invocation) -> Result<(), ShellError> {
@@ -137,7 +181,7 @@ fn mkdir(invocation: &Invocation) -> Result<(), ShellError> {
     if invocation.redirect.is_some() {
         return Err(ShellError::NoRedirect("mkdir"));
     }
-    tracefs::mkdir(dir).map_err(|e| ShellError::Failed(e.to_string()))
+    tracefs::mkdir(&resolve(dir)?).map_err(|e| ShellError::Failed(e.to_string()))
 }
 
 fn rmdir(invocation: &Invocation) -> Result<(), ShellError> {
@@ -145,7 +189,7 @@ fn rmdir(invocation: &Invocation) -> Result<(), ShellError> {
     if invocation.redirect.is_some() {
         return Err(ShellError::NoRedirect("rmdir"));
     }
-    tracefs::rmdir(dir).map_err(|e| ShellError::Failed(e.to_string()))
+    tracefs::rmdir(&resolve(dir)?).map_err(|e| ShellError::Failed(e.to_string()))
 }
 
 /// `cat FILE...`: each file in turn; a file that cannot be read is reported
@@ -160,8 +204,9 @@ fn cat(invocation: &Invocation) -> Result<(), ShellError> {
     let mut first_error = None;
     for file in invocation.args {
         let mut out = LineWriter::default();
-        if let Err(error) = tracefs::read(file, &mut out) {
-            first_error.get_or_insert(ShellError::Failed(error.to_string()));
+        let read = resolve(file).and_then(|file| tracefs::read(&file, &mut out).map_err(|e| ShellError::Failed(e.to_string())));
+        if let Err(error) = read {
+            first_error.get_or_insert(error);
         }
     }
     first_error.map_or(Ok(()), Err)

@@ -4,6 +4,10 @@
 //! [`LineReader`]; splitting a line into words and a redirection is its
 //! [`shell::parse`]. This module owns the command table. Every error is one
 //! `error: ...` line and the prompt comes back: input never panics the kernel.
+//!
+//! The shell has a working directory inside tracefs (`cd`, `pwd`), where it
+//! starts: file arguments are relative to it, or absolute under
+//! `/sys/kernel/tracing` (or `/sys/kernel/debug/tracing`), as on Linux.
 
 mod commands;
 
@@ -11,6 +15,7 @@ use alloc::string::String;
 use core::fmt;
 
 use ::shell::{LineEvent, LineReader, Redirect};
+use arch::sync::SpinLock;
 
 use crate::print;
 
@@ -49,6 +54,24 @@ impl fmt::Display for ShellError {
             ShellError::Failed(message) => f.write_str(message),
         }
     }
+}
+
+/// The working directory: a path inside tracefs, empty for its root.
+static CWD: SpinLock<String> = SpinLock::new(String::new());
+
+/// The tracefs file or directory `path` names, from the working directory.
+pub fn resolve(path: &str) -> Result<String, ShellError> {
+    ::shell::path::resolve(&CWD.lock(), path).map_err(|error| ShellError::Failed(alloc::format!("{error}")))
+}
+
+/// The working directory (a path inside tracefs).
+pub fn working_directory() -> String {
+    CWD.lock().clone()
+}
+
+/// Changes the working directory (the caller checked it is a directory).
+fn set_working_directory(dir: String) {
+    *CWD.lock() = dir;
 }
 
 /// Runs one line. Used by the shell loop and by tests.

@@ -183,3 +183,29 @@ fn instances_run_out_with_an_error_and_come_back() {
     let after = crate::heap::stats().used;
     assert!(after <= before + 16 * 1024, "heap back within 16 KiB: {before} -> {after}");
 }
+
+#[ktest]
+fn cd_and_absolute_paths_reach_instance_files_as_on_linux() {
+    let run = |line: &str| crate::shell::execute(line).unwrap_or_else(|error| panic!("{line}: {error}"));
+    run("cd /sys/kernel/tracing/instances");
+    run("mkdir here");
+    run("cd here");
+    assert_eq!(crate::shell::working_directory(), "instances/here");
+    run("echo function > current_tracer");
+    assert_eq!(read("instances/here/current_tracer"), "function\n", "relative to the working directory");
+    assert_eq!(read("current_tracer"), "nop\n", "the top level is untouched");
+    run("echo nop > /sys/kernel/debug/tracing/instances/here/current_tracer");
+    assert_eq!(read("instances/here/current_tracer"), "nop\n", "absolute, under the debugfs mount point");
+
+    for bad in ["cd no_such_dir", "cd trace", "cd /proc", "cd ../../..", "cat /proc/kallsyms", "echo 1 > /tracing_on"] {
+        assert!(crate::shell::execute(bad).is_err(), "{bad} is refused");
+        assert_eq!(crate::shell::working_directory(), "instances/here", "{bad} changes nothing");
+    }
+    assert_eq!(read("tracing_on"), "1\n");
+
+    run("cd ..");
+    run("rmdir here");
+    run("cd");
+    assert_eq!(crate::shell::working_directory(), "");
+    assert!(instance::find("here").is_none());
+}
