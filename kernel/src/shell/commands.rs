@@ -96,15 +96,20 @@ fn echo(invocation: &Invocation) -> Result<(), ShellError> {
     tracefs::write(&resolve(file)?, &text, mode).map_err(|e| ShellError::Failed(e.to_string()))
 }
 
-fn ls(invocation: &Invocation) -> Result<(), ShellError> {
+/// The one optional DIR of `ls` and `cd`, resolved; `alone` without one.
+fn directory_argument(invocation: &Invocation, command: &'static str, alone: String) -> Result<String, ShellError> {
     if invocation.redirect.is_some() {
-        return Err(ShellError::NoRedirect("ls"));
+        return Err(ShellError::NoRedirect(command));
     }
-    let dir = match invocation.args {
-        [] => super::working_directory(),
-        [dir] => resolve(dir)?,
-        _ => return Err(ShellError::Usage("ls [DIR]")),
-    };
+    match invocation.args {
+        [] => Ok(alone),
+        [dir] => resolve(dir),
+        _ => Err(ShellError::Usage(find(command).map_or(command, |command| command.usage))),
+    }
+}
+
+fn ls(invocation: &Invocation) -> Result<(), ShellError> {
+    let dir = directory_argument(invocation, "ls", super::working_directory())?;
     match dir.as_str() {
         "" => tracefs::names().for_each(|name| println!("{name}")),
         "instances" => {
@@ -140,14 +145,7 @@ fn ls(invocation: &Invocation) -> Result<(), ShellError> {
 
 /// `cd [DIR]`: into a tracefs directory; alone, back to tracefs's root.
 fn cd(invocation: &Invocation) -> Result<(), ShellError> {
-    if invocation.redirect.is_some() {
-        return Err(ShellError::NoRedirect("cd"));
-    }
-    let dir = match invocation.args {
-        [] => String::new(),
-        [dir] => resolve(dir)?,
-        _ => return Err(ShellError::Usage("cd [DIR]")),
-    };
+    let dir = directory_argument(invocation, "cd", String::new())?;
     if !is_directory(&dir) {
         return Err(ShellError::Failed(format!("cd: {}: no such directory", invocation.args.join(" "))));
     }
