@@ -39,17 +39,23 @@ report_functions() {
         sed -nE 's/^ *[^ ]+-[0-9]+ +\[([0-9]+)\] +([0-9]+\.[0-9]{6}): function: +(.*) <-- (.*)$/\1|\2|\3|\4/p' | tr ' ' '_'
 }
 
-# function_graph lines as "duration|indent|text" from the kernel's output.
-kernel_graph() {
-    sed -nE 's/^ [0-9]+\) (.{14})\|  ( *)(.*)$/\1|\2|\3/p' "$1" |
-        awk -F'|' '{ gsub(/^ +| +$/, "", $1); printf "%s|%d|%s\n", $1, length($2), $3 }'
+# "duration|indent|text" lines as "microseconds|depth|text". The duration
+# is compared to the microsecond: its marker and fraction are formatting,
+# and trace-cmd's differ from the kernel's (and Linux's) from 10 ms on
+# ("# 13212.130 us" where the kernel prints "* 13212.13 us").
+graph_fields() {
+    awk -F'|' '{ us = match($1, /[0-9]+/) ? substr($1, RSTART, RLENGTH) " us" : ""; printf "%s|%d|%s\n", us, length($2), $3 }'
 }
 
-# ... and from trace-cmd's.
+# function_graph lines from the kernel's output.
+kernel_graph() {
+    sed -nE 's/^ [0-9]+\) (.{14})\|  ( *)(.*)$/\1|\2|\3/p' "$1" | graph_fields
+}
+
+# ... and from trace-cmd's (its duration column can be wider).
 report_graph() {
     trace-cmd report "$1" 2>/dev/null |
-        sed -nE 's/^.*: funcgraph_(entry|exit): +(.{0,14})\|  ( *)(.*)$/\2|\3|\4/p' |
-        awk -F'|' '{ gsub(/^ +| +$/, "", $1); printf "%s|%d|%s\n", $1, length($2), $3 }'
+        sed -nE 's/^.*: funcgraph_(entry|exit): +(.{0,16})\|  ( *)(.*)$/\2|\3|\4/p' | graph_fields
 }
 
 # fprobe event lines as "cpu|time|event text", offsets without their /size.
