@@ -138,7 +138,7 @@ extern "C" fn rethook_entry(_ip: usize, _parent: usize, _ops: &FtraceOps, fregs:
     let Some(rethook) = (unsafe { RETHOOK.load(Ordering::Acquire).as_ref() }) else { return };
     if let Some(mut node) = rethook.try_get() {
         node.data_mut()[0] = a;
-        let _ = rethook.hook(node, fregs);
+        let _ = node.hook(fregs);
     }
 }
 

@@ -178,7 +178,7 @@ extern "C" fn on_entry(_ip: usize, _parent_ip: usize, ops: &FtraceOps, fregs: &m
             data.fill(0);
             entry(probe, regs, data);
         }
-        if rethook.hook(node, fregs).is_ok() {
+        if node.hook(fregs).is_ok() {
             probe.hits.fetch_add(1, Ordering::Relaxed);
         }
     });

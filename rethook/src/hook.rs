@@ -68,7 +68,7 @@ pub struct RethookNode {
 }
 
 impl Drop for RethookNode {
-    /// Gives back a node taken and never handed to [`Rethook::hook`] (which
+    /// Gives back a node taken and never hooked ([`RethookNode::hook`]
     /// keeps it from dropping: the hooked call, then its return, own it).
     fn drop(&mut self) {
         // SAFETY: the node holds the reference `try_get` took, given back
@@ -78,6 +78,34 @@ impl Drop for RethookNode {
 }
 
 impl RethookNode {
+    /// Hooks the return of the call whose entry registers are `fregs` (call
+    /// from an ftrace entry callback) for the rethook this node came from,
+    /// as Linux's `rethook_hook` does. On error the node goes back to its
+    /// pool.
+    pub fn hook(self, fregs: &mut FtraceRegs) -> Result<(), HookError> {
+        // Hooked, the call holds the node and its reference; not hooked, the
+        // node goes back below. Either way it is not dropped here.
+        let node = core::mem::ManuallyDrop::new(self);
+        // SAFETY: the node's reference keeps its `Inner` alive.
+        let inner = unsafe { node.inner.as_ref() };
+        let func = fregs.instruction_pointer();
+        let index = [node.index as u64];
+        // The `user` field, made from the pointer to the whole `Inner`, so
+        // the return callback can step back to the rest of it.
+        let user: *const ReturnUser = ftrace::field_of!(node.inner.as_ptr(), Inner, user);
+        // SAFETY: the node's reference keeps its `Inner` alive until the
+        // return callback (or `on_missed`) releases it; `user` points at the
+        // whole `Inner`.
+        let result = unsafe { retstack::hook(fregs, func, user, &index) };
+        result.map(|_| ()).inspect_err(|error| {
+            if *error == HookError::Overrun {
+                inner.missed.fetch_add(1, Ordering::Relaxed);
+            }
+            // SAFETY: the node was taken and not hooked: its reference is ours.
+            unsafe { release(inner, node.index) };
+        })
+    }
+
     fn words(&self) -> *mut u64 {
         // SAFETY: `inner` lives while the node is out of the pool (the node
         // holds a reference); the index is in range.
@@ -146,34 +174,6 @@ impl Rethook {
                 None
             }
         }
-    }
-
-    /// Hooks the return of the call whose entry registers are `fregs` (call
-    /// from an ftrace entry callback), for the rethook `node` came from (as
-    /// Linux's `rethook_hook`, which takes only the node). On error the node
-    /// goes back to the pool.
-    pub fn hook(&self, node: RethookNode, fregs: &mut FtraceRegs) -> Result<(), HookError> {
-        // Hooked, the call holds the node and its reference; not hooked, the
-        // node goes back below. Either way it is not dropped here.
-        let node = core::mem::ManuallyDrop::new(node);
-        // SAFETY: the node's reference keeps its `Inner` alive.
-        let inner = unsafe { node.inner.as_ref() };
-        let func = fregs.instruction_pointer();
-        let index = [node.index as u64];
-        // The `user` field, made from the pointer to the whole `Inner`, so
-        // the return callback can step back to the rest of it.
-        let user: *const ReturnUser = ftrace::field_of!(node.inner.as_ptr(), Inner, user);
-        // SAFETY: the node's reference keeps its `Inner` alive until the
-        // return callback (or `on_missed`) releases it; `user` points at the
-        // whole `Inner`.
-        let result = unsafe { retstack::hook(fregs, func, user, &index) };
-        result.map(|_| ()).inspect_err(|error| {
-            if *error == HookError::Overrun {
-                inner.missed.fetch_add(1, Ordering::Relaxed);
-            }
-            // SAFETY: the node was taken and not hooked: its reference is ours.
-            unsafe { release(inner, node.index) };
-        })
     }
 
     /// Stops the rethook: no new hooks, and in-flight calls return without
@@ -246,7 +246,7 @@ unsafe fn free_inner(node: *const Deferred) {
 }
 
 fn inner_of(user: *const ReturnUser) -> &'static Inner {
-    // SAFETY: `Rethook::hook` hooks with a pointer to the `user` field made
+    // SAFETY: `RethookNode::hook` hooks with a pointer to the `user` field made
     // from a pointer to the whole `Inner`, kept alive by the node's
     // reference until `release` below.
     unsafe { &*ftrace::container_of!(user, Inner, user) }

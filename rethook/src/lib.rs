@@ -9,14 +9,15 @@
 //! A [`Rethook`] owns a pool of nodes allocated when it is created, so the
 //! traced path never allocates or locks: an entry callback takes a node
 //! ([`Rethook::try_get`], from per-CPU rings, see [`pool`]), fills its data
-//! words, and hooks the current call ([`Rethook::hook`]). When the call returns, the handler runs with the node,
-//! the rethook's private data, the real return address and the return
-//! registers: by default only the sparse return save (the light `FtraceRegs`
-//! the seed asks for); a [`RethookMode::FullRegs`] rethook gets a full
-//! `PtRegs` through `fregs.regs()`, for kretprobe-style users. The node then
+//! words, and hooks the current call with it ([`RethookNode::hook`]). When the
+//! call returns, the handler runs with the node, the rethook's private data,
+//! the real return address and the return registers: by default only the
+//! sparse return save (the light `FtraceRegs` the seed asks for); a
+//! [`RethookMode::FullRegs`] rethook gets a full `PtRegs` through
+//! `fregs.regs()`, for kretprobe-style users. The node then
 //! goes back to the pool. An empty pool counts a miss and the call runs
-//! unhooked. A node is hooked for the rethook it came from, and a node taken
-//! but not hooked (dropped, or refused by `hook`) goes back to its pool.
+//! unhooked. A node hooks for the rethook it came from, and a node taken but
+//! not hooked (dropped, or refused by `hook`) goes back to its pool.
 //!
 //! # Stopping and freeing while calls are in flight
 //!

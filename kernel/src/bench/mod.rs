@@ -110,7 +110,7 @@ extern "C" fn hook_return(_ip: usize, _parent: usize, _ops: &FtraceOps, fregs: &
     // only after unregistering this ops.
     let Some(rethook) = (unsafe { RETHOOK.load(Ordering::Acquire).as_ref() }) else { return };
     if let Some(node) = rethook.try_get() {
-        let _ = rethook.hook(node, fregs);
+        let _ = node.hook(fregs);
     }
 }
 

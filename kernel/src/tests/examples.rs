@@ -91,7 +91,7 @@ extern "C" fn hook_return(_ip: usize, _parent_ip: usize, _ops: &FtraceOps, fregs
     let Some(hook) = HOOK.try_lock() else { return };
     if let Some(mut node) = hook.as_ref().and_then(Rethook::try_get) {
         node.data_mut()[0] = fregs.argument(0).unwrap_or(0);
-        let _ = hook.as_ref().map(|rethook| rethook.hook(node, fregs));
+        let _ = node.hook(fregs);
     }
 }
 

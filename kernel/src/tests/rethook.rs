@@ -59,7 +59,7 @@ extern "C" fn hook_with_rethook(ip: usize, _parent: usize, _ops: &FtraceOps, fre
     let Some(rethook) = guard.as_ref() else { return };
     if let Some(mut node) = rethook.try_get() {
         node.data_mut()[0] = ip as u64 ^ 0x1234;
-        let _ = rethook.hook(node, fregs);
+        let _ = node.hook(fregs);
     }
 }
 
@@ -118,47 +118,13 @@ fn rethook_sparse_and_full_modes() {
 
 // ---- a node belongs to its rethook ----
 
-/// The private data of the rethook whose handler ran last.
-static HANDLED_BY: AtomicUsize = AtomicUsize::new(0);
-
-fn note_owner(_node: &RethookNode, data: usize, _ret_addr: usize, _fregs: &mut FtraceRegs) {
-    HANDLED_BY.store(data, Ordering::SeqCst);
-}
-
-/// A second rethook, whose node the entry below hands to the first.
-static NODE_OWNER: spin::Mutex<Option<Rethook>> = spin::Mutex::new(None);
-
-extern "C" fn hook_with_a_foreign_node(_ip: usize, _parent: usize, _ops: &FtraceOps, fregs: &mut FtraceRegs) {
-    let (hooking, owner) = (ACTIVE_RETHOOK.lock(), NODE_OWNER.lock());
-    if let (Some(hooking), Some(node)) = (hooking.as_ref(), owner.as_ref().and_then(Rethook::try_get)) {
-        let _ = hooking.hook(node, fregs);
-    }
-}
-
-static FOREIGN_NODE_ENTRY: FtraceOps = FtraceOps::new(hook_with_a_foreign_node, OpsFlags::RECURSION);
-
 #[ktest]
-fn a_node_is_hooked_for_its_own_rethook_and_goes_back_when_dropped() {
-    let owner = Rethook::new(note_owner, 0x0b, 2, 1, RethookMode::Sparse);
-    let node = owner.try_get().expect("a free node");
-    assert_eq!((owner.free_nodes(), owner.in_flight()), (1, 1));
+fn a_node_taken_and_dropped_unhooked_goes_back_to_its_pool() {
+    let rethook = Rethook::new(rethook_handler, 0, 2, 1, RethookMode::Sparse);
+    let node = rethook.try_get().expect("a free node");
+    assert_eq!((rethook.free_nodes(), rethook.in_flight()), (1, 1));
     drop(node);
-    assert_eq!((owner.free_nodes(), owner.in_flight()), (2, 0), "a node dropped unhooked goes back");
-
-    let f = address(rethook_tracee as extern "C" fn() -> u64);
-    *ACTIVE_RETHOOK.lock() = Some(Rethook::new(note_owner, 0x0a, 2, 1, RethookMode::Sparse));
-    *NODE_OWNER.lock() = Some(owner);
-    HANDLED_BY.store(0, Ordering::SeqCst);
-    ftrace::set_filter_ips(&FOREIGN_NODE_ENTRY, FilterKind::Filter, &[f], FilterMode::Replace).unwrap();
-    ftrace::register(&FOREIGN_NODE_ENTRY).unwrap();
-    let result = rethook_tracee();
-    ftrace::unregister(&FOREIGN_NODE_ENTRY).unwrap();
-    let (hooking, owner) = (ACTIVE_RETHOOK.lock().take().unwrap(), NODE_OWNER.lock().take().unwrap());
-    assert_eq!(result, 0xabcd);
-    assert_eq!(HANDLED_BY.load(Ordering::SeqCst), 0x0b, "the node's own rethook handled the return");
-    assert_eq!((owner.free_nodes(), owner.in_flight()), (2, 0), "its node came back to its pool");
-    assert_eq!((hooking.free_nodes(), hooking.in_flight()), (2, 0), "the other rethook lent nothing");
-    assert_eq!(retstack::frames(), 0);
+    assert_eq!((rethook.free_nodes(), rethook.in_flight()), (2, 0), "a node dropped unhooked goes back");
 }
 
 #[inline(never)]
