@@ -19,7 +19,7 @@ step() {
     "$@" || failures+=("$name")
 }
 
-KERNEL_CRATES=(-p kernel -p arch -p ftrace -p fprobe -p rethook)
+KERNEL_CRATES=(-p kernel -p arch -p ftrace -p fprobe -p rethook -p kprobes)
 HOST_TOOLS=(-p shell -p ksyms -p tracedat -p benchchart)
 
 step fmt cargo fmt --all --check

@@ -16,7 +16,8 @@
 //!   whole `PtRegs`, as exception entry saves it; [`FtraceRegs::regs`] hands it
 //!   out.
 //! - [`Saved::Return`] (the return trampoline): only the return-value
-//!   registers, frame pointer and stack pointer.
+//!   registers, frame pointer, stack pointer and instruction pointer (the
+//!   address returned to, filled in by the return hook).
 //! - [`Saved::ReturnFull`] (the full-registers return trampoline): the whole
 //!   `PtRegs` at a function's return.
 //!
@@ -236,8 +237,8 @@ impl FtraceRegs {
     /// In a return save: records where the call returns to, as the caller
     /// will see it after the return: the instruction pointer and, in a full
     /// save on an architecture with a link register, that register too (a
-    /// `ret` leaves the return address in it). The return hook calls this
-    /// before any return callback runs; it does not change where the return
+    /// `ret` leaves the return address in it). The return hook calls its
+    /// unchecked variant before any return callback runs; it does not change where the return
     /// goes. Does nothing in an entry save.
     pub fn set_returned_to(&mut self, address: usize) {
         if self.has_args() {

@@ -2,7 +2,7 @@
 //! instruction's decoding, its out-of-line slot, and the trap hook.
 //!
 //! A probe away from a function's ftrace site replaces one instruction with
-//! a breakpoint ([`BREAKPOINT`]: `int3` on x86_64, `brk #KPROBE` on aarch64).
+//! a breakpoint ([`BREAKPOINT`]: `int3` on x86_64, `brk #4` on aarch64).
 //! When a CPU reaches it, the exception handler calls the generic kprobes
 //! code through [`set_trap_handler`] with [`Trap::Probe`]. The displaced
 //! instruction then runs in one of two ways, decided once when the probe is

@@ -12,11 +12,12 @@
 //! | `cpu`        | interrupt flag, wait for interrupt, breakpoint, frame pointer, stack reset |
 //! | `exceptions` | the exception vectors and their dispatcher |
 //! | `exit`       | powering QEMU off with an [`ExitCode`] |
-//! | `ftrace`     | tracing sites: geometry, call encoding, the two entry trampolines |
+//! | `ftrace`     | tracing sites: geometry, call encoding, the two entry and two return trampolines |
 //! | `mm`         | page tables (and the text alias), fault-tolerant copies |
 //! | `patch`      | writing text through the alias, cache/pipeline synchronisation |
 //! | `regs`       | [`regs::PtRegs`] and which registers each trampoline saves |
 //! | `selftest`   | register-marking harness and fixtures for the in-kernel tests |
+//! | `switch`     | the context switch between kernel threads |
 //! | `timer`      | the periodic tick and the cycle counter |
 //!
 //! Next to them live the few architecture-neutral pieces the arch code shares:

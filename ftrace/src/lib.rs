@@ -10,8 +10,8 @@
 //! - **the registry** ([`register`], [`set_filter`], ...): recomputes
 //!   ([`plan`]) and patches exactly the sites a change affects, in one batch;
 //! - **the return hook** ([`retstack`]): one shadow return stack
-//!   ([`shadow`]) per task ([`task`]) and one return trampoline per
-//!   architecture, under both the function-graph API ([`fgraph`]) and
+//!   ([`shadow`]) per task ([`task`]) and one pair of return trampolines
+//!   per architecture (sparse and full registers), under both the function-graph API ([`fgraph`]) and
 //!   rethook (the `rethook` crate);
 //! - **lifetimes** ([`deferred`]): what tracing code may still be using is
 //!   freed only after a grace period;

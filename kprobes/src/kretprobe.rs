@@ -186,7 +186,8 @@ extern "C" fn on_entry(_ip: usize, _parent_ip: usize, ops: &FtraceOps, fregs: &m
 
 fn on_return(node: &RethookNode, data: usize, ret_addr: usize, fregs: &mut FtraceRegs) {
     // SAFETY: the rethook's data is its probe, freed only after the
-    // rethook is stopped (which this handler checked) and a grace period.
+    // rethook is stopped (which the rethook checked before calling this
+    // handler) and a grace period.
     let probe = unsafe { &*(data as *const Kretprobe) };
     let Some(regs) = fregs.regs() else { return };
     run_handler(&probe.missed, || (probe.config.handler)(probe, ret_addr, regs, node.data()));

@@ -17,7 +17,7 @@
 //!
 //! # Where probes may go
 //!
-//! [`location::resolve`] accepts an address inside a function that has an
+//! [`probe::resolve`] accepts an address inside a function that has an
 //! ftrace site (the kernel's own code), at an instruction boundary (decoded
 //! from the function's start), not inside the site's own instructions past
 //! its first, and an instruction the architecture can step or simulate.

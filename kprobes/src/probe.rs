@@ -4,7 +4,7 @@
 //! lives from registration until `unregister` returns; handlers get `&Kprobe`
 //! for its private data.
 //!
-//! Breakpoint probes are found by the trap handler in [`ARMED`], a fixed
+//! Breakpoint probes are found by the trap handler in `ARMED`, a fixed
 //! table of atomics indexed by the probe's out-of-line slot: no lock on the
 //! trap path, and the slot's step-done trap finds its probe by index.
 //! Registration (a sleeping mutex, task context) fills the slot and the
@@ -13,7 +13,7 @@
 //! step has interrupts masked, so a cross-CPU round waits for it), and only
 //! then empties the entry, waits again and frees.
 //!
-//! Each CPU has a control block ([`Control`]): whether a handler or a step
+//! Each CPU has a control block (`Control`): whether a handler or a step
 //! is running on it, and for a probe hit inside a handler, what that hit
 //! interrupted. Every access is with interrupts masked on that CPU.
 //!

@@ -25,9 +25,10 @@
 //! calls still return normally. A rethook counts references: one for the
 //! handle, one per node out of the pool. Dropping the handle stops it and
 //! lets go of the handle's reference (after a grace period); each return
-//! puts its node back and lets go of the node's. Whichever comes last queues
-//! the free (`ftrace::deferred`), which runs in normal context after a grace
-//! period. A return that cannot run the handler (inside another return
+//! puts its node back and lets go of the node's. If the handle's goes last,
+//! the rethook is freed right there (normal context, the grace period
+//! over); if a return's goes last, it queues the free (`ftrace::deferred`),
+//! which runs in normal context after another grace period. A return that cannot run the handler (inside another return
 //! callback) counts a miss and releases its node the same way. The return
 //! path never allocates or frees.
 #![no_std]

@@ -100,5 +100,6 @@ pub(crate) fn finish_batch() {
     unsafe { asm!("dsb ish", "isb", options(nostack)) };
 }
 
-/// Nothing to forget: aarch64 publishes no batch.
+/// Nothing to forget: aarch64 publishes a batch (`STOPPED`) only for the
+/// length of `stop_others`, which is not abandoned mid-way.
 pub(crate) fn abandon() {}

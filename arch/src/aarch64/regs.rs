@@ -1,7 +1,7 @@
 //! The full aarch64 register save, `PtRegs`.
 //!
-//! Exception entry fills it, and so will the full-registers tracing
-//! trampoline. Every offset the assembly uses comes from `offset_of!`.
+//! Exception entry fills it, and so do the full-registers tracing
+//! trampolines (`ftrace_regs_caller`, `return_to_handler_regs`). Every offset the assembly uses comes from `offset_of!`.
 
 use core::fmt;
 use core::mem::{offset_of, size_of};

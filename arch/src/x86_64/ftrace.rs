@@ -144,7 +144,7 @@ const _: () = {
 global_asm!(
     r#"
     /* The registers meaningful at function entry: what ftrace_caller saves
-       (and, but for rbp/rsi/rdi/rcx/r8/r9, what return_to_handler saves). */
+       (and, but for rsi/rdi/rcx/r8/r9, what return_to_handler saves). */
     .macro ftrace_save_entry_regs
     movq %rdi, {pt}+{rdi}(%rsp)
     movq %rsi, {pt}+{rsi}(%rsp)

@@ -1,7 +1,8 @@
 //! The full x86_64 register save, `PtRegs`.
 //!
 //! Exception entry fills it (the tail, from `rip` on, is the frame the CPU
-//! pushes itself), and so will the full-registers tracing trampoline. Its
+//! pushes itself), and so do the full-registers tracing trampolines
+//! (`ftrace_regs_caller`, `return_to_handler_regs`). Its
 //! field order is what the entry assembly relies on: every offset the assembly
 //! uses comes from `offset_of!`, and the layout facts the hardware imposes are
 //! checked at compile time below.
