@@ -18,9 +18,11 @@
 //! Lifetime: a registered probe lives on the heap and counts references
 //! (`ftrace::deferred::Refs`): one for the registration, one per hooked call
 //! in flight. Unregistering stops new calls at once and lets go of the
-//! registration's reference after a grace period; the last reference queues
-//! the free, which runs in normal context after another grace period, and
-//! also frees the private data if the probe owns it
+//! registration's reference after a grace period. If that is the last
+//! reference, the probe is freed right there (normal context, the grace
+//! period over); otherwise the last hooked call's return queues the free,
+//! which runs in normal context after another grace period. The free also
+//! frees the private data if the probe owns it
 //! ([`FprobeConfig::free_private`]). The traced path never frees.
 
 use alloc::boxed::Box;
@@ -335,8 +337,10 @@ impl RegisteredFprobe {
         self.probe().disabled.load(Ordering::Acquire)
     }
 
-    /// Calls the probe missed: recursion (a handler calling probed code) and
-    /// calls whose exit could not be hooked (return stack full).
+    /// Calls the probe missed: recursion (a handler calling probed code),
+    /// calls whose exit could not be hooked (return stack full, or the
+    /// return hook stopped), and exits that ran inside another return
+    /// callback.
     pub fn nmissed(&self) -> u64 {
         self.probe().missed.load(Ordering::Relaxed) + self.probe().ops.missed()
     }
@@ -467,7 +471,7 @@ fn fprobe_exit<H: Handlers>(user: *const ReturnUser, call: &ReturnInfo, data: &m
     if !probe.disabled.load(Ordering::Relaxed) {
         let (own, rest) = data.split_at_mut(probe.config.entry_data_words.min(data.len()));
         let args = probe.config.save_args.then_some(&*rest);
-        H::exit(probe, call.func, call.ret_addr, fregs, &mut EntryData { words: own, args });
+        H::exit(probe, call.func(), call.ret_addr(), fregs, &mut EntryData { words: own, args });
     }
     // SAFETY: the call's reference, dropped last.
     unsafe { probe.refs.put() };

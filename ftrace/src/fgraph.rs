@@ -288,7 +288,8 @@ fn graph_entry_with<G: GraphCallbacks>(ip: usize, parent_ip: usize, ops: &Ftrace
     let len = data.len;
     let words = data.words.as_mut_ptr();
     // The user pointer is made from a pointer to the whole graph ops, so
-    // `graph_return` can step back from it to the ops.
+    // the return callback (`graph_return`, `graph_return_of`) can step back
+    // from it to the ops.
     let user: *const ReturnUser = crate::field_of!(gops, FgraphOps, user);
     // SAFETY: graph ops are statics (`register` takes `&'static self`): the
     // user outlives every call; `user` was made as `commit` asks. The data
@@ -304,7 +305,8 @@ fn graph_entry_with<G: GraphCallbacks>(ip: usize, parent_ip: usize, ops: &Ftrace
 
 /// The graph ops a return user belongs to.
 fn gops_of(user: *const ReturnUser) -> &'static FgraphOps {
-    // SAFETY: only `graph_entry` hooks with these callbacks, with a pointer
+    // SAFETY: only `graph_entry_with` (behind `graph_entry` and
+    // `GraphEntryOf`) hooks with these callbacks, with a pointer
     // to the `user` field made from a pointer to the whole (static)
     // `FgraphOps`; stepping back by the field's offset gives that ops.
     unsafe { &*crate::container_of!(user, FgraphOps, user) }
@@ -323,11 +325,12 @@ fn graph_return_of<G: GraphCallbacks>(user: *const ReturnUser, call: &ReturnInfo
 fn graph_return_with<G: GraphCallbacks>(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fregs: &mut FtraceRegs) {
     let gops = gops_of(user);
     let info = FgraphReturn {
-        func: call.func,
-        depth: call.depth,
+        func: call.func(),
+        depth: call.depth(),
         retval: fregs.return_value(),
-        overrun: call.overrun,
-        ret_addr: call.ret_addr,
+        // SAFETY: a return callback runs on the task that hooked the call.
+        overrun: unsafe { crate::task::current_unchecked() }.stack.overruns(),
+        ret_addr: call.ret_addr(),
     };
     G::ret(gops, &info, data, fregs);
 }

@@ -43,7 +43,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use arch::ftrace_abi::{return_trampoline_address, FtraceRegs, ReturnTrampoline};
 use arch::println;
 
-use crate::shadow::{CallSite, Committed, PendingHook, ReturnPath, ShadowStack};
+use crate::shadow::{CallSite, Committed, FrameHeader, PendingHook, ReturnPath, ShadowStack};
 use crate::task::{self, TaskTrace};
 use crate::{recursion, symbols};
 
@@ -74,17 +74,38 @@ pub type ReturnFunc = fn(user: *const ReturnUser, call: &ReturnInfo, data: &mut 
 /// A missed return: the user, the call and its data words.
 pub type MissedFunc = fn(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64]);
 
-/// A call, as its return callbacks see it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReturnInfo {
+/// A call, as its return callbacks see it: its frame's header, read where
+/// the entry wrote it (the frame stays on the shadow stack, unchanged,
+/// until every return callback has run), so the return handler copies
+/// nothing for it.
+#[repr(transparent)]
+#[derive(Debug)]
+pub struct ReturnInfo(FrameHeader);
+
+impl ReturnInfo {
+    /// A view of a frame's header.
+    fn of(header: &FrameHeader) -> &ReturnInfo {
+        // SAFETY: `repr(transparent)` over `FrameHeader`.
+        unsafe { &*(header as *const FrameHeader as *const ReturnInfo) }
+    }
+
     /// The function returning.
-    pub func: usize,
+    #[inline(always)]
+    pub fn func(&self) -> usize {
+        self.0.func as usize
+    }
+
     /// How many hooked calls were below it on the shadow stack.
-    pub depth: usize,
+    #[inline(always)]
+    pub fn depth(&self) -> usize {
+        self.0.depth()
+    }
+
     /// Where it returns to (its real return address).
-    pub ret_addr: usize,
-    /// Calls this task's stack had no room for so far.
-    pub overrun: u64,
+    #[inline(always)]
+    pub fn ret_addr(&self) -> usize {
+        self.0.ret as usize
+    }
 }
 
 static STOPPED: AtomicBool = AtomicBool::new(false);
@@ -108,7 +129,7 @@ pub unsafe fn begin_hook(fregs: &FtraceRegs, func: usize, max_data: DataWords) -
     }
     let ret = fregs.return_address().ok_or(HookError::NotAtEntry)?;
     let call = CallSite { func, ret, fp: fregs.frame_pointer(), sp: fregs.caller_stack_pointer() };
-    let stack = &task::current().stack;
+    let stack = &task::try_current().ok_or(HookError::NoStack)?.stack;
     Ok(Pending { hook: stack.begin(&call, max_data)?, _here: core::marker::PhantomData })
 }
 
@@ -209,17 +230,18 @@ pub unsafe extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usi
     // SAFETY: a return through a trampoline is a call this task hooked.
     let task = unsafe { task::current_unchecked() };
     let stack = &task.stack;
-    let Some(frame) = stack.innermost() else {
+    let Some(base) = stack.innermost_base() else {
         stop_and_report(task, "the shadow stack is empty", fregs);
     };
-    let header = frame.header;
+    // SAFETY: the innermost frame's base; its header is not written again
+    // before the pop below (callbacks push and pop above it).
+    let header = unsafe { stack.header_in_place(base) };
     if header.fp != fregs.frame_pointer() as u64 || header.sp != fregs.stack_pointer() as u64 {
         stop_and_report(task, "the frame does not match the registers", fregs);
     }
-    let ret_addr = header.ret as usize;
     // SAFETY: a return save (the caller's promise).
-    unsafe { fregs.set_returned_to_unchecked(ret_addr) };
-    let info = ReturnInfo { func: header.func as usize, depth: frame.depth(), ret_addr, overrun: stack.overruns() };
+    unsafe { fregs.set_returned_to_unchecked(header.ret as usize) };
+    let info = ReturnInfo::of(header);
     // Each entry's user pointer is a `ReturnUser` its committer keeps valid
     // until this return; its data words are its own until the pop below.
     // Both walks may trust the frame: the innermost, checked above; its call
@@ -228,15 +250,16 @@ pub unsafe extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usi
     match recursion::try_enter_return(task) {
         // SAFETY: as just said.
         Some(_guard) => unsafe {
-            stack.for_each_entry_of_innermost(frame.base, |user, data| {
+            stack.for_each_entry_of_innermost(base, |user, data| {
                 let user = user as *const ReturnUser;
-                ((*user).on_return)(user, &info, data, fregs)
+                ((*user).on_return)(user, info, data, fregs)
             })
         },
         // SAFETY: as just said.
-        None => unsafe { missed_returns(stack, frame.base, &info) },
+        None => unsafe { missed_returns(stack, base, info) },
     }
-    // SAFETY: `frame` is still on the stack.
+    // SAFETY: the innermost frame (at `base`) is still on the stack: its
+    // callbacks popped whatever they pushed.
     unsafe { stack.pop_innermost() as usize }
 }
 

@@ -56,7 +56,7 @@
 //!
 //! Compiler fences keep those steps in program order; the counters are
 //! atomics only to be shareable, and are read and written with plain
-//! (relaxed) loads and stores.
+//! (relaxed) loads and stores (`overruns` with a relaxed `fetch_add`).
 //!
 //! A full stack counts an *overrun* and refuses the hook; the call then
 //! runs unhooked.
@@ -158,7 +158,7 @@ pub enum HookError {
     NotAtEntry,
     /// More than [`MAX_DATA_WORDS`] of data, or a frame with too many users.
     TooLarge,
-    /// The current task has no shadow stack.
+    /// This CPU runs no task with tracing state (and so no shadow stack).
     NoStack,
 }
 
@@ -180,10 +180,18 @@ pub struct Frame {
     pub header: FrameHeader,
 }
 
+impl FrameHeader {
+    /// The call's depth: how many hooked calls are below it.
+    #[inline(always)]
+    pub fn depth(&self) -> usize {
+        (self.info & INFO_DEPTH) as usize
+    }
+}
+
 impl Frame {
     /// The call's depth: how many hooked calls are below it.
     pub fn depth(&self) -> usize {
-        (self.header.info & INFO_DEPTH) as usize
+        self.header.depth()
     }
 
     /// Whether a user asked for the full-registers return trampoline.
@@ -283,6 +291,20 @@ impl ShadowStack {
         unsafe { (self.words_ptr().add(base) as *const FrameHeader).read() }
     }
 
+    /// The header of the frame at `base`, in place.
+    ///
+    /// # Safety
+    /// `base` is a frame's, under the top, and nothing may write its header
+    /// while the reference lives (the return handler's frame: its header is
+    /// not written again before the pop).
+    #[inline(always)]
+    pub unsafe fn header_in_place(&self, base: usize) -> &FrameHeader {
+        debug_assert!(base + HEADER <= self.capacity());
+        // SAFETY: inside the stack, unwritten while borrowed (the caller's
+        // promise); `FrameHeader` is six `u64`s, `repr(C)`, word aligned.
+        unsafe { &*(self.words_ptr().add(base) as *const FrameHeader) }
+    }
+
     /// Raises `top` by `len` words and answers where they start; the fence
     /// keeps the writes into them after the reservation.
     #[inline(always)]
@@ -314,10 +336,16 @@ impl ShadowStack {
     /// The innermost frame.
     #[inline]
     pub fn innermost(&self) -> Option<Frame> {
-        let base = self.base.load(Ordering::Relaxed);
         // SAFETY: `base` is the innermost frame's, linked only once its header
         // was written below the top.
-        (base != NO_FRAME).then(|| Frame { base, header: unsafe { self.header_at(base) } })
+        self.innermost_base().map(|base| Frame { base, header: unsafe { self.header_at(base) } })
+    }
+
+    /// Where the innermost frame starts, if there is one.
+    #[inline(always)]
+    pub fn innermost_base(&self) -> Option<usize> {
+        let base = self.base.load(Ordering::Relaxed);
+        (base != NO_FRAME).then_some(base)
     }
 
     /// The frame below `frame`.
@@ -418,7 +446,9 @@ impl ShadowStack {
     ///
     /// Crate-private, as are [`pop`](Self::pop) and [`reset`](Self::reset):
     /// a task's stack is walked by the return trampoline, which trusts its
-    /// structure, so only the return hook (`crate::retstack`) changes it.
+    /// structure, so only the return hook (`crate::retstack`) and
+    /// `TaskTrace::reset` (an abandoned flow) change it; `corrupt_innermost`
+    /// exists for tests.
     #[inline]
     pub(crate) fn begin(&self, call: &CallSite, max_data: DataWords) -> Result<PendingHook<'_>, HookError> {
         let max_data = max_data.get();

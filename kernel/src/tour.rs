@@ -141,7 +141,7 @@ extern "C" fn hook_return(ip: usize, _parent_ip: usize, _ops: &FtraceOps, fregs:
 fn at_return(_user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fregs: &mut FtraceRegs) {
     RETVAL.store(fregs.return_value(), Ordering::Relaxed);
     DURATION_NS.store(ftrace::clock::now_ns().saturating_sub(data[0]), Ordering::Relaxed);
-    RETURNED_TO.store(call.ret_addr, Ordering::Relaxed);
+    RETURNED_TO.store(call.ret_addr(), Ordering::Relaxed);
     RETURNED.store(true, Ordering::Release);
 }
 

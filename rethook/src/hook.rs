@@ -265,7 +265,7 @@ fn rethook_return(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], 
         // may be freed after it.
         let _irqs = IrqGuard::new();
         if inner.active.load(Ordering::Acquire) {
-            (inner.handler)(&node, inner.data, call.ret_addr, fregs);
+            (inner.handler)(&node, inner.data, call.ret_addr(), fregs);
         }
     }
     // SAFETY: the hooked call held this node; nothing uses it after.
