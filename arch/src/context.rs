@@ -6,10 +6,6 @@
 //! `trace_recursion` does), so a traced function interrupted by a traced
 //! interrupt handler is not mistaken for recursion.
 
-use core::sync::atomic::Ordering;
-
-use crate::percpu;
-
 /// An execution context, from the least to the most urgent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u8)]
@@ -46,7 +42,8 @@ impl Context {
     }
 }
 
-/// The context this CPU is running in.
+/// The context this CPU is running in (one instruction: safe where the
+/// task can be preempted).
 #[inline(always)]
 pub fn current() -> Context {
     Context::from_u8(crate::cpu::context_byte())
@@ -54,19 +51,26 @@ pub fn current() -> Context {
 
 /// Called by exception entry and by softirq-like work: switches to
 /// `context`, returns the previous one.
+///
+/// The read and the write are two instructions, and need not be one: an
+/// interrupt between them leaves the context as it found it (interrupts
+/// nest), and a task preempted between them was in normal context and
+/// writes the CPU it runs on, as it should.
 #[inline(always)]
 pub(crate) fn enter(context: Context) -> Context {
-    Context::from_u8(percpu::this().context.swap(context as u8, Ordering::Relaxed))
+    let previous = current();
+    crate::cpu::set_context_byte(context as u8);
+    previous
 }
 
 /// Called on the way out with what [`enter`] returned.
 #[inline(always)]
 pub(crate) fn leave(previous: Context) {
-    percpu::this().context.store(previous as u8, Ordering::Relaxed);
+    crate::cpu::set_context_byte(previous as u8);
 }
 
 /// Forgets any context an abandoned exception handler left behind (the test
 /// framework resumes in normal context after an expected panic).
 pub fn reset() {
-    percpu::this().context.store(Context::Normal as u8, Ordering::Relaxed);
+    crate::cpu::set_context_byte(Context::Normal as u8);
 }

@@ -8,6 +8,18 @@
 //! Everything here is written only by its own CPU, except where a field says
 //! otherwise; fields are atomics so they can be shared, accessed with plain
 //! (relaxed) loads and stores.
+//!
+//! # Reading it from code that can be preempted
+//!
+//! A task can be preempted and moved to another CPU between any two of its
+//! instructions. Reading a field as "load the base, then the field" can
+//! therefore read the CPU the task just left: for the current task's
+//! words, another task's. So what such code reads goes through the
+//! architecture's `cpu` accessors, each one preemption-safe: one
+//! instruction (x86_64: a `gs`-relative load; aarch64 keeps the context and
+//! the task's tracing state in registers of their own), or a read with
+//! interrupts masked. `this` is for code that cannot be moved (interrupts
+//! masked, or preemption disabled) and for what may be stale anyway.
 
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 
@@ -21,14 +33,18 @@ pub struct CpuLocal {
     pub(crate) self_ptr: AtomicUsize,
     /// This CPU's number, 0 for the boot CPU.
     pub(crate) cpu: usize,
-    /// The [`Context`](crate::context::Context) running now.
+    /// The [`Context`](crate::context::Context) running now (x86_64; aarch64
+    /// keeps it in `contextidr_el1`): see `cpu::context_byte`.
+    #[cfg_attr(target_arch = "aarch64", allow(dead_code))]
     pub(crate) context: AtomicU8,
     /// Set by the scheduler (any CPU): switch tasks at the next chance.
     pub(crate) need_resched: AtomicBool,
     /// Preemption disabled this many times (`crate::preempt`).
     pub(crate) preempt_count: AtomicU32,
     /// The current task's tracing state (an `ftrace::task::TaskTrace`), for
-    /// the trampolines and tracing code; set at every task switch.
+    /// the trampolines and tracing code; set at every task switch (x86_64;
+    /// aarch64 keeps it in `tpidr_el0`): see `cpu::task_trace_word`.
+    #[cfg_attr(target_arch = "aarch64", allow(dead_code))]
     pub(crate) task_trace: AtomicPtr<()>,
     /// The current task, as the kernel's scheduler names it (opaque here).
     pub(crate) task: AtomicUsize,
@@ -87,15 +103,13 @@ pub(crate) fn install(cpu: usize) {
 }
 
 /// The current task's tracing state (null until the tracer gives one).
+/// One instruction, safe where the task can be preempted.
 #[inline(always)]
 pub fn task_trace() -> *mut () {
-    // One load through the per-CPU register (the same field as
-    // `this().task_trace`, read without the base first on x86_64).
     crate::cpu::task_trace_word() as *mut ()
 }
 
-/// What an event header records about the CPU, read through one load of
-/// the per-CPU base (each accessor alone would load it again).
+/// What an event header records about the CPU and the running task.
 #[derive(Clone, Copy, Debug)]
 pub struct EventState {
     pub context: crate::context::Context,
@@ -105,16 +119,12 @@ pub struct EventState {
     pub task_trace: *mut (),
 }
 
-/// This CPU's [`EventState`].
+/// This CPU's [`EventState`], each part read preemption-safely (see the
+/// module documentation).
 #[inline(always)]
 pub fn event_state() -> EventState {
-    let this = this();
-    EventState {
-        context: crate::context::Context::from_u8(this.context.load(Ordering::Relaxed)),
-        need_resched: this.need_resched.load(Ordering::Relaxed),
-        preempt_count: this.preempt_count.load(Ordering::Relaxed),
-        task_trace: this.task_trace.load(Ordering::Relaxed),
-    }
+    let (need_resched, preempt_count) = crate::cpu::sched_state();
+    EventState { context: crate::context::current(), need_resched, preempt_count, task_trace: task_trace() }
 }
 
 /// Sets the current task's tracing state (the scheduler, at a switch; the
@@ -125,13 +135,14 @@ pub fn event_state() -> EventState {
 /// write its counters through it), and lives while this CPU runs the task.
 #[inline(always)]
 pub unsafe fn set_task_trace(state: *mut ()) {
-    this().task_trace.store(state, Ordering::Relaxed);
+    crate::cpu::set_task_trace_word(state as usize);
 }
 
-/// The current task, as the scheduler named it with [`set_task`].
+/// The current task, as the scheduler named it with [`set_task`]
+/// (preemption-safe).
 #[inline(always)]
 pub fn task() -> usize {
-    this().task.load(Ordering::Relaxed)
+    crate::cpu::task_word()
 }
 
 /// Names the current task (the scheduler, at a switch), and the bottom of
@@ -189,8 +200,16 @@ pub(crate) mod offsets {
     #[cfg_attr(target_arch = "aarch64", allow(dead_code))] // x86_64 reads %gs:SELF
     pub const SELF: usize = offset_of!(CpuLocal, self_ptr);
     pub const CPU: usize = offset_of!(CpuLocal, cpu);
+    #[cfg_attr(target_arch = "aarch64", allow(dead_code))] // x86_64 reads %gs:CONTEXT
     pub const CONTEXT: usize = offset_of!(CpuLocal, context);
+    #[cfg_attr(target_arch = "aarch64", allow(dead_code))] // x86_64 reads %gs:TASK_TRACE
     pub const TASK_TRACE: usize = offset_of!(CpuLocal, task_trace);
+    #[cfg_attr(target_arch = "aarch64", allow(dead_code))] // x86_64 reads %gs:TASK
+    pub const TASK: usize = offset_of!(CpuLocal, task);
+    #[cfg_attr(target_arch = "aarch64", allow(dead_code))] // x86_64 reads %gs:NEED_RESCHED
+    pub const NEED_RESCHED: usize = offset_of!(CpuLocal, need_resched);
+    #[cfg_attr(target_arch = "aarch64", allow(dead_code))] // x86_64 reads %gs:PREEMPT_COUNT
+    pub const PREEMPT_COUNT: usize = offset_of!(CpuLocal, preempt_count);
     #[cfg_attr(target_arch = "x86_64", allow(dead_code))] // the aarch64 vectors' overflow check
     pub const STACK_BOTTOM: usize = offset_of!(CpuLocal, stack_bottom);
 }

@@ -2,7 +2,7 @@
 
 use core::arch::asm;
 
-use crate::percpu::{offsets, CpuLocal};
+use crate::percpu::CpuLocal;
 
 /// This CPU's index (0 for the boot CPU), from its `CpuLocal`.
 #[inline(always)]
@@ -11,28 +11,67 @@ pub fn id() -> usize {
     unsafe { (*(percpu_base() as *const CpuLocal)).cpu }
 }
 
-/// This CPU's `CpuLocal::context` byte.
+// The current task's tracing state and the context live in registers of
+// their own, not in `CpuLocal`: reaching a `CpuLocal` field takes two
+// instructions (`mrs` of the base, then a load), and a task preempted and
+// moved to another CPU between them would read the CPU it left, another
+// task's state. One `mrs` cannot be split that way (x86_64 has the same
+// guarantee from its one `gs`-relative load). Nothing runs at EL0 here, so
+// the EL0 thread register `tpidr_el0` is free for the current task's
+// tracing state; the context byte goes in `contextidr_el1`, a software
+// context ID register (Linux may put a pid there for trace hardware).
+// Each CPU writes its own at a task switch and at exception entry and exit.
+
+/// This CPU's context byte (`contextidr_el1`).
 #[inline(always)]
 pub(crate) fn context_byte() -> u8 {
-    let value: u32;
-    // SAFETY: as in `id`, for the `context` field (one byte).
-    unsafe {
-        asm!("mrs {base}, tpidr_el1", "ldrb {value:w}, [{base}, #{off}]", base = out(reg) _, value = out(reg) value,
-             off = const offsets::CONTEXT, options(nostack, readonly, preserves_flags))
-    };
+    let value: usize;
+    // SAFETY: reads a system register.
+    unsafe { asm!("mrs {}, contextidr_el1", out(reg) value, options(nomem, nostack, preserves_flags)) };
     value as u8
 }
 
-/// This CPU's `CpuLocal::task_trace` pointer.
+/// Sets this CPU's context byte.
+#[inline(always)]
+pub(crate) fn set_context_byte(value: u8) {
+    // SAFETY: `contextidr_el1` only names the context to trace hardware,
+    // which this kernel does not use; a direct read after this write
+    // observes it (same register, program order).
+    unsafe { asm!("msr contextidr_el1, {}", in(reg) value as usize, options(nomem, nostack, preserves_flags)) };
+}
+
+/// The current task's tracing state pointer (`tpidr_el0`).
 #[inline(always)]
 pub(crate) fn task_trace_word() -> usize {
     let value: usize;
-    // SAFETY: as in `id`, for the `task_trace` field.
-    unsafe {
-        asm!("mrs {base}, tpidr_el1", "ldr {value}, [{base}, #{off}]", base = out(reg) _, value = out(reg) value,
-             off = const offsets::TASK_TRACE, options(nostack, readonly, preserves_flags))
-    };
+    // SAFETY: reads a system register.
+    unsafe { asm!("mrs {}, tpidr_el0", out(reg) value, options(nomem, nostack, preserves_flags)) };
     value
+}
+
+/// Sets the current task's tracing state pointer (at a task switch).
+#[inline(always)]
+pub(crate) fn set_task_trace_word(value: usize) {
+    // SAFETY: `tpidr_el0` is the kernel's to use (no EL0 code runs).
+    unsafe { asm!("msr tpidr_el0, {}", in(reg) value, options(nomem, nostack, preserves_flags)) };
+}
+
+/// The current task, `CpuLocal::task`, read with interrupts masked (so
+/// with no preemption between the base and the field).
+#[inline(always)]
+pub(crate) fn task_word() -> usize {
+    crate::irq::without_interrupts(|| crate::percpu::this().task.load(core::sync::atomic::Ordering::Relaxed))
+}
+
+/// This CPU's reschedule request and preempt count, as an event header
+/// records them, read with interrupts masked (as [`task_word`]).
+#[inline(always)]
+pub(crate) fn sched_state() -> (bool, u32) {
+    use core::sync::atomic::Ordering::Relaxed;
+    crate::irq::without_interrupts(|| {
+        let this = crate::percpu::this();
+        (this.need_resched.load(Relaxed), this.preempt_count.load(Relaxed))
+    })
 }
 
 /// The address of this CPU's `CpuLocal`.

@@ -15,9 +15,11 @@
 //! leaves room for a `PtRegs` above the bottom of the stack this CPU runs
 //! on (`CpuLocal::stack_bottom`, which the scheduler updates at every
 //! switch; x0 waits in SP_EL0, unused by the kernel). If not, it switches to
-//! this CPU's overflow stack (keeping the old sp in TPIDRRO_EL0, x1 in
-//! TPIDR_EL0) and enters the common code with `OVERFLOW` added to its slot
-//! number; the handler reports a kernel stack overflow and panics.
+//! this CPU's overflow stack (keeping the old sp in TPIDRRO_EL0; sp itself
+//! holds the stack's offset while x0 takes the base) and enters the common
+//! code with `OVERFLOW` added to its slot number; the handler reports a
+//! kernel stack overflow and panics. (TPIDR_EL0 and CONTEXTIDR_EL1 hold the
+//! task's tracing state and the context: see `cpu`.)
 //!
 //! Invariants: every offset comes from `offset_of!`; sp stays 16-byte aligned
 //! (SCTLR_EL1.SA checks it). Handlers run with IRQs masked. The kernel never
@@ -74,16 +76,14 @@ aarch64_vectors:
     b aarch64_exception_common
 1:  mov x0, sp
     msr tpidrro_el0, x0                 /* the exhausted sp, for the report */
-    msr tpidr_el0, x1                   /* x1 waits there (unused by the kernel) */
     mrs x0, tpidr_el1
     ldr x0, [x0, #{cpu}]
     add x0, x0, #1
     lsl x0, x0, #{overflow_shift}
-    adrp x1, {overflow_stacks}
-    add x1, x1, :lo12:{overflow_stacks}
-    add x0, x0, x1                      /* the top of this CPU's overflow stack */
-    mov sp, x0
-    mrs x1, tpidr_el0
+    mov sp, x0                          /* the top's offset (nothing uses sp yet) */
+    adrp x0, {overflow_stacks}
+    add x0, x0, :lo12:{overflow_stacks}
+    add sp, sp, x0                      /* plus the base: this CPU's overflow stack */
     mrs x0, sp_el0
     sub sp, sp, #{frame_size}
     stp x0, x1, [sp, #{x0}]

@@ -28,7 +28,7 @@
 //! doubleword at `F-8 = x30-16`.
 //!
 //! Around the call the trampoline keeps the running task's counters
-//! (`TrampolineCounters`, through `tpidr_el1`): `active` up before it reads
+//! (`TrampolineCounters`, through `tpidr_el0`): `active` up before it reads
 //! the literal, down after the callbacks, and `exits` up when that reaches
 //! zero, so a grace period can tell when no task still uses an ops.
 //!
@@ -61,7 +61,6 @@ use core::mem::{offset_of, size_of};
 use crate::ftrace_abi::{
     FtraceRegs, OutOfRange, PtRegs, Saved, COUNTERS_ACTIVE, COUNTERS_EXITS, FTRACE_REGS_PT, FTRACE_REGS_SAVED, SITE_CALL_FUNC,
 };
-use crate::percpu::offsets::TASK_TRACE;
 
 /// Bytes of the patchable instruction at a site.
 pub const INSN_LEN: usize = 4;
@@ -213,8 +212,7 @@ global_asm!(
     /* Entry, middle part: the save's tag and entry sp, sp, pc, the frame
        records, then literal->func(ip = F, parent_ip = x9, literal, &fregs). */
     .macro ftrace_call_ops saved
-    mrs x10, tpidr_el1
-    ldr x10, [x10, #{task_trace}]
+    mrs x10, tpidr_el0                  /* the task's state: one instruction */
     ldr w11, [x10, #{active}]
     add w11, w11, #1
     str w11, [x10, #{active}]
@@ -233,8 +231,7 @@ global_asm!(
     mov x3, sp
     ldr x4, [x2, #{func}]
     blr x4
-    mrs x10, tpidr_el1                  /* the same task, maybe another CPU */
-    ldr x10, [x10, #{task_trace}]
+    mrs x10, tpidr_el0                  /* the same task, maybe another CPU */
     ldp w11, w12, [x10, #{active}]      /* active, exits: adjacent (checked above) */
     subs w11, w11, #1
     b.ne 1f
@@ -340,7 +337,6 @@ return_to_handler_regs:
     function_record = const offset_of!(CallerFrame, function_record),
     record = const offset_of!(ReturnFrame, record),
     func = const SITE_CALL_FUNC,
-    task_trace = const TASK_TRACE,
     active = const COUNTERS_ACTIVE,
 );
 

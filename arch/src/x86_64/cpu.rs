@@ -23,6 +23,12 @@ pub fn id() -> usize {
     gs_word::<{ offsets::CPU }>()
 }
 
+// The current task's words below are read and written with one
+// `gs`-relative instruction each. That is what makes them safe in code that
+// can be preempted: a task moved to another CPU between loading the
+// per-CPU base and loading a field through it would read the CPU it left
+// (another task's state); one instruction cannot be split that way.
+
 /// This CPU's `CpuLocal::context` byte.
 #[inline(always)]
 pub(crate) fn context_byte() -> u8 {
@@ -34,11 +40,49 @@ pub(crate) fn context_byte() -> u8 {
     value
 }
 
-/// This CPU's `CpuLocal::task_trace` pointer (the traced path reads it
-/// several times a call).
+/// Sets this CPU's `CpuLocal::context` byte.
+#[inline(always)]
+pub(crate) fn set_context_byte(value: u8) {
+    // SAFETY: as in `gs_word`; the byte is this CPU's to write.
+    unsafe {
+        asm!("mov byte ptr gs:[{off}], {}", in(reg_byte) value, off = const offsets::CONTEXT, options(nostack, preserves_flags))
+    };
+}
+
+/// The current task's tracing state pointer, `CpuLocal::task_trace` (the
+/// traced path reads it several times a call).
 #[inline(always)]
 pub(crate) fn task_trace_word() -> usize {
     gs_word::<{ offsets::TASK_TRACE }>()
+}
+
+/// Sets `CpuLocal::task_trace` (at a task switch).
+#[inline(always)]
+pub(crate) fn set_task_trace_word(value: usize) {
+    // SAFETY: as in `gs_word`; the word is this CPU's to write.
+    unsafe {
+        asm!("mov qword ptr gs:[{off}], {}", in(reg) value, off = const offsets::TASK_TRACE, options(nostack, preserves_flags))
+    };
+}
+
+/// The current task, `CpuLocal::task`.
+#[inline(always)]
+pub(crate) fn task_word() -> usize {
+    gs_word::<{ offsets::TASK }>()
+}
+
+/// This CPU's reschedule request and preempt count, as an event header
+/// records them.
+#[inline(always)]
+pub(crate) fn sched_state() -> (bool, u32) {
+    let (need_resched, preempt_count): (u8, u32);
+    // SAFETY: as in `gs_word`, for the one-byte `need_resched` and the
+    // four-byte `preempt_count` fields.
+    unsafe {
+        asm!("mov {}, byte ptr gs:[{resched}]", "mov {:e}, dword ptr gs:[{count}]", out(reg_byte) need_resched, out(reg) preempt_count,
+             resched = const offsets::NEED_RESCHED, count = const offsets::PREEMPT_COUNT, options(nostack, readonly, preserves_flags))
+    };
+    (need_resched != 0, preempt_count)
 }
 
 /// The address of this CPU's `CpuLocal` (its first field points at itself).
