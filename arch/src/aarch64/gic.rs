@@ -89,5 +89,11 @@ pub(crate) fn end_of_interrupt(interrupt: Acknowledged) {
 /// Sends software-generated interrupt `intid` (0-15) to CPU interface
 /// `cpu` (the CPU's number on QEMU `virt`).
 pub(crate) fn send_sgi(cpu: usize, intid: u32) {
+    // The stores the target will read (an IPI's call, its pending count)
+    // must be visible before it can take the interrupt: the register
+    // write is a Device access, which normal stores are not ordered
+    // before without a barrier (Linux's GIC driver has the same one).
+    // SAFETY: a barrier only.
+    unsafe { core::arch::asm!("dmb ishst", options(nostack, preserves_flags)) };
     write(GICD_SGIR, (1 << (16 + cpu)) | intid);
 }

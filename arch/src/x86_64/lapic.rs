@@ -92,7 +92,12 @@ pub(crate) fn start_timer() {
     write(TIMER_INITIAL, COUNTS_PER_TICK.load(Ordering::Relaxed));
 }
 
+/// Sends `command` to the CPU with APIC ID `apic_id`. Interrupts are
+/// masked throughout: the destination and the command are two register
+/// writes, and an interrupt handler sending an IPI of its own in between
+/// (the tick waking a task on another CPU) would redirect this one.
 fn send(apic_id: u32, command: u32) {
+    let _irq = crate::irq::IrqGuard::new();
     while read(ICR_LOW) & DELIVERY_PENDING != 0 {
         core::hint::spin_loop();
     }
