@@ -408,7 +408,9 @@ impl FilterSlot {
         self.filter.read(|filter| filter.is_some())
     }
 
-    /// Whether an event passes (no filter: yes). Tracing code only.
+    /// Whether an event passes (no filter: yes). Tracing code only: inside
+    /// a trampoline's callback, or with interrupts masked (what a grace
+    /// period waits for before the replaced filter is freed).
     #[inline]
     pub fn passes<'a>(&self, value: &dyn Fn(usize) -> FieldValue<'a>) -> bool {
         self.filter.read(|filter| filter.is_none_or(|filter| filter.matches(value)))
