@@ -143,6 +143,15 @@ pub fn decode(address: usize) -> Result<ProbedInsn, InsnError> {
     crate::imp::kprobes::decode(address, &bytes[..readable])
 }
 
+/// Whether the code around `address` (in the function starting at
+/// `function`) lets a probe there work: a breakpoint inside an aarch64
+/// load/store-exclusive sequence clears the exclusive monitor on every
+/// hit, so the sequence's store would fail for ever (Linux refuses those
+/// probes too). Architectures without such sequences accept every place.
+pub fn check_context(function: usize, address: usize) -> Result<(), InsnError> {
+    crate::imp::kprobes::check_context(function, address)
+}
+
 /// The address of out-of-line slot `index` (below [`SLOTS`]).
 pub fn slot_address(index: usize) -> usize {
     crate::imp::kprobes::slots_start() + index * SLOT_SIZE

@@ -20,7 +20,9 @@
 //! [`probe::resolve`] accepts an address inside a function that has an
 //! ftrace site (the kernel's own code), at an instruction boundary (decoded
 //! from the function's start), not inside the site's own instructions past
-//! its first, and an instruction the architecture can step or simulate.
+//! its first, and an instruction the architecture can step or simulate
+//! (`register_kprobe` also asks it whether the place is inside a sequence
+//! a breakpoint would break: `arch::kprobes::check_context`).
 //! Everything the probe machinery runs (the architecture crate: exception
 //! entry and trampolines; the tracing crates; `core`) has no ftrace site,
 //! so it is refused: that is the blacklist, by construction, that Linux

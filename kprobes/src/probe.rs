@@ -279,11 +279,9 @@ pub fn register_kprobe(location: &Location, config: KprobeConfig) -> Result<Regi
     }) {
         return Err(KprobeError::Exists(place.address));
     }
-    let insn = arch::kprobes::decode(place.address).map_err(|why| KprobeError::Instruction {
-        function: place.function.into(),
-        offset: place.offset,
-        why,
-    })?;
+    let insn = arch::kprobes::check_context(place.function_address, place.address)
+        .and_then(|()| arch::kprobes::decode(place.address))
+        .map_err(|why| KprobeError::Instruction { function: place.function.into(), offset: place.offset, why })?;
     let slot = ARMED.iter().position(|entry| entry.load(Ordering::Relaxed).is_null()).ok_or(KprobeError::NoSlot)?;
     if let Execution::Step { .. } = insn.execution {
         arch::kprobes::fill_slot(slot, &insn).map_err(|why| KprobeError::Instruction {

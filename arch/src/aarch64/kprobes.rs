@@ -11,7 +11,8 @@
 //!   other special register branches, exclusive and ordered loads and
 //!   stores (a step would clear the exclusive monitor), FP/SIMD literal
 //!   loads, and what reads or writes the interrupt masks (`msr daifset`,
-//!   `mrs`/`msr daif`), which the step changes.
+//!   `mrs`/`msr daif`), which the step changes; and any instruction inside
+//!   a load/store-exclusive sequence ([`check_context`]).
 
 use core::arch::global_asm;
 
@@ -128,6 +129,48 @@ pub(crate) fn decode(address: usize, bytes: &[u8]) -> Result<ProbedInsn, InsnErr
     let mut probed = ProbedInsn { address, len: 4, bytes: [0; MAX_INSN], execution };
     probed.bytes.copy_from_slice(&word.to_le_bytes());
     Ok(probed)
+}
+
+/// How far back [`check_context`] looks for a load-exclusive (Linux's
+/// `MAX_ATOMIC_CONTEXT_SIZE`).
+const EXCLUSIVE_WINDOW: usize = 16;
+
+/// A load-exclusive (`ldxr`, `ldaxr`, `ldxp`, `ldaxp` and their byte and
+/// halfword forms): the load/store exclusive class with o2 = 0, L = 1.
+fn is_load_exclusive(insn: u32) -> bool {
+    insn & 0x3f00_0000 == 0x0800_0000 && insn & (1 << 23) == 0 && insn & (1 << 22) != 0
+}
+
+/// A store-exclusive (o2 = 0, L = 0), or `clrex`: either ends a sequence.
+fn ends_exclusive(insn: u32) -> bool {
+    (insn & 0x3f00_0000 == 0x0800_0000 && insn & (1 << 23) == 0 && insn & (1 << 22) == 0) || insn & 0xffff_f0ff == 0xd503_305f
+}
+
+/// Refuses `address` inside a load/store-exclusive sequence: walking back
+/// from it (at most [`EXCLUSIVE_WINDOW`] instructions, not past the
+/// function's start), a load-exclusive comes before any store-exclusive.
+/// Every hit there clears the exclusive monitor (the trap's own atomics do),
+/// so the sequence's store-exclusive would fail on every try.
+pub(crate) fn check_context(function: usize, address: usize) -> Result<(), InsnError> {
+    let mut at = address;
+    for _ in 0..EXCLUSIVE_WINDOW {
+        if at < function + 4 {
+            break;
+        }
+        at -= 4;
+        let mut bytes = [0u8; 4];
+        if crate::fault::read_nofault(at, &mut bytes).is_err() {
+            break;
+        }
+        let insn = u32::from_le_bytes(bytes);
+        if ends_exclusive(insn) {
+            break;
+        }
+        if is_load_exclusive(insn) {
+            return Err(InsnError::Unsafe("it is inside a load/store-exclusive sequence (each hit would make the store fail)"));
+        }
+    }
+    Ok(())
 }
 
 fn classify(pc: usize, insn: u32) -> Result<Execution, InsnError> {
@@ -320,12 +363,15 @@ macro_rules! kprobe_fixture {
     () => {
         /// Instructions of every class a probe handles, in one function: see
         /// `fixture_expected`. Its literal pool reads as `udf`: a probe there
-        /// would change the data, and is refused.
+        /// would change the data, and is refused; so is one inside its
+        /// load/store-exclusive sequence, which would loop for ever.
         #[inline(never)]
         fn fixture(x: u64) -> u64 {
             let out: u64;
+            let mut exclusive = 0u64;
             // SAFETY: self-contained code: local labels, its own literals, and
-            // calls to local labels that return (x30 is declared clobbered).
+            // calls to local labels that return (x30 is declared clobbered),
+            // and an exclusive increment of a local.
             unsafe {
                 core::arch::asm!(
                     "b 2f",                     // b (simulated)
@@ -367,12 +413,18 @@ macro_rules! kprobe_fixture {
                     "8: udf #0x1f",             // a literal pool: data, refused
                     "udf #0x1f",
                     "10: nop",
+                    "11: ldxr {p}, [{m}]",      // a load-exclusive: refused
+                    "add {p}, {p}, #1",         // inside its sequence: refused
+                    "stxr {s:w}, {p}, [{m}]",   // a store-exclusive: refused
+                    "cbnz {s:w}, 11b",          // after it: simulated
                     ".pushsection .rodata",
                     ".balign 8",
                     "9: .quad 7",
                     ".popsection",
                     t = inout(reg) x => out,
                     p = out(reg) _,
+                    s = out(reg) _,
+                    m = in(reg) &mut exclusive as *mut u64,
                     out("x30") _,
                 );
             }
