@@ -93,17 +93,33 @@ pub enum Execution {
     Simulate(Simulation),
 }
 
-/// A decoded instruction a probe may replace.
+/// A decoded instruction a probe may replace. Only [`decode`] makes one:
+/// the slot writer and the simulation trust what it says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProbedInsn {
-    pub address: usize,
-    pub len: usize,
+    pub(crate) address: usize,
+    pub(crate) len: usize,
     /// Its bytes (the first `len`).
-    pub bytes: [u8; MAX_INSN],
-    pub execution: Execution,
+    pub(crate) bytes: [u8; MAX_INSN],
+    pub(crate) execution: Execution,
 }
 
 impl ProbedInsn {
+    /// Where it is.
+    pub fn address(&self) -> usize {
+        self.address
+    }
+
+    /// Its length in bytes.
+    pub fn length(&self) -> usize {
+        self.len
+    }
+
+    /// How a probe runs it.
+    pub fn execution(&self) -> Execution {
+        self.execution
+    }
+
     /// The instruction's bytes.
     pub fn bytes(&self) -> &[u8] {
         &self.bytes[..self.len]
@@ -165,8 +181,14 @@ pub fn slot_of_step_done(address: usize) -> Option<usize> {
 }
 
 /// Writes `insn`'s out-of-line copy and the step-done breakpoint into slot
-/// `index`, which no CPU may be running.
-pub fn fill_slot(index: usize, insn: &ProbedInsn) -> Result<(), InsnError> {
+/// `index` (below [`SLOTS`]).
+///
+/// # Safety
+/// No CPU may be running the slot, nor reach it before this returns: its
+/// probe is gone (and a cross-CPU round has passed since), or not armed
+/// yet.
+pub unsafe fn fill_slot(index: usize, insn: &ProbedInsn) -> Result<(), InsnError> {
+    assert!(index < SLOTS, "kprobe slot {index} out of range");
     let address = slot_address(index);
     let wanted = crate::imp::kprobes::slot_bytes(insn, address)?;
     write_slot(address, &wanted).map_err(|_| InsnError::Unsafe("its out-of-line slot could not be written"))

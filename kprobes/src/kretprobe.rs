@@ -93,7 +93,10 @@ pub fn register_kretprobe(location: &Location, config: KretprobeConfig) -> Resul
         return Err(KprobeError::TooMuchData(config.data_words));
     }
     let maxactive = if config.maxactive == 0 { DEFAULT_MAXACTIVE } else { config.maxactive };
-    let probe = Box::leak(Box::new(Kretprobe {
+    // The handle writes (`Drop` takes the rethook) and frees through this
+    // pointer: it keeps the box's ownership, which a pointer made from a
+    // shared reference would not.
+    let raw = Box::into_raw(Box::new(Kretprobe {
         ops: FtraceOps::new(on_entry, OpsFlags::SAVE_REGS | OpsFlags::RECURSION),
         place,
         config,
@@ -101,16 +104,20 @@ pub fn register_kretprobe(location: &Location, config: KretprobeConfig) -> Resul
         hits: AtomicU64::new(0),
         missed: AtomicU64::new(0),
     }));
-    probe.rethook =
-        Some(Rethook::new(on_return, probe as *const Kretprobe as usize, maxactive, config.data_words, RethookMode::FullRegs));
-    let probe: &'static Kretprobe = probe;
+    let rethook = Rethook::new(on_return, raw as usize, maxactive, config.data_words, RethookMode::FullRegs);
+    // SAFETY: just made and not shared yet.
+    unsafe { (*raw).rethook = Some(rethook) };
+    // SAFETY: as above; writes go through `raw` only after this is unused.
+    let probe: &'static Kretprobe = unsafe { &*raw };
     probe.ops.set_container(probe);
     match register_entry_ops(&probe.ops, probe.place.address) {
-        Ok(()) => Ok(RegisteredKretprobe { probe: NonNull::from(probe) }),
+        // SAFETY: from `Box::into_raw`, not null.
+        Ok(()) => Ok(RegisteredKretprobe { probe: unsafe { NonNull::new_unchecked(raw) } }),
         Err(error) => {
-            // SAFETY: never registered; leaked above. Its rethook hooked
-            // nothing, so dropping it frees it after a grace period.
-            drop(unsafe { Box::from_raw(probe as *const Kretprobe as *mut Kretprobe) });
+            // SAFETY: never registered; made by `Box::into_raw` above. Its
+            // rethook hooked nothing, so dropping it frees it after a grace
+            // period.
+            drop(unsafe { Box::from_raw(raw) });
             Err(KprobeError::Ftrace(error))
         }
     }

@@ -166,7 +166,7 @@ pub fn resolve(location: &Location) -> Result<Place, KprobeError> {
         while at < place.address {
             let mut bytes = [0u8; 16];
             let len = match armed_at(at) {
-                Some(insn) => insn.len,
+                Some(insn) => insn.length(),
                 None => {
                     arch::fault::read_nofault(at, &mut bytes).ok().and_then(|()| arch::disasm::length(&bytes, at)).unwrap_or(0)
                 }
@@ -190,7 +190,7 @@ fn armed_at(address: usize) -> Option<ProbedInsn> {
         // SAFETY: entries are freed only under the registry lock, held.
         let probe = unsafe { entry.load(Ordering::Acquire).as_ref() }?;
         match probe.mechanism {
-            Mechanism::Breakpoint { insn, .. } if insn.address == address => Some(insn),
+            Mechanism::Breakpoint { insn, .. } if insn.address() == address => Some(insn),
             _ => None,
         }
     })
@@ -283,14 +283,17 @@ pub fn register_kprobe(location: &Location, config: KprobeConfig) -> Result<Regi
         .and_then(|()| arch::kprobes::decode(place.address))
         .map_err(|why| KprobeError::Instruction { function: place.function.into(), offset: place.offset, why })?;
     let slot = ARMED.iter().position(|entry| entry.load(Ordering::Relaxed).is_null()).ok_or(KprobeError::NoSlot)?;
-    if let Execution::Step { .. } = insn.execution {
-        arch::kprobes::fill_slot(slot, &insn).map_err(|why| KprobeError::Instruction {
+    if let Execution::Step { .. } = insn.execution() {
+        // SAFETY: the slot's entry is empty: its last probe was unarmed and
+        // a cross-CPU round passed before the entry was cleared (`Drop`),
+        // and this one is not armed yet.
+        unsafe { arch::kprobes::fill_slot(slot, &insn) }.map_err(|why| KprobeError::Instruction {
             function: place.function.into(),
             offset: place.offset,
             why,
         })?;
     }
-    let probe = Box::leak(Box::new(Kprobe {
+    let probe = Box::into_raw(Box::new(Kprobe {
         ops: FtraceOps::new(on_ftrace, OpsFlags::empty()),
         place,
         config,
@@ -302,13 +305,18 @@ pub fn register_kprobe(location: &Location, config: KprobeConfig) -> Result<Regi
     let breakpoint = &arch::kprobes::BREAKPOINT;
     let armed = {
         let mut patcher = TextPatcher::new();
-        patcher.replace(insn.address, &insn.bytes()[..breakpoint.len()], breakpoint)
+        patcher.replace(insn.address(), &insn.bytes()[..breakpoint.len()], breakpoint)
     };
     match armed {
-        Ok(()) => Ok(RegisteredKprobe { probe: NonNull::from(probe) }),
+        // SAFETY: from `Box::into_raw`, not null.
+        Ok(()) => Ok(RegisteredKprobe { probe: unsafe { NonNull::new_unchecked(probe) } }),
         Err(error) => {
             ARMED[slot].store(ptr::null_mut(), Ordering::Release);
-            // SAFETY: never armed, so no CPU reached it; leaked above.
+            // The trap path of other probes looks through every entry: one
+            // that loaded this one may still read it until a round passes.
+            arch::smp::sync_all();
+            // SAFETY: never armed, unpublished and waited for; made by
+            // `Box::into_raw` above.
             drop(unsafe { Box::from_raw(probe) });
             Err(KprobeError::Patch(error))
         }
@@ -316,7 +324,10 @@ pub fn register_kprobe(location: &Location, config: KprobeConfig) -> Result<Regi
 }
 
 fn register_on_ftrace(place: Place, config: KprobeConfig) -> Result<RegisteredKprobe, KprobeError> {
-    let probe: &'static Kprobe = Box::leak(Box::new(Kprobe {
+    // The handle (and the error path) free through this pointer: it keeps
+    // the box's ownership, which a pointer made from a shared reference
+    // would not.
+    let raw = Box::into_raw(Box::new(Kprobe {
         ops: FtraceOps::new(on_ftrace, OpsFlags::SAVE_REGS | OpsFlags::RECURSION),
         place,
         config,
@@ -324,12 +335,15 @@ fn register_on_ftrace(place: Place, config: KprobeConfig) -> Result<RegisteredKp
         hits: AtomicU64::new(0),
         missed: AtomicU64::new(0),
     }));
+    // SAFETY: just made; freed only through `raw`, after every use of this.
+    let probe: &'static Kprobe = unsafe { &*raw };
     probe.ops.set_container(probe);
     match register_entry_ops(&probe.ops, probe.place.address) {
-        Ok(()) => Ok(RegisteredKprobe { probe: NonNull::from(probe) }),
+        // SAFETY: from `Box::into_raw`, not null.
+        Ok(()) => Ok(RegisteredKprobe { probe: unsafe { NonNull::new_unchecked(raw) } }),
         Err(error) => {
-            // SAFETY: never registered; leaked above.
-            drop(unsafe { Box::from_raw(probe as *const Kprobe as *mut Kprobe) });
+            // SAFETY: never registered; made by `Box::into_raw` above.
+            drop(unsafe { Box::from_raw(raw) });
             Err(KprobeError::Ftrace(error))
         }
     }
@@ -360,7 +374,7 @@ impl RegisteredKprobe {
     /// How the displaced instruction runs (breakpoint probes).
     pub fn execution(&self) -> Option<Execution> {
         match self.probe().mechanism {
-            Mechanism::Breakpoint { insn, .. } => Some(insn.execution),
+            Mechanism::Breakpoint { insn, .. } => Some(insn.execution()),
             Mechanism::Ftrace => None,
         }
     }
@@ -401,7 +415,7 @@ impl Drop for RegisteredKprobe {
                     let mut patcher = TextPatcher::new();
                     // The breakpoint this probe wrote is still there: only
                     // the registry writes it, under its lock.
-                    let _ = patcher.replace(insn.address, breakpoint, &insn.bytes()[..breakpoint.len()]);
+                    let _ = patcher.replace(insn.address(), breakpoint, &insn.bytes()[..breakpoint.len()]);
                 }
                 arch::smp::sync_all();
                 ARMED[slot].store(ptr::null_mut(), Ordering::Release);
@@ -409,7 +423,7 @@ impl Drop for RegisteredKprobe {
             }
         }
         // SAFETY: nothing reaches the probe any more (see above); it came
-        // from `Box::leak`.
+        // from `Box::into_raw`.
         drop(unsafe { Box::from_raw(probe) });
     }
 }
@@ -548,9 +562,11 @@ fn on_probe(address: usize, regs: &mut PtRegs) -> bool {
 /// Runs the probed instruction: simulated now, or stepped in its slot (the
 /// step-done trap finishes).
 fn run_instruction(probe: &Kprobe, insn: &ProbedInsn, slot: usize, regs: &mut PtRegs, control: &mut Control, reentry: bool) {
-    match insn.execution {
+    match insn.execution() {
         Execution::Simulate(simulation) => {
-            insn::simulate(insn, simulation, regs);
+            // SAFETY: the probe's breakpoint trapped with `regs`, at its
+            // instruction, which `decode` classified.
+            unsafe { insn::simulate(insn, simulation, regs) };
             finish(probe, regs, control, reentry);
         }
         Execution::Step { .. } => {

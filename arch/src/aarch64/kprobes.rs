@@ -306,7 +306,13 @@ fn holds(condition: u8, pstate: u64) -> bool {
 }
 
 /// Applies a simulated instruction's effect to `regs` (taken at its `brk`).
-pub fn simulate(insn: &ProbedInsn, simulation: Simulation, regs: &mut PtRegs) {
+///
+/// # Safety
+/// `regs` are the registers a probe's breakpoint trap saved at `insn`'s
+/// address, and `simulation` is `insn`'s own (from [`decode`](crate::kprobes::decode)):
+/// the simulation reads and writes memory where the real instruction
+/// would (a return address on the stack, a literal), trusting both.
+pub unsafe fn simulate(insn: &ProbedInsn, simulation: Simulation, regs: &mut PtRegs) {
     let next = insn.next() as u64;
     let mut pc = next;
     match simulation {

@@ -198,7 +198,13 @@ fn holds(condition: ConditionCode, rflags: u64) -> bool {
 
 /// Applies a simulated instruction's effect to `regs` (taken at its
 /// `int3`).
-pub fn simulate(insn: &ProbedInsn, simulation: Simulation, regs: &mut PtRegs) {
+///
+/// # Safety
+/// `regs` are the registers a probe's breakpoint trap saved at `insn`'s
+/// address, and `simulation` is `insn`'s own (from [`decode`](crate::kprobes::decode)):
+/// the simulation reads and writes memory where the real instruction
+/// would (a return address on the stack, a literal), trusting both.
+pub unsafe fn simulate(insn: &ProbedInsn, simulation: Simulation, regs: &mut PtRegs) {
     let next = insn.next() as u64;
     match simulation {
         Simulation::Jump { target } => regs.rip = target as u64,
