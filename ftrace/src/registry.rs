@@ -249,6 +249,9 @@ impl Registry {
                         self.stats.sites_patched += 1;
                     } else {
                         self.stats.sites_refused += 1;
+                        // Its literal named the new list for a moment: the
+                        // list goes when the batch's lists do.
+                        retired.extend(desired.list);
                         continue;
                     }
                 }
@@ -466,6 +469,9 @@ pub struct SiteInfo {
     pub trampoline: Option<Trampoline>,
     pub ipmodify: bool,
     pub failed: bool,
+    /// Whether the literal names an ops or a per-site list (rather than
+    /// the empty call, or nothing yet).
+    pub literal_names_ops: bool,
 }
 
 impl SiteInfo {
@@ -477,6 +483,7 @@ impl SiteInfo {
             trampoline: site.call,
             ipmodify: site.ipmodify,
             failed: site.failed,
+            literal_names_ops: site.literal_names_ops(),
         }
     }
 }

@@ -59,6 +59,11 @@ impl Site {
         self.ip - LITERAL_SIZE
     }
 
+    /// Whether the literal names an ops or a per-site list.
+    pub(crate) fn literal_names_ops(&self) -> bool {
+        self.literal != LITERAL_NOPS && self.literal != &NOP_CALL as *const SiteCall as u64
+    }
+
     /// The instruction the call slot holds for `call`; `Err` when the
     /// trampoline is out of the call instruction's reach.
     fn insn(&self, call: Option<Trampoline>) -> Result<Insn, OutOfRange> {
@@ -206,16 +211,18 @@ fn move_to(patcher: &mut TextPatcher, site: &mut Site, call: Option<Trampoline>,
 /// Makes a refused site lead to no ops ever again: the ops its literal
 /// names may be unregistered and freed, and an out-of-service site is not
 /// updated any more. Puts the NOP back in the call slot if the slot still
-/// holds what the site says; otherwise points the literal at the empty
-/// call. A site where both are refused stays as it is, and says so.
+/// holds what the site says, and points the literal at the empty call
+/// either way (a refused enable has already set it, and its slot holds
+/// something unknown). A site where both are refused stays as it is, and
+/// says so.
 fn quiesce(patcher: &mut TextPatcher, site: &mut Site) {
     site.ops_count = 0;
     site.ipmodify = false;
-    let Some(current) = site.call else { return };
-    if let (Ok(old), Ok(nop)) = (site.insn(Some(current)), site.insn(None)) {
-        if patcher.replace(site.call_slot(), &old, &nop).is_ok() {
-            site.call = None;
-            return;
+    if let Some(current) = site.call {
+        if let (Ok(old), Ok(nop)) = (site.insn(Some(current)), site.insn(None)) {
+            if patcher.replace(site.call_slot(), &old, &nop).is_ok() {
+                site.call = None;
+            }
         }
     }
     let empty = &NOP_CALL as *const SiteCall as u64;

@@ -693,6 +693,7 @@ fn a_corrupted_site_is_refused_with_a_report() {
     assert_eq!(ftrace::update_stats().sites_refused, refused + 1);
     let site = ftrace::site(f).unwrap();
     assert!(site.failed, "taken out of service");
+    assert!(!site.literal_names_ops, "the literal, set before the refused call, names no ops again");
     assert_eq!(call_slot(f), CORRUPT_INSN, "nothing was written over it");
     assert_eq!(corrupt_tracee(), 5);
     assert_eq!(CORRUPT_CALLS.load(Ordering::SeqCst), 0);
