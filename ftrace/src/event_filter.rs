@@ -408,11 +408,17 @@ impl FilterSlot {
         self.filter.read(|filter| filter.is_some())
     }
 
-    /// Whether an event passes (no filter: yes). Tracing code only: inside
-    /// a trampoline's callback, or with interrupts masked (what a grace
-    /// period waits for before the replaced filter is freed).
+    /// Whether an event passes (no filter: yes).
+    ///
+    /// The filter is read with interrupts masked, which the grace period
+    /// before a replaced filter is freed waits for (its cross-CPU round).
+    /// Callers are not all inside an entry trampoline, whose task counters
+    /// the grace period also waits for: return callbacks (fprobe exit
+    /// events) and the scheduler's tracepoints run outside one, and may be
+    /// preempted.
     #[inline]
     pub fn passes<'a>(&self, value: &dyn Fn(usize) -> FieldValue<'a>) -> bool {
+        let _irq = arch::irq::IrqGuard::new();
         self.filter.read(|filter| filter.is_none_or(|filter| filter.matches(value)))
     }
 }

@@ -7,19 +7,11 @@
 //! enables both as `trace-cmd record -e sched` would). Every task the
 //! tracer learns of leaves its pid and name in a bounded table, so traces
 //! can name tasks that have since exited.
-//!
-//! The scheduler calls them outside any trampoline, where a grace period's
-//! task counters do not see them, and a task may be preempted there. So
-//! they read the event's filter (which a write to `filter` replaces and
-//! frees after a grace period) with interrupts masked: the grace period's
-//! cross-CPU round then waits for them, as Linux's tracepoints are covered
-//! by disabling preemption.
 
 use alloc::collections::VecDeque;
 use alloc::string::String;
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use arch::irq::IrqGuard;
 use arch::sync::SpinLock;
 
 use crate::event::{FixedEvent, SchedSwitchEvent, SchedWakeupEvent, DEFAULT_PRIO, SCHED_SWITCH, SCHED_WAKEUP, STATE_REPORT_MAX};
@@ -151,7 +143,6 @@ pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
     if !SWITCH_ON.load(Ordering::Relaxed) || !(crate::event_pid::records(prev) || crate::event_pid::records(next)) {
         return;
     }
-    let _irq = IrqGuard::new(); // see the module documentation
     let mut common = event_common(SCHED_SWITCH);
     common.pid = prev.pid();
     let event = SchedSwitchEvent {
@@ -177,7 +168,6 @@ pub fn trace_wakeup(task: &TaskTrace, target_cpu: usize) {
     if !WAKEUP_ON.load(Ordering::Relaxed) || !(crate::event_pid::records(task) || crate::event_pid::records_current()) {
         return;
     }
-    let _irq = IrqGuard::new(); // see the module documentation
     let event = SchedWakeupEvent {
         common: event_common(SCHED_WAKEUP),
         comm: *task.comm_bytes(),
