@@ -69,6 +69,9 @@ pub fn send_ipi(cpu: usize, ipi: Ipi) {
 
 /// Asks CPU `cpu` to reschedule soon (at once if it is another CPU).
 pub fn kick(cpu: usize) {
+    // Masked: a task moved to `cpu` between the two lines would take it
+    // for itself and send no IPI.
+    let _irq = crate::irq::IrqGuard::new();
     percpu::set_need_resched(cpu);
     if cpu != cpu::id() {
         send_ipi(cpu, Ipi::Reschedule);

@@ -10,7 +10,8 @@ use crate::percpu::offsets;
 fn gs_word<const OFFSET: usize>() -> usize {
     let value: usize;
     // SAFETY: `gs` points at this CPU's `CpuLocal` (`percpu::install`), and
-    // every caller names the offset of one of its word-sized fields.
+    // every caller names the offset of one of its word-sized fields, or of
+    // an aligned word of smaller ones (`sched_state`).
     unsafe {
         asm!("mov {}, qword ptr gs:[{off}]", out(reg) value, off = const OFFSET, options(nostack, readonly, preserves_flags))
     };
@@ -72,17 +73,15 @@ pub(crate) fn task_word() -> usize {
 }
 
 /// This CPU's reschedule request and preempt count, as an event header
-/// records them.
+/// records them: one load of the word holding both (and the context), so
+/// both come from the same CPU.
 #[inline(always)]
 pub(crate) fn sched_state() -> (bool, u32) {
-    let (need_resched, preempt_count): (u8, u32);
-    // SAFETY: as in `gs_word`, for the one-byte `need_resched` and the
-    // four-byte `preempt_count` fields.
-    unsafe {
-        asm!("mov {}, byte ptr gs:[{resched}]", "mov {:e}, dword ptr gs:[{count}]", out(reg_byte) need_resched, out(reg) preempt_count,
-             resched = const offsets::NEED_RESCHED, count = const offsets::PREEMPT_COUNT, options(nostack, readonly, preserves_flags))
-    };
-    (need_resched != 0, preempt_count)
+    const _: () = assert!(offsets::CONTEXT.is_multiple_of(8));
+    const _: () = assert!(offsets::NEED_RESCHED == offsets::CONTEXT + 1);
+    const _: () = assert!(offsets::PREEMPT_COUNT == offsets::CONTEXT + 4);
+    let word = gs_word::<{ offsets::CONTEXT }>();
+    ((word >> 8) & 0xff != 0, (word >> 32) as u32)
 }
 
 /// The address of this CPU's `CpuLocal` (its first field points at itself).

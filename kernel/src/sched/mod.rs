@@ -267,11 +267,15 @@ fn switch_away(park: Option<State>, sleep_until: Option<u64>) {
     }
     s.cpus[me].current = Some(next.clone());
     ftrace::sched::trace_switch(prev.trace(), prev.state().report(), next.trace());
-    set_current(&next);
     let (prev_context, next_context) = (prev.context_ptr(), next.context_ptr());
+    let next_task = Arc::as_ptr(&next);
     // The Arcs live on in the scheduler's tables (`current`, the queue, or
     // `dead`) while this task is switched out.
     drop((prev, next));
+    // Last before the switch: until it, this code runs on `prev`'s stack,
+    // and what it runs (or traces, or faults in) is still `prev`'s.
+    // SAFETY: `next` lives on in `current` (above).
+    set_current(unsafe { &*next_task });
     // SAFETY: interrupts masked, the lock held; `next` is switched out (or
     // new) and only this CPU resumes it (it left the queue under the lock);
     // `prev`'s context lives as long as the task.
