@@ -21,7 +21,7 @@
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 use arch::irq::IrqGuard;
 use arch::sync::{Mutex, MutexGuard};
@@ -38,16 +38,26 @@ pub const PAGES_PER_CPU: usize = 1024;
 /// Pages per CPU of an instance's buffer: 1 MiB.
 pub const INSTANCE_PAGES_PER_CPU: usize = 256;
 
-/// A buffer's `on` states. Recording with the `local` clock (the default,
-/// and the fast path) is 0: the write's first test is then a test for zero.
-const ON_LOCAL: u8 = 0;
+/// A buffer's `on` word: its low byte is `tracing_on` and the clock, the
+/// rest counts readers pausing it ([`PAUSE`]). A write records only when
+/// the whole word is [`ON_LOCAL`] or [`ON_OTHER_CLOCK`]: recording with the
+/// `local` clock (the default, and the fast path) is 0, so the write's
+/// first test is a test for zero.
+const ON_LOCAL: u32 = 0;
 /// Not recording (`tracing_on` 0).
-const OFF: u8 = 1;
+const OFF: u32 = 1;
 /// Recording, with another clock (`clock::trace_now`).
-const ON_OTHER_CLOCK: u8 = 2;
+const ON_OTHER_CLOCK: u32 = 2;
+/// The `tracing_on` and clock part of the word.
+const STATE: u32 = 0xff;
+/// One reader pausing the buffer (`cat trace`): added while it reads. A
+/// count, not a flag, so that overlapping readers and `tracing_on` writes
+/// during a read each keep their effect (Linux's `tracing_stop` is a count
+/// apart from `tracing_on` too).
+const PAUSE: u32 = 0x100;
 
 /// The `on` state of a recording buffer under the current clock.
-fn on_state() -> u8 {
+fn on_state() -> u32 {
     match clock::trace_clock() {
         clock::TraceClock::Local => ON_LOCAL,
         _ => ON_OTHER_CLOCK,
@@ -83,15 +93,18 @@ pub struct TraceBuffer {
     cpus: usize,
     pages: AtomicUsize,
     /// `tracing_on`, and the clock: [`OFF`], [`ON_LOCAL`] or [`ON_OTHER_CLOCK`]
-    /// (so the write tests the clock on a value it loads anyway).
-    on: AtomicU8,
+    /// (so the write tests the clock on a value it loads anyway), plus the
+    /// pausing readers ([`PAUSE`]).
+    on: AtomicU32,
     /// Held by every reader and by a resize.
     readers: Mutex<()>,
     /// The snapshot's rings (`cpus` of them, leaked), or null before
     /// `snapshot` is allocated. Swapped with `rings` to take a snapshot.
     spare: AtomicPtr<RingBuffer>,
     /// Taken (never waited for, in tracing code) while the two pointers
-    /// change: by a swap, and by whoever frees or replaces the spare.
+    /// change: by a swap, and by whoever frees or replaces the spare; and
+    /// by a reader or clearer of the live rings, so that they stay the live
+    /// ones while it works (a callback's swap meanwhile is skipped).
     swapping: AtomicBool,
 }
 
@@ -145,7 +158,7 @@ unsafe fn free_rings(rings: *mut RingBuffer) {
 pub enum ResizeError {
     /// Fewer than 2 pages, or more than [`MAX_PAGES_PER_CPU`].
     BadSize,
-    /// The heap cannot hold the new rings.
+    /// The heap cannot hold the new rings and room to read them.
     NoMemory,
 }
 
@@ -161,7 +174,7 @@ impl TraceBuffer {
             rings: AtomicPtr::new(rings),
             cpus: cpus(),
             pages: AtomicUsize::new(pages.max(2)),
-            on: AtomicU8::new(on_state()),
+            on: AtomicU32::new(on_state()),
             readers: Mutex::new(()),
             spare: AtomicPtr::new(core::ptr::null_mut()),
             swapping: AtomicBool::new(false),
@@ -185,6 +198,16 @@ impl TraceBuffer {
         }
         let _readers = self.readers.lock();
         let new = make_rings(pages).ok_or(ResizeError::NoMemory)?;
+        // Reading the buffer (`cat trace`, `snapshot`) copies it and lists
+        // its events, about twice its size: a buffer the heap could hold
+        // but not read would make every read fail. Room for that is
+        // checked now, while a refusal still changes nothing.
+        let read_room = 2 * pages * PAGE_SIZE * cpus();
+        if alloc::vec::Vec::<u8>::new().try_reserve_exact(read_room).is_err() {
+            // SAFETY: just made, never published.
+            unsafe { free_rings(new) };
+            return Err(ResizeError::NoMemory);
+        }
         // A snapshot buffer is resized too (and emptied).
         let new_spare = match self.spare.load(Ordering::Acquire).is_null() {
             true => core::ptr::null_mut(),
@@ -261,9 +284,15 @@ impl TraceBuffer {
         if spare.is_null() {
             return false;
         }
+        self.swap_rings(spare);
+        true
+    }
+
+    /// Makes `spare` (the snapshot's rings) the live ones, and the live
+    /// ones the snapshot. The caller holds `swapping`, interrupts masked.
+    fn swap_rings(&self, spare: *mut RingBuffer) {
         let recorded = self.rings.swap(spare, Ordering::AcqRel);
         self.spare.store(recorded, Ordering::Release);
-        true
     }
 
     /// The snapshot's rings, for a reader holding `readers` (`None`: not
@@ -286,25 +315,55 @@ impl TraceBuffer {
     /// Empties the snapshot, keeping it allocated (`echo 2 > snapshot`).
     pub fn reset_snapshot(&self) {
         let readers = self.readers.lock();
+        let _swap = SwapGuard::new(&self.swapping);
         for ring in self.spare_rings(&readers).unwrap_or(&[]) {
             ring.reset();
         }
     }
 
+    /// `echo 1 > snapshot` once allocated: empties the snapshot and takes
+    /// one at once, with no swap by a callback in between (which would
+    /// reverse it). `false` if no snapshot buffer is allocated.
+    pub fn take_snapshot(&self) -> bool {
+        let readers = self.readers.lock();
+        let _swap = SwapGuard::new(&self.swapping);
+        let Some(spare) = self.spare_rings(&readers) else { return false };
+        for ring in spare {
+            ring.reset();
+        }
+        let _irq = IrqGuard::new();
+        self.swap_rings(self.spare.load(Ordering::Acquire));
+        true
+    }
+
     /// Whether events are being recorded (`tracing_on`).
     #[inline]
     pub fn is_on(&self) -> bool {
-        self.on.load(Ordering::Relaxed) != OFF
+        self.on.load(Ordering::Relaxed) & STATE != OFF
     }
 
     /// Switches recording (`echo 0|1 > tracing_on`).
     pub fn set_on(&self, on: bool) {
-        self.on.store(if on { on_state() } else { OFF }, Ordering::Relaxed);
+        let state = if on { on_state() } else { OFF };
+        let _ = self.on.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| Some(word & !STATE | state));
     }
 
     /// `trace_clock` changed: a recording buffer takes the new clock.
     pub(crate) fn clock_changed(&self) {
-        let _ = self.on.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |state| (state != OFF).then(on_state));
+        let _ = self
+            .on
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| (word & STATE != OFF).then(|| word & !STATE | on_state()));
+    }
+
+    /// Stops recording until [`resume`](Self::resume), whatever
+    /// `tracing_on` says (a reader, so reading does not trace itself).
+    pub fn pause(&self) {
+        self.on.fetch_add(PAUSE, Ordering::Relaxed);
+    }
+
+    /// Ends one [`pause`](Self::pause).
+    pub fn resume(&self) {
+        self.on.fetch_sub(PAUSE, Ordering::Relaxed);
     }
 
     /// Records one event now, if recording is on. Returns whether it was.
@@ -321,13 +380,15 @@ impl TraceBuffer {
     // would cost it a frame (some 20 instructions, measured).
     #[inline(always)]
     pub fn write_with(&self, len: usize, fill: impl FnOnce(u64, &mut Payload)) -> Option<u64> {
+        // Interrupts masked first: the state (and so the clock) is read
+        // where a clock switch's cross-CPU round waits for this write.
+        let _irq = IrqGuard::new();
         // The clock is tested on the value loaded for `tracing_on` anyway
         // (a separate load of the clock cost 3 to 7 instructions a call).
         let state = self.on.load(Ordering::Relaxed);
-        if state != ON_LOCAL && state == OFF {
-            return None;
+        if state != ON_LOCAL && state != ON_OTHER_CLOCK {
+            return None; // off, or paused
         }
-        let _irq = IrqGuard::new();
         let rings = self.rings.load(Ordering::Acquire);
         let cpu = cpu::id();
         if cpu >= self.cpus {
@@ -353,6 +414,7 @@ impl TraceBuffer {
     /// Empties CPU `cpu`'s ring (`echo > per_cpu/cpuN/trace`).
     pub fn reset_cpu(&self, cpu: usize) {
         let readers = self.readers.lock();
+        let _swap = SwapGuard::new(&self.swapping); // the live rings stay live
         if let Some(ring) = self.rings(&readers).get(cpu) {
             ring.reset();
         }
@@ -361,6 +423,7 @@ impl TraceBuffer {
     /// Empties every CPU's ring (`echo > trace`).
     pub fn reset(&self) {
         let readers = self.readers.lock();
+        let _swap = SwapGuard::new(&self.swapping); // the live rings stay live
         for ring in self.rings(&readers) {
             ring.reset();
         }
@@ -421,6 +484,7 @@ impl TraceBuffer {
     /// read); how many events, or `None` if there are none.
     pub fn read_page(&self, cpu: usize, out: &mut [u8; PAGE_SIZE]) -> Option<usize> {
         let readers = self.readers.lock();
+        let _swap = SwapGuard::new(&self.swapping); // the live rings stay live
         self.rings(&readers).get(cpu)?.read_page(out)
     }
 

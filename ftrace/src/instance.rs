@@ -331,8 +331,7 @@ impl TraceArray {
             1 => {
                 buffer.alloc_snapshot()?;
                 // What recording goes on in (the old snapshot) starts empty.
-                buffer.reset_snapshot();
-                buffer.swap_snapshot();
+                buffer.take_snapshot();
             }
             _ => buffer.reset_snapshot(),
         }
@@ -574,10 +573,12 @@ pub(crate) fn init() {
 /// Empties every trace array's buffer and gives it the new clock
 /// (`trace_clock` switched).
 pub(crate) fn reset_all_buffers() {
-    for_each_array(|array| {
-        array.buffer().clock_changed();
-        array.buffer().reset();
-    });
+    for_each_array(|array| array.buffer().clock_changed());
+    // A write reads its clock with interrupts masked: after this round no
+    // write that read the old one is still under way, and the resets below
+    // leave no ring mixing two clocks.
+    arch::smp::sync_all();
+    for_each_array(|array| array.buffer().reset());
 }
 
 /// A held instance: `rmdir` is refused while it is held.

@@ -389,10 +389,9 @@ pub fn write_trace(array: &TraceArray, out: &mut dyn Write) -> fmt::Result {
 /// every CPU's (`None`).
 pub fn write_trace_of(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Write) -> fmt::Result {
     let buffer = array.buffer();
-    let was_on = buffer.is_on();
-    buffer.set_on(false);
+    buffer.pause();
     let result = write_trace_paused(array, cpu, out);
-    buffer.set_on(was_on);
+    buffer.resume();
     result
 }
 
@@ -494,10 +493,14 @@ pub fn write_marker(array: &TraceArray, text: &str) -> bool {
     array.buffer().write_with(size, |_, out| crate::event::encode_print(common, 0, &bytes, out)).is_some()
 }
 
-/// One pass of `cat trace_pipe`: takes every event the buffer holds out
+/// One pass of `cat trace_pipe`: takes the events the buffer holds out
 /// (a consuming read: the next pass, or `trace`, no longer sees them) for
 /// one CPU or all, and prints them oldest first as `trace` does, without
 /// its header. Returns how many it printed.
+///
+/// A pass reads at most as many pages from a CPU as its ring has: the
+/// page a CPU is writing can be read again and again while it keeps
+/// tracing, and an unbounded pass would never end (nor stop growing).
 pub fn consume_events(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Write) -> Result<usize, fmt::Error> {
     let buffer = array.buffer();
     let cpus = match cpu {
@@ -507,7 +510,10 @@ pub fn consume_events(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Writ
     let mut pages: Vec<(usize, Box<[u8; crate::ring_buffer::PAGE_SIZE]>)> = Vec::new();
     for cpu in cpus {
         let mut page = Box::new([0u8; crate::ring_buffer::PAGE_SIZE]);
-        while buffer.read_page(cpu, &mut page).is_some() {
+        for _ in 0..buffer.pages_per_cpu() {
+            if buffer.read_page(cpu, &mut page).is_none() {
+                break;
+            }
             pages.push((cpu, core::mem::replace(&mut page, Box::new([0u8; crate::ring_buffer::PAGE_SIZE]))));
         }
     }

@@ -287,7 +287,9 @@ fn write_buffer_size_kb(array: Array, text: &str, _mode: FilterMode) -> Result<(
     match array.buffer().resize(kb.div_ceil(PAGE_DATA_KB)) {
         Ok(()) => Ok(()),
         Err(ResizeError::BadSize) => Err(TracefsError::Invalid(format!("{kb} KiB is out of range ({})", range()))),
-        Err(ResizeError::NoMemory) => Err(TracefsError::Invalid(format!("not enough memory for {kb} KiB per CPU"))),
+        Err(ResizeError::NoMemory) => {
+            Err(TracefsError::Invalid(format!("not enough memory for {kb} KiB per CPU (and a copy to read it)")))
+        }
     }
 }
 

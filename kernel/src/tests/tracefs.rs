@@ -187,6 +187,49 @@ fn trace_pipe_streams_a_workload_running_in_another_task() {
 }
 
 #[ktest]
+fn a_trace_pipe_pass_ends_although_reading_records_events() {
+    // Each page the pass takes is a fresh allocation, and the allocator's
+    // entry is traced: reading records events on the reader's own CPU, on
+    // the page it reads next. A pass must still end (it reads each ring
+    // at most once round), and give back what it took.
+    let original = read("buffer_size_kb");
+    write("buffer_size_kb", "8");
+    write("set_ftrace_filter", "__rust_alloc*");
+    write("current_tracer", "function");
+    let mut out = String::new();
+    let pages = ftrace::instance::top().buffer().pages_per_cpu() * ftrace::instance::top().buffer().cpus();
+    let printed = ftrace::tracer::consume_events(ftrace::instance::top(), None, &mut out).unwrap();
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+    write("buffer_size_kb", original.trim());
+    assert!(printed > 0, "the allocations were recorded");
+    assert!(out.lines().all(|line| line.contains("__rust_alloc")), "{out}");
+    assert!(printed <= pages * ftrace::ring_buffer::PAGE_SIZE / 8, "at most the ring's pages: {printed} events");
+}
+
+#[ktest]
+fn a_reader_pauses_recording_without_touching_tracing_on() {
+    // `cat trace` pauses the buffer while it copies it. A `traceoff` (or a
+    // `tracing_on` write) during the read must stay, and two overlapping
+    // readers must not leave recording paused or switched off.
+    let buffer = ftrace::instance::top().buffer();
+    write("trace", "");
+    buffer.pause();
+    buffer.pause();
+    assert!(buffer.is_on(), "tracing_on is as it was");
+    assert!(!buffer.write(&[0; 8]), "paused: nothing recorded");
+    buffer.set_on(false); // what a traceoff trigger does mid-read
+    buffer.resume();
+    assert!(!buffer.write(&[0; 8]), "one reader still pauses it");
+    buffer.resume();
+    assert!(!buffer.is_on(), "the traceoff during the reads stays");
+    assert!(!buffer.write(&[0; 8]));
+    buffer.set_on(true);
+    assert!(buffer.write(&[0; 8]), "recording again");
+    write("trace", "");
+}
+
+#[ktest]
 fn trace_marker_lines_land_among_the_events() {
     write("set_ftrace_filter", "fib");
     write("current_tracer", "function");
