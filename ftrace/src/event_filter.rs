@@ -113,7 +113,16 @@ pub enum FilterError {
     },
     /// Anything else the grammar does not allow, at this token.
     Syntax(String),
+    /// More than [`MAX_NESTING`] levels of `(` and `!`, or more than
+    /// [`MAX_PREDICATES`] comparisons: the parser and the traced path's
+    /// evaluation recurse that deep.
+    TooComplex,
 }
+
+/// The deepest nesting of `(` and `!` a filter may have.
+pub const MAX_NESTING: usize = 16;
+/// The most comparisons one filter may hold.
+pub const MAX_PREDICATES: usize = 32;
 
 impl fmt::Display for FilterError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -123,6 +132,9 @@ impl fmt::Display for FilterError {
             FilterError::BadOperator { field, op } => write!(f, "'{op}' does not apply to field '{field}'"),
             FilterError::BadNumber { field, value } => write!(f, "'{value}' is not a number for field '{field}'"),
             FilterError::Syntax(at) => write!(f, "syntax error at '{at}'"),
+            FilterError::TooComplex => {
+                write!(f, "filter too complex (at most {MAX_NESTING} levels of '(' and '!', {MAX_PREDICATES} comparisons)")
+            }
         }
     }
 }
@@ -158,13 +170,15 @@ fn tokenize(text: &str) -> Result<Vec<Token>, FilterError> {
     let bytes = text.as_bytes();
     let mut tokens = Vec::new();
     let mut i = 0;
-    while i < bytes.len() {
+    while let Some(c) = text[i..].chars().next() {
+        // Any whitespace separates, as the word scanner below treats it:
+        // a word there would be empty, and the scan would not move.
+        if c.is_whitespace() {
+            i += c.len_utf8();
+            continue;
+        }
         let next = bytes.get(i + 1).copied();
         let (token, len) = match (bytes[i], next) {
-            (b' ' | b'\t' | b'\n', _) => {
-                i += 1;
-                continue;
-            }
             (b'&', Some(b'&')) => (Token::And, 2),
             (b'|', Some(b'|')) => (Token::Or, 2),
             (b'=', Some(b'=')) => (Token::Op(Op::Eq), 2),
@@ -198,6 +212,10 @@ struct Parser<'a> {
     tokens: Vec<Token>,
     at: usize,
     fields: &'a [FilterField],
+    /// Levels of `(` and `!` open now.
+    depth: usize,
+    /// Comparisons parsed so far.
+    predicates: usize,
 }
 
 impl Parser<'_> {
@@ -237,13 +255,23 @@ impl Parser<'_> {
     }
 
     fn unary(&mut self) -> Result<Node, FilterError> {
-        match self.peek() {
-            Some(Token::Not) => {
-                self.at += 1;
-                Ok(Node::Not(Box::new(self.unary()?)))
+        if matches!(self.peek(), Some(Token::Not | Token::Open)) {
+            if self.depth == MAX_NESTING {
+                return Err(FilterError::TooComplex);
             }
-            Some(Token::Open) => {
-                self.at += 1;
+            self.depth += 1;
+            let node = self.nested();
+            self.depth -= 1;
+            return node;
+        }
+        self.predicate()
+    }
+
+    /// `!` or `(`, one level down.
+    fn nested(&mut self) -> Result<Node, FilterError> {
+        match self.next() {
+            Some(Token::Not) => Ok(Node::Not(Box::new(self.unary()?))),
+            _ => {
                 let node = self.or()?;
                 match self.next() {
                     Some(Token::Close) => Ok(node),
@@ -253,11 +281,14 @@ impl Parser<'_> {
                     }
                 }
             }
-            _ => self.predicate(),
         }
     }
 
     fn predicate(&mut self) -> Result<Node, FilterError> {
+        self.predicates += 1;
+        if self.predicates > MAX_PREDICATES {
+            return Err(FilterError::TooComplex);
+        }
         let Some(Token::Word(name)) = self.peek().cloned() else { return Err(self.error_here()) };
         self.at += 1;
         let field = self.fields.iter().position(|f| f.name == name).ok_or(FilterError::UnknownField(name.clone()))?;
@@ -307,7 +338,7 @@ impl EventFilter {
         if tokens.is_empty() {
             return Err(FilterError::Empty);
         }
-        let mut parser = Parser { tokens, at: 0, fields };
+        let mut parser = Parser { tokens, at: 0, fields, depth: 0, predicates: 0 };
         let root = parser.or()?;
         if parser.at < parser.tokens.len() {
             return Err(parser.error_here());
@@ -426,6 +457,7 @@ impl FilterSlot {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::format;
 
     fn fields() -> Vec<FilterField> {
         alloc::vec![
@@ -486,5 +518,26 @@ mod tests {
         assert_eq!(parse("pid == 1 pid"), FilterError::Syntax("pid".into()));
         assert_eq!(parse("pid = 1"), FilterError::Syntax("= 1".into()));
         assert_eq!(parse("comm == \"open"), FilterError::Syntax("\"open".into()));
+    }
+
+    #[test]
+    fn any_whitespace_separates_tokens() {
+        // A no-break space (as pasted from a web page) is whitespace too:
+        // the tokenizer once stood still on it, pushing empty words.
+        assert!(check("pid ==\u{a0}1", 1, "x", 0));
+        assert!(check("pid\u{3000}==\u{2028}1", 1, "x", 0));
+    }
+
+    #[test]
+    fn nesting_and_size_are_bounded() {
+        let parse = |text: &str| EventFilter::parse(text, &fields());
+        let nested = |depth: usize| format!("{}pid == 1{}", "(".repeat(depth), ")".repeat(depth));
+        assert!(parse(&nested(MAX_NESTING)).is_ok());
+        assert_eq!(parse(&nested(MAX_NESTING + 1)).unwrap_err(), FilterError::TooComplex);
+        assert_eq!(parse(&format!("{}pid == 1", "!".repeat(200))).unwrap_err(), FilterError::TooComplex);
+        assert_eq!(parse(&"(".repeat(300)).unwrap_err(), FilterError::TooComplex, "refused before the missing ')'");
+        let chain = |n: usize| alloc::vec!["pid == 1"; n].join(" && ");
+        assert!(parse(&chain(MAX_PREDICATES)).is_ok());
+        assert_eq!(parse(&chain(MAX_PREDICATES + 1)).unwrap_err(), FilterError::TooComplex);
     }
 }
