@@ -64,6 +64,8 @@ pub enum EventError {
     Probe(probe::FprobeError),
     Kprobe(KprobeError),
     Filter(FilterError),
+    /// Every event type id was used once (ids are not reused).
+    NoIds,
 }
 
 impl fmt::Display for EventError {
@@ -84,6 +86,7 @@ impl fmt::Display for EventError {
             EventError::Probe(error) => write!(f, "{error}"),
             EventError::Kprobe(error) => write!(f, "{error}"),
             EventError::Filter(error) => write!(f, "{error}"),
+            EventError::NoIds => write!(f, "no event type ids left (each is used once)"),
         }
     }
 }
@@ -222,7 +225,9 @@ impl Event {
 /// The defined events, behind a sleeping mutex (enabling one registers a
 /// probe: a long path, in task context only).
 static EVENTS: arch::sync::Mutex<Vec<Event>> = arch::sync::Mutex::new(Vec::new());
-/// Event type ids of dynamic events start here and are never reused.
+/// Event type ids of dynamic events start here and are never reused (a
+/// record left in a buffer keeps meaning its event); when they run out,
+/// definitions are refused.
 static NEXT_ID: AtomicU16 = AtomicU16::new(1000);
 
 fn compile_source(source: &Source, saved: Saved) -> Result<Fetch, EventError> {
@@ -374,11 +379,18 @@ fn write_probe_events(text: &str, mode: FilterMode, syntax: Syntax) -> Result<()
             Ok(())
         }
         Command::Define(spec) => {
-            if events.iter().any(|e| e.spec.event == spec.event && e.spec.group == spec.group) {
+            // A truncating write replaces this file's events: they are no
+            // obstacle. A static event's name always is.
+            let taken = |e: &Event| {
+                (mode != FilterMode::Replace || !e.in_syntax(syntax)) && e.spec.event == spec.event && e.spec.group == spec.group
+            };
+            if events.iter().any(taken) || ftrace::sched::SchedEvent::find(&spec.group, &spec.event).is_some() {
                 return Err(EventError::Exists(full_name(&spec.group, &spec.event)));
             }
             let (function, mut compiled) = compile(&spec)?;
-            compiled.id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+            compiled.id = NEXT_ID
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |id| id.checked_add(1))
+                .map_err(|_| EventError::NoIds)?;
             if mode == FilterMode::Replace {
                 events.retain(|e| !e.in_syntax(syntax));
             }

@@ -35,9 +35,18 @@ pub enum SchedEvent {
     Wakeup,
 }
 
+/// The scheduler events' group (`events/sched/...`).
+pub const GROUP: &str = "sched";
+
 impl SchedEvent {
     /// Both, in `available_events` order.
     pub const ALL: [SchedEvent; 2] = [SchedEvent::Switch, SchedEvent::Wakeup];
+
+    /// The static event `group/event` names, if any (a dynamic event may
+    /// live in the same group under another name).
+    pub fn find(group: &str, event: &str) -> Option<SchedEvent> {
+        (group == GROUP).then(|| Self::from_name(event)).flatten()
+    }
 
     /// The event's name.
     pub fn name(self) -> &'static str {

@@ -15,8 +15,7 @@ use ftrace::FilterMode;
 
 use crate::tracefs::TracefsError;
 
-/// The static events' group.
-const SCHED: &str = "sched";
+use ftrace::sched::GROUP as SCHED;
 
 fn invalid(error: impl ToString) -> TracefsError {
     TracefsError::Invalid(error.to_string())
@@ -36,52 +35,51 @@ pub fn all() -> Vec<(String, String)> {
     sched.chain(dynamic).collect()
 }
 
-fn sched_event(event: &str) -> Result<SchedEvent, TracefsError> {
-    SchedEvent::from_name(event).ok_or_else(|| TracefsError::Invalid(format!("no event '{SCHED}/{event}'")))
-}
+// Each operation below goes to the static event `group/event` names, and
+// to the dynamic events otherwise (they may share the `sched` group).
 
 /// Whether `events/GRP/EVENT/enable` is 1.
 pub fn is_enabled(group: &str, event: &str) -> Result<bool, TracefsError> {
-    match group {
-        SCHED => Ok(sched_event(event)?.is_enabled()),
-        _ => fprobe::events::is_enabled(group, event).map_err(invalid),
+    match SchedEvent::find(group, event) {
+        Some(sched) => Ok(sched.is_enabled()),
+        None => fprobe::events::is_enabled(group, event).map_err(invalid),
     }
 }
 
 /// `echo 0|1 > events/GRP/EVENT/enable`.
 pub fn set_enabled(group: &str, event: &str, on: bool) -> Result<(), TracefsError> {
-    match group {
-        SCHED => {
-            sched_event(event)?.set_enabled(on);
+    match SchedEvent::find(group, event) {
+        Some(sched) => {
+            sched.set_enabled(on);
             Ok(())
         }
-        _ => fprobe::events::set_enabled(group, event, on).map_err(invalid),
+        None => fprobe::events::set_enabled(group, event, on).map_err(invalid),
     }
 }
 
 /// `echo EXPR > events/GRP/EVENT/filter` (`0` clears it); a bad filter
 /// changes nothing.
 pub fn set_filter(group: &str, event: &str, text: &str) -> Result<(), TracefsError> {
-    match group {
-        SCHED => sched_event(event)?.set_filter(text).map_err(invalid),
-        _ => fprobe::events::set_filter(group, event, text).map_err(invalid),
+    match SchedEvent::find(group, event) {
+        Some(sched) => sched.set_filter(text).map_err(invalid),
+        None => fprobe::events::set_filter(group, event, text).map_err(invalid),
     }
 }
 
 /// `cat events/GRP/EVENT/filter`: the filter, or `none`.
 pub fn filter_text(group: &str, event: &str) -> Result<String, TracefsError> {
-    match group {
-        SCHED => Ok(sched_event(event)?.filter_text()),
-        _ => fprobe::events::filter_text(group, event).map_err(invalid),
+    match SchedEvent::find(group, event) {
+        Some(sched) => Ok(sched.filter_text()),
+        None => fprobe::events::filter_text(group, event).map_err(invalid),
     }
 }
 
 /// `cat events/GRP/EVENT/format`.
 pub fn write_format(group: &str, event: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
-    if group != SCHED {
+    let Some(sched) = SchedEvent::find(group, event) else {
         return fprobe::events::write_format(group, event, out).map_err(invalid);
-    }
-    let name = sched_event(event)?.name();
+    };
+    let name = sched.name();
     let (_, text) = ftrace::event::sched_formats().into_iter().find(|(n, _)| *n == name).expect("a format per event");
     out.write_str(&text).map_err(output_failed)
 }
