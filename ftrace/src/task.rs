@@ -162,6 +162,11 @@ impl TaskTrace {
         self.stack.reset();
         self.recursion.store(0, Ordering::Relaxed);
         self.reset_graph_marks();
+        // An abandoned callback never left its trampoline: without this a
+        // grace period would wait for it for ever.
+        if self.counters.active.swap(0, Ordering::Relaxed) != 0 {
+            self.counters.exits.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Clears the graph tracer's markers in every slot and context.
@@ -210,9 +215,11 @@ static ALL: SpinLock<Vec<Registered>> = SpinLock::new(Vec::new());
 /// `state` stays valid, at the same address, until [`unregister`]ed.
 pub unsafe fn register(state: &TaskTrace) {
     crate::sched::save_cmdline(state.pid, &state.comm);
+    // Listed first, then filtered: a pid list changing in between then
+    // reaches it either way (its walk, or the filtering here after it).
+    ALL.lock().push(Registered(state));
     crate::instance::filter_new_task(state);
     crate::event_pid::filter_new_task(state);
-    ALL.lock().push(Registered(state));
 }
 
 /// Forgets a task's state (the scheduler, when the task is gone for good:
