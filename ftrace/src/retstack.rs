@@ -280,6 +280,28 @@ unsafe fn missed_returns(stack: &ShadowStack, base: usize, info: &ReturnInfo) {
     }
 }
 
+/// Gives back every hooked call of a task that exited: the calls on its
+/// shadow stack (its entry function, `exit`, the switch away) will never
+/// return, so each entry's user gets `on_missed`, innermost first (a
+/// rethook's node goes back to its pool, a probe's reference is dropped,
+/// as Linux's `rethook_flush_task` does), and the stack is emptied.
+///
+/// # Safety
+/// The task runs no more, nor anything on its behalf, and no other CPU
+/// walks its stack (it is unregistered: `task::unregister`).
+pub unsafe fn flush(state: &TaskTrace) {
+    let stack = &state.stack;
+    while let Some(base) = stack.innermost_base() {
+        // SAFETY: the innermost frame; nothing writes the stack but this.
+        let info = ReturnInfo::of(unsafe { stack.header_in_place(base) });
+        // SAFETY: a stopped task's frames: every entry committed (its hooks
+        // were made and finished in callbacks that returned), nothing above.
+        unsafe { missed_returns(stack, base, info) };
+        // SAFETY: the frame is on the stack.
+        unsafe { stack.pop_innermost() };
+    }
+}
+
 /// A return that cannot be matched with its frame: stop hooking returns,
 /// report everything known, and panic (returning anywhere would be worse).
 #[cold]
@@ -317,14 +339,6 @@ pub fn resolve_return_address(address: usize, caller_fp: usize) -> usize {
         return address;
     }
     task::try_current().and_then(|state| state.stack.return_address_for(caller_fp)).unwrap_or(address)
-}
-
-/// Whether any shadow stack holds an entry of `user`: a hooked call whose
-/// return callback has not run yet.
-pub fn user_in_flight(user: *const ReturnUser) -> bool {
-    let mut found = false;
-    task::for_each(|state| found |= state.stack.holds_user(user as u64));
-    found
 }
 
 /// Hooked calls on the current task's shadow stack now.

@@ -266,6 +266,9 @@ impl Task {
     /// its joiners.
     pub(super) fn release_resources(&self) {
         ftrace::task::unregister(&self.trace);
+        // SAFETY: the task exited and no longer runs (it is released once
+        // switched away from), and no walk across tasks reaches it now.
+        unsafe { ftrace::retstack::flush(&self.trace) };
         drop(self.slot.lock().take());
         self.released.store(true, Ordering::Release);
         self.exited.wake_all();

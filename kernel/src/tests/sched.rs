@@ -281,6 +281,31 @@ fn an_fprobe_unregistered_while_a_call_sleeps_in_it_outlives_that_call() {
     assert!(after <= heap + 512, "the probe was freed once the call returned: {heap} -> {after} bytes");
 }
 
+#[ktest]
+fn an_exited_task_gives_back_the_calls_it_never_returns_from() {
+    // A task's `exit` never returns: hooked, its frame outlives the task.
+    // Releasing the task gives it back (`on_missed`), as Linux flushes a
+    // dead task's return hooks, so the probe is not held for ever.
+    let config = FprobeConfig {
+        entry: None,
+        exit: Some(count_exit),
+        entry_data_words: 0,
+        save_args: false,
+        private: 0,
+        free_private: None,
+    };
+    let probe = fprobe::register(config, Target::Symbols(&["kernel::sched::exit"])).unwrap();
+    let missed = probe.nmissed();
+    assert_eq!(sched::spawn("exits-hooked", || 5).unwrap().join(), 5);
+    let deadline = arch::time::ticks() + arch::time::HZ;
+    while probe.in_flight() && arch::time::ticks() < deadline {
+        sched::sleep_ms(1);
+    }
+    assert!(!probe.in_flight(), "the dead task's hooked exit() was given back");
+    assert!(probe.nmissed() > missed, "and counted as missed");
+    drop(probe);
+}
+
 // ---- patching a site other CPUs are running ----
 
 static HAMMER_STOP: AtomicBool = AtomicBool::new(false);
