@@ -128,6 +128,12 @@ pub struct FgraphOps {
     private: AtomicUsize,
     overruns: AtomicU64,
     missed_returns: AtomicU64,
+    /// Hooked calls whose return callback (or `on_missed`) has not run
+    /// yet: counted at the commit, and given back as the last thing the
+    /// return does with the ops. What frees an ops' owner (a removed
+    /// instance) waits for zero. (A scan of every task's shadow stack
+    /// cannot tell: the running ones change under it.)
+    hooked_calls: AtomicUsize,
 }
 
 impl FgraphOps {
@@ -167,6 +173,7 @@ impl FgraphOps {
             private: AtomicUsize::new(0),
             overruns: AtomicU64::new(0),
             missed_returns: AtomicU64::new(0),
+            hooked_calls: AtomicUsize::new(0),
         }
     }
 
@@ -209,8 +216,7 @@ impl FgraphOps {
 
     /// Whether a call this user hooked has not returned yet (on any task).
     pub fn in_flight(&self) -> bool {
-        let user: *const ReturnUser = crate::field_of!(self, FgraphOps, user);
-        retstack::user_in_flight(user)
+        self.hooked_calls.load(Ordering::Acquire) != 0
     }
 
     /// Calls this user could not trace: the shadow stack had no room.
@@ -291,6 +297,7 @@ fn graph_entry_with<G: GraphCallbacks>(ip: usize, parent_ip: usize, ops: &Ftrace
     // the return callback (`graph_return`, `graph_return_of`) can step back
     // from it to the ops.
     let user: *const ReturnUser = crate::field_of!(gops, FgraphOps, user);
+    gops.hooked_calls.fetch_add(1, Ordering::Relaxed);
     // SAFETY: graph ops are statics (`register` takes `&'static self`): the
     // user outlives every call; `user` was made as `commit` asks. The data
     // fits: the pending hook has room for `data_words`, `EntryData`'s limit.
@@ -333,8 +340,11 @@ fn graph_return_with<G: GraphCallbacks>(user: *const ReturnUser, call: &ReturnIn
         ret_addr: call.ret_addr(),
     };
     G::ret(gops, &info, data, fregs);
+    gops.hooked_calls.fetch_sub(1, Ordering::Release);
 }
 
 fn graph_missed(user: *const ReturnUser, _call: &ReturnInfo, _data: &mut [u64]) {
-    gops_of(user).missed_returns.fetch_add(1, Ordering::Relaxed);
+    let gops = gops_of(user);
+    gops.missed_returns.fetch_add(1, Ordering::Relaxed);
+    gops.hooked_calls.fetch_sub(1, Ordering::Release);
 }

@@ -176,8 +176,21 @@ pub fn start_cpus(wanted: usize) -> usize {
             println!("smp: CPU {cpu} did not come up");
             break;
         }
+        // Until it names its idle task, the CPU runs traced code (the
+        // scheduler's) with no tracing state: nothing may enable a site
+        // before then, and only this boot flow could.
+        while !has_task(cpu) {
+            core::hint::spin_loop();
+        }
     }
     smp::online()
+}
+
+/// Per CPU: it runs a task (its idle task) the tracer knows.
+static HAS_TASK: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
+
+fn has_task(cpu: usize) -> bool {
+    HAS_TASK[cpu].load(Ordering::Acquire)
 }
 
 /// Where each secondary CPU enters the kernel, on its idle task's stack,
@@ -187,6 +200,7 @@ pub fn start_cpus(wanted: usize) -> usize {
 fn kernel_secondary_main(cpu: usize) -> ! {
     let idle = with(|s| s.cpus[cpu].idle.clone().expect("an idle task for every started CPU"));
     set_current(&idle);
+    HAS_TASK[cpu].store(true, Ordering::Release);
     drop(idle);
     cpu::enable_interrupts();
     idle_loop()
