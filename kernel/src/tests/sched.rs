@@ -240,6 +240,11 @@ fn count_exit(_fp: &Fprobe, _ip: usize, _ret: usize, _fregs: &mut FtraceRegs, _d
     EXITS_SEEN.fetch_add(1, Ordering::SeqCst);
 }
 
+/// A probe that counts exits only.
+fn exit_counting() -> FprobeConfig {
+    FprobeConfig { entry: None, exit: Some(count_exit), entry_data_words: 0, save_args: false, private: 0, free_private: None }
+}
+
 static SLEEPING: AtomicBool = AtomicBool::new(false);
 
 #[inline(never)]
@@ -252,14 +257,7 @@ fn sleeps_inside(x: u64) -> u64 {
 #[ktest]
 fn an_fprobe_unregistered_while_a_call_sleeps_in_it_outlives_that_call() {
     let f = address(sleeps_inside as fn(u64) -> u64);
-    let config = FprobeConfig {
-        entry: None,
-        exit: Some(count_exit),
-        entry_data_words: 0,
-        save_args: false,
-        private: 0,
-        free_private: None,
-    };
+    let config = exit_counting();
     // Warm up what is allocated once.
     drop(fprobe::register(config, Target::Addresses(&[f])).unwrap());
     ftrace::deferred::reclaim();
@@ -286,14 +284,7 @@ fn an_exited_task_gives_back_the_calls_it_never_returns_from() {
     // A task's `exit` never returns: hooked, its frame outlives the task.
     // Releasing the task gives it back (`on_missed`), as Linux flushes a
     // dead task's return hooks, so the probe is not held for ever.
-    let config = FprobeConfig {
-        entry: None,
-        exit: Some(count_exit),
-        entry_data_words: 0,
-        save_args: false,
-        private: 0,
-        free_private: None,
-    };
+    let config = exit_counting();
     let probe = fprobe::register(config, Target::Symbols(&["kernel::sched::exit"])).unwrap();
     let missed = probe.nmissed();
     assert_eq!(sched::spawn("exits-hooked", || 5).unwrap().join(), 5);
