@@ -415,13 +415,14 @@ fn parse_source(text: &str, depth: usize) -> Result<Source, &'static str> {
             "stack" => Ok(Source::StackPointer),
             _ => {
                 if let Some(n) = rest.strip_prefix("arg") {
-                    let n: usize = n.parse().map_err(|_| "expected $argN with N from 1")?;
+                    let n = parse_index(n).ok_or("expected $argN with N from 1")?;
                     if n == 0 {
                         return Err("arguments count from $arg1");
                     }
                     Ok(Source::Arg(n))
                 } else if let Some(n) = rest.strip_prefix("stack") {
-                    Ok(Source::Stack(n.parse().map_err(|_| "expected $stackN")?))
+                    let n = parse_index(n).filter(|&n| n <= MAX_STACK_INDEX).ok_or("expected $stackN with N up to 4095")?;
+                    Ok(Source::Stack(n))
                 } else {
                     Err("unknown variable (expected $argN, $retval, $stackN or $stack)")
                 }
@@ -447,7 +448,17 @@ fn parse_source(text: &str, depth: usize) -> Result<Source, &'static str> {
     Err("expected $argN, $retval, $stackN, $stack, %REG or +|-OFFS(FETCHARG)")
 }
 
-/// `+8`, `-0x10`.
+/// The largest `N` of `$stackN`: words of a task's stack (as Linux's
+/// `PARAM_MAX_STACK` bounds it by the stack size).
+const MAX_STACK_INDEX: usize = 4095;
+
+/// A decimal index: digits only (no sign, as Linux's `kstrtoul`).
+fn parse_index(text: &str) -> Option<usize> {
+    text.bytes().all(|b| b.is_ascii_digit()).then(|| text.parse().ok()).flatten()
+}
+
+/// `+8`, `-0x10`: one sign, then decimal or `0x` hex digits only (so
+/// neither `+-8` nor `+0x-8`, and no magnitude that overflows).
 fn parse_offset(text: &str) -> Option<i64> {
     let (sign, digits) = match text.split_at_checked(1)? {
         ("+", digits) => (1, digits),
@@ -455,8 +466,9 @@ fn parse_offset(text: &str) -> Option<i64> {
         _ => return None,
     };
     let value = match digits.strip_prefix("0x") {
-        Some(hex) => i64::from_str_radix(hex, 16).ok()?,
-        None => digits.parse::<i64>().ok()?,
+        Some(hex) if hex.bytes().all(|b| b.is_ascii_hexdigit()) => i64::from_str_radix(hex, 16).ok()?,
+        None if digits.bytes().all(|b| b.is_ascii_digit()) => digits.parse::<i64>().ok()?,
+        _ => return None,
     };
     Some(sign * value)
 }
@@ -551,6 +563,19 @@ mod tests {
         assert_eq!(parse("rx:a fib"), Err(UnknownType { head: "rx:a".into(), syntax: Syntax::Dynamic }));
         assert_eq!(parse("p:a"), Err(MissingSymbol));
         assert!(matches!(parse("p:a fib %"), Err(BadFetchArg { .. })));
+    }
+
+    #[test]
+    fn numbers_in_fetch_args_take_one_sign_and_digits() {
+        let accepted = |arg: &str| parse(&format!("f:a fib x={arg}")).is_ok();
+        for good in ["+8($arg1)", "-0x10(%di)", "$stack4095", "$arg12"] {
+            assert!(accepted(good), "{good}");
+        }
+        for bad in
+            ["+-8($arg1)", "--8($arg1)", "+0x-8($arg1)", "--9223372036854775808($arg1)", "$arg+1", "$stack+2", "$stack4096"]
+        {
+            assert!(!accepted(bad), "{bad}");
+        }
     }
 
     #[test]
