@@ -314,25 +314,29 @@ impl TraceBuffer {
 
     /// Empties the snapshot, keeping it allocated (`echo 2 > snapshot`).
     pub fn reset_snapshot(&self) {
-        let readers = self.readers.lock();
-        let _swap = SwapGuard::new(&self.swapping);
-        for ring in self.spare_rings(&readers).unwrap_or(&[]) {
-            ring.reset();
-        }
+        self.empty_snapshot(false);
     }
 
     /// `echo 1 > snapshot` once allocated: empties the snapshot and takes
-    /// one at once, with no swap by a callback in between (which would
-    /// reverse it). `false` if no snapshot buffer is allocated.
+    /// one at once. `false` if no snapshot buffer is allocated.
     pub fn take_snapshot(&self) -> bool {
+        self.empty_snapshot(true)
+    }
+
+    /// Empties the snapshot's rings and, if `take`, swaps them in as the
+    /// live ones, with no callback's swap in between (which would reverse
+    /// it). `false` if no snapshot buffer is allocated.
+    fn empty_snapshot(&self, take: bool) -> bool {
         let readers = self.readers.lock();
         let _swap = SwapGuard::new(&self.swapping);
         let Some(spare) = self.spare_rings(&readers) else { return false };
         for ring in spare {
             ring.reset();
         }
-        let _irq = IrqGuard::new();
-        self.swap_rings(self.spare.load(Ordering::Acquire));
+        if take {
+            let _irq = IrqGuard::new();
+            self.swap_rings(self.spare.load(Ordering::Acquire));
+        }
         true
     }
 
