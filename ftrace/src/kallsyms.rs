@@ -245,7 +245,19 @@ impl fmt::Display for NameError {
 
 /// Writes `function+0xOFF/0xSIZE` for `address`, or the bare address.
 pub fn write_address(out: &mut dyn fmt::Write, table: Option<&Kallsyms<'_>>, address: usize) -> fmt::Result {
-    match table.and_then(|t| t.lookup(address)) {
+    write_symbol(out, table.and_then(|t| t.lookup(address)), address)
+}
+
+/// [`write_address`] for a return address (a caller in a backtrace): it
+/// points after the call, so the function is looked up one byte back. A
+/// call that is its function's last instruction (a call that never
+/// returns) then still names its own function, not the next one.
+pub fn write_return_address(out: &mut dyn fmt::Write, table: Option<&Kallsyms<'_>>, address: usize) -> fmt::Result {
+    write_symbol(out, table.and_then(|t| t.lookup(address.checked_sub(1)?)), address)
+}
+
+fn write_symbol(out: &mut dyn fmt::Write, symbol: Option<Symbol<'_>>, address: usize) -> fmt::Result {
+    match symbol {
         Some(symbol) => write!(out, "{}+{:#x}/{:#x}", symbol.name, address - symbol.address, symbol.size),
         None => write!(out, "{address:#x}"),
     }
@@ -340,6 +352,13 @@ mod tests {
         let mut text = alloc::string::String::new();
         write_address(&mut text, Some(&table), 0x201c).unwrap();
         assert_eq!(text, "kernel::workload::fib+0x1c/0x60");
+        // A return address just past fib's last instruction is fib's.
+        text.clear();
+        write_return_address(&mut text, Some(&table), 0x2060).unwrap();
+        assert_eq!(text, "kernel::workload::fib+0x60/0x60");
+        text.clear();
+        write_address(&mut text, Some(&table), 0x2060).unwrap();
+        assert_eq!(text, "kernel::workload::run+0x0/0x80", "an address itself is looked up as it is");
     }
 
     #[test]

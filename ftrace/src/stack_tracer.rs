@@ -118,7 +118,13 @@ pub fn write_trace(out: &mut dyn Write) -> fmt::Result {
     for (i, frame) in frames.iter().enumerate() {
         let size = frame.depth - frames.get(i + 1).map_or(0, |outer| outer.depth);
         write!(out, "  {i:>2})   {:>6}   {size:>5}   ", frame.depth)?;
-        symbols::write_address(out, frame.address)?;
+        // The first is the traced function itself; the others are return
+        // addresses into the callers.
+        if i == 0 {
+            symbols::write_address(out, frame.address)?;
+        } else {
+            symbols::write_return_address(out, frame.address)?;
+        }
         writeln!(out)?;
     }
     Ok(())

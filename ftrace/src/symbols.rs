@@ -20,3 +20,9 @@ pub fn name_of(address: usize) -> Option<&'static str> {
 pub fn write_address(out: &mut dyn core::fmt::Write, address: usize) -> core::fmt::Result {
     crate::kallsyms::write_address(out, table().ok(), address)
 }
+
+/// Writes a return address (a caller) as `function+0xOFF/0xSIZE`: see
+/// [`crate::kallsyms::write_return_address`].
+pub fn write_return_address(out: &mut dyn core::fmt::Write, address: usize) -> core::fmt::Result {
+    crate::kallsyms::write_return_address(out, table().ok(), address)
+}

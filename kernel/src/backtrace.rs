@@ -57,15 +57,7 @@ pub fn write_frames(out: &mut dyn core::fmt::Write, frames: &[usize]) {
     let _ = writeln!(out, "backtrace:");
     for (index, &address) in frames.iter().enumerate() {
         let _ = write!(out, "  #{index:<2} {address:#018x} ");
-        let _ = write_return_address(out, address);
+        let _ = ftrace::symbols::write_return_address(out, address);
         let _ = writeln!(out);
-    }
-}
-
-/// Writes `function+0xOFF/0xSIZE` for a return address.
-pub fn write_return_address(out: &mut dyn core::fmt::Write, address: usize) -> core::fmt::Result {
-    match ftrace::symbols::table().ok().and_then(|table| table.lookup(address - 1)) {
-        Some(symbol) => write!(out, "{}+{:#x}/{:#x}", symbol.name, address - symbol.address, symbol.size),
-        None => write!(out, "{address:#x}"),
     }
 }

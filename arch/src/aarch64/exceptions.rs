@@ -59,6 +59,7 @@ global_asm!(
     .pushsection .text.entry, "ax"
     .balign 0x800
     .global aarch64_vectors
+    .type aarch64_vectors, %function
 aarch64_vectors:
     .set slot, 0
     .rept 16
@@ -91,7 +92,9 @@ aarch64_vectors:
     b aarch64_exception_common
     .set slot, slot + 1
     .endr
+    .size aarch64_vectors, . - aarch64_vectors
 
+    .type aarch64_exception_common, %function
 aarch64_exception_common:
     stp x2, x3, [sp, #({x0} + 2 * 8)]
     stp x4, x5, [sp, #({x0} + 4 * 8)]
@@ -142,6 +145,7 @@ aarch64_exception_common:
     ldr x30, [sp, #({x0} + 30 * 8)]
     add sp, sp, #{frame_size}
     eret
+    .size aarch64_exception_common, . - aarch64_exception_common
     .popsection
 "#,
     frame_size = const FRAME_SIZE,

@@ -274,6 +274,7 @@ global_asm!(
     .pushsection .text.ftrace, "ax"
     .p2align 3
     .global ftrace_caller
+    .type ftrace_caller, %function
 ftrace_caller:
     sub sp, sp, #{frame}
     ftrace_save_arg_regs
@@ -281,9 +282,11 @@ ftrace_caller:
     ftrace_resume_target
     ftrace_restore_arg_regs
     ftrace_resume
+    .size ftrace_caller, . - ftrace_caller
 
     .p2align 3
     .global ftrace_regs_caller
+    .type ftrace_regs_caller, %function
 ftrace_regs_caller:
     sub sp, sp, #{frame}
     ftrace_save_arg_regs
@@ -293,9 +296,11 @@ ftrace_regs_caller:
     ftrace_restore_arg_regs
     ftrace_restore_rest_regs
     ftrace_resume
+    .size ftrace_regs_caller, . - ftrace_regs_caller
 
     .p2align 3
     .global return_to_handler
+    .type return_to_handler, %function
 return_to_handler:
     sub sp, sp, #{return_frame}
     ftrace_save_return_regs
@@ -304,9 +309,11 @@ return_to_handler:
     ldr x29, [sp, #({x0} + 29 * 8)]
     add sp, sp, #{return_frame}
     ret
+    .size return_to_handler, . - return_to_handler
 
     .p2align 3
     .global return_to_handler_regs
+    .type return_to_handler_regs, %function
 return_to_handler_regs:
     sub sp, sp, #{return_frame}
     ftrace_save_arg_regs
@@ -318,6 +325,7 @@ return_to_handler_regs:
     ldr x29, [sp, #({x0} + 29 * 8)]
     add sp, sp, #{return_frame}
     ret
+    .size return_to_handler_regs, . - return_to_handler_regs
     .popsection
 "#,
     frame = const FRAME,
@@ -348,8 +356,10 @@ global_asm!(
     .pushsection .text.ftrace, "ax"
     .p2align 3
     .global ftrace_just_return
+    .type ftrace_just_return, %function
 ftrace_just_return:
     ret
+    .size ftrace_just_return, . - ftrace_just_return
     .popsection
 "#
 );

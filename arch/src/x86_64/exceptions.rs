@@ -64,6 +64,7 @@ global_asm!(
     .pushsection .text.entry, "ax"
     .p2align 4
     .global x86_64_exception_stubs
+    .type x86_64_exception_stubs, @function
 x86_64_exception_stubs:
     .set vector, 0
     .rept {stub_count}
@@ -81,12 +82,14 @@ x86_64_exception_stubs:
     .endif
     .set vector, vector + 1
     .endr
+    .size x86_64_exception_stubs, . - x86_64_exception_stubs
 
     /* #BP: copy the five-word interrupt frame five words further down, as
        Linux's int3 entry does, leaving the old one as a gap under the
        interrupted stack pointer: the handler may emulate a call there
        (text patching), pushing a return address below that stack
        pointer, and iretq uses the copy. */
+    .type x86_64_int3_entry, @function
 x86_64_int3_entry:
     .rept 5
     pushq 32(%rsp)
@@ -94,7 +97,9 @@ x86_64_int3_entry:
     pushq $0
     pushq $3
     jmp x86_64_exception_common
+    .size x86_64_int3_entry, . - x86_64_int3_entry
 
+    .type x86_64_exception_common, @function
 x86_64_exception_common:
     subq ${gpr_area}, %rsp
     movq %r15, {r15}(%rsp)
@@ -138,6 +143,7 @@ x86_64_exception_common:
     /* Drop the general registers, the vector and the error code. */
     addq ${gpr_area} + 16, %rsp
     iretq
+    .size x86_64_exception_common, . - x86_64_exception_common
     .popsection
 "#,
     stub_count = const STUB_COUNT,

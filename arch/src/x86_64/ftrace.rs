@@ -253,6 +253,7 @@ global_asm!(
     .pushsection .text.ftrace, "ax"
     .p2align 4
     .global ftrace_caller
+    .type ftrace_caller, @function
 ftrace_caller:
     subq ${frame}, %rsp
     ftrace_save_entry_regs
@@ -263,9 +264,11 @@ ftrace_caller:
     ftrace_restore_entry_regs
     leaq {frame}(%rsp), %rsp
     ret
+    .size ftrace_caller, . - ftrace_caller
 
     .p2align 4
     .global ftrace_regs_caller
+    .type ftrace_regs_caller, @function
 ftrace_regs_caller:
     leaq -{frame}(%rsp), %rsp           /* lea: RFLAGS must reach pushfq unchanged */
     ftrace_save_entry_regs
@@ -281,9 +284,11 @@ ftrace_regs_caller:
     leaq ({frame} - 8)(%rsp), %rsp      /* lea: RFLAGS stay as restored below */
     popfq
     ret
+    .size ftrace_regs_caller, . - ftrace_regs_caller
 
     .p2align 4
     .global return_to_handler
+    .type return_to_handler, @function
 return_to_handler:
     leaq -{return_frame}(%rsp), %rsp
     movq %rax, {pt}+{rax}(%rsp)
@@ -296,9 +301,11 @@ return_to_handler:
     movq {pt}+{rbp}(%rsp), %rbp
     leaq {record}+8(%rsp), %rsp
     ret
+    .size return_to_handler, . - return_to_handler
 
     .p2align 4
     .global return_to_handler_regs
+    .type return_to_handler_regs, @function
 return_to_handler_regs:
     leaq -{return_frame}(%rsp), %rsp    /* lea: RFLAGS must reach pushfq unchanged */
     ftrace_save_entry_regs
@@ -312,6 +319,7 @@ return_to_handler_regs:
     leaq {record}(%rsp), %rsp
     popfq
     ret
+    .size return_to_handler_regs, . - return_to_handler_regs
     .popsection
 "#,
     frame = const FRAME,
@@ -364,8 +372,10 @@ global_asm!(
     .pushsection .text.ftrace, "ax"
     .p2align 4
     .global ftrace_just_return
+    .type ftrace_just_return, @function
 ftrace_just_return:
     ret
+    .size ftrace_just_return, . - ftrace_just_return
     .popsection
 "#,
     options(att_syntax)

@@ -843,6 +843,29 @@ fn backtraces_name_their_functions() {
     assert!(text.contains(" kernel::tests::ftrace::backtraces_name_their_functions+0x"), "{text}");
 }
 
+#[ktest]
+fn the_trampolines_are_named_in_backtraces() {
+    use arch::ftrace_abi::{return_trampoline_address, trampoline_address, ReturnTrampoline, Trampoline};
+    // The assembly gives its entry points a type and a size, so the symbol
+    // table has them: a callback's or a return's backtrace names them.
+    for (address, name) in [
+        (trampoline_address(Trampoline::Args), "ftrace_caller"),
+        (trampoline_address(Trampoline::Regs), "ftrace_regs_caller"),
+        (return_trampoline_address(ReturnTrampoline::Sparse), "return_to_handler"),
+        (return_trampoline_address(ReturnTrampoline::Full), "return_to_handler_regs"),
+    ] {
+        assert_eq!(ftrace::symbols::name_of(address), Some(name));
+        assert_eq!(ftrace::symbols::name_of(address + 8), Some(name), "sized: its body is inside it");
+    }
+    // A return address right after a call that ends its function (one that
+    // never returns) names that function, not the next one.
+    let table = ftrace::symbols::table().unwrap();
+    let caller = table.by_name("ftrace_caller").unwrap();
+    let mut text = String::new();
+    ftrace::symbols::write_return_address(&mut text, caller.address + caller.size).unwrap();
+    assert_eq!(text, alloc::format!("ftrace_caller+{:#x}/{:#x}", caller.size, caller.size));
+}
+
 fn fib_events() -> Vec<(usize, usize)> {
     super::recorded_events()
         .iter()

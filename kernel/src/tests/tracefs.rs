@@ -146,6 +146,10 @@ fn the_stack_tracer_finds_the_deepest_fib_frame() {
     assert!(lines[2].starts_with(&format!("   0)   {max:>6}  ")) && lines[2].contains("kernel::workload::fib+0x0/"), "{trace}");
     let fibs = lines[2..].iter().take_while(|line| line.contains(" kernel::workload::fib+")).count();
     assert_eq!(fibs, 12, "{trace}");
+    // Callers are return addresses, looked up one byte back: none is the
+    // first byte of a function (a call that ends its function would name
+    // the next one).
+    assert!(lines[3..].iter().all(|line| !line.contains("+0x0/")), "{trace}");
     let depths: alloc::vec::Vec<usize> =
         lines[2..].iter().map(|line| line.split_whitespace().nth(1).unwrap().parse().unwrap()).collect();
     assert!(depths.windows(2).all(|pair| pair[0] > pair[1]), "depths shrink outwards: {depths:?}");
