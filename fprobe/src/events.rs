@@ -648,6 +648,12 @@ pub fn set_filter(group: &str, event: &str, text: &str) -> Result<(), EventError
     compiled.filter.set(text, &compiled.filter_fields()).map_err(EventError::Filter)
 }
 
+/// `cat events/GRP/EVENT/id`: the event's type id.
+pub fn id(group: &str, event: &str) -> Result<u16, EventError> {
+    let mut events = EVENTS.lock();
+    Ok(find(&mut events, group, event)?.compiled.id)
+}
+
 /// `cat events/GRP/EVENT/filter`: the filter, or `none`.
 pub fn filter_text(group: &str, event: &str) -> Result<String, EventError> {
     let mut events = EVENTS.lock();

@@ -19,7 +19,9 @@ pub type Comms<'a> = &'a dyn Fn(i32) -> Option<String>;
 pub fn write_header(out: &mut dyn Write, tracer: &str, stats: Stats, cpus: usize) -> fmt::Result {
     writeln!(out, "# tracer: {tracer}")?;
     writeln!(out, "#")?;
-    writeln!(out, "# entries-in-buffer/entries-written: {}/{}   #P:{cpus}", stats.entries, stats.written)?;
+    // As Linux counts them: the events still in the buffer, and those plus
+    // the ones overwritten (events a consuming reader took are in neither).
+    writeln!(out, "# entries-in-buffer/entries-written: {}/{}   #P:{cpus}", stats.entries, stats.entries + stats.overrun)?;
     writeln!(out, "#")?;
     writeln!(out, "#                                _-----=> irqs-off/BH-disabled")?;
     writeln!(out, "#                               / _----=> need-resched")?;

@@ -56,6 +56,15 @@ impl SchedEvent {
         }
     }
 
+    /// The event's type id (`events/sched/NAME/id`, the `common_type` of
+    /// its records).
+    pub fn id(self) -> u16 {
+        match self {
+            SchedEvent::Switch => SCHED_SWITCH,
+            SchedEvent::Wakeup => SCHED_WAKEUP,
+        }
+    }
+
     /// The event called `name`.
     pub fn from_name(name: &str) -> Option<SchedEvent> {
         Self::ALL.into_iter().find(|event| event.name() == name)

@@ -99,11 +99,14 @@ pub fn max_size() -> usize {
     MAX_SIZE.load(Ordering::Relaxed)
 }
 
-/// `echo 0 > stack_max_size`: forgets the maximum (and its chain).
-pub fn reset() {
+/// `echo N > stack_max_size`: only a deeper stack than `bytes` is kept
+/// from now on; `0` forgets the chain too (start over).
+pub fn set_max_size(bytes: usize) {
     let mut trace = TRACE.lock();
-    trace.1 = 0;
-    MAX_SIZE.store(0, Ordering::Relaxed);
+    if bytes == 0 {
+        trace.1 = 0;
+    }
+    MAX_SIZE.store(bytes, Ordering::Relaxed);
 }
 
 /// `cat stack_trace`, as Linux prints it: depth, the frame's own size and
@@ -117,7 +120,7 @@ pub fn write_trace(out: &mut dyn Write) -> fmt::Result {
     writeln!(out, "        -----    ----   --------")?;
     for (i, frame) in frames.iter().enumerate() {
         let size = frame.depth - frames.get(i + 1).map_or(0, |outer| outer.depth);
-        write!(out, "  {i:>2})   {:>6}   {size:>5}   ", frame.depth)?;
+        write!(out, "  {i:>3}) {:>8}   {size:>5}   ", frame.depth)?;
         // The first is the traced function itself; the others are return
         // addresses into the callers.
         if i == 0 {

@@ -1,7 +1,7 @@
 //! Every event tracefs names, under one scheme: the scheduler's static
 //! events (`sched:sched_switch`, `sched:sched_wakeup`, from
 //! `ftrace::sched`) and the dynamic ones (`fprobes:NAME`, from
-//! `fprobe::events`). `events/GRP/EVENT/{enable,format}`,
+//! `fprobe::events`). `events/GRP/EVENT/{enable,filter,format,id}`,
 //! `events/GRP/enable`, `events/enable`, `available_events` and `set_event`
 //! all go through here, so a name means the same event in every file.
 
@@ -63,6 +63,14 @@ pub fn set_filter(group: &str, event: &str, text: &str) -> Result<(), TracefsErr
     match SchedEvent::find(group, event) {
         Some(sched) => sched.set_filter(text).map_err(invalid),
         None => fprobe::events::set_filter(group, event, text).map_err(invalid),
+    }
+}
+
+/// `cat events/GRP/EVENT/id`: the type id its records carry.
+pub fn id(group: &str, event: &str) -> Result<u16, TracefsError> {
+    match SchedEvent::find(group, event) {
+        Some(sched) => Ok(sched.id()),
+        None => fprobe::events::id(group, event).map_err(invalid),
     }
 }
 
@@ -131,10 +139,23 @@ pub fn write_enabled(out: &mut dyn Write) -> core::fmt::Result {
     Ok(())
 }
 
+/// Whether `GRP:EVENT`, `GRP:`, `:EVENT` or a bare `NAME` (see
+/// [`set_events`]) names the event `group:event`.
+fn event_matches(pattern: &str, group: &str, event: &str) -> bool {
+    use ftrace::glob::glob_match;
+    let any = |part: &str| part.is_empty() || part == "*";
+    match pattern.split_once(':') {
+        Some((g, e)) => (any(g) || glob_match(g, group)) && (any(e) || glob_match(e, event)),
+        None => glob_match(pattern, group) || glob_match(pattern, event),
+    }
+}
+
 /// `echo WORDS > set_event` (`>` first disables every event, `>>` adds):
-/// each word `GRP:EVENT`, `EVENT`, `GRP:*` or `*:EVENT` (globs allowed)
-/// enables what it matches, `!WORD` disables it. A word matching nothing
-/// is an error, and then nothing changed.
+/// each word `GRP:EVENT`, `GRP:*` (or `GRP:`), `*:EVENT` (or `:EVENT`), or
+/// a bare `NAME`, which as in Linux is every event of the group `NAME` and
+/// every event called `NAME` (globs allowed), enables what it matches;
+/// `!WORD` disables it. A word matching nothing is an error, and then
+/// nothing changed.
 pub fn set_events(text: &str, mode: FilterMode) -> Result<(), TracefsError> {
     let events = all();
     let mut changes: Vec<(usize, bool)> = Vec::new();
@@ -143,14 +164,8 @@ pub fn set_events(text: &str, mode: FilterMode) -> Result<(), TracefsError> {
             Some(pattern) => (false, pattern),
             None => (true, word),
         };
-        let (group, event) = pattern.split_once(':').unwrap_or(("*", pattern));
-        let group = if group.is_empty() { "*" } else { group };
-        let matched: Vec<usize> = events
-            .iter()
-            .enumerate()
-            .filter(|(_, (g, e))| ftrace::glob::glob_match(group, g) && ftrace::glob::glob_match(event, e))
-            .map(|(index, _)| index)
-            .collect();
+        let matched: Vec<usize> =
+            events.iter().enumerate().filter(|(_, (g, e))| event_matches(pattern, g, e)).map(|(index, _)| index).collect();
         if matched.is_empty() {
             return Err(TracefsError::Invalid(format!("'{word}' matches no event (see available_events)")));
         }

@@ -152,7 +152,7 @@ pub fn names() -> impl Iterator<Item = String> {
     let group_files = groups.into_iter().map(|group| format!("events/{group}/enable"));
     let events = trace_events::all()
         .into_iter()
-        .flat_map(|(group, event)| ["enable", "filter", "format"].map(|file| format!("events/{group}/{event}/{file}")));
+        .flat_map(|(group, event)| ["enable", "filter", "format", "id"].map(|file| format!("events/{group}/{event}/{file}")));
     let events = core::iter::once(String::from("events/enable")).chain(group_files).chain(events);
     let instances = instance::names().into_iter().map(|name| format!("instances/{name}/"));
     let stats = (0..ftrace::buffer::cpus()).map(|cpu| format!("trace_stat/function{cpu}"));
@@ -241,15 +241,13 @@ fn read_stack_max_size(_array: Array, out: &mut dyn Write) -> fmt::Result {
     writeln!(out, "{}", ftrace::stack_tracer::max_size())
 }
 
-/// Only `0` (forget the maximum), as Linux allows in practice.
+/// A number of bytes: the maximum a new chain must beat (`0` starts over
+/// and forgets the chain too).
 fn write_stack_max_size(_array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
-    match text.trim() {
-        "0" => {
-            ftrace::stack_tracer::reset();
-            Ok(())
-        }
-        other => Err(TracefsError::Invalid(format!("stack_max_size: only 0 (start over) can be written, not '{other}'"))),
-    }
+    let bytes =
+        text.trim().parse().map_err(|_| TracefsError::Invalid(format!("expected a number of bytes, not '{}'", text.trim())))?;
+    ftrace::stack_tracer::set_max_size(bytes);
+    Ok(())
 }
 
 fn read_stack_trace(_array: Array, out: &mut dyn Write) -> fmt::Result {
@@ -339,6 +337,8 @@ enum EventFile<'a> {
     Format(&'a str, &'a str),
     /// `events/GRP/EVENT/filter`.
     Filter(&'a str, &'a str),
+    /// `events/GRP/EVENT/id`.
+    Id(&'a str, &'a str),
     /// `events/enable` (`None`) or `events/GRP/enable`.
     EnableAll(Option<&'a str>),
 }
@@ -351,6 +351,7 @@ fn event_file(name: &str) -> Option<EventFile<'_>> {
         [group, event, "enable"] => Some(EventFile::Enable(group, event)),
         [group, event, "format"] => Some(EventFile::Format(group, event)),
         [group, event, "filter"] => Some(EventFile::Filter(group, event)),
+        [group, event, "id"] => Some(EventFile::Id(group, event)),
         _ => None,
     }
 }
@@ -370,6 +371,10 @@ pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
         Some(EventFile::Filter(group, event)) => {
             let text = trace_events::filter_text(group, event)?;
             return writeln!(out, "{text}").map_err(|_| TracefsError::Invalid("output failed".into()));
+        }
+        Some(EventFile::Id(group, event)) => {
+            let id = trace_events::id(group, event)?;
+            return writeln!(out, "{id}").map_err(|_| TracefsError::Invalid("output failed".into()));
         }
         Some(EventFile::EnableAll(group)) => {
             let state = trace_events::enabled_all(group)?;
@@ -400,6 +405,7 @@ pub fn write(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsErro
             return trace_events::set_enabled(group, event, parse_switch(text)?);
         }
         Some(EventFile::Format(..)) => return Err(TracefsError::NotWritable("format")),
+        Some(EventFile::Id(..)) => return Err(TracefsError::NotWritable("id")),
         Some(EventFile::Filter(group, event)) => return trace_events::set_filter(group, event, text),
         Some(EventFile::EnableAll(group)) => {
             return trace_events::set_enabled_all(group, parse_switch(text)?);
@@ -408,7 +414,10 @@ pub fn write(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsErro
     }
     let resolved = resolve(name)?;
     if let Some((cpu, "trace")) = per_cpu_file(resolved.name) {
-        resolved.array.buffer().reset_cpu(cpu);
+        // Emptied by `>` (an open that truncates), as `trace` is.
+        if mode == FilterMode::Replace {
+            resolved.array.buffer().reset_cpu(cpu);
+        }
         return Ok(());
     }
     if per_cpu_file(resolved.name).is_some() {
@@ -464,8 +473,8 @@ fn read_available_filter_functions_addrs(_array: Array, out: &mut dyn Write) -> 
 
 fn read_filter(array: Array, out: &mut dyn Write, kind: FilterKind) -> fmt::Result {
     let names = array.tracer_filter_names(kind);
-    if names.is_empty() && kind == FilterKind::Filter {
-        writeln!(out, "#### all functions enabled ####")?;
+    if names.is_empty() {
+        writeln!(out, "{}", empty_list_line(kind == FilterKind::Filter))?;
     }
     for name in names {
         writeln!(out, "{name}")?;
@@ -609,6 +618,16 @@ fn read_enabled_functions(_array: Array, out: &mut dyn Write) -> fmt::Result {
     result
 }
 
+/// What an empty function list reads as, in Linux's words: a filter
+/// traces every function, a notrace list leaves every function traced.
+fn empty_list_line(filter: bool) -> &'static str {
+    if filter {
+        "#### all functions enabled ####"
+    } else {
+        "#### no functions disabled ####"
+    }
+}
+
 fn parse_switch(text: &str) -> Result<bool, TracefsError> {
     match text.trim() {
         "0" => Ok(false),
@@ -621,8 +640,11 @@ fn read_tracing_on(array: Array, out: &mut dyn Write) -> fmt::Result {
     writeln!(out, "{}", u8::from(array.buffer().is_on()))
 }
 
+/// Any number: not 0 is on, as in Linux.
 fn write_tracing_on(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
-    array.buffer().set_on(parse_switch(text)?);
+    let value: u64 =
+        text.trim().parse().map_err(|_| TracefsError::Invalid(format!("expected a number, not '{}'", text.trim())))?;
+    array.buffer().set_on(value != 0);
     Ok(())
 }
 
@@ -721,9 +743,12 @@ fn until_key(_printed: usize) -> bool {
     }
 }
 
-/// Any write empties the buffer (`echo > trace`), as in Linux.
-fn write_trace(array: Array, _text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
-    array.buffer().reset();
+/// `echo > trace` empties the buffer; as in Linux, where only an open
+/// that truncates does, `>>` changes nothing.
+fn write_trace(array: Array, _text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    if mode == FilterMode::Replace {
+        array.buffer().reset();
+    }
     Ok(())
 }
 
@@ -743,8 +768,8 @@ fn write_recursed_functions(_array: Array, _text: &str, _mode: FilterMode) -> Re
 
 fn read_graph_list(array: Array, out: &mut dyn Write, list: GraphList) -> fmt::Result {
     let names = array.graph_list_names(list);
-    if names.is_empty() && list == GraphList::Functions {
-        return writeln!(out, "#### all functions enabled ####");
+    if names.is_empty() {
+        return writeln!(out, "{}", empty_list_line(list == GraphList::Functions));
     }
     for name in names {
         writeln!(out, "{name}")?;

@@ -115,6 +115,9 @@ fn set_graph_function_and_set_graph_notrace() {
     assert!(!called.contains(&"kernel::workload::fs::mkdir"), "nothing outside unlink: {called:?}");
 
     tracer_setup("kernel::workload::fs::*", "", "0");
+    let mut empty = String::new();
+    tracefs::read("set_graph_notrace", &mut empty).unwrap();
+    assert_eq!(empty, "#### no functions disabled ####\n", "as Linux says it");
     tracefs::write("set_graph_notrace", "*::fs::lookup", FilterMode::Replace).unwrap();
     crate::workload::fs::run();
     let events = graph_events();

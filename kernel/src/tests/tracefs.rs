@@ -143,7 +143,7 @@ fn the_stack_tracer_finds_the_deepest_fib_frame() {
     assert!(lines[0].starts_with("        Depth    Size   Location    ("), "{trace}");
     // Entry 0 is the deepest fib call, at the maximum depth; its callers
     // follow: fib(12) down to fib(1) is twelve nested calls.
-    assert!(lines[2].starts_with(&format!("   0)   {max:>6}  ")) && lines[2].contains("kernel::workload::fib+0x0/"), "{trace}");
+    assert!(lines[2].starts_with(&format!("    0) {max:>8}   ")) && lines[2].contains("kernel::workload::fib+0x0/"), "{trace}");
     let fibs = lines[2..].iter().take_while(|line| line.contains(" kernel::workload::fib+")).count();
     assert_eq!(fibs, 12, "{trace}");
     // Callers are return addresses, looked up one byte back: none is the
@@ -153,7 +153,14 @@ fn the_stack_tracer_finds_the_deepest_fib_frame() {
     let depths: alloc::vec::Vec<usize> =
         lines[2..].iter().map(|line| line.split_whitespace().nth(1).unwrap().parse().unwrap()).collect();
     assert!(depths.windows(2).all(|pair| pair[0] > pair[1]), "depths shrink outwards: {depths:?}");
-    assert!(matches!(tracefs::write("stack_max_size", "5", FilterMode::Replace), Err(TracefsError::Invalid(_))));
+    assert!(matches!(tracefs::write("stack_max_size", "big", FilterMode::Replace), Err(TracefsError::Invalid(_))));
+    write("stack_max_size", "1000000");
+    assert_eq!(read("stack_max_size"), "1000000\n", "any number, as in Linux");
+    write("stack_tracer_enabled", "1");
+    assert_eq!(fib(12), 144);
+    write("stack_tracer_enabled", "0");
+    assert_eq!(read("stack_max_size"), "1000000\n", "no stack that deep");
+    assert_eq!(read("stack_trace"), trace, "so the chain stays");
     write("stack_max_size", "0");
     assert_eq!(read("stack_max_size"), "0\n");
     write("stack_trace_filter", "");
@@ -184,8 +191,9 @@ fn trace_pipe_streams_a_workload_running_in_another_task() {
     );
     let times: alloc::vec::Vec<&str> = lines.iter().map(|line| line.split_whitespace().nth(3).unwrap()).collect();
     assert!(times.windows(2).all(|pair| pair[0] <= pair[1]), "oldest first");
-    // A consuming read: nothing is left for `trace`.
-    assert!(read("trace").contains("# entries-in-buffer/entries-written: 0/1973 "), "{}", read("trace").lines().nth(2).unwrap());
+    // A consuming read: nothing is left for `trace`, which counts, as
+    // Linux does, what is in the buffer and what was overwritten.
+    assert!(read("trace").contains("# entries-in-buffer/entries-written: 0/0 "), "{}", read("trace").lines().nth(2).unwrap());
     write("current_tracer", "nop");
     write("set_ftrace_filter", "");
 }
@@ -422,7 +430,22 @@ fn set_event_and_available_events_name_every_event() {
         assert!(matches!(tracefs::write("set_event", bad, FilterMode::Replace), Err(TracefsError::Invalid(_))), "{bad}");
     }
     assert_eq!(read("set_event"), "fprobes:ent\n", "a refused write changes nothing");
+    // A bare name is a group as well as an event, and an empty half is
+    // every group or every event, as in Linux.
+    write("set_event", "sched");
+    assert_eq!(read("set_event"), "sched:sched_switch\nsched:sched_wakeup\n");
+    write("set_event", "fprobes:");
+    assert_eq!(read("set_event"), "fprobes:ent\n");
+    tracefs::write("set_event", ":sched_wakeup ent", FilterMode::Append).unwrap();
+    assert_eq!(read("set_event"), "sched:sched_wakeup\nfprobes:ent\n");
     assert!(read("events/sched/sched_switch/format").starts_with("name: sched_switch\nID: "));
+    // `id` is the ID its format gives.
+    for event in ["sched/sched_switch", "sched/sched_wakeup", "fprobes/ent"] {
+        let format = read(&format!("events/{event}/format"));
+        let id = format.lines().nth(1).unwrap().strip_prefix("ID: ").unwrap();
+        assert_eq!(read(&format!("events/{event}/id")), format!("{id}\n"), "{event}");
+    }
+    assert!(matches!(tracefs::write("events/fprobes/ent/id", "1", FilterMode::Replace), Err(TracefsError::NotWritable(_))));
     write("set_event", "");
     assert_eq!(read("events/enable"), "0\n");
     tracefs::write("dynamic_events", "-:ent", FilterMode::Append).unwrap();
