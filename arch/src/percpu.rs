@@ -154,6 +154,13 @@ pub fn set_task(task: usize, stack_bottom: usize) {
     cpu.stack_bottom.store(stack_bottom, Ordering::Relaxed);
 }
 
+/// Names the bottom of the stack this CPU runs on now, without a switch
+/// (the stack-overflow handler, moving to the overflow stack).
+#[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
+pub(crate) fn set_stack_bottom(stack_bottom: usize) {
+    this().stack_bottom.store(stack_bottom, Ordering::Relaxed);
+}
+
 /// Asks CPU `cpu` to switch tasks at its next chance (the caller then
 /// sends it a reschedule IPI if it is another CPU).
 pub fn set_need_resched(cpu: usize) {

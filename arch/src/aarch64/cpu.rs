@@ -106,19 +106,25 @@ pub fn interrupts_enabled() -> bool {
     daif & (1 << 7) == 0
 }
 
+// Masking and unmasking are compiler barriers (no `nomem`), as x86_64's
+// `cli`/`sti` and Linux's are: the state masking protects (per-CPU data,
+// the ring buffer's writer) must be read and written between them, not
+// moved across by the compiler.
+
 /// Unmasks IRQs.
 #[inline(always)]
 pub fn enable_interrupts() {
     // SAFETY: unmasking IRQs; the vector table is installed before boot
     // enables them for the first time.
-    unsafe { asm!("msr daifclr, #2", options(nomem, nostack, preserves_flags)) };
+    unsafe { asm!("msr daifclr, #2", options(nostack, preserves_flags)) };
 }
 
 /// Masks IRQs.
 #[inline(always)]
 pub fn disable_interrupts() {
-    // SAFETY: masking IRQs has no memory effect.
-    unsafe { asm!("msr daifset, #2", options(nomem, nostack, preserves_flags)) };
+    // SAFETY: masking IRQs touches no memory (a barrier for the compiler
+    // only).
+    unsafe { asm!("msr daifset, #2", options(nostack, preserves_flags)) };
 }
 
 /// Sleeps until an interrupt is pending, then unmasks IRQs so it is taken.
@@ -126,7 +132,7 @@ pub fn disable_interrupts() {
 #[inline(always)]
 pub fn wait_for_interrupt() {
     // SAFETY: wfi only waits; unmasking as in `enable_interrupts`.
-    unsafe { asm!("wfi", "msr daifclr, #2", options(nomem, nostack, preserves_flags)) };
+    unsafe { asm!("wfi", "msr daifclr, #2", options(nostack, preserves_flags)) };
 }
 
 /// Executes a breakpoint instruction (`brk #0`). The exception handler reports

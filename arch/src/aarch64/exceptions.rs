@@ -18,7 +18,8 @@
 //! this CPU's overflow stack (keeping the old sp in TPIDRRO_EL0; sp itself
 //! holds the stack's offset while x0 takes the base) and enters the common
 //! code with `OVERFLOW` added to its slot number; the handler reports a
-//! kernel stack overflow and panics. (TPIDR_EL0 and CONTEXTIDR_EL1 hold the
+//! kernel stack overflow and panics, with the overflow stack's bottom as the
+//! one the slots check from then on. (TPIDR_EL0 and CONTEXTIDR_EL1 hold the
 //! task's tracing state and the context: see `cpu`.)
 //!
 //! Invariants: every offset comes from `offset_of!`; sp stays 16-byte aligned
@@ -316,6 +317,14 @@ fn synchronous(regs: &mut PtRegs) {
 /// An exception taken with the stack exhausted (see the module
 /// documentation): nothing can run on that stack any more.
 fn stack_overflow(regs: &mut PtRegs) -> ! {
+    // From now on this CPU runs on its overflow stack: its bottom is the one
+    // the vector slots check, so an exception the report takes (a fault a
+    // fixup recovers from while it walks a broken frame chain) is taken
+    // normally, as Linux's entry does on its overflow stack, instead of
+    // starting this stack again over the frames in use.
+    let cpu = crate::percpu::this().cpu;
+    let overflow_stack = OVERFLOW_STACKS.as_ptr() as usize + (cpu << OVERFLOW_STACK_SHIFT);
+    crate::percpu::set_stack_bottom(overflow_stack);
     let sp: u64;
     // SAFETY: reads a system register the vector slot wrote.
     unsafe { core::arch::asm!("mrs {}, tpidrro_el0", out(reg) sp, options(nomem, nostack)) };

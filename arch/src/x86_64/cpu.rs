@@ -99,10 +99,8 @@ pub(crate) fn set_percpu_base(address: usize) {
 #[inline(always)]
 pub fn serialize() {
     // SAFETY: cpuid has no effect but its output registers (rbx is
-    // reserved by LLVM, hence the save).
-    unsafe {
-        asm!("push rbx", "xor eax, eax", "cpuid", "pop rbx", out("eax") _, out("ecx") _, out("edx") _, options(preserves_flags))
-    };
+    // reserved by LLVM, hence the save); the `xor` changes the flags.
+    unsafe { asm!("push rbx", "xor eax, eax", "cpuid", "pop rbx", out("eax") _, out("ecx") _, out("edx") _) };
 }
 
 /// Whether maskable interrupts are enabled (RFLAGS.IF).

@@ -55,9 +55,18 @@ const GPR_AREA: usize = offset_of!(PtRegs, vector);
 /// A frame record (saved rbp, interrupted rip) pushed below `PtRegs`.
 const FRAME_RECORD: usize = 16;
 
+/// The hardware interrupt frame: rip, cs, rflags, rsp, ss.
+const HARDWARE_FRAME: usize = size_of::<PtRegs>() - offset_of!(PtRegs, rip);
+/// The `#BP` entry's pad between the hardware frame and its copy (see the
+/// entry): with it, the copy and everything below stay 16-byte aligned.
+const INT3_PAD: usize = 8;
+
 // The CPU aligns RSP to 16 before pushing its frame; PtRegs and the frame
-// record are multiples of 16, so the dispatcher is called on an aligned stack.
+// record are multiples of 16, so the dispatcher is called on an aligned
+// stack. The `#BP` entry leaves the hardware frame and the pad above a
+// whole PtRegs and the frame record: aligned too.
 const _: () = assert!((size_of::<PtRegs>() + FRAME_RECORD).is_multiple_of(16));
+const _: () = assert!((HARDWARE_FRAME + INT3_PAD).is_multiple_of(16));
 
 global_asm!(
     r#"
@@ -84,15 +93,18 @@ x86_64_exception_stubs:
     .endr
     .size x86_64_exception_stubs, . - x86_64_exception_stubs
 
-    /* #BP: copy the five-word interrupt frame five words further down, as
-       Linux's int3 entry does, leaving the old one as a gap under the
-       interrupted stack pointer: the handler may emulate a call there
-       (text patching), pushing a return address below that stack
-       pointer, and iretq uses the copy. */
+    /* #BP: copy the five-word interrupt frame six words further down (a
+       pad keeps the stack 16-byte aligned), as Linux's int3 entry does,
+       leaving the old one as a gap under the interrupted stack pointer:
+       the handler may emulate a call there (text patching), pushing a
+       return address below that stack pointer, and iretq uses the copy.
+       Each push reads the word that sits the frame and the pad above the
+       slot it fills. */
     .type x86_64_int3_entry, @function
 x86_64_int3_entry:
+    subq ${int3_pad}, %rsp
     .rept 5
-    pushq 32(%rsp)
+    pushq ({int3_pad} + {hardware_frame} - 8)(%rsp)
     .endr
     pushq $0
     pushq $3
@@ -147,6 +159,8 @@ x86_64_exception_common:
     .popsection
 "#,
     stub_count = const STUB_COUNT,
+    int3_pad = const INT3_PAD,
+    hardware_frame = const HARDWARE_FRAME,
     gpr_area = const GPR_AREA,
     frame_record = const FRAME_RECORD,
     r15 = const offset_of!(PtRegs, r15),

@@ -134,6 +134,30 @@ fn a_probe_inside_fib_sees_the_registers_and_changes_no_result() {
     assert_eq!(SEEN_ARGS.lock().len(), 465);
 }
 
+/// Handler calls that found their stack misaligned.
+static MISALIGNED: AtomicU64 = AtomicU64::new(0);
+
+fn check_stack_alignment(_: &Kprobe, _: &PtRegs) {
+    // Called on a 16-byte aligned stack, as the ABI has every call, a
+    // function's frame record (pushed at its entry) is 16-byte aligned;
+    // if an exception entry broke that, it is off by 8.
+    if arch::cpu::frame_pointer() % 16 != 0 {
+        MISALIGNED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[ktest]
+fn a_breakpoint_handler_runs_on_an_aligned_stack() {
+    MISALIGNED.store(0, Ordering::SeqCst);
+    let fib_address = address(fib as fn(u64) -> u64);
+    let config = KprobeConfig { pre_handler: Some(check_stack_alignment), post_handler: None, private: 0 };
+    let probe = register_kprobe(&at(fib_address, SITE_END), config).unwrap();
+    assert_eq!(fib(black_box(5)), 5);
+    assert_eq!(probe.hits(), 15);
+    drop(probe);
+    assert_eq!(MISALIGNED.load(Ordering::SeqCst), 0, "handlers ran on a stack off by 8");
+}
+
 arch::kprobe_fixture!();
 
 /// The class name of how an instruction runs, for the coverage check.
