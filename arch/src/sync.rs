@@ -151,8 +151,12 @@ impl<T> core::ops::DerefMut for MutexGuard<'_, T> {
 impl<T> Drop for MutexGuard<'_, T> {
     fn drop(&mut self) {
         self.mutex.locked.store(false, Ordering::Release);
-        let next = self.mutex.waiters.lock().pop_front();
-        if let Some(task) = next {
+        // Woken with the queue still locked: a waiter leaves the queue
+        // under that lock before it can return (and exit), so the task
+        // named here lives until `wake` is done with it. (Nothing takes a
+        // queue's lock under the scheduler's.)
+        let mut waiters = self.mutex.waiters.lock();
+        if let Some(task) = waiters.pop_front() {
             crate::sched::wake(task);
         }
     }

@@ -41,7 +41,8 @@ pub const MAX_PATCH: usize = 8;
 pub enum PatchError {
     /// The range is not inside kernel text.
     NotText { addr: usize },
-    /// Patches are at most [`MAX_PATCH`] bytes, expected and new the same size.
+    /// Patches are at most [`MAX_PATCH`] bytes, expected and new the same
+    /// size, and a batch patches an address with one length.
     BadLength { len: usize },
     /// The bytes in place are not the expected ones; nothing was written.
     Mismatch { addr: usize, actual: [u8; MAX_PATCH], len: usize },
@@ -137,13 +138,18 @@ impl TextPatcher {
     }
 
     fn queue(queue: &mut Queue, writes: &mut usize, addr: usize, expected: &[u8], new: &[u8]) -> Result<(), PatchError> {
-        if expected.len() != new.len() {
-            return Err(PatchError::BadLength { len: new.len() });
-        }
         let len = new.len();
+        if expected.len() != len || len > MAX_PATCH {
+            return Err(PatchError::BadLength { len });
+        }
+        let queued = queue.by_addr.get(&addr).copied();
+        if queued.is_some_and(|index| queue.patches[index].len != len) {
+            // Two writes of different widths at one place: their order
+            // would decide the bytes.
+            return Err(PatchError::BadLength { len });
+        }
         let mut actual = [0u8; MAX_PATCH];
         read(addr, &mut actual[..len])?;
-        let queued = queue.by_addr.get(&addr).copied().filter(|&index| queue.patches[index].len == len);
         if let Some(index) = queued {
             actual = queue.patches[index].new;
         }

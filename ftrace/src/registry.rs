@@ -51,7 +51,8 @@ pub enum FtraceError {
     PermanentOpsRegistered,
     /// A PERMANENT ops cannot register while `ftrace_enabled` is off.
     TracingDisabled,
-    /// Called from an interrupt, an exception or a tracing callback.
+    /// Called from an interrupt, an exception or a tracing callback, or
+    /// with interrupts masked (patching waits for every CPU).
     WrongContext,
 }
 
@@ -151,6 +152,11 @@ pub fn init() -> Result<InitInfo, FtraceError> {
     if rest.iter().any(|&entry| entry != 0) {
         return Err(site_table_error("patchable-entry table has entries past its count"));
     }
+    // The ops literal is stored and loaded whole, as one aligned word (the
+    // build aligns functions so that it is).
+    if valid.iter().any(|&entry| !(entry as usize).is_multiple_of(LITERAL_SIZE)) {
+        return Err(site_table_error("a site's ops literal is not aligned"));
+    }
     let mut sites = Vec::with_capacity(count);
     for &entry in valid {
         let ip = entry as usize + LITERAL_SIZE;
@@ -167,9 +173,11 @@ pub fn init() -> Result<InitInfo, FtraceError> {
     Ok(InitInfo { sites: count, symbols: table.len() })
 }
 
-/// Runs `f` on the registry, from normal context only.
+/// Runs `f` on the registry, from normal context only, with interrupts on:
+/// a patch batch waits for every CPU to answer (and answers them), which a
+/// caller with interrupts masked would leave half done.
 fn with_registry<R>(f: impl FnOnce(&mut Registry) -> Result<R, FtraceError>) -> Result<R, FtraceError> {
-    if context::current() != Context::Normal || recursion::in_callback() {
+    if context::current() != Context::Normal || recursion::in_callback() || !arch::cpu::interrupts_enabled() {
         return Err(FtraceError::WrongContext);
     }
     let result = {
@@ -309,7 +317,10 @@ pub fn unregister(ops: &'static FtraceOps) -> Result<(), FtraceError> {
     with_registry(|registry| {
         let position = registry.position(ops).ok_or(FtraceError::NotRegistered)?;
         let removed = registry.registered.remove(position);
-        registry.update(&removed.effective)
+        let effective = removed.effective.clone();
+        // A refused update changed no site: the ops stays registered, as
+        // its sites still lead to it.
+        registry.update(&effective).inspect_err(|_| registry.registered.insert(position, removed))
     })
 }
 

@@ -127,7 +127,9 @@ pub fn current() -> Option<&'static Task> {
 }
 
 /// Makes `task` this CPU's running task for the per-CPU register and the
-/// tracer.
+/// tracer. Always inlined: a traced call of its own would be hooked on one
+/// task's shadow stack and return on the other's.
+#[inline(always)]
 fn set_current(task: &Task) {
     percpu::set_task(task as *const Task as usize, task.stack_bottom());
     // SAFETY: the task's own tracing state, which lives as long as the
@@ -207,7 +209,13 @@ fn kernel_secondary_main(cpu: usize) -> ! {
 }
 
 /// What an idle task does: halt until an interrupt, switch when there is
-/// work.
+/// work. Not traced, as its callers (`idle_start`, `kernel_secondary_main`)
+/// are not: it never returns, so a hooked return would hold what hooked it
+/// for ever (a graph instance could never be freed). What it calls, it
+/// calls with interrupts masked, so an idle task is never preempted inside
+/// a tracing callback, where a grace period would wait for it (it runs only
+/// when its CPU has nothing else to run).
+#[patchable_function_entry(prefix_nops = 0, entry_nops = 0)]
 fn idle_loop() -> ! {
     loop {
         cpu::disable_interrupts();
@@ -436,7 +444,9 @@ fn exit(result: u64) -> ! {
     unreachable!("a dead task ran again");
 }
 
-/// Where every new task starts (see `arch::switch::TaskContext::new`).
+/// Where every new task starts (see `arch::switch::TaskContext::new`). Not
+/// traced: it never returns (Linux's task entry is not traceable either).
+#[patchable_function_entry(prefix_nops = 0, entry_nops = 0)]
 extern "C" fn task_start(_arg: usize) -> ! {
     finish_switch();
     cpu::enable_interrupts();

@@ -279,7 +279,9 @@ impl Task {
     }
 }
 
-/// Where an idle task starts when it is first switched to.
+/// Where an idle task starts when it is first switched to. Not traced, as
+/// `idle_loop`.
+#[patchable_function_entry(prefix_nops = 0, entry_nops = 0)]
 extern "C" fn idle_start(_cpu: usize) -> ! {
     super::finish_switch();
     arch::cpu::enable_interrupts();

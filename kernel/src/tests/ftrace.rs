@@ -771,6 +771,12 @@ fn patching_refuses_mismatches_and_far_targets() {
     let result = patcher.replace(f + CALL_OFFSET, &wrong, &NOP);
     assert!(matches!(result, Err(arch::text::PatchError::Mismatch { .. })), "{result:?}");
     assert!(matches!(patcher.replace(0x10, &NOP, &NOP), Err(arch::text::PatchError::NotText { .. })));
+    // Too long, and two widths at one address: refused, not a panic.
+    let long = [0u8; arch::text::MAX_PATCH + 1];
+    assert!(matches!(patcher.replace(f, &long, &long), Err(arch::text::PatchError::BadLength { .. })));
+    patcher.replace(f + CALL_OFFSET, &NOP, &NOP).unwrap();
+    let half = &NOP[..NOP.len() / 2];
+    assert!(matches!(patcher.replace(f + CALL_OFFSET, half, half), Err(arch::text::PatchError::BadLength { .. })));
     drop(patcher);
     assert_eq!(call_slot(f), NOP, "a refused patch writes nothing");
     assert!(call_insn(f, f + (1 << 33)).is_err(), "a call target out of reach is refused");

@@ -372,3 +372,18 @@ fn a_site_patched_ten_thousand_times_while_three_cpus_run_it() {
     arch::text::read(f + arch::ftrace::CALL_OFFSET, &mut slot).unwrap();
     assert_eq!(slot, arch::ftrace::NOP, "the site is its NOP again");
 }
+
+#[ktest]
+fn the_scheduler_entry_points_that_never_return_are_not_traced() {
+    // A hooked return that never comes would hold what hooked it for ever
+    // (an idle task's, until the next boot).
+    let table = ftrace::symbols::table().unwrap();
+    for name in ["kernel::sched::task_start", "kernel::sched::task::idle_start", "kernel::sched::idle_loop"] {
+        let Some(symbol) = table.by_name(name) else {
+            assert_eq!(name, "kernel::sched::idle_loop", "only idle_loop may be inlined");
+            continue;
+        };
+        assert!(ftrace::site(symbol.address).is_none(), "{name} has an ftrace site");
+    }
+    assert!(ftrace::site(address(crate::workload::fib as fn(u64) -> u64)).is_some(), "the check can tell");
+}

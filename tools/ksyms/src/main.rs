@@ -64,7 +64,8 @@ fn process(image: &mut [u8]) -> Result<Report, String> {
     let count = sites.sh_size as usize / 8;
     let entries: Vec<u64> =
         (0..count).map(|i| u64::from_le_bytes(image[offset + 8 * i..offset + 8 * i + 8].try_into().unwrap())).collect();
-    let (table_entries, dropped) = sort_sites(&entries, |entry| functions.contains_key(&(entry + prefix)));
+    let (table_entries, dropped) =
+        sort_sites(&entries, |entry| is_aligned_site(entry) && functions.contains_key(&(entry + prefix)));
     for (i, value) in table_entries.iter().enumerate() {
         image[offset + 8 * i..offset + 8 * i + 8].copy_from_slice(&value.to_le_bytes());
     }
@@ -75,6 +76,15 @@ fn process(image: &mut [u8]) -> Result<Report, String> {
     image[start..start + bytes.len()].copy_from_slice(&bytes);
     image[start + bytes.len()..start + table.sh_size as usize].fill(0);
     Ok(Report { symbols: functions.len(), sites, dropped })
+}
+
+/// Whether a patchable entry's ops literal (its first bytes) is one aligned
+/// word, which one store replaces and the trampolines load whole while
+/// other CPUs change it. `-Zmin-function-alignment` aligns the kernel's
+/// functions so, but not the drop glue and other shims rustc makes: those
+/// sites are dropped (the functions stay untraced).
+fn is_aligned_site(entry: u64) -> bool {
+    entry.is_multiple_of(ftrace::site_geometry::LITERAL_BYTES as u64)
 }
 
 /// A symbol's name as traces show it: the demangled Rust path without the
@@ -166,12 +176,13 @@ mod tests {
 
     #[test]
     fn sites_are_sorted_deduplicated_and_padded_with_zeros() {
-        let functions = [0x1008u64, 0x2008, 0x3008];
-        let entries = [0x3000, 0, 0x1000, 0x9999, 0x3000, 0x2000, 0];
-        let (table, dropped) = sort_sites(&entries, |entry| functions.contains(&(entry + 8)));
-        assert_eq!(table, [0x1000, 0x2000, 0x3000, 0, 0, 0, 0]);
-        assert_eq!(dropped, 2, "the entry of no function and the duplicate");
-        let (again, dropped) = sort_sites(&table, |entry| functions.contains(&(entry + 8)));
+        let functions = [0x1008u64, 0x2008, 0x3008, 0x400c];
+        let entries = [0x3000, 0, 0x1000, 0x9999, 0x3000, 0x2000, 0x4004, 0];
+        let is_site = |entry: u64| is_aligned_site(entry) && functions.contains(&(entry + 8));
+        let (table, dropped) = sort_sites(&entries, is_site);
+        assert_eq!(table, [0x1000, 0x2000, 0x3000, 0, 0, 0, 0, 0]);
+        assert_eq!(dropped, 3, "the entry of no function, the duplicate and the unaligned literal");
+        let (again, dropped) = sort_sites(&table, is_site);
         assert_eq!((again, dropped), (table.clone(), 0), "running twice yields the same table");
     }
 
