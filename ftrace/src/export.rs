@@ -27,9 +27,10 @@ pub fn export(host_path: &str, extra: &[(String, String)]) -> Result<usize, Chan
     };
     send(&MAGIC)?;
     let meta = format!(
-        "arch={}\ncpus={}\npage_size={PAGE_SIZE}\nlong_size=8\nclock=local\ntracer={}\n",
+        "arch={}\ncpus={}\npage_size={PAGE_SIZE}\nlong_size=8\nclock={}\ntracer={}\n",
         arch::NAME,
         buffer::cpus(),
+        crate::clock::trace_clock().name(),
         crate::instance::top().current_tracer().name()
     );
     send(&record_header(Tag::Meta, meta.len()))?;

@@ -10,7 +10,8 @@
 //! u32 size  kallsyms text
 //! u32 size  printk formats (none)
 //! u64 size  saved cmdlines ("pid comm")
-//! u32 cpus  "flyrecord\0"  (u64 offset  u64 size) per CPU
+//! u32 cpus  "options  \0"  (u16 id  u32 size  data)*  u16 0
+//! "flyrecord\0"  (u64 offset  u64 size) per CPU
 //! padding to a page, then each CPU's ring-buffer pages as they are
 //! ```
 
@@ -47,11 +48,20 @@ pub fn count_events(stream: &Stream) -> usize {
     stream.cpus.iter().flat_map(|(_, pages)| pages.chunks(PAGE_SIZE)).map(|page| page_events(page).count()).sum()
 }
 
+/// The option that ends the options (`TRACECMD_OPTION_DONE`).
+const OPTION_DONE: u16 = 0;
+/// The trace clock option (`TRACECMD_OPTION_TRACECLOCK`).
+const OPTION_TRACECLOCK: u16 = 4;
+
 struct Writer(Vec<u8>);
 
 impl Writer {
     fn bytes(&mut self, bytes: &[u8]) {
         self.0.extend_from_slice(bytes);
+    }
+
+    fn u16(&mut self, value: u16) {
+        self.bytes(&value.to_le_bytes());
     }
 
     fn u32(&mut self, value: u32) {
@@ -118,6 +128,14 @@ pub fn write(stream: &Stream, kallsyms: &str) -> Result<Vec<u8>, String> {
     out.sized64(&cmdlines);
 
     out.u32(stream.cpus.len() as u32);
+    // One option: the trace clock, as the `trace_clock` file shows it, so
+    // trace-cmd prints a clock that counts events as counts, not seconds.
+    out.bytes(b"options  \0");
+    let clock = format!("[{}]\n", stream.meta("clock").unwrap_or("local"));
+    out.u16(OPTION_TRACECLOCK);
+    out.u32(clock.len() as u32);
+    out.bytes(clock.as_bytes());
+    out.u16(OPTION_DONE);
     out.bytes(b"flyrecord\0");
     let table_at = out.0.len();
     for _ in &stream.cpus {
@@ -180,7 +198,7 @@ mod tests {
         page[8..16].copy_from_slice(&12u64.to_le_bytes());
         page[16..20].copy_from_slice(&2u32.to_le_bytes()); // one 8-byte event, delta 0
         Stream {
-            meta: vec![("page_size".into(), "4096".into())],
+            meta: vec![("page_size".into(), "4096".into()), ("clock".into(), "counter".into())],
             formats: vec![
                 ("ftrace".into(), "name: function\n".into()),
                 ("ftrace".into(), "name: funcgraph_entry\n".into()),
@@ -224,6 +242,10 @@ mod tests {
         assert_eq!(r.text32(), "", "printk formats");
         assert_eq!(r.text64(), "0 <idle>\n", "cmdlines");
         assert_eq!(r.u32(), 1, "cpus");
+        assert_eq!(r.take(10), b"options  \0");
+        assert_eq!(r.take(2), OPTION_TRACECLOCK.to_le_bytes());
+        assert_eq!(r.text32(), "[counter]\n", "the clock the kernel used");
+        assert_eq!(r.take(2), OPTION_DONE.to_le_bytes());
         assert_eq!(r.take(10), b"flyrecord\0");
         let (offset, size) = (r.u64() as usize, r.u64() as usize);
         assert_eq!(offset % PAGE_SIZE, 0, "CPU data is page aligned");
