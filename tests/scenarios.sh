@@ -107,7 +107,7 @@ if run_session tracefs-files 'echo fib > set_ftrace_filter\ncat set_ftrace_filte
     expect "a probe on a bare name" grep -qx "f:fprobes/fibent fib n=\$arg1" <<<"$out"
     expect "an ambiguous bare name refused, listing the functions" grep -qE "^error: 'run' matches [0-9]+ functions, give the whole path:.* kernel::workload::run" <<<"$out"
     expect "the profiler's header" grep -q "^  Function                               Hit    Time            Avg             s^2$" <<<"$out"
-    expect "the stack trace starts at the deepest fib call" grep -qE "^   0\) +[0-9]+ +[0-9]+   kernel::workload::fib\+0x0/0x[0-9a-f]+$" <<<"$out"
+    expect "the stack trace starts at the deepest fib call" grep -qE "^    0\) +[0-9]+ +[0-9]+   kernel::workload::fib\+0x0/0x[0-9a-f]+$" <<<"$out"
     expect "twelve fib frames on it" test "$(count_lines '^ +[0-9]+\) +[0-9]+ +[0-9]+   kernel::workload::fib\+')" -eq 12
     expect "a trace_marker line" grep -qE "\] \.\.\.\.\. +[0-9]+\.[0-9]{6}: tracing_mark_write: mark it$" <<<"$out"
     expect "sym-offset and noprint-parent" grep -qE ": kernel::workload::fib\+0x0/0x[0-9a-f]+$" <<<"$out"
@@ -206,9 +206,9 @@ fi
 # an instruction boundary on both architectures), a kretprobe, a probe at
 # fib's entry (on its ftrace site), kprobe_profile, and refusals.
 kprobe_session=(
-    "echo 'p:kprobes/mid kernel::workload::fib+8 n=\$arg1 sp=%sp' > kprobe_events"
+    "echo 'p:kprobes/mid kernel::workload::fib+8 sp=%sp' > kprobe_events"
     "echo 'r:kprobes/ret kernel::workload::fib ret=\$retval' >> kprobe_events"
-    "echo 'p:kprobes/ent kernel::workload::fib' >> kprobe_events"
+    "echo 'p:kprobes/ent kernel::workload::fib n=\$arg1' >> kprobe_events"
     "cat kprobe_events"
     "echo 1 > events/kprobes/enable"
     "cat enabled_functions"
@@ -218,6 +218,7 @@ kprobe_session=(
     "echo 0 > events/kprobes/enable"
     "echo 'p:bad kernel::workload::fib+1' >> kprobe_events"
     "echo 'r:bad kernel::workload::fib+8' >> kprobe_events"
+    "echo 'p:bad kernel::workload::fib+8 n=\$arg1' >> kprobe_events"
     "echo 'p:bad nosuch_function' >> kprobe_events"
     "echo 'f:bad kernel::workload::fib' >> kprobe_events"
     "echo > kprobe_events"
@@ -227,14 +228,15 @@ kprobe_session=(
 if run_session kprobes "$(printf '%s\n' "${kprobe_session[@]}")\n"; then
     expect "kprobe_events lists the three" test "$(count_lines '^(p|r):kprobes/(mid|ret|ent) kernel::workload::fib')" -eq 3
     expect "the entry probe rides on fib's ftrace site" grep -q "^kernel::workload::fib (" <<<"$out"
-    expect "15 mid-function events with registers" test "$(count_lines ': mid: \(kernel::workload::fib\+0x8/0x[0-9a-f]+\) n=0x[0-9a-f]+ sp=0x[0-9a-f]+$')" -eq 15
+    expect "15 mid-function events with registers" test "$(count_lines ': mid: \(kernel::workload::fib\+0x8/0x[0-9a-f]+\) sp=0x[0-9a-f]+$')" -eq 15
     expect "15 return events" test "$(count_lines ': ret: \(kernel::workload::(fib|run)\+0x[0-9a-f]+/0x[0-9a-f]+ <- kernel::workload::fib\) ret=0x[0-9a-f]+$')" -eq 15
     expect "fib(5)'s return value recorded" grep -qE ': ret: \(kernel::workload::run\+0x[0-9a-f]+/0x[0-9a-f]+ <- kernel::workload::fib\) ret=0x5$' <<<"$out"
-    expect "15 entry events" test "$(count_lines ': ent: \(kernel::workload::fib\+0x0/0x[0-9a-f]+\)$')" -eq 15
+    expect "15 entry events with the argument" test "$(count_lines ': ent: \(kernel::workload::fib\+0x0/0x[0-9a-f]+\) n=0x[0-9a-f]+$')" -eq 15
     expect "the workload's result unchanged" grep -qx "fib(5) = 5" <<<"$out"
     expect "kprobe_profile: 15 hits, none missed, each" test "$(count_lines '^  (mid|ret|ent) +15 +0$')" -eq 3
     expect "inside the ftrace site refused" grep -q "^error: kernel::workload::fib+0x1 is inside the function's ftrace site" <<<"$out"
     expect "a return probe off the entry refused" grep -q "^error: a return probe must be at a function's entry" <<<"$out"
+    expect "\$arg off the entry refused, as Linux does" grep -q '^error: \$arg\* can be used only on function entry or exit' <<<"$out"
     expect "an unknown symbol refused" grep -q "^error: .*nosuch_function" <<<"$out"
     expect "kprobe_events takes no fprobe event" grep -q "^error: unknown probe type 'f:bad'" <<<"$out"
     expect "kprobe_events empty at the end" test "$(sed -n '/^> echo > kprobe_events$/,/^> poweroff$/p' <<<"$out" | wc -l)" -eq 3

@@ -57,6 +57,17 @@ pub enum Source {
     Memory { offset: i64, base: Box<Source> },
 }
 
+impl Source {
+    /// Whether it reads an argument (`$argN`, also as a memory base).
+    pub fn fetches_an_argument(&self) -> bool {
+        match self {
+            Source::Arg(_) => true,
+            Source::Memory { base, .. } => base.fetches_an_argument(),
+            _ => false,
+        }
+    }
+}
+
 /// How a fetched value is stored and printed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArgType {

@@ -58,6 +58,9 @@ pub enum EventError {
         why: RegisterError,
     },
     ArgOutOfRange(usize),
+    /// `$argN` in a probe that is neither at a function's entry nor its
+    /// exit: the argument registers hold something else there.
+    ArgsOffEntry,
     Exists(String),
     NoSuchEvent(String),
     Busy(String),
@@ -80,6 +83,7 @@ impl fmt::Display for EventError {
                 write!(f, "register '%{name}' is not saved by the sparse (ARGS) register save")
             }
             EventError::ArgOutOfRange(n) => write!(f, "$arg{n}: only $arg1 to $arg{MAX_ARG_INDEX} can be fetched"),
+            EventError::ArgsOffEntry => write!(f, "$arg* can be used only on function entry or exit"),
             EventError::Exists(name) => write!(f, "event '{name}' already exists"),
             EventError::NoSuchEvent(name) => write!(f, "no event '{name}'"),
             EventError::Busy(name) => write!(f, "event '{name}' is enabled; disable it first"),
@@ -244,9 +248,10 @@ fn compile_source(source: &Source, saved: Saved) -> Result<Fetch, EventError> {
     })
 }
 
-/// Where an event's probe goes, checked: the address, and which save its
-/// handlers see.
-fn place_of(spec: &EventSpec) -> Result<(usize, Saved), EventError> {
+/// Where an event's probe goes, checked: the address, which save its
+/// handlers see, and whether `$argN` means anything there (at a function's
+/// entry, or its exit, which gets the entry's arguments).
+fn place_of(spec: &EventSpec) -> Result<(usize, Saved, bool), EventError> {
     let kprobe_place = |location| kprobes::probe::resolve(location).map_err(EventError::Kprobe);
     match &spec.kind {
         ProbeKind::Fprobe => {
@@ -255,7 +260,7 @@ fn place_of(spec: &EventSpec) -> Result<(usize, Saved), EventError> {
             if ftrace::site(symbol.address).is_none_or(|site| site.failed) {
                 return Err(EventError::NotTraceable(spec.symbol.clone()));
             }
-            Ok((symbol.address, if spec.exit { Saved::Return } else { Saved::EntryArgs }))
+            Ok((symbol.address, if spec.exit { Saved::Return } else { Saved::EntryArgs }, true))
         }
         ProbeKind::Kprobe(location) => {
             let place = kprobe_place(location)?;
@@ -266,7 +271,7 @@ fn place_of(spec: &EventSpec) -> Result<(usize, Saved), EventError> {
                     EventError::Kprobe(KprobeError::Instruction { function: place.function.into(), offset: place.offset, why })
                 })?;
             }
-            Ok((place.address, Saved::EntryFull))
+            Ok((place.address, Saved::EntryFull, place.at_entry))
         }
         ProbeKind::Kretprobe { location, .. } => {
             let place = kprobe_place(location)?;
@@ -276,13 +281,16 @@ fn place_of(spec: &EventSpec) -> Result<(usize, Saved), EventError> {
                     offset: place.offset,
                 }));
             }
-            Ok((place.address, Saved::ReturnFull))
+            Ok((place.address, Saved::ReturnFull, true))
         }
     }
 }
 
 fn compile(spec: &EventSpec) -> Result<(usize, Compiled), EventError> {
-    let (address, saved) = place_of(spec)?;
+    let (address, saved, args_mean_arguments) = place_of(spec)?;
+    if !args_mean_arguments && spec.args.iter().any(|arg| arg.source.fetches_an_argument()) {
+        return Err(EventError::ArgsOffEntry);
+    }
     let fetches =
         spec.args.iter().map(|arg| Ok((compile_source(&arg.source, saved)?, arg.ty))).collect::<Result<Vec<_>, EventError>>()?;
     let has_strings = fetches.iter().any(|(_, ty)| *ty == ArgType::String);
