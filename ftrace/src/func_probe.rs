@@ -4,7 +4,12 @@
 //! apart from the array's tracer and its filter.
 //!
 //! Each command is its own ops (with [`OpsFlags::RECURSION`]) whose filter
-//! is FUNC, found again from the callback through the ops's container.
+//! is the functions FUNC matched, found again from the callback through the
+//! ops's container. As in Linux, a function has a command at most once
+//! (adding it again where it is attached adds it only to the functions
+//! that lack it), and `!FUNC:NAME` takes the command off the functions
+//! FUNC matches, whatever glob attached it. A count is shared by the
+//! functions one write attached it to (Linux keeps one per function).
 //! `traceoff`/`traceon` switch the array's `tracing_on`; with a count, only
 //! the first N calls that change it count (as Linux counts them).
 //! `stacktrace` records the call chain as a `<stack trace>` event.
@@ -65,7 +70,6 @@ const UNLIMITED: u64 = u64::MAX;
 struct FuncProbe {
     ops: FtraceOps,
     array: &'static TraceArray,
-    glob: String,
     command: Command,
     /// Actions left, or [`UNLIMITED`].
     left: AtomicU64,
@@ -125,6 +129,8 @@ pub enum ProbeError {
     UnknownCommand(String),
     /// Removing a command that is not attached.
     NotAttached(String),
+    /// Adding a command every function the glob matches already has.
+    AlreadyAttached(String),
     Tracing(FtraceError),
     /// No memory for the snapshot buffer `snapshot` needs.
     NoMemory,
@@ -137,15 +143,59 @@ impl fmt::Display for ProbeError {
                 write!(f, "unknown command '{name}' (traceoff, traceon, stacktrace, snapshot)")
             }
             ProbeError::NotAttached(what) => write!(f, "'{what}' is not attached"),
+            ProbeError::AlreadyAttached(what) => write!(f, "'{what}' is already attached to every function it matches"),
             ProbeError::Tracing(error) => write!(f, "{error}"),
             ProbeError::NoMemory => write!(f, "not enough memory for the snapshot buffer"),
         }
     }
 }
 
-/// Attaches `command` to the functions `glob` matches in `array`, for
-/// `count` actions (`None`: every call).
+/// The functions `glob` matches (an error if none).
+fn functions(glob: &str) -> Result<Vec<usize>, ProbeError> {
+    registry::match_functions(&[], glob, FilterMode::Replace).map_err(ProbeError::Tracing)
+}
+
+/// The functions `command` is attached to in `array`.
+fn attached(probes: &[&'static FuncProbe], array: &TraceArray, command: Command) -> Vec<usize> {
+    let mut ips: Vec<usize> = probes
+        .iter()
+        .filter(|p| core::ptr::eq(p.array, array) && p.command == command)
+        .flat_map(|p| registry::filter_ips(&p.ops, FilterKind::Filter))
+        .collect();
+    ips.sort_unstable();
+    ips
+}
+
+/// The functions an `add` would attach `command` to: those `glob` matches
+/// that do not have it yet.
+fn to_attach(array: &TraceArray, glob: &str, command: Command) -> Result<Vec<usize>, ProbeError> {
+    let have = attached(&PROBES.lock(), array, command);
+    let new: Vec<usize> = functions(glob)?.into_iter().filter(|ip| have.binary_search(ip).is_err()).collect();
+    if new.is_empty() {
+        return Err(ProbeError::AlreadyAttached(format!("{glob}:{}", command.name())));
+    }
+    Ok(new)
+}
+
+/// Checks what [`add`] (or, with `remove`, [`remove`]) would do, changing
+/// nothing: a write of several commands checks them all first.
+pub fn check(array: &TraceArray, remove: bool, glob: &str, command: Command) -> Result<(), ProbeError> {
+    if remove {
+        let matched = functions(glob)?;
+        let have = attached(&PROBES.lock(), array, command);
+        if !matched.iter().any(|ip| have.binary_search(ip).is_ok()) {
+            return Err(ProbeError::NotAttached(format!("{glob}:{}", command.name())));
+        }
+        Ok(())
+    } else {
+        to_attach(array, glob, command).map(|_| ())
+    }
+}
+
+/// Attaches `command` to the functions `glob` matches in `array` that do
+/// not have it yet, for `count` actions (`None`: every call).
 pub fn add(array: &'static TraceArray, glob: &str, command: Command, count: Option<u64>) -> Result<(), ProbeError> {
+    let ips = to_attach(array, glob, command)?;
     if command == Command::Snapshot {
         // Allocated now (a callback cannot allocate); kept when the command
         // goes, as Linux keeps it, until `echo 0 > snapshot`.
@@ -154,12 +204,11 @@ pub fn add(array: &'static TraceArray, glob: &str, command: Command, count: Opti
     let probe: &'static FuncProbe = Box::leak(Box::new(FuncProbe {
         ops: FtraceOps::new(run_command, OpsFlags::RECURSION),
         array,
-        glob: glob.into(),
         command,
         left: AtomicU64::new(count.unwrap_or(UNLIMITED)),
     }));
     probe.ops.set_container(probe);
-    let attached = registry::set_filter(&probe.ops, FilterKind::Filter, glob, FilterMode::Replace)
+    let attached = registry::set_filter_ips(&probe.ops, FilterKind::Filter, &ips, FilterMode::Replace)
         .and_then(|()| registry::register(&probe.ops));
     if let Err(error) = attached {
         // SAFETY: leaked just above and never registered: nothing else has it.
@@ -170,30 +219,39 @@ pub fn add(array: &'static TraceArray, glob: &str, command: Command, count: Opti
     Ok(())
 }
 
-/// Detaches `command` from `glob` in `array` (`!FUNC:NAME`).
+/// Takes `command` off the functions `glob` matches in `array`
+/// (`!FUNC:NAME`): a probe left with no function goes.
 pub fn remove(array: &'static TraceArray, glob: &str, command: Command) -> Result<(), ProbeError> {
-    let probe = {
-        let mut probes = PROBES.lock();
-        let index = probes
-            .iter()
-            .position(|p| core::ptr::eq(p.array, array) && p.glob == glob && p.command == command)
-            .ok_or_else(|| ProbeError::NotAttached(format!("{glob}:{}", command.name())))?;
-        probes.remove(index)
-    };
-    registry::unregister(&probe.ops).map_err(ProbeError::Tracing)?;
-    deferred::synchronize();
-    // SAFETY: leaked by `add`, unlisted and unregistered, and the grace
-    // period is over: no callback still runs on it.
-    drop(unsafe { Box::from_raw(probe as *const FuncProbe as *mut FuncProbe) });
+    check(array, true, glob, command)?;
+    let matched = functions(glob)?;
+    let mine: Vec<&'static FuncProbe> =
+        PROBES.lock().iter().copied().filter(|p| core::ptr::eq(p.array, array) && p.command == command).collect();
+    for probe in mine {
+        let ips = registry::filter_ips(&probe.ops, FilterKind::Filter);
+        let left: Vec<usize> = ips.iter().copied().filter(|ip| matched.binary_search(ip).is_err()).collect();
+        if left.len() == ips.len() {
+            continue;
+        }
+        if !left.is_empty() {
+            registry::set_filter_ips(&probe.ops, FilterKind::Filter, &left, FilterMode::Replace).map_err(ProbeError::Tracing)?;
+            continue;
+        }
+        registry::unregister(&probe.ops).map_err(ProbeError::Tracing)?;
+        PROBES.lock().retain(|p| !core::ptr::eq(*p, probe));
+        deferred::synchronize();
+        // SAFETY: leaked by `add`, unregistered and unlisted, and the grace
+        // period is over: no callback still runs on it.
+        drop(unsafe { Box::from_raw(probe as *const FuncProbe as *mut FuncProbe) });
+    }
     Ok(())
 }
 
 /// Detaches every command of `array` (an instance going away).
 pub fn remove_all(array: &'static TraceArray) {
-    let mine: Vec<(String, Command)> =
-        PROBES.lock().iter().filter(|p| core::ptr::eq(p.array, array)).map(|p| (p.glob.clone(), p.command)).collect();
-    for (glob, command) in mine {
-        let _ = remove(array, &glob, command);
+    let mut commands: Vec<Command> = PROBES.lock().iter().filter(|p| core::ptr::eq(p.array, array)).map(|p| p.command).collect();
+    commands.dedup();
+    for command in commands {
+        let _ = remove(array, "*", command);
     }
 }
 

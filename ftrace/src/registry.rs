@@ -433,8 +433,19 @@ pub fn match_functions(current: &[usize], text: &str, mode: FilterMode) -> Resul
     Ok(set.iter_ones().map(|i| sites[i].ip).collect())
 }
 
+/// The function addresses a filter of `ops` holds, sorted (empty for an
+/// empty filter).
+pub fn filter_ips(ops: &FtraceOps, kind: FilterKind) -> Vec<usize> {
+    filter_sites(ops, kind, |site| site.ip)
+}
+
 /// The names a filter of `ops` holds (empty for an empty filter).
 pub fn filter_names(ops: &FtraceOps, kind: FilterKind) -> Vec<&'static str> {
+    filter_sites(ops, kind, |site| site.name)
+}
+
+/// `what` of each site a filter of `ops` holds, in address order.
+fn filter_sites<T>(ops: &FtraceOps, kind: FilterKind, what: impl Fn(&Site) -> T) -> Vec<T> {
     let guard = REGISTRY.lock();
     let Some(registry) = guard.as_ref() else { return Vec::new() };
     let filters = ops.filters.lock();
@@ -442,7 +453,7 @@ pub fn filter_names(ops: &FtraceOps, kind: FilterKind) -> Vec<&'static str> {
         FilterKind::Filter => &filters.filter,
         FilterKind::Notrace => &filters.notrace,
     };
-    set.iter_ones().filter_map(|i| registry.sites.get(i).map(|r| r.name)).collect()
+    set.iter_ones().filter_map(|i| registry.sites.get(i).map(&what)).collect()
 }
 
 /// Turns all function tracing on or off (`ftrace_enabled`), keeping every

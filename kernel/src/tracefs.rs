@@ -507,6 +507,11 @@ fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(),
             None => globs.push(word),
         }
     }
+    // Every command is checked before anything changes (a refused write
+    // changes nothing).
+    for &(remove, glob, command, _) in &commands {
+        ftrace::func_probe::check(array, remove, glob, command).map_err(|error| TracefsError::Invalid(error.to_string()))?;
+    }
     if !globs.is_empty() || commands.is_empty() {
         array.set_tracer_filter(FilterKind::Filter, &globs.join(" "), mode)?;
     }

@@ -407,6 +407,32 @@ fn function_commands_switch_tracing_and_record_stacks() {
 }
 
 #[ktest]
+fn function_commands_attach_once_per_function_and_come_off_by_function() {
+    let commands = || -> alloc::vec::Vec<String> { read("set_ftrace_filter").lines().skip(1).map(String::from).collect() };
+    write("set_ftrace_filter", "kernel::workload::fs::mkdir:traceon");
+    // Again on the same function: refused, nothing added.
+    let again = tracefs::write("set_ftrace_filter", "kernel::workload::fs::mkdir:traceon", FilterMode::Append);
+    assert!(matches!(again, Err(TracefsError::Invalid(_))), "{again:?}");
+    // A glob over it and another: only the other is added.
+    tracefs::write("set_ftrace_filter", "kernel::workload::fs::*:traceon", FilterMode::Append).unwrap();
+    let attached = commands();
+    assert_eq!(attached.iter().filter(|line| line.starts_with("kernel::workload::fs::mkdir:")).count(), 1, "{attached:?}");
+    assert!(attached.len() >= 2, "{attached:?}");
+    // Taken off by function, whatever glob attached it.
+    tracefs::write("set_ftrace_filter", "!kernel::workload::fs::mkdir:traceon", FilterMode::Append).unwrap();
+    assert!(commands().iter().all(|line| !line.starts_with("kernel::workload::fs::mkdir:")), "{:?}", commands());
+    assert_eq!(commands().len(), attached.len() - 1);
+    // A write with one bad command changes nothing, the filter included.
+    let before = read("set_ftrace_filter");
+    let mixed = tracefs::write("set_ftrace_filter", "fib kernel::workload::run:traceoff nosuch_fn:traceoff", FilterMode::Replace);
+    assert!(matches!(mixed, Err(TracefsError::Invalid(_))), "{mixed:?}");
+    assert_eq!(read("set_ftrace_filter"), before, "a refused write changes nothing");
+    tracefs::write("set_ftrace_filter", "!*:traceon", FilterMode::Append).unwrap();
+    assert_eq!(read("set_ftrace_filter"), "#### all functions enabled ####\n");
+    assert_eq!(read("enabled_functions"), "");
+}
+
+#[ktest]
 fn set_event_and_available_events_name_every_event() {
     assert_eq!(read("available_events"), "sched:sched_switch\nsched:sched_wakeup\n");
     tracefs::write("dynamic_events", "f:ent fib n=$arg1", FilterMode::Append).unwrap();
