@@ -442,6 +442,13 @@ impl TraceBuffer {
         }
     }
 
+    /// CPU `cpu`'s unread bytes and oldest page time, its writer left
+    /// running (`per_cpu/cpuN/stats`).
+    pub fn usage_of(&self, cpu: usize) -> crate::ring_buffer::Usage {
+        let readers = self.readers.lock();
+        self.rings(&readers).get(cpu).map(|ring| ring.usage()).unwrap_or_default()
+    }
+
     /// Copies every CPU's ring.
     pub fn snapshot_all(&self) -> Vec<Snapshot> {
         (0..cpus()).map(|cpu| self.snapshot_of(cpu)).collect()

@@ -297,9 +297,10 @@ impl TraceArray {
         let parsed = parse_pids(text)?;
         let tracer = self.tracer.lock();
         let was_checking = self.needs_checking_ops();
-        {
+        let old = {
             let mut pids = self.pids.lock();
             let list = if notrace { &mut pids.notrace } else { &mut pids.trace };
+            let old = list.clone();
             if mode == FilterMode::Replace {
                 list.clear();
             }
@@ -308,10 +309,19 @@ impl TraceArray {
                     list.push(pid);
                 }
             }
-        }
+            old
+        };
         self.refresh_ignored();
         self.refresh_graph_plain();
-        self.swap_function_ops(*tracer, was_checking).map_err(|_| PidError(String::from("(tracing refused the change)")))
+        self.swap_function_ops(*tracer, was_checking).map_err(|_| {
+            // Refused: the list as it was (the ops were not swapped).
+            let mut pids = self.pids.lock();
+            *if notrace { &mut pids.notrace } else { &mut pids.trace } = old;
+            drop(pids);
+            self.refresh_ignored();
+            self.refresh_graph_plain();
+            PidError(String::from("(tracing refused the change)"))
+        })
     }
 
     /// Marks every task this array's pid filter leaves out.

@@ -286,6 +286,14 @@ pub struct Stats {
     pub dropped: u64,
 }
 
+/// A ring's unread bytes and the time its oldest unread page starts at
+/// ([`RingBuffer::usage`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub bytes: usize,
+    pub oldest_page_time: u64,
+}
+
 /// Counters since the buffer was made, which [`RingBuffer::reset`] does
 /// not clear: what became of every event ever written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -665,6 +673,27 @@ impl RingBuffer {
         })
     }
 
+    /// What `per_cpu/cpuN/stats` shows besides the counters, read without
+    /// pausing the writer (as Linux reads them): the bytes of unread events,
+    /// and the time stamp of the oldest unread page (Linux's "oldest event
+    /// ts" is its reader page's). Figures of a moment: the writer moves on.
+    pub fn usage(&self) -> Usage {
+        let reader = self.reader.lock();
+        let tail = self.tail.load(Ordering::Acquire);
+        let first = reader.next.max(self.oldest(tail));
+        let mut usage = Usage::default();
+        for seq in first..=tail {
+            let (page, tag) = self.page(seq);
+            let consumed = Tag::unpack(tag.load(Ordering::Acquire)).consumed as usize;
+            let unread = page.commit().saturating_sub(consumed);
+            if unread > 0 && usage.bytes == 0 {
+                usage.oldest_page_time = page.time_stamp();
+            }
+            usage.bytes += unread;
+        }
+        usage
+    }
+
     /// Empties the buffer (`echo > trace`). The writer is paused meanwhile.
     pub fn reset(&self) {
         let mut reader = self.reader.lock();
@@ -773,6 +802,26 @@ mod tests {
         assert_eq!(events[2].0, 1_000 + (1 << 30));
         assert_eq!(events[3], (2_000 + (1 << 30), payload(4, 200)));
         assert_eq!(ring.stats(), Stats { entries: 4, written: 4, overrun: 0, read: 0, dropped: 0 });
+    }
+
+    #[test]
+    fn usage_counts_the_unread_bytes_without_pausing_the_writer() {
+        let ring = RingBuffer::new(4);
+        assert_eq!(ring.usage(), Usage::default());
+        let per_page = PAGE_DATA_SIZE / 28;
+        for i in 0..per_page + 3 {
+            write(&ring, 100 + i as u64, &[7; 24]);
+        }
+        let copied: usize = ring.snapshot().iter().map(|page| page_commit(&page[..])).sum();
+        let usage = ring.usage();
+        assert_eq!(usage, Usage { bytes: copied, oldest_page_time: 100 });
+        assert!(!ring.paused.load(Ordering::Relaxed) && ring.stats().dropped == 0);
+        // A consuming read takes the first page: the oldest is the next.
+        let mut page = [0u8; PAGE_SIZE];
+        ring.read_page(&mut page).unwrap();
+        let usage = ring.usage();
+        assert_eq!(usage.bytes, 3 * 28);
+        assert_eq!(usage.oldest_page_time, 100 + per_page as u64);
     }
 
     #[test]

@@ -199,17 +199,18 @@ fn read_per_cpu(array: Array, cpu: usize, file: &str, out: &mut dyn Write) -> fm
     if file == "trace_pipe" {
         return pipe(array, Some(cpu), out, &mut until_key);
     }
-    // Linux's layout (`tracing_stats_read`), timestamps in seconds.
+    // Linux's layout (`tracing_stats_read`), timestamps in seconds; read
+    // without pausing the CPU's writer, as Linux does (a pause would drop
+    // the events it records meanwhile).
     let buffer = array.buffer();
     let stats = buffer.stats_of(cpu);
-    let snapshot = buffer.snapshot_of(cpu);
-    let oldest = snapshot.events().next().map_or(0, |(time, _)| time);
+    let usage = buffer.usage_of(cpu);
     let seconds = |ns: u64| format!("{:5}.{:06}", ns / 1_000_000_000, ns % 1_000_000_000 / 1000);
     writeln!(out, "entries: {}", stats.entries)?;
     writeln!(out, "overrun: {}", stats.overrun)?;
     writeln!(out, "commit overrun: 0")?;
-    writeln!(out, "bytes: {}", snapshot.bytes())?;
-    writeln!(out, "oldest event ts: {}", seconds(oldest))?;
+    writeln!(out, "bytes: {}", usage.bytes)?;
+    writeln!(out, "oldest event ts: {}", seconds(usage.oldest_page_time))?;
     writeln!(out, "now ts: {}", seconds(ftrace::clock::now_ns()))?;
     writeln!(out, "dropped events: {}", stats.dropped)?;
     writeln!(out, "read events: {}", stats.read)
