@@ -64,9 +64,9 @@ fi
 if run_session function-graph-fib 'echo *fib* > set_ftrace_filter\necho function_graph > current_tracer\necho 1 > options/funcgraph-retval\nrun fib 4\ncat trace\necho nop > current_tracer\npoweroff\n'; then
     expect "graph header" grep -q "^# tracer: function_graph$" <<<"$out"
     expect "4 calls with children open a brace" test "$(count_lines '^ 0\)               \|  ( *)kernel::workload::fib\(\) \{$')" -eq 4
-    expect "5 leaf calls with duration and return value" test "$(count_lines '^ 0\) .[ 0-9]+\.[0-9]+ us +\|  +kernel::workload::fib\(\); /\* = 0x[01] \*/$')" -eq 5
-    expect "4 closing braces with return values" test "$(count_lines '\|  +\} /\* kernel::workload::fib = 0x[0-9a-f]+ \*/$')" -eq 4
-    expect "the outermost call returns fib(4) = 3" grep -qE '^ 0\) .[ 0-9.]+ us +\|  \} /\* kernel::workload::fib = 0x3 \*/$' <<<"$out"
+    expect "5 leaf calls with duration and return value" test "$(count_lines '^ 0\) .[ 0-9]+\.[0-9]+ us +\|  +kernel::workload::fib\(\); /\* ret=0x[01] \*/$')" -eq 5
+    expect "4 closing braces with return values" test "$(count_lines '\|  +\} /\* kernel::workload::fib ret=0x[0-9a-f]+ \*/$')" -eq 4
+    expect "the outermost call returns fib(4) = 3" grep -qE '^ 0\) .[ 0-9.]+ us +\|  \} /\* kernel::workload::fib ret=0x3 \*/$' <<<"$out"
 fi
 
 fib_events='echo '"'"'f:fibent kernel::workload::fib n=$arg1'"'"' >> dynamic_events\necho '"'"'f:fibret kernel::workload::fib%return n=$arg1 ret=$retval'"'"' >> dynamic_events\n'

@@ -381,6 +381,8 @@ impl TraceArray {
     pub fn graph_options(&self) -> crate::output::GraphOptions {
         crate::output::GraphOptions {
             retval: self.option(TraceOption::FuncgraphRetval),
+            retval_hex: self.option(TraceOption::FuncgraphRetvalHex),
+            cpu: self.option(TraceOption::FuncgraphCpu),
             proc: self.option(TraceOption::FuncgraphProc),
             abstime: self.option(TraceOption::FuncgraphAbstime),
             duration: self.option(TraceOption::FuncgraphDuration),
@@ -526,14 +528,21 @@ pub enum TraceOption {
     EventFork,
     /// A stack trace after every function the function tracer records.
     FuncStackTrace,
+    /// The CPU column (function_graph; on by default).
+    FuncgraphCpu,
+    /// Return values in hex, error codes too (function_graph; off: an
+    /// error code prints as a negative decimal).
+    FuncgraphRetvalHex,
 }
 
 impl TraceOption {
     /// Every option, in `trace_options` order.
-    pub const ALL: [TraceOption; 9] = [
+    pub const ALL: [TraceOption; 11] = [
         TraceOption::PrintParent,
         TraceOption::SymOffset,
         TraceOption::FuncgraphRetval,
+        TraceOption::FuncgraphRetvalHex,
+        TraceOption::FuncgraphCpu,
         TraceOption::FuncgraphProc,
         TraceOption::FuncgraphAbstime,
         TraceOption::FuncgraphDuration,
@@ -542,7 +551,7 @@ impl TraceOption {
         TraceOption::FuncStackTrace,
     ];
     /// The options a new trace array starts with.
-    const DEFAULTS: u32 = TraceOption::PrintParent.bit() | TraceOption::FuncgraphDuration.bit();
+    const DEFAULTS: u32 = TraceOption::PrintParent.bit() | TraceOption::FuncgraphDuration.bit() | TraceOption::FuncgraphCpu.bit();
 
     /// Its file name under `options/`.
     pub fn name(self) -> &'static str {
@@ -556,6 +565,8 @@ impl TraceOption {
             TraceOption::FunctionFork => "function-fork",
             TraceOption::EventFork => "event-fork",
             TraceOption::FuncStackTrace => "func_stack_trace",
+            TraceOption::FuncgraphCpu => "funcgraph-cpu",
+            TraceOption::FuncgraphRetvalHex => "funcgraph-retval-hex",
         }
     }
 

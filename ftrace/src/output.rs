@@ -184,18 +184,20 @@ pub fn write_graph_header(out: &mut dyn Write, options: GraphOptions) -> fmt::Re
         names.push_str("     TIME       ");
         bars.push_str("      |         ");
     }
-    names.push_str(" CPU");
-    bars.push_str(" |  ");
+    if options.cpu {
+        names.push_str(" CPU");
+        bars.push_str(" |  ");
+    }
     if options.proc {
         names.push_str("  TASK/PID       ");
         bars.push_str("   |    |        ");
     }
     if options.duration {
-        names.push_str("  DURATION         ");
-        bars.push_str("   |   |          ");
+        names.push_str("  DURATION   ");
+        bars.push_str("   |   |      ");
     }
-    names.push_str("         FUNCTION CALLS");
-    bars.push_str("           |   |   |   |");
+    names.push_str("               FUNCTION CALLS");
+    bars.push_str("               |   |   |   |");
     writeln!(out, "{names}")?;
     writeln!(out, "{bars}")
 }
@@ -231,6 +233,11 @@ fn write_duration(out: &mut dyn Write, ns: u64) -> fmt::Result {
 pub struct GraphOptions {
     /// `options/funcgraph-retval`: print each call's return value.
     pub retval: bool,
+    /// `options/funcgraph-retval-hex`: every return value in hex (else an
+    /// error code prints as a negative decimal).
+    pub retval_hex: bool,
+    /// `options/funcgraph-cpu`: the CPU column (on by default).
+    pub cpu: bool,
     /// `options/funcgraph-proc`: the task (`comm-pid`) on every line.
     pub proc: bool,
     /// `options/funcgraph-abstime`: the timestamp on every line.
@@ -244,7 +251,7 @@ pub struct GraphOptions {
 
 impl Default for GraphOptions {
     fn default() -> Self {
-        GraphOptions { retval: false, proc: false, abstime: false, duration: true, thresh: false }
+        GraphOptions { retval: false, retval_hex: false, cpu: true, proc: false, abstime: false, duration: true, thresh: false }
     }
 }
 
@@ -327,7 +334,9 @@ pub fn write_graph(
                         write_symbol(out, entry.func as usize, names)?;
                         out.write_str("();")?;
                         if options.retval {
-                            write!(out, " /* = {:#x} */", exit.retval)?;
+                            out.write_str(" /*")?;
+                            write_retval(out, exit.retval, options)?;
+                            out.write_str(" */")?;
                         }
                         skip[j] = true;
                     }
@@ -379,9 +388,25 @@ pub fn write_graph(
     Ok(())
 }
 
-/// `comm-pid` centred in 14 columns (Linux's `print_graph_proc`).
+/// ` ret=VALUE`, as Linux's `print_graph_retval` writes it: hex, but an
+/// error code (-1 to -4095, also as a 32-bit `int`) as a negative decimal
+/// unless `funcgraph-retval-hex` is on.
+fn write_retval(out: &mut dyn Write, retval: u64, options: GraphOptions) -> fmt::Result {
+    const MAX_ERRNO: i64 = 4095;
+    let as_long = if retval >> 32 == 0 && retval & (1 << 31) != 0 { retval as u32 as i32 as i64 } else { retval as i64 };
+    if !options.retval_hex && (-MAX_ERRNO..0).contains(&as_long) {
+        write!(out, " ret={as_long}")
+    } else {
+        write!(out, " ret={retval:#x}")
+    }
+}
+
+/// `comm-pid` centred in 14 columns, the name cut to 7 characters (Linux's
+/// `print_graph_proc`).
 fn write_proc(out: &mut dyn Write, pid: i32, comms: Comms) -> fmt::Result {
-    let text = alloc::format!("{}-{pid}", task_name(pid, comms));
+    let name = task_name(pid, comms);
+    let name = name.char_indices().nth(7).map_or(&*name, |(cut, _)| &name[..cut]);
+    let text = alloc::format!("{name}-{pid}");
     let spaces = 14usize.saturating_sub(text.len());
     let before = spaces / 2;
     write!(out, "{:before$}{text}{:after$}", "", "", before = before, after = spaces - before)
@@ -412,10 +437,11 @@ fn write_line_start(
     if options.abstime && RAW_TIMESTAMPS.load(Ordering::Relaxed) {
         write!(out, "{time_ns:>13} |  ")?;
     } else if options.abstime {
-        let micros = (time_ns + 500) / 1_000;
-        write!(out, "{:>6}.{:06} |  ", micros / 1_000_000, micros % 1_000_000)?;
+        write!(out, "{:>5}.{:06} |  ", time_ns / 1_000_000_000, time_ns % 1_000_000_000 / 1_000)?;
     }
-    write!(out, " {cpu}) ")?;
+    if options.cpu {
+        write!(out, " {cpu}) ")?;
+    }
     if options.proc {
         let pid = match record {
             Event::GraphEntry(e) => e.common.pid,
@@ -425,7 +451,6 @@ fn write_line_start(
             Event::SchedWakeup(e) => e.common.pid,
             Event::Other(common) => common.pid,
         };
-        out.write_char(' ')?;
         write_proc(out, pid, comms)?;
         out.write_str(" | ")?;
     }
@@ -433,10 +458,10 @@ fn write_line_start(
 }
 
 /// The duration column and its bar: the duration of a finished call, or
-/// blanks; just the bar with `funcgraph-duration` off.
+/// blanks; nothing with `funcgraph-duration` off.
 fn write_duration_column(out: &mut dyn Write, ns: Option<u64>, options: GraphOptions) -> fmt::Result {
     match (options.duration, ns) {
-        (false, _) => out.write_str(" |  "),
+        (false, _) => Ok(()),
         (true, Some(ns)) => write_duration(out, ns),
         (true, None) => out.write_str("              |  "),
     }
@@ -449,7 +474,8 @@ fn write_closing(out: &mut dyn Write, exit: &GraphExitEvent, names: Namer, optio
     if options.retval {
         out.write_str(" /* ")?;
         write_symbol(out, exit.func as usize, names)?;
-        write!(out, " = {:#x} */", exit.retval)?;
+        write_retval(out, exit.retval, options)?;
+        out.write_str(" */")?;
     } else if options.thresh {
         out.write_str(" /* ")?;
         write_symbol(out, exit.func as usize, names)?;
@@ -544,8 +570,65 @@ mod graph_tests {
         let mut with_retval = String::new();
         write_graph(&mut with_retval, &events, &names, &comms, GraphOptions { retval: true, ..GraphOptions::default() }, &other)
             .unwrap();
-        assert!(with_retval.contains("kernel::workload::fib(); /* = 0x1 */\n"), "{with_retval}");
-        assert!(with_retval.ends_with("|  } /* kernel::workload::fib = 0x5 */\n"), "{with_retval}");
+        assert!(with_retval.contains("kernel::workload::fib(); /* ret=0x1 */\n"), "{with_retval}");
+        assert!(with_retval.ends_with("|  } /* kernel::workload::fib ret=0x5 */\n"), "{with_retval}");
+    }
+
+    #[test]
+    fn graph_options_shape_the_columns_as_linux_does() {
+        let names = super::tests::test_names;
+        let other = |_: &[u8], _: &mut dyn Write| Ok(());
+        let comms = |pid: i32| (pid == 5).then(|| String::from("fib-worker"));
+        let of_pid_5 = |record: Event| match record {
+            Event::GraphEntry(mut e) => {
+                e.common.pid = 5;
+                Event::GraphEntry(e)
+            }
+            Event::GraphExit(mut e) => {
+                e.common.pid = 5;
+                Event::GraphExit(e)
+            }
+            other => other,
+        };
+        let errno = (-22i64) as u64;
+        let events: Vec<GraphLine> = vec![
+            (0, 0, of_pid_5(entry(0)), &[]),
+            (1, 0, of_pid_5(exit(0, 0, 812, errno)), &[]),
+            (2_500_000_000, 0, of_pid_5(entry(0)), &[]),
+        ];
+        let print = |options: GraphOptions| {
+            let mut text = String::new();
+            write_graph(&mut text, &events, &names, &comms, options, &other).unwrap();
+            let mut header = String::new();
+            write_graph_header(&mut header, options).unwrap();
+            (String::from(header.lines().nth(2).unwrap()), String::from(text.lines().next().unwrap()))
+        };
+        let plain = GraphOptions::default();
+        assert_eq!(
+            print(GraphOptions { retval: true, ..plain }).1,
+            " 0)   0.812 us    |  kernel::workload::fib(); /* ret=-22 */",
+            "an error code in decimal"
+        );
+        assert!(print(GraphOptions { retval: true, retval_hex: true, ..plain }).1.ends_with("/* ret=0xffffffffffffffea */"));
+        let int_errno = GraphOptions { retval: true, ..plain };
+        let mut text = String::new();
+        let int_events: Vec<GraphLine> = vec![(0, 0, entry(0), &[]), (1, 0, exit(0, 0, 812, 0xffff_ffea), &[])];
+        write_graph(&mut text, &int_events, &names, &comms, int_errno, &other).unwrap();
+        assert!(text.ends_with("/* ret=-22 */\n"), "an int's error code too: {text}");
+        assert_eq!(
+            print(GraphOptions { duration: false, ..plain }),
+            ("# CPU               FUNCTION CALLS".into(), " 0) kernel::workload::fib();".into())
+        );
+        assert_eq!(
+            print(GraphOptions { cpu: false, ..plain }),
+            ("#  DURATION                  FUNCTION CALLS".into(), "  0.812 us    |  kernel::workload::fib();".into())
+        );
+        let (header, line) = print(GraphOptions { proc: true, ..plain });
+        assert_eq!(header, "# CPU  TASK/PID         DURATION                  FUNCTION CALLS");
+        assert_eq!(line, " 0)   fib-wor-5    |   0.812 us    |  kernel::workload::fib();", "the name cut to 7, centred in 14");
+        let (header, line) = print(GraphOptions { abstime: true, ..plain });
+        assert_eq!(header, "#     TIME        CPU  DURATION                  FUNCTION CALLS");
+        assert_eq!(line, "    0.000000 |   0)   0.812 us    |  kernel::workload::fib();");
     }
 
     #[test]

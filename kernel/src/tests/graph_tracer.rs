@@ -61,8 +61,8 @@ fn function_graph_tracer_shows_fib_as_a_balanced_tree_with_return_values() {
     assert!(trace.starts_with("# tracer: function_graph\n"), "{trace}");
     // On whichever CPU the test task runs.
     assert!(trace.contains(")               |  kernel::workload::fib() {\n"), "{trace}");
-    assert!(trace.contains("|        kernel::workload::fib(); /* = 0x1 */\n"), "{trace}");
-    assert!(trace.contains("|  } /* kernel::workload::fib = 0x3 */\n"), "{trace}");
+    assert!(trace.contains("|        kernel::workload::fib(); /* ret=0x1 */\n"), "{trace}");
+    assert!(trace.contains("|  } /* kernel::workload::fib ret=0x3 */\n"), "{trace}");
     assert_eq!(trace.matches("kernel::workload::fib").count(), 9 + 4, "9 calls, 4 of them with children");
 }
 

@@ -272,8 +272,8 @@ fn trace_marker_lines_land_among_the_events() {
 fn trace_options_change_how_trace_prints() {
     assert_eq!(
         read("trace_options"),
-        "print-parent\nnosym-offset\nnofuncgraph-retval\nnofuncgraph-proc\nnofuncgraph-abstime\nfuncgraph-duration\nnofunction-fork\nnoevent-fork\n\
-         nofunc_stack_trace\n"
+        "print-parent\nnosym-offset\nnofuncgraph-retval\nnofuncgraph-retval-hex\nfuncgraph-cpu\nnofuncgraph-proc\nnofuncgraph-abstime\n\
+         funcgraph-duration\nnofunction-fork\nnoevent-fork\nnofunc_stack_trace\n"
     );
     write("set_ftrace_filter", "fib");
     write("current_tracer", "function");
@@ -305,6 +305,12 @@ fn trace_options_change_how_trace_prints() {
     assert!(columns[1].rsplit('-').next().unwrap().trim().parse::<u32>().is_ok(), "comm-pid: {call}");
     write("options/funcgraph-duration", "0");
     assert!(!read("trace").contains(" us "), "no durations");
+    write("options/funcgraph-cpu", "0");
+    let bare = read("trace");
+    let call = bare.lines().find(|line| line.ends_with("kernel::workload::fib();")).unwrap();
+    assert_eq!(call.split(" | ").count(), 3, "the time, the task and the call: {call}");
+    assert!(!call.contains(") "), "no CPU: {call}");
+    write("options/funcgraph-cpu", "1");
     for option in ["sym-offset", "funcgraph-proc", "funcgraph-abstime"] {
         write(&format!("options/{option}"), "0");
     }
