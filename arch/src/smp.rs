@@ -100,7 +100,7 @@ pub fn call_on_others(f: fn()) {
 /// how many. The caller is pinned and must call [`finish_call`].
 fn start_call(f: fn()) -> usize {
     lock_calls();
-    send_call(f)
+    send_call(f, others())
 }
 
 /// Takes the call lock, spinning with interrupts enabled: two CPUs calling
@@ -112,23 +112,39 @@ fn lock_calls() {
     }
 }
 
-/// The CPUs other than this one that are online.
-fn others() -> impl Iterator<Item = usize> {
+/// The CPUs other than this one that are online now, as a mask: read once
+/// per call, so the CPUs counted are exactly the CPUs sent to (a CPU
+/// coming online meanwhile is in neither).
+fn others() -> CpuMask {
     let me = cpu::id();
-    (0..MAX_CPUS).filter(move |&c| c != me && percpu::is_online(c))
+    CpuMask((0..MAX_CPUS).filter(|&c| c != me && percpu::is_online(c)).fold(0, |mask, c| mask | 1 << c))
 }
 
-/// Sends `f` to every other online CPU (the call lock held); answers how
-/// many.
-fn send_call(f: fn()) -> usize {
-    let targets = others().count();
+/// A set of CPUs.
+#[derive(Clone, Copy)]
+struct CpuMask(u32);
+
+const _: () = assert!(MAX_CPUS <= u32::BITS as usize);
+
+impl CpuMask {
+    fn count(self) -> usize {
+        self.0.count_ones() as usize
+    }
+
+    fn iter(self) -> impl Iterator<Item = usize> {
+        (0..MAX_CPUS).filter(move |&c| self.0 & 1 << c != 0)
+    }
+}
+
+/// Sends `f` to the CPUs `targets` (the call lock held); answers how many.
+fn send_call(f: fn(), targets: CpuMask) -> usize {
     CALL_FUNCTION.store(f);
     CALL_WAITER.store(cpu::id(), Ordering::Relaxed);
-    CALL_PENDING.store(targets, Ordering::Release);
-    for target in others() {
+    CALL_PENDING.store(targets.count(), Ordering::Release);
+    for target in targets.iter() {
         crate::imp::smp::send_ipi(target, Ipi::Call);
     }
-    targets
+    targets.count()
 }
 
 /// Waits for every CPU [`start_call`] asked, and drops the call lock.
@@ -170,8 +186,8 @@ static STOP_FUNCTION: crate::cell::AtomicFn<fn()> = crate::cell::AtomicFn::none(
 pub fn stop_others(f: fn()) {
     let _pinned = preempt::Guard::new();
     lock_calls();
-    let targets = others().count();
-    if targets == 0 {
+    let targets = others();
+    if targets.count() == 0 {
         f();
         CALL_LOCK.store(false, Ordering::Release);
         return;
@@ -179,24 +195,27 @@ pub fn stop_others(f: fn()) {
     STOP_FUNCTION.store(f);
     STOP_ARRIVED.store(0, Ordering::SeqCst);
     STOP_RELEASED.store(false, Ordering::SeqCst);
-    STOP_TARGETS.store(targets, Ordering::SeqCst);
+    STOP_TARGETS.store(targets.count(), Ordering::SeqCst);
     // Masked from here to the end of the call (the lock is taken, so no
     // other CPU waits for this one): no interrupt handler runs here while
     // another CPU rewrites code it might run.
     let irqs = crate::irq::IrqGuard::new();
-    send_call(|| {
-        if STOP_ARRIVED.fetch_add(1, Ordering::SeqCst) + 1 == STOP_TARGETS.load(Ordering::SeqCst) {
-            if let Some(f) = STOP_FUNCTION.load() {
-                f();
+    send_call(
+        || {
+            if STOP_ARRIVED.fetch_add(1, Ordering::SeqCst) + 1 == STOP_TARGETS.load(Ordering::SeqCst) {
+                if let Some(f) = STOP_FUNCTION.load() {
+                    f();
+                }
+                STOP_RELEASED.store(true, Ordering::Release);
+            } else {
+                while !STOP_RELEASED.load(Ordering::Acquire) {
+                    core::hint::spin_loop();
+                }
             }
-            STOP_RELEASED.store(true, Ordering::Release);
-        } else {
-            while !STOP_RELEASED.load(Ordering::Acquire) {
-                core::hint::spin_loop();
-            }
-        }
-        cpu::serialize();
-    });
+            cpu::serialize();
+        },
+        targets,
+    );
     // Spin, masked: a halt would wake to run interrupt handlers.
     while CALL_PENDING.load(Ordering::Acquire) != 0 {
         core::hint::spin_loop();
