@@ -449,9 +449,13 @@ impl TraceBuffer {
         self.rings(&readers).get(cpu).map(|ring| ring.usage()).unwrap_or_default()
     }
 
-    /// Copies every CPU's ring.
+    /// Copies every CPU's ring, all from one set of rings (a snapshot
+    /// swap meanwhile cannot give some CPUs from before it and some from
+    /// after).
     pub fn snapshot_all(&self) -> Vec<Snapshot> {
-        (0..cpus()).map(|cpu| self.snapshot_of(cpu)).collect()
+        let readers = self.readers.lock();
+        let rings = self.rings(&readers);
+        rings.iter().enumerate().map(|(cpu, ring)| Snapshot { cpu, stats: ring.stats(), pages: ring.snapshot() }).collect()
     }
 
     /// CPU `cpu`'s counters.

@@ -96,10 +96,14 @@ pub struct Page {
 }
 
 // SAFETY: a page's bytes are written by its one owner (the writer while it
-// holds the page, or a reader that took it out of the ring); readers of a
-// page in the ring only read bytes below the commit the writer published
-// with release ordering, which it never writes again while the page is in
-// the ring (see the module documentation).
+// holds the page, or a reader that took it out of the ring). Readers read
+// only bytes below the commit the writer published with release ordering,
+// which do not change until the writer comes back to the page a lap
+// later. A consuming reader can be that late (the module documentation):
+// it then copies while the writer resets and refills the page, with
+// volatile reads that assume nothing of the bytes (`copy_to`), and its
+// compare-and-swap of the tag fails, so the torn copy is dropped, as
+// Linux's lockless readers drop one.
 unsafe impl Sync for Page {}
 
 impl Page {
@@ -159,21 +163,32 @@ impl Page {
     }
 
     /// A copy of the page, header included, with its commit as published.
+    /// The data is read a 32-bit word at a time with volatile reads: a
+    /// consuming reader may copy while the writer reclaims the page (the
+    /// copy is then torn, and dropped by the caller's tag check), so the
+    /// compiler may assume nothing about the bytes it reads.
     fn copy_to(&self, out: &mut [u8; PAGE_SIZE]) -> usize {
-        let commit = self.commit();
+        let commit = self.commit().min(PAGE_DATA_SIZE);
         out[0..8].copy_from_slice(&self.time_stamp().to_ne_bytes());
         out[8..16].copy_from_slice(&(commit as u64).to_ne_bytes());
-        // SAFETY: the bytes below the commit (read with acquire ordering
-        // above) are stable while the page is the caller's or in the ring.
-        let data = unsafe { core::slice::from_raw_parts(self.base().add(PAGE_HEADER_SIZE), commit) };
-        out[PAGE_HEADER_SIZE..PAGE_HEADER_SIZE + commit].copy_from_slice(data);
+        // Events are 4-byte multiples, so the commit is too.
+        debug_assert!(commit.is_multiple_of(4) && PAGE_HEADER_SIZE + commit <= PAGE_SIZE);
+        let words = self.base().wrapping_add(PAGE_HEADER_SIZE) as *const u32;
+        for (i, chunk) in out[PAGE_HEADER_SIZE..PAGE_HEADER_SIZE + commit].chunks_exact_mut(4).enumerate() {
+            // SAFETY: inside the page (the commit is at most its data
+            // size), 4-aligned (the page is 4096-aligned);
+            // a volatile read of a word that may be changing, see above.
+            let word = unsafe { words.add(i).read_volatile() };
+            chunk.copy_from_slice(&word.to_ne_bytes());
+        }
         commit
     }
 
     /// The page's events, with absolute timestamps (the owner only).
     fn events(&self) -> PageEvents<'_> {
-        let commit = self.commit();
-        // SAFETY: as for `copy_to`.
+        let commit = self.commit().min(PAGE_DATA_SIZE);
+        // SAFETY: inside the page; the caller owns it, so nothing writes
+        // the bytes while the events are read.
         let data = unsafe { core::slice::from_raw_parts(self.base().add(PAGE_HEADER_SIZE), commit) };
         PageEvents { data, offset: 0, time: self.time_stamp() }
     }
