@@ -14,6 +14,7 @@ mod backtrace;
 mod bench;
 mod cmdline;
 mod console;
+mod error_log;
 mod heap;
 mod panic;
 mod record;

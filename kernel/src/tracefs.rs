@@ -117,6 +117,7 @@ const FILES: &[File] = &[
     top("stack_max_size", Some(read_stack_max_size), Some(write_stack_max_size)),
     top("stack_trace", Some(read_stack_trace), None),
     top("stack_trace_filter", Some(read_stack_trace_filter), Some(write_stack_trace_filter)),
+    top("error_log", Some(read_error_log), Some(write_error_log)),
 ];
 
 /// A path resolved: the array it belongs to (held, if an instance's) and
@@ -248,6 +249,18 @@ fn write_stack_max_size(_array: Array, text: &str, _mode: FilterMode) -> Result<
     let bytes =
         text.trim().parse().map_err(|_| TracefsError::Invalid(format!("expected a number of bytes, not '{}'", text.trim())))?;
     ftrace::stack_tracer::set_max_size(bytes);
+    Ok(())
+}
+
+fn read_error_log(_array: Array, out: &mut dyn Write) -> fmt::Result {
+    crate::error_log::write(out)
+}
+
+/// Emptied by `>`, as Linux's is by an open that truncates.
+fn write_error_log(_array: Array, _text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    if mode == FilterMode::Replace {
+        crate::error_log::clear();
+    }
     Ok(())
 }
 
@@ -399,8 +412,17 @@ pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
     read(resolved.array, out).map_err(|_| TracefsError::Invalid("output failed".into()))
 }
 
-/// `echo TEXT > NAME` (`Replace`) or `echo TEXT >> NAME` (`Append`).
+/// `echo TEXT > NAME` (`Replace`) or `echo TEXT >> NAME` (`Append`). A
+/// refused probe definition or event filter is also kept in `error_log`.
 pub fn write(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    let result = write_file(name, text, mode);
+    if let (Err(TracefsError::Invalid(message)), Some(location)) = (&result, crate::error_log::location(name, text)) {
+        crate::error_log::log(location, message, text);
+    }
+    result
+}
+
+fn write_file(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
     match event_file(name) {
         Some(EventFile::Enable(group, event)) => {
             return trace_events::set_enabled(group, event, parse_switch(text)?);

@@ -149,11 +149,25 @@ fn bad_kprobe_definitions_are_refused_and_change_nothing() {
         "p:kprobes/keep kernel::workload::fib".into(),
         "-:nosuch".into(),
     ];
+    write("error_log", "");
     for text in &bad {
         let result = tracefs::write("kprobe_events", text, FilterMode::Append);
         assert!(matches!(result, Err(TracefsError::Invalid(_))), "{text}: {result:?}");
     }
     assert_eq!(read("kprobe_events"), before);
+    // error_log keeps the last 8, in Linux's shape.
+    let log = read("error_log");
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines.len(), 8 * 3, "{log}");
+    let last = lines[lines.len() - 3..].to_vec();
+    assert!(last[0].starts_with('[') && last[0].contains("] trace_kprobe: error: no event 'nosuch'"), "{log}");
+    assert_eq!(last[1], "  Command: -:nosuch");
+    assert_eq!(last[2], "           ^");
+    let bad_filter = tracefs::write("events/sched/sched_switch/filter", "prev_pid ==", FilterMode::Replace);
+    assert!(bad_filter.is_err());
+    assert!(read("error_log").contains("] event filter parser: error: "), "{}", read("error_log"));
+    write("error_log", "");
+    assert_eq!(read("error_log"), "");
     write("kprobe_events", "");
     assert_eq!(read("kprobe_events"), "");
 }

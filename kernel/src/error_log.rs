@@ -1,0 +1,77 @@
+//! `error_log`: the last few refused definitions, as Linux's tracefs keeps
+//! them, so that a script (or a user who missed the console's message) can
+//! read why `echo ... > kprobe_events` failed:
+//!
+//! ```text
+//! [    1.234567] trace_kprobe: error: $arg* can be used only on function entry or exit
+//!   Command: p:mid kernel::workload::fib+8 n=$arg1
+//!            ^
+//! ```
+//!
+//! Linux logs probe definitions (`kprobe_events`, `dynamic_events`) and
+//! event filters; so does this. The caret marks where Linux's parser
+//! stopped; ours gives no position, so it marks the command's start.
+//! `echo > error_log` empties it. Linux keeps 8 entries per trace array;
+//! here the top level keeps 8.
+
+use alloc::collections::VecDeque;
+use alloc::format;
+use alloc::string::String;
+use core::fmt::{self, Write};
+
+use arch::sync::Mutex;
+
+/// Entries kept (Linux's `TRACING_LOG_ERRS_MAX`).
+const KEPT: usize = 8;
+
+/// One refused command, as `cat error_log` prints it.
+struct Entry {
+    time_ns: u64,
+    /// Who refused it (`trace_kprobe`, `trace_fprobe`, `event filter parser`).
+    location: &'static str,
+    message: String,
+    command: String,
+}
+
+static LOG: Mutex<VecDeque<Entry>> = Mutex::new(VecDeque::new());
+
+/// Which parser Linux would name for a refused write of `text` to the
+/// tracefs file `name`, if Linux logs such errors at all.
+pub fn location(name: &str, text: &str) -> Option<&'static str> {
+    let probe = || match text.trim_start().chars().next() {
+        Some('f') => "trace_fprobe",
+        _ => "trace_kprobe",
+    };
+    match name {
+        "kprobe_events" => Some("trace_kprobe"),
+        "dynamic_events" => Some(probe()),
+        _ if name.starts_with("events/") && name.ends_with("/filter") => Some("event filter parser"),
+        _ => None,
+    }
+}
+
+/// Logs a refused command, dropping the oldest entry past [`KEPT`].
+pub fn log(location: &'static str, message: &str, command: &str) {
+    let entry = Entry { time_ns: ftrace::clock::now_ns(), location, message: message.into(), command: command.trim().into() };
+    let mut log = LOG.lock();
+    if log.len() == KEPT {
+        log.pop_front();
+    }
+    log.push_back(entry);
+}
+
+/// `cat error_log`.
+pub fn write(out: &mut dyn Write) -> fmt::Result {
+    for entry in LOG.lock().iter() {
+        let seconds = format!("{:5}.{:06}", entry.time_ns / 1_000_000_000, entry.time_ns % 1_000_000_000 / 1_000);
+        writeln!(out, "[{seconds}] {}: error: {}", entry.location, entry.message)?;
+        writeln!(out, "  Command: {}", entry.command)?;
+        writeln!(out, "{:11}^", "")?;
+    }
+    Ok(())
+}
+
+/// `echo > error_log`.
+pub fn clear() {
+    LOG.lock().clear();
+}
