@@ -520,7 +520,9 @@ fn read_ftrace_notrace(array: Array, out: &mut dyn Write) -> fmt::Result {
 
 /// `set_ftrace_filter` takes globs (the tracers' filter) and function
 /// commands (`FUNC:traceoff[:N]`, `!FUNC:traceoff` to remove, see
-/// `ftrace::func_probe`); commands alone leave the filter as it is.
+/// `ftrace::func_probe`). As in Linux, `>` empties the filter first (an
+/// open that truncates), commands or not; `>>` with commands alone leaves
+/// it as it is.
 fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
     let mut globs = alloc::vec::Vec::new();
     let mut commands = alloc::vec::Vec::new();
@@ -535,7 +537,7 @@ fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(),
     for &(remove, glob, command, _) in &commands {
         ftrace::func_probe::check(array, remove, glob, command).map_err(|error| TracefsError::Invalid(error.to_string()))?;
     }
-    if !globs.is_empty() || commands.is_empty() {
+    if !globs.is_empty() || commands.is_empty() || mode == FilterMode::Replace {
         array.set_tracer_filter(FilterKind::Filter, &globs.join(" "), mode)?;
     }
     for (remove, glob, command, count) in commands {

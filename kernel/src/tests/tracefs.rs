@@ -382,7 +382,11 @@ fn function_commands_switch_tracing_and_record_stacks() {
     write("set_ftrace_filter", "fib");
     write("current_tracer", "function");
     tracefs::write("set_ftrace_filter", "fib:traceoff:1", FilterMode::Append).unwrap();
-    assert_eq!(read("set_ftrace_filter"), "kernel::workload::fib\nkernel::workload::fib:traceoff:count=1\n", "the filter stays");
+    assert_eq!(
+        read("set_ftrace_filter"),
+        "kernel::workload::fib\nkernel::workload::fib:traceoff:count=1\n",
+        "the filter stays (>>)"
+    );
     assert_eq!(fib(3), 2);
     assert_eq!(read("tracing_on"), "0\n", "the first fib switched tracing off");
     assert_eq!(fib_lines(&read("trace")), 1, "only that call was recorded");
@@ -428,6 +432,12 @@ fn function_commands_attach_once_per_function_and_come_off_by_function() {
     tracefs::write("set_ftrace_filter", "!kernel::workload::fs::mkdir:traceon", FilterMode::Append).unwrap();
     assert!(commands().iter().all(|line| !line.starts_with("kernel::workload::fs::mkdir:")), "{:?}", commands());
     assert_eq!(commands().len(), attached.len() - 1);
+    // `>` with a command alone empties the filter, as Linux's truncating
+    // open does.
+    write("set_ftrace_filter", "kernel::workload::fs::walk");
+    write("set_ftrace_filter", "kernel::workload::fs::split:stacktrace");
+    assert_eq!(read("set_ftrace_filter").lines().next(), Some("#### all functions enabled ####"));
+    tracefs::write("set_ftrace_filter", "!kernel::workload::fs::split:stacktrace", FilterMode::Append).unwrap();
     // A write with one bad command changes nothing, the filter included.
     let before = read("set_ftrace_filter");
     let mixed = tracefs::write("set_ftrace_filter", "fib kernel::workload::run:traceoff nosuch_fn:traceoff", FilterMode::Replace);
