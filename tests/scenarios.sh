@@ -85,9 +85,10 @@ fi
 
 # An instance: its own tracer, filter and buffer; ls, mkdir and rmdir as on
 # Linux, and the refusals.
-if run_session instances 'mkdir instances/foo\nls instances\nls instances/foo\necho *fib* > instances/foo/set_ftrace_filter\necho function > instances/foo/current_tracer\nrun fib 3\ncat instances/foo/trace\ncat trace\nmkdir instances/foo\nmkdir instances/a/b\nrmdir instances/foo\nrmdir instances/foo\nls instances\ncat enabled_functions\npoweroff\n'; then
+if run_session instances 'mkdir instances/foo\nls instances\nls instances/foo\nls instances/foo/options\necho *fib* > instances/foo/set_ftrace_filter\necho function > instances/foo/current_tracer\nrun fib 3\ncat instances/foo/trace\ncat trace\nmkdir instances/foo\nmkdir instances/a/b\nrmdir instances/foo\nrmdir instances/foo\nls instances\ncat enabled_functions\npoweroff\n'; then
     expect "ls instances lists it" grep -qx "instances/foo/" <<<"$out"
     expect "its files" grep -qx "instances/foo/current_tracer" <<<"$out"
+    expect "ls of a directory in it: its 11 options" test "$(sed -n '/^> ls instances\/foo\/options$/,/^> /p' <<<"$out" | grep -c '^instances/foo/options/[a-z_-]*$')" -eq 11
     expect "5 fib lines in its trace" test "$(count_lines ': kernel::workload::fib <-kernel::workload::(fib|run)$')" -eq 5
     expect "the top level's trace is empty" grep -q "^# entries-in-buffer/entries-written: 0/0 " <<<"$out"
     expect "mkdir of an existing instance refused" grep -q "^error: instance 'foo' exists" <<<"$out"

@@ -11,8 +11,8 @@
 //! The grammar: `expr := and ('||' and)*`, `and := unary ('&&' unary)*`,
 //! `unary := '!' unary | '(' expr ')' | FIELD OP VALUE`. Numbers compare
 //! with `==`, `!=`, `<`, `<=`, `>`, `>=` and `&` (some bit set), in decimal
-//! or `0x` hex; strings with `==`, `!=` and `~` (a glob: `*`, `?`,
-//! `[...]`), quoted or not.
+//! or `0x` hex; strings with `==`, `!=` and `~` (a glob: `*` and `?`; no
+//! `[...]` classes), quoted or not.
 
 use alloc::boxed::Box;
 use alloc::string::{String, ToString};

@@ -1,4 +1,5 @@
-//! Console output for long listings.
+//! Console helpers: output for long listings, and the keys that stop a
+//! long command.
 
 use alloc::string::String;
 use core::fmt;
@@ -30,4 +31,28 @@ impl Drop for LineWriter {
             arch::print::lock().write_bytes(self.line.as_bytes());
         }
     }
+}
+
+/// Whether a key was pressed, for a command that runs until one is (`cat
+/// trace_pipe`, `stress`): Enter or ^C is taken (it only stops the
+/// command); any other key is left as the start of the next command line.
+pub fn stop_key_pressed() -> bool {
+    match arch::input::peek_byte() {
+        Some(b'\n' | b'\r' | 0x03) => {
+            arch::input::read_byte();
+            true
+        }
+        Some(_) => true,
+        None => false,
+    }
+}
+
+/// Whether ^C was typed (it is taken): what stops a command that scripts
+/// run with their next commands already typed ahead (`stress`).
+pub fn ctrl_c_pressed() -> bool {
+    let pressed = arch::input::peek_byte() == Some(0x03);
+    if pressed {
+        arch::input::read_byte();
+    }
+    pressed
 }

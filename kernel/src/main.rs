@@ -53,7 +53,12 @@ pub fn kernel_main() -> ! {
     #[cfg(test)]
     test_main();
     match cmdline::option("bench") {
-        Some("") => bench::run(),
+        Some("") => {
+            if let Err(error) = bench::run() {
+                println!("{error}");
+                arch::exit(arch::ExitCode::Failure);
+            }
+        }
         Some("vs-linux") => {
             if let Err(error) = bench::vs_linux::run(&[]) {
                 println!("vso-error {error}");

@@ -368,16 +368,23 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// Parses `[--seconds S] [--toggles N]` (neither: 1000 toggles).
+    /// The most toggles a run takes.
+    pub const MAX_TOGGLES: u64 = 1_000_000;
+    /// The most seconds a run lasts.
+    pub const MAX_SECONDS: u64 = 3_600;
+
+    /// Parses `[--seconds S] [--toggles N]` (neither: 1000 toggles; at most
+    /// [`MAX_TOGGLES`](Self::MAX_TOGGLES) and
+    /// [`MAX_SECONDS`](Self::MAX_SECONDS); ^C stops a run early).
     pub fn parse(args: &[&str]) -> Result<Limits, &'static str> {
-        const USAGE: &str = "stress [--seconds S] [--toggles N]";
+        const USAGE: &str = "stress [--seconds S] [--toggles N] (S at most 3600, N at most 1000000)";
         let mut limits = Limits { toggles: None, seconds: None };
         let mut args = args.iter();
         while let Some(flag) = args.next() {
             let value = args.next().and_then(|v| v.parse::<u64>().ok()).filter(|&v| v > 0).ok_or(USAGE)?;
             match *flag {
-                "--toggles" if limits.toggles.is_none() => limits.toggles = Some(value),
-                "--seconds" if limits.seconds.is_none() => limits.seconds = Some(value),
+                "--toggles" if limits.toggles.is_none() && value <= Self::MAX_TOGGLES => limits.toggles = Some(value),
+                "--seconds" if limits.seconds.is_none() && value <= Self::MAX_SECONDS => limits.seconds = Some(value),
                 _ => return Err(USAGE),
             }
         }
@@ -490,11 +497,15 @@ fn well_formed(payload: &[u8]) -> bool {
 }
 
 /// Runs the stress and reports. Refuses to start unless tracing is idle
-/// (the `nop` tracer, no events defined): it flips those switches itself.
+/// (the `nop` tracer, no filter, no events defined): it flips those
+/// switches itself.
 pub fn run(limits: Limits) -> Result<Report, String> {
     let top = ftrace::instance::top();
     if top.current_tracer() != ftrace::tracer::Tracer::Nop {
         return Err("stress: set current_tracer to nop first".into());
+    }
+    if !top.tracer_filter_names(ftrace::FilterKind::Filter).is_empty() {
+        return Err("stress: empty set_ftrace_filter first (the run sets its own)".into());
     }
     let mut defined = String::new();
     let _ = tracefs::read("dynamic_events", &mut defined);
@@ -511,20 +522,16 @@ pub fn run(limits: Limits) -> Result<Report, String> {
 
     let cpus = sched::cpus().len().max(1);
     let mut workers = Vec::new();
-    for cpu in 0..cpus {
-        let handle = sched::spawn_on(&format!("stress/{cpu}"), 1 << cpu, move || pack(worker(cpu as u64 + 1, false)));
-        workers.push(handle.map_err(|e| format!("stress: {e}"))?);
-    }
-    for i in 0..2u64 {
-        let handle = sched::spawn(&format!("stress/nap{i}"), move || pack(worker(100 + i, true)));
-        workers.push(handle.map_err(|e| format!("stress: {e}"))?);
-    }
-    let reader = sched::spawn("stress/reader", reader).map_err(|e| format!("stress: {e}"))?;
+    let reader = spawn_tasks(cpus, &mut workers);
 
     let mut controller = Controller::new();
     // The tracers trace the stress functions only, from the first switch.
-    write("set_ftrace_filter", FILTER_ALL)?;
-    let outcome = control(&mut controller, limits);
+    // Whatever fails, the tasks that started are stopped and joined.
+    let outcome = reader
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|_| write("set_ftrace_filter", FILTER_ALL))
+        .and_then(|()| control(&mut controller, limits));
     let settled = controller.settle();
     STOP.store(true, Ordering::Release);
     let (mut calls, mut bad_results) = (0, 0);
@@ -533,7 +540,7 @@ pub fn run(limits: Limits) -> Result<Report, String> {
         calls += c;
         bad_results += b;
     }
-    let read = reader.join();
+    let read = reader.map_or(0, |reader| reader.join());
     let toggles = outcome?;
     settled?;
     ftrace::deferred::reclaim();
@@ -585,13 +592,29 @@ fn settled_heap_used() -> usize {
     used
 }
 
-/// Flips switches until the limits say stop. Returns how many it flipped.
+/// Starts the workers (into `workers`, as they start) and the reader.
+fn spawn_tasks(cpus: usize, workers: &mut Vec<sched::JoinHandle>) -> Result<sched::JoinHandle, String> {
+    for cpu in 0..cpus {
+        let handle = sched::spawn_on(&format!("stress/{cpu}"), 1 << cpu, move || pack(worker(cpu as u64 + 1, false)));
+        workers.push(handle.map_err(|e| format!("stress: {e}"))?);
+    }
+    for i in 0..2u64 {
+        let handle = sched::spawn(&format!("stress/nap{i}"), move || pack(worker(100 + i, true)));
+        workers.push(handle.map_err(|e| format!("stress: {e}"))?);
+    }
+    sched::spawn("stress/reader", reader).map_err(|e| format!("stress: {e}"))
+}
+
+/// Flips switches until the limits say stop, or ^C (not any key: a script
+/// that pipes its next commands in must not stop the run). Returns how many
+/// it flipped.
 fn control(controller: &mut Controller, limits: Limits) -> Result<u64, String> {
     let start = ftrace::clock::now_ns();
     let mut random = 0x2545_f491_4f6c_dd1d_u64;
     let mut toggles = 0;
     while limits.toggles.is_none_or(|n| toggles < n)
-        && limits.seconds.is_none_or(|s| ftrace::clock::now_ns() - start < s * 1_000_000_000)
+        && limits.seconds.is_none_or(|s| ftrace::clock::now_ns() - start < s.saturating_mul(1_000_000_000))
+        && !crate::console::ctrl_c_pressed()
     {
         random ^= random << 13;
         random ^= random >> 7;

@@ -760,17 +760,9 @@ pub fn pipe(array: Array, cpu: Option<usize>, out: &mut dyn Write, stop: &mut dy
     }
 }
 
-/// Whether a key was pressed: Enter or Ctrl-C is taken (it only stops the
-/// pipe); any other key is left as the start of the next command line.
+/// Whether a key was pressed (it stops the pipe).
 fn until_key(_printed: usize) -> bool {
-    match arch::input::peek_byte() {
-        Some(b'\n' | b'\r' | 0x03) => {
-            arch::input::read_byte();
-            true
-        }
-        Some(_) => true,
-        None => false,
-    }
+    crate::console::stop_key_pressed()
 }
 
 /// `echo > trace` empties the buffer; as in Linux, where only an open

@@ -2,7 +2,10 @@
 //!
 //! Design: one 16-byte stub per vector (0..`STUB_COUNT`) pushes a zero
 //! error code where the CPU pushes none, then the vector number, and jumps to
-//! a common entry. The common entry completes a [`PtRegs`] on the stack (the
+//! a common entry; `#BP`'s stub goes through `x86_64_int3_entry` first,
+//! which copies the hardware frame six words lower (an 8-byte pad keeps the
+//! stack 16-byte aligned), leaving a gap under the interrupted stack
+//! pointer for text patching's emulated calls. The common entry completes a [`PtRegs`] on the stack (the
 //! CPU already pushed its tail), links a frame record so backtraces continue
 //! into the interrupted code, and calls `x86_64_trap` with a pointer to it.
 //! On return it restores every register from the (possibly modified) `PtRegs`

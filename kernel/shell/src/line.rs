@@ -37,18 +37,35 @@ pub enum LineEvent<'a> {
     Line(&'a str),
     /// A complete line that was rejected.
     Rejected(LineError),
+    /// The line was dropped (^C, ^U): start a new one.
+    Cancelled,
+}
+
+/// Where the reader is in a terminal escape sequence (an arrow key sends
+/// `ESC [ A`): its bytes are dropped, not taken as text.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Escape {
+    None,
+    /// After ESC.
+    Started,
+    /// After `ESC [`: until a final byte (`@` to `~`).
+    Csi,
 }
 
 /// Accumulates bytes into lines of at most `N` bytes.
 ///
 /// A line ends at `\r` or `\n`; a `\n` right after `\r` is swallowed, so both
 /// terminal (CR) and piped (LF, CR LF) input work. Backspace (0x08) and delete
-/// (0x7f) remove the last byte. Tab counts as text.
+/// (0x7f) remove the last character (all its UTF-8 bytes, so what is on the
+/// screen is what is in the line). Tab counts as text. ^C and ^U drop the
+/// line; ^D is ignored; a terminal's escape sequences (arrow keys) are
+/// dropped.
 pub struct LineReader<const N: usize> {
     buf: [u8; N],
     len: usize,
     error: Option<LineError>,
     after_cr: bool,
+    escape: Escape,
 }
 
 impl<const N: usize> Default for LineReader<N> {
@@ -60,22 +77,49 @@ impl<const N: usize> Default for LineReader<N> {
 impl<const N: usize> LineReader<N> {
     /// An empty reader.
     pub const fn new() -> Self {
-        Self { buf: [0; N], len: 0, error: None, after_cr: false }
+        Self { buf: [0; N], len: 0, error: None, after_cr: false, escape: Escape::None }
     }
 
     /// Feeds one byte.
     pub fn push(&mut self, byte: u8) -> LineEvent<'_> {
         let after_cr = core::mem::replace(&mut self.after_cr, byte == b'\r');
+        match (self.escape, byte) {
+            (Escape::Started, b'[') => {
+                self.escape = Escape::Csi;
+                return LineEvent::Nothing;
+            }
+            (Escape::Csi, 0x40..=0x7e) | (Escape::Started, _) => {
+                self.escape = Escape::None;
+                return LineEvent::Nothing;
+            }
+            (Escape::Csi, _) => return LineEvent::Nothing,
+            (Escape::None, _) => {}
+        }
         match byte {
             b'\n' if after_cr => LineEvent::Nothing,
             b'\r' | b'\n' => self.finish(),
             0x08 | 0x7f => {
                 if self.error.is_none() && self.len > 0 {
+                    // The whole character: its continuation bytes, then its
+                    // first byte.
+                    while self.len > 1 && self.buf[self.len - 1] & 0xc0 == 0x80 {
+                        self.len -= 1;
+                    }
                     self.len -= 1;
                     LineEvent::Erase
                 } else {
                     LineEvent::Nothing
                 }
+            }
+            0x03 | 0x15 => {
+                self.len = 0;
+                self.error = None;
+                LineEvent::Cancelled
+            }
+            0x04 => LineEvent::Nothing,
+            0x1b => {
+                self.escape = Escape::Started;
+                LineEvent::Nothing
             }
             _ if self.error.is_some() => LineEvent::Nothing,
             b'\t' | 0x20.. => {
@@ -147,8 +191,29 @@ mod tests {
 
     #[test]
     fn control_bytes_are_rejected() {
-        assert_eq!(lines::<64>(b"a\x1b[Ab\nok\n"), [Err(LineError::ControlByte(0x1b)), Ok("ok".into())]);
+        assert_eq!(lines::<64>(b"a\x01b\nok\n"), [Err(LineError::ControlByte(0x01)), Ok("ok".into())]);
         assert_eq!(lines::<64>(b"\x00\n"), [Err(LineError::ControlByte(0))]);
+    }
+
+    #[test]
+    fn escape_sequences_are_dropped_and_ctrl_c_drops_the_line() {
+        // Arrow keys (ESC [ A, ESC [ 1 ; 5 C) and an Alt key (ESC x).
+        assert_eq!(lines::<64>(b"ca\x1b[At\x1b[1;5C\x1bx trace\n"), [Ok("cat trace".into())]);
+        let mut reader = LineReader::<64>::new();
+        for &byte in b"echo 1 > tracing_on" {
+            reader.push(byte);
+        }
+        assert_eq!(reader.push(0x03), LineEvent::Cancelled);
+        assert_eq!(reader.push(0x04), LineEvent::Nothing, "^D is ignored");
+        assert_eq!(lines::<64>(b"bad\x01\x15ok\n"), [Ok("ok".into())], "^U drops a rejected line too");
+    }
+
+    #[test]
+    fn backspace_erases_a_whole_character() {
+        // '1' and a two-byte character: two backspaces erase both, as the
+        // screen shows.
+        assert_eq!(lines::<64>("echo 1\u{e9}\x7f\x7f0\n".as_bytes()), [Ok("echo 0".into())]);
+        assert_eq!(lines::<64>("\u{1f600}\x7fok\n".as_bytes()), [Ok("ok".into())], "a four-byte character");
     }
 
     #[test]

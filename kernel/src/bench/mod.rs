@@ -14,6 +14,7 @@
 
 pub mod vs_linux;
 
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::hint::black_box;
 use core::sync::atomic::{AtomicPtr, Ordering};
@@ -173,8 +174,12 @@ struct Row {
     ticks: f64,
 }
 
-/// Runs every mode and prints the table and the ratios.
-pub fn run() {
+/// Runs every mode and prints the table and the ratios; refused when
+/// function tracing is unavailable (what each mode registers would fail).
+pub fn run() -> Result<(), String> {
+    if ftrace::site(tracee_ip()).is_none() {
+        return Err("bench: function tracing is unavailable (see the boot messages)".into());
+    }
     let hz = arch::timer::cycles_per_second();
     println!(
         "benchmark: {} under {}, cycle counter {}.{:03} MHz, {CALLS} calls a sample, median of {SAMPLES}",
@@ -232,6 +237,7 @@ pub fn run() {
         println!("ratio {name} {:.3}", ticks(over) / ticks(under));
     }
     patch_every_site(hz);
+    Ok(())
 }
 
 /// Enables, then disables, tracing on every patchable site, and times both.

@@ -142,8 +142,35 @@ fn events() -> u64 {
     total
 }
 
-/// Runs every mode (or the ones named) and prints a line for each.
+/// Why the job cannot start: it sets every tracing file it uses itself and
+/// resets them after each mode, so it runs only with tracing idle (as
+/// `stress` does), rather than wipe what a user set up.
+fn busy() -> Option<&'static str> {
+    let top = ftrace::instance::top();
+    let read = |file: &str| {
+        let mut text = String::new();
+        let _ = tracefs::read(file, &mut text);
+        text
+    };
+    if top.current_tracer() != ftrace::tracer::Tracer::Nop {
+        Some("set current_tracer to nop first")
+    } else if !top.tracer_filter_names(ftrace::FilterKind::Filter).is_empty() {
+        Some("empty set_ftrace_filter first")
+    } else if !read("dynamic_events").is_empty() || !read("set_event").is_empty() {
+        Some("remove the events first")
+    } else if tracefs::exists(INSTANCE) {
+        Some("remove instances/b first")
+    } else {
+        None
+    }
+}
+
+/// Runs every mode (or the ones named) and prints a line for each. Refused
+/// unless tracing is idle; a mode that cannot be set up is undone.
 pub fn run(only: &[&str]) -> Result<(), String> {
+    if let Some(why) = busy() {
+        return Err(format!("bench vs-linux: {why}"));
+    }
     println!("vso-info {} func {FUNC} other {OTHER} calls {CALLS} runs {RUNS}", arch::NAME);
     // Never called, but it must exist to be traced.
     black_box(other_call as extern "C" fn(u64) -> u64);
@@ -153,7 +180,9 @@ pub fn run(only: &[&str]) -> Result<(), String> {
     }
     for mode in MODES.iter().filter(|mode| only.is_empty() || only.contains(mode)) {
         let before = best_ns();
-        let variant = setup(mode)?;
+        let variant = setup(mode).inspect_err(|_| {
+            let _ = reset();
+        })?;
         let traced = best_ns();
         let events = events();
         reset()?;

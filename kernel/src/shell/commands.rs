@@ -116,30 +116,40 @@ fn ls(invocation: &Invocation) -> Result<(), ShellError> {
             ftrace::instance::names().iter().for_each(|name| println!("instances/{name}/"));
         }
         dir if dir.starts_with("instances/") => {
-            let name = dir.strip_prefix("instances/").unwrap_or("");
-            let names = tracefs::instance_names(name).ok_or_else(|| ShellError::Failed(format!("no such directory: {dir}")))?;
-            names.for_each(|name| println!("{name}"));
+            let path = dir.strip_prefix("instances/").unwrap_or("");
+            let (name, below) = path.split_once('/').unwrap_or((path, ""));
+            let no_such = || ShellError::Failed(format!("no such directory: {dir}"));
+            let names = tracefs::instance_names(name).ok_or_else(no_such)?;
+            if below.is_empty() {
+                names.for_each(|name| println!("{name}"));
+            } else {
+                print_entries_under(names, dir)?;
+            }
         }
-        dir => {
-            // What is directly under DIR: files, and directories with a `/`.
-            let prefix = format!("{dir}/");
-            let mut entries: Vec<String> = Vec::new();
-            for name in tracefs::names() {
-                let Some(rest) = name.strip_prefix(&prefix) else { continue };
-                let entry = match rest.split_once('/') {
-                    Some((first, _)) => format!("{prefix}{first}/"),
-                    None => name.clone(),
-                };
-                if !entries.contains(&entry) {
-                    entries.push(entry);
-                }
-            }
-            if entries.is_empty() {
-                return Err(ShellError::Failed(format!("no such directory: {dir}")));
-            }
-            entries.iter().for_each(|entry| println!("{entry}"));
+        dir => print_entries_under(tracefs::names(), dir)?,
+    }
+    Ok(())
+}
+
+/// Prints what of `names` is directly under `dir`: files, and directories
+/// with a `/`; none is an error.
+fn print_entries_under(names: impl Iterator<Item = String>, dir: &str) -> Result<(), ShellError> {
+    let prefix = format!("{dir}/");
+    let mut entries: Vec<String> = Vec::new();
+    for name in names {
+        let Some(rest) = name.strip_prefix(&prefix) else { continue };
+        let entry = match rest.split_once('/') {
+            Some((first, _)) => format!("{prefix}{first}/"),
+            None => name.clone(),
+        };
+        if !entries.contains(&entry) {
+            entries.push(entry);
         }
     }
+    if entries.is_empty() {
+        return Err(ShellError::Failed(format!("no such directory: {dir}")));
+    }
+    entries.iter().for_each(|entry| println!("{entry}"));
     Ok(())
 }
 
@@ -279,7 +289,7 @@ fn bench(invocation: &Invocation) -> Result<(), ShellError> {
     }
     let args: Vec<&str> = invocation.args.iter().map(String::as_str).collect();
     match args.as_slice() {
-        [] => crate::bench::run(),
+        [] => crate::bench::run().map_err(ShellError::Failed)?,
         ["vs-linux", modes @ ..] => {
             if let Some(bad) = modes.iter().find(|mode| !crate::bench::vs_linux::MODES.contains(mode)) {
                 return Err(ShellError::Failed(format!("bench: no mode '{bad}' ({})", crate::bench::vs_linux::MODES.join(", "))));

@@ -111,6 +111,7 @@ pub fn run() -> ! {
                 print!("{PROMPT}");
             }
             LineEvent::Rejected(error) => print!("\nerror: {error}\n{PROMPT}"),
+            LineEvent::Cancelled => print!("^C\n{PROMPT}"),
         }
     }
 }

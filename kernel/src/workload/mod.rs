@@ -81,7 +81,13 @@ pub fn run_parallel(threads: usize, name: &str, args: &[&str]) -> Result<String,
         match handle {
             Ok(handle) => handles.push((thread_name, handle)),
             Err(error) => {
-                handles.iter().for_each(|_| {});
+                // The threads that started finish, and their results are
+                // freed, before the error is told.
+                for (_, handle) in handles {
+                    // SAFETY: each thread's result is a `Box<String>` it
+                    // leaked above.
+                    drop(unsafe { Box::from_raw(handle.join() as *mut String) });
+                }
                 return Err(WorkloadError::Spawn(error));
             }
         }

@@ -1,8 +1,10 @@
 //! `ksyms KERNEL.elf`: the post-link step of every kernel build.
 //!
 //! 1. Sorts `__patchable_function_entries` in place and drops the entries that
-//!    are not the site of a function in `.text` (as Linux's scripts/sorttable
-//!    sorts `__mcount_loc`): valid entries first, ascending, then zeros.
+//!    are not the site of a function in `.text`, or whose 8-byte ops literal
+//!    is not aligned (those functions stay untraced), as Linux's
+//!    scripts/sorttable sorts `__mcount_loc`: valid entries first,
+//!    ascending, then zeros.
 //! 2. Writes the kernel symbol table (address, size, demangled Rust path
 //!    without the hash, such as `kernel::workload::fs::lookup`) into the
 //!    `.kernel_symbols` section the linker script reserves, in the format of
