@@ -21,13 +21,13 @@
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 
 use arch::irq::IrqGuard;
 use arch::sync::{Mutex, MutexGuard};
 use arch::{cpu, MAX_CPUS};
 
-use crate::clock;
+use crate::clock::{self, TraceClock};
 use crate::payload::Payload;
 use crate::ring_buffer::{page_events, Lifetime, RingBuffer, Stats, PAGE_SIZE};
 
@@ -46,7 +46,7 @@ pub const INSTANCE_PAGES_PER_CPU: usize = 256;
 const ON_LOCAL: u32 = 0;
 /// Not recording (`tracing_on` 0).
 const OFF: u32 = 1;
-/// Recording, with another clock (`clock::trace_now`).
+/// Recording, with another clock (the buffer's `clock`).
 const ON_OTHER_CLOCK: u32 = 2;
 /// The `tracing_on` and clock part of the word.
 const STATE: u32 = 0xff;
@@ -56,10 +56,10 @@ const STATE: u32 = 0xff;
 /// apart from `tracing_on` too).
 const PAUSE: u32 = 0x100;
 
-/// The `on` state of a recording buffer under the current clock.
-fn on_state() -> u32 {
-    match clock::trace_clock() {
-        clock::TraceClock::Local => ON_LOCAL,
+/// The `on` state of a buffer recording with `clock`.
+fn on_state(clock: TraceClock) -> u32 {
+    match clock {
+        TraceClock::Local => ON_LOCAL,
         _ => ON_OTHER_CLOCK,
     }
 }
@@ -96,6 +96,8 @@ pub struct TraceBuffer {
     /// (so the write tests the clock on a value it loads anyway), plus the
     /// pausing readers ([`PAUSE`]).
     on: AtomicU32,
+    /// Its `trace_clock` ([`TraceClock::ALL`]'s index).
+    clock: AtomicU8,
     /// Held by every reader and by a resize.
     readers: Mutex<()>,
     /// The snapshot's rings (`cpus` of them, leaked), or null before
@@ -174,7 +176,8 @@ impl TraceBuffer {
             rings: AtomicPtr::new(rings),
             cpus: cpus(),
             pages: AtomicUsize::new(pages.max(2)),
-            on: AtomicU32::new(on_state()),
+            on: AtomicU32::new(ON_LOCAL),
+            clock: AtomicU8::new(0),
             readers: Mutex::new(()),
             spare: AtomicPtr::new(core::ptr::null_mut()),
             swapping: AtomicBool::new(false),
@@ -348,15 +351,33 @@ impl TraceBuffer {
 
     /// Switches recording (`echo 0|1 > tracing_on`).
     pub fn set_on(&self, on: bool) {
-        let state = if on { on_state() } else { OFF };
+        let state = if on { on_state(self.clock()) } else { OFF };
         let _ = self.on.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| Some(word & !STATE | state));
     }
 
-    /// `trace_clock` changed: a recording buffer takes the new clock.
-    pub(crate) fn clock_changed(&self) {
+    /// Its `trace_clock`.
+    pub fn clock(&self) -> TraceClock {
+        TraceClock::from_index(self.clock.load(Ordering::Relaxed))
+    }
+
+    /// A timestamp by its clock (what its events are stamped with).
+    pub fn now(&self) -> u64 {
+        clock::now(self.clock())
+    }
+
+    /// `echo NAME > trace_clock`: switches its clock and empties it, as
+    /// Linux does, so that no ring mixes two clocks.
+    pub fn set_clock(&self, new: TraceClock) {
+        self.clock.store(new as u8, Ordering::Relaxed);
+        let state = on_state(new);
         let _ = self
             .on
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| (word & STATE != OFF).then(|| word & !STATE | on_state()));
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| (word & STATE != OFF).then_some(word & !STATE | state));
+        // A write reads its clock with interrupts masked: after this round
+        // no write that read the old one is still under way, and the reset
+        // leaves no ring mixing two clocks.
+        arch::smp::sync_all();
+        self.reset();
     }
 
     /// Stops recording until [`resume`](Self::resume), whatever
@@ -403,7 +424,7 @@ impl TraceBuffer {
         let ring = unsafe { &*rings.add(cpu) };
         let time = match state {
             ON_LOCAL => clock::now_ns(),
-            _ => clock::trace_now(),
+            _ => clock::now_other(self.clock()),
         };
         let fill = |bytes: &mut [u8]| {
             // SAFETY: the ring's payloads start 4-byte aligned

@@ -4,14 +4,14 @@
 //! counter's frequency, so a timestamp costs a counter read, a subtraction
 //! and a multiplication.
 //!
-//! Events take their timestamps from [`trace_now`], which follows
-//! `trace_clock` ([`TraceClock`]): `local` (the above, the default),
-//! `global` (the same, but never behind a timestamp any CPU took before:
-//! one shared atomic per event) or `counter` (an event count, not a time,
-//! printed raw). Switching empties every buffer, as Linux does, so no ring
-//! mixes two clocks.
+//! Each trace array's buffer takes its events' timestamps from its own
+//! `trace_clock` ([`TraceClock`], read with [`now`]), as in Linux: `local`
+//! (the above, the default), `global` (the same, but never behind a
+//! timestamp any CPU took before: one shared atomic per event) or
+//! `counter` (an event count, not a time, printed raw). Switching empties
+//! that buffer, as Linux does, so no ring mixes two clocks.
 
-use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 
 static BOOT_CYCLES: AtomicU64 = AtomicU64::new(0);
 static MULT: AtomicU64 = AtomicU64::new(0);
@@ -70,46 +70,34 @@ impl TraceClock {
     pub fn in_ns(self) -> bool {
         self != TraceClock::Counter
     }
+
+    /// The clock numbered `value` (as [`TraceClock::ALL`] orders them), to
+    /// keep one in an atomic byte.
+    pub(crate) fn from_index(value: u8) -> TraceClock {
+        Self::ALL.get(usize::from(value)).copied().unwrap_or(TraceClock::Local)
+    }
 }
 
-static CLOCK: AtomicU8 = AtomicU8::new(TraceClock::Local as u8);
 /// `global`: the latest timestamp taken on any CPU.
 static GLOBAL_LAST: AtomicU64 = AtomicU64::new(0);
 /// `counter`: the events counted so far.
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// The clock events use now.
-pub fn trace_clock() -> TraceClock {
-    match CLOCK.load(Ordering::Relaxed) {
-        1 => TraceClock::Global,
-        2 => TraceClock::Counter,
-        _ => TraceClock::Local,
-    }
-}
-
-/// `echo NAME > trace_clock`: switches the clock and empties every trace
-/// buffer (their timestamps would no longer compare).
-pub fn set_trace_clock(clock: TraceClock) {
-    CLOCK.store(clock as u8, Ordering::Relaxed);
-    crate::output::set_raw_timestamps(!clock.in_ns());
-    crate::instance::reset_all_buffers();
-}
-
-/// An event's timestamp by the chosen clock.
+/// A timestamp by `clock`.
 #[inline(always)]
-pub fn trace_now() -> u64 {
-    match CLOCK.load(Ordering::Relaxed) {
-        0 => now_ns(),
-        _ => trace_now_other(),
+pub fn now(clock: TraceClock) -> u64 {
+    match clock {
+        TraceClock::Local => now_ns(),
+        other => now_other(other),
     }
 }
 
-/// [`trace_now`] for the clocks other than `local`: out of line, so the
-/// default costs one test.
+/// [`now`] for the clocks other than `local`: out of line, so the default
+/// costs one test.
 #[cold]
 #[inline(never)]
-fn trace_now_other() -> u64 {
-    match trace_clock() {
+pub fn now_other(clock: TraceClock) -> u64 {
+    match clock {
         TraceClock::Global => {
             let now = now_ns();
             GLOBAL_LAST.fetch_max(now, Ordering::Relaxed).max(now)

@@ -30,7 +30,7 @@ pub fn export(host_path: &str, extra: &[(String, String)]) -> Result<usize, Chan
         "arch={}\ncpus={}\npage_size={PAGE_SIZE}\nlong_size=8\nclock={}\ntracer={}\n",
         arch::NAME,
         buffer::cpus(),
-        crate::clock::trace_clock().name(),
+        crate::instance::top().buffer().clock().name(),
         crate::instance::top().current_tracer().name()
     );
     send(&record_header(Tag::Meta, meta.len()))?;

@@ -374,6 +374,7 @@ impl TraceArray {
         crate::output::FunctionOptions {
             sym_offset: self.option(TraceOption::SymOffset),
             print_parent: self.option(TraceOption::PrintParent),
+            raw_time: !self.buffer().clock().in_ns(),
         }
     }
 
@@ -383,6 +384,7 @@ impl TraceArray {
             retval: self.option(TraceOption::FuncgraphRetval),
             retval_hex: self.option(TraceOption::FuncgraphRetvalHex),
             cpu: self.option(TraceOption::FuncgraphCpu),
+            raw_time: !self.buffer().clock().in_ns(),
             proc: self.option(TraceOption::FuncgraphProc),
             abstime: self.option(TraceOption::FuncgraphAbstime),
             duration: self.option(TraceOption::FuncgraphDuration),
@@ -589,17 +591,6 @@ pub fn top() -> &'static TraceArray {
 /// Makes the top level's buffer. Called once at boot.
 pub(crate) fn init() {
     TOP.buffer.call_once(|| TraceBuffer::try_new(PAGES_PER_CPU).expect("the top-level trace buffer"));
-}
-
-/// Empties every trace array's buffer and gives it the new clock
-/// (`trace_clock` switched).
-pub(crate) fn reset_all_buffers() {
-    for_each_array(|array| array.buffer().clock_changed());
-    // A write reads its clock with interrupts masked: after this round no
-    // write that read the old one is still under way, and the resets below
-    // leave no ring mixing two clocks.
-    arch::smp::sync_all();
-    for_each_array(|array| array.buffer().reset());
 }
 
 /// A held instance: `rmdir` is refused while it is held.

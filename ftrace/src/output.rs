@@ -1,7 +1,6 @@
 //! `cat trace` output in Linux's format.
 
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicBool, Ordering};
 
 use alloc::string::String;
 
@@ -64,20 +63,20 @@ pub fn latency_flags(common: &Common) -> [u8; 5] {
     [irqs, resched, context, depth, b'.']
 }
 
-/// Whether timestamps are counts, not nanoseconds (`trace_clock` is
-/// `counter`): printed as the number, as Linux prints a clock not in ns.
-static RAW_TIMESTAMPS: AtomicBool = AtomicBool::new(false);
-
-/// Switches how timestamps print (see `RAW_TIMESTAMPS`).
-pub fn set_raw_timestamps(raw: bool) {
-    RAW_TIMESTAMPS.store(raw, Ordering::Relaxed);
-}
-
-/// `          <idle>-0       [000] d....    12.345678: `
-pub fn write_context(out: &mut dyn Write, cpu: usize, time_ns: u64, common: &Common, comms: Comms) -> fmt::Result {
+/// `          <idle>-0       [000] d....    12.345678: `; with `raw_time`
+/// (a clock that is no time, such as `counter`) the timestamp is the
+/// number, as Linux prints a clock not in nanoseconds.
+pub fn write_context(
+    out: &mut dyn Write,
+    cpu: usize,
+    time_ns: u64,
+    common: &Common,
+    comms: Comms,
+    raw_time: bool,
+) -> fmt::Result {
     let flags = latency_flags(common);
     let flags = core::str::from_utf8(&flags).unwrap_or(".....");
-    if RAW_TIMESTAMPS.load(Ordering::Relaxed) {
+    if raw_time {
         let (comm, pid) = (task_name(common.pid, comms), common.pid);
         return write!(out, "{comm:>16}-{pid:<7} [{cpu:03}] {flags} {time_ns:>12}: ");
     }
@@ -144,11 +143,13 @@ pub struct FunctionOptions {
     pub sym_offset: bool,
     /// ` <-caller` after the function.
     pub print_parent: bool,
+    /// Timestamps are counts, not nanoseconds (the `counter` clock).
+    pub raw_time: bool,
 }
 
 impl Default for FunctionOptions {
     fn default() -> Self {
-        FunctionOptions { sym_offset: false, print_parent: true }
+        FunctionOptions { sym_offset: false, print_parent: true, raw_time: false }
     }
 }
 
@@ -166,7 +167,7 @@ pub fn write_function(
         true => write_code_address(out, address as usize, names),
         false => write_symbol(out, address as usize, names),
     };
-    write_context(out, cpu, time_ns, &event.common, comms)?;
+    write_context(out, cpu, time_ns, &event.common, comms, options.raw_time)?;
     symbol(out, event.ip)?;
     if options.print_parent {
         out.write_str(" <-")?;
@@ -238,6 +239,8 @@ pub struct GraphOptions {
     pub retval_hex: bool,
     /// `options/funcgraph-cpu`: the CPU column (on by default).
     pub cpu: bool,
+    /// Timestamps are counts, not nanoseconds (the `counter` clock).
+    pub raw_time: bool,
     /// `options/funcgraph-proc`: the task (`comm-pid`) on every line.
     pub proc: bool,
     /// `options/funcgraph-abstime`: the timestamp on every line.
@@ -251,7 +254,16 @@ pub struct GraphOptions {
 
 impl Default for GraphOptions {
     fn default() -> Self {
-        GraphOptions { retval: false, retval_hex: false, cpu: true, proc: false, abstime: false, duration: true, thresh: false }
+        GraphOptions {
+            retval: false,
+            retval_hex: false,
+            cpu: true,
+            raw_time: false,
+            proc: false,
+            abstime: false,
+            duration: true,
+            thresh: false,
+        }
     }
 }
 
@@ -434,7 +446,7 @@ fn write_line_start(
     comms: Comms,
     options: GraphOptions,
 ) -> fmt::Result {
-    if options.abstime && RAW_TIMESTAMPS.load(Ordering::Relaxed) {
+    if options.abstime && options.raw_time {
         write!(out, "{time_ns:>13} |  ")?;
     } else if options.abstime {
         write!(out, "{:>5}.{:06} |  ", time_ns / 1_000_000_000, time_ns % 1_000_000_000 / 1_000)?;

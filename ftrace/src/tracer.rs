@@ -26,7 +26,7 @@ use crate::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn, GraphCallba
 use crate::instance::TraceArray;
 use crate::ops::{Callback, FtraceOps};
 use crate::task::{self, NOT_INSIDE};
-use crate::{buffer, clock, output, symbols};
+use crate::{buffer, output, symbols};
 
 /// A tracer `current_tracer` can name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -214,7 +214,8 @@ fn record_graph_entry(array: &TraceArray, call: &FgraphEntry) -> u64 {
     let event = GraphEntryEvent { common: event_common(TRACE_GRAPH_ENT), func: call.func as u64, depth: call.depth as i32 };
     // SAFETY: the graph tracer's callbacks run from its array's graph ops.
     let time = unsafe { array.buffer_made() }.write_with(GraphEntryEvent::SIZE, |_, bytes| event.encode_into(bytes));
-    time.unwrap_or_else(clock::trace_now)
+    // SAFETY: as above.
+    time.unwrap_or_else(|| unsafe { array.buffer_made() }.now())
 }
 
 /// [`graph_trace_entry`] with the pid filter, the graph lists, the depth
@@ -254,7 +255,9 @@ fn graph_trace_entry_checked(array: &TraceArray, call: FgraphEntry) -> Option<[u
     }
     if THRESH_NS.load(Ordering::Relaxed) != 0 {
         // tracing_thresh: only the return is recorded, if the call was long.
-        words[1] = clock::trace_now();
+        // SAFETY: the graph tracer's callbacks run from its array's graph
+        // ops, whose buffer is made first.
+        words[1] = unsafe { array.buffer_made() }.now();
         return Some(words);
     }
     words[0] |= RECORD_ENTRY;
@@ -310,7 +313,8 @@ fn graph_trace_return(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _freg
         return;
     }
     let thresh = THRESH_NS.load(Ordering::Relaxed);
-    if thresh != 0 && clock::trace_now().saturating_sub(calltime) < thresh {
+    // SAFETY: as in `graph_trace_entry_checked`.
+    if thresh != 0 && unsafe { array.buffer_made() }.now().saturating_sub(calltime) < thresh {
         return;
     }
     let mut event = GraphExitEvent {
@@ -453,24 +457,25 @@ fn write_events(array: &TraceArray, tracer: Tracer, events: &[(u64, usize, &[u8]
         let options = array.graph_options();
         return output::write_graph(out, &lines, &names, &comms, options, &print_other);
     }
+    let raw_time = !array.buffer().clock().in_ns();
     for &(time, cpu, payload) in events {
         match Event::decode(payload) {
             Some(Event::Function(event)) => {
                 output::write_function(out, cpu, time, &event, &names, &comms, array.function_options())?
             }
             Some(Event::SchedSwitch(event)) => {
-                output::write_context(out, cpu, time, &event.common, &comms)?;
+                output::write_context(out, cpu, time, &event.common, &comms, raw_time)?;
                 output::write_sched_switch(out, &event)?;
                 writeln!(out)?;
             }
             Some(Event::SchedWakeup(event)) => {
-                output::write_context(out, cpu, time, &event.common, &comms)?;
+                output::write_context(out, cpu, time, &event.common, &comms, raw_time)?;
                 output::write_sched_wakeup(out, &event)?;
                 writeln!(out)?;
             }
             _ => {
                 let common = Common::decode(payload).unwrap_or_default();
-                output::write_context(out, cpu, time, &common, &comms)?;
+                output::write_context(out, cpu, time, &common, &comms, raw_time)?;
                 print_other(payload, out)?;
                 writeln!(out)?;
             }

@@ -110,7 +110,7 @@ const FILES: &[File] = &[
     top("available_events", Some(read_available_events), None),
     top("set_event", Some(read_set_event), Some(write_set_event)),
     top("set_event_pid", Some(read_event_pid), Some(write_event_pid)),
-    top("trace_clock", Some(read_trace_clock), Some(write_trace_clock)),
+    per_array("trace_clock", Some(read_trace_clock), Some(write_trace_clock)),
     top("function_profile_enabled", Some(read_function_profile_enabled), Some(write_function_profile_enabled)),
     top("tracing_thresh", Some(read_tracing_thresh), Some(write_tracing_thresh)),
     top("stack_tracer_enabled", Some(read_stack_tracer_enabled), Some(write_stack_tracer_enabled)),
@@ -605,9 +605,9 @@ fn write_ftrace_notrace_pid(array: Array, text: &str, mode: FilterMode) -> Resul
     array.set_pids(true, text, mode).map_err(|error| TracefsError::Invalid(error.to_string()))
 }
 
-/// `cat trace_clock`: every clock, the one in use in brackets.
-fn read_trace_clock(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    let current = ftrace::clock::trace_clock();
+/// `cat trace_clock`: every clock, the array's in brackets.
+fn read_trace_clock(array: Array, out: &mut dyn Write) -> fmt::Result {
+    let current = array.buffer().clock();
     let names: alloc::vec::Vec<String> = ftrace::clock::TraceClock::ALL
         .iter()
         .map(|&clock| match clock == current {
@@ -618,12 +618,13 @@ fn read_trace_clock(_array: Array, out: &mut dyn Write) -> fmt::Result {
     writeln!(out, "{}", names.join(" "))
 }
 
-/// `echo NAME > trace_clock`: switches the clock (and empties the buffers).
-fn write_trace_clock(_array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+/// `echo NAME > trace_clock`: switches the array's clock (and empties its
+/// buffer).
+fn write_trace_clock(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
     let name = text.trim();
     let clock = ftrace::clock::TraceClock::from_name(name)
         .ok_or_else(|| TracefsError::Invalid(format!("no clock '{name}' (see trace_clock)")))?;
-    ftrace::clock::set_trace_clock(clock);
+    array.buffer().set_clock(clock);
     Ok(())
 }
 

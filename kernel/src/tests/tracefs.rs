@@ -616,6 +616,21 @@ fn trace_clock_switches_between_local_global_and_counter() {
     assert!(stamps.iter().all(|t| t.split_once('.').is_some_and(|(_, us)| us.len() == 6)), "seconds: {trace}");
     assert!(refused_clock("bogus") && refused_clock(""));
     assert_eq!(read("trace_clock"), "local [global] counter\n", "a refused write changes nothing");
+    // Each trace array has its own clock, as in Linux: an instance's
+    // switch leaves the top level's clock and events alone.
+    tracefs::mkdir("instances/clocks").unwrap();
+    assert_eq!(read("instances/clocks/trace_clock"), "[local] global counter\n");
+    write("instances/clocks/set_ftrace_filter", "fib");
+    write("instances/clocks/current_tracer", "function");
+    write("instances/clocks/trace_clock", "counter");
+    assert_eq!(fib(1), 1);
+    assert_eq!(read("trace_clock"), "local [global] counter\n");
+    assert_eq!(fib_lines(&read("trace")), 4, "the top level's 3 and this one, its buffer kept");
+    let counted = read("instances/clocks/trace");
+    let stamps = fib_timestamps(&counted);
+    assert!(stamps.len() == 1 && !stamps[0].contains('.'), "a count there: {counted}");
+    write("instances/clocks/current_tracer", "nop");
+    tracefs::rmdir("instances/clocks").unwrap();
     write("trace_clock", "local");
     write("current_tracer", "nop");
     write("set_ftrace_filter", "");
