@@ -108,7 +108,7 @@ if run_session tracefs-files 'echo fib > set_ftrace_filter\ncat set_ftrace_filte
     expect "a probe on a bare name" grep -qx "f:fprobes/fibent fib n=\$arg1" <<<"$out"
     expect "an ambiguous bare name refused, listing the functions" grep -qE "^error: 'run' matches [0-9]+ functions, give the whole path:.* kernel::workload::run" <<<"$out"
     expect "the profiler's header" grep -q "^  Function                               Hit    Time            Avg             s^2$" <<<"$out"
-    expect "the stack trace starts at the deepest fib call" grep -qE "^    0\) +[0-9]+ +[0-9]+   kernel::workload::fib\+0x0/0x[0-9a-f]+$" <<<"$out"
+    expect "the stack trace starts at the deepest fib call" grep -qE "^  0\) +[0-9]+ +[0-9]+   kernel::workload::fib\+0x0/0x[0-9a-f]+$" <<<"$out"
     expect "twelve fib frames on it" test "$(count_lines '^ +[0-9]+\) +[0-9]+ +[0-9]+   kernel::workload::fib\+')" -eq 12
     expect "a trace_marker line" grep -qE "\] \.\.\.\.\. +[0-9]+\.[0-9]{6}: tracing_mark_write: mark it$" <<<"$out"
     expect "sym-offset and noprint-parent" grep -qE ": kernel::workload::fib\+0x0/0x[0-9a-f]+$" <<<"$out"

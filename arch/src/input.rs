@@ -30,6 +30,17 @@ impl Ring {
         console::set_receive_interrupt(false);
     }
 
+    /// Removes the first `byte` waiting, wherever it is among the others.
+    fn remove(&mut self, byte: u8) -> bool {
+        let at = |ring: &Ring, i: usize| (ring.head + i) % CAPACITY;
+        let Some(found) = (0..self.len).find(|&i| self.bytes[at(self, i)] == byte) else { return false };
+        for i in found..self.len - 1 {
+            self.bytes[at(self, i)] = self.bytes[at(self, i + 1)];
+        }
+        self.len -= 1;
+        true
+    }
+
     fn pop(&mut self) -> Option<u8> {
         if self.len == 0 {
             return None;
@@ -66,4 +77,17 @@ pub fn peek_byte() -> Option<u8> {
     let mut ring = INPUT.lock();
     ring.drain_uart();
     (ring.len > 0).then(|| ring.bytes[ring.head])
+}
+
+/// Whether `byte` was typed, among whatever else is waiting; it is taken,
+/// the rest left in order (a long command's ^C, behind the commands a
+/// script typed ahead).
+pub fn take_typed(byte: u8) -> bool {
+    let mut ring = INPUT.lock();
+    ring.drain_uart();
+    let found = ring.remove(byte);
+    if found {
+        console::set_receive_interrupt(true);
+    }
+    found
 }

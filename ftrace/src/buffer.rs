@@ -351,8 +351,12 @@ impl TraceBuffer {
 
     /// Switches recording (`echo 0|1 > tracing_on`).
     pub fn set_on(&self, on: bool) {
-        let state = if on { on_state(self.clock()) } else { OFF };
-        let _ = self.on.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| Some(word & !STATE | state));
+        // The clock is read inside the update: a clock switch meanwhile
+        // changes the word, so the update is tried again with the new one.
+        let _ = self.on.fetch_update(Ordering::Relaxed, Ordering::Acquire, |word| {
+            let state = if on { on_state(self.clock()) } else { OFF };
+            Some(word & !STATE | state)
+        });
     }
 
     /// Its `trace_clock`.
@@ -365,19 +369,22 @@ impl TraceBuffer {
         clock::now(self.clock())
     }
 
-    /// `echo NAME > trace_clock`: switches its clock and empties it, as
-    /// Linux does, so that no ring mixes two clocks.
+    /// `echo NAME > trace_clock`: switches its clock and empties it and its
+    /// snapshot, as Linux does, so that no ring mixes two clocks.
     pub fn set_clock(&self, new: TraceClock) {
         self.clock.store(new as u8, Ordering::Relaxed);
         let state = on_state(new);
-        let _ = self
-            .on
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| (word & STATE != OFF).then_some(word & !STATE | state));
+        // Always a store (released, so a `set_on` that reads this word reads
+        // the new clock too).
+        let _ = self.on.fetch_update(Ordering::Release, Ordering::Relaxed, |word| {
+            Some(if word & STATE != OFF { word & !STATE | state } else { word })
+        });
         // A write reads its clock with interrupts masked: after this round
         // no write that read the old one is still under way, and the reset
         // leaves no ring mixing two clocks.
         arch::smp::sync_all();
         self.reset();
+        self.reset_snapshot();
     }
 
     /// Stops recording until [`resume`](Self::resume), whatever

@@ -177,19 +177,41 @@ fn to_attach(array: &TraceArray, glob: &str, command: Command) -> Result<Vec<usi
     Ok(new)
 }
 
-/// Checks what [`add`] (or, with `remove`, [`remove`]) would do, changing
-/// nothing: a write of several commands checks them all first.
-pub fn check(array: &TraceArray, remove: bool, glob: &str, command: Command) -> Result<(), ProbeError> {
-    if remove {
+/// One command of a write: `!`, its glob and the command.
+pub type Change<'a> = (bool, &'a str, Command);
+
+/// Checks that [`add`] (or, with `remove`, [`remove`]) would succeed for
+/// each of `changes` in turn, each seeing what the ones before it did,
+/// changing nothing: a write of several commands checks them all first.
+pub fn check(array: &TraceArray, changes: &[Change]) -> Result<(), ProbeError> {
+    // What each command would be attached to as the changes go.
+    let mut would: Vec<(Command, Vec<usize>)> = Vec::new();
+    for &(remove, glob, command) in changes {
+        let index = match would.iter().position(|(c, _)| *c == command) {
+            Some(index) => index,
+            None => {
+                would.push((command, attached(&PROBES.lock(), array, command)));
+                would.len() - 1
+            }
+        };
+        let have = &mut would[index].1;
         let matched = functions(glob)?;
-        let have = attached(&PROBES.lock(), array, command);
-        if !matched.iter().any(|ip| have.binary_search(ip).is_ok()) {
-            return Err(ProbeError::NotAttached(format!("{glob}:{}", command.name())));
+        let what = || format!("{glob}:{}", command.name());
+        if remove {
+            if !matched.iter().any(|ip| have.binary_search(ip).is_ok()) {
+                return Err(ProbeError::NotAttached(what()));
+            }
+            have.retain(|ip| matched.binary_search(ip).is_err());
+        } else {
+            let new: Vec<usize> = matched.into_iter().filter(|ip| have.binary_search(ip).is_err()).collect();
+            if new.is_empty() {
+                return Err(ProbeError::AlreadyAttached(what()));
+            }
+            have.extend(new);
+            have.sort_unstable();
         }
-        Ok(())
-    } else {
-        to_attach(array, glob, command).map(|_| ())
     }
+    Ok(())
 }
 
 /// Attaches `command` to the functions `glob` matches in `array` that do
@@ -222,7 +244,7 @@ pub fn add(array: &'static TraceArray, glob: &str, command: Command, count: Opti
 /// Takes `command` off the functions `glob` matches in `array`
 /// (`!FUNC:NAME`): a probe left with no function goes.
 pub fn remove(array: &'static TraceArray, glob: &str, command: Command) -> Result<(), ProbeError> {
-    check(array, true, glob, command)?;
+    check(array, &[(true, glob, command)])?;
     let matched = functions(glob)?;
     let mine: Vec<&'static FuncProbe> =
         PROBES.lock().iter().copied().filter(|p| core::ptr::eq(p.array, array) && p.command == command).collect();

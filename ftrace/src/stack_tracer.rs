@@ -120,7 +120,7 @@ pub fn write_trace(out: &mut dyn Write) -> fmt::Result {
     writeln!(out, "        -----    ----   --------")?;
     for (i, frame) in frames.iter().enumerate() {
         let size = frame.depth - frames.get(i + 1).map_or(0, |outer| outer.depth);
-        write!(out, "  {i:>3}) {:>8}   {size:>5}   ", frame.depth)?;
+        write!(out, "{i:>3}) {:>8}   {size:>5}   ", frame.depth)?;
         // The first is the traced function itself; the others are return
         // addresses into the callers.
         if i == 0 {

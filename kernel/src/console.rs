@@ -47,12 +47,9 @@ pub fn stop_key_pressed() -> bool {
     }
 }
 
-/// Whether ^C was typed (it is taken): what stops a command that scripts
-/// run with their next commands already typed ahead (`stress`).
+/// Whether ^C was typed, even behind other keys (it is taken, they stay):
+/// what stops a command that scripts run with their next commands already
+/// typed ahead (`stress`).
 pub fn ctrl_c_pressed() -> bool {
-    let pressed = arch::input::peek_byte() == Some(0x03);
-    if pressed {
-        arch::input::read_byte();
-    }
-    pressed
+    arch::input::take_typed(0x03)
 }

@@ -168,6 +168,7 @@ pub fn on_panic(info: &PanicInfo) {
 /// never left, a tracing callback never returned from, an open patch batch,
 /// hooked calls that will never return.
 fn forget_abandoned_state() {
+    crate::sched::renew_current();
     arch::context::reset();
     arch::preempt::reset();
     arch::text::abandon();

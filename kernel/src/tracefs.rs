@@ -206,13 +206,18 @@ fn read_per_cpu(array: Array, cpu: usize, file: &str, out: &mut dyn Write) -> fm
     let buffer = array.buffer();
     let stats = buffer.stats_of(cpu);
     let usage = buffer.usage_of(cpu);
-    let seconds = |ns: u64| format!("{:5}.{:06}", ns / 1_000_000_000, ns % 1_000_000_000 / 1000);
+    // By the array's clock: seconds, or the number for one that is no time.
+    let in_ns = buffer.clock().in_ns();
+    let seconds = |ns: u64| match in_ns {
+        true => format!("{:5}.{:06}", ns / 1_000_000_000, ns % 1_000_000_000 / 1000),
+        false => format!("{ns}"),
+    };
     writeln!(out, "entries: {}", stats.entries)?;
     writeln!(out, "overrun: {}", stats.overrun)?;
     writeln!(out, "commit overrun: 0")?;
     writeln!(out, "bytes: {}", usage.bytes)?;
     writeln!(out, "oldest event ts: {}", seconds(usage.oldest_page_time))?;
-    writeln!(out, "now ts: {}", seconds(ftrace::clock::now_ns()))?;
+    writeln!(out, "now ts: {}", seconds(buffer.now()))?;
     writeln!(out, "dropped events: {}", stats.dropped)?;
     writeln!(out, "read events: {}", stats.read)
 }
@@ -532,11 +537,11 @@ fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(),
             None => globs.push(word),
         }
     }
-    // Every command is checked before anything changes (a refused write
-    // changes nothing).
-    for &(remove, glob, command, _) in &commands {
-        ftrace::func_probe::check(array, remove, glob, command).map_err(|error| TracefsError::Invalid(error.to_string()))?;
-    }
+    // Every command is checked, in order, before anything changes (a
+    // refused write changes nothing).
+    let changes: alloc::vec::Vec<ftrace::func_probe::Change> =
+        commands.iter().map(|&(remove, glob, command, _)| (remove, glob, command)).collect();
+    ftrace::func_probe::check(array, &changes).map_err(|error| TracefsError::Invalid(error.to_string()))?;
     if !globs.is_empty() || commands.is_empty() || mode == FilterMode::Replace {
         array.set_tracer_filter(FilterKind::Filter, &globs.join(" "), mode)?;
     }

@@ -42,14 +42,16 @@ pub enum LineEvent<'a> {
 }
 
 /// Where the reader is in a terminal escape sequence (an arrow key sends
-/// `ESC [ A`): its bytes are dropped, not taken as text.
+/// `ESC [ A`, or `ESC O A` in a terminal's application mode): its bytes are
+/// dropped, not taken as text. A control byte (Enter, ^C, backspace) ends
+/// the sequence and does what it does anywhere.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Escape {
     None,
     /// After ESC.
     Started,
-    /// After `ESC [`: until a final byte (`@` to `~`).
-    Csi,
+    /// After `ESC [` or `ESC O`: until a final byte (`@` to `~`).
+    Sequence,
 }
 
 /// Accumulates bytes into lines of at most `N` bytes.
@@ -84,16 +86,16 @@ impl<const N: usize> LineReader<N> {
     pub fn push(&mut self, byte: u8) -> LineEvent<'_> {
         let after_cr = core::mem::replace(&mut self.after_cr, byte == b'\r');
         match (self.escape, byte) {
-            (Escape::Started, b'[') => {
-                self.escape = Escape::Csi;
+            (_, 0x00..=0x1f | 0x7f) | (Escape::None, _) => self.escape = Escape::None,
+            (Escape::Started, b'[' | b'O') => {
+                self.escape = Escape::Sequence;
                 return LineEvent::Nothing;
             }
-            (Escape::Csi, 0x40..=0x7e) | (Escape::Started, _) => {
+            (Escape::Sequence, 0x40..=0x7e) | (Escape::Started, _) => {
                 self.escape = Escape::None;
                 return LineEvent::Nothing;
             }
-            (Escape::Csi, _) => return LineEvent::Nothing,
-            (Escape::None, _) => {}
+            (Escape::Sequence, _) => return LineEvent::Nothing,
         }
         match byte {
             b'\n' if after_cr => LineEvent::Nothing,
@@ -197,8 +199,10 @@ mod tests {
 
     #[test]
     fn escape_sequences_are_dropped_and_ctrl_c_drops_the_line() {
-        // Arrow keys (ESC [ A, ESC [ 1 ; 5 C) and an Alt key (ESC x).
-        assert_eq!(lines::<64>(b"ca\x1b[At\x1b[1;5C\x1bx trace\n"), [Ok("cat trace".into())]);
+        // Arrow keys (ESC [ A, ESC [ 1 ; 5 C, ESC O B) and an Alt key (ESC x).
+        assert_eq!(lines::<64>(b"ca\x1b[At\x1b[1;5C\x1bOB\x1bx trace\n"), [Ok("cat trace".into())]);
+        // A control byte ends a sequence and counts: a lone ESC, then Enter.
+        assert_eq!(lines::<64>(b"uptime\x1b\nok\x1b[\x7fk\n"), [Ok("uptime".into()), Ok("ok".into())]);
         let mut reader = LineReader::<64>::new();
         for &byte in b"echo 1 > tracing_on" {
             reader.push(byte);

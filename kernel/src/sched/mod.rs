@@ -137,6 +137,17 @@ fn set_current(task: &Task) {
     unsafe { percpu::set_task_trace(task.trace_ptr()) };
 }
 
+/// Names the running task, and its own stack, as this CPU's again: after a
+/// test's stack overflow, whose report moved the CPU's stack bottom to the
+/// overflow stack, the test runner goes on on the task's stack.
+#[cfg(test)]
+pub fn renew_current() {
+    let _irq = IrqGuard::new();
+    if let Some(task) = current() {
+        set_current(task);
+    }
+}
+
 /// Turns the boot flow into the first task (`shell`, pid 1; `ktest` when it
 /// runs the in-kernel tests) and gives the
 /// boot CPU its idle task. Once, on the boot CPU, before tracing starts.
