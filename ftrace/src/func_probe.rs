@@ -8,8 +8,8 @@
 //! ops's container. As in Linux, a function has a command at most once
 //! (adding it again where it is attached adds it only to the functions
 //! that lack it), and `!FUNC:NAME` takes the command off the functions
-//! FUNC matches, whatever glob attached it. A count is shared by the
-//! functions one write attached it to (Linux keeps one per function).
+//! FUNC matches, whatever glob attached it. A count is kept per function,
+//! as Linux keeps it.
 //! `traceoff`/`traceon` switch the array's `tracing_on`; with a count, only
 //! the first N calls that change it count (as Linux counts them).
 //! `stacktrace` records the call chain as a `<stack trace>` event.
@@ -71,8 +71,9 @@ struct FuncProbe {
     ops: FtraceOps,
     array: &'static TraceArray,
     command: Command,
-    /// Actions left, or [`UNLIMITED`].
-    left: AtomicU64,
+    /// Per function (sorted by address): the actions left, or
+    /// [`UNLIMITED`].
+    left: Box<[(usize, AtomicU64)]>,
 }
 
 /// Every attached command, of every array.
@@ -87,8 +88,9 @@ extern "C" fn run_command(ip: usize, _parent: usize, ops: &FtraceOps, fregs: &mu
     let probe = unsafe { &*ops.container::<FuncProbe>() };
     let buffer = probe.array.buffer();
     let take = || {
-        probe
-            .left
+        let Ok(at) = probe.left.binary_search_by_key(&ip, |(function, _)| *function) else { return false };
+        probe.left[at]
+            .1
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| match left {
                 0 => None,
                 UNLIMITED => Some(UNLIMITED),
@@ -227,7 +229,7 @@ pub fn add(array: &'static TraceArray, glob: &str, command: Command, count: Opti
         ops: FtraceOps::new(run_command, OpsFlags::RECURSION),
         array,
         command,
-        left: AtomicU64::new(count.unwrap_or(UNLIMITED)),
+        left: ips.iter().map(|&ip| (ip, AtomicU64::new(count.unwrap_or(UNLIMITED)))).collect(),
     }));
     probe.ops.set_container(probe);
     let attached = registry::set_filter_ips(&probe.ops, FilterKind::Filter, &ips, FilterMode::Replace)
@@ -283,11 +285,17 @@ pub fn lines(array: &TraceArray) -> Vec<String> {
     let probes = PROBES.lock();
     let mut lines = Vec::new();
     for probe in probes.iter().filter(|p| core::ptr::eq(p.array, array)) {
-        let count = match probe.left.load(Ordering::Relaxed) {
-            UNLIMITED => String::from("unlimited"),
-            n => format!("count={n}"),
-        };
-        for name in registry::filter_names(&probe.ops, FilterKind::Filter) {
+        // The two lists are in address order, one entry per function.
+        let ips = registry::filter_ips(&probe.ops, FilterKind::Filter);
+        for (ip, name) in ips.into_iter().zip(registry::filter_names(&probe.ops, FilterKind::Filter)) {
+            let left = probe
+                .left
+                .binary_search_by_key(&ip, |(function, _)| *function)
+                .map(|at| probe.left[at].1.load(Ordering::Relaxed));
+            let count = match left {
+                Ok(UNLIMITED) | Err(_) => String::from("unlimited"),
+                Ok(n) => format!("count={n}"),
+            };
             lines.push(format!("{name}:{}:{count}", probe.command.name()));
         }
     }

@@ -448,6 +448,16 @@ fn function_commands_attach_once_per_function_and_come_off_by_function() {
     let mixed = tracefs::write("set_ftrace_filter", "fib kernel::workload::run:traceoff nosuch_fn:traceoff", FilterMode::Replace);
     assert!(matches!(mixed, Err(TracefsError::Invalid(_))), "{mixed:?}");
     assert_eq!(read("set_ftrace_filter"), before, "a refused write changes nothing");
+    // A count is each function's, as in Linux: every fs function run
+    // records its one stack trace.
+    write("trace", "");
+    tracefs::write("set_ftrace_filter", "kernel::workload::fs::*:stacktrace:1", FilterMode::Append).unwrap();
+    crate::workload::fs::run();
+    let stacks = read("trace").lines().filter(|line| line.ends_with(": <stack trace>")).count();
+    let spent = commands().iter().filter(|line| line.ends_with(":stacktrace:count=0")).count();
+    assert!(stacks >= 5 && stacks == spent, "{stacks} stack traces, {spent} counts spent: {:?}", commands());
+    tracefs::write("set_ftrace_filter", "!*:stacktrace", FilterMode::Append).unwrap();
+    write("trace", "");
     tracefs::write("set_ftrace_filter", "!*:traceon", FilterMode::Append).unwrap();
     assert_eq!(read("set_ftrace_filter"), "#### all functions enabled ####\n");
     assert_eq!(read("enabled_functions"), "");
