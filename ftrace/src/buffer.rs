@@ -575,11 +575,6 @@ impl Snapshot {
         self.pages.iter().map(|page| &**page)
     }
 
-    /// Bytes of events held (the pages' committed data).
-    pub fn bytes(&self) -> usize {
-        self.pages.iter().map(|page| crate::ring_buffer::page_commit(&page[..])).sum()
-    }
-
     /// The events: (timestamp in ns, payload).
     pub fn events(&self) -> impl Iterator<Item = (u64, &[u8])> {
         self.pages.iter().flat_map(|page| page_events(&page[..]).map(|event| (event.time, event.payload)))

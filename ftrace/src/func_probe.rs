@@ -171,7 +171,12 @@ fn attached(probes: &[&'static FuncProbe], array: &TraceArray, command: Command)
 /// The functions an `add` would attach `command` to: those `glob` matches
 /// that do not have it yet.
 fn to_attach(array: &TraceArray, glob: &str, command: Command) -> Result<Vec<usize>, ProbeError> {
-    let have = attached(&PROBES.lock(), array, command);
+    newly_attached(&attached(&PROBES.lock(), array, command), glob, command)
+}
+
+/// The functions `glob` matches that are not in `have` (sorted), or the
+/// error an add gets when there are none.
+fn newly_attached(have: &[usize], glob: &str, command: Command) -> Result<Vec<usize>, ProbeError> {
     let new: Vec<usize> = functions(glob)?.into_iter().filter(|ip| have.binary_search(ip).is_err()).collect();
     if new.is_empty() {
         return Err(ProbeError::AlreadyAttached(format!("{glob}:{}", command.name())));
@@ -197,18 +202,14 @@ pub fn check(array: &TraceArray, changes: &[Change]) -> Result<(), ProbeError> {
             }
         };
         let have = &mut would[index].1;
-        let matched = functions(glob)?;
-        let what = || format!("{glob}:{}", command.name());
         if remove {
+            let matched = functions(glob)?;
             if !matched.iter().any(|ip| have.binary_search(ip).is_ok()) {
-                return Err(ProbeError::NotAttached(what()));
+                return Err(ProbeError::NotAttached(format!("{glob}:{}", command.name())));
             }
             have.retain(|ip| matched.binary_search(ip).is_err());
         } else {
-            let new: Vec<usize> = matched.into_iter().filter(|ip| have.binary_search(ip).is_err()).collect();
-            if new.is_empty() {
-                return Err(ProbeError::AlreadyAttached(what()));
-            }
+            let new = newly_attached(have, glob, command)?;
             have.extend(new);
             have.sort_unstable();
         }
