@@ -595,6 +595,13 @@ impl<'a> SavedRegs<'a> {
         self.regs.return_value()
     }
 
+    /// The frame pointer (every save records it): at a function's entry
+    /// its caller's, at a return the caller's again.
+    #[inline]
+    pub fn frame_pointer(self) -> usize {
+        self.regs.fp()
+    }
+
     /// Reads the register at `offset` (from
     /// [`FtraceRegs::query_register_offset`]), if this save recorded it.
     pub fn register_at(self, offset: usize) -> Option<u64> {

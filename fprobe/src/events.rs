@@ -1,5 +1,5 @@
 //! Dynamic probe events: `dynamic_events`, `kprobe_events`,
-//! `events/GRP/EVENT/enable` and `events/GRP/EVENT/format`, `kprobe_profile`,
+//! `events/GRP/EVENT/{enable,filter,format,id,trigger}`, `kprobe_profile`,
 //! and their records in `cat trace`.
 //!
 //! An event rides on an fprobe (`f:`), a kprobe (`p:`) or a kretprobe
@@ -16,6 +16,13 @@
 //! prints `(fault)`) into a record on the stack and writes it to the trace
 //! buffer, with no allocation and no lock on the traced path.
 //!
+//! An event's probe is registered while the event is enabled or has
+//! triggers (which fire whether or not it is enabled, as in Linux); the
+//! handler takes the short path (straight into the ring buffer) only when
+//! the event is enabled with nothing to check (`Compiled::fast`), and
+//! otherwise fetches every value first, then fires the triggers, filters
+//! and records.
+//!
 //! An event's compiled form is shared (`Arc`) by its definition and by each
 //! probe that records it: a probe owns one reference and drops it when the
 //! probe itself is freed, after the last call it hooked has returned. So
@@ -27,10 +34,11 @@ use alloc::string::{String, ToString};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicU16, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 
 use arch::ftrace_abi::{FtraceRegs, RegisterArgument, RegisterError, Saved, SavedRegs};
 use ftrace::event_filter::{FieldKind, FieldValue, FilterError, FilterField, FilterSlot};
+use ftrace::event_trigger::{Phase, StackStart, TriggerError, Triggers};
 use ftrace::tracer::event_common;
 use ftrace::FilterMode;
 
@@ -64,6 +72,9 @@ pub enum EventError {
     Exists(String),
     NoSuchEvent(String),
     Busy(String),
+    /// Removing an event that has triggers.
+    HasTriggers(String),
+    Trigger(TriggerError),
     Probe(probe::FprobeError),
     Kprobe(KprobeError),
     Filter(FilterError),
@@ -87,6 +98,8 @@ impl fmt::Display for EventError {
             EventError::Exists(name) => write!(f, "event '{name}' already exists"),
             EventError::NoSuchEvent(name) => write!(f, "no event '{name}'"),
             EventError::Busy(name) => write!(f, "event '{name}' is enabled; disable it first"),
+            EventError::HasTriggers(name) => write!(f, "event '{name}' has triggers; remove them first"),
+            EventError::Trigger(error) => write!(f, "{error}"),
             EventError::Probe(error) => write!(f, "{error}"),
             EventError::Kprobe(error) => write!(f, "{error}"),
             EventError::Filter(error) => write!(f, "{error}"),
@@ -151,6 +164,14 @@ struct Compiled {
     exit: bool,
     /// `events/GRP/EVENT/filter`.
     filter: FilterSlot,
+    /// `events/GRP/EVENT/trigger`.
+    triggers: Triggers,
+    /// `events/GRP/EVENT/enable`.
+    enabled: AtomicBool,
+    /// Whether a hit takes the short path: enabled, with no strings, no
+    /// filter and no trigger (set by [`refresh_fast`] under the events'
+    /// lock whenever one of those changes).
+    fast: AtomicBool,
     /// Times a handler recorded or tried to (`kprobe_profile`'s hits).
     hits: core::sync::atomic::AtomicU64,
 }
@@ -211,12 +232,28 @@ struct Event {
     spec: EventSpec,
     compiled: Arc<Compiled>,
     function: usize,
+    /// Registered while the event is enabled or has triggers.
     probe: Option<Armed>,
     /// Misses of the probes this event rode on before the current one.
     missed_before: u64,
 }
 
 impl Event {
+    fn name(&self) -> String {
+        full_name(&self.spec.group, &self.spec.event)
+    }
+
+    /// Refuses to remove an event that is enabled or has triggers.
+    fn check_removable(&self) -> Result<(), EventError> {
+        if self.compiled.enabled.load(Ordering::Relaxed) {
+            return Err(EventError::Busy(self.name()));
+        }
+        if self.compiled.triggers.is_set() {
+            return Err(EventError::HasTriggers(self.name()));
+        }
+        Ok(())
+    }
+
     fn is_kprobe(&self) -> bool {
         self.spec.kind != ProbeKind::Fprobe
     }
@@ -305,6 +342,9 @@ fn compile(spec: &EventSpec) -> Result<(usize, Compiled), EventError> {
         has_strings,
         exit: spec.exit,
         filter: FilterSlot::new(),
+        triggers: Triggers::new(),
+        enabled: AtomicBool::new(false),
+        fast: AtomicBool::new(false),
         hits: core::sync::atomic::AtomicU64::new(0),
     };
     Ok((address, compiled))
@@ -366,9 +406,7 @@ pub fn write_kprobe_events(text: &str, mode: FilterMode) -> Result<(), EventErro
 fn write_probe_events(text: &str, mode: FilterMode, syntax: Syntax) -> Result<(), EventError> {
     let mut events = EVENTS.lock();
     if mode == FilterMode::Replace {
-        if let Some(enabled) = events.iter().find(|e| e.probe.is_some() && e.in_syntax(syntax)) {
-            return Err(EventError::Busy(full_name(&enabled.spec.group, &enabled.spec.event)));
-        }
+        events.iter().filter(|e| e.in_syntax(syntax)).try_for_each(Event::check_removable)?;
         if text.trim().is_empty() {
             events.retain(|e| !e.in_syntax(syntax));
             return Ok(());
@@ -380,9 +418,7 @@ fn write_probe_events(text: &str, mode: FilterMode, syntax: Syntax) -> Result<()
                 .iter()
                 .position(|e| e.in_syntax(syntax) && e.spec.event == event && group.as_ref().is_none_or(|g| *g == e.spec.group))
                 .ok_or_else(|| EventError::NoSuchEvent(event.clone()))?;
-            if events[position].probe.is_some() {
-                return Err(EventError::Busy(event));
-            }
+            events[position].check_removable()?;
             events.remove(position);
             Ok(())
         }
@@ -451,7 +487,28 @@ fn find<'a>(events: &'a mut [Event], group: &str, event: &str) -> Result<&'a mut
 pub fn set_enabled(group: &str, event: &str, enabled: bool) -> Result<(), EventError> {
     let mut events = EVENTS.lock();
     let entry = find(&mut events, group, event)?;
-    match (enabled, entry.probe.take()) {
+    let before = entry.compiled.enabled.swap(enabled, Ordering::Relaxed);
+    refresh_fast(&entry.compiled);
+    update_probe(entry).inspect_err(|_| {
+        entry.compiled.enabled.store(before, Ordering::Relaxed);
+        refresh_fast(&entry.compiled);
+    })
+}
+
+/// Sets [`Compiled::fast`] from what the event has now.
+fn refresh_fast(compiled: &Compiled) {
+    let fast = compiled.enabled.load(Ordering::Relaxed)
+        && !compiled.has_strings
+        && !compiled.filter.is_set()
+        && !compiled.triggers.is_set();
+    compiled.fast.store(fast, Ordering::Relaxed);
+}
+
+/// Registers the event's probe if it is enabled or has triggers, and
+/// unregisters it otherwise.
+fn update_probe(entry: &mut Event) -> Result<(), EventError> {
+    let wanted = entry.compiled.enabled.load(Ordering::Relaxed) || entry.compiled.triggers.is_set();
+    match (wanted, entry.probe.take()) {
         (true, Some(probe)) => entry.probe = Some(probe),
         (true, None) => entry.probe = Some(arm(entry)?),
         (false, None) => {}
@@ -470,6 +527,30 @@ pub fn set_enabled(group: &str, event: &str, enabled: bool) -> Result<(), EventE
         }
     }
     Ok(())
+}
+
+/// `echo LINE > events/GRP/EVENT/trigger`: adds or (`!NAME`) removes one
+/// trigger, registering the event's probe for a first trigger and
+/// unregistering it after the last one if the event is not enabled. A
+/// refused line, or a probe that cannot be registered, changes nothing.
+pub fn write_trigger(group: &str, event: &str, text: &str) -> Result<(), EventError> {
+    let mut events = EVENTS.lock();
+    let entry = find(&mut events, group, event)?;
+    let compiled = entry.compiled.clone();
+    let added = compiled.triggers.write(ftrace::instance::top(), text, &compiled.filter_fields()).map_err(EventError::Trigger)?;
+    refresh_fast(&compiled);
+    update_probe(entry).inspect_err(|_| {
+        if let Some(command) = added {
+            compiled.triggers.remove(command);
+            refresh_fast(&compiled);
+        }
+    })
+}
+
+/// `cat events/GRP/EVENT/trigger`.
+pub fn trigger_text(group: &str, event: &str) -> Result<String, EventError> {
+    let mut events = EVENTS.lock();
+    Ok(find(&mut events, group, event)?.compiled.triggers.text())
 }
 
 /// Registers the probe an event rides on.
@@ -519,7 +600,7 @@ fn arm(entry: &Event) -> Result<Armed, EventError> {
 /// Whether `events/GRP/EVENT/enable` is 1.
 pub fn is_enabled(group: &str, event: &str) -> Result<bool, EventError> {
     let mut events = EVENTS.lock();
-    Ok(find(&mut events, group, event)?.probe.is_some())
+    Ok(find(&mut events, group, event)?.compiled.enabled.load(Ordering::Relaxed))
 }
 
 /// `echo 0|1 > events/enable` (every event) or `events/GRP/enable` (the
@@ -550,7 +631,7 @@ pub fn enabled_all(group: Option<&str>) -> Result<char, EventError> {
     }
     let (mut on, mut off) = (false, false);
     for event in matching {
-        if event.probe.is_some() {
+        if event.compiled.enabled.load(Ordering::Relaxed) {
             on = true
         } else {
             off = true
@@ -653,7 +734,9 @@ pub fn print_event(payload: &[u8], out: &mut dyn Write) -> Option<fmt::Result> {
 pub fn set_filter(group: &str, event: &str, text: &str) -> Result<(), EventError> {
     let mut events = EVENTS.lock();
     let compiled = &find(&mut events, group, event)?.compiled;
-    compiled.filter.set(text, &compiled.filter_fields()).map_err(EventError::Filter)
+    compiled.filter.set(text, &compiled.filter_fields()).map_err(EventError::Filter)?;
+    refresh_fast(compiled);
+    Ok(())
 }
 
 /// `cat events/GRP/EVENT/id`: the event's type id.
@@ -688,6 +771,9 @@ struct Context<'a> {
     regs: SavedRegs<'a>,
     /// The entry arguments saved for an exit event.
     saved_args: Option<&'a EntryData<'a>>,
+    /// Where the probed function returns to (0: not known, as at a
+    /// kprobe inside a function): a `stacktrace` trigger's first caller.
+    caller: usize,
 }
 
 #[inline]
@@ -737,7 +823,7 @@ fn read_string(address: usize, buffer: &mut [u8]) -> Option<usize> {
 /// Records one event: `ips` is `[ip]` at entry, `[func, ret_ip]` at exit.
 #[inline(always)]
 fn record(compiled: &Compiled, ips: &[u64], context: &Context) {
-    if compiled.has_strings || ftrace::event_pid::is_active() || compiled.filter.is_set() {
+    if !compiled.fast.load(Ordering::Relaxed) || ftrace::event_pid::is_active() {
         return record_by_values(compiled, ips, context);
     }
     match &compiled.words {
@@ -807,12 +893,15 @@ fn fetch_number(fetch: &Fetch, ty: ArgType, context: &Context) -> Option<u64> {
 }
 
 /// [`record`] for an event with string fetch args (their lengths make the
-/// record's), a filter (it needs the values) or while `set_event_pid` is
-/// set: everything is fetched first. Out of line: its buffers would weigh
-/// on the common case's frame.
+/// record's), a filter or triggers (they need the values), a disabled
+/// event with triggers, or while `set_event_pid` is set: everything is
+/// fetched first. Out of line: its buffers would weigh on the common
+/// case's frame.
 #[inline(never)]
 fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
-    if !ftrace::event_pid::records_current() {
+    let triggered = compiled.triggers.is_set();
+    let records = compiled.enabled.load(Ordering::Relaxed) && ftrace::event_pid::records_current();
+    if !records && !triggered {
         return;
     }
     let mut strings = [0u8; MAX_RECORD];
@@ -849,18 +938,31 @@ fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
     }
     let common = event_common(compiled.id);
     let fixed = 1 + ips.len();
-    let passes = compiled.filter.passes(&|field| match field {
+    let fields = |field| match field {
         0 => FieldValue::Signed(common.pid.into()),
         n if n < fixed => FieldValue::Unsigned(ips[n - 1]),
         n => filter_value(compiled.fetches[n - fixed].1, values[n - fixed]),
-    });
-    if !passes {
-        return;
+    };
+    // An entry's chain: the function, then its caller; an exit's: the
+    // caller it returns to. Then the frame records.
+    let addresses = match ips {
+        [ip] => [*ip as usize, context.caller],
+        _ => [context.caller, 0],
+    };
+    let stack = StackStart { addresses, fp: context.regs.frame_pointer() };
+    let top = ftrace::instance::top();
+    if triggered {
+        compiled.triggers.fire(top, Phase::BeforeRecord, &fields, stack);
     }
-    let mut out = [0u8; MAX_RECORD];
-    let len = compiled.layout.encode(common, ips, &values[..count], &mut out);
-    if len > 0 {
-        ftrace::instance::top().buffer().write(&out[..len]);
+    if records && compiled.filter.passes(&fields) {
+        let mut out = [0u8; MAX_RECORD];
+        let len = compiled.layout.encode(common, ips, &values[..count], &mut out);
+        if len > 0 {
+            top.buffer().write(&out[..len]);
+        }
+    }
+    if triggered {
+        compiled.triggers.fire(top, Phase::AfterRecord, &fields, stack);
     }
 }
 
@@ -884,7 +986,7 @@ fn kprobe_hit(probe: &Kprobe, regs: &PtRegs) {
     let compiled = unsafe { &*(probe.private() as *const Compiled) };
     compiled.hits.fetch_add(1, Ordering::Relaxed);
     let regs = SavedRegs::full(regs, Saved::EntryFull);
-    record(compiled, &[probe.address() as u64], &Context { regs, saved_args: None });
+    record(compiled, &[probe.address() as u64], &Context { regs, saved_args: None, caller: 0 });
 }
 
 /// A kretprobe event's entry handler: keeps the arguments for `$argN`.
@@ -903,7 +1005,7 @@ fn kretprobe_return(rp: &Kretprobe, ret_addr: usize, regs: &PtRegs, data: &[u64]
     let regs = SavedRegs::full(regs, Saved::ReturnFull);
     let saved = EntryData::of_arguments(data);
     let ips = [rp.place().address as u64, ret_addr as u64];
-    record(compiled, &ips, &Context { regs, saved_args: Some(&saved) });
+    record(compiled, &ips, &Context { regs, saved_args: Some(&saved), caller: ret_addr });
 }
 
 /// An fprobe event's handlers, run inline in the probe's entry and return.
@@ -922,13 +1024,14 @@ impl probe::Handlers for EventHandlers {
 }
 
 #[inline(always)]
-fn event_entry(fp: &Fprobe, entry_ip: usize, _ret_ip: usize, fregs: &mut FtraceRegs, _data: &mut EntryData) -> bool {
-    record(compiled_of(fp), &[entry_ip as u64], &Context { regs: fregs.view(), saved_args: None });
+fn event_entry(fp: &Fprobe, entry_ip: usize, ret_ip: usize, fregs: &mut FtraceRegs, _data: &mut EntryData) -> bool {
+    record(compiled_of(fp), &[entry_ip as u64], &Context { regs: fregs.view(), saved_args: None, caller: ret_ip });
     true
 }
 
 #[inline(always)]
 fn event_exit(fp: &Fprobe, entry_ip: usize, ret_ip: usize, fregs: &mut FtraceRegs, data: &mut EntryData) {
     let data: &EntryData = data;
-    record(compiled_of(fp), &[entry_ip as u64, ret_ip as u64], &Context { regs: fregs.view(), saved_args: Some(data) });
+    let context = Context { regs: fregs.view(), saved_args: Some(data), caller: ret_ip };
+    record(compiled_of(fp), &[entry_ip as u64, ret_ip as u64], &context);
 }

@@ -112,16 +112,21 @@ extern "C" fn run_command(ip: usize, _parent: usize, ops: &FtraceOps, fregs: &mu
 /// Records the chain of return addresses that led to `ip`: the traced
 /// function's caller first, then theirs, through the frame records.
 pub(crate) fn record_stack(array: &TraceArray, ip: usize, fregs: &FtraceRegs) {
-    let mut frames = [0u64; STACK_DEPTH];
-    frames[0] = ip as u64;
-    let mut count = 1;
-    for (ret, _) in crate::unwind::callers(fregs).take(STACK_DEPTH - 1) {
-        frames[count] = ret as u64;
+    record_frames(array, core::iter::once(ip).chain(crate::unwind::callers(fregs).map(|(ret, _)| ret)));
+}
+
+/// Records `frames` (innermost first, the first [`STACK_DEPTH`]) as a
+/// `<stack trace>` event in `array`.
+pub(crate) fn record_frames(array: &TraceArray, frames: impl Iterator<Item = usize>) {
+    let mut chain = [0u64; STACK_DEPTH];
+    let mut count = 0;
+    for (slot, address) in chain.iter_mut().zip(frames) {
+        *slot = address as u64;
         count += 1;
     }
     let common = crate::tracer::event_common(TRACE_STACK);
-    let frames = &frames[..count];
-    array.buffer().write_with(stack_event_size(frames), |_, out| encode_stack(common, frames, out));
+    let chain = &chain[..count];
+    array.buffer().write_with(stack_event_size(chain), |_, out| encode_stack(common, chain, out));
 }
 
 /// Why a command was refused; nothing changed.

@@ -52,6 +52,7 @@ macro_rules! field_of {
 pub mod bitmap;
 pub mod event;
 pub mod event_filter;
+pub mod event_trigger;
 pub mod glob;
 pub mod kallsyms;
 pub mod output;

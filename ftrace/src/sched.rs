@@ -4,7 +4,9 @@
 //! The kernel's scheduler calls [`trace_switch`] at every switch and
 //! [`trace_wakeup`] when it wakes a task; they record an event only while
 //! that event is enabled (`events/sched/.../enable`, or `--record`, which
-//! enables both as `trace-cmd record -e sched` would). Every task the
+//! enables both as `trace-cmd record -e sched` would), and fire its
+//! triggers (`events/sched/.../trigger`, see [`crate::event_trigger`])
+//! whether or not it is enabled. Every task the
 //! tracer learns of leaves its pid and name in a bounded table, so traces
 //! can name tasks that have since exited.
 
@@ -16,6 +18,7 @@ use arch::sync::SpinLock;
 
 use crate::event::{FixedEvent, SchedSwitchEvent, SchedWakeupEvent, DEFAULT_PRIO, SCHED_SWITCH, SCHED_WAKEUP, STATE_REPORT_MAX};
 use crate::event_filter::{FieldKind, FieldValue, FilterError, FilterField, FilterSlot};
+use crate::event_trigger::{Phase, StackStart, TriggerError, Triggers};
 use crate::task::TaskTrace;
 use crate::tracer::event_common;
 
@@ -116,6 +119,23 @@ impl SchedEvent {
         self.filter_slot().text()
     }
 
+    fn triggers(self) -> &'static Triggers {
+        match self {
+            SchedEvent::Switch => &SWITCH_TRIGGERS,
+            SchedEvent::Wakeup => &WAKEUP_TRIGGERS,
+        }
+    }
+
+    /// `echo LINE > events/sched/NAME/trigger`.
+    pub fn write_trigger(self, text: &str) -> Result<(), TriggerError> {
+        self.triggers().write(crate::instance::top(), text, &self.filter_fields()).map(drop)
+    }
+
+    /// `cat events/sched/NAME/trigger`.
+    pub fn trigger_text(self) -> alloc::string::String {
+        self.triggers().text()
+    }
+
     /// Whether it records.
     pub fn is_enabled(self) -> bool {
         self.flag().load(Ordering::Relaxed)
@@ -131,6 +151,8 @@ static SWITCH_ON: AtomicBool = AtomicBool::new(false);
 static WAKEUP_ON: AtomicBool = AtomicBool::new(false);
 static SWITCH_FILTER: FilterSlot = FilterSlot::new();
 static WAKEUP_FILTER: FilterSlot = FilterSlot::new();
+static SWITCH_TRIGGERS: Triggers = Triggers::new();
+static WAKEUP_TRIGGERS: Triggers = Triggers::new();
 
 fn switch_field(event: &SchedSwitchEvent, field: usize) -> FieldValue<'_> {
     match field {
@@ -156,9 +178,16 @@ fn wakeup_field(event: &SchedWakeupEvent, field: usize) -> FieldValue<'_> {
 }
 
 /// Records a switch from `prev` (leaving in `prev_state`) to `next`
-/// (unless `set_event_pid` leaves both out, or the filter drops it).
+/// (unless `set_event_pid` leaves both out, or the filter drops it), and
+/// fires the event's triggers.
+///
+/// Never inlined: a `stacktrace` trigger's chain starts from this
+/// function's frame record, at its caller.
+#[inline(never)]
 pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
-    if !SWITCH_ON.load(Ordering::Relaxed) || !(crate::event_pid::records(prev) || crate::event_pid::records(next)) {
+    let on = SWITCH_ON.load(Ordering::Relaxed);
+    let triggered = SWITCH_TRIGGERS.is_set();
+    if !on && !triggered {
         return;
     }
     let mut common = event_common(SCHED_SWITCH);
@@ -173,17 +202,24 @@ pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
         next_pid: next.pid(),
         next_prio: DEFAULT_PRIO,
     };
-    if !SWITCH_FILTER.passes(&|field| switch_field(&event, field)) {
-        return;
-    }
-    crate::instance::top().buffer().write_with(SchedSwitchEvent::SIZE, |_, bytes| event.encode_into(bytes));
+    let fields = |field| switch_field(&event, field);
+    let records = on && (crate::event_pid::records(prev) || crate::event_pid::records(next)) && SWITCH_FILTER.passes(&fields);
+    record_with_triggers(&SWITCH_TRIGGERS, triggered, &fields, || {
+        if records {
+            crate::instance::top().buffer().write_with(SchedSwitchEvent::SIZE, |_, bytes| event.encode_into(bytes));
+        }
+    });
 }
 
 /// Records that `task` was woken, to run on `target_cpu` (unless
 /// `set_event_pid` leaves out both it and the waker, or the filter drops
-/// it).
+/// it), and fires the event's triggers. Never inlined, as
+/// [`trace_switch`].
+#[inline(never)]
 pub fn trace_wakeup(task: &TaskTrace, target_cpu: usize) {
-    if !WAKEUP_ON.load(Ordering::Relaxed) || !(crate::event_pid::records(task) || crate::event_pid::records_current()) {
+    let on = WAKEUP_ON.load(Ordering::Relaxed);
+    let triggered = WAKEUP_TRIGGERS.is_set();
+    if !on && !triggered {
         return;
     }
     let event = SchedWakeupEvent {
@@ -193,10 +229,33 @@ pub fn trace_wakeup(task: &TaskTrace, target_cpu: usize) {
         prio: DEFAULT_PRIO,
         target_cpu: target_cpu as i32,
     };
-    if !WAKEUP_FILTER.passes(&|field| wakeup_field(&event, field)) {
-        return;
+    let fields = |field| wakeup_field(&event, field);
+    let records = on && (crate::event_pid::records(task) || crate::event_pid::records_current()) && WAKEUP_FILTER.passes(&fields);
+    record_with_triggers(&WAKEUP_TRIGGERS, triggered, &fields, || {
+        if records {
+            crate::instance::top().buffer().write_with(SchedWakeupEvent::SIZE, |_, bytes| event.encode_into(bytes));
+        }
+    });
+}
+
+/// Runs `record` between the triggers that act before and after an
+/// event's record. Inlined into its caller, whose frame record starts a
+/// `stacktrace` trigger's chain.
+#[inline(always)]
+fn record_with_triggers<'a>(
+    triggers: &Triggers,
+    triggered: bool,
+    fields: &dyn Fn(usize) -> FieldValue<'a>,
+    record: impl FnOnce(),
+) {
+    let stack = StackStart { addresses: [0; 2], fp: arch::cpu::frame_pointer() };
+    if triggered {
+        triggers.fire(crate::instance::top(), Phase::BeforeRecord, fields, stack);
     }
-    crate::instance::top().buffer().write_with(SchedWakeupEvent::SIZE, |_, bytes| event.encode_into(bytes));
+    record();
+    if triggered {
+        triggers.fire(crate::instance::top(), Phase::AfterRecord, fields, stack);
+    }
 }
 
 /// How many task names [`saved_cmdlines`] keeps (Linux keeps 128 by

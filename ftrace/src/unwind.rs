@@ -14,10 +14,20 @@ use arch::ftrace_abi::FtraceRegs;
 /// pointer). Nothing for a save without a return address.
 pub fn callers(fregs: &FtraceRegs) -> impl Iterator<Item = (usize, usize)> {
     let first = fregs.return_address().map(|ret| (ret, fregs.frame_pointer()));
-    core::iter::successors(first, |&(_, fp)| {
-        let next = arch::fault::read_u64_nofault(fp)? as usize;
-        let ret = arch::fault::read_u64_nofault(fp + core::mem::size_of::<usize>())? as usize;
-        (next > fp && ret != 0).then_some((ret, next))
-    })
-    .filter(|&(ret, _)| ret != 0)
+    core::iter::successors(first, |&(_, fp)| frame_record(fp)).filter(|&(ret, _)| ret != 0)
+}
+
+/// The return addresses the frame records from `fp` up hold, innermost
+/// first: for a function's own frame pointer, its caller first.
+pub fn return_addresses(fp: usize) -> impl Iterator<Item = usize> {
+    let first = (fp != 0).then_some((0, fp));
+    core::iter::successors(first, |&(_, fp)| frame_record(fp)).skip(1).map(|(ret, _)| ret)
+}
+
+/// The frame record at `fp`: (its return address, the next frame pointer),
+/// if it can be read, climbs the stack and has a return address.
+fn frame_record(fp: usize) -> Option<(usize, usize)> {
+    let next = arch::fault::read_u64_nofault(fp)? as usize;
+    let ret = arch::fault::read_u64_nofault(fp + core::mem::size_of::<usize>())? as usize;
+    (next > fp && ret != 0).then_some((ret, next))
 }

@@ -1,7 +1,7 @@
 //! Every event tracefs names, under one scheme: the scheduler's static
 //! events (`sched:sched_switch`, `sched:sched_wakeup`, from
 //! `ftrace::sched`) and the dynamic ones (`fprobes:NAME`, from
-//! `fprobe::events`). `events/GRP/EVENT/{enable,filter,format,id}`,
+//! `fprobe::events`). `events/GRP/EVENT/{enable,filter,format,id,trigger}`,
 //! `events/GRP/enable`, `events/enable`, `available_events` and `set_event`
 //! all go through here, so a name means the same event in every file.
 
@@ -63,6 +63,23 @@ pub fn set_filter(group: &str, event: &str, text: &str) -> Result<(), TracefsErr
     match SchedEvent::find(group, event) {
         Some(sched) => sched.set_filter(text).map_err(invalid),
         None => fprobe::events::set_filter(group, event, text).map_err(invalid),
+    }
+}
+
+/// `echo LINE > events/GRP/EVENT/trigger` (`>>` the same): adds or
+/// (`!NAME`) removes one trigger; a bad line changes nothing.
+pub fn write_trigger(group: &str, event: &str, text: &str) -> Result<(), TracefsError> {
+    match SchedEvent::find(group, event) {
+        Some(sched) => sched.write_trigger(text).map_err(invalid),
+        None => fprobe::events::write_trigger(group, event, text).map_err(invalid),
+    }
+}
+
+/// `cat events/GRP/EVENT/trigger`.
+pub fn trigger_text(group: &str, event: &str) -> Result<String, TracefsError> {
+    match SchedEvent::find(group, event) {
+        Some(sched) => Ok(sched.trigger_text()),
+        None => fprobe::events::trigger_text(group, event).map_err(invalid),
     }
 }
 

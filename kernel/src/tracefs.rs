@@ -151,9 +151,9 @@ fn find(resolved: &Resolved, path: &str) -> Result<&'static File, TracefsError> 
 pub fn names() -> impl Iterator<Item = String> {
     let groups: alloc::collections::BTreeSet<String> = trace_events::all().into_iter().map(|(group, _)| group).collect();
     let group_files = groups.into_iter().map(|group| format!("events/{group}/enable"));
-    let events = trace_events::all()
-        .into_iter()
-        .flat_map(|(group, event)| ["enable", "filter", "format", "id"].map(|file| format!("events/{group}/{event}/{file}")));
+    let events = trace_events::all().into_iter().flat_map(|(group, event)| {
+        ["enable", "filter", "format", "id", "trigger"].map(|file| format!("events/{group}/{event}/{file}"))
+    });
     let events = core::iter::once(String::from("events/enable")).chain(group_files).chain(events);
     let instances = instance::names().into_iter().map(|name| format!("instances/{name}/"));
     let stats = (0..ftrace::buffer::cpus()).map(|cpu| format!("trace_stat/function{cpu}"));
@@ -358,6 +358,8 @@ enum EventFile<'a> {
     Filter(&'a str, &'a str),
     /// `events/GRP/EVENT/id`.
     Id(&'a str, &'a str),
+    /// `events/GRP/EVENT/trigger`.
+    Trigger(&'a str, &'a str),
     /// `events/enable` (`None`) or `events/GRP/enable`.
     EnableAll(Option<&'a str>),
 }
@@ -371,6 +373,7 @@ fn event_file(name: &str) -> Option<EventFile<'_>> {
         [group, event, "format"] => Some(EventFile::Format(group, event)),
         [group, event, "filter"] => Some(EventFile::Filter(group, event)),
         [group, event, "id"] => Some(EventFile::Id(group, event)),
+        [group, event, "trigger"] => Some(EventFile::Trigger(group, event)),
         _ => None,
     }
 }
@@ -394,6 +397,10 @@ pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
         Some(EventFile::Id(group, event)) => {
             let id = trace_events::id(group, event)?;
             return writeln!(out, "{id}").map_err(|_| TracefsError::Invalid("output failed".into()));
+        }
+        Some(EventFile::Trigger(group, event)) => {
+            let text = trace_events::trigger_text(group, event)?;
+            return out.write_str(&text).map_err(|_| TracefsError::Invalid("output failed".into()));
         }
         Some(EventFile::EnableAll(group)) => {
             let state = trace_events::enabled_all(group)?;
@@ -435,6 +442,9 @@ fn write_file(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsErr
         Some(EventFile::Format(..)) => return Err(TracefsError::NotWritable("format")),
         Some(EventFile::Id(..)) => return Err(TracefsError::NotWritable("id")),
         Some(EventFile::Filter(group, event)) => return trace_events::set_filter(group, event, text),
+        // `>` and `>>` both add, as in Linux (its trigger file clears
+        // nothing on a truncating open).
+        Some(EventFile::Trigger(group, event)) => return trace_events::write_trigger(group, event, text),
         Some(EventFile::EnableAll(group)) => {
             return trace_events::set_enabled_all(group, parse_switch(text)?);
         }

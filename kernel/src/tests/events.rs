@@ -21,7 +21,7 @@ fn fib_calls_where(n: u64, keep: &dyn Fn(u64) -> bool) -> usize {
 }
 
 /// The `n=` values of an fprobe event's lines in `trace`.
-fn event_values(trace: &str, event: &str) -> Vec<u64> {
+pub(super) fn event_values(trace: &str, event: &str) -> Vec<u64> {
     let marker = alloc::format!(": {event}: (");
     trace
         .lines()

@@ -15,6 +15,7 @@ mod rethook;
 mod sched;
 mod tour;
 mod tracefs;
+mod triggers;
 
 /// Every recorded event on every CPU, oldest first: (timestamp, payload).
 fn recorded_events() -> alloc::vec::Vec<(u64, alloc::vec::Vec<u8>)> {

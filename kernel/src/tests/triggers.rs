@@ -1,0 +1,152 @@
+//! Event triggers (`events/GRP/EVENT/trigger`) as a Linux user writes
+//! them: on fprobe events and on the scheduler's, enabled or not.
+
+use alloc::vec::Vec;
+
+use ftrace::FilterMode;
+use ktest_macros::ktest;
+
+use super::{read_file as read, write_file as write};
+use crate::tracefs::{self, TracefsError};
+use crate::workload::{fib, run_parallel};
+
+const AVAILABLE: &str = "# Available triggers:\n# traceon traceoff snapshot stacktrace\n";
+
+/// The `n=` values of the `fibt` event's lines in `trace`.
+fn fibt_values(trace: &str) -> Vec<u64> {
+    super::events::event_values(trace, "fibt")
+}
+
+fn stack_traces(trace: &str) -> usize {
+    trace.lines().filter(|line| line.ends_with(": <stack trace>")).count()
+}
+
+/// The lines after each `<stack trace>` line, up to the next event.
+fn first_frames(trace: &str) -> Vec<(&str, &str)> {
+    let lines: Vec<&str> = trace.lines().filter(|line| !line.starts_with('#')).collect();
+    (0..lines.len())
+        .filter(|&i| lines[i].ends_with(": <stack trace>"))
+        .map(|i| (lines.get(i + 1).copied().unwrap_or(""), lines.get(i + 2).copied().unwrap_or("")))
+        .collect()
+}
+
+fn add_trigger(path: &str, line: &str) -> Result<(), TracefsError> {
+    tracefs::write(path, line, FilterMode::Append)
+}
+
+#[ktest]
+fn a_filtered_traceoff_stops_tracing_after_the_matching_event() {
+    tracefs::write("dynamic_events", "f:fibt fib n=$arg1", FilterMode::Append).unwrap();
+    let trigger = "events/fprobes/fibt/trigger";
+    assert_eq!(read(trigger), AVAILABLE);
+    add_trigger(trigger, "traceoff if n == 2").unwrap();
+    assert_eq!(read(trigger), "traceoff:unlimited if n == 2\n");
+    write("events/fprobes/fibt/enable", "1");
+    assert_eq!(fib(4), 3);
+    assert_eq!(read("tracing_on"), "0\n", "fib(2) switched tracing off");
+    // fib(4) calls fib(3), which calls fib(2): the event that matched is
+    // recorded (traceoff acts after the record, as in Linux), none after.
+    assert_eq!(fibt_values(&read("trace")), [4, 3, 2]);
+
+    // Disabled, the event records nothing; its trigger still fires.
+    write("events/fprobes/fibt/enable", "0");
+    write("trace", "");
+    write("tracing_on", "1");
+    assert_eq!(fib(3), 2);
+    assert_eq!(read("tracing_on"), "0\n", "the trigger of a disabled event fired");
+    assert_eq!(fibt_values(&read("trace")), [], "and recorded nothing");
+    assert!(read("enabled_functions").contains("kernel::workload::fib"), "the probe stays for the trigger");
+
+    add_trigger(trigger, "!traceoff").unwrap();
+    assert_eq!(read(trigger), AVAILABLE);
+    assert_eq!(read("enabled_functions"), "", "no trigger, not enabled: the probe went");
+    write("tracing_on", "1");
+    assert_eq!(fib(3), 2);
+    assert_eq!(read("tracing_on"), "1\n");
+    tracefs::write("dynamic_events", "-:fibt", FilterMode::Append).unwrap();
+    write("trace", "");
+}
+
+#[ktest]
+fn a_counted_stacktrace_records_the_chain_that_called_the_probed_function() {
+    tracefs::write("dynamic_events", "f:fibt fib n=$arg1", FilterMode::Append).unwrap();
+    let trigger = "events/fprobes/fibt/trigger";
+    add_trigger(trigger, "stacktrace:2").unwrap();
+    assert_eq!(read(trigger), "stacktrace:count=2\n");
+    assert_eq!(fib(3), 2);
+    let trace = read("trace");
+    assert_eq!(stack_traces(&trace), 2, "counted: {trace}");
+    assert_eq!(fibt_values(&trace), [], "the event is not enabled");
+    let frames = first_frames(&trace);
+    assert_eq!(frames[0].0, " => kernel::workload::fib", "{trace}");
+    assert!(frames[0].1.starts_with(" => kernel::tests::triggers::"), "then the test that called it: {trace}");
+    assert_eq!(frames[1], (" => kernel::workload::fib", " => kernel::workload::fib"), "fib(2) called by fib(3): {trace}");
+    assert_eq!(read(trigger), "stacktrace:count=0\n");
+
+    // One trigger of a kind; a refused line changes nothing.
+    for bad in ["stacktrace", "stacktrac", "stacktrace:x", "stacktrace:3 when n == 1", "snapshot if m == 1", "traceon:-1"] {
+        assert!(matches!(add_trigger(trigger, bad), Err(TracefsError::Invalid(_))), "{bad} is refused");
+    }
+    assert_eq!(read(trigger), "stacktrace:count=0\n");
+    add_trigger(trigger, "traceon").unwrap();
+    let error = add_trigger(trigger, "traceoff").unwrap_err();
+    assert!(alloc::format!("{error}").contains("'traceon' trigger already"), "traceon and traceoff are one kind: {error}");
+    assert_eq!(read(trigger), "traceon:unlimited\nstacktrace:count=0\n", "newest first, as Linux lists them");
+
+    // An event with triggers cannot be removed.
+    let removal = tracefs::write("dynamic_events", "-:fibt", FilterMode::Append).unwrap_err();
+    assert!(alloc::format!("{removal}").contains("has triggers"), "{removal}");
+    add_trigger(trigger, "!traceon").unwrap();
+    add_trigger(trigger, "!stacktrace").unwrap();
+    add_trigger(trigger, "!snapshot").unwrap(); // not there: nothing happens, as in Linux
+    assert_eq!(read(trigger), AVAILABLE);
+    tracefs::write("dynamic_events", "-:fibt", FilterMode::Append).unwrap();
+    assert_eq!(read("enabled_functions"), "");
+    write("trace", "");
+}
+
+#[ktest]
+fn an_exit_event_snapshot_trigger_swaps_once_the_function_returns() {
+    tracefs::write("dynamic_events", "f:fibr fib%return r=$retval", FilterMode::Append).unwrap();
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    let trigger = "events/fprobes/fibr/trigger";
+    add_trigger(trigger, "snapshot:1 if r == 3").unwrap();
+    assert_eq!(read(trigger), "snapshot:count=1 if r == 3\n");
+    // fib(4) returns 3: its return, the last, takes the snapshot of its 9
+    // calls; fib(3) returns 2 and fib(2) 1: no snapshot.
+    assert_eq!(fib(4), 3);
+    let snapshot = read("snapshot");
+    let calls = |text: &str| text.lines().filter(|line| line.contains(": kernel::workload::fib <-")).count();
+    assert_eq!(calls(&snapshot), 9, "{snapshot}");
+    assert_eq!(calls(&read("trace")), 0, "recording goes on in the emptied buffer");
+    assert_eq!(fib(4), 3);
+    assert_eq!(calls(&read("snapshot")), 9, "the count is spent");
+    assert_eq!(read(trigger), "snapshot:count=0 if r == 3\n");
+    add_trigger(trigger, "!snapshot").unwrap();
+    write("snapshot", "0");
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+    tracefs::write("dynamic_events", "-:fibr", FilterMode::Append).unwrap();
+    write("trace", "");
+}
+
+#[ktest]
+fn sched_switch_triggers_fire_while_the_event_is_disabled() {
+    let trigger = "events/sched/sched_switch/trigger";
+    assert_eq!(read(trigger), AVAILABLE);
+    assert_eq!(read("events/sched/sched_switch/enable"), "0\n");
+    add_trigger(trigger, "stacktrace:3 if next_comm ~ \"fib*\"").unwrap();
+    run_parallel(2, "fib", &["12"]).unwrap();
+    let trace = read("trace");
+    assert_eq!(stack_traces(&trace), 3, "{trace}");
+    assert!(!trace.contains(": sched_switch: "), "the event itself is not recorded: {trace}");
+    for (first, _) in first_frames(&trace) {
+        assert!(first.starts_with(" => kernel::sched::"), "the scheduler called the tracepoint: {trace}");
+    }
+    assert_eq!(read(trigger), "stacktrace:count=0 if next_comm ~ \"fib*\"\n");
+    assert!(matches!(add_trigger(trigger, "stacktrace if nosuch == 1"), Err(TracefsError::Invalid(_))));
+    add_trigger(trigger, "!stacktrace").unwrap();
+    assert_eq!(read(trigger), AVAILABLE);
+    write("trace", "");
+}
