@@ -157,8 +157,12 @@ impl Drop for RegisteredKretprobe {
         let probe = self.probe.as_ptr();
         // SAFETY: the handle owns the probe until the end of this function.
         let probe_ref: &'static Kretprobe = unsafe { &*probe };
-        // An ops that was registered can be unregistered.
-        let _ = ftrace::unregister(&probe_ref.ops);
+        // Refused (a drop inside a callback, with interrupts masked, in an
+        // interrupt): the ops stays registered and leads to the probe,
+        // which is leaked rather than freed under it.
+        if ftrace::unregister(&probe_ref.ops).is_err() {
+            return;
+        }
         ftrace::deferred::synchronize();
         // SAFETY: no entry callback runs any more; returns read the
         // rethook only through its own reference-counted state.

@@ -405,17 +405,23 @@ impl Drop for RegisteredKprobe {
         let probe_ref: &'static Kprobe = unsafe { &*probe };
         match probe_ref.mechanism {
             Mechanism::Ftrace => {
-                // An ops that was registered can be unregistered.
-                let _ = ftrace::unregister(&probe_ref.ops);
+                // Refused (a drop inside a callback, with interrupts masked,
+                // in an interrupt): the ops stays registered, so the probe
+                // it leads to must stay too. Leaked, as a refused fprobe
+                // unregistration leaks its probe.
+                if ftrace::unregister(&probe_ref.ops).is_err() {
+                    return;
+                }
                 ftrace::deferred::synchronize();
             }
             Mechanism::Breakpoint { insn, slot } => {
                 let breakpoint = &arch::kprobes::BREAKPOINT;
-                {
-                    let mut patcher = TextPatcher::new();
-                    // The breakpoint this probe wrote is still there: only
-                    // the registry writes it, under its lock.
-                    let _ = patcher.replace(insn.address(), breakpoint, &insn.bytes()[..breakpoint.len()]);
+                // The breakpoint this probe wrote is still there: only the
+                // registry writes it, under its lock. If it cannot be taken
+                // out (refused where text cannot be patched), the probe
+                // stays armed behind it, and leaked.
+                if TextPatcher::new().replace(insn.address(), breakpoint, &insn.bytes()[..breakpoint.len()]).is_err() {
+                    return;
                 }
                 arch::smp::sync_all();
                 ARMED[slot].store(ptr::null_mut(), Ordering::Release);

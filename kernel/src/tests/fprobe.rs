@@ -336,6 +336,9 @@ fn register_and_unregister_while_interrupts_probe() {
     }
     let missed = probe.nmissed();
     probe.unregister().unwrap();
+    // A tick another CPU is inside may still return through the probe:
+    // once the grace period is over, none is.
+    ftrace::deferred::synchronize();
     let seen = TICK_EXITS.load(Ordering::SeqCst);
     assert!(seen >= 9, "{seen} interrupt exits probed ({missed} missed, hook stopped: {})", ftrace::retstack::is_stopped());
     let start = arch::time::ticks();

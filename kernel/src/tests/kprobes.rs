@@ -118,9 +118,10 @@ fn a_probe_inside_fib_sees_the_registers_and_changes_no_result() {
     let config = KprobeConfig { pre_handler: Some(record_argument), post_handler: Some(count_post), private: 0 };
     let probe = register_kprobe(&at(fib_address, SITE_END), config).unwrap();
     assert!(!probe.on_ftrace());
-    let mut byte = [0u8; 1];
-    arch::text::read(fib_address + SITE_END, &mut byte).unwrap();
-    assert_eq!(byte[0], arch::kprobes::BREAKPOINT[0], "the breakpoint is in place");
+    let breakpoint = arch::kprobes::BREAKPOINT;
+    let mut bytes = [0u8; arch::kprobes::BREAKPOINT.len()];
+    arch::text::read(fib_address + SITE_END, &mut bytes).unwrap();
+    assert_eq!(bytes, breakpoint, "the breakpoint is in place");
     assert_eq!(fib(black_box(12)), 144);
     let seen = SEEN_ARGS.lock().clone();
     assert_eq!(seen.len(), 465, "fib(12) makes 465 calls");
@@ -128,8 +129,8 @@ fn a_probe_inside_fib_sees_the_registers_and_changes_no_result() {
     assert_eq!(probe.hits(), 465);
     assert_eq!(POSTS.load(Ordering::SeqCst), 465);
     drop(probe);
-    arch::text::read(fib_address + SITE_END, &mut byte).unwrap();
-    assert_ne!(byte[0], arch::kprobes::BREAKPOINT[0], "the instruction is back");
+    arch::text::read(fib_address + SITE_END, &mut bytes).unwrap();
+    assert_ne!(bytes, breakpoint, "the instruction is back");
     assert_eq!(fib(black_box(12)), 144);
     assert_eq!(SEEN_ARGS.lock().len(), 465);
 }
@@ -299,6 +300,8 @@ static WRONG: AtomicU64 = AtomicU64::new(0);
 fn probes_come_and_go_while_other_cpus_run_the_probed_code() {
     let fib_address = address(fib as fn(u64) -> u64);
     let offsets = instructions(fib_address);
+    let mut before = alloc::vec![0u8; symbol_of(fib_address).1];
+    arch::fault::read_nofault(fib_address, &mut before).unwrap();
     STOP.store(false, Ordering::SeqCst);
     let wrong = WRONG.load(Ordering::SeqCst);
     let cpus = arch::percpu::online_count().min(4);
@@ -343,11 +346,9 @@ fn probes_come_and_go_while_other_cpus_run_the_probed_code() {
     assert!(registered >= 80, "{registered} probes registered");
     assert!(cpus < 2 || calls > 0);
     assert_eq!(WRONG.load(Ordering::SeqCst) - wrong, 0, "every result right while probes came and went");
-    let mut byte = [0u8; 1];
-    for offset in offsets {
-        arch::text::read(fib_address + offset, &mut byte).unwrap();
-        assert_ne!(byte, [0xcc], "no breakpoint left at fib+{offset:#x}");
-    }
+    let mut after = alloc::vec![0u8; before.len()];
+    arch::fault::read_nofault(fib_address, &mut after).unwrap();
+    assert_eq!(before, after, "no breakpoint left in fib");
 }
 
 #[ktest]
@@ -391,13 +392,27 @@ fn an_instruction_after_a_probed_one_can_still_be_probed() {
     // longer instruction).
     let fib_address = address(fib as fn(u64) -> u64);
     let offsets = instructions(fib_address);
+    let (mut firsts, mut pairs) = (0, 0);
     for pair in offsets.windows(2) {
         let Ok(first) = register_kprobe(&at(fib_address, pair[0]), counting()) else { continue };
+        firsts += 1;
         match register_kprobe(&at(fib_address, pair[1]), counting()) {
-            Ok(_) | Err(KprobeError::Instruction { .. }) => {}
+            Ok(second) => {
+                pairs += 1;
+                assert_eq!(fib(black_box(10)), 55, "with probes at fib+{:#x} and fib+{:#x}", pair[0], pair[1]);
+                drop(second);
+            }
+            Err(KprobeError::Instruction { .. }) => {}
             Err(error) => panic!("fib+{:#x} after a probe at fib+{:#x}: {error}", pair[1], pair[0]),
         }
         drop(first);
     }
+    // Most of fib's instructions take a probe (the concurrent test above
+    // registers at least 80 over its rounds).
+    assert!(
+        firsts * 2 >= offsets.len() && pairs * 2 >= firsts,
+        "{pairs} pairs of {firsts} probes, {} instructions",
+        offsets.len()
+    );
     assert_eq!(fib(black_box(10)), 55);
 }
