@@ -122,7 +122,8 @@ pub struct FetchArg {
     pub name: String,
     pub source: Source,
     pub ty: ArgType,
-    /// The arg as written (for `cat dynamic_events`).
+    /// The fetch as written, without its `NAME=` (`cat dynamic_events`
+    /// shows `NAME=` and this, as Linux does, named or not).
     pub text: String,
 }
 
@@ -162,7 +163,7 @@ impl fmt::Display for EventSpec {
             ProbeKind::Kretprobe { location, maxactive } => write!(f, "r{maxactive}:{}/{} {location}", self.group, self.event)?,
         }
         for arg in &self.args {
-            write!(f, " {}", arg.text)?;
+            write!(f, " {}={}", arg.name, arg.text)?;
         }
         Ok(())
     }
@@ -208,6 +209,13 @@ pub enum DefinitionError {
         ty: String,
     },
     RetvalAtEntry(String),
+    /// `:string` on a fetch that is not a dereference (Linux: BAD_STRING).
+    StringNeedsDereference(String),
+    /// `p:` with no name after the `:` (Linux: NO_EVENT_NAME).
+    NoEventName,
+    /// A group or event name longer than [`MAX_NAME`] (Linux:
+    /// EVENT_TOO_LONG, GROUP_TOO_LONG).
+    NameTooLong(String),
     TooManyArgs,
     DuplicateArgName(String),
 }
@@ -236,6 +244,11 @@ impl fmt::Display for DefinitionError {
             DefinitionError::RetvalAtEntry(arg) => {
                 write!(f, "'{arg}': $retval is only available in %return events")
             }
+            DefinitionError::StringNeedsDereference(arg) => {
+                write!(f, "'{arg}': the string type needs a dereference, such as +0($arg1):string")
+            }
+            DefinitionError::NoEventName => write!(f, "no event name after ':' (leave out the ':' for a default name)"),
+            DefinitionError::NameTooLong(name) => write!(f, "'{name}' is longer than {MAX_NAME} characters"),
             DefinitionError::TooManyArgs => write!(f, "more than {MAX_ARGS} fetch arguments"),
             DefinitionError::DuplicateArgName(name) => write!(f, "duplicate argument name '{name}'"),
         }
@@ -286,6 +299,9 @@ fn parse_head(kind: &str, head: &str, syntax: Syntax) -> Result<Head, Definition
     }
 }
 
+/// The longest group or event name, as Linux's `MAX_EVENT_NAME_LEN` allows.
+pub const MAX_NAME: usize = 63;
+
 /// The most calls a kretprobe event may hook at once (`rN`).
 pub const MAX_MAXACTIVE: usize = 4096;
 
@@ -306,6 +322,11 @@ pub fn parse_as(line: &str, syntax: Syntax) -> Result<Command, DefinitionError> 
     }
     let (kind, name) = head.split_once(':').unwrap_or((head, ""));
     let head_kind = parse_head(kind, head, syntax)?;
+    // `p fib` takes a default name; `p: fib` names nothing (`p:grp/ fib`
+    // takes one in that group), as Linux reads them.
+    if head.ends_with(':') {
+        return Err(DefinitionError::NoEventName);
+    }
     let (group, event) = split_name(name)?;
     let symbol_word = words.next().ok_or(DefinitionError::MissingSymbol)?;
     let (symbol, exit, kind) = match head_kind {
@@ -371,7 +392,9 @@ fn split_name(name: &str) -> Result<(Option<String>, Option<String>), Definition
         None => (None, name),
     };
     let check = |part: &str| {
-        if is_identifier(part) {
+        if part.len() > MAX_NAME {
+            Err(DefinitionError::NameTooLong(part.into()))
+        } else if is_identifier(part) {
             Ok(part.to_string())
         } else {
             Err(DefinitionError::BadName(name.into()))
@@ -408,7 +431,10 @@ fn parse_arg(text: &str, position: usize, exit: bool) -> Result<FetchArg, Defini
     if !exit && uses_retval(&source) {
         return Err(DefinitionError::RetvalAtEntry(text.into()));
     }
-    Ok(FetchArg { name, source, ty, text: text.into() })
+    if ty == ArgType::String && !matches!(source, Source::Memory { .. }) {
+        return Err(DefinitionError::StringNeedsDereference(text.into()));
+    }
+    Ok(FetchArg { name, source, ty, text: rest.into() })
 }
 
 fn uses_retval(source: &Source) -> bool {
@@ -503,7 +529,7 @@ mod tests {
         assert_eq!(entry.symbol, "kernel::workload::fib");
         assert_eq!(
             entry.args,
-            vec![FetchArg { name: "n".into(), source: Source::Arg(1), ty: ArgType::Hex(64), text: "n=$arg1".into() }]
+            vec![FetchArg { name: "n".into(), source: Source::Arg(1), ty: ArgType::Hex(64), text: "$arg1".into() }]
         );
         let exit = define("f:fibret kernel::workload::fib%return n=$arg1 ret=$retval");
         assert!(exit.exit);
@@ -553,7 +579,7 @@ mod tests {
             ProbeKind::Kretprobe { location: Location::Symbol { symbol: "fib".into(), offset: 0 }, maxactive: 0 }
         );
         assert!(spec.exit);
-        assert_eq!(spec.to_string(), "r:kprobes/fibret fib $retval");
+        assert_eq!(spec.to_string(), "r:kprobes/fibret fib arg1=$retval", "unnamed args show their names, as Linux");
         let spec = define("r16 fib");
         assert_eq!((spec.event.as_str(), spec.to_string().as_str()), ("r_fib_0", "r16:kprobes/r_fib_0 fib"));
         assert_eq!(parse_as("p:a fib", Syntax::Kprobe).map(|_| ()), Ok(()));
@@ -622,5 +648,23 @@ mod tests {
         assert_eq!(parse(&alloc::format!("f:ev sym{many}")), Err(TooManyArgs));
         let long = alloc::format!("f:ev sym {}", "x".repeat(MAX_DEFINITION));
         assert_eq!(parse(&long), Err(TooLong));
+    }
+
+    #[test]
+    fn linux_refusals_of_names_and_strings() {
+        use DefinitionError::*;
+        assert_eq!(parse("p: fib"), Err(NoEventName));
+        assert_eq!(parse("f: fib"), Err(NoEventName));
+        assert_eq!(define("p:grp/ fib").event, "p_fib_0", "a group and no name: the default name");
+        let name = "e".repeat(MAX_NAME);
+        assert_eq!(define(&alloc::format!("f:{name} fib")).event, name);
+        let long = "e".repeat(MAX_NAME + 1);
+        assert_eq!(parse(&alloc::format!("f:{long} fib")), Err(NameTooLong(long.clone())));
+        assert_eq!(parse(&alloc::format!("f:{long}/ev fib")), Err(NameTooLong(long)));
+        for plain in ["$arg1:string", "s=%di:string", "$stack0:string"] {
+            assert!(matches!(parse(&alloc::format!("f:ev fib {plain}")), Err(StringNeedsDereference(_))), "{plain}");
+        }
+        assert!(matches!(parse("f:ev fib%return $retval:string"), Err(StringNeedsDereference(_))));
+        assert_eq!(define("f:ev fib s=+0($arg1):string").to_string(), "f:fprobes/ev fib s=+0($arg1):string");
     }
 }

@@ -404,6 +404,9 @@ pub fn write_kprobe_events(text: &str, mode: FilterMode) -> Result<(), EventErro
 }
 
 fn write_probe_events(text: &str, mode: FilterMode, syntax: Syntax) -> Result<(), EventError> {
+    // A `#` starts a comment, as Linux reads these files: a line of only
+    // a comment defines nothing (and, written with `>`, still clears).
+    let text = text.split('#').next().unwrap_or_default();
     let mut events = EVENTS.lock();
     if mode == FilterMode::Replace {
         events.iter().filter(|e| e.in_syntax(syntax)).try_for_each(Event::check_removable)?;
@@ -411,6 +414,9 @@ fn write_probe_events(text: &str, mode: FilterMode, syntax: Syntax) -> Result<()
             events.retain(|e| !e.in_syntax(syntax));
             return Ok(());
         }
+    }
+    if text.trim().is_empty() {
+        return Ok(());
     }
     match definition::parse_as(text, syntax)? {
         Command::Remove { group, event } => {

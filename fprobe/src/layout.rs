@@ -308,7 +308,9 @@ mod tests {
 
     #[test]
     fn types_strings_symbols_and_faults() {
-        let l = layout("f:e s a=$arg1:u8 b=$arg1:s16 c=$arg1:x32 d=$arg1:string e=$arg1:symbol f=+0($arg1):u64 g=$arg2:string");
+        let l = layout(
+            "f:e s a=$arg1:u8 b=$arg1:s16 c=$arg1:x32 d=+0($arg1):string e=$arg1:symbol f=+0($arg1):u64 g=+0($arg2):string",
+        );
         let values = [
             Value::Int(0x1ff),
             Value::Int(0xfffe),
@@ -365,12 +367,12 @@ mod tests {
         assert!(!WordRecord::<false, 1>::fits(&layout("f:e s a=$arg1:u32")), "a 4-byte field");
         assert!(!WordRecord::<true, 1>::fits(&layout("f:e s a=$arg1")), "an entry event");
         assert!(!WordRecord::<false, 2>::fits(&layout("f:e s a=$arg1")), "one field, not two");
-        assert!(!WordRecord::<false, 1>::fits(&layout("f:e s a=$arg1:string")), "a string");
+        assert!(!WordRecord::<false, 1>::fits(&layout("f:e s a=+0($arg1):string")), "a string");
     }
 
     #[test]
     fn records_that_do_not_fit_are_refused() {
-        let l = layout("f:e s d=$arg1:string");
+        let l = layout("f:e s d=+0($arg1):string");
         let mut small = [0u8; 16];
         assert_eq!(l.encode(Common::default(), &[0], &[Value::Str(b"x")], &mut small), 0);
     }
