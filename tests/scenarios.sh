@@ -11,14 +11,15 @@ arch=$1
 only=${2:-}
 failures=0
 
-# run_session NAME COMMANDS: boots, feeds COMMANDS, keeps the output in $out.
+# run_session NAME COMMANDS [TIMEOUT]: boots, feeds COMMANDS, keeps the
+# output in $out; the session may take TIMEOUT seconds (120 by default).
 run_session() {
-    local name=$1 commands=$2
+    local name=$1 commands=$2 timeout=${3:-120}
     if [ -n "$only" ] && [ "$only" != "$name" ]; then
         return 1
     fi
     echo "-- scenario $name ($arch)"
-    if ! out=$(printf '%b' "$commands" | ./qemu-run.sh "$arch" --timeout 120 2>&1); then
+    if ! out=$(printf '%b' "$commands" | ./qemu-run.sh "$arch" --timeout "$timeout" 2>&1); then
         echo "FAILED: $name: the session did not power off cleanly"
         echo "$out" | tail -20
         failures=$((failures + 1))
@@ -250,7 +251,7 @@ fi
 round='echo '"'"'f:leak kernel::workload::fib%return n=$arg1 r=$retval'"'"' >> dynamic_events\necho 1 > events/fprobes/leak/enable\nrun fib 3\necho 0 > events/fprobes/leak/enable\necho function > current_tracer\nrun fib 2\necho function_graph > current_tracer\nrun fib 2\necho nop > current_tracer\necho -:leak >> dynamic_events\n'
 rounds=""
 for _ in $(seq 300); do rounds="$rounds$round"; done
-if run_session event-rounds "echo *fib* > set_ftrace_filter\n${round}meminfo\n${rounds}meminfo\ncat enabled_functions\ncat dynamic_events\npoweroff\n"; then
+if run_session event-rounds "echo *fib* > set_ftrace_filter\n${round}meminfo\n${rounds}meminfo\ncat enabled_functions\ncat dynamic_events\npoweroff\n" 300; then
     used=($(sed -n 's/^heap: \([0-9]*\) KiB used.*/\1/p' <<<"$out"))
     expect "meminfo before and after" test "${#used[@]}" -eq 2
     expect "heap within 8 KiB after 300 rounds (${used[0]:-?} -> ${used[1]:-?} KiB)" test "$(( ${used[1]:-999999} - ${used[0]:-0} ))" -le 8
@@ -297,7 +298,7 @@ if run_session event-triggers "$(printf '%s\n' "${trigger_session[@]}")\n"; then
     expect "removed once its trigger went" test -z "$(sed -n '/^> cat dynamic_events$/{n;/^> /d;p}' <<<"$out")"
 fi
 
-if run_session stress 'stress --toggles 300\nstress --toggles\nstress --bogus 3\necho function > current_tracer\nstress\necho nop > current_tracer\npoweroff\n'; then
+if run_session stress 'stress --toggles 300\nstress --toggles\nstress --bogus 3\necho function > current_tracer\nstress\necho nop > current_tracer\npoweroff\n' 300; then
     line=$(grep -E '^stress: cpus=' <<<"$out" || true)
     field() { sed -n "s/.* $1=\([0-9/-]*\).*/\1/p" <<<"$line"; }
     expect "one report line ($line)" test -n "$line"
