@@ -90,8 +90,10 @@ if run_session instances 'mkdir instances/foo\nls instances\nls instances/foo\nl
     expect "ls instances lists it" grep -qx "instances/foo/" <<<"$out"
     expect "its files" grep -qx "instances/foo/current_tracer" <<<"$out"
     expect "ls of a directory in it: its 11 options" test "$(sed -n '/^> ls instances\/foo\/options$/,/^> /p' <<<"$out" | grep -c '^instances/foo/options/[a-z_-]*$')" -eq 11
-    expect "5 fib lines in its trace" test "$(count_lines ': kernel::workload::fib <-kernel::workload::(fib|run)$')" -eq 5
-    expect "the top level's trace is empty" grep -q "^# entries-in-buffer/entries-written: 0/0 " <<<"$out"
+    # Each file's own output: what `cat FILE` printed, up to the next prompt.
+    output_of() { awk -v cmd="> cat $1" '$0 == cmd {on = 1; next} on && /^> / {exit} on' <<<"$out"; }
+    expect "5 fib lines in its trace" test "$(output_of instances/foo/trace | grep -cE ': kernel::workload::fib <-kernel::workload::(fib|run)$')" -eq 5
+    expect "none in the top level's, whose header says 0/0" test "$(output_of trace | grep -cE ': kernel::workload::fib <-')" -eq 0 -a "$(output_of trace | grep -c '^# entries-in-buffer/entries-written: 0/0 ')" -eq 1
     expect "mkdir of an existing instance refused" grep -q "^error: instance 'foo' exists" <<<"$out"
     expect "a bad name refused" grep -q "^error: bad instance name 'a/b'" <<<"$out"
     expect "rmdir of a missing instance refused" grep -q "^error: no instance 'foo'" <<<"$out"
@@ -296,6 +298,44 @@ if run_session event-triggers "$(printf '%s\n' "${trigger_session[@]}")\n"; then
     expect "its count spent" grep -qx "stacktrace:count=0 if next_pid > 0" <<<"$out"
     expect "an event with triggers is not removed" grep -q "^error: event 'fprobes/fibt' has triggers; remove them first" <<<"$out"
     expect "removed once its trigger went" test -z "$(sed -n '/^> cat dynamic_events$/{n;/^> /d;p}' <<<"$out")"
+fi
+
+more_files_session=(
+    "echo kernel::workload::fib > set_ftrace_notrace"
+    "cat set_ftrace_notrace"
+    "echo kernel::workload::fib > set_ftrace_filter"
+    "echo function > current_tracer"
+    "cat enabled_functions"
+    "echo > set_ftrace_notrace"
+    "cat set_ftrace_notrace"
+    "cat enabled_functions"
+    "echo 0 > ftrace_enabled"
+    "cat ftrace_enabled"
+    "cat enabled_functions"
+    "run fib 3"
+    "echo 1 > ftrace_enabled"
+    "cat trace"
+    "echo nop > current_tracer"
+    "echo > trace"
+    "echo 'p:kprobes/ent kernel::workload::fib n=\$arg1' > kprobe_events"
+    "echo 'r:kprobes/ret kernel::workload::fib' >> kprobe_events"
+    "echo 1 > events/kprobes/enable"
+    "cat enabled_functions"
+    "run fib 3"
+    "cat per_cpu/cpu0/trace_pipe"
+    "echo 0 > events/kprobes/enable"
+    "echo > kprobe_events"
+    "echo > recursed_functions"
+    "tour kernel::workload::fib"
+    "poweroff"
+)
+if run_session more-files "$(printf '%s\n' "${more_files_session[@]}")\n"; then
+    expect "no refusals" test "$(count_lines '^error: ')" -eq 0
+    expect "set_ftrace_notrace lists fib, then nothing disabled" test "$(sed -n '/^> cat set_ftrace_notrace$/{n;p}' <<<"$out" | tr '\n' '|')" = "kernel::workload::fib|#### no functions disabled ####|"
+    expect "notrace wins over the filter, then fib is traced" test "$(sed -n '/^> cat enabled_functions$/{n;p}' <<<"$out" | tr '\n' '|')" = "> echo > set_ftrace_notrace|kernel::workload::fib (1)|> run fib 3|kernel::workload::fib (2) R|"
+    expect "ftrace_enabled 0: nothing patched, nothing traced" test "$(sed -n '/^> cat ftrace_enabled$/{n;p}' <<<"$out")" = "0" -a "$(count_lines ': kernel::workload::fib <-')" -eq 0
+    expect "cpu0's trace_pipe: fib(3)'s 5 entries and 5 returns" test "$(count_lines '^ +shell-1 +\[000\] .{5} +[0-9.]+: ent: ') $(count_lines '^ +shell-1 +\[000\] .{5} +[0-9.]+: ret: ')" = "5 5"
+    expect "a tour of fib restores its slot" grep -qE "^  restored: the [0-9]+ bytes of the call slot are byte for byte those of step 1$" <<<"$out"
 fi
 
 if run_session stress 'stress --toggles 300\nstress --toggles\nstress --bogus 3\necho function > current_tracer\nstress\necho nop > current_tracer\npoweroff\n' 300; then
