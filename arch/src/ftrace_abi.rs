@@ -602,6 +602,17 @@ impl<'a> SavedRegs<'a> {
         self.regs.fp()
     }
 
+    /// Where the function returns to, for a save taken at its first
+    /// instruction (before its prologue: the link register, or the slot
+    /// the call pushed at the stack pointer, read fault-tolerantly).
+    /// Meaningless anywhere else.
+    pub fn entry_return_address(self) -> Option<usize> {
+        match RETURN_ADDRESS {
+            ReturnAddress::LinkRegister => self.regs.link_register(),
+            ReturnAddress::Stack => crate::fault::read_u64_nofault(self.regs.sp()).map(|address| address as usize),
+        }
+    }
+
     /// Reads the register at `offset` (from
     /// [`FtraceRegs::query_register_offset`]), if this save recorded it.
     pub fn register_at(self, offset: usize) -> Option<u64> {

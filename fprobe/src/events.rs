@@ -243,9 +243,10 @@ impl Event {
         full_name(&self.spec.group, &self.spec.event)
     }
 
-    /// Refuses to remove an event that is enabled or has triggers.
+    /// Refuses to remove an event that is enabled, has triggers, or
+    /// still has its probe (one that could not be unregistered).
     fn check_removable(&self) -> Result<(), EventError> {
-        if self.compiled.enabled.load(Ordering::Relaxed) {
+        if self.compiled.enabled.load(Ordering::Relaxed) || (self.probe.is_some() && !self.compiled.triggers.is_set()) {
             return Err(EventError::Busy(self.name()));
         }
         if self.compiled.triggers.is_set() {
@@ -551,6 +552,13 @@ pub fn write_trigger(group: &str, event: &str, text: &str) -> Result<(), EventEr
             refresh_fast(&compiled);
         }
     })
+}
+
+/// Whether the event has triggers (`cat enable` marks it `*`, as Linux
+/// marks an event its triggers keep armed).
+pub fn has_triggers(group: &str, event: &str) -> Result<bool, EventError> {
+    let mut events = EVENTS.lock();
+    Ok(find(&mut events, group, event)?.compiled.triggers.is_set())
 }
 
 /// `cat events/GRP/EVENT/trigger`.
@@ -992,7 +1000,10 @@ fn kprobe_hit(probe: &Kprobe, regs: &PtRegs) {
     let compiled = unsafe { &*(probe.private() as *const Compiled) };
     compiled.hits.fetch_add(1, Ordering::Relaxed);
     let regs = SavedRegs::full(regs, Saved::EntryFull);
-    record(compiled, &[probe.address() as u64], &Context { regs, saved_args: None, caller: 0 });
+    // At a function's entry the caller is known; inside it, the frame
+    // records name it.
+    let caller = if probe.place().at_entry { regs.entry_return_address().unwrap_or(0) } else { 0 };
+    record(compiled, &[probe.address() as u64], &Context { regs, saved_args: None, caller });
 }
 
 /// A kretprobe event's entry handler: keeps the arguments for `$argN`.

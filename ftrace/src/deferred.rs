@@ -268,6 +268,13 @@ impl<T: Send> Published<T> {
         f(unsafe { snapshot.as_ref() }.map(|snapshot| &snapshot.value))
     }
 
+    /// Whether nothing is published: the pointer alone, no reference made
+    /// (a reader outside a grace period's protection may ask).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.current.load(Ordering::Acquire).is_null()
+    }
+
     /// Publishes `value` (or nothing) and retires the old snapshot. Writers
     /// serialise among themselves.
     pub fn replace(&self, value: Option<T>) {

@@ -16,9 +16,11 @@
 //! every other trigger after it (so a `traceoff` keeps the event that
 //! stopped tracing, and a filtered trigger reads the event's fields). An
 //! event has at most one trigger of a kind (`traceon` and `traceoff` are
-//! one kind), as in Linux; removing one that is not there does nothing, as
-//! in Linux. `traceon`/`traceoff` count only the hits that change
-//! `tracing_on`; `snapshot`/`stacktrace` count every hit they act on.
+//! one kind), as in Linux; `!NAME` removes the trigger of NAME's kind, and
+//! removing one that is not there does nothing, as in Linux. `traceon`/`traceoff` count only the hits that change
+//! `tracing_on`; `snapshot`/`stacktrace` count every hit they act on (not
+//! a stack trace while tracing is off, nor a snapshot with no snapshot
+//! buffer: those do nothing and keep their count).
 //!
 //! Failure modes: a bad line (an unknown command, a malformed count, a bad
 //! filter, a second trigger of a kind) changes nothing and says why. A
@@ -179,8 +181,8 @@ impl fmt::Display for TriggerError {
 }
 
 /// Parses one trigger line, `[!]NAME[:COUNT] [if FILTER]`, the filter over
-/// the event's `fields`. A count is decimal or `0x` hex, as Linux's
-/// `kstrtoul` takes it.
+/// the event's `fields`. A count is decimal, `0x` hex or `0` octal, as
+/// Linux's `kstrtoul` (base 0) takes it.
 pub fn parse(text: &str, fields: &[FilterField]) -> Result<Request, TriggerError> {
     let text = text.trim();
     let split = text.find(|c: char| c == ':' || c.is_ascii_whitespace()).unwrap_or(text.len());
@@ -222,6 +224,7 @@ pub fn parse(text: &str, fields: &[FilterField]) -> Result<Request, TriggerError
 fn parse_count(text: &str) -> Result<u64, TriggerError> {
     let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
         Some(hex) => u64::from_str_radix(hex, 16),
+        None if text.len() > 1 && text.starts_with('0') => u64::from_str_radix(&text[1..], 8),
         None => text.parse(),
     };
     // The largest count means "unlimited" here: refused, not misread.
@@ -276,7 +279,7 @@ mod kernel_side {
         /// that fires them).
         #[inline]
         pub fn is_set(&self) -> bool {
-            self.list.read(|list| list.is_some())
+            !self.list.is_empty()
         }
 
         /// Applies one line written to the event's `trigger` file (its
@@ -297,9 +300,11 @@ mod kernel_side {
             let _writers = self.writers.lock();
             let mut list: Vec<Arc<Trigger>> = self.list.read(|list| list.cloned().unwrap_or_default());
             let added = match request {
+                // By kind, as Linux matches a removal: `!traceon` takes off
+                // a `traceoff` too.
                 Request::Remove(command) => {
                     let before = list.len();
-                    list.retain(|trigger| trigger.command != command);
+                    list.retain(|trigger| !trigger.command.same_kind(command));
                     if list.len() == before {
                         return Ok(None);
                     }
@@ -323,11 +328,11 @@ mod kernel_side {
             Ok(added)
         }
 
-        /// Removes the trigger of `command`, if there is one.
+        /// Removes the trigger of `command`'s kind, if there is one.
         pub fn remove(&self, command: TriggerCommand) {
             let _writers = self.writers.lock();
             let mut list: Vec<Arc<Trigger>> = self.list.read(|list| list.cloned().unwrap_or_default());
-            list.retain(|trigger| trigger.command != command);
+            list.retain(|trigger| !trigger.command.same_kind(command));
             self.list.replace((!list.is_empty()).then_some(list));
         }
 
@@ -364,10 +369,14 @@ mod kernel_side {
         match trigger.command {
             TriggerCommand::TraceOff if buffer.is_on() && trigger.take() => buffer.set_on(false),
             TriggerCommand::TraceOn if !buffer.is_on() && trigger.take() => buffer.set_on(true),
-            TriggerCommand::Snapshot if trigger.take() => {
+            // A snapshot that cannot be taken (`echo 0 > snapshot` freed
+            // its buffer) and a stack trace while tracing is off record
+            // nothing: they keep their count, as in Linux (where they
+            // would not run).
+            TriggerCommand::Snapshot if buffer.snapshot_allocated() && trigger.take() => {
                 buffer.swap_snapshot();
             }
-            TriggerCommand::StackTrace if trigger.take() => {
+            TriggerCommand::StackTrace if buffer.is_on() && trigger.take() => {
                 let known = stack.addresses.into_iter().filter(|&address| address != 0);
                 crate::func_probe::record_frames(array, known.chain(crate::unwind::return_addresses(stack.fp)));
             }
@@ -397,6 +406,8 @@ mod tests {
         assert_eq!(added("traceoff").line(), "traceoff:unlimited");
         assert_eq!(added("  traceon:5 ").line(), "traceon:count=5");
         assert_eq!(added("snapshot:0x10").line(), "snapshot:count=16");
+        assert_eq!(added("snapshot:010").line(), "snapshot:count=8", "octal, as kstrtoul reads it");
+        assert_eq!(added("snapshot:0").line(), "snapshot:count=0");
         assert_eq!(added("stacktrace:2 if prev_pid == 0").line(), "stacktrace:count=2 if prev_pid == 0");
         assert_eq!(added("stacktrace if prev_comm == \"idle\"").line(), "stacktrace:unlimited if prev_comm == \"idle\"");
         // `NAME:` alone is the plain command, as in Linux.
@@ -424,6 +435,7 @@ mod tests {
         assert_eq!(error("traceof"), TriggerError::UnknownCommand("traceof".into()));
         assert_eq!(error("!nosuch"), TriggerError::UnknownCommand("nosuch".into()));
         assert_eq!(error("traceoff:5x"), TriggerError::BadCount("5x".into()));
+        assert_eq!(error("traceoff:09"), TriggerError::BadCount("09".into()));
         assert_eq!(error("traceoff:18446744073709551615"), TriggerError::BadCount("18446744073709551615".into()));
         assert_eq!(error("traceoff:abc"), TriggerError::Malformed("abc".into()));
         assert_eq!(error("traceoff if"), TriggerError::Malformed("if".into()));

@@ -211,7 +211,8 @@ extern "C" fn guarded_entry_of<C: Callback>(ip: usize, parent_ip: usize, call: *
     guarded(ip, parent_ip, call, fregs, |ops, fregs| C::call(ip, parent_ip, ops, fregs));
 }
 
-/// The ops of one site traced by several, in registration order.
+/// The ops of one site traced by several, newest first (the order they run
+/// in, as in Linux).
 #[repr(C)]
 pub(crate) struct SiteList {
     /// Must stay first (see [`FtraceOps`]).

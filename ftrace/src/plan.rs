@@ -44,8 +44,9 @@ pub struct SitePlan {
     pub count: usize,
     /// The ops its literal names, when exactly one traces it.
     pub single: Option<usize>,
-    /// With several ops: the new list's ops (registration order), when the
-    /// site's current list differs; `None` keeps the current list.
+    /// With several ops: the new list's ops, newest first (as Linux's ops
+    /// list runs them), when the site's current list differs; `None` keeps
+    /// the current list.
     pub new_list: Option<Vec<usize>>,
     /// An IPMODIFY ops traces it.
     pub ipmodify: bool,
@@ -90,8 +91,9 @@ pub fn plan(
                 single.get_or_insert(i);
             }
         }
-        let new_list =
-            (count > 1).then(|| (0..ops.len()).filter(tracing).collect::<Vec<usize>>()).filter(|list| !list_is(index, list));
+        let new_list = (count > 1)
+            .then(|| (0..ops.len()).rev().filter(tracing).collect::<Vec<usize>>())
+            .filter(|list| !list_is(index, list));
         plan.push(SitePlan {
             index,
             call: (count > 0).then_some(if regs { Call::Regs } else { Call::Args }),
@@ -136,14 +138,14 @@ mod tests {
     }
 
     #[test]
-    fn several_ops_get_a_list_in_registration_order_unless_it_is_there() {
+    fn several_ops_get_a_list_newest_first_unless_it_is_there() {
         let (a, b, c) = (bits(3, &[0, 1]), bits(3, &[1]), bits(3, &[1, 2]));
         let ops = [plain(&a), plain(&b), plain(&c)];
         let fresh = plan(&bits(3, &[1]), &ops, true, |_| false, NO_LIST).unwrap();
         assert_eq!(fresh[0].count, 3);
         assert_eq!(fresh[0].single, None);
-        assert_eq!(fresh[0].new_list, Some(vec![0, 1, 2]));
-        let kept = plan(&bits(3, &[1]), &ops, true, |_| false, |index, list| index == 1 && list == [0, 1, 2]).unwrap();
+        assert_eq!(fresh[0].new_list, Some(vec![2, 1, 0]));
+        let kept = plan(&bits(3, &[1]), &ops, true, |_| false, |index, list| index == 1 && list == [2, 1, 0]).unwrap();
         assert_eq!(kept[0].new_list, None, "the site already has that list");
     }
 

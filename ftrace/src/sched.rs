@@ -136,6 +136,11 @@ impl SchedEvent {
         self.triggers().text()
     }
 
+    /// Whether it has triggers.
+    pub fn has_triggers(self) -> bool {
+        self.triggers().is_set()
+    }
+
     /// Whether it records.
     pub fn is_enabled(self) -> bool {
         self.flag().load(Ordering::Relaxed)

@@ -165,8 +165,8 @@ pub fn on_panic(info: &PanicInfo) {
 }
 
 /// Undoes what a test that panicked can leave behind: an exception context
-/// never left, a tracing callback never returned from, an open patch batch,
-/// hooked calls that will never return.
+/// never left, a tracing callback or kprobe handler never returned from, an
+/// open patch batch, hooked calls that will never return.
 fn forget_abandoned_state() {
     crate::sched::renew_current();
     arch::context::reset();
@@ -176,6 +176,9 @@ fn forget_abandoned_state() {
     // next): none of its hooked calls will return, and no pending hook of
     // it survives the unwound frames.
     unsafe { ftrace::task::current().reset() };
+    // SAFETY: as above: a handler or step the test was in is never
+    // returned to.
+    unsafe { kprobes::probe::forget_abandoned() };
     if ftrace::retstack::is_stopped() {
         // SAFETY: the return hook stopped (a mismatch panicked): no hooked
         // call returns through it any more, and the tests run one at a time

@@ -75,6 +75,14 @@ pub fn write_trigger(group: &str, event: &str, text: &str) -> Result<(), Tracefs
     }
 }
 
+/// Whether the event has triggers.
+pub fn has_triggers(group: &str, event: &str) -> Result<bool, TracefsError> {
+    match SchedEvent::find(group, event) {
+        Some(sched) => Ok(sched.has_triggers()),
+        None => fprobe::events::has_triggers(group, event).map_err(invalid),
+    }
+}
+
 /// `cat events/GRP/EVENT/trigger`.
 pub fn trigger_text(group: &str, event: &str) -> Result<String, TracefsError> {
     match SchedEvent::find(group, event) {

@@ -417,9 +417,9 @@ impl Drop for RegisteredKprobe {
             Mechanism::Breakpoint { insn, slot } => {
                 let breakpoint = &arch::kprobes::BREAKPOINT;
                 // The breakpoint this probe wrote is still there: only the
-                // registry writes it, under its lock. If it cannot be taken
-                // out (refused where text cannot be patched), the probe
-                // stays armed behind it, and leaked.
+                // registry writes it, under its lock. Should the patch be
+                // refused (the bytes there not the breakpoint), the probe
+                // stays armed behind whatever is there, and is leaked.
                 if TextPatcher::new().replace(insn.address(), breakpoint, &insn.bytes()[..breakpoint.len()]).is_err() {
                     return;
                 }
@@ -482,6 +482,21 @@ unsafe fn this_cpu() -> &'static mut Control {
     // SAFETY: per the contract, this CPU is the only one using its entry
     // and nothing else on it runs until the reference is dropped.
     unsafe { &mut *CONTROL[cpu::id()].0.get() }
+}
+
+/// Forgets what this CPU was doing about kprobes: for a test harness whose
+/// test panicked inside a handler, so that later hits on this CPU are not
+/// all counted as misses.
+///
+/// # Safety
+/// The flow that was in a handler or a step on this CPU is abandoned for
+/// good (its stack is not returned to).
+pub unsafe fn forget_abandoned() {
+    let _irqs = IrqGuard::new();
+    // SAFETY: interrupts are masked and no other reference is held.
+    let control = unsafe { this_cpu() };
+    control.now = IDLE;
+    control.interrupted = None;
 }
 
 /// Runs `f` as a handler: if a handler already runs on this CPU, counts a

@@ -385,7 +385,10 @@ fn function_commands_switch_tracing_and_record_stacks() {
     );
     assert_eq!(fib(3), 2);
     assert_eq!(read("tracing_on"), "0\n", "the first fib switched tracing off");
-    assert_eq!(fib_lines(&read("trace")), 1, "only that call was recorded");
+    // The ops of one site run newest first, as in Linux: the command,
+    // attached after the tracer, switched tracing off before the tracer
+    // saw the call.
+    assert_eq!(fib_lines(&read("trace")), 0, "not even that call was recorded");
     assert!(read("set_ftrace_filter").ends_with(":traceoff:count=0\n"));
     write("tracing_on", "1");
     assert_eq!(fib(1), 1);

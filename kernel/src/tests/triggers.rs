@@ -92,16 +92,31 @@ fn a_counted_stacktrace_records_the_chain_that_called_the_probed_function() {
     let error = add_trigger(trigger, "traceoff").unwrap_err();
     assert!(alloc::format!("{error}").contains("'traceon' trigger already"), "traceon and traceoff are one kind: {error}");
     assert_eq!(read(trigger), "traceon:unlimited\nstacktrace:count=0\n", "newest first, as Linux lists them");
+    assert_eq!(read("events/fprobes/fibt/enable"), "0*\n");
 
     // An event with triggers cannot be removed.
     let removal = tracefs::write("dynamic_events", "-:fibt", FilterMode::Append).unwrap_err();
     assert!(alloc::format!("{removal}").contains("has triggers"), "{removal}");
-    add_trigger(trigger, "!traceon").unwrap();
+    add_trigger(trigger, "!traceoff").unwrap(); // by kind, as Linux removes it: the traceon goes
+    assert_eq!(read(trigger), "stacktrace:count=0\n");
     add_trigger(trigger, "!stacktrace").unwrap();
     add_trigger(trigger, "!snapshot").unwrap(); // not there: nothing happens, as in Linux
     assert_eq!(read(trigger), AVAILABLE);
     tracefs::write("dynamic_events", "-:fibt", FilterMode::Append).unwrap();
     assert_eq!(read("enabled_functions"), "");
+    write("trace", "");
+
+    // A kprobe event at the entry names its caller as the fprobe event does.
+    tracefs::write("kprobe_events", "p:kprobes/kent kernel::workload::fib", FilterMode::Append).unwrap();
+    add_trigger("events/kprobes/kent/trigger", "stacktrace:1").unwrap();
+    assert_eq!(fib(2), 1);
+    let trace = read("trace");
+    let frames = first_frames(&trace);
+    assert_eq!(frames.len(), 1, "{trace}");
+    assert_eq!(frames[0].0, " => kernel::workload::fib", "{trace}");
+    assert!(frames[0].1.starts_with(" => kernel::tests::triggers::"), "then the test that called it: {trace}");
+    add_trigger("events/kprobes/kent/trigger", "!stacktrace").unwrap();
+    tracefs::write("kprobe_events", "-:kent", FilterMode::Append).unwrap();
     write("trace", "");
 }
 
@@ -137,6 +152,7 @@ fn sched_switch_triggers_fire_while_the_event_is_disabled() {
     assert_eq!(read(trigger), AVAILABLE);
     assert_eq!(read("events/sched/sched_switch/enable"), "0\n");
     add_trigger(trigger, "stacktrace:3 if next_comm ~ \"fib*\"").unwrap();
+    assert_eq!(read("events/sched/sched_switch/enable"), "0*\n", "armed by its trigger, as Linux marks it");
     run_parallel(2, "fib", &["12"]).unwrap();
     let trace = read("trace");
     assert_eq!(stack_traces(&trace), 3, "{trace}");
@@ -148,5 +164,20 @@ fn sched_switch_triggers_fire_while_the_event_is_disabled() {
     assert!(matches!(add_trigger(trigger, "stacktrace if nosuch == 1"), Err(TracefsError::Invalid(_))));
     add_trigger(trigger, "!stacktrace").unwrap();
     assert_eq!(read(trigger), AVAILABLE);
+    assert_eq!(read("events/sched/sched_switch/enable"), "0\n");
+
+    // While tracing is off a stack trace records nothing and keeps its
+    // count; a snapshot with no snapshot buffer likewise.
+    add_trigger(trigger, "stacktrace:1").unwrap();
+    write("tracing_on", "0");
+    run_parallel(2, "fib", &["8"]).unwrap();
+    assert_eq!(read(trigger), "stacktrace:count=1\n", "kept while tracing was off");
+    write("tracing_on", "1");
+    add_trigger(trigger, "!stacktrace").unwrap();
+    add_trigger(trigger, "snapshot:1").unwrap();
+    write("snapshot", "0");
+    run_parallel(2, "fib", &["8"]).unwrap();
+    assert_eq!(read(trigger), "snapshot:count=1\n", "no snapshot buffer: nothing taken");
+    add_trigger(trigger, "!snapshot").unwrap();
     write("trace", "");
 }
