@@ -51,6 +51,8 @@ pub enum Source {
     Stack(usize),
     /// `$stack`: the stack pointer.
     StackPointer,
+    /// `$comm`: the current task's name (a string).
+    Comm,
     /// `%REG`.
     Register(String),
     /// `+OFFS(BASE)`: memory at `BASE + OFFS`.
@@ -272,6 +274,7 @@ pub fn parse(line: &str) -> Result<Command, DefinitionError> {
 }
 
 /// `p`, `r`, `rN`, `f` before the `:` of a definition's head.
+#[derive(Clone, Copy)]
 enum Head {
     Fprobe,
     Kprobe,
@@ -341,6 +344,11 @@ pub fn parse_as(line: &str, syntax: Syntax) -> Result<Command, DefinitionError> 
             (symbol, exit, ProbeKind::Fprobe)
         }
         Head::Kprobe | Head::Kretprobe(_) => {
+            // `p SYM%return` is a kretprobe, as Linux reads it (since 5.11).
+            let (symbol_word, head_kind) = match (symbol_word.strip_suffix("%return"), head_kind) {
+                (Some(symbol), Head::Kprobe) => (symbol, Head::Kretprobe(0)),
+                _ => (symbol_word, head_kind),
+            };
             let location = Location::parse(symbol_word).map_err(DefinitionError::BadLocation)?;
             match head_kind {
                 Head::Kretprobe(maxactive) => (symbol_word, true, ProbeKind::Kretprobe { location, maxactive }),
@@ -423,15 +431,21 @@ fn parse_arg(text: &str, position: usize, exit: bool) -> Result<FetchArg, Defini
             let ty_text = &rest[at + 1..];
             let ty =
                 ArgType::parse(ty_text).ok_or_else(|| DefinitionError::BadArgType { arg: text.into(), ty: ty_text.into() })?;
-            (&rest[..at], ty)
+            (&rest[..at], Some(ty))
         }
-        None => (rest, ArgType::Hex(64)),
+        None => (rest, None),
     };
     let source = parse_source(body, 0).map_err(bad)?;
+    // `$comm` is a string, as in Linux (its type may be left out).
+    let ty = match (&source, ty) {
+        (Source::Comm, None | Some(ArgType::String)) => ArgType::String,
+        (Source::Comm, Some(_)) => return Err(bad("$comm is a string (:string, or no type)")),
+        (_, ty) => ty.unwrap_or(ArgType::Hex(64)),
+    };
     if !exit && uses_retval(&source) {
         return Err(DefinitionError::RetvalAtEntry(text.into()));
     }
-    if ty == ArgType::String && !matches!(source, Source::Memory { .. }) {
+    if ty == ArgType::String && !matches!(source, Source::Memory { .. } | Source::Comm) {
         return Err(DefinitionError::StringNeedsDereference(text.into()));
     }
     Ok(FetchArg { name, source, ty, text: rest.into() })
@@ -450,6 +464,8 @@ fn parse_source(text: &str, depth: usize) -> Result<Source, &'static str> {
         return match rest {
             "retval" => Ok(Source::Retval),
             "stack" => Ok(Source::StackPointer),
+            "comm" if depth > 0 => Err("$comm is a string, not an address"),
+            "comm" => Ok(Source::Comm),
             _ => {
                 if let Some(n) = rest.strip_prefix("arg") {
                     let n = parse_index(n).ok_or("expected $argN with N from 1")?;
@@ -461,7 +477,7 @@ fn parse_source(text: &str, depth: usize) -> Result<Source, &'static str> {
                     let n = parse_index(n).filter(|&n| n <= MAX_STACK_INDEX).ok_or("expected $stackN with N up to 4095")?;
                     Ok(Source::Stack(n))
                 } else {
-                    Err("unknown variable (expected $argN, $retval, $stackN or $stack)")
+                    Err("unknown variable (expected $argN, $retval, $stackN, $stack or $comm)")
                 }
             }
         };
@@ -482,7 +498,7 @@ fn parse_source(text: &str, depth: usize) -> Result<Source, &'static str> {
         let base = parse_source(inner, depth + 1)?;
         return Ok(Source::Memory { offset, base: Box::new(base) });
     }
-    Err("expected $argN, $retval, $stackN, $stack, %REG or +|-OFFS(FETCHARG)")
+    Err("expected $argN, $retval, $stackN, $stack, $comm, %REG or +|-OFFS(FETCHARG)")
 }
 
 /// The largest `N` of `$stackN`: words of a task's stack (as Linux's
@@ -583,6 +599,9 @@ mod tests {
         let spec = define("r16 fib");
         assert_eq!((spec.event.as_str(), spec.to_string().as_str()), ("r_fib_0", "r16:kprobes/r_fib_0 fib"));
         assert_eq!(parse_as("p:a fib", Syntax::Kprobe).map(|_| ()), Ok(()));
+        let spec = define("p:pret fib%return r=$retval");
+        assert_eq!(spec.to_string(), "r:kprobes/pret fib r=$retval", "p SYM%return is a kretprobe, as Linux lists it");
+        assert!(matches!(parse("r:a fib%return"), Err(DefinitionError::BadLocation(_))));
     }
 
     #[test]
@@ -666,5 +685,10 @@ mod tests {
         }
         assert!(matches!(parse("f:ev fib%return $retval:string"), Err(StringNeedsDereference(_))));
         assert_eq!(define("f:ev fib s=+0($arg1):string").to_string(), "f:fprobes/ev fib s=+0($arg1):string");
+        let comm = define("f:ev fib $comm c=$comm:string");
+        assert_eq!((comm.args[0].source.clone(), comm.args[0].ty), (Source::Comm, ArgType::String), "a string by default");
+        assert_eq!(comm.args[1].ty, ArgType::String);
+        assert!(matches!(parse("f:ev fib $comm:u32"), Err(BadFetchArg { .. })));
+        assert!(matches!(parse("f:ev fib +0($comm)"), Err(BadFetchArg { .. })));
     }
 }

@@ -120,8 +120,13 @@ enum Fetch {
     Retval,
     Stack(usize),
     StackPointer,
+    /// The current task's name: its address, read as a string.
+    Comm,
     Register(usize),
-    Memory { offset: i64, base: Box<Fetch> },
+    Memory {
+        offset: i64,
+        base: Box<Fetch>,
+    },
 }
 
 /// A fetch arg the fixed-size record path reads with no fetch interpreter:
@@ -279,6 +284,7 @@ fn compile_source(source: &Source, saved: Saved) -> Result<Fetch, EventError> {
         Source::Retval => Fetch::Retval,
         Source::Stack(n) => Fetch::Stack(*n),
         Source::StackPointer => Fetch::StackPointer,
+        Source::Comm => Fetch::Comm,
         Source::Register(name) => Fetch::Register(
             FtraceRegs::query_register_offset_in(saved, name).map_err(|why| EventError::Register { name: name.clone(), why })?,
         ),
@@ -420,13 +426,16 @@ fn write_probe_events(text: &str, mode: FilterMode, syntax: Syntax) -> Result<()
         return Ok(());
     }
     match definition::parse_as(text, syntax)? {
+        // Every event of that name (in any group, without `GRP/`), as
+        // Linux removes them; all removable, or none is removed.
         Command::Remove { group, event } => {
-            let position = events
-                .iter()
-                .position(|e| e.in_syntax(syntax) && e.spec.event == event && group.as_ref().is_none_or(|g| *g == e.spec.group))
-                .ok_or_else(|| EventError::NoSuchEvent(event.clone()))?;
-            events[position].check_removable()?;
-            events.remove(position);
+            let matches =
+                |e: &Event| e.in_syntax(syntax) && e.spec.event == event && group.as_ref().is_none_or(|g| *g == e.spec.group);
+            if !events.iter().any(matches) {
+                return Err(EventError::NoSuchEvent(event));
+            }
+            events.iter().filter(|e| matches(e)).try_for_each(Event::check_removable)?;
+            events.retain(|e| !matches(e));
             Ok(())
         }
         Command::Define(spec) => {
@@ -800,6 +809,7 @@ fn fetch_word(fetch: &Fetch, context: &Context) -> Option<u64> {
         Fetch::Retval => Some(context.regs.return_value()),
         Fetch::Stack(n) => arch::fault::read_u64_nofault(context.regs.stack_pointer() + 8 * n),
         Fetch::StackPointer => Some(context.regs.stack_pointer() as u64),
+        Fetch::Comm => ftrace::task::try_current().map(|task| task.comm_bytes().as_ptr() as u64),
         Fetch::Register(offset) => context.regs.register_at(*offset),
         Fetch::Memory { offset, base } => {
             let address = fetch_word(base, context)?.wrapping_add(*offset as u64);

@@ -565,3 +565,40 @@ fn event_rounds_and_tracer_switches_leak_nothing() {
     tracefs::read("enabled_functions", &mut enabled).unwrap();
     assert_eq!(enabled, "", "no site left enabled");
 }
+
+#[ktest]
+fn comm_fetches_the_current_task_name_as_linux_does() {
+    define("f:commev kernel::workload::fib who=$comm").unwrap();
+    define("r:kprobes/commret kernel::workload::fib $comm").unwrap();
+    assert!(dynamic_events().contains("r:kprobes/commret kernel::workload::fib arg1=$comm\n"), "{}", dynamic_events());
+    tracefs::write("events/fprobes/commev/enable", "1", FilterMode::Replace).unwrap();
+    tracefs::write("events/kprobes/commret/enable", "1", FilterMode::Replace).unwrap();
+    assert_eq!(crate::workload::fib(1), 1);
+    let me = ftrace::event::comm_str(ftrace::task::current().comm_bytes()).to_string();
+    let trace = trace_text();
+    assert!(
+        trace.contains(&alloc::format!(": commev: (kernel::workload::fib+0x0/"))
+            && trace.contains(&alloc::format!(" who=\"{me}\"\n")),
+        "{trace}"
+    );
+    assert!(trace.contains(&alloc::format!(" arg1=\"{me}\"\n")), "{trace}");
+    tracefs::write("events/fprobes/commev/enable", "0", FilterMode::Replace).unwrap();
+    tracefs::write("events/kprobes/commret/enable", "0", FilterMode::Replace).unwrap();
+    define("-:commev").unwrap();
+    define("-:commret").unwrap();
+    tracefs::write("trace", "", FilterMode::Replace).unwrap();
+}
+
+#[ktest]
+fn a_removal_without_a_group_removes_the_name_in_every_group() {
+    define("f:ga/same fib").unwrap();
+    define("f:gb/same fib%return").unwrap();
+    define("p:kprobes/kept kernel::workload::fib").unwrap();
+    tracefs::write("events/gb/same/enable", "1", FilterMode::Replace).unwrap();
+    assert!(define("-:same").is_err(), "one of them is enabled: none goes");
+    assert_eq!(dynamic_events().lines().count(), 3, "{}", dynamic_events());
+    tracefs::write("events/gb/same/enable", "0", FilterMode::Replace).unwrap();
+    define("-:same").unwrap();
+    assert_eq!(dynamic_events(), "p:kprobes/kept kernel::workload::fib\n", "both groups' 'same' went, as in Linux");
+    define("-:kept").unwrap();
+}
