@@ -381,7 +381,7 @@ fn dynamic_events() -> String {
 
 #[ktest]
 fn every_fetch_arg_syntax_in_entry_and_exit_events() {
-    let first_register = arch::regs::REGISTERS[0].names[0];
+    let first_register = arch::ftrace_abi::ARGUMENT_NAMES[0];
     let entry = alloc::format!(
         "f:tests/probe_entry kernel::tests::fprobe::event_tracee name=+0($arg1):string value=+8($arg1):u32 \
          small=+12($arg1):s16 byte=+0($arg1):x8 bad=+0($arg2):u64 sym=$arg3:symbol n=$arg4:u16 \
@@ -420,14 +420,25 @@ fn every_fetch_arg_syntax_in_entry_and_exit_events() {
         " bad=(fault)",
         " sym=kernel::workload::fib+0x0/0x",
         " n=42",
-        " reg=0x",
+        &alloc::format!(" reg={:#x} ", &sample as *const Sample as usize),
         " s8=-3",
         " u64=42",
     ] {
         assert!(entry_line.contains(expected), "{expected:?} not in {entry_line}");
     }
-    let sp_word = entry_line.split(" sp=").nth(1).unwrap().split(' ').next().unwrap();
-    assert!(sp_word.starts_with("0x") && sp_word.len() > 4, "{entry_line}");
+    let word = |name: &str| {
+        let text = entry_line.split(&alloc::format!(" {name}=0x")).nth(1).unwrap().split(' ').next().unwrap();
+        usize::from_str_radix(text, 16).unwrap_or_else(|_| panic!("{name}: {entry_line}"))
+    };
+    let sp = word("sp");
+    assert!(sp != 0 && sp % 8 == 0, "{entry_line}");
+    if arch::regs::RETURN_ADDRESS == arch::ftrace_abi::ReturnAddress::Stack {
+        // $stack0 at the entry: the return address the call pushed, which
+        // the exit event (enabled later, so run first) has already pointed
+        // at the return trampoline, as a return probe does in Linux.
+        let top = ftrace::symbols::table().unwrap().lookup(word("top")).map(|symbol| symbol.name);
+        assert_eq!(top, Some("return_to_handler"), "{entry_line}");
+    }
     let exit_line = line("probe_exit: ");
     let caller = "kernel::tests::fprobe::every_fetch_arg_syntax_in_entry_and_exit_events+0x";
     assert!(exit_line.contains(&alloc::format!("probe_exit: ({caller}")), "{exit_line}");

@@ -79,6 +79,12 @@ fn a_kprobe_event_inside_fib_records_registers_and_the_stack() {
         assert!(line.contains(&at), "{line}");
         let sp = field(line, "sp");
         assert!(sp != 0 && sp % 8 == 0, "{line}");
+        if arch::regs::RETURN_ADDRESS == arch::ftrace_abi::ReturnAddress::Stack {
+            // fib's first instruction: $stack0 is the return address, into
+            // fib itself or into the test.
+            let top = ftrace::symbols::table().unwrap().lookup(field(line, "top") as usize).map(|symbol| symbol.name);
+            assert!(matches!(top, Some("kernel::workload::fib" | "kernel::tests::kprobe_events::traced_fib")), "{top:?}: {line}");
+        }
     }
     let profile = read("kprobe_profile");
     let row: Vec<&str> =
