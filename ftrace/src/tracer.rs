@@ -361,7 +361,11 @@ fn print_other(payload: &[u8], out: &mut dyn Write) -> fmt::Result {
         out.write_str("<stack trace>")?;
         for frame in frames {
             out.write_str("\n => ")?;
-            match symbols::name_of(frame as usize) {
+            // A return address just past a function that ends in a call
+            // (one that never returns) lies in the padding after it: named
+            // by the byte before, its call.
+            let frame = frame as usize;
+            match symbols::name_of(frame).or_else(|| symbols::name_of(frame.checked_sub(1)?)) {
                 Some(name) => out.write_str(name)?,
                 None => write!(out, "{frame:#x}")?,
             }

@@ -5,7 +5,9 @@
 //! record is `[the caller's caller's frame pointer, the return address into
 //! it]` on both architectures. Records are read fault-tolerantly, and the
 //! walk stops at a null return address or a frame pointer that does not
-//! climb the stack (the end of the chain, or a corrupt one).
+//! climb the stack (the end of the chain, or a corrupt one). A return
+//! address the return hook replaced with its trampoline is given as the
+//! real one, from the task's shadow stack (Linux's `ftrace_graph_ret_addr`).
 
 use arch::ftrace_abi::FtraceRegs;
 
@@ -13,7 +15,8 @@ use arch::ftrace_abi::FtraceRegs;
 /// innermost first: (a return address into the caller, the caller's frame
 /// pointer). Nothing for a save without a return address.
 pub fn callers(fregs: &FtraceRegs) -> impl Iterator<Item = (usize, usize)> {
-    let first = fregs.return_address().map(|ret| (ret, fregs.frame_pointer()));
+    let fp = fregs.frame_pointer();
+    let first = fregs.return_address().map(|ret| (crate::retstack::resolve_return_address(ret, fp), fp));
     core::iter::successors(first, |&(_, fp)| frame_record(fp)).filter(|&(ret, _)| ret != 0)
 }
 
@@ -29,5 +32,5 @@ pub fn return_addresses(fp: usize) -> impl Iterator<Item = usize> {
 fn frame_record(fp: usize) -> Option<(usize, usize)> {
     let next = arch::fault::read_u64_nofault(fp)? as usize;
     let ret = arch::fault::read_u64_nofault(fp + core::mem::size_of::<usize>())? as usize;
-    (next > fp && ret != 0).then_some((ret, next))
+    (next > fp && ret != 0).then_some((crate::retstack::resolve_return_address(ret, next), next))
 }

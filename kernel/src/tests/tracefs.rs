@@ -657,3 +657,33 @@ fn trace_clock_switches_between_local_global_and_counter() {
 fn refused_clock(name: &str) -> bool {
     matches!(tracefs::write("trace_clock", name, FilterMode::Replace), Err(TracefsError::Invalid(_)))
 }
+
+#[ktest]
+fn stack_traces_under_the_graph_tracer_name_the_real_callers() {
+    write("set_ftrace_filter", "fib");
+    tracefs::write("set_ftrace_filter", "fib:stacktrace:2", FilterMode::Append).unwrap();
+    // Chosen after the command, the graph tracer's ops runs first and has
+    // hooked each call's return before the stack trace is taken.
+    write("current_tracer", "function_graph");
+    assert_eq!(fib(3), 2);
+    let trace = read("trace");
+    write("current_tracer", "nop");
+    // Each `<stack trace>`'s frames, up to the comment's end.
+    let mut chains: alloc::vec::Vec<alloc::vec::Vec<&str>> = alloc::vec::Vec::new();
+    for line in trace.lines() {
+        if line.ends_with("<stack trace>") {
+            chains.push(alloc::vec::Vec::new());
+        } else if let (Some(frame), Some(chain)) = (line.strip_prefix(" => "), chains.last_mut()) {
+            chain.push(frame.trim_end_matches(" */"));
+        }
+    }
+    assert_eq!(chains.len(), 2, "fib(3), then fib(2): {trace}");
+    assert!(!chains.concat().iter().any(|frame| frame.contains("return_to_handler")), "{trace}");
+    assert!(!chains.concat().iter().any(|frame| frame.starts_with("0x")), "every frame named: {trace}");
+    let test = "kernel::tests::tracefs::stack_traces_under_the_graph_tracer_name_the_real_callers";
+    assert_eq!(chains[0][..2], ["kernel::workload::fib", test], "fib(3), called by the test: {trace}");
+    assert_eq!(chains[1][..3], ["kernel::workload::fib", "kernel::workload::fib", test], "fib(2), by fib(3): {trace}");
+    tracefs::write("set_ftrace_filter", "!fib:stacktrace", FilterMode::Append).unwrap();
+    write("set_ftrace_filter", "");
+    write("trace", "");
+}
