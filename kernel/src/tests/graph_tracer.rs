@@ -114,6 +114,16 @@ fn set_graph_function_and_set_graph_notrace() {
     assert!(called.contains(&"kernel::workload::fs::walk"), "what unlink calls is traced: {called:?}");
     assert!(!called.contains(&"kernel::workload::fs::mkdir"), "nothing outside unlink: {called:?}");
 
+    // Without set_graph_notrace: how often lookup, walk and split run.
+    let count = |called: &[&str], name: &str| called.iter().filter(|n| n.ends_with(name)).count();
+    tracer_setup("kernel::workload::fs::*", "", "0");
+    crate::workload::fs::run();
+    let events = graph_events();
+    tracer_cleanup();
+    let all = names(&events);
+    let (lookups, walks, splits) = (count(&all, "::lookup"), count(&all, "::walk"), count(&all, "::split"));
+    assert!(lookups > 0 && walks > lookups && splits > lookups, "{all:?}");
+
     tracer_setup("kernel::workload::fs::*", "", "0");
     let mut empty = String::new();
     tracefs::read("set_graph_notrace", &mut empty).unwrap();
@@ -124,10 +134,10 @@ fn set_graph_function_and_set_graph_notrace() {
     tracer_cleanup();
     let called = names(&events);
     assert!(called.contains(&"kernel::workload::fs::mkdir"), "{called:?}");
-    assert!(!called.contains(&"kernel::workload::fs::lookup"), "{called:?}");
-    let walks = called.iter().filter(|n| n.ends_with("::walk")).count();
-    let splits = called.iter().filter(|n| n.ends_with("::split")).count();
-    assert!(walks > 0 && splits > 0, "walk and split still traced outside lookup: {called:?}");
+    assert_eq!(count(&called, "::lookup"), 0, "{called:?}");
+    // Each lookup calls split and walk once: nothing below lookup is
+    // traced, everything else is.
+    assert_eq!((count(&called, "::walk"), count(&called, "::split")), (walks - lookups, splits - lookups), "{called:?}");
     assert!(tracefs::write("set_graph_function", "no_such_fn*", FilterMode::Replace).is_err());
     assert!(tracefs::write("max_graph_depth", "deep", FilterMode::Replace).is_err());
 }
