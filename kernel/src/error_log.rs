@@ -35,9 +35,13 @@ struct Entry {
 
 static LOG: Mutex<VecDeque<Entry>> = Mutex::new(VecDeque::new());
 
-/// Which parser Linux would name for a refused write of `text` to the
-/// tracefs file `name`, if Linux logs such errors at all.
-pub fn location(name: &str, text: &str) -> Option<&'static str> {
+/// How a trigger's refused filter is reported (`ftrace::event_trigger`).
+const TRIGGER_FILTER: &str = "trigger filter: ";
+
+/// Which parser Linux would name for a write of `text` to the tracefs file
+/// `name` refused with `message`, if Linux logs such errors at all (of a
+/// trigger, only its filter's).
+pub fn location(name: &str, text: &str, message: &str) -> Option<&'static str> {
     let probe = || match text.trim_start().chars().next() {
         Some('f') => "trace_fprobe",
         _ => "trace_kprobe",
@@ -46,6 +50,9 @@ pub fn location(name: &str, text: &str) -> Option<&'static str> {
         "kprobe_events" => Some("trace_kprobe"),
         "dynamic_events" => Some(probe()),
         _ if name.starts_with("events/") && name.ends_with("/filter") => Some("event filter parser"),
+        _ if name.starts_with("events/") && name.ends_with("/trigger") && message.starts_with(TRIGGER_FILTER) => {
+            Some("event filter parser")
+        }
         _ => None,
     }
 }

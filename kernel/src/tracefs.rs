@@ -430,8 +430,10 @@ pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
 /// refused probe definition or event filter is also kept in `error_log`.
 pub fn write(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
     let result = write_file(name, text, mode);
-    if let (Err(TracefsError::Invalid(message)), Some(location)) = (&result, crate::error_log::location(name, text)) {
-        crate::error_log::log(location, message, text);
+    if let Err(TracefsError::Invalid(message)) = &result {
+        if let Some(location) = crate::error_log::location(name, text, message) {
+            crate::error_log::log(location, message, text);
+        }
     }
     result
 }

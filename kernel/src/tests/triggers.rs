@@ -161,7 +161,13 @@ fn sched_switch_triggers_fire_while_the_event_is_disabled() {
         assert!(first.starts_with(" => kernel::sched::"), "the scheduler called the tracepoint: {trace}");
     }
     assert_eq!(read(trigger), "stacktrace:count=0 if next_comm ~ \"fib*\"\n");
+    write("error_log", "");
     assert!(matches!(add_trigger(trigger, "stacktrace if nosuch == 1"), Err(TracefsError::Invalid(_))));
+    assert!(matches!(add_trigger(trigger, "stacktrac"), Err(TracefsError::Invalid(_))));
+    let log = read("error_log");
+    assert_eq!(log.lines().count(), 3, "the filter's error only, as Linux logs it: {log}");
+    assert!(log.lines().next().unwrap().contains("] event filter parser: error: trigger filter: "), "{log}");
+    assert_eq!(log.lines().nth(1), Some("  Command: stacktrace if nosuch == 1"), "{log}");
     add_trigger(trigger, "!stacktrace").unwrap();
     assert_eq!(read(trigger), AVAILABLE);
     assert_eq!(read("events/sched/sched_switch/enable"), "0\n");
