@@ -797,6 +797,9 @@ struct Context<'a> {
     /// Where the probed function returns to (0: not known, as at a
     /// kprobe inside a function): a `stacktrace` trigger's first caller.
     caller: usize,
+    /// The kprobe that hit, for a kprobe event: at a function's entry its
+    /// caller is read from the save, on the slow path only.
+    kprobe: Option<&'a Kprobe>,
 }
 
 #[inline]
@@ -969,9 +972,13 @@ fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
     };
     // An entry's chain: the function, then its caller; an exit's: the
     // caller it returns to. Then the frame records.
+    let caller = match context.kprobe {
+        Some(probe) if probe.place().at_entry => context.regs.entry_return_address().unwrap_or(0),
+        _ => context.caller,
+    };
     let addresses = match ips {
-        [ip] => [*ip as usize, context.caller],
-        _ => [context.caller, 0],
+        [ip] => [*ip as usize, caller],
+        _ => [caller, 0],
     };
     let stack = StackStart { addresses, fp: context.regs.frame_pointer() };
     let top = ftrace::instance::top();
@@ -1010,10 +1017,7 @@ fn kprobe_hit(probe: &Kprobe, regs: &PtRegs) {
     let compiled = unsafe { &*(probe.private() as *const Compiled) };
     compiled.hits.fetch_add(1, Ordering::Relaxed);
     let regs = SavedRegs::full(regs, Saved::EntryFull);
-    // At a function's entry the caller is known; inside it, the frame
-    // records name it.
-    let caller = if probe.place().at_entry { regs.entry_return_address().unwrap_or(0) } else { 0 };
-    record(compiled, &[probe.address() as u64], &Context { regs, saved_args: None, caller });
+    record(compiled, &[probe.address() as u64], &Context { regs, saved_args: None, caller: 0, kprobe: Some(probe) });
 }
 
 /// A kretprobe event's entry handler: keeps the arguments for `$argN`.
@@ -1032,7 +1036,7 @@ fn kretprobe_return(rp: &Kretprobe, ret_addr: usize, regs: &PtRegs, data: &[u64]
     let regs = SavedRegs::full(regs, Saved::ReturnFull);
     let saved = EntryData::of_arguments(data);
     let ips = [rp.place().address as u64, ret_addr as u64];
-    record(compiled, &ips, &Context { regs, saved_args: Some(&saved), caller: ret_addr });
+    record(compiled, &ips, &Context { regs, saved_args: Some(&saved), caller: ret_addr, kprobe: None });
 }
 
 /// An fprobe event's handlers, run inline in the probe's entry and return.
@@ -1052,13 +1056,13 @@ impl probe::Handlers for EventHandlers {
 
 #[inline(always)]
 fn event_entry(fp: &Fprobe, entry_ip: usize, ret_ip: usize, fregs: &mut FtraceRegs, _data: &mut EntryData) -> bool {
-    record(compiled_of(fp), &[entry_ip as u64], &Context { regs: fregs.view(), saved_args: None, caller: ret_ip });
+    record(compiled_of(fp), &[entry_ip as u64], &Context { regs: fregs.view(), saved_args: None, caller: ret_ip, kprobe: None });
     true
 }
 
 #[inline(always)]
 fn event_exit(fp: &Fprobe, entry_ip: usize, ret_ip: usize, fregs: &mut FtraceRegs, data: &mut EntryData) {
     let data: &EntryData = data;
-    let context = Context { regs: fregs.view(), saved_args: Some(data), caller: ret_ip };
+    let context = Context { regs: fregs.view(), saved_args: Some(data), caller: ret_ip, kprobe: None };
     record(compiled_of(fp), &[entry_ip as u64, ret_ip as u64], &context);
 }
