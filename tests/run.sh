@@ -62,8 +62,9 @@ run_kernel() {
         -p kernel -- heap_round_trip >"$log" 2>&1
     status=$?
     set -e
-    if [ "$status" -ne 0 ] && grep -Eq "^$arch: 1 passed, 1 failed$" "$log"; then
-        echo "ok: the injected failure made the run exit with status $status"
+    if [ "$status" -ne 0 ] && grep -Eq "^$arch: 1 passed, 3 failed$" "$log" \
+        && [ "$(grep -c '^testing::injected_[a-z_]* \.\.\. FAILED$' "$log")" -eq 3 ]; then
+        echo "ok: the injected failures (a panic, a should_panic test that returned, a wrong panic message) made the run exit with status $status"
     else
         echo "FAILED: the injected failure did not fail the run (status $status):"
         cat "$log"

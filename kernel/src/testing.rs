@@ -14,8 +14,9 @@
 //! must not hold locks that later tests need (the console lock is reset).
 //!
 //! Kernel command-line options: `ktest.filter=TEXT` runs only the tests whose
-//! name contains TEXT; `ktest.inject_failure` adds one failing test, which the
-//! test driver uses to prove a failure makes the run fail.
+//! name contains TEXT; `ktest.inject_failure` adds three failing tests (a
+//! panic, a `should_panic` test that returns, one with the wrong message),
+//! which the test driver uses to prove each failure makes the run fail.
 
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
@@ -56,12 +57,24 @@ struct Run {
 
 static RUN: spin::Mutex<Option<Run>> = spin::Mutex::new(None);
 
-static INJECTED_FAILURE: Test =
-    Test { name: "testing::injected_failure", function: injected_failure, should_panic: ShouldPanic::No };
+/// What `ktest.inject_failure` adds: one test for each way a test fails
+/// (a panic; a `should_panic` test that returns; one that panics with
+/// another message), so the runner's failure paths are themselves tested.
+static INJECTED_FAILURES: [Test; 3] = [
+    Test { name: "testing::injected_failure", function: injected_failure, should_panic: ShouldPanic::No },
+    Test { name: "testing::injected_return", function: injected_return, should_panic: ShouldPanic::Yes },
+    Test {
+        name: "testing::injected_wrong_panic",
+        function: injected_failure,
+        should_panic: ShouldPanic::WithMessage("a message it does not print"),
+    },
+];
 
 fn injected_failure() {
     panic!("injected failure (ktest.inject_failure)");
 }
+
+fn injected_return() {}
 
 /// The `custom_test_frameworks` runner: runs every test, prints the summary
 /// and powers off.
@@ -72,7 +85,7 @@ pub fn run_tests(tests: &[&Test]) -> ! {
     let mut selected: Vec<&'static Test> =
         tests.iter().map(|test| unsafe { &*(*test as *const Test) }).filter(|test| test.name.contains(filter)).collect();
     if cmdline::option("ktest.inject_failure").is_some() {
-        selected.push(&INJECTED_FAILURE);
+        selected.extend(INJECTED_FAILURES.iter());
     }
     println!("running {} tests", selected.len());
     *RUN.lock() = Some(Run { tests: selected, next: 0, current: None, passed: 0, failed: 0 });
