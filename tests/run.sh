@@ -6,7 +6,7 @@
 #
 # `lint` is tests/lint.sh: rustfmt, clippy and rustdoc, warnings denied.
 # Each kernel run must end with `ARCH: N passed, 0 failed`. After each one, a
-# second short run injects a failing test (kernel option ktest.inject_failure)
+# second short run injects failing tests (kernel option ktest.inject_failure)
 # and must fail: proof that a failure really fails the run. Then the console
 # scenarios (tests/scenarios.sh) drive the shell as a user would, a script
 # waits on each answer through a fifo (tests/interactive.sh), and
