@@ -289,7 +289,7 @@ trigger_session=(
 )
 if run_session event-triggers "$(printf '%s\n' "${trigger_session[@]}")\n"; then
     expect "a comment line is no error: two refusals only" test "$(count_lines '^error: ')" -eq 2
-    expect "no trigger: the commands available" grep -qx "# traceon traceoff snapshot stacktrace" <<<"$out"
+    expect "no trigger: the commands available" grep -qx "# traceon traceoff snapshot stacktrace enable_event disable_event" <<<"$out"
     expect "the trigger reads back as Linux prints it" grep -qx "traceoff:unlimited if n == 2" <<<"$out"
     expect "traceon and traceoff are one kind" grep -q "^error: the event has a 'traceoff' trigger already" <<<"$out"
     expect "fib(2) switched tracing off" test "$(sed -n '/^> cat tracing_on$/{n;p}' <<<"$out")" = "0"

@@ -38,7 +38,7 @@ use core::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 
 use arch::ftrace_abi::{FtraceRegs, RegisterArgument, RegisterError, Saved, SavedRegs};
 use ftrace::event_filter::{FieldKind, FieldValue, FilterError, FilterField, FilterSlot};
-use ftrace::event_trigger::{Phase, StackStart, TriggerError, Triggers};
+use ftrace::event_trigger::{Applied, EventSwitch, Phase, Request, StackStart, TriggerError, Triggers};
 use ftrace::tracer::event_common;
 use ftrace::FilterMode;
 
@@ -74,6 +74,8 @@ pub enum EventError {
     Busy(String),
     /// Removing an event that has triggers.
     HasTriggers(String),
+    /// Removing an event another event's `enable_event` trigger names.
+    UsedByTrigger(String),
     Trigger(TriggerError),
     Probe(probe::FprobeError),
     Kprobe(KprobeError),
@@ -99,6 +101,9 @@ impl fmt::Display for EventError {
             EventError::NoSuchEvent(name) => write!(f, "no event '{name}'"),
             EventError::Busy(name) => write!(f, "event '{name}' is enabled; disable it first"),
             EventError::HasTriggers(name) => write!(f, "event '{name}' has triggers; remove them first"),
+            EventError::UsedByTrigger(name) => {
+                write!(f, "event '{name}' is switched by another event's trigger; remove that first")
+            }
             EventError::Trigger(error) => write!(f, "{error}"),
             EventError::Probe(error) => write!(f, "{error}"),
             EventError::Kprobe(error) => write!(f, "{error}"),
@@ -173,9 +178,16 @@ struct Compiled {
     triggers: Triggers,
     /// `events/GRP/EVENT/enable`.
     enabled: AtomicBool,
+    /// Soft mode: another event's `enable_event`/`disable_event` trigger
+    /// names this one. It is armed, and records while `soft_on` (not as
+    /// `enabled` says), as Linux's soft mode.
+    soft_mode: AtomicBool,
+    /// The switch those triggers flip from their event's hit path; `enable`
+    /// writes set it too.
+    soft_on: AtomicBool,
     /// Whether a hit takes the short path: enabled, with no strings, no
-    /// filter and no trigger (set by [`refresh_fast`] under the events'
-    /// lock whenever one of those changes).
+    /// filter, no trigger and not in soft mode (set by [`refresh_fast`]
+    /// under the events' lock whenever one of those changes).
     fast: AtomicBool,
     /// Times a handler recorded or tried to (`kprobe_profile`'s hits).
     hits: core::sync::atomic::AtomicU64,
@@ -237,8 +249,11 @@ struct Event {
     spec: EventSpec,
     compiled: Arc<Compiled>,
     function: usize,
-    /// Registered while the event is enabled or has triggers.
+    /// Registered while the event is enabled, has triggers or is in soft
+    /// mode.
     probe: Option<Armed>,
+    /// The `enable_event`/`disable_event` triggers naming this event.
+    soft_refs: usize,
     /// Misses of the probes this event rode on before the current one.
     missed_before: u64,
 }
@@ -248,14 +263,21 @@ impl Event {
         full_name(&self.spec.group, &self.spec.event)
     }
 
-    /// Refuses to remove an event that is enabled, has triggers, or
-    /// still has its probe (one that could not be unregistered).
+    /// Refuses to remove an event that is enabled, has triggers, is named
+    /// by another event's trigger, or still has its probe (one that could
+    /// not be unregistered).
     fn check_removable(&self) -> Result<(), EventError> {
-        if self.compiled.enabled.load(Ordering::Relaxed) || (self.probe.is_some() && !self.compiled.triggers.is_set()) {
+        if self.compiled.enabled.load(Ordering::Relaxed) {
             return Err(EventError::Busy(self.name()));
         }
         if self.compiled.triggers.is_set() {
             return Err(EventError::HasTriggers(self.name()));
+        }
+        if self.soft_refs > 0 {
+            return Err(EventError::UsedByTrigger(self.name()));
+        }
+        if self.probe.is_some() {
+            return Err(EventError::Busy(self.name()));
         }
         Ok(())
     }
@@ -351,6 +373,8 @@ fn compile(spec: &EventSpec) -> Result<(usize, Compiled), EventError> {
         filter: FilterSlot::new(),
         triggers: Triggers::new(),
         enabled: AtomicBool::new(false),
+        soft_mode: AtomicBool::new(false),
+        soft_on: AtomicBool::new(false),
         fast: AtomicBool::new(false),
         hits: core::sync::atomic::AtomicU64::new(0),
     };
@@ -454,7 +478,7 @@ fn write_probe_events(text: &str, mode: FilterMode, syntax: Syntax) -> Result<()
             if mode == FilterMode::Replace {
                 events.retain(|e| !e.in_syntax(syntax));
             }
-            events.push(Event { spec, compiled: Arc::new(compiled), function, probe: None, missed_before: 0 });
+            events.push(Event { spec, compiled: Arc::new(compiled), function, probe: None, soft_refs: 0, missed_before: 0 });
             Ok(())
         }
     }
@@ -504,6 +528,9 @@ pub fn set_enabled(group: &str, event: &str, enabled: bool) -> Result<(), EventE
     let mut events = EVENTS.lock();
     let entry = find(&mut events, group, event)?;
     let before = entry.compiled.enabled.swap(enabled, Ordering::Relaxed);
+    // In soft mode, `enable` sets the switch too, as Linux's write clears
+    // or sets SOFT_DISABLED.
+    entry.compiled.soft_on.store(enabled, Ordering::Relaxed);
     refresh_fast(&entry.compiled);
     update_probe(entry).inspect_err(|_| {
         entry.compiled.enabled.store(before, Ordering::Relaxed);
@@ -516,14 +543,15 @@ fn refresh_fast(compiled: &Compiled) {
     let fast = compiled.enabled.load(Ordering::Relaxed)
         && !compiled.has_strings
         && !compiled.filter.is_set()
-        && !compiled.triggers.is_set();
+        && !compiled.triggers.is_set()
+        && !compiled.soft_mode.load(Ordering::Relaxed);
     compiled.fast.store(fast, Ordering::Relaxed);
 }
 
 /// Registers the event's probe if it is enabled or has triggers, and
 /// unregisters it otherwise.
 fn update_probe(entry: &mut Event) -> Result<(), EventError> {
-    let wanted = entry.compiled.enabled.load(Ordering::Relaxed) || entry.compiled.triggers.is_set();
+    let wanted = entry.compiled.enabled.load(Ordering::Relaxed) || entry.compiled.triggers.is_set() || entry.soft_refs > 0;
     match (wanted, entry.probe.take()) {
         (true, Some(probe)) => entry.probe = Some(probe),
         (true, None) => entry.probe = Some(arm(entry)?),
@@ -545,29 +573,101 @@ fn update_probe(entry: &mut Event) -> Result<(), EventError> {
     Ok(())
 }
 
-/// `echo LINE > events/GRP/EVENT/trigger`: adds or (`!NAME`) removes one
-/// trigger, registering the event's probe for a first trigger and
-/// unregistering it after the last one if the event is not enabled. A
-/// refused line, or a probe that cannot be registered, changes nothing.
-pub fn write_trigger(group: &str, event: &str, text: &str) -> Result<(), EventError> {
+/// A parsed line written to `events/GRP/EVENT/trigger` (an
+/// `enable_event`'s switch already resolved): adds or removes one trigger,
+/// registering the event's probe for a first trigger and unregistering it
+/// after the last one if nothing else keeps it. A refused line, or a probe
+/// that cannot be registered, changes nothing.
+pub fn apply_trigger(group: &str, event: &str, request: Request) -> Result<Applied, EventError> {
     let mut events = EVENTS.lock();
     let entry = find(&mut events, group, event)?;
     let compiled = entry.compiled.clone();
-    let added = compiled.triggers.write(ftrace::instance::top(), text, &compiled.filter_fields()).map_err(EventError::Trigger)?;
+    let applied = compiled.triggers.apply(ftrace::instance::top(), request).map_err(EventError::Trigger)?;
     refresh_fast(&compiled);
     update_probe(entry).inspect_err(|_| {
-        if let Some(command) = added {
-            compiled.triggers.remove(command);
+        if let Applied::Added(command, target) = &applied {
+            compiled.triggers.remove(*command, target.as_ref());
             refresh_fast(&compiled);
         }
-    })
+    })?;
+    Ok(applied)
 }
 
-/// Whether the event has triggers (`cat enable` marks it `*`, as Linux
-/// marks an event its triggers keep armed).
-pub fn has_triggers(group: &str, event: &str) -> Result<bool, EventError> {
+/// The fields an event's filters (and triggers' filters) can name.
+pub fn filter_fields(group: &str, event: &str) -> Result<Vec<FilterField>, EventError> {
     let mut events = EVENTS.lock();
-    Ok(find(&mut events, group, event)?.compiled.triggers.is_set())
+    Ok(find(&mut events, group, event)?.compiled.filter_fields())
+}
+
+impl Compiled {
+    /// Whether a hit records: as `enable` says, or in soft mode as the
+    /// triggers' switch says.
+    fn records(&self) -> bool {
+        match self.soft_mode.load(Ordering::Relaxed) {
+            true => self.soft_on.load(Ordering::Relaxed),
+            false => self.enabled.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl EventSwitch for Compiled {
+    fn soft_on(&self) -> bool {
+        self.soft_on.load(Ordering::Relaxed)
+    }
+
+    fn set_soft(&self, on: bool) {
+        self.soft_on.store(on, Ordering::Relaxed);
+    }
+}
+
+/// For a new `enable_event`/`disable_event` trigger naming this event: puts
+/// it in soft mode (armed, recording while the trigger's switch is on) and
+/// answers the switch.
+pub fn acquire_soft(group: &str, event: &str) -> Result<Arc<dyn EventSwitch>, EventError> {
+    let mut events = EVENTS.lock();
+    let entry = find(&mut events, group, event)?;
+    entry.soft_refs += 1;
+    if entry.soft_refs == 1 {
+        // Recording goes on as it was until a trigger switches it.
+        entry.compiled.soft_on.store(entry.compiled.enabled.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+    entry.compiled.soft_mode.store(true, Ordering::Relaxed);
+    refresh_fast(&entry.compiled);
+    if let Err(error) = update_probe(entry) {
+        release(entry);
+        return Err(error);
+    }
+    Ok(entry.compiled.clone())
+}
+
+/// A trigger naming this event went (or was refused after
+/// [`acquire_soft`]): the last one takes the event out of soft mode.
+pub fn release_soft(group: &str, event: &str) {
+    let mut events = EVENTS.lock();
+    if let Ok(entry) = find(&mut events, group, event) {
+        release(entry);
+        // Nothing to do if it cannot be unregistered now: it stays armed,
+        // recording only if enabled, and goes with the event.
+        let _ = update_probe(entry);
+    }
+}
+
+fn release(entry: &mut Event) {
+    entry.soft_refs = entry.soft_refs.saturating_sub(1);
+    if entry.soft_refs == 0 {
+        entry.compiled.soft_on.store(false, Ordering::Relaxed);
+        entry.compiled.soft_mode.store(false, Ordering::Relaxed);
+        refresh_fast(&entry.compiled);
+    }
+}
+
+/// What `cat enable` shows, as Linux: whether the event records, and
+/// whether triggers keep it armed (its own, or another event's naming it:
+/// the `*` of soft mode).
+pub fn enable_state(group: &str, event: &str) -> Result<(bool, bool), EventError> {
+    let mut events = EVENTS.lock();
+    let entry = find(&mut events, group, event)?;
+    Ok((entry.compiled.records(), entry.compiled.triggers.is_set() || entry.soft_refs > 0))
 }
 
 /// `cat events/GRP/EVENT/trigger`.
@@ -927,7 +1027,7 @@ fn fetch_number(fetch: &Fetch, ty: ArgType, context: &Context) -> Option<u64> {
 #[inline(never)]
 fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
     let triggered = compiled.triggers.is_set();
-    let records = compiled.enabled.load(Ordering::Relaxed) && ftrace::event_pid::records_current();
+    let records = compiled.records() && ftrace::event_pid::records_current();
     if !records && !triggered {
         return;
     }

@@ -1,37 +1,47 @@
 //! Event triggers: `events/GRP/EVENT/trigger`, Linux's way of acting when an
-//! event fires. `traceon`, `traceoff`, `snapshot` and `stacktrace`, each
-//! with an optional count (`traceoff:1`) and filter (`stacktrace if
-//! prev_pid == 0`); `!NAME` removes one.
+//! event fires. `traceon`, `traceoff`, `snapshot`, `stacktrace` and
+//! `enable_event:GRP:EVENT` / `disable_event:GRP:EVENT`, each with an
+//! optional count (`traceoff:1`) and filter (`stacktrace if prev_pid ==
+//! 0`); `!NAME` removes one.
 //!
 //! Design. An event keeps its triggers in a [`Triggers`]: a list published
 //! whole (each write builds a new one; the old one is freed after a grace
 //! period) that the event's hit path reads without a lock. The counts live
 //! in the triggers, which every list holding them shares (`Arc`): adding or
-//! removing one trigger leaves another's count alone.
+//! removing one trigger leaves another's count alone. An `enable_event`
+//! trigger holds its target's [`EventSwitch`], which tracefs resolves when
+//! the trigger is written: while such a trigger exists the target is in
+//! *soft mode* (Linux's name): armed, and recording as the switch says
+//! (which starts as its `enable` and which `enable` writes set), the
+//! trigger flipping the switch from its own event's hit path.
 //!
 //! What a hit does, as in Linux: triggers run whether or not the event is
 //! enabled (an event with triggers fires even with `enable` at 0, and then
 //! records nothing) and whatever the event's own filter keeps. An
-//! unfiltered `traceon` or `snapshot` acts before the event is recorded;
-//! every other trigger after it (so a `traceoff` keeps the event that
-//! stopped tracing, and a filtered trigger reads the event's fields). An
-//! event has at most one trigger of a kind (`traceon` and `traceoff` are
-//! one kind), as in Linux; `!NAME` removes the trigger of NAME's kind, and
-//! removing one that is not there does nothing, as in Linux. `traceon`/`traceoff` count only the hits that change
-//! `tracing_on`; `snapshot`/`stacktrace` count every hit they act on (not
-//! a stack trace while tracing is off, nor a snapshot with no snapshot
-//! buffer: those do nothing and keep their count).
+//! unfiltered `traceon`, `snapshot` or `enable_event`/`disable_event` acts
+//! before the event is recorded; every other trigger after it (so a
+//! `traceoff` keeps the event that stopped tracing, and a filtered trigger
+//! reads the event's fields). An event has at most one trigger of a kind
+//! (`traceon` and `traceoff` are one kind, as are `enable_event` and
+//! `disable_event` of one target), as in Linux; `!NAME` removes the
+//! trigger of NAME's kind, and removing one that is not there does nothing,
+//! as in Linux. `traceon`/`traceoff` and `enable_event`/`disable_event`
+//! count only the hits that change what they switch;
+//! `snapshot`/`stacktrace` count every hit they act on (not a stack trace
+//! while tracing is off, nor a snapshot with no snapshot buffer: those do
+//! nothing and keep their count).
 //!
-//! Failure modes: a bad line (an unknown command, a malformed count, a bad
-//! filter, a second trigger of a kind) changes nothing and says why. A
-//! `snapshot` trigger allocates the snapshot buffer when it is added (a hit
-//! cannot allocate); without memory it is refused.
+//! Failure modes: a bad line (an unknown command or event, a malformed
+//! count, a bad filter, a second trigger of a kind) changes nothing and
+//! says why. A `snapshot` trigger allocates the snapshot buffer when it is
+//! added (a hit cannot allocate); without memory it is refused. An event
+//! named by a trigger, or with triggers, cannot be removed.
 //!
 //! Not as in Linux: `set_event_pid` decides what an event records, not
-//! which hits its triggers see; `enable_event`, `disable_event` and `hist`
-//! are not implemented.
+//! which hits its triggers see; `hist` is not implemented.
 
 use alloc::string::{String, ToString};
+use alloc::sync::Arc;
 use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -44,12 +54,38 @@ pub enum TriggerCommand {
     TraceOff,
     Snapshot,
     StackTrace,
+    /// `enable_event:GRP:EVENT`: the other event starts recording.
+    EnableEvent,
+    /// `disable_event:GRP:EVENT`: it stops.
+    DisableEvent,
+}
+
+/// The event an `enable_event`/`disable_event` trigger switches. While
+/// such a trigger exists its event is in *soft mode* (Linux's name): armed
+/// whether or not it is enabled, and recording while its soft switch is on.
+/// The hit path of the trigger's own event flips the switch.
+pub trait EventSwitch: Send + Sync {
+    fn soft_on(&self) -> bool;
+    fn set_soft(&self, on: bool);
+}
+
+/// `GRP:EVENT`, as an `enable_event` trigger names its event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventName {
+    pub group: String,
+    pub event: String,
 }
 
 impl TriggerCommand {
     /// Every command, in the order `cat trigger` lists them.
-    pub const ALL: [TriggerCommand; 4] =
-        [TriggerCommand::TraceOn, TriggerCommand::TraceOff, TriggerCommand::Snapshot, TriggerCommand::StackTrace];
+    pub const ALL: [TriggerCommand; 6] = [
+        TriggerCommand::TraceOn,
+        TriggerCommand::TraceOff,
+        TriggerCommand::Snapshot,
+        TriggerCommand::StackTrace,
+        TriggerCommand::EnableEvent,
+        TriggerCommand::DisableEvent,
+    ];
 
     /// The command called `name`.
     pub fn from_name(name: &str) -> Option<TriggerCommand> {
@@ -63,17 +99,26 @@ impl TriggerCommand {
             TriggerCommand::TraceOff => "traceoff",
             TriggerCommand::Snapshot => "snapshot",
             TriggerCommand::StackTrace => "stacktrace",
+            TriggerCommand::EnableEvent => "enable_event",
+            TriggerCommand::DisableEvent => "disable_event",
         }
     }
 
+    /// Whether it names another event (`enable_event:GRP:EVENT`).
+    pub fn takes_event(self) -> bool {
+        matches!(self, TriggerCommand::EnableEvent | TriggerCommand::DisableEvent)
+    }
+
     /// Whether `other` is the same kind (an event has one of a kind):
-    /// `traceon` and `traceoff` are one kind, as in Linux.
+    /// `traceon` and `traceoff` are one kind, as are `enable_event` and
+    /// `disable_event` (of one target), as in Linux.
     #[cfg_attr(not(any(test, target_os = "none")), allow(dead_code))]
     fn same_kind(self, other: TriggerCommand) -> bool {
         let kind = |command| match command {
             TriggerCommand::TraceOn | TriggerCommand::TraceOff => 0,
             TriggerCommand::Snapshot => 1,
             TriggerCommand::StackTrace => 2,
+            TriggerCommand::EnableEvent | TriggerCommand::DisableEvent => 3,
         };
         kind(self) == kind(other)
     }
@@ -90,18 +135,45 @@ pub enum Phase {
 const UNLIMITED: u64 = u64::MAX;
 
 /// One trigger of an event.
-#[derive(Debug)]
 pub struct Trigger {
     command: TriggerCommand,
     /// Actions left, or [`UNLIMITED`].
     left: AtomicU64,
     filter: Option<EventFilter>,
+    /// The event an `enable_event`/`disable_event` switches, and (once
+    /// tracefs resolved the name) its switch.
+    target: Option<EventName>,
+    switch: Option<Arc<dyn EventSwitch>>,
+}
+
+impl fmt::Debug for Trigger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.line())
+    }
 }
 
 impl Trigger {
     /// Its command.
     pub fn command(&self) -> TriggerCommand {
         self.command
+    }
+
+    /// The event it switches (`enable_event`/`disable_event`).
+    pub fn target(&self) -> Option<&EventName> {
+        self.target.as_ref()
+    }
+
+    /// With the switch of its target, resolved by the caller.
+    pub fn with_switch(mut self, switch: Arc<dyn EventSwitch>) -> Trigger {
+        self.switch = Some(switch);
+        self
+    }
+
+    /// Whether `command` of `target` is this trigger's kind (what an add
+    /// collides with and a removal takes off).
+    #[cfg_attr(not(any(test, target_os = "none")), allow(dead_code))]
+    fn is_kind(&self, command: TriggerCommand, target: Option<&EventName>) -> bool {
+        self.command.same_kind(command) && self.target.as_ref() == target
     }
 
     /// When it acts.
@@ -118,6 +190,9 @@ impl Trigger {
     /// `stacktrace:count=2 if prev_pid == 0`.
     pub fn line(&self) -> String {
         let mut line = String::from(self.command.name());
+        if let Some(target) = &self.target {
+            line.push_str(&alloc::format!(":{}:{}", target.group, target.event));
+        }
         match self.left.load(Ordering::Relaxed) {
             UNLIMITED => line.push_str(":unlimited"),
             n => line.push_str(&alloc::format!(":count={n}")),
@@ -146,8 +221,9 @@ impl Trigger {
 #[derive(Debug)]
 pub enum Request {
     Add(Trigger),
-    /// `!NAME`: the event's trigger of that command goes.
-    Remove(TriggerCommand),
+    /// `!NAME[:GRP:EVENT]`: the event's trigger of that kind (and target)
+    /// goes.
+    Remove(TriggerCommand, Option<EventName>),
 }
 
 /// Why a trigger line was refused; nothing changed.
@@ -163,26 +239,34 @@ pub enum TriggerError {
     Exists(&'static str),
     /// No memory for the snapshot buffer a `snapshot` trigger needs.
     NoMemory,
+    /// `enable_event` without `:GRP:EVENT`.
+    MissingEvent(&'static str),
+    /// An `enable_event` naming no event; or why its event cannot be
+    /// switched.
+    Target(String),
 }
 
 impl fmt::Display for TriggerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TriggerError::UnknownCommand(name) => {
-                write!(f, "unknown trigger '{name}' (traceon, traceoff, snapshot, stacktrace)")
+                write!(f, "unknown trigger '{name}' (traceon, traceoff, snapshot, stacktrace, enable_event, disable_event)")
             }
             TriggerError::BadCount(count) => write!(f, "bad trigger count '{count}'"),
             TriggerError::Malformed(text) => write!(f, "expected ':COUNT' or 'if FILTER', found '{text}'"),
             TriggerError::Filter(error) => write!(f, "trigger filter: {error}"),
             TriggerError::Exists(name) => write!(f, "the event has a '{name}' trigger already (remove it with '!{name}')"),
             TriggerError::NoMemory => write!(f, "not enough memory for the snapshot buffer"),
+            TriggerError::MissingEvent(name) => write!(f, "'{name}' needs the event to switch: {name}:GRP:EVENT"),
+            TriggerError::Target(why) => write!(f, "{why}"),
         }
     }
 }
 
-/// Parses one trigger line, `[!]NAME[:COUNT] [if FILTER]`, the filter over
-/// the event's `fields`. A count is decimal, `0x` hex or `0` octal, as
-/// Linux's `kstrtoul` (base 0) takes it.
+/// Parses one trigger line, `[!]NAME[:COUNT] [if FILTER]` or
+/// `[!]enable_event:GRP:EVENT[:COUNT] [if FILTER]` (and `disable_event`),
+/// the filter over the event's `fields`. A count is decimal, `0x` hex or
+/// `0` octal, as Linux's `kstrtoul` (base 0) takes it.
 pub fn parse(text: &str, fields: &[FilterField]) -> Result<Request, TriggerError> {
     let text = text.trim();
     let split = text.find(|c: char| c == ':' || c.is_ascii_whitespace()).unwrap_or(text.len());
@@ -193,8 +277,24 @@ pub fn parse(text: &str, fields: &[FilterField]) -> Result<Request, TriggerError
         None => (false, name),
     };
     let command = TriggerCommand::from_name(name).ok_or_else(|| TriggerError::UnknownCommand(name.to_string()))?;
+    // `GRP:EVENT` first, for the commands that switch an event; what
+    // follows it is read as for the others.
+    let (target, rest) = if command.takes_event() {
+        let end = rest.find(|c: char| c.is_ascii_whitespace()).unwrap_or(rest.len());
+        let (param, after) = rest.split_at(end);
+        let mut parts = param.splitn(3, ':');
+        let (Some(group), Some(event)) = (parts.next().filter(|g| !g.is_empty()), parts.next().filter(|e| !e.is_empty())) else {
+            return Err(TriggerError::MissingEvent(command.name()));
+        };
+        let count = parts.next().unwrap_or("");
+        let target = EventName { group: group.to_string(), event: event.to_string() };
+        (Some(target), alloc::format!("{count}{after}"))
+    } else {
+        (None, rest.to_string())
+    };
+    let rest = rest.trim_start();
     if remove {
-        return Ok(Request::Remove(command));
+        return Ok(Request::Remove(command, target));
     }
     // As Linux separates them: a count starts with a digit; anything else
     // is the filter.
@@ -218,7 +318,7 @@ pub fn parse(text: &str, fields: &[FilterField]) -> Result<Request, TriggerError
             Some(EventFilter::parse(expression, fields).map_err(TriggerError::Filter)?)
         }
     };
-    Ok(Request::Add(Trigger { command, left: AtomicU64::new(count.unwrap_or(UNLIMITED)), filter }))
+    Ok(Request::Add(Trigger { command, left: AtomicU64::new(count.unwrap_or(UNLIMITED)), filter, target, switch: None }))
 }
 
 fn parse_count(text: &str) -> Result<u64, TriggerError> {
@@ -232,10 +332,10 @@ fn parse_count(text: &str) -> Result<u64, TriggerError> {
 }
 
 /// What `cat trigger` prints for an event with no trigger.
-pub const AVAILABLE: &str = "# Available triggers:\n# traceon traceoff snapshot stacktrace\n";
+pub const AVAILABLE: &str = "# Available triggers:\n# traceon traceoff snapshot stacktrace enable_event disable_event\n";
 
 #[cfg(target_os = "none")]
-pub use kernel_side::{StackStart, Triggers};
+pub use kernel_side::{Applied, StackStart, Triggers};
 
 #[cfg(target_os = "none")]
 mod kernel_side {
@@ -243,9 +343,9 @@ mod kernel_side {
     use alloc::sync::Arc;
     use alloc::vec::Vec;
 
-    use super::{parse, Phase, Request, Trigger, TriggerCommand, TriggerError, AVAILABLE};
+    use super::{EventName, Phase, Request, Trigger, TriggerCommand, TriggerError, AVAILABLE};
     use crate::deferred::Published;
-    use crate::event_filter::{FieldValue, FilterField};
+    use crate::event_filter::FieldValue;
     use crate::instance::TraceArray;
 
     /// Where a `stacktrace` trigger's call chain starts: the addresses the
@@ -255,6 +355,14 @@ mod kernel_side {
     pub struct StackStart {
         pub addresses: [usize; 2],
         pub fp: usize,
+    }
+
+    /// What [`Triggers::apply`] did.
+    #[derive(Debug, PartialEq, Eq)]
+    pub enum Applied {
+        Nothing,
+        Added(TriggerCommand, Option<EventName>),
+        Removed(TriggerCommand, Option<EventName>),
     }
 
     /// An event's triggers, read without a lock by its hit path.
@@ -282,57 +390,49 @@ mod kernel_side {
             !self.list.is_empty()
         }
 
-        /// Applies one line written to the event's `trigger` file (its
-        /// filters over `fields`), for the events of `array`: the command it
-        /// added, if it added one (a caller that cannot go on takes it back
-        /// with [`remove`](Self::remove)). A line with only blanks does
-        /// nothing.
-        pub fn write(
-            &self,
-            array: &TraceArray,
-            text: &str,
-            fields: &[FilterField],
-        ) -> Result<Option<TriggerCommand>, TriggerError> {
-            if text.trim().is_empty() {
-                return Ok(None);
-            }
-            let request = parse(text, fields)?;
+        /// Applies one line written to the event's `trigger` file, parsed
+        /// (by [`super::parse`]; an `enable_event`'s switch resolved), for the
+        /// events of `array`: what it added or removed.
+        pub fn apply(&self, array: &TraceArray, request: Request) -> Result<Applied, TriggerError> {
             let _writers = self.writers.lock();
             let mut list: Vec<Arc<Trigger>> = self.list.read(|list| list.cloned().unwrap_or_default());
-            let added = match request {
+            let applied = match request {
                 // By kind, as Linux matches a removal: `!traceon` takes off
                 // a `traceoff` too.
-                Request::Remove(command) => {
-                    let before = list.len();
-                    list.retain(|trigger| !trigger.command.same_kind(command));
-                    if list.len() == before {
-                        return Ok(None);
-                    }
-                    None
+                Request::Remove(command, target) => {
+                    let Some(at) = list.iter().position(|trigger| trigger.is_kind(command, target.as_ref())) else {
+                        return Ok(Applied::Nothing);
+                    };
+                    let removed = list.remove(at);
+                    Applied::Removed(removed.command, removed.target.clone())
                 }
                 Request::Add(trigger) => {
-                    if let Some(existing) = list.iter().find(|t| t.command.same_kind(trigger.command)) {
+                    if let Some(existing) = list.iter().find(|t| t.is_kind(trigger.command, trigger.target.as_ref())) {
                         return Err(TriggerError::Exists(existing.command.name()));
+                    }
+                    if trigger.command.takes_event() && trigger.switch.is_none() {
+                        return Err(TriggerError::MissingEvent(trigger.command.name()));
                     }
                     if trigger.command == TriggerCommand::Snapshot {
                         // Kept when the trigger goes, as Linux keeps it.
                         array.buffer().alloc_snapshot().map_err(|_| TriggerError::NoMemory)?;
                     }
-                    let command = trigger.command;
+                    let added = Applied::Added(trigger.command, trigger.target.clone());
                     // Newest first, as Linux lists them.
                     list.insert(0, Arc::new(trigger));
-                    Some(command)
+                    added
                 }
             };
             self.list.replace((!list.is_empty()).then_some(list));
-            Ok(added)
+            Ok(applied)
         }
 
-        /// Removes the trigger of `command`'s kind, if there is one.
-        pub fn remove(&self, command: TriggerCommand) {
+        /// Removes the trigger of `command`'s kind (and target), if there is
+        /// one: a caller that could not go on after adding it.
+        pub fn remove(&self, command: TriggerCommand, target: Option<&EventName>) {
             let _writers = self.writers.lock();
             let mut list: Vec<Arc<Trigger>> = self.list.read(|list| list.cloned().unwrap_or_default());
-            list.retain(|trigger| !trigger.command.same_kind(command));
+            list.retain(|trigger| !trigger.is_kind(command, target));
             self.list.replace((!list.is_empty()).then_some(list));
         }
 
@@ -375,6 +475,15 @@ mod kernel_side {
             // would not run).
             TriggerCommand::Snapshot if buffer.snapshot_allocated() && trigger.take() => {
                 buffer.swap_snapshot();
+            }
+            // As Linux counts them: only the hits that change the switch.
+            TriggerCommand::EnableEvent | TriggerCommand::DisableEvent => {
+                let on = trigger.command == TriggerCommand::EnableEvent;
+                if let Some(switch) = &trigger.switch {
+                    if switch.soft_on() != on && trigger.take() {
+                        switch.set_soft(on);
+                    }
+                }
             }
             TriggerCommand::StackTrace if buffer.is_on() && trigger.take() => {
                 let known = stack.addresses.into_iter().filter(|&address| address != 0);
@@ -425,8 +534,39 @@ mod tests {
 
     #[test]
     fn removal_names_only_the_command() {
-        assert!(matches!(parse("!traceoff", &fields()), Ok(Request::Remove(TriggerCommand::TraceOff))));
-        assert!(matches!(parse("!stacktrace:3 if prev_pid == 0", &fields()), Ok(Request::Remove(TriggerCommand::StackTrace))));
+        assert!(matches!(parse("!traceoff", &fields()), Ok(Request::Remove(TriggerCommand::TraceOff, None))));
+        assert!(matches!(
+            parse("!stacktrace:3 if prev_pid == 0", &fields()),
+            Ok(Request::Remove(TriggerCommand::StackTrace, None))
+        ));
+        let Ok(Request::Remove(TriggerCommand::DisableEvent, Some(target))) =
+            parse("!disable_event:sched:sched_switch", &fields())
+        else {
+            panic!("a removal names its event")
+        };
+        assert_eq!((target.group.as_str(), target.event.as_str()), ("sched", "sched_switch"));
+    }
+
+    #[test]
+    fn enable_event_names_the_event_then_a_count_and_a_filter() {
+        assert_eq!(added("enable_event:sched:sched_switch").line(), "enable_event:sched:sched_switch:unlimited");
+        assert_eq!(added("disable_event:fprobes:fibt:2").line(), "disable_event:fprobes:fibt:count=2");
+        assert_eq!(
+            added("enable_event:fprobes:fibt:1 if prev_pid == 3").line(),
+            "enable_event:fprobes:fibt:count=1 if prev_pid == 3"
+        );
+        assert_eq!(added("enable_event:g:e if prev_pid == 3").line(), "enable_event:g:e:unlimited if prev_pid == 3");
+        assert_eq!(added("enable_event:g:e").phase(), Phase::BeforeRecord);
+        let error = |text: &str| parse(text, &fields()).unwrap_err();
+        assert_eq!(error("enable_event"), TriggerError::MissingEvent("enable_event"));
+        assert_eq!(error("enable_event:sched"), TriggerError::MissingEvent("enable_event"));
+        assert_eq!(error("disable_event:g:e:x"), TriggerError::Malformed("x".into()));
+        assert!(TriggerCommand::EnableEvent.same_kind(TriggerCommand::DisableEvent));
+        let name = |group: &str, event: &str| EventName { group: group.into(), event: event.into() };
+        let enable = added("enable_event:g:e");
+        assert!(enable.is_kind(TriggerCommand::DisableEvent, Some(&name("g", "e"))), "one kind per target");
+        assert!(!enable.is_kind(TriggerCommand::EnableEvent, Some(&name("g", "f"))), "another target");
+        assert!(!enable.is_kind(TriggerCommand::EnableEvent, None));
     }
 
     #[test]

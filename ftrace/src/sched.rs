@@ -12,13 +12,13 @@
 
 use alloc::collections::VecDeque;
 use alloc::string::String;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use arch::sync::SpinLock;
 
 use crate::event::{FixedEvent, SchedSwitchEvent, SchedWakeupEvent, DEFAULT_PRIO, SCHED_SWITCH, SCHED_WAKEUP, STATE_REPORT_MAX};
 use crate::event_filter::{FieldKind, FieldValue, FilterError, FilterField, FilterSlot};
-use crate::event_trigger::{Phase, StackStart, TriggerError, Triggers};
+use crate::event_trigger::{Applied, EventSwitch, Phase, Request, StackStart, TriggerError, Triggers};
 use crate::task::TaskTrace;
 use crate::tracer::event_common;
 
@@ -126,9 +126,52 @@ impl SchedEvent {
         }
     }
 
-    /// `echo LINE > events/sched/NAME/trigger`.
-    pub fn write_trigger(self, text: &str) -> Result<(), TriggerError> {
-        self.triggers().write(crate::instance::top(), text, &self.filter_fields()).map(drop)
+    /// A parsed line written to `events/sched/NAME/trigger`.
+    pub fn apply_trigger(self, request: Request) -> Result<Applied, TriggerError> {
+        self.triggers().apply(crate::instance::top(), request)
+    }
+
+    fn soft(self) -> (&'static AtomicBool, &'static AtomicUsize) {
+        match self {
+            SchedEvent::Switch => (&SWITCH_SOFT, &SWITCH_SOFT_REFS),
+            SchedEvent::Wakeup => (&WAKEUP_SOFT, &WAKEUP_SOFT_REFS),
+        }
+    }
+
+    /// For a new `enable_event`/`disable_event` trigger naming it: its
+    /// switch (the event is in soft mode while one exists).
+    pub fn acquire_soft(self) -> alloc::sync::Arc<dyn EventSwitch> {
+        let (soft_on, refs) = self.soft();
+        if refs.load(Ordering::Relaxed) == 0 {
+            // Recording goes on as it was until a trigger switches it.
+            soft_on.store(self.is_enabled(), Ordering::Relaxed);
+        }
+        refs.fetch_add(1, Ordering::Relaxed);
+        alloc::sync::Arc::new(SchedSoft(self))
+    }
+
+    /// A trigger naming it went: the last one takes it out of soft mode.
+    pub fn release_soft(self) {
+        let (on, refs) = self.soft();
+        if refs.fetch_sub(1, Ordering::Relaxed) == 1 {
+            on.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether triggers keep it armed (`cat enable` marks it `*`): its
+    /// own, or another event's naming it.
+    pub fn in_soft_mode(self) -> bool {
+        self.triggers().is_set() || self.soft().1.load(Ordering::Relaxed) > 0
+    }
+
+    /// Whether it records: as `enable` says, or in soft mode (another
+    /// event's trigger names it) as that trigger's switch says.
+    pub fn records(self) -> bool {
+        let (soft_on, refs) = self.soft();
+        match refs.load(Ordering::Relaxed) > 0 {
+            true => soft_on.load(Ordering::Relaxed),
+            false => self.flag().load(Ordering::Relaxed),
+        }
     }
 
     /// `cat events/sched/NAME/trigger`.
@@ -136,19 +179,15 @@ impl SchedEvent {
         self.triggers().text()
     }
 
-    /// Whether it has triggers.
-    pub fn has_triggers(self) -> bool {
-        self.triggers().is_set()
-    }
-
     /// Whether it records.
     pub fn is_enabled(self) -> bool {
         self.flag().load(Ordering::Relaxed)
     }
 
-    /// Switches it.
+    /// Switches it (in soft mode, the soft switch too, as in Linux).
     pub fn set_enabled(self, on: bool) {
         self.flag().store(on, Ordering::Relaxed);
+        self.soft().0.store(on, Ordering::Relaxed);
     }
 }
 
@@ -158,6 +197,25 @@ static SWITCH_FILTER: FilterSlot = FilterSlot::new();
 static WAKEUP_FILTER: FilterSlot = FilterSlot::new();
 static SWITCH_TRIGGERS: Triggers = Triggers::new();
 static WAKEUP_TRIGGERS: Triggers = Triggers::new();
+/// The soft switches `enable_event`/`disable_event` triggers flip, and how
+/// many such triggers name each event.
+static SWITCH_SOFT: AtomicBool = AtomicBool::new(false);
+static WAKEUP_SOFT: AtomicBool = AtomicBool::new(false);
+static SWITCH_SOFT_REFS: AtomicUsize = AtomicUsize::new(0);
+static WAKEUP_SOFT_REFS: AtomicUsize = AtomicUsize::new(0);
+
+/// A scheduler event's soft switch, for a trigger.
+struct SchedSoft(SchedEvent);
+
+impl EventSwitch for SchedSoft {
+    fn soft_on(&self) -> bool {
+        self.0.soft().0.load(Ordering::Relaxed)
+    }
+
+    fn set_soft(&self, on: bool) {
+        self.0.soft().0.store(on, Ordering::Relaxed);
+    }
+}
 
 fn switch_field(event: &SchedSwitchEvent, field: usize) -> FieldValue<'_> {
     match field {
@@ -190,7 +248,7 @@ fn wakeup_field(event: &SchedWakeupEvent, field: usize) -> FieldValue<'_> {
 /// function's frame record, at its caller.
 #[inline(never)]
 pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
-    let on = SWITCH_ON.load(Ordering::Relaxed);
+    let on = SchedEvent::Switch.records();
     let triggered = SWITCH_TRIGGERS.is_set();
     if !on && !triggered {
         return;
@@ -222,7 +280,7 @@ pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
 /// [`trace_switch`].
 #[inline(never)]
 pub fn trace_wakeup(task: &TaskTrace, target_cpu: usize) {
-    let on = WAKEUP_ON.load(Ordering::Relaxed);
+    let on = SchedEvent::Wakeup.records();
     let triggered = WAKEUP_TRIGGERS.is_set();
     if !on && !triggered {
         return;

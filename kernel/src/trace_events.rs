@@ -10,6 +10,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt::Write;
 
+use ftrace::event_trigger::{Applied, EventName, Request};
 use ftrace::sched::SchedEvent;
 use ftrace::FilterMode;
 
@@ -67,19 +68,63 @@ pub fn set_filter(group: &str, event: &str, text: &str) -> Result<(), TracefsErr
 }
 
 /// `echo LINE > events/GRP/EVENT/trigger` (`>>` the same): adds or
-/// (`!NAME`) removes one trigger; a bad line changes nothing.
+/// (`!NAME`) removes one trigger; a bad line changes nothing. An
+/// `enable_event:GRP:EVENT` puts that event in soft mode for as long as the
+/// trigger exists (taken here, before the trigger is added, and given back
+/// if it is refused or once it is removed).
 pub fn write_trigger(group: &str, event: &str, text: &str) -> Result<(), TracefsError> {
-    match SchedEvent::find(group, event) {
-        Some(sched) => sched.write_trigger(text).map_err(invalid),
-        None => fprobe::events::write_trigger(group, event, text).map_err(invalid),
+    if text.trim().is_empty() {
+        return Ok(());
+    }
+    let sched = SchedEvent::find(group, event);
+    let fields = match sched {
+        Some(sched) => sched.filter_fields(),
+        None => fprobe::events::filter_fields(group, event).map_err(invalid)?,
+    };
+    let (request, acquired) = match ftrace::event_trigger::parse(text, &fields).map_err(invalid)? {
+        Request::Add(trigger) => match trigger.target().cloned() {
+            Some(target) => {
+                let switch = acquire_soft(&target)?;
+                (Request::Add(trigger.with_switch(switch)), Some(target))
+            }
+            None => (Request::Add(trigger), None),
+        },
+        removal => (removal, None),
+    };
+    let applied = match sched {
+        Some(sched) => sched.apply_trigger(request).map_err(invalid),
+        None => fprobe::events::apply_trigger(group, event, request).map_err(invalid),
+    };
+    match (&applied, acquired) {
+        // Refused, or the same trigger was there: the reference goes back.
+        (Err(_), Some(target)) => release_soft(&target),
+        (Ok(Applied::Removed(_, Some(target))), _) => release_soft(target),
+        _ => {}
+    }
+    applied.map(drop)
+}
+
+fn acquire_soft(target: &EventName) -> Result<alloc::sync::Arc<dyn ftrace::event_trigger::EventSwitch>, TracefsError> {
+    match SchedEvent::find(&target.group, &target.event) {
+        Some(sched) => Ok(sched.acquire_soft()),
+        None => fprobe::events::acquire_soft(&target.group, &target.event).map_err(invalid),
     }
 }
 
-/// Whether the event has triggers.
-pub fn has_triggers(group: &str, event: &str) -> Result<bool, TracefsError> {
+fn release_soft(target: &EventName) {
+    match SchedEvent::find(&target.group, &target.event) {
+        Some(sched) => sched.release_soft(),
+        None => fprobe::events::release_soft(&target.group, &target.event),
+    }
+}
+
+/// What `cat events/GRP/EVENT/enable` shows, as Linux: whether the event
+/// records, and whether triggers keep it armed (its own, or another
+/// event's `enable_event` naming it: soft mode, marked `*`).
+pub fn enable_state(group: &str, event: &str) -> Result<(bool, bool), TracefsError> {
     match SchedEvent::find(group, event) {
-        Some(sched) => Ok(sched.has_triggers()),
-        None => fprobe::events::has_triggers(group, event).map_err(invalid),
+        Some(sched) => Ok((sched.records(), sched.in_soft_mode())),
+        None => fprobe::events::enable_state(group, event).map_err(invalid),
     }
 }
 

@@ -386,10 +386,10 @@ fn event_error(error: fprobe::events::EventError) -> TracefsError {
 pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
     match event_file(name) {
         Some(EventFile::Enable(group, event)) => {
-            let enabled = trace_events::is_enabled(group, event)?;
             // `*`: triggers keep the event armed (Linux's soft mode).
-            let soft = if trace_events::has_triggers(group, event)? { "*" } else { "" };
-            return writeln!(out, "{}{soft}", u8::from(enabled)).map_err(|_| TracefsError::Invalid("output failed".into()));
+            let (records, soft_mode) = trace_events::enable_state(group, event)?;
+            let star = if soft_mode { "*" } else { "" };
+            return writeln!(out, "{}{star}", u8::from(records)).map_err(|_| TracefsError::Invalid("output failed".into()));
         }
         Some(EventFile::Format(group, event)) => return trace_events::write_format(group, event, out),
         Some(EventFile::Filter(group, event)) => {

@@ -10,7 +10,7 @@ use super::{read_file as read, write_file as write};
 use crate::tracefs::{self, TracefsError};
 use crate::workload::{fib, run_parallel};
 
-const AVAILABLE: &str = "# Available triggers:\n# traceon traceoff snapshot stacktrace\n";
+const AVAILABLE: &str = "# Available triggers:\n# traceon traceoff snapshot stacktrace enable_event disable_event\n";
 
 /// The `n=` values of the `fibt` event's lines in `trace`.
 fn fibt_values(trace: &str) -> Vec<u64> {
@@ -185,5 +185,55 @@ fn sched_switch_triggers_fire_while_the_event_is_disabled() {
     run_parallel(2, "fib", &["8"]).unwrap();
     assert_eq!(read(trigger), "snapshot:count=1\n", "no snapshot buffer: nothing taken");
     add_trigger(trigger, "!snapshot").unwrap();
+    write("trace", "");
+}
+
+#[ktest]
+fn enable_event_switches_another_event_in_soft_mode() {
+    tracefs::write("dynamic_events", "f:fibt fib n=$arg1", FilterMode::Append).unwrap();
+    tracefs::write("dynamic_events", "f:fibsrc fib n=$arg1", FilterMode::Append).unwrap();
+    let trigger = "events/fprobes/fibsrc/trigger";
+    add_trigger(trigger, "enable_event:fprobes:fibt:1 if n == 2").unwrap();
+    assert_eq!(read(trigger), "enable_event:fprobes:fibt:count=1 if n == 2\n");
+    assert_eq!(read("events/fprobes/fibt/enable"), "0*\n", "soft mode: armed, not recording");
+    assert_eq!(read("events/fprobes/fibsrc/enable"), "0*\n");
+    // fib(4) calls fib with 4, 3, 2, 1, 0, 1, 2, 1, 0: the trigger (on the
+    // newer probe, so first) switches fibt on at the first 2.
+    assert_eq!(fib(4), 3);
+    assert_eq!(fibt_values(&read("trace")), [2, 1, 0, 1, 2, 1, 0]);
+    assert_eq!(read("events/fprobes/fibt/enable"), "1*\n");
+    assert_eq!(read(trigger), "enable_event:fprobes:fibt:count=0 if n == 2\n");
+
+    // One of a kind per target; the target cannot go while it is named.
+    let error = add_trigger(trigger, "disable_event:fprobes:fibt").unwrap_err();
+    assert!(alloc::format!("{error}").contains("'enable_event' trigger already"), "{error}");
+    let removal = tracefs::write("dynamic_events", "-:fibt", FilterMode::Append).unwrap_err();
+    assert!(alloc::format!("{removal}").contains("switched by another event's trigger"), "{removal}");
+    for bad in ["enable_event", "enable_event:fprobes", "enable_event:fprobes:nosuch", "enable_event:fprobes:fibt:x"] {
+        assert!(matches!(add_trigger(trigger, bad), Err(TracefsError::Invalid(_))), "{bad} is refused");
+    }
+    assert_eq!(read(trigger), "enable_event:fprobes:fibt:count=0 if n == 2\n", "nothing changed");
+
+    // Removed (by kind, as Linux: !disable_event takes off the
+    // enable_event), fibt leaves soft mode: disabled, unarmed.
+    add_trigger(trigger, "!disable_event:fprobes:fibt").unwrap();
+    assert_eq!(read(trigger), AVAILABLE);
+    assert_eq!(read("events/fprobes/fibt/enable"), "0\n");
+    assert_eq!(read("enabled_functions"), "");
+
+    // disable_event stops an enabled event; sched_switch as the target.
+    write("events/sched/sched_switch/enable", "1");
+    add_trigger(trigger, "disable_event:sched:sched_switch").unwrap();
+    assert_eq!(read("events/sched/sched_switch/enable"), "1*\n", "still recording in soft mode");
+    assert_eq!(fib(1), 1);
+    assert_eq!(read("events/sched/sched_switch/enable"), "0*\n", "switched off by the trigger");
+    write("trace", "");
+    run_parallel(2, "fib", &["5"]).unwrap();
+    assert!(!read("trace").contains(": sched_switch: "), "nothing recorded while switched off");
+    add_trigger(trigger, "!disable_event:sched:sched_switch").unwrap();
+    assert_eq!(read("events/sched/sched_switch/enable"), "1\n", "out of soft mode: as enable says");
+    write("events/sched/sched_switch/enable", "0");
+    tracefs::write("dynamic_events", "-:fibsrc", FilterMode::Append).unwrap();
+    tracefs::write("dynamic_events", "-:fibt", FilterMode::Append).unwrap();
     write("trace", "");
 }
