@@ -584,13 +584,17 @@ pub fn apply_trigger(group: &str, event: &str, request: Request) -> Result<Appli
     let compiled = entry.compiled.clone();
     let applied = compiled.triggers.apply(ftrace::instance::top(), request).map_err(EventError::Trigger)?;
     refresh_fast(&compiled);
-    update_probe(entry).inspect_err(|_| {
-        if let Applied::Added(command, target) = &applied {
+    match (update_probe(entry), &applied) {
+        (Err(error), Applied::Added(command, target)) => {
             compiled.triggers.remove(*command, target.as_ref());
             refresh_fast(&compiled);
+            Err(error)
         }
-    })?;
-    Ok(applied)
+        // A removal stands (the caller gives back what it named); a probe
+        // that cannot be unregistered now stays armed, recording only if
+        // enabled, and goes with the event.
+        _ => Ok(applied),
+    }
 }
 
 /// The fields an event's filters (and triggers' filters) can name.
@@ -603,7 +607,7 @@ impl Compiled {
     /// Whether a hit records: as `enable` says, or in soft mode as the
     /// triggers' switch says.
     fn records(&self) -> bool {
-        match self.soft_mode.load(Ordering::Relaxed) {
+        match self.soft_mode.load(Ordering::Acquire) {
             true => self.soft_on.load(Ordering::Relaxed),
             false => self.enabled.load(Ordering::Relaxed),
         }
@@ -631,7 +635,8 @@ pub fn acquire_soft(group: &str, event: &str) -> Result<Arc<dyn EventSwitch>, Ev
         // Recording goes on as it was until a trigger switches it.
         entry.compiled.soft_on.store(entry.compiled.enabled.load(Ordering::Relaxed), Ordering::Relaxed);
     }
-    entry.compiled.soft_mode.store(true, Ordering::Relaxed);
+    // After the switch: a hit that sees soft mode sees the switch's start.
+    entry.compiled.soft_mode.store(true, Ordering::Release);
     refresh_fast(&entry.compiled);
     if let Err(error) = update_probe(entry) {
         release(entry);
@@ -655,9 +660,12 @@ pub fn release_soft(group: &str, event: &str) {
 fn release(entry: &mut Event) {
     entry.soft_refs = entry.soft_refs.saturating_sub(1);
     if entry.soft_refs == 0 {
-        entry.compiled.soft_on.store(false, Ordering::Relaxed);
-        entry.compiled.soft_mode.store(false, Ordering::Relaxed);
-        refresh_fast(&entry.compiled);
+        // The event stays as the triggers left it, as in Linux: switched
+        // on, it is enabled; off, disabled.
+        let compiled = &entry.compiled;
+        compiled.enabled.store(compiled.soft_on.load(Ordering::Relaxed), Ordering::Relaxed);
+        compiled.soft_mode.store(false, Ordering::Release);
+        refresh_fast(compiled);
     }
 }
 

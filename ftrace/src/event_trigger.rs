@@ -235,15 +235,13 @@ pub enum TriggerError {
     /// Text after the command that is neither a count nor `if FILTER`.
     Malformed(String),
     Filter(FilterError),
-    /// The event has a trigger of that kind already (Linux: EEXIST).
-    Exists(&'static str),
+    /// The event has a trigger of that kind already (Linux: EEXIST): its
+    /// name (with the event it names, for `enable_event`).
+    Exists(String),
     /// No memory for the snapshot buffer a `snapshot` trigger needs.
     NoMemory,
     /// `enable_event` without `:GRP:EVENT`.
     MissingEvent(&'static str),
-    /// An `enable_event` naming no event; or why its event cannot be
-    /// switched.
-    Target(String),
 }
 
 impl fmt::Display for TriggerError {
@@ -258,7 +256,6 @@ impl fmt::Display for TriggerError {
             TriggerError::Exists(name) => write!(f, "the event has a '{name}' trigger already (remove it with '!{name}')"),
             TriggerError::NoMemory => write!(f, "not enough memory for the snapshot buffer"),
             TriggerError::MissingEvent(name) => write!(f, "'{name}' needs the event to switch: {name}:GRP:EVENT"),
-            TriggerError::Target(why) => write!(f, "{why}"),
         }
     }
 }
@@ -408,7 +405,11 @@ mod kernel_side {
                 }
                 Request::Add(trigger) => {
                     if let Some(existing) = list.iter().find(|t| t.is_kind(trigger.command, trigger.target.as_ref())) {
-                        return Err(TriggerError::Exists(existing.command.name()));
+                        let name = match &existing.target {
+                            Some(target) => alloc::format!("{}:{}:{}", existing.command.name(), target.group, target.event),
+                            None => String::from(existing.command.name()),
+                        };
+                        return Err(TriggerError::Exists(name));
                     }
                     if trigger.command.takes_event() && trigger.switch.is_none() {
                         return Err(TriggerError::MissingEvent(trigger.command.name()));

@@ -141,21 +141,26 @@ impl SchedEvent {
     /// For a new `enable_event`/`disable_event` trigger naming it: its
     /// switch (the event is in soft mode while one exists).
     pub fn acquire_soft(self) -> alloc::sync::Arc<dyn EventSwitch> {
+        let _writers = SOFT_WRITERS.lock();
         let (soft_on, refs) = self.soft();
         if refs.load(Ordering::Relaxed) == 0 {
             // Recording goes on as it was until a trigger switches it.
-            soft_on.store(self.is_enabled(), Ordering::Relaxed);
+            soft_on.store(self.flag().load(Ordering::Relaxed), Ordering::Relaxed);
         }
-        refs.fetch_add(1, Ordering::Relaxed);
+        // After the switch: a hit that sees soft mode sees its start.
+        refs.fetch_add(1, Ordering::Release);
         alloc::sync::Arc::new(SchedSoft(self))
     }
 
-    /// A trigger naming it went: the last one takes it out of soft mode.
+    /// A trigger naming it went: the last one takes it out of soft mode,
+    /// leaving it as the triggers did (switched on: enabled), as in Linux.
     pub fn release_soft(self) {
-        let (on, refs) = self.soft();
-        if refs.fetch_sub(1, Ordering::Relaxed) == 1 {
-            on.store(false, Ordering::Relaxed);
+        let _writers = SOFT_WRITERS.lock();
+        let (soft_on, refs) = self.soft();
+        if refs.load(Ordering::Relaxed) == 1 {
+            self.flag().store(soft_on.load(Ordering::Relaxed), Ordering::Relaxed);
         }
+        refs.fetch_sub(1, Ordering::Release);
     }
 
     /// Whether triggers keep it armed (`cat enable` marks it `*`): its
@@ -168,7 +173,7 @@ impl SchedEvent {
     /// event's trigger names it) as that trigger's switch says.
     pub fn records(self) -> bool {
         let (soft_on, refs) = self.soft();
-        match refs.load(Ordering::Relaxed) > 0 {
+        match refs.load(Ordering::Acquire) > 0 {
             true => soft_on.load(Ordering::Relaxed),
             false => self.flag().load(Ordering::Relaxed),
         }
@@ -203,6 +208,9 @@ static SWITCH_SOFT: AtomicBool = AtomicBool::new(false);
 static WAKEUP_SOFT: AtomicBool = AtomicBool::new(false);
 static SWITCH_SOFT_REFS: AtomicUsize = AtomicUsize::new(0);
 static WAKEUP_SOFT_REFS: AtomicUsize = AtomicUsize::new(0);
+
+/// Serialises the soft-mode writers (a trigger added or removed).
+static SOFT_WRITERS: SpinLock<()> = SpinLock::new(());
 
 /// A scheduler event's soft switch, for a trigger.
 struct SchedSoft(SchedEvent);

@@ -89,6 +89,13 @@ pub fn write_trigger(group: &str, event: &str, text: &str) -> Result<(), Tracefs
             }
             None => (Request::Add(trigger), None),
         },
+        // As Linux, a removal must name an event that exists.
+        Request::Remove(command, Some(target)) => {
+            if SchedEvent::find(&target.group, &target.event).is_none() {
+                fprobe::events::id(&target.group, &target.event).map_err(invalid)?;
+            }
+            (Request::Remove(command, Some(target)), None)
+        }
         removal => (removal, None),
     };
     let applied = match sched {

@@ -206,19 +206,27 @@ fn enable_event_switches_another_event_in_soft_mode() {
 
     // One of a kind per target; the target cannot go while it is named.
     let error = add_trigger(trigger, "disable_event:fprobes:fibt").unwrap_err();
-    assert!(alloc::format!("{error}").contains("'enable_event' trigger already"), "{error}");
+    assert!(alloc::format!("{error}").contains("'enable_event:fprobes:fibt' trigger already"), "{error}");
     let removal = tracefs::write("dynamic_events", "-:fibt", FilterMode::Append).unwrap_err();
     assert!(alloc::format!("{removal}").contains("switched by another event's trigger"), "{removal}");
-    for bad in ["enable_event", "enable_event:fprobes", "enable_event:fprobes:nosuch", "enable_event:fprobes:fibt:x"] {
+    for bad in [
+        "enable_event",
+        "enable_event:fprobes",
+        "enable_event:fprobes:nosuch",
+        "enable_event:fprobes:fibt:x",
+        "!enable_event:no:such",
+    ] {
         assert!(matches!(add_trigger(trigger, bad), Err(TracefsError::Invalid(_))), "{bad} is refused");
     }
     assert_eq!(read(trigger), "enable_event:fprobes:fibt:count=0 if n == 2\n", "nothing changed");
 
     // Removed (by kind, as Linux: !disable_event takes off the
-    // enable_event), fibt leaves soft mode: disabled, unarmed.
+    // enable_event), fibt leaves soft mode as the trigger left it: enabled.
     add_trigger(trigger, "!disable_event:fprobes:fibt").unwrap();
     assert_eq!(read(trigger), AVAILABLE);
-    assert_eq!(read("events/fprobes/fibt/enable"), "0\n");
+    assert_eq!(read("events/fprobes/fibt/enable"), "1\n", "switched on, it stays on, as in Linux");
+    assert_eq!(read("enabled_functions"), "kernel::workload::fib (1)\n", "fibt's probe only");
+    write("events/fprobes/fibt/enable", "0");
     assert_eq!(read("enabled_functions"), "");
 
     // disable_event stops an enabled event; sched_switch as the target.
@@ -231,8 +239,7 @@ fn enable_event_switches_another_event_in_soft_mode() {
     run_parallel(2, "fib", &["5"]).unwrap();
     assert!(!read("trace").contains(": sched_switch: "), "nothing recorded while switched off");
     add_trigger(trigger, "!disable_event:sched:sched_switch").unwrap();
-    assert_eq!(read("events/sched/sched_switch/enable"), "1\n", "out of soft mode: as enable says");
-    write("events/sched/sched_switch/enable", "0");
+    assert_eq!(read("events/sched/sched_switch/enable"), "0\n", "switched off, it stays off, as in Linux");
     tracefs::write("dynamic_events", "-:fibsrc", FilterMode::Append).unwrap();
     tracefs::write("dynamic_events", "-:fibt", FilterMode::Append).unwrap();
     write("trace", "");
