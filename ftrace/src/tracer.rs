@@ -359,13 +359,16 @@ fn print_other(payload: &[u8], out: &mut dyn Write) -> fmt::Result {
         // Linux's `<stack trace>`: one ` => function` line per frame (the
         // caller adds the last newline).
         out.write_str("<stack trace>")?;
-        for frame in frames {
+        for (i, frame) in frames.enumerate() {
             out.write_str("\n => ")?;
-            // A return address just past a function that ends in a call
-            // (one that never returns) lies in the padding after it: named
-            // by the byte before, its call.
+            // After the first (the traced function itself, or where the
+            // hit returns to) the frames are return addresses: named by
+            // the byte before, their call, so that one just past a
+            // function that ends in a call (one that never returns) names
+            // that function, not the next (as a kernel backtrace's `%pB`).
             let frame = frame as usize;
-            match symbols::name_of(frame).or_else(|| symbols::name_of(frame.checked_sub(1)?)) {
+            let call = if i == 0 { None } else { frame.checked_sub(1) };
+            match call.and_then(symbols::name_of).or_else(|| symbols::name_of(frame)) {
                 Some(name) => out.write_str(name)?,
                 None => write!(out, "{frame:#x}")?,
             }

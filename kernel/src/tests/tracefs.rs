@@ -680,6 +680,9 @@ fn stack_traces_under_the_graph_tracer_name_the_real_callers() {
     assert_eq!(chains.len(), 2, "fib(3), then fib(2): {trace}");
     assert!(!chains.concat().iter().any(|frame| frame.contains("return_to_handler")), "{trace}");
     assert!(!chains.concat().iter().any(|frame| frame.starts_with("0x")), "every frame named: {trace}");
+    // kernel_main never returns: its caller's return address lies past the
+    // end of arch::enter_kernel, which names it, not whatever comes next.
+    assert!(chains[0].windows(2).any(|pair| pair == ["kernel_main", "arch::enter_kernel"]), "{trace}");
     let test = "kernel::tests::tracefs::stack_traces_under_the_graph_tracer_name_the_real_callers";
     assert_eq!(chains[0][..2], ["kernel::workload::fib", test], "fib(3), called by the test: {trace}");
     assert_eq!(chains[1][..3], ["kernel::workload::fib", "kernel::workload::fib", test], "fib(2), by fib(3): {trace}");
