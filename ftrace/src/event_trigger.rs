@@ -137,6 +137,8 @@ const UNLIMITED: u64 = u64::MAX;
 /// One trigger of an event.
 pub struct Trigger {
     command: TriggerCommand,
+    /// When it acts, relative to its event's record.
+    phase: Phase,
     /// Actions left, or [`UNLIMITED`].
     left: AtomicU64,
     filter: Option<EventFilter>,
@@ -153,11 +155,6 @@ impl fmt::Debug for Trigger {
 }
 
 impl Trigger {
-    /// Its command.
-    pub fn command(&self) -> TriggerCommand {
-        self.command
-    }
-
     /// The event it switches (`enable_event`/`disable_event`).
     pub fn target(&self) -> Option<&EventName> {
         self.target.as_ref()
@@ -176,14 +173,9 @@ impl Trigger {
         self.command.same_kind(command) && self.target.as_ref() == target
     }
 
-    /// When it acts.
+    /// When it acts (decided when it is parsed, not at each hit).
     pub fn phase(&self) -> Phase {
-        let after = self.filter.is_some() || matches!(self.command, TriggerCommand::TraceOff | TriggerCommand::StackTrace);
-        if after {
-            Phase::AfterRecord
-        } else {
-            Phase::BeforeRecord
-        }
+        self.phase
     }
 
     /// Its line in `cat trigger`: `traceoff:unlimited`,
@@ -315,7 +307,9 @@ pub fn parse(text: &str, fields: &[FilterField]) -> Result<Request, TriggerError
             Some(EventFilter::parse(expression, fields).map_err(TriggerError::Filter)?)
         }
     };
-    Ok(Request::Add(Trigger { command, left: AtomicU64::new(count.unwrap_or(UNLIMITED)), filter, target, switch: None }))
+    let after = filter.is_some() || matches!(command, TriggerCommand::TraceOff | TriggerCommand::StackTrace);
+    let phase = if after { Phase::AfterRecord } else { Phase::BeforeRecord };
+    Ok(Request::Add(Trigger { command, phase, left: AtomicU64::new(count.unwrap_or(UNLIMITED)), filter, target, switch: None }))
 }
 
 fn parse_count(text: &str) -> Result<u64, TriggerError> {
