@@ -373,7 +373,17 @@ impl TraceArray {
     pub fn function_options(&self) -> crate::output::FunctionOptions {
         crate::output::FunctionOptions {
             sym_offset: self.option(TraceOption::SymOffset),
+            sym_addr: self.option(TraceOption::SymAddr),
             print_parent: self.option(TraceOption::PrintParent),
+            context: self.context_options(),
+        }
+    }
+
+    /// What the start of every line shows (`trace`, `trace_pipe`).
+    pub fn context_options(&self) -> crate::output::ContextOptions {
+        crate::output::ContextOptions {
+            context_info: self.option(TraceOption::ContextInfo),
+            irq_info: self.option(TraceOption::IrqInfo),
             raw_time: !self.buffer().clock().in_ns(),
         }
     }
@@ -389,6 +399,8 @@ impl TraceArray {
             abstime: self.option(TraceOption::FuncgraphAbstime),
             duration: self.option(TraceOption::FuncgraphDuration),
             thresh: crate::tracer::tracing_thresh_us() != 0,
+            tail: self.option(TraceOption::FuncgraphTail),
+            context_info: self.option(TraceOption::ContextInfo),
         }
     }
 
@@ -513,6 +525,17 @@ pub(crate) fn filter_new_task(state: &task::TaskTrace) {
 pub enum TraceOption {
     /// Addresses as `function+0xOFF/0xSIZE` (function tracer).
     SymOffset,
+    /// Each function's address after its name (function tracer).
+    SymAddr,
+    /// The task, CPU, flags and time at the start of each line, and the
+    /// column header (on by default).
+    ContextInfo,
+    /// The latency flags column (`d.h..`; on by default).
+    IrqInfo,
+    /// `trace_marker` takes writes (on by default).
+    Markers,
+    /// Every closing brace names its function (function_graph).
+    FuncgraphTail,
     /// ` <-caller` after each function (function tracer; on by default).
     PrintParent,
     /// Each call's return value (function_graph).
@@ -539,26 +562,41 @@ pub enum TraceOption {
 
 impl TraceOption {
     /// Every option, in `trace_options` order.
-    pub const ALL: [TraceOption; 11] = [
+    pub const ALL: [TraceOption; 16] = [
         TraceOption::PrintParent,
         TraceOption::SymOffset,
+        TraceOption::SymAddr,
+        TraceOption::ContextInfo,
+        TraceOption::IrqInfo,
+        TraceOption::Markers,
         TraceOption::FuncgraphRetval,
         TraceOption::FuncgraphRetvalHex,
         TraceOption::FuncgraphCpu,
         TraceOption::FuncgraphProc,
         TraceOption::FuncgraphAbstime,
         TraceOption::FuncgraphDuration,
+        TraceOption::FuncgraphTail,
         TraceOption::FunctionFork,
         TraceOption::EventFork,
         TraceOption::FuncStackTrace,
     ];
     /// The options a new trace array starts with.
-    const DEFAULTS: u32 = TraceOption::PrintParent.bit() | TraceOption::FuncgraphDuration.bit() | TraceOption::FuncgraphCpu.bit();
+    const DEFAULTS: u32 = TraceOption::PrintParent.bit()
+        | TraceOption::ContextInfo.bit()
+        | TraceOption::IrqInfo.bit()
+        | TraceOption::Markers.bit()
+        | TraceOption::FuncgraphDuration.bit()
+        | TraceOption::FuncgraphCpu.bit();
 
     /// Its file name under `options/`.
     pub fn name(self) -> &'static str {
         match self {
             TraceOption::SymOffset => "sym-offset",
+            TraceOption::SymAddr => "sym-addr",
+            TraceOption::ContextInfo => "context-info",
+            TraceOption::IrqInfo => "irq-info",
+            TraceOption::Markers => "markers",
+            TraceOption::FuncgraphTail => "funcgraph-tail",
             TraceOption::PrintParent => "print-parent",
             TraceOption::FuncgraphRetval => "funcgraph-retval",
             TraceOption::FuncgraphProc => "funcgraph-proc",

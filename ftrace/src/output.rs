@@ -14,14 +14,40 @@ pub type Namer<'a> = &'a dyn Fn(usize) -> Option<Symbol<'static>>;
 /// Finds a task's name by pid (`saved_cmdlines`), if known.
 pub type Comms<'a> = &'a dyn Fn(i32) -> Option<String>;
 
+/// What the start of each line (and the header over them) shows: the
+/// options Linux's `trace_print_context` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContextOptions {
+    /// `options/context-info`: the task, CPU, flags and timestamp (off:
+    /// each line is the event alone, and there is no column header).
+    pub context_info: bool,
+    /// `options/irq-info`: the latency flags column (`d.h..`).
+    pub irq_info: bool,
+    /// Timestamps are counts, not nanoseconds (the `counter` clock).
+    pub raw_time: bool,
+}
+
+impl Default for ContextOptions {
+    fn default() -> Self {
+        ContextOptions { context_info: true, irq_info: true, raw_time: false }
+    }
+}
+
 /// The header `cat trace` prints before the events.
-pub fn write_header(out: &mut dyn Write, tracer: &str, stats: Stats, cpus: usize) -> fmt::Result {
+pub fn write_header(out: &mut dyn Write, tracer: &str, stats: Stats, cpus: usize, context: ContextOptions) -> fmt::Result {
     writeln!(out, "# tracer: {tracer}")?;
     writeln!(out, "#")?;
+    if !context.context_info {
+        return Ok(());
+    }
     // As Linux counts them: the events still in the buffer, and those plus
     // the ones overwritten (events a consuming reader took are in neither).
     writeln!(out, "# entries-in-buffer/entries-written: {}/{}   #P:{cpus}", stats.entries, stats.entries + stats.overrun)?;
     writeln!(out, "#")?;
+    if !context.irq_info {
+        writeln!(out, "#           TASK-PID     CPU#     TIMESTAMP  FUNCTION")?;
+        return writeln!(out, "#              | |         |         |         |");
+    }
     writeln!(out, "#                                _-----=> irqs-off/BH-disabled")?;
     writeln!(out, "#                               / _----=> need-resched")?;
     writeln!(out, "#                              | / _---=> hardirq/softirq")?;
@@ -63,33 +89,33 @@ pub fn latency_flags(common: &Common) -> [u8; 5] {
     [irqs, resched, context, depth, b'.']
 }
 
-/// `          <idle>-0       [000] d....    12.345678: `; with `raw_time`
-/// (a clock that is no time, such as `counter`) the timestamp is the
-/// number, as Linux prints a clock not in nanoseconds.
+/// `          <idle>-0       [000] d....    12.345678: `, as `context`
+/// says: without `irq_info` no flags column, without `context_info`
+/// nothing; with `raw_time` (a clock that is no time, such as `counter`)
+/// the timestamp is the number, as Linux prints a clock not in
+/// nanoseconds.
 pub fn write_context(
     out: &mut dyn Write,
     cpu: usize,
     time_ns: u64,
     common: &Common,
     comms: Comms,
-    raw_time: bool,
+    context: ContextOptions,
 ) -> fmt::Result {
-    let flags = latency_flags(common);
-    let flags = core::str::from_utf8(&flags).unwrap_or(".....");
-    if raw_time {
-        let (comm, pid) = (task_name(common.pid, comms), common.pid);
-        return write!(out, "{comm:>16}-{pid:<7} [{cpu:03}] {flags} {time_ns:>12}: ");
+    if !context.context_info {
+        return Ok(());
+    }
+    write!(out, "{:>16}-{:<7} [{cpu:03}] ", task_name(common.pid, comms), common.pid)?;
+    if context.irq_info {
+        let flags = latency_flags(common);
+        out.write_str(core::str::from_utf8(&flags).unwrap_or("....."))?;
+    }
+    if context.raw_time {
+        return write!(out, " {time_ns:>12}: ");
     }
     // Rounded to the nearest microsecond, as Linux's ns2usecs() does.
     let micros = (time_ns + 500) / 1_000;
-    write!(
-        out,
-        "{:>16}-{:<7} [{cpu:03}] {flags} {:>5}.{:06}: ",
-        task_name(common.pid, comms),
-        common.pid,
-        micros / 1_000_000,
-        micros % 1_000_000
-    )
+    write!(out, " {:>5}.{:06}: ", micros / 1_000_000, micros % 1_000_000)
 }
 
 /// A `sched_switch` line's text, as Linux prints it.
@@ -136,20 +162,22 @@ pub fn write_code_address(out: &mut dyn Write, address: usize, names: Namer) -> 
 }
 
 /// How the function tracer's lines look (`options/sym-offset`,
-/// `options/print-parent`).
+/// `options/sym-addr`, `options/print-parent`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FunctionOptions {
     /// Addresses as `function+0xOFF/0xSIZE`.
     pub sym_offset: bool,
-    /// ` <-caller` after the function.
+    /// Each name followed by its address, ` <ffffffff81000000>`.
+    pub sym_addr: bool,
+    /// ` <-caller` after the function (on by default).
     pub print_parent: bool,
-    /// Timestamps are counts, not nanoseconds (the `counter` clock).
-    pub raw_time: bool,
+    /// The start of the line.
+    pub context: ContextOptions,
 }
 
 impl Default for FunctionOptions {
     fn default() -> Self {
-        FunctionOptions { sym_offset: false, print_parent: true, raw_time: false }
+        FunctionOptions { sym_offset: false, sym_addr: false, print_parent: true, context: ContextOptions::default() }
     }
 }
 
@@ -163,11 +191,17 @@ pub fn write_function(
     comms: Comms,
     options: FunctionOptions,
 ) -> fmt::Result {
-    let symbol = |out: &mut dyn Write, address: u64| match options.sym_offset {
-        true => write_code_address(out, address as usize, names),
-        false => write_symbol(out, address as usize, names),
+    let symbol = |out: &mut dyn Write, address: u64| {
+        match options.sym_offset {
+            true => write_code_address(out, address as usize, names)?,
+            false => write_symbol(out, address as usize, names)?,
+        }
+        match options.sym_addr {
+            true => write!(out, " <{address:016x}>"),
+            false => Ok(()),
+        }
     };
-    write_context(out, cpu, time_ns, &event.common, comms, options.raw_time)?;
+    write_context(out, cpu, time_ns, &event.common, comms, options.context)?;
     symbol(out, event.ip)?;
     if options.print_parent {
         out.write_str(" <-")?;
@@ -180,6 +214,9 @@ pub fn write_function(
 pub fn write_graph_header(out: &mut dyn Write, options: GraphOptions) -> fmt::Result {
     writeln!(out, "# tracer: function_graph")?;
     writeln!(out, "#")?;
+    if !options.context_info {
+        return Ok(());
+    }
     let (mut names, mut bars) = (String::from("#"), String::from("#"));
     if options.abstime {
         names.push_str("     TIME       ");
@@ -250,6 +287,23 @@ pub struct GraphOptions {
     /// `tracing_thresh` is set: only returns were recorded, so a closing
     /// brace names its function.
     pub thresh: bool,
+    /// `options/funcgraph-tail`: every closing brace names its function.
+    pub tail: bool,
+    /// `options/context-info`: off, a line has no time, CPU, task or
+    /// duration columns (whatever the options above say), and the output
+    /// no column header.
+    pub context_info: bool,
+}
+
+impl GraphOptions {
+    /// The options a line is printed with: without `context_info`, none of
+    /// the columns before the function.
+    fn columns(self) -> GraphOptions {
+        match self.context_info {
+            true => self,
+            false => GraphOptions { abstime: false, cpu: false, proc: false, duration: false, ..self },
+        }
+    }
 }
 
 impl Default for GraphOptions {
@@ -263,6 +317,8 @@ impl Default for GraphOptions {
             abstime: false,
             duration: true,
             thresh: false,
+            tail: false,
+            context_info: true,
         }
     }
 }
@@ -307,6 +363,7 @@ pub fn write_graph(
     options: GraphOptions,
     other: OtherPrinter,
 ) -> fmt::Result {
+    let options = options.columns();
     let mut last_pid: [Option<i32>; 64] = [None; 64];
     // Per CPU, the depth of the call a comment there is inside of.
     let mut comment_depth = [0i32; 64];
@@ -488,7 +545,7 @@ fn write_closing(out: &mut dyn Write, exit: &GraphExitEvent, names: Namer, optio
         write_symbol(out, exit.func as usize, names)?;
         write_retval(out, exit.retval, options)?;
         out.write_str(" */")?;
-    } else if options.thresh {
+    } else if options.thresh || options.tail {
         out.write_str(" /* ")?;
         write_symbol(out, exit.func as usize, names)?;
         out.write_str(" */")?;
@@ -528,6 +585,31 @@ pub(crate) mod tests {
         let event = FunctionEvent { parent_ip: 0x9999, ..event };
         write_function(&mut unknown, 1, 0, &event, &names, &comms, FunctionOptions::default()).unwrap();
         assert!(unknown.ends_with("kernel::workload::fib <-0x9999\n"), "{unknown}");
+
+        // `irq-info`, `context-info` and `sym-addr` change it as Linux's.
+        let event = FunctionEvent { parent_ip: 0x201c, ..event };
+        let line = |options: FunctionOptions| {
+            let mut line = String::new();
+            write_function(&mut line, 0, 12_345_678_901, &event, &names, &comms, options).unwrap();
+            line
+        };
+        let plain = FunctionOptions::default();
+        let no_irq = ContextOptions { irq_info: false, ..plain.context };
+        assert_eq!(
+            line(FunctionOptions { context: no_irq, ..plain }),
+            "          <idle>-0       [000]     12.345679: kernel::workload::fib <-kernel::workload::run\n"
+        );
+        let no_context = ContextOptions { context_info: false, ..plain.context };
+        assert_eq!(line(FunctionOptions { context: no_context, ..plain }), "kernel::workload::fib <-kernel::workload::run\n");
+        assert_eq!(
+            line(FunctionOptions { context: no_context, sym_addr: true, ..plain }),
+            "kernel::workload::fib <0000000000001000> <-kernel::workload::run <000000000000201c>\n"
+        );
+        let raw = ContextOptions { raw_time: true, irq_info: false, ..plain.context };
+        assert_eq!(
+            line(FunctionOptions { context: raw, print_parent: false, ..plain }),
+            "          <idle>-0       [000]   12345678901: kernel::workload::fib\n"
+        );
     }
 
     #[test]
@@ -536,8 +618,22 @@ pub(crate) mod tests {
         assert_eq!(&latency_flags(&common(0)), b".....");
         assert_eq!(&latency_flags(&common(flags::IRQS_OFF | flags::HARDIRQ)), b"d.h..");
         let mut header = String::new();
-        write_header(&mut header, "function", Stats { entries: 15, written: 15, overrun: 0, read: 0, dropped: 0 }, 1).unwrap();
+        let stats = Stats { entries: 15, written: 15, overrun: 0, read: 0, dropped: 0 };
+        write_header(&mut header, "function", stats, 1, ContextOptions::default()).unwrap();
         assert!(header.starts_with("# tracer: function\n#\n# entries-in-buffer/entries-written: 15/15   #P:1\n"));
+        assert!(header.ends_with(
+            "#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION\n#              | |         |   |||||     |         |\n"
+        ));
+        let mut header = String::new();
+        write_header(&mut header, "function", stats, 1, ContextOptions { irq_info: false, ..ContextOptions::default() }).unwrap();
+        assert!(!header.contains("irqs-off"), "{header}");
+        assert!(header.ends_with(
+            "#           TASK-PID     CPU#     TIMESTAMP  FUNCTION\n#              | |         |         |         |\n"
+        ));
+        let mut header = String::new();
+        write_header(&mut header, "function", stats, 1, ContextOptions { context_info: false, ..ContextOptions::default() })
+            .unwrap();
+        assert_eq!(header, "# tracer: function\n#\n");
     }
 }
 
@@ -584,6 +680,12 @@ mod graph_tests {
             .unwrap();
         assert!(with_retval.contains("kernel::workload::fib(); /* ret=0x1 */\n"), "{with_retval}");
         assert!(with_retval.ends_with("|  } /* kernel::workload::fib ret=0x5 */\n"), "{with_retval}");
+        // funcgraph-tail: every closing brace names its function.
+        let mut with_tail = String::new();
+        write_graph(&mut with_tail, &events, &names, &comms, GraphOptions { tail: true, ..GraphOptions::default() }, &other)
+            .unwrap();
+        assert!(with_tail.ends_with(" 0)   2.431 us    |  } /* kernel::workload::fib */\n"), "{with_tail}");
+        assert!(with_tail.contains("|    kernel::workload::fib();\n"), "a leaf has no brace: {with_tail}");
     }
 
     #[test]
@@ -641,6 +743,14 @@ mod graph_tests {
         let (header, line) = print(GraphOptions { abstime: true, ..plain });
         assert_eq!(header, "#     TIME        CPU  DURATION                  FUNCTION CALLS");
         assert_eq!(line, "    0.000000 |   0)   0.812 us    |  kernel::workload::fib();");
+        // context-info off: no columns before the function, no column header.
+        let bare = GraphOptions { context_info: false, proc: true, abstime: true, ..plain };
+        let mut text = String::new();
+        write_graph(&mut text, &events, &names, &comms, bare, &other).unwrap();
+        assert_eq!(text.lines().next(), Some("kernel::workload::fib();"));
+        let mut header = String::new();
+        write_graph_header(&mut header, bare).unwrap();
+        assert_eq!(header, "# tracer: function_graph\n#\n");
     }
 
     #[test]

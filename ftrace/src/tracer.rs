@@ -429,7 +429,7 @@ fn write_snapshots(array: &TraceArray, tracer: Tracer, snapshots: &[buffer::Snap
         stats.written += snapshot.stats.written;
         stats.overrun += snapshot.stats.overrun;
     }
-    output::write_header(out, tracer.name(), stats, array.buffer().cpus())?;
+    output::write_header(out, tracer.name(), stats, array.buffer().cpus(), array.context_options())?;
     write_events(array, tracer, &events, out)
 }
 
@@ -464,25 +464,25 @@ fn write_events(array: &TraceArray, tracer: Tracer, events: &[(u64, usize, &[u8]
         let options = array.graph_options();
         return output::write_graph(out, &lines, &names, &comms, options, &print_other);
     }
-    let raw_time = !array.buffer().clock().in_ns();
+    let context = array.context_options();
     for &(time, cpu, payload) in events {
         match Event::decode(payload) {
             Some(Event::Function(event)) => {
                 output::write_function(out, cpu, time, &event, &names, &comms, array.function_options())?
             }
             Some(Event::SchedSwitch(event)) => {
-                output::write_context(out, cpu, time, &event.common, &comms, raw_time)?;
+                output::write_context(out, cpu, time, &event.common, &comms, context)?;
                 output::write_sched_switch(out, &event)?;
                 writeln!(out)?;
             }
             Some(Event::SchedWakeup(event)) => {
-                output::write_context(out, cpu, time, &event.common, &comms, raw_time)?;
+                output::write_context(out, cpu, time, &event.common, &comms, context)?;
                 output::write_sched_wakeup(out, &event)?;
                 writeln!(out)?;
             }
             _ => {
                 let common = Common::decode(payload).unwrap_or_default();
-                output::write_context(out, cpu, time, &common, &comms, raw_time)?;
+                output::write_context(out, cpu, time, &common, &comms, context)?;
                 print_other(payload, out)?;
                 writeln!(out)?;
             }

@@ -711,8 +711,12 @@ fn read_trace(array: Array, out: &mut dyn Write) -> fmt::Result {
 }
 
 /// `echo TEXT > trace_marker`: TEXT becomes a `tracing_mark_write` event
-/// (nothing is recorded while `tracing_on` is 0, as in Linux).
+/// (nothing is recorded while `tracing_on` is 0, as in Linux); refused
+/// while `options/markers` is off, as Linux refuses it.
 fn write_trace_marker(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+    if !array.option(TraceOption::Markers) {
+        return Err(TracefsError::Invalid("trace_marker is off (options/markers is 0)".into()));
+    }
     ftrace::tracer::write_marker(array, text);
     Ok(())
 }

@@ -268,8 +268,9 @@ fn trace_marker_lines_land_among_the_events() {
 fn trace_options_change_how_trace_prints() {
     assert_eq!(
         read("trace_options"),
-        "print-parent\nnosym-offset\nnofuncgraph-retval\nnofuncgraph-retval-hex\nfuncgraph-cpu\nnofuncgraph-proc\nnofuncgraph-abstime\n\
-         funcgraph-duration\nnofunction-fork\nnoevent-fork\nnofunc_stack_trace\n"
+        "print-parent\nnosym-offset\nnosym-addr\ncontext-info\nirq-info\nmarkers\nnofuncgraph-retval\nnofuncgraph-retval-hex\n\
+         funcgraph-cpu\nnofuncgraph-proc\nnofuncgraph-abstime\nfuncgraph-duration\nnofuncgraph-tail\nnofunction-fork\n\
+         noevent-fork\nnofunc_stack_trace\n"
     );
     write("set_ftrace_filter", "fib");
     write("current_tracer", "function");
@@ -312,6 +313,58 @@ fn trace_options_change_how_trace_prints() {
     }
     write("options/print-parent", "1");
     write("options/funcgraph-duration", "1");
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+}
+
+/// `irq-info`, `context-info`, `sym-addr`, `markers` and `funcgraph-tail`
+/// do to `trace` and `trace_marker` what they do on Linux.
+#[ktest]
+fn context_address_marker_and_tail_options() {
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    assert_eq!(fib(1), 1);
+    let fib_line = |text: &str| text.lines().find(|line| line.contains("kernel::workload::fib <")).map(String::from);
+    let with_flags = fib_line(&read("trace")).unwrap();
+    write("options/irq-info", "0");
+    let trace = read("trace");
+    let line = fib_line(&trace).unwrap();
+    assert!(!trace.contains("irqs-off") && trace.contains("#           TASK-PID     CPU#     TIMESTAMP  FUNCTION"), "{trace}");
+    // The five flags (`d....`) go: `[00N]  ` then the time.
+    assert_eq!(line.len() + 5, with_flags.len(), "{line} / {with_flags}");
+    assert!(line.contains("]  ") && !line.contains("...."), "{line}");
+    write("options/context-info", "0");
+    let trace = read("trace");
+    let line = fib_line(&trace).unwrap();
+    assert!(line.starts_with("kernel::workload::fib <-"), "the event alone: {line}");
+    assert!(trace.starts_with("# tracer: function\n#\nkernel::workload::fib <-"), "no column header: {trace}");
+    write("options/sym-addr", "1");
+    let line = fib_line(&read("trace")).unwrap();
+    let address = format!("kernel::workload::fib <{:016x}> <-", fib as *const () as usize);
+    assert!(line.starts_with(&address), "{line}, not {address}");
+    write("options/sym-addr", "0");
+    write("options/context-info", "1");
+    write("options/irq-info", "1");
+    write("options/markers", "0");
+    let refused = tracefs::write("trace_marker", "hidden", FilterMode::Replace);
+    assert!(matches!(&refused, Err(TracefsError::Invalid(message)) if message.contains("options/markers")), "{refused:?}");
+    assert!(!read("trace").contains("hidden"));
+    write("options/markers", "1");
+    write("trace_marker", "shown");
+    assert!(read("trace").contains("tracing_mark_write: shown"));
+
+    write("current_tracer", "function_graph");
+    assert_eq!(fib(2), 1);
+    assert!(!read("trace").contains("} /*"), "plain braces by default");
+    write("options/funcgraph-tail", "1");
+    let graph = read("trace");
+    assert!(graph.lines().any(|line| line.ends_with("} /* kernel::workload::fib */")), "{graph}");
+    write("options/context-info", "0");
+    let graph = read("trace");
+    assert!(graph.lines().any(|line| line == "kernel::workload::fib() {"), "no columns: {graph}");
+    assert!(!graph.contains("FUNCTION CALLS"), "no column header: {graph}");
+    write("options/context-info", "1");
+    write("options/funcgraph-tail", "0");
     write("current_tracer", "nop");
     write("set_ftrace_filter", "");
 }
