@@ -50,6 +50,7 @@ macro_rules! field_of {
 }
 
 pub mod bitmap;
+pub mod cmdlines;
 pub mod event;
 pub mod event_filter;
 pub mod event_trigger;

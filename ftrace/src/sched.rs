@@ -10,11 +10,13 @@
 //! tracer learns of leaves its pid and name in a bounded table, so traces
 //! can name tasks that have since exited.
 
-use alloc::collections::VecDeque;
 use alloc::string::String;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use arch::sync::SpinLock;
+
+pub use crate::cmdlines::MAX_SAVED_CMDLINES;
+use crate::cmdlines::{Cmdlines, SAVED_CMDLINES};
 
 use crate::event::{FixedEvent, SchedSwitchEvent, SchedWakeupEvent, DEFAULT_PRIO, SCHED_SWITCH, SCHED_WAKEUP, STATE_REPORT_MAX};
 use crate::event_filter::{FieldKind, FieldValue, FilterError, FilterField, FilterSlot};
@@ -329,21 +331,24 @@ fn record_with_triggers<'a>(
     }
 }
 
-/// How many task names [`saved_cmdlines`] keeps (Linux keeps 128 by
-/// default; tasks here are few and short-lived ones matter).
-pub const SAVED_CMDLINES: usize = 1024;
-
-static CMDLINES: SpinLock<VecDeque<(i32, [u8; 16])>> = SpinLock::new(VecDeque::new());
+static CMDLINES: SpinLock<Cmdlines> = SpinLock::new(Cmdlines::new(SAVED_CMDLINES));
 
 /// Remembers `pid`'s name (the newest name wins; the oldest entry goes
 /// when the table is full).
 pub fn save_cmdline(pid: i32, comm: &[u8; 16]) {
-    let mut table = CMDLINES.lock();
-    table.retain(|(saved, _)| *saved != pid);
-    if table.len() == SAVED_CMDLINES {
-        table.pop_front();
-    }
-    table.push_back((pid, *comm));
+    CMDLINES.lock().save(pid, comm);
+}
+
+/// How many names are kept (`saved_cmdlines_size`).
+pub fn saved_cmdlines_size() -> usize {
+    CMDLINES.lock().capacity()
+}
+
+/// `echo N > saved_cmdlines_size`: keeps up to `n` names (1 to
+/// [`MAX_SAVED_CMDLINES`]; the oldest go if there are more). `None`:
+/// out of range, nothing changed.
+pub fn set_saved_cmdlines_size(n: usize) -> Option<()> {
+    CMDLINES.lock().resize(n)
 }
 
 /// The name of `pid`, if known (pid 0 is the idle task, `<idle>`).
@@ -352,7 +357,8 @@ pub fn comm_of(pid: i32) -> Option<String> {
         return Some(String::from("<idle>"));
     }
     let table = CMDLINES.lock();
-    table.iter().find(|(saved, _)| *saved == pid).map(|(_, comm)| String::from(crate::event::comm_str(comm)))
+    let name = table.iter().find(|(saved, _)| *saved == pid).map(|(_, comm)| String::from(crate::event::comm_str(comm)));
+    name
 }
 
 /// Every remembered (pid, name), oldest first (`saved_cmdlines`).

@@ -82,6 +82,7 @@ const fn per_array(name: &'static str, read: Option<Reader>, write: Option<Write
 }
 
 const FILES: &[File] = &[
+    top("README", Some(read_readme), None),
     per_array("available_tracers", Some(read_available_tracers), None),
     per_array("current_tracer", Some(read_current_tracer), Some(write_current_tracer)),
     top("available_filter_functions", Some(read_available_filter_functions), None),
@@ -118,6 +119,8 @@ const FILES: &[File] = &[
     top("stack_trace", Some(read_stack_trace), None),
     top("stack_trace_filter", Some(read_stack_trace_filter), Some(write_stack_trace_filter)),
     top("error_log", Some(read_error_log), Some(write_error_log)),
+    top("saved_cmdlines", Some(read_saved_cmdlines), None),
+    top("saved_cmdlines_size", Some(read_saved_cmdlines_size), Some(write_saved_cmdlines_size)),
 ];
 
 /// A path resolved: the array it belongs to (held, if an instance's) and
@@ -155,7 +158,9 @@ pub fn names() -> impl Iterator<Item = String> {
         ["enable", "filter", "format", "id", "trigger"].map(|file| format!("events/{group}/{event}/{file}"))
     });
     let events = core::iter::once(String::from("events/enable")).chain(group_files).chain(events);
-    let instances = instance::names().into_iter().map(|name| format!("instances/{name}/"));
+    // The directory itself is always there, as Linux's is.
+    let instances = core::iter::once(String::from("instances/"))
+        .chain(instance::names().into_iter().map(|name| format!("instances/{name}/")));
     let stats = (0..ftrace::buffer::cpus()).map(|cpu| format!("trace_stat/function{cpu}"));
     let options = TraceOption::ALL.into_iter().map(|option| format!("options/{}", option.name()));
     FILES
@@ -255,6 +260,31 @@ fn write_stack_max_size(_array: Array, text: &str, _mode: FilterMode) -> Result<
         text.trim().parse().map_err(|_| TracefsError::Invalid(format!("expected a number of bytes, not '{}'", text.trim())))?;
     ftrace::stack_tracer::set_max_size(bytes);
     Ok(())
+}
+
+/// Linux's mini-HOWTO, for the files this kernel has (every one of them:
+/// a test checks).
+pub const README: &str = include_str!("tracefs_readme.txt");
+
+fn read_readme(_array: Array, out: &mut dyn Write) -> fmt::Result {
+    out.write_str(README)
+}
+
+/// `PID COMM`, one task a line: the names traces show.
+fn read_saved_cmdlines(_array: Array, out: &mut dyn Write) -> fmt::Result {
+    ftrace::sched::saved_cmdlines().iter().try_for_each(|(pid, comm)| writeln!(out, "{pid} {comm}"))
+}
+
+fn read_saved_cmdlines_size(_array: Array, out: &mut dyn Write) -> fmt::Result {
+    writeln!(out, "{}", ftrace::sched::saved_cmdlines_size())
+}
+
+/// How many task names to keep (the oldest go first).
+fn write_saved_cmdlines_size(_array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+    let max = ftrace::sched::MAX_SAVED_CMDLINES;
+    let refused = || TracefsError::Invalid(format!("expected a number of names from 1 to {max}, not '{}'", text.trim()));
+    let n: usize = text.trim().parse().map_err(|_| refused())?;
+    ftrace::sched::set_saved_cmdlines_size(n).ok_or_else(refused)
 }
 
 fn read_error_log(_array: Array, out: &mut dyn Write) -> fmt::Result {

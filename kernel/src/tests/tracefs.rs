@@ -369,6 +369,56 @@ fn context_address_marker_and_tail_options() {
     write("set_ftrace_filter", "");
 }
 
+/// `README` describes every file `ls` lists (a new file without a line
+/// there fails here), in Linux's mini-HOWTO shape.
+#[ktest]
+fn readme_describes_every_file() {
+    let readme = read("README");
+    assert!(readme.starts_with("tracing mini-HOWTO"), "{readme}");
+    let described = |name: &str| {
+        readme.lines().any(|line| {
+            line.strip_prefix("  ").and_then(|rest| rest.strip_prefix(name)).is_some_and(|after| after.starts_with(['\t', ' ']))
+        })
+    };
+    for name in tracefs::names() {
+        let entry = match name.split_once('/') {
+            Some(("instances", _)) => "instances".to_string(),
+            Some((dir, _)) => format!("{dir}/"),
+            None => name,
+        };
+        assert!(described(&entry), "README says nothing of {entry}");
+    }
+    assert!(tracefs::names().any(|name| name == "instances/"), "ls lists the instances directory, empty or not");
+    assert!(matches!(tracefs::write("README", "x", FilterMode::Replace), Err(TracefsError::NotWritable(_))));
+}
+
+/// `saved_cmdlines` lists the names traces show; `saved_cmdlines_size`
+/// takes 1 to 32768.
+#[ktest]
+fn saved_cmdlines_name_the_tasks_in_the_trace() {
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    assert_eq!(fib(1), 1);
+    let trace = read("trace");
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+    // `           ktest-1       [000] ...` : the task column.
+    let line = trace.lines().find(|line| line.contains(": kernel::workload::fib <-")).unwrap();
+    let (name, rest) = line.trim_start().split_once('-').unwrap();
+    let pid = rest.split_whitespace().next().unwrap();
+    let saved = read("saved_cmdlines");
+    assert!(saved.lines().any(|line| line == format!("{pid} {name}")), "{pid} {name} not in {saved}");
+    assert_eq!(read("saved_cmdlines_size"), "1024\n");
+    for bad in ["0", "32769", "many", ""] {
+        let refused = tracefs::write("saved_cmdlines_size", bad, FilterMode::Replace);
+        assert!(matches!(refused, Err(TracefsError::Invalid(_))), "{bad}: {refused:?}");
+    }
+    write("saved_cmdlines_size", "32768");
+    assert_eq!(read("saved_cmdlines_size"), "32768\n");
+    write("saved_cmdlines_size", "1024");
+    assert_eq!(read("saved_cmdlines"), saved, "growing and back kept every name");
+}
+
 #[ktest]
 fn snapshot_keeps_a_copy_and_empties_the_buffer() {
     assert!(read("snapshot").contains("# * Snapshot is freed *"), "none at first");
