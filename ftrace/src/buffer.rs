@@ -21,7 +21,7 @@
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use arch::irq::IrqGuard;
 use arch::sync::{Mutex, MutexGuard};
@@ -108,6 +108,9 @@ pub struct TraceBuffer {
     /// by a reader or clearer of the live rings, so that they stay the live
     /// ones while it works (a callback's swap meanwhile is skipped).
     swapping: AtomicBool,
+    /// `tracing_cpumask`: the CPUs whose rings record (a bit each; the
+    /// rings of the others, live and spare, are masked).
+    cpumask: AtomicU64,
 }
 
 /// Held while [`TraceBuffer`]'s two ring pointers change.
@@ -135,12 +138,20 @@ impl Drop for SwapGuard<'_> {
     }
 }
 
-/// The rings of a new buffer, leaked; `None` if the heap cannot hold them.
-fn make_rings(pages: usize) -> Option<*mut RingBuffer> {
+/// Every CPU's bit (what `tracing_cpumask` starts as).
+pub fn all_cpus() -> u64 {
+    u64::MAX >> (64 - cpus())
+}
+
+/// The rings of a new buffer, leaked, recording on the CPUs of `cpumask`
+/// only; `None` if the heap cannot hold them.
+fn make_rings(pages: usize, cpumask: u64) -> Option<*mut RingBuffer> {
     let mut rings = Vec::new();
     rings.try_reserve_exact(cpus()).ok()?;
-    for _ in 0..cpus() {
-        rings.push(RingBuffer::try_new(pages)?);
+    for cpu in 0..cpus() {
+        let ring = RingBuffer::try_new(pages)?;
+        ring.set_masked(cpumask & 1 << cpu == 0);
+        rings.push(ring);
     }
     Some(Box::into_raw(rings.into_boxed_slice()) as *mut RingBuffer)
 }
@@ -164,6 +175,13 @@ pub enum ResizeError {
     NoMemory,
 }
 
+/// A `tracing_cpumask` with a CPU this machine does not have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuMaskError {
+    /// The CPUs there are.
+    pub cpus: usize,
+}
+
 /// The largest ring a resize makes: 64 MiB a CPU.
 pub const MAX_PAGES_PER_CPU: usize = 16 * 1024;
 
@@ -171,7 +189,7 @@ impl TraceBuffer {
     /// A buffer of `pages` pages for each CPU, recording; `None` if the
     /// heap cannot hold it.
     pub fn try_new(pages: usize) -> Option<TraceBuffer> {
-        let rings = make_rings(pages)?;
+        let rings = make_rings(pages, all_cpus())?;
         Some(TraceBuffer {
             rings: AtomicPtr::new(rings),
             cpus: cpus(),
@@ -181,6 +199,7 @@ impl TraceBuffer {
             readers: Mutex::new(()),
             spare: AtomicPtr::new(core::ptr::null_mut()),
             swapping: AtomicBool::new(false),
+            cpumask: AtomicU64::new(all_cpus()),
         })
     }
 
@@ -200,7 +219,8 @@ impl TraceBuffer {
             return Err(ResizeError::BadSize);
         }
         let _readers = self.readers.lock();
-        let new = make_rings(pages).ok_or(ResizeError::NoMemory)?;
+        let cpumask = self.cpumask();
+        let new = make_rings(pages, cpumask).ok_or(ResizeError::NoMemory)?;
         // Reading the buffer (`cat trace`, `snapshot`) copies it and lists
         // its events, about twice its size: a buffer the heap could hold
         // but not read would make every read fail. Room for that is
@@ -214,7 +234,7 @@ impl TraceBuffer {
         // A snapshot buffer is resized too (and emptied).
         let new_spare = match self.spare.load(Ordering::Acquire).is_null() {
             true => core::ptr::null_mut(),
-            false => match make_rings(pages) {
+            false => match make_rings(pages, cpumask) {
                 Some(spare) => spare,
                 None => {
                     // SAFETY: just made, never published.
@@ -248,7 +268,7 @@ impl TraceBuffer {
     pub fn alloc_snapshot(&self) -> Result<(), ResizeError> {
         let _readers = self.readers.lock();
         if self.spare.load(Ordering::Acquire).is_null() {
-            let spare = make_rings(self.pages_per_cpu()).ok_or(ResizeError::NoMemory)?;
+            let spare = make_rings(self.pages_per_cpu(), self.cpumask()).ok_or(ResizeError::NoMemory)?;
             self.spare.store(spare, Ordering::Release);
         }
         Ok(())
@@ -269,6 +289,33 @@ impl TraceBuffer {
             // and no reader (`readers` is held) uses it.
             unsafe { free_rings(spare) };
         }
+    }
+
+    /// `tracing_cpumask`: the CPUs whose events are recorded, a bit each.
+    pub fn cpumask(&self) -> u64 {
+        self.cpumask.load(Ordering::Relaxed)
+    }
+
+    /// `echo MASK > tracing_cpumask`: records only on the CPUs of `mask`
+    /// (a bit each; none is allowed, as in Linux), from the next write on.
+    /// What the rings hold stays. A bit for a CPU that does not exist is
+    /// refused, and nothing changes.
+    pub fn set_cpumask(&self, mask: u64) -> Result<(), CpuMaskError> {
+        if mask & !all_cpus() != 0 {
+            return Err(CpuMaskError { cpus: cpus() });
+        }
+        let readers = self.readers.lock();
+        // Neither set of rings changes places meanwhile (resizes and
+        // snapshot allocations, which take `readers`, read the mask).
+        let _swap = SwapGuard::new(&self.swapping);
+        self.cpumask.store(mask, Ordering::Relaxed);
+        let spare = self.spare_rings(&readers).unwrap_or(&[]);
+        for rings in [self.rings(&readers), spare] {
+            for (cpu, ring) in rings.iter().enumerate() {
+                ring.set_masked(mask & 1 << cpu == 0);
+            }
+        }
+        Ok(())
     }
 
     /// Whether the snapshot's rings are allocated.

@@ -63,7 +63,7 @@
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
 /// Bytes in a page.
 pub const PAGE_SIZE: usize = 4096;
@@ -329,7 +329,15 @@ pub enum WriteError {
     TooLarge,
     /// A non-consuming reader paused the buffer.
     Paused,
+    /// Recording is off on this CPU (`tracing_cpumask`).
+    Masked,
 }
+
+/// `RingBuffer::stopped`: a non-consuming reader paused the writer.
+const STOP_PAUSED: u8 = 1;
+/// `RingBuffer::stopped`: recording is off on this ring's CPU
+/// (`tracing_cpumask`); the writer records nothing, and counts nothing.
+const STOP_MASKED: u8 = 2;
 
 /// The writer's own state.
 struct Writer {
@@ -380,8 +388,10 @@ pub struct RingBuffer {
     tail: AtomicU64,
     writer: UnsafeCell<Writer>,
     reader: spin::Mutex<Reader>,
-    /// A non-consuming reader asks the writer to stop.
-    paused: AtomicBool,
+    /// Why the writer must not write: [`STOP_PAUSED`] (a non-consuming
+    /// reader asks it to stop) and [`STOP_MASKED`] (its CPU is not
+    /// traced). One load tests both.
+    stopped: AtomicU8,
     /// The writer is inside `write_with`.
     writing: AtomicBool,
     written: AtomicU64,
@@ -420,7 +430,7 @@ impl RingBuffer {
             tail: AtomicU64::new(0),
             writer: UnsafeCell::new(Writer { seq: 0, index: 0, commit: 0, last_time: 0 }),
             reader: spin::Mutex::new(Reader { next: 0, overrun_seen: 0 }),
-            paused: AtomicBool::new(false),
+            stopped: AtomicU8::new(0),
             writing: AtomicBool::new(false),
             written: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
@@ -502,10 +512,15 @@ impl RingBuffer {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return Err(WriteError::TooLarge);
         }
-        // Pairs with `snapshot`: it sets `paused`, then waits for `writing`.
+        // Pairs with `snapshot`: it sets `STOP_PAUSED`, then waits for
+        // `writing`.
         self.writing.store(true, Ordering::SeqCst);
-        if self.paused.load(Ordering::SeqCst) {
+        let stopped = self.stopped.load(Ordering::SeqCst);
+        if stopped != 0 {
             self.writing.store(false, Ordering::Release);
+            if stopped & STOP_MASKED != 0 {
+                return Err(WriteError::Masked);
+            }
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return Err(WriteError::Paused);
         }
@@ -658,13 +673,25 @@ impl RingBuffer {
     /// ring meanwhile (events written then are dropped, not counted, as
     /// Linux's `trace` file does while it is read).
     fn paused<R>(&self, f: impl FnOnce() -> R) -> R {
-        let was = self.paused.swap(true, Ordering::SeqCst);
+        let was = self.stopped.fetch_or(STOP_PAUSED, Ordering::SeqCst);
         while self.writing.load(Ordering::SeqCst) {
             core::hint::spin_loop();
         }
         let result = f();
-        self.paused.store(was, Ordering::SeqCst);
+        if was & STOP_PAUSED == 0 {
+            self.stopped.fetch_and(!STOP_PAUSED, Ordering::SeqCst);
+        }
         result
+    }
+
+    /// Stops (`true`) or resumes recording in this ring for good, as
+    /// Linux's `ring_buffer_record_disable_cpu` does for `tracing_cpumask`:
+    /// a write meanwhile records nothing and is not counted as dropped.
+    pub fn set_masked(&self, masked: bool) {
+        match masked {
+            true => self.stopped.fetch_or(STOP_MASKED, Ordering::SeqCst),
+            false => self.stopped.fetch_and(!STOP_MASKED, Ordering::SeqCst),
+        };
     }
 
     /// Copies every unread page, oldest first (a non-consuming read).
@@ -801,6 +828,27 @@ mod tests {
         unsafe { ring.write(time, payload) }.unwrap();
     }
 
+    /// A masked ring (`tracing_cpumask`) records nothing and counts
+    /// nothing, a reader's pause meanwhile leaves it masked, and unmasking
+    /// records again.
+    #[test]
+    fn a_masked_ring_records_and_counts_nothing() {
+        let ring = RingBuffer::new(4);
+        write(&ring, 1, &payload(1, 24));
+        ring.set_masked(true);
+        // SAFETY: one writer (the test thread).
+        assert_eq!(unsafe { ring.write(2, &payload(2, 24)) }, Err(WriteError::Masked));
+        let copies = ring.snapshot(); // pauses and resumes the writer
+        assert_eq!(copies.iter().flat_map(|page| page_events(&page[..])).count(), 1);
+        // SAFETY: as above.
+        assert_eq!(unsafe { ring.write(3, &payload(3, 24)) }, Err(WriteError::Masked), "still masked after the pause");
+        let stats = ring.stats();
+        assert_eq!((stats.written, stats.dropped, stats.entries), (1, 0, 1));
+        ring.set_masked(false);
+        write(&ring, 4, &payload(4, 24));
+        assert_eq!(ring.events().iter().map(|(time, _)| *time).collect::<Vec<_>>(), [1, 4]);
+    }
+
     #[test]
     fn events_round_trip_with_times() {
         let ring = RingBuffer::new(4);
@@ -830,7 +878,7 @@ mod tests {
         let copied: usize = ring.snapshot().iter().map(|page| page_commit(&page[..])).sum();
         let usage = ring.usage();
         assert_eq!(usage, Usage { bytes: copied, oldest_page_time: 100 });
-        assert!(!ring.paused.load(Ordering::Relaxed) && ring.stats().dropped == 0);
+        assert!(ring.stopped.load(Ordering::Relaxed) == 0 && ring.stats().dropped == 0);
         // A consuming read takes the first page: the oldest is the next.
         let mut page = [0u8; PAGE_SIZE];
         ring.read_page(&mut page).unwrap();

@@ -112,6 +112,7 @@ const FILES: &[File] = &[
     top("set_event", Some(read_set_event), Some(write_set_event)),
     top("set_event_pid", Some(read_event_pid), Some(write_event_pid)),
     per_array("trace_clock", Some(read_trace_clock), Some(write_trace_clock)),
+    per_array("tracing_cpumask", Some(read_tracing_cpumask), Some(write_tracing_cpumask)),
     top("function_profile_enabled", Some(read_function_profile_enabled), Some(write_function_profile_enabled)),
     top("tracing_thresh", Some(read_tracing_thresh), Some(write_tracing_thresh)),
     top("stack_tracer_enabled", Some(read_stack_tracer_enabled), Some(write_stack_tracer_enabled)),
@@ -338,6 +339,28 @@ fn write_buffer_size_kb(array: Array, text: &str, _mode: FilterMode) -> Result<(
             Err(TracefsError::Invalid(format!("not enough memory for {kb} KiB per CPU (and a copy to read it)")))
         }
     }
+}
+
+/// The CPUs that record, in hex as Linux prints a CPU mask: one digit per
+/// four CPUs (`f` for four CPUs, `01` for CPU 0 of eight).
+fn read_tracing_cpumask(array: Array, out: &mut dyn Write) -> fmt::Result {
+    let width = ftrace::buffer::cpus().div_ceil(4);
+    writeln!(out, "{:0width$x}", array.buffer().cpumask())
+}
+
+/// `echo MASK > tracing_cpumask`: hex, as Linux reads it (commas between
+/// 32-bit groups allowed); events on other CPUs are not recorded from now
+/// on.
+fn write_tracing_cpumask(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+    let digits: String = text.trim().chars().filter(|&c| c != ',').collect();
+    let mask = match digits.len() {
+        1..=16 => u64::from_str_radix(&digits, 16).ok(),
+        _ => None,
+    };
+    let mask = mask.ok_or_else(|| TracefsError::Invalid(format!("expected a CPU mask in hex, not '{}'", text.trim())))?;
+    array.buffer().set_cpumask(mask).map_err(|error| {
+        TracefsError::Invalid(format!("{:#x} names a CPU this machine does not have ({} CPUs)", mask, error.cpus))
+    })
 }
 
 fn read_buffer_total_size_kb(array: Array, out: &mut dyn Write) -> fmt::Result {

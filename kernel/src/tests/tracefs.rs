@@ -51,6 +51,62 @@ fn per_cpu_trace_and_stats_split_the_buffer_by_cpu() {
     write("set_ftrace_filter", "");
 }
 
+/// fib(2) (3 calls) once on each CPU, each in a task pinned there.
+fn fib_on_every_cpu() {
+    for cpu in 0..ftrace::buffer::cpus() {
+        let task = crate::sched::spawn_on("fib-cpu", 1 << cpu, || fib(2)).unwrap();
+        assert_eq!(task.join(), 1);
+    }
+}
+
+/// fib lines in each CPU's buffer.
+fn fib_lines_per_cpu() -> alloc::vec::Vec<usize> {
+    (0..ftrace::buffer::cpus()).map(|cpu| fib_lines(&read(&format!("per_cpu/cpu{cpu}/trace")))).collect()
+}
+
+/// `tracing_cpumask` records only the CPUs it names, in the live rings,
+/// the snapshot's and rings a resize makes; a CPU that does not exist is
+/// refused.
+#[ktest]
+fn tracing_cpumask_records_only_its_cpus() {
+    let cpus = ftrace::buffer::cpus();
+    assert!(cpus >= 2, "the test kernel runs several CPUs");
+    let all = format!("{:0width$x}\n", (1u64 << cpus) - 1, width = cpus.div_ceil(4));
+    assert_eq!(read("tracing_cpumask"), all);
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    write("trace", "");
+    write("tracing_cpumask", "1");
+    assert_eq!(read("tracing_cpumask"), format!("{:0width$x}\n", 1, width = cpus.div_ceil(4)));
+    fib_on_every_cpu();
+    let mut only_cpu0 = alloc::vec![0; cpus];
+    only_cpu0[0] = 3;
+    assert_eq!(fib_lines_per_cpu(), only_cpu0);
+    assert_eq!(stat(&read("per_cpu/cpu1/stats"), "dropped events"), 0, "not recorded is not dropped");
+    for bad in ["g", "", "1,,x", &format!("{:x}", 1u64 << cpus), "11111111111111111"] {
+        let refused = tracefs::write("tracing_cpumask", bad, FilterMode::Replace);
+        assert!(matches!(refused, Err(TracefsError::Invalid(_))), "{bad}: {refused:?}");
+    }
+    assert_eq!(read("tracing_cpumask"), format!("{:0width$x}\n", 1, width = cpus.div_ceil(4)), "unchanged");
+    // The snapshot's rings follow the mask (they record once swapped in),
+    // and so do the rings a resize makes.
+    write("snapshot", "1");
+    fib_on_every_cpu();
+    assert_eq!(fib_lines_per_cpu(), only_cpu0, "in the rings swapped in");
+    let size = read("buffer_size_kb");
+    write("buffer_size_kb", "8");
+    fib_on_every_cpu();
+    assert_eq!(fib_lines_per_cpu(), only_cpu0, "in new rings");
+    write("buffer_size_kb", size.trim());
+    write("snapshot", "0");
+    write("tracing_cpumask", &all);
+    write("trace", "");
+    fib_on_every_cpu();
+    assert_eq!(fib_lines_per_cpu(), alloc::vec![3; cpus]);
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+}
+
 #[ktest]
 fn buffer_size_kb_resizes_every_cpu_and_keeps_the_tracer() {
     let cpus = ftrace::buffer::cpus();
