@@ -284,13 +284,17 @@ trigger_session=(
     "echo 0 > events/fprobes/fibt/enable"
     "echo '-:fibt' >> dynamic_events"
     "echo '!traceoff' > events/fprobes/fibt/trigger"
+    "echo 'hist:keys=n.log2:vals=n:sort=n' > events/fprobes/fibt/trigger"
+    "run fib 5"
+    "cat events/fprobes/fibt/hist"
+    "echo '!hist:keys=n.log2:vals=n:sort=n' > events/fprobes/fibt/trigger"
     "echo '-:fibt' >> dynamic_events"
     "cat dynamic_events"
     "poweroff"
 )
 if run_session event-triggers "$(printf '%s\n' "${trigger_session[@]}")\n"; then
     expect "a comment line is no error: two refusals only" test "$(count_lines '^error: ')" -eq 2
-    expect "no trigger: the commands available" grep -qx "# traceon traceoff snapshot stacktrace enable_event disable_event" <<<"$out"
+    expect "no trigger: the commands available" grep -qx "# traceon traceoff snapshot stacktrace enable_event disable_event hist" <<<"$out"
     expect "the trigger reads back as Linux prints it" grep -qx "traceoff:unlimited if n == 2" <<<"$out"
     expect "traceon and traceoff are one kind" grep -q "^error: the event has a 'traceoff' trigger already" <<<"$out"
     expect "fib(2) switched tracing off" test "$(sed -n '/^> cat tracing_on$/{n;p}' <<<"$out")" = "0"
@@ -299,6 +303,11 @@ if run_session event-triggers "$(printf '%s\n' "${trigger_session[@]}")\n"; then
     expect "its count spent" grep -qx "stacktrace:count=0 if next_pid > 0" <<<"$out"
     expect "an event with triggers is not removed" grep -q "^error: event 'fprobes/fibt' has triggers; remove them first" <<<"$out"
     expect "removed once its trigger went" test -z "$(sed -n '/^> cat dynamic_events$/{n;/^> /d;p}' <<<"$out")"
+    # fib(5)'s 15 calls by n: 0 (3), 1 (5), 2 (3), 3 (2), 4 and 5 (1 each);
+    # log2 buckets 2^0 (n 0, 1), 2^1 (2), 2^2 (3, 4), 2^3 (5).
+    expect "a hist trigger's table, bucketed by log2" test "$(grep -c '^{ n: ~ 2^' <<<"$out")" -eq 4
+    expect "its first bucket: n = 0 and 1" grep -qx "{ n: ~ 2^0  } hitcount:          8  n:          5" <<<"$out"
+    expect "its totals" grep -qx "    Hits: 15" <<<"$out"
 fi
 
 more_files_session=(

@@ -684,6 +684,18 @@ pub fn trigger_text(group: &str, event: &str) -> Result<String, EventError> {
     Ok(find(&mut events, group, event)?.compiled.triggers.text())
 }
 
+/// `cat events/GRP/EVENT/hist`: its `hist` triggers' tables, if any
+/// (printed without holding the events' lock).
+pub fn hist_text(
+    group: &str,
+    event: &str,
+    names: ftrace::hist::Namer,
+    comms: ftrace::hist::Comms,
+) -> Result<Option<String>, EventError> {
+    let compiled = find(&mut EVENTS.lock(), group, event)?.compiled.clone();
+    Ok(compiled.triggers.hist_text(names, comms))
+}
+
 /// Registers the probe an event rides on.
 fn arm(entry: &Event) -> Result<Armed, EventError> {
     let compiled = &entry.compiled;

@@ -37,8 +37,14 @@
 //! added (a hit cannot allocate); without memory it is refused. An event
 //! named by a trigger, or with triggers, cannot be removed.
 //!
+//! `hist:keys=...` counts hits per key into a table (see [`crate::hist`]);
+//! an event may have several, each with other keys, values, sort or
+//! filter, and `hist:...:pause`, `:cont` and `:clear` act on the one with
+//! the same keys, values, sort and filter, as in Linux.
+//!
 //! Not as in Linux: `set_event_pid` decides what an event records, not
-//! which hits its triggers see; `hist` is not implemented.
+//! which hits its triggers see; a `hist` trigger has no variables, actions
+//! or shared (`name=`) tables.
 
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
@@ -46,6 +52,7 @@ use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::event_filter::{EventFilter, FilterError, FilterField};
+use crate::hist::{HistError, Histogram};
 
 /// What a trigger does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +65,8 @@ pub enum TriggerCommand {
     EnableEvent,
     /// `disable_event:GRP:EVENT`: it stops.
     DisableEvent,
+    /// `hist:keys=...`: counts hits per key ([`crate::hist`]).
+    Hist,
 }
 
 /// The event an `enable_event`/`disable_event` trigger switches. While
@@ -78,13 +87,14 @@ pub struct EventName {
 
 impl TriggerCommand {
     /// Every command, in the order `cat trigger` lists them.
-    pub const ALL: [TriggerCommand; 6] = [
+    pub const ALL: [TriggerCommand; 7] = [
         TriggerCommand::TraceOn,
         TriggerCommand::TraceOff,
         TriggerCommand::Snapshot,
         TriggerCommand::StackTrace,
         TriggerCommand::EnableEvent,
         TriggerCommand::DisableEvent,
+        TriggerCommand::Hist,
     ];
 
     /// The command called `name`.
@@ -101,6 +111,7 @@ impl TriggerCommand {
             TriggerCommand::StackTrace => "stacktrace",
             TriggerCommand::EnableEvent => "enable_event",
             TriggerCommand::DisableEvent => "disable_event",
+            TriggerCommand::Hist => "hist",
         }
     }
 
@@ -119,6 +130,7 @@ impl TriggerCommand {
             TriggerCommand::Snapshot => 1,
             TriggerCommand::StackTrace => 2,
             TriggerCommand::EnableEvent | TriggerCommand::DisableEvent => 3,
+            TriggerCommand::Hist => 4,
         };
         kind(self) == kind(other)
     }
@@ -146,6 +158,8 @@ pub struct Trigger {
     /// tracefs resolved the name) its switch.
     target: Option<EventName>,
     switch: Option<Arc<dyn EventSwitch>>,
+    /// A `hist` trigger's table.
+    hist: Option<alloc::boxed::Box<Histogram>>,
 }
 
 impl fmt::Debug for Trigger {
@@ -178,9 +192,26 @@ impl Trigger {
         self.phase
     }
 
+    /// Whether it is a `hist` trigger of the same histogram and filter as
+    /// `spec` and `filter` (what an add, a removal or a `pause` matches).
+    #[cfg_attr(not(any(test, target_os = "none")), allow(dead_code))]
+    fn is_hist(&self, spec: &crate::hist::HistSpec, filter: Option<&str>) -> bool {
+        self.hist.as_ref().is_some_and(|hist| hist.spec().same_as(spec)) && self.filter.as_ref().map(EventFilter::text) == filter
+    }
+
     /// Its line in `cat trigger`: `traceoff:unlimited`,
-    /// `stacktrace:count=2 if prev_pid == 0`.
+    /// `stacktrace:count=2 if prev_pid == 0`,
+    /// `hist:keys=pid:vals=hitcount:sort=hitcount:size=2048 [active]`.
     pub fn line(&self) -> String {
+        if let Some(hist) = &self.hist {
+            let mut line = hist.spec().line();
+            if let Some(filter) = &self.filter {
+                line.push_str(" if ");
+                line.push_str(filter.text());
+            }
+            line.push_str(if hist.is_paused() { " [paused]" } else { " [active]" });
+            return line;
+        }
         let mut line = String::from(self.command.name());
         if let Some(target) = &self.target {
             line.push_str(&alloc::format!(":{}:{}", target.group, target.event));
@@ -216,6 +247,9 @@ pub enum Request {
     /// `!NAME[:GRP:EVENT]`: the event's trigger of that kind (and target)
     /// goes.
     Remove(TriggerCommand, Option<EventName>),
+    /// `!hist:...`: the `hist` trigger of the same histogram and filter
+    /// goes.
+    RemoveHist(crate::hist::HistSpec, Option<String>),
 }
 
 /// Why a trigger line was refused; nothing changed.
@@ -234,13 +268,18 @@ pub enum TriggerError {
     NoMemory,
     /// `enable_event` without `:GRP:EVENT`.
     MissingEvent(&'static str),
+    /// A bad `hist:` line.
+    Hist(HistError),
+    /// `hist:...:cont` or `:clear` with no such `hist` trigger (Linux:
+    /// ENOENT).
+    NoSuchHist,
 }
 
 impl fmt::Display for TriggerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TriggerError::UnknownCommand(name) => {
-                write!(f, "unknown trigger '{name}' (traceon, traceoff, snapshot, stacktrace, enable_event, disable_event)")
+                write!(f, "unknown trigger '{name}' (traceon, traceoff, snapshot, stacktrace, enable_event, disable_event, hist)")
             }
             TriggerError::BadCount(count) => write!(f, "bad trigger count '{count}'"),
             TriggerError::Malformed(text) => write!(f, "expected ':COUNT' or 'if FILTER', found '{text}'"),
@@ -248,6 +287,8 @@ impl fmt::Display for TriggerError {
             TriggerError::Exists(name) => write!(f, "the event has a '{name}' trigger already (remove it with '!{name}')"),
             TriggerError::NoMemory => write!(f, "not enough memory for the snapshot buffer"),
             TriggerError::MissingEvent(name) => write!(f, "'{name}' needs the event to switch: {name}:GRP:EVENT"),
+            TriggerError::Hist(error) => write!(f, "{error}"),
+            TriggerError::NoSuchHist => write!(f, "hist: no trigger with these keys, values, sort and filter to act on"),
         }
     }
 }
@@ -266,6 +307,9 @@ pub fn parse(text: &str, fields: &[FilterField]) -> Result<Request, TriggerError
         None => (false, name),
     };
     let command = TriggerCommand::from_name(name).ok_or_else(|| TriggerError::UnknownCommand(name.to_string()))?;
+    if command == TriggerCommand::Hist {
+        return parse_hist(remove, rest, fields);
+    }
     // `GRP:EVENT` first, for the commands that switch an event; what
     // follows it is read as for the others.
     let (target, rest) = if command.takes_event() {
@@ -295,21 +339,42 @@ pub fn parse(text: &str, fields: &[FilterField]) -> Result<Request, TriggerError
     } else {
         (None, rest)
     };
-    let filter = match filter {
-        "" => None,
-        filter => {
-            let expression = filter
-                .strip_prefix("if")
-                .filter(|after| after.starts_with(|c: char| c.is_ascii_whitespace()))
-                .map(str::trim)
-                .filter(|expression| !expression.is_empty())
-                .ok_or_else(|| TriggerError::Malformed(filter.to_string()))?;
-            Some(EventFilter::parse(expression, fields).map_err(TriggerError::Filter)?)
-        }
-    };
+    let filter = parse_filter(filter, fields)?;
     let after = filter.is_some() || matches!(command, TriggerCommand::TraceOff | TriggerCommand::StackTrace);
     let phase = if after { Phase::AfterRecord } else { Phase::BeforeRecord };
-    Ok(Request::Add(Trigger { command, phase, left: AtomicU64::new(count.unwrap_or(UNLIMITED)), filter, target, switch: None }))
+    let left = AtomicU64::new(count.unwrap_or(UNLIMITED));
+    Ok(Request::Add(Trigger { command, phase, left, filter, target, switch: None, hist: None }))
+}
+
+/// `if FILTER` (or nothing) after a trigger's command.
+fn parse_filter(text: &str, fields: &[FilterField]) -> Result<Option<EventFilter>, TriggerError> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let expression = text
+        .strip_prefix("if")
+        .filter(|after| after.starts_with(|c: char| c.is_ascii_whitespace()))
+        .map(str::trim)
+        .filter(|expression| !expression.is_empty())
+        .ok_or_else(|| TriggerError::Malformed(text.to_string()))?;
+    EventFilter::parse(expression, fields).map(Some).map_err(TriggerError::Filter)
+}
+
+/// `[!]hist:ATTRS [if FILTER]` (`rest`: what follows `hist:`). An added
+/// `hist` trigger's table is allocated here, while a refusal changes
+/// nothing.
+fn parse_hist(remove: bool, rest: &str, fields: &[FilterField]) -> Result<Request, TriggerError> {
+    let end = rest.find(|c: char| c.is_ascii_whitespace()).unwrap_or(rest.len());
+    let (attrs, filter) = rest.split_at(end);
+    let spec = crate::hist::parse(attrs, fields).map_err(TriggerError::Hist)?;
+    let filter = parse_filter(filter.trim(), fields)?;
+    if remove {
+        return Ok(Request::RemoveHist(spec, filter.map(|filter| filter.text().to_string())));
+    }
+    let hist = alloc::boxed::Box::new(Histogram::try_new(spec).map_err(TriggerError::Hist)?);
+    let left = AtomicU64::new(UNLIMITED);
+    let command = TriggerCommand::Hist;
+    Ok(Request::Add(Trigger { command, phase: Phase::AfterRecord, left, filter, target: None, switch: None, hist: Some(hist) }))
 }
 
 fn parse_count(text: &str) -> Result<u64, TriggerError> {
@@ -323,7 +388,7 @@ fn parse_count(text: &str) -> Result<u64, TriggerError> {
 }
 
 /// What `cat trigger` prints for an event with no trigger.
-pub const AVAILABLE: &str = "# Available triggers:\n# traceon traceoff snapshot stacktrace enable_event disable_event\n";
+pub const AVAILABLE: &str = "# Available triggers:\n# traceon traceoff snapshot stacktrace enable_event disable_event hist\n";
 
 #[cfg(target_os = "none")]
 pub use kernel_side::{Applied, StackStart, Triggers};
@@ -337,6 +402,7 @@ mod kernel_side {
     use super::{EventName, Phase, Request, Trigger, TriggerCommand, TriggerError, AVAILABLE};
     use crate::deferred::Published;
     use crate::event_filter::FieldValue;
+    use crate::hist::HistControl;
     use crate::instance::TraceArray;
 
     /// Where a `stacktrace` trigger's call chain starts: the addresses the
@@ -397,6 +463,20 @@ mod kernel_side {
                     let removed = list.remove(at);
                     Applied::Removed(removed.command, removed.target.clone())
                 }
+                Request::RemoveHist(spec, filter) => {
+                    let Some(at) = list.iter().position(|trigger| trigger.is_hist(&spec, filter.as_deref())) else {
+                        return Ok(Applied::Nothing);
+                    };
+                    list.remove(at);
+                    Applied::Removed(TriggerCommand::Hist, None)
+                }
+                Request::Add(trigger) if trigger.hist.is_some() => match add_hist(&list, trigger)? {
+                    Some(trigger) => {
+                        list.insert(0, Arc::new(trigger));
+                        Applied::Added(TriggerCommand::Hist, None)
+                    }
+                    None => return Ok(Applied::Nothing),
+                },
                 Request::Add(trigger) => {
                     if let Some(existing) = list.iter().find(|t| t.is_kind(trigger.command, trigger.target.as_ref())) {
                         let name = match &existing.target {
@@ -420,6 +500,23 @@ mod kernel_side {
             };
             self.list.replace((!list.is_empty()).then_some(list));
             Ok(applied)
+        }
+
+        /// `cat hist`: every `hist` trigger's table, newest first (as
+        /// Linux lists them), or `None` if the event has none.
+        pub fn hist_text(&self, names: crate::hist::Namer, comms: crate::hist::Comms) -> Option<String> {
+            let _writers = self.writers.lock();
+            self.list.read(|list| {
+                let mut text = String::new();
+                for trigger in list.into_iter().flatten() {
+                    let Some(hist) = &trigger.hist else { continue };
+                    if !text.is_empty() {
+                        text.push_str("\n\n");
+                    }
+                    let _ = hist.write(&trigger.line(), &mut text, names, comms);
+                }
+                (!text.is_empty()).then_some(text)
+            })
         }
 
         /// Removes the trigger of `command`'s kind (and target), if there is
@@ -453,14 +550,38 @@ mod kernel_side {
                     if trigger.phase() != phase || !trigger.filter.as_ref().is_none_or(|filter| filter.matches(value)) {
                         continue;
                     }
-                    act(trigger, array, stack);
+                    act(trigger, array, value, stack);
                 }
             });
         }
     }
 
-    fn act(trigger: &Trigger, array: &TraceArray, stack: StackStart) {
+    /// An added `hist` line: the trigger to add, or `None` when it acted
+    /// on the `hist` trigger already there with the same histogram and
+    /// filter (`pause`, `cont`, `clear`).
+    fn add_hist(list: &[Arc<Trigger>], trigger: Trigger) -> Result<Option<Trigger>, TriggerError> {
+        let Some(hist) = &trigger.hist else { return Ok(Some(trigger)) };
+        let filter = trigger.filter.as_ref().map(|filter| filter.text());
+        let existing = list.iter().find(|other| other.is_hist(hist.spec(), filter)).and_then(|other| other.hist.as_ref());
+        match (existing, hist.spec().control) {
+            (Some(existing), Some(HistControl::Pause)) => existing.set_paused(true),
+            (Some(existing), Some(HistControl::Cont)) => existing.set_paused(false),
+            // A hit that saw it running is done once every CPU has taken
+            // an interrupt (the hit path masks them).
+            (Some(existing), Some(HistControl::Clear)) => existing.clear(arch::smp::sync_all),
+            (Some(_), None) => return Err(TriggerError::Exists(hist.spec().line())),
+            (None, Some(HistControl::Cont | HistControl::Clear)) => return Err(TriggerError::NoSuchHist),
+            (None, _) => return Ok(Some(trigger)),
+        }
+        Ok(None)
+    }
+
+    fn act<'a>(trigger: &Trigger, array: &TraceArray, value: &dyn Fn(usize) -> FieldValue<'a>, stack: StackStart) {
         let buffer = array.buffer();
+        if let Some(hist) = &trigger.hist {
+            hist.hit(value);
+            return;
+        }
         match trigger.command {
             TriggerCommand::TraceOff if buffer.is_on() && trigger.take() => buffer.set_on(false),
             TriggerCommand::TraceOn if !buffer.is_on() && trigger.take() => buffer.set_on(true),
@@ -593,5 +714,30 @@ mod tests {
     fn one_trigger_of_a_kind() {
         assert!(TriggerCommand::TraceOn.same_kind(TriggerCommand::TraceOff));
         assert!(!TriggerCommand::Snapshot.same_kind(TriggerCommand::StackTrace));
+    }
+
+    #[test]
+    fn hist_lines_parse_with_their_filter_and_removals_name_the_histogram() {
+        let trigger = added("hist:keys=prev_pid:sort=prev_pid.descending if prev_comm == \"fib*\"");
+        assert_eq!(
+            trigger.line(),
+            "hist:keys=prev_pid:vals=hitcount:sort=prev_pid.descending:size=2048 if prev_comm == \"fib*\" [active]"
+        );
+        assert_eq!((trigger.command, trigger.phase()), (TriggerCommand::Hist, Phase::AfterRecord));
+        let same = crate::hist::parse("keys=prev_pid:sort=prev_pid.descending:size=128", &fields()).unwrap();
+        assert!(trigger.is_hist(&same, Some("prev_comm == \"fib*\"")), "the size does not count");
+        assert!(!trigger.is_hist(&same, None), "the filter does");
+        assert_eq!(added("hist:keys=prev_pid:pause").line(), "hist:keys=prev_pid:vals=hitcount:sort=hitcount:size=2048 [paused]");
+        match parse("!hist:keys=prev_pid if prev_pid > 1", &fields()) {
+            Ok(Request::RemoveHist(spec, filter)) => {
+                assert!(spec.same_as(&crate::hist::parse("keys=prev_pid", &fields()).unwrap()));
+                assert_eq!(filter.as_deref(), Some("prev_pid > 1"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let error = |text: &str| parse(text, &fields()).unwrap_err();
+        assert_eq!(error("hist:keys=nosuch"), TriggerError::Hist(crate::hist::HistError::NoSuchField("nosuch".into())));
+        assert_eq!(error("hist:keys=prev_pid when"), TriggerError::Malformed("when".into()));
+        assert!(AVAILABLE.ends_with(" hist\n"));
     }
 }

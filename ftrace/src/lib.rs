@@ -55,6 +55,7 @@ pub mod event;
 pub mod event_filter;
 pub mod event_trigger;
 pub mod glob;
+pub mod hist;
 pub mod kallsyms;
 pub mod output;
 pub mod payload;

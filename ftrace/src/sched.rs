@@ -186,6 +186,11 @@ impl SchedEvent {
         self.triggers().text()
     }
 
+    /// `cat events/sched/NAME/hist`: its `hist` triggers' tables, if any.
+    pub fn hist_text(self, names: crate::hist::Namer, comms: crate::hist::Comms) -> Option<String> {
+        self.triggers().hist_text(names, comms)
+    }
+
     /// Whether it records.
     pub fn is_enabled(self) -> bool {
         self.flag().load(Ordering::Relaxed)

@@ -8,8 +8,8 @@
 //!            ^
 //! ```
 //!
-//! Linux logs probe definitions (`kprobe_events`, `dynamic_events`) and
-//! event filters; so does this. The caret marks where Linux's parser
+//! Linux logs probe definitions (`kprobe_events`, `dynamic_events`),
+//! event filters and `hist` triggers (under `hist:GRP:EVENT`); so does this. The caret marks where Linux's parser
 //! stopped; ours gives no position, so it marks the command's start.
 //! `echo > error_log` empties it. Linux keeps 8 entries per trace array;
 //! here the top level keeps 8.
@@ -27,8 +27,9 @@ const KEPT: usize = 8;
 /// One refused command, as `cat error_log` prints it.
 struct Entry {
     time_ns: u64,
-    /// Who refused it (`trace_kprobe`, `trace_fprobe`, `event filter parser`).
-    location: &'static str,
+    /// Who refused it (`trace_kprobe`, `trace_fprobe`, `event filter parser`,
+    /// `hist:GRP:EVENT`).
+    location: String,
     message: String,
     command: String,
 }
@@ -37,28 +38,34 @@ static LOG: Mutex<VecDeque<Entry>> = Mutex::new(VecDeque::new());
 
 /// How a trigger's refused filter is reported (`ftrace::event_trigger`).
 const TRIGGER_FILTER: &str = "trigger filter: ";
+/// How a refused `hist` trigger is reported (`ftrace::hist`).
+const HIST: &str = "hist: ";
 
 /// Which parser Linux would name for a write of `text` to the tracefs file
 /// `name` refused with `message`, if Linux logs such errors at all (of a
-/// trigger, only its filter's).
-pub fn location(name: &str, text: &str, message: &str) -> Option<&'static str> {
+/// trigger, its filter's and a `hist` trigger's).
+pub fn location(name: &str, text: &str, message: &str) -> Option<String> {
     let probe = || match text.trim_start().chars().next() {
         Some('f') => "trace_fprobe",
         _ => "trace_kprobe",
     };
-    match name {
-        "kprobe_events" => Some("trace_kprobe"),
-        "dynamic_events" => Some(probe()),
-        _ if name.starts_with("events/") && name.ends_with("/filter") => Some("event filter parser"),
-        _ if name.starts_with("events/") && name.ends_with("/trigger") && message.starts_with(TRIGGER_FILTER) => {
-            Some("event filter parser")
+    let event = name.strip_prefix("events/");
+    let location = match name {
+        "kprobe_events" => "trace_kprobe",
+        "dynamic_events" => probe(),
+        _ if event.is_some() && name.ends_with("/filter") => "event filter parser",
+        _ if event.is_some() && name.ends_with("/trigger") && message.starts_with(TRIGGER_FILTER) => "event filter parser",
+        _ if name.ends_with("/trigger") && message.starts_with(HIST) => {
+            let (group, event) = event?.strip_suffix("/trigger")?.split_once('/')?;
+            return Some(format!("hist:{group}:{event}"));
         }
-        _ => None,
-    }
+        _ => return None,
+    };
+    Some(String::from(location))
 }
 
 /// Logs a refused command, dropping the oldest entry past [`KEPT`].
-pub fn log(location: &'static str, message: &str, command: &str) {
+pub fn log(location: String, message: &str, command: &str) {
     let entry = Entry { time_ns: ftrace::clock::now_ns(), location, message: message.into(), command: command.trim().into() };
     let mut log = LOG.lock();
     if log.len() == KEPT {

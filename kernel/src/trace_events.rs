@@ -143,6 +143,18 @@ pub fn trigger_text(group: &str, event: &str) -> Result<String, TracefsError> {
     }
 }
 
+/// `cat events/GRP/EVENT/hist`: its `hist` triggers' tables (nothing
+/// without one, as in Linux).
+pub fn hist_text(group: &str, event: &str) -> Result<String, TracefsError> {
+    let names = |address: usize| ftrace::symbols::table().ok()?.lookup(address);
+    let comms = |pid: i32| ftrace::sched::comm_of(pid);
+    let text = match SchedEvent::find(group, event) {
+        Some(sched) => sched.hist_text(&names, &comms),
+        None => fprobe::events::hist_text(group, event, &names, &comms).map_err(invalid)?,
+    };
+    Ok(text.unwrap_or_default())
+}
+
 /// `cat events/GRP/EVENT/id`: the type id its records carry.
 pub fn id(group: &str, event: &str) -> Result<u16, TracefsError> {
     match SchedEvent::find(group, event) {

@@ -156,7 +156,7 @@ pub fn names() -> impl Iterator<Item = String> {
     let groups: alloc::collections::BTreeSet<String> = trace_events::all().into_iter().map(|(group, _)| group).collect();
     let group_files = groups.into_iter().map(|group| format!("events/{group}/enable"));
     let events = trace_events::all().into_iter().flat_map(|(group, event)| {
-        ["enable", "filter", "format", "id", "trigger"].map(|file| format!("events/{group}/{event}/{file}"))
+        ["enable", "filter", "format", "hist", "id", "trigger"].map(|file| format!("events/{group}/{event}/{file}"))
     });
     let events = core::iter::once(String::from("events/enable")).chain(group_files).chain(events);
     // The directory itself is always there, as Linux's is.
@@ -413,6 +413,8 @@ enum EventFile<'a> {
     Id(&'a str, &'a str),
     /// `events/GRP/EVENT/trigger`.
     Trigger(&'a str, &'a str),
+    /// `events/GRP/EVENT/hist`.
+    Hist(&'a str, &'a str),
     /// `events/enable` (`None`) or `events/GRP/enable`.
     EnableAll(Option<&'a str>),
 }
@@ -427,6 +429,7 @@ fn event_file(name: &str) -> Option<EventFile<'_>> {
         [group, event, "filter"] => Some(EventFile::Filter(group, event)),
         [group, event, "id"] => Some(EventFile::Id(group, event)),
         [group, event, "trigger"] => Some(EventFile::Trigger(group, event)),
+        [group, event, "hist"] => Some(EventFile::Hist(group, event)),
         _ => None,
     }
 }
@@ -455,6 +458,10 @@ pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
         }
         Some(EventFile::Trigger(group, event)) => {
             let text = trace_events::trigger_text(group, event)?;
+            return out.write_str(&text).map_err(|_| TracefsError::Invalid("output failed".into()));
+        }
+        Some(EventFile::Hist(group, event)) => {
+            let text = trace_events::hist_text(group, event)?;
             return out.write_str(&text).map_err(|_| TracefsError::Invalid("output failed".into()));
         }
         Some(EventFile::EnableAll(group)) => {
@@ -498,6 +505,7 @@ fn write_file(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsErr
         }
         Some(EventFile::Format(..)) => return Err(TracefsError::NotWritable("format")),
         Some(EventFile::Id(..)) => return Err(TracefsError::NotWritable("id")),
+        Some(EventFile::Hist(..)) => return Err(TracefsError::NotWritable("hist")),
         Some(EventFile::Filter(group, event)) => return trace_events::set_filter(group, event, text),
         // `>` and `>>` both add, as in Linux (its trigger file clears
         // nothing on a truncating open).

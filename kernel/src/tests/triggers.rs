@@ -1,6 +1,7 @@
 //! Event triggers (`events/GRP/EVENT/trigger`) as a Linux user writes
 //! them: on fprobe events and on the scheduler's, enabled or not.
 
+use alloc::format;
 use alloc::vec::Vec;
 
 use ftrace::FilterMode;
@@ -10,7 +11,7 @@ use super::{read_file as read, write_file as write};
 use crate::tracefs::{self, TracefsError};
 use crate::workload::{fib, run_parallel};
 
-const AVAILABLE: &str = "# Available triggers:\n# traceon traceoff snapshot stacktrace enable_event disable_event\n";
+const AVAILABLE: &str = "# Available triggers:\n# traceon traceoff snapshot stacktrace enable_event disable_event hist\n";
 
 /// The `n=` values of the `fibt` event's lines in `trace`.
 fn fibt_values(trace: &str) -> Vec<u64> {
@@ -243,4 +244,76 @@ fn enable_event_switches_another_event_in_soft_mode() {
     tracefs::write("dynamic_events", "-:fibsrc", FilterMode::Append).unwrap();
     tracefs::write("dynamic_events", "-:fibt", FilterMode::Append).unwrap();
     write("trace", "");
+}
+
+/// The entries of `cat hist`: its `{ KEY } hitcount: N ...` lines.
+fn hist_entries(text: &str) -> Vec<&str> {
+    text.lines().filter(|line| line.starts_with('{')).collect()
+}
+
+#[ktest]
+fn hist_triggers_count_hits_per_key_as_linux_prints_them() {
+    tracefs::write("dynamic_events", "f:fibt fib n=$arg1", FilterMode::Append).unwrap();
+    let (trigger, hist) = ("events/fprobes/fibt/trigger", "events/fprobes/fibt/hist");
+    assert_eq!(read(hist), "", "no table without a hist trigger");
+    let line = "hist:keys=n:vals=n:sort=n.descending";
+    add_trigger(trigger, line).unwrap();
+    let shown = "hist:keys=n:vals=hitcount,n:sort=n.descending:size=2048";
+    assert_eq!(read(trigger), format!("{shown} [active]\n"));
+    assert_eq!(fib(6), 8);
+    let text = read(hist);
+    assert!(text.starts_with(&format!("# event histogram\n#\n# trigger info: {shown} [active]\n#\n\n")), "{text}");
+    // fib(6) calls fib(n) once for n = 6 and 5, then 2, 3, 5, 8 and 5 times
+    // for n = 4 down to 0; the sums are n times the count.
+    let expected: Vec<alloc::string::String> = [(6, 1), (5, 1), (4, 2), (3, 3), (2, 5), (1, 8), (0, 5)]
+        .iter()
+        .map(|(n, hits)| format!("{{ n: {n:>10} }} hitcount: {hits:>10}  n: {:>10}", n * hits))
+        .collect();
+    assert_eq!(hist_entries(&text), expected);
+    assert!(text.ends_with("\nTotals:\n    Hits: 25\n    Entries: 7\n    Dropped: 0\n"), "{text}");
+
+    // The same histogram again is refused; pause, cont and clear act on it.
+    assert!(matches!(add_trigger(trigger, line), Err(TracefsError::Invalid(_))));
+    add_trigger(trigger, &format!("{line}:pause")).unwrap();
+    assert_eq!(read(trigger), format!("{shown} [paused]\n"));
+    assert_eq!(fib(6), 8);
+    assert!(read(hist).contains("    Hits: 25\n"), "a paused histogram counts nothing");
+    add_trigger(trigger, &format!("{line}:clear")).unwrap();
+    add_trigger(trigger, &format!("{line}:cont")).unwrap();
+    assert_eq!(fib(2), 1);
+    let text = read(hist);
+    assert_eq!(hist_entries(&text).len(), 3, "cleared, then fib(2)'s three calls: {text}");
+    assert!(text.contains("    Hits: 3\n"));
+    let refused = add_trigger(trigger, "hist:keys=n:cont");
+    assert!(matches!(refused, Err(TracefsError::Invalid(_))), "cont of a histogram that is not there: {refused:?}");
+
+    // A second histogram on the event: filtered, by task name, hit from
+    // tasks on several CPUs at once.
+    add_trigger(trigger, "hist:keys=common_pid.execname if n >= 5").unwrap();
+    run_parallel(4, "fib", &["6"]).unwrap();
+    let text = read(hist);
+    let by_task: Vec<&str> = hist_entries(&text).into_iter().filter(|entry| entry.starts_with("{ common_pid: ")).collect();
+    assert_eq!(by_task.len(), 4, "{text}");
+    for (n, entry) in by_task.iter().enumerate() {
+        assert!(entry.ends_with("] } hitcount:          2"), "fib(6) and fib(5) in each task: {entry}");
+        assert!(by_task.iter().any(|entry| entry.starts_with(&format!("{{ common_pid: fib/{n} "))), "{text}");
+    }
+    assert!(text.contains("\n\n\n# event histogram\n"), "two tables, one after the other: {text}");
+
+    write("error_log", "");
+    assert!(add_trigger(trigger, "hist:keys=nosuch").is_err());
+    assert!(add_trigger(trigger, "hist:keys=n:vals=nosuch").is_err());
+    let log = read("error_log");
+    assert!(
+        log.contains("] hist:fprobes:fibt: error: hist: the event has no field 'nosuch'\n  Command: hist:keys=nosuch\n"),
+        "{log}"
+    );
+    assert!(tracefs::write(hist, "1", FilterMode::Replace).is_err());
+    let removal = tracefs::write("dynamic_events", "-:fibt", FilterMode::Append);
+    assert!(removal.is_err(), "an event with a hist trigger stays");
+    add_trigger(trigger, &format!("!{line}")).unwrap();
+    add_trigger(trigger, "!hist:keys=common_pid.execname if n >= 5").unwrap();
+    assert_eq!(read(trigger), AVAILABLE);
+    assert_eq!(read(hist), "");
+    tracefs::write("dynamic_events", "-:fibt", FilterMode::Append).unwrap();
 }

@@ -1,0 +1,840 @@
+//! Histogram triggers: `echo 'hist:keys=prev_pid' > events/GRP/EVENT/trigger`
+//! counts an event's hits per value of its key fields (and sums other
+//! fields), and `cat events/GRP/EVENT/hist` prints the table, as Linux's
+//! `hist` triggers do.
+//!
+//! A line is `hist:keys=K[,K...][:vals=V[,V...]][:sort=S[,S]][:size=N]`
+//! `[:pause|:cont|:clear] [if FILTER]`: up to three keys, each a field with
+//! an optional modifier (`.hex`, `.sym`, `.sym-offset`, `.execname` on
+//! `common_pid`, `.log2`); up to three numeric values to sum (`hitcount`,
+//! every entry's count, is always there); up to two sort keys, each
+//! `hitcount` or a key or value field, `.descending` or (the default)
+//! `.ascending`; a table of `size` entries (128 to 131072, rounded up to a
+//! power of two; 2048 by default).
+//!
+//! Design. The table ([`HistMap`]) is made whole when the trigger is
+//! written and never grows: the event's hit path only inserts into it,
+//! without a lock and without allocating, as Linux's `tracing_map` does.
+//! It has twice as many slots as entries, probed linearly from the key's
+//! hash. A slot goes from free to claimed (a compare-and-swap: one CPU wins
+//! it) to ready (its key written, published with release ordering);
+//! another CPU that finds it claimed waits for it, a few instructions (the
+//! hit path runs with interrupts masked, so the claimer is never
+//! interrupted), for at most `CLAIM_SPINS` rounds, and counts a drop if
+//! it is still not ready. Sums are atomic adds. A full table counts the
+//! hit as dropped (`Dropped:` in the output).
+//!
+//! Failure modes: a bad line is refused whole with the reason; a table the
+//! heap cannot hold is refused. `clear` empties the table while the
+//! trigger is paused and after every CPU has left its hit path (the caller
+//! waits for that: [`Histogram::clear`]).
+
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt::{self, Write};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+
+use crate::event_filter::{FieldKind, FieldValue, FilterField};
+use crate::kallsyms::Symbol;
+
+/// The most key fields, as in Linux.
+pub const MAX_KEYS: usize = 3;
+/// The most value fields besides `hitcount`.
+pub const MAX_VALS: usize = 3;
+/// The entries of a table by default, and the range `size=` takes.
+pub const DEFAULT_SIZE: usize = 2048;
+pub const MIN_SIZE: usize = 128;
+pub const MAX_SIZE: usize = 131_072;
+/// A string key keeps this many bytes (a task name is 16).
+const STRING_KEY_BYTES: usize = 32;
+const STRING_KEY_WORDS: usize = STRING_KEY_BYTES / 8;
+/// How long a hit waits for a slot another CPU is filling in.
+const CLAIM_SPINS: usize = 10_000;
+
+/// How a key or value field is shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Modifier {
+    Plain,
+    Hex,
+    Sym,
+    SymOffset,
+    /// `common_pid.execname`: the task's name.
+    Execname,
+    /// The power of two at or above the value: `~ 2^N`.
+    Log2,
+}
+
+impl Modifier {
+    fn from_name(name: &str) -> Option<Modifier> {
+        Some(match name {
+            "hex" => Modifier::Hex,
+            "sym" => Modifier::Sym,
+            "sym-offset" => Modifier::SymOffset,
+            "execname" => Modifier::Execname,
+            "log2" => Modifier::Log2,
+            _ => return None,
+        })
+    }
+
+    fn suffix(self) -> &'static str {
+        match self {
+            Modifier::Plain => "",
+            Modifier::Hex => ".hex",
+            Modifier::Sym => ".sym",
+            Modifier::SymOffset => ".sym-offset",
+            Modifier::Execname => ".execname",
+            Modifier::Log2 => ".log2",
+        }
+    }
+}
+
+/// One key or value: an event field and how it is shown.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistField {
+    name: String,
+    /// Its index in the event's fields (what the hit path reads).
+    index: usize,
+    kind: FieldKind,
+    modifier: Modifier,
+}
+
+impl HistField {
+    /// Words it takes in a key.
+    fn key_words(&self) -> usize {
+        match self.kind {
+            FieldKind::String => STRING_KEY_WORDS,
+            _ => 1,
+        }
+    }
+
+    fn spec(&self) -> String {
+        format!("{}{}", self.name, self.modifier.suffix())
+    }
+}
+
+/// What a sort key sorts by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SortBy {
+    Hitcount,
+    /// Key field N.
+    Key(usize),
+    /// Value field N (not counting `hitcount`).
+    Val(usize),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SortKey {
+    pub by: SortBy,
+    pub descending: bool,
+}
+
+/// What a `pause`, `cont` or `clear` line does to the matching trigger.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HistControl {
+    Pause,
+    Cont,
+    Clear,
+}
+
+/// A parsed `hist:` line (without its filter).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistSpec {
+    keys: Vec<HistField>,
+    vals: Vec<HistField>,
+    sort: Vec<SortKey>,
+    size: usize,
+    /// `pause`, `cont` or `clear`, if the line has one.
+    pub control: Option<HistControl>,
+}
+
+/// Why a `hist:` line was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HistError {
+    /// No `keys=`.
+    NoKeys,
+    TooManyKeys,
+    TooManyVals,
+    TooManySortKeys,
+    /// A field the event does not have.
+    NoSuchField(String),
+    /// A modifier that does not exist or does not suit the field.
+    BadModifier(String),
+    /// A value that is not a number.
+    NotANumber(String),
+    /// A sort key that is neither `hitcount` nor a key or value.
+    BadSortKey(String),
+    BadSize(String),
+    /// An attribute this kernel does not know (`name=`, actions...).
+    Unknown(String),
+    /// The heap cannot hold the table.
+    NoMemory,
+}
+
+impl fmt::Display for HistError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HistError::NoKeys => write!(f, "hist: keys=FIELD[,FIELD...] is missing"),
+            HistError::TooManyKeys => write!(f, "hist: at most {MAX_KEYS} keys"),
+            HistError::TooManyVals => write!(f, "hist: at most {MAX_VALS} values besides hitcount"),
+            HistError::TooManySortKeys => write!(f, "hist: at most 2 sort keys"),
+            HistError::NoSuchField(name) => write!(f, "hist: the event has no field '{name}'"),
+            HistError::BadModifier(text) => write!(
+                f,
+                "hist: bad modifier in '{text}' (hex, sym, sym-offset, log2 on numbers; execname on common_pid; values: hex)"
+            ),
+            HistError::NotANumber(name) => write!(f, "hist: '{name}' is a string: only numbers are summed"),
+            HistError::BadSortKey(name) => write!(f, "hist: sort key '{name}' is neither hitcount nor a key or value"),
+            HistError::BadSize(text) => write!(f, "hist: size must be {MIN_SIZE} to {MAX_SIZE}, not '{text}'"),
+            HistError::Unknown(text) => {
+                write!(f, "hist: unknown attribute '{text}' (keys, vals, sort, size, pause, cont, clear)")
+            }
+            HistError::NoMemory => write!(f, "hist: not enough memory for the table"),
+        }
+    }
+}
+
+/// Parses the attributes of a `hist:` line (what follows `hist:`, up to
+/// the filter) against the event's `fields`.
+pub fn parse(attrs: &str, fields: &[FilterField]) -> Result<HistSpec, HistError> {
+    let mut keys = None;
+    let mut vals = Vec::new();
+    let mut sort_text = None;
+    let mut size = DEFAULT_SIZE;
+    let mut control = None;
+    for attr in attrs.split(':').filter(|attr| !attr.is_empty()) {
+        let (name, value) = attr.split_once('=').unwrap_or((attr, ""));
+        match (name, value) {
+            ("keys" | "key", list) if !list.is_empty() => {
+                let parsed = list.split(',').map(|field| key_field(field, fields)).collect::<Result<Vec<_>, _>>()?;
+                if parsed.len() > MAX_KEYS {
+                    return Err(HistError::TooManyKeys);
+                }
+                keys = Some(parsed);
+            }
+            ("vals" | "val" | "values", list) if !list.is_empty() => {
+                vals = list
+                    .split(',')
+                    .filter(|field| *field != "hitcount")
+                    .map(|field| val_field(field, fields))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if vals.len() > MAX_VALS {
+                    return Err(HistError::TooManyVals);
+                }
+            }
+            ("sort", list) if !list.is_empty() => sort_text = Some(list),
+            ("size", number) => size = parse_size(number)?,
+            ("pause", "") => control = Some(HistControl::Pause),
+            ("cont" | "continue", "") => control = Some(HistControl::Cont),
+            ("clear", "") => control = Some(HistControl::Clear),
+            _ => return Err(HistError::Unknown(attr.to_string())),
+        }
+    }
+    let keys = keys.ok_or(HistError::NoKeys)?;
+    let sort = match sort_text {
+        None => alloc::vec![SortKey { by: SortBy::Hitcount, descending: false }],
+        Some(list) => {
+            let sort = list.split(',').map(|key| sort_key(key, &keys, &vals)).collect::<Result<Vec<_>, _>>()?;
+            if sort.len() > 2 {
+                return Err(HistError::TooManySortKeys);
+            }
+            sort
+        }
+    };
+    Ok(HistSpec { keys, vals, sort, size, control })
+}
+
+/// `NAME[.MODIFIER]`: the field and its modifier.
+fn field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError> {
+    let (name, modifier) = match text.split_once('.') {
+        Some((name, modifier)) => (name, Modifier::from_name(modifier).ok_or_else(|| HistError::BadModifier(text.to_string()))?),
+        None => (text, Modifier::Plain),
+    };
+    let index = fields.iter().position(|field| field.name == name).ok_or_else(|| HistError::NoSuchField(name.to_string()))?;
+    Ok(HistField { name: name.to_string(), index, kind: fields[index].kind, modifier })
+}
+
+fn key_field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError> {
+    let field = field(text, fields)?;
+    let fits = match field.modifier {
+        Modifier::Plain => true,
+        Modifier::Execname => field.name == "common_pid",
+        _ => field.kind != FieldKind::String,
+    };
+    fits.then_some(field).ok_or_else(|| HistError::BadModifier(text.to_string()))
+}
+
+fn val_field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError> {
+    let field = field(text, fields)?;
+    if field.kind == FieldKind::String {
+        return Err(HistError::NotANumber(field.name));
+    }
+    matches!(field.modifier, Modifier::Plain | Modifier::Hex)
+        .then_some(field)
+        .ok_or_else(|| HistError::BadModifier(text.to_string()))
+}
+
+fn sort_key(text: &str, keys: &[HistField], vals: &[HistField]) -> Result<SortKey, HistError> {
+    let (name, descending) = match text.rsplit_once('.') {
+        Some((name, "descending")) => (name, true),
+        Some((name, "ascending")) => (name, false),
+        _ => (text, false),
+    };
+    // A field may be named with its modifier, as `cat trigger` shows it.
+    let named = |field: &HistField| field.name == name || field.spec() == name;
+    let by = if name == "hitcount" {
+        SortBy::Hitcount
+    } else if let Some(key) = keys.iter().position(named) {
+        SortBy::Key(key)
+    } else if let Some(val) = vals.iter().position(named) {
+        SortBy::Val(val)
+    } else {
+        return Err(HistError::BadSortKey(name.to_string()));
+    };
+    Ok(SortKey { by, descending })
+}
+
+fn parse_size(text: &str) -> Result<usize, HistError> {
+    let size: usize = text.parse().map_err(|_| HistError::BadSize(text.to_string()))?;
+    if !(1..=MAX_SIZE).contains(&size) {
+        return Err(HistError::BadSize(text.to_string()));
+    }
+    Ok(size.next_power_of_two().max(MIN_SIZE))
+}
+
+impl HistSpec {
+    /// Whether `other` is the same histogram (keys, values, sort), what an
+    /// add collides with and a removal, `pause`, `cont` or `clear` finds
+    /// (the size and the control word do not count, as in Linux).
+    pub fn same_as(&self, other: &HistSpec) -> bool {
+        self.keys == other.keys && self.vals == other.vals && self.sort == other.sort
+    }
+
+    /// `hist:keys=...:vals=...:sort=...:size=N`, as `cat trigger` shows it.
+    pub fn line(&self) -> String {
+        let list = |fields: &[HistField]| fields.iter().map(HistField::spec).collect::<Vec<_>>().join(",");
+        let mut line = format!("hist:keys={}:vals=hitcount", list(&self.keys));
+        for val in &self.vals {
+            line.push(',');
+            line.push_str(&val.spec());
+        }
+        let sort: Vec<String> = self
+            .sort
+            .iter()
+            .map(|key| {
+                let name = match key.by {
+                    SortBy::Hitcount => String::from("hitcount"),
+                    SortBy::Key(n) => self.keys[n].spec(),
+                    SortBy::Val(n) => self.vals[n].spec(),
+                };
+                if key.descending {
+                    name + ".descending"
+                } else {
+                    name
+                }
+            })
+            .collect();
+        line.push_str(&format!(":sort={}:size={}", sort.join(","), self.size));
+        line
+    }
+
+    fn key_words(&self) -> usize {
+        self.keys.iter().map(HistField::key_words).sum()
+    }
+}
+
+/// The table: see the module documentation.
+pub struct HistMap {
+    key_words: usize,
+    /// Sums per entry: `hitcount`, then each value.
+    sums_per_entry: usize,
+    /// Entries at most (half the slots).
+    capacity: usize,
+    states: Box<[AtomicU8]>,
+    keys: Box<[AtomicU64]>,
+    sums: Box<[AtomicU64]>,
+    entries: AtomicUsize,
+    hits: AtomicU64,
+    drops: AtomicU64,
+}
+
+const FREE: u8 = 0;
+const CLAIMED: u8 = 1;
+const READY: u8 = 2;
+
+/// Zeroed atomics, or `None` if the heap cannot hold them.
+fn zeroed<T>(len: usize, zero: impl Fn() -> T) -> Option<Box<[T]>> {
+    let mut words = Vec::new();
+    words.try_reserve_exact(len).ok()?;
+    words.extend((0..len).map(|_| zero()));
+    Some(words.into_boxed_slice())
+}
+
+impl HistMap {
+    /// A table of `capacity` entries of `key_words` key words and
+    /// `sums_per_entry` sums; `None` if the heap cannot hold it.
+    pub fn try_new(capacity: usize, key_words: usize, sums_per_entry: usize) -> Option<HistMap> {
+        let slots = 2 * capacity;
+        Some(HistMap {
+            key_words,
+            sums_per_entry,
+            capacity,
+            states: zeroed(slots, || AtomicU8::new(FREE))?,
+            keys: zeroed(slots * key_words, || AtomicU64::new(0))?,
+            sums: zeroed(slots * sums_per_entry, || AtomicU64::new(0))?,
+            entries: AtomicUsize::new(0),
+            hits: AtomicU64::new(0),
+            drops: AtomicU64::new(0),
+        })
+    }
+
+    fn key_of(&self, slot: usize) -> &[AtomicU64] {
+        &self.keys[slot * self.key_words..(slot + 1) * self.key_words]
+    }
+
+    fn sums_of(&self, slot: usize) -> &[AtomicU64] {
+        &self.sums[slot * self.sums_per_entry..(slot + 1) * self.sums_per_entry]
+    }
+
+    fn key_is(&self, slot: usize, key: &[u64]) -> bool {
+        self.key_of(slot).iter().zip(key).all(|(word, &want)| word.load(Ordering::Relaxed) == want)
+    }
+
+    /// Adds one hit of `key` with `vals` (after `hitcount`'s 1): `false`
+    /// if it was dropped (the table is full, or a slot stayed claimed).
+    pub fn insert(&self, key: &[u64], vals: &[u64]) -> bool {
+        let mask = self.states.len() - 1;
+        let mut slot = hash(key) & mask;
+        for _ in 0..self.states.len() {
+            if let Some(found) = self.claim_or_match(slot, key) {
+                if found {
+                    self.add(slot, vals);
+                    return true;
+                }
+            } else {
+                break; // full, or a slot that never became ready
+            }
+            slot = (slot + 1) & mask;
+        }
+        self.drops.fetch_add(1, Ordering::Relaxed);
+        false
+    }
+
+    /// Whether `slot` is `key`'s (claiming it if it is free): `Some(false)`
+    /// for another key's, `None` when the hit must be dropped.
+    fn claim_or_match(&self, slot: usize, key: &[u64]) -> Option<bool> {
+        let state = &self.states[slot];
+        for _ in 0..CLAIM_SPINS {
+            match state.load(Ordering::Acquire) {
+                READY => return Some(self.key_is(slot, key)),
+                FREE => {
+                    if self.entries.fetch_add(1, Ordering::Relaxed) >= self.capacity {
+                        self.entries.fetch_sub(1, Ordering::Relaxed);
+                        return None;
+                    }
+                    if state.compare_exchange(FREE, CLAIMED, Ordering::Acquire, Ordering::Acquire).is_err() {
+                        // Another CPU claimed it first: look again.
+                        self.entries.fetch_sub(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    for (word, &value) in self.key_of(slot).iter().zip(key) {
+                        word.store(value, Ordering::Relaxed);
+                    }
+                    state.store(READY, Ordering::Release);
+                    return Some(true);
+                }
+                _ => core::hint::spin_loop(), // being filled in by another CPU
+            }
+        }
+        None
+    }
+
+    fn add(&self, slot: usize, vals: &[u64]) {
+        let sums = self.sums_of(slot);
+        sums[0].fetch_add(1, Ordering::Relaxed);
+        for (sum, &value) in sums[1..].iter().zip(vals) {
+            sum.fetch_add(value, Ordering::Relaxed);
+        }
+        self.hits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Every entry: its key words and its sums (`hitcount` first).
+    pub fn entries(&self) -> Vec<(Vec<u64>, Vec<u64>)> {
+        (0..self.states.len())
+            .filter(|&slot| self.states[slot].load(Ordering::Acquire) == READY)
+            .map(|slot| {
+                let words = |atomics: &[AtomicU64]| atomics.iter().map(|word| word.load(Ordering::Relaxed)).collect();
+                (words(self.key_of(slot)), words(self.sums_of(slot)))
+            })
+            .collect()
+    }
+
+    /// Hits counted, and hits dropped.
+    pub fn totals(&self) -> (u64, u64) {
+        (self.hits.load(Ordering::Relaxed), self.drops.load(Ordering::Relaxed))
+    }
+
+    /// Empties the table. Only while no hit inserts (see
+    /// [`Histogram::clear`]).
+    fn clear(&self) {
+        for word in self.keys.iter().chain(self.sums.iter()) {
+            word.store(0, Ordering::Relaxed);
+        }
+        for state in self.states.iter() {
+            state.store(FREE, Ordering::Release);
+        }
+        self.entries.store(0, Ordering::Relaxed);
+        self.hits.store(0, Ordering::Relaxed);
+        self.drops.store(0, Ordering::Relaxed);
+    }
+}
+
+/// FNV-1a over the key's words.
+fn hash(key: &[u64]) -> usize {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for word in key {
+        for byte in word.to_le_bytes() {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    hash as usize
+}
+
+/// A histogram trigger's state: its spec, its table, whether it is paused.
+pub struct Histogram {
+    spec: HistSpec,
+    map: HistMap,
+    paused: AtomicBool,
+}
+
+/// `log2` keys: the power of two at or above `value` (0 and 1 are 2^0).
+fn log2_bucket(value: u64) -> u64 {
+    u64::from(value.max(1).next_power_of_two().trailing_zeros())
+}
+
+impl Histogram {
+    /// A histogram for `spec`, its table allocated now (a hit cannot
+    /// allocate); paused from the start if the line said `pause`.
+    pub fn try_new(spec: HistSpec) -> Result<Histogram, HistError> {
+        let map = HistMap::try_new(spec.size, spec.key_words(), 1 + spec.vals.len()).ok_or(HistError::NoMemory)?;
+        let paused = AtomicBool::new(spec.control == Some(HistControl::Pause));
+        Ok(Histogram { spec, map, paused })
+    }
+
+    pub fn spec(&self) -> &HistSpec {
+        &self.spec
+    }
+
+    /// Counts one hit of the event whose fields `value` gives (its hit
+    /// path; nothing while paused).
+    pub fn hit<'a>(&self, value: &dyn Fn(usize) -> FieldValue<'a>) {
+        if self.paused.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut key = [0u64; MAX_KEYS * STRING_KEY_WORDS];
+        let mut at = 0;
+        for field in &self.spec.keys {
+            match value(field.index) {
+                FieldValue::Str(bytes) => {
+                    let bytes = bytes.split(|&b| b == 0).next().unwrap_or(&[]);
+                    for (n, chunk) in bytes.chunks(8).take(STRING_KEY_WORDS).enumerate() {
+                        let mut word = [0u8; 8];
+                        word[..chunk.len()].copy_from_slice(chunk);
+                        key[at + n] = u64::from_le_bytes(word);
+                    }
+                }
+                other => key[at] = number(other, field.modifier),
+            }
+            at += field.key_words();
+        }
+        let mut vals = [0u64; MAX_VALS];
+        for (slot, field) in vals.iter_mut().zip(&self.spec.vals) {
+            *slot = number(value(field.index), Modifier::Plain);
+        }
+        self.map.insert(&key[..at], &vals[..self.spec.vals.len()]);
+    }
+
+    /// `pause` / `cont`.
+    pub fn set_paused(&self, paused: bool) {
+        self.paused.store(paused, Ordering::Relaxed);
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::Relaxed)
+    }
+
+    /// `clear`: empties the table. `wait` must return once no CPU is in
+    /// the hit path any more (one that read "not paused" before the pause
+    /// below); the trigger is paused meanwhile and then as it was.
+    pub fn clear(&self, wait: impl FnOnce()) {
+        let was = self.paused.swap(true, Ordering::SeqCst);
+        wait();
+        self.map.clear();
+        self.paused.store(was, Ordering::SeqCst);
+    }
+
+    /// `cat hist` for this trigger: the header with `line` (its line in
+    /// `cat trigger`), the entries sorted, and the totals, as Linux prints
+    /// them.
+    pub fn write(&self, line: &str, out: &mut dyn Write, names: Namer, comms: Comms) -> fmt::Result {
+        write!(out, "# event histogram\n#\n# trigger info: {line}\n#\n\n")?;
+        let mut entries = self.map.entries();
+        entries.sort_by(|a, b| {
+            for key in &self.spec.sort {
+                let order = match key.by {
+                    SortBy::Hitcount => a.1[0].cmp(&b.1[0]),
+                    SortBy::Val(n) => a.1[n + 1].cmp(&b.1[n + 1]),
+                    SortBy::Key(n) => self.compare_key(n, &a.0, &b.0),
+                };
+                let order = if key.descending { order.reverse() } else { order };
+                if order.is_ne() {
+                    return order;
+                }
+            }
+            // Ties in the order of the keys, so the output is the same
+            // whatever slots the entries landed in.
+            (0..self.spec.keys.len())
+                .map(|n| self.compare_key(n, &a.0, &b.0))
+                .find(|order| order.is_ne())
+                .unwrap_or(core::cmp::Ordering::Equal)
+        });
+        for (key, sums) in &entries {
+            self.write_entry(out, key, sums, names, comms)?;
+        }
+        let (hits, drops) = self.map.totals();
+        write!(out, "\nTotals:\n    Hits: {hits}\n    Entries: {}\n    Dropped: {drops}\n", entries.len())
+    }
+
+    /// Key field `n`'s words within an entry's key.
+    fn key_part<'k>(&self, n: usize, key: &'k [u64]) -> &'k [u64] {
+        let start: usize = self.spec.keys[..n].iter().map(HistField::key_words).sum();
+        &key[start..start + self.spec.keys[n].key_words()]
+    }
+
+    fn compare_key(&self, n: usize, a: &[u64], b: &[u64]) -> core::cmp::Ordering {
+        let (a, b) = (self.key_part(n, a), self.key_part(n, b));
+        match self.spec.keys[n].kind {
+            FieldKind::Signed => (a[0] as i64).cmp(&(b[0] as i64)),
+            FieldKind::Unsigned => a[0].cmp(&b[0]),
+            FieldKind::String => string_of(a).cmp(&string_of(b)),
+        }
+    }
+
+    fn write_entry(&self, out: &mut dyn Write, key: &[u64], sums: &[u64], names: Namer, comms: Comms) -> fmt::Result {
+        out.write_str("{ ")?;
+        for (n, field) in self.spec.keys.iter().enumerate() {
+            if n > 0 {
+                out.write_str(", ")?;
+            }
+            let words = self.key_part(n, key);
+            let value = words[0];
+            let name = &field.name;
+            match (field.kind, field.modifier) {
+                (FieldKind::String, _) => write!(out, "{name}: {:<50}", string_of(words))?,
+                (_, Modifier::Hex) => write!(out, "{name}: {value:x}")?,
+                (_, Modifier::Sym) => {
+                    let symbol = names(value as usize).map_or_else(|| format!("{value:#x}"), |symbol| symbol.name.to_string());
+                    write!(out, "{name}: [{value:x}] {symbol:<45}")?
+                }
+                (_, Modifier::SymOffset) => {
+                    let symbol = names(value as usize).map_or_else(
+                        || format!("{value:#x}"),
+                        |symbol| format!("{}+{:#x}/{:#x}", symbol.name, value as usize - symbol.address, symbol.size),
+                    );
+                    write!(out, "{name}: [{value:x}] {symbol:<55}")?
+                }
+                (_, Modifier::Execname) => {
+                    let comm = comms(value as i32).unwrap_or_else(|| String::from("<...>"));
+                    write!(out, "{name}: {comm:<16}[{value:>10}]")?
+                }
+                (_, Modifier::Log2) => write!(out, "{name}: ~ 2^{value:<2}")?,
+                (FieldKind::Signed, _) => write!(out, "{name}: {:>10}", value as i64)?,
+                _ => write!(out, "{name}: {value:>10}")?,
+            }
+        }
+        write!(out, " }} hitcount: {:>10}", sums[0])?;
+        for (field, sum) in self.spec.vals.iter().zip(&sums[1..]) {
+            match field.modifier {
+                Modifier::Hex => write!(out, "  {}: {sum:>10x}", field.name)?,
+                _ => write!(out, "  {}: {sum:>10}", field.name)?,
+            }
+        }
+        writeln!(out)
+    }
+}
+
+/// A number field's value as a key or value word (`log2` applied).
+fn number(value: FieldValue, modifier: Modifier) -> u64 {
+    let value = match value {
+        FieldValue::Unsigned(value) => value,
+        FieldValue::Signed(value) => value as u64,
+        FieldValue::Str(_) | FieldValue::Missing => 0,
+    };
+    match modifier {
+        Modifier::Log2 => log2_bucket(value),
+        _ => value,
+    }
+}
+
+/// A string key's text, up to its first NUL.
+fn string_of(words: &[u64]) -> String {
+    let bytes: Vec<u8> = words.iter().flat_map(|word| word.to_le_bytes()).take_while(|&b| b != 0).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Finds the function an address is inside (`.sym`).
+pub type Namer<'a> = &'a dyn Fn(usize) -> Option<Symbol<'static>>;
+/// Finds a task's name by pid (`.execname`).
+pub type Comms<'a> = &'a dyn Fn(i32) -> Option<String>;
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use super::*;
+
+    fn fields() -> Vec<FilterField> {
+        alloc::vec![
+            FilterField::new("common_pid", FieldKind::Signed),
+            FilterField::new("prev_comm", FieldKind::String),
+            FilterField::new("prev_pid", FieldKind::Signed),
+            FilterField::new("ip", FieldKind::Unsigned),
+            FilterField::new("bytes", FieldKind::Unsigned),
+        ]
+    }
+
+    fn spec(text: &str) -> HistSpec {
+        parse(text, &fields()).unwrap_or_else(|error| panic!("{text}: {error}"))
+    }
+
+    #[test]
+    fn lines_read_back_as_linux_prints_them() {
+        assert_eq!(spec("keys=prev_pid").line(), "hist:keys=prev_pid:vals=hitcount:sort=hitcount:size=2048");
+        assert_eq!(
+            spec("keys=common_pid.execname,ip.sym:vals=bytes,hitcount:sort=bytes.descending,hitcount:size=1000").line(),
+            "hist:keys=common_pid.execname,ip.sym:vals=hitcount,bytes:sort=bytes.descending,hitcount:size=1024"
+        );
+        assert_eq!(spec("key=ip.hex:size=1").line(), "hist:keys=ip.hex:vals=hitcount:sort=hitcount:size=128", "at least 128");
+        assert_eq!(spec("keys=prev_pid:pause").control, Some(HistControl::Pause));
+        assert!(spec("keys=prev_pid:size=4096:clear").same_as(&spec("keys=prev_pid")), "size and control do not count");
+        assert!(!spec("keys=prev_pid").same_as(&spec("keys=prev_pid.hex")));
+    }
+
+    #[test]
+    fn bad_lines_say_why() {
+        let error = |text: &str| parse(text, &fields()).unwrap_err();
+        assert_eq!(error("vals=bytes"), HistError::NoKeys);
+        assert_eq!(error("keys="), HistError::Unknown("keys=".into()));
+        assert_eq!(error("keys=nosuch"), HistError::NoSuchField("nosuch".into()));
+        assert_eq!(error("keys=prev_pid.bogus"), HistError::BadModifier("prev_pid.bogus".into()));
+        assert_eq!(error("keys=prev_pid.execname"), HistError::BadModifier("prev_pid.execname".into()));
+        assert_eq!(error("keys=prev_comm.hex"), HistError::BadModifier("prev_comm.hex".into()));
+        assert_eq!(error("keys=ip:vals=prev_comm"), HistError::NotANumber("prev_comm".into()));
+        assert_eq!(error("keys=ip,bytes,prev_pid,common_pid"), HistError::TooManyKeys);
+        assert_eq!(error("keys=ip:vals=bytes,ip,prev_pid,common_pid"), HistError::TooManyVals);
+        assert_eq!(error("keys=ip:sort=bytes"), HistError::BadSortKey("bytes".into()));
+        assert_eq!(error("keys=ip:size=0"), HistError::BadSize("0".into()));
+        assert_eq!(error("keys=ip:size=200000"), HistError::BadSize("200000".into()));
+        assert_eq!(error("keys=ip:name=foo"), HistError::Unknown("name=foo".into()));
+        assert_eq!(error("keys=ip:onmax($x).save(ip)"), HistError::Unknown("onmax($x).save(ip)".into()));
+    }
+
+    /// One event: `prev_pid`, `prev_comm`, `bytes` (the others 0).
+    fn hit(histogram: &Histogram, pid: i64, comm: &'static [u8], bytes: u64) {
+        histogram.hit(&|index| match index {
+            0 | 2 => FieldValue::Signed(pid),
+            1 => FieldValue::Str(comm),
+            3 => FieldValue::Unsigned(0x1010),
+            _ => FieldValue::Unsigned(bytes),
+        });
+    }
+
+    fn output(histogram: &Histogram) -> String {
+        let mut out = String::new();
+        let names = |address: usize| {
+            (0x1000..0x1100).contains(&address).then_some(Symbol { name: "kernel::workload::fib", address: 0x1000, size: 0x100 })
+        };
+        let comms = |pid: i32| (pid == 7).then(|| String::from("fib-worker"));
+        histogram.write(&histogram.spec.line(), &mut out, &names, &comms).unwrap();
+        out
+    }
+
+    #[test]
+    fn counts_sums_and_prints_as_linux() {
+        let histogram = Histogram::try_new(spec("keys=prev_pid:vals=bytes")).unwrap();
+        for (pid, bytes) in [(7, 10), (3, 1), (7, 20), (7, 30), (-1, 5)] {
+            hit(&histogram, pid, b"fib\0\0\0", bytes);
+        }
+        assert_eq!(
+            output(&histogram),
+            "# event histogram\n#\n# trigger info: hist:keys=prev_pid:vals=hitcount,bytes:sort=hitcount:size=2048\n#\n\n\
+             { prev_pid:         -1 } hitcount:          1  bytes:          5\n\
+             { prev_pid:          3 } hitcount:          1  bytes:          1\n\
+             { prev_pid:          7 } hitcount:          3  bytes:         60\n\
+             \nTotals:\n    Hits: 5\n    Entries: 3\n    Dropped: 0\n"
+        );
+        histogram.clear(|| {});
+        assert!(output(&histogram).ends_with("#\n\n\nTotals:\n    Hits: 0\n    Entries: 0\n    Dropped: 0\n"));
+        histogram.set_paused(true);
+        hit(&histogram, 1, b"x", 1);
+        assert_eq!(histogram.map.totals(), (0, 0), "a paused histogram counts nothing");
+    }
+
+    #[test]
+    fn modifiers_strings_and_sorting() {
+        let histogram =
+            Histogram::try_new(spec("keys=common_pid.execname,prev_comm,ip.sym:vals=bytes.hex:sort=bytes.descending")).unwrap();
+        hit(&histogram, 7, b"worker\0", 0x10);
+        hit(&histogram, 3, b"shell", 0xff);
+        let out = output(&histogram);
+        let lines: Vec<&str> = out.lines().filter(|line| line.starts_with('{')).collect();
+        let comm = format!("{:<50}", "shell");
+        let sym = format!("{:<45}", "kernel::workload::fib");
+        assert_eq!(
+            lines[0],
+            format!("{{ common_pid: <...>           [         3], prev_comm: {comm}, ip: [1010] {sym} }} hitcount:          1  bytes:         ff")
+        );
+        assert!(lines[1].starts_with("{ common_pid: fib-worker      [         7], prev_comm: worker "), "{}", lines[1]);
+        let log2 = Histogram::try_new(spec("keys=bytes.log2:sort=bytes")).unwrap();
+        for bytes in [0, 1, 3, 4, 5, 1000] {
+            hit(&log2, 1, b"", bytes);
+        }
+        let out = output(&log2);
+        let keys: Vec<&str> = out.lines().filter(|line| line.starts_with('{')).map(|line| &line[..16]).collect();
+        assert_eq!(keys, ["{ bytes: ~ 2^0  ", "{ bytes: ~ 2^2  ", "{ bytes: ~ 2^3  ", "{ bytes: ~ 2^10 "]);
+    }
+
+    #[test]
+    fn a_full_table_drops_and_counts() {
+        let histogram = Histogram::try_new(spec("keys=bytes:size=128")).unwrap();
+        for bytes in 0..200 {
+            hit(&histogram, 1, b"", bytes);
+        }
+        hit(&histogram, 1, b"", 5); // a key already there still counts
+        let (hits, drops) = histogram.map.totals();
+        assert_eq!((hits, drops), (129, 72));
+        assert!(output(&histogram).ends_with("Hits: 129\n    Entries: 128\n    Dropped: 72\n"));
+    }
+
+    #[test]
+    fn concurrent_hits_are_all_counted() {
+        let histogram = std::sync::Arc::new(Histogram::try_new(spec("keys=bytes:vals=prev_pid")).unwrap());
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let histogram = histogram.clone();
+                std::thread::spawn(move || {
+                    for n in 0..20_000u64 {
+                        hit(&histogram, 1, b"", n % 100);
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|thread| thread.join().unwrap());
+        let entries = histogram.map.entries();
+        assert_eq!(entries.len(), 100, "each key once");
+        assert!(entries.iter().all(|(_, sums)| sums[0] == 800 && sums[1] == 800), "every hit counted once");
+        assert_eq!(histogram.map.totals(), (80_000, 0));
+    }
+}
