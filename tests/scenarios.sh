@@ -214,6 +214,7 @@ kprobe_session=(
     "echo 'p:kprobes/mid kernel::workload::fib+8 sp=%sp' > kprobe_events"
     "echo 'r:kprobes/ret kernel::workload::fib ret=\$retval' >> kprobe_events"
     "echo 'p:kprobes/ent kernel::workload::fib n=\$arg1' >> kprobe_events"
+    "echo 'p:kprobes/mid2 kernel::workload::fib+8' >> kprobe_events"
     "cat kprobe_events"
     "echo 1 > events/kprobes/enable"
     "cat enabled_functions"
@@ -231,14 +232,15 @@ kprobe_session=(
     "poweroff"
 )
 if run_session kprobes "$(printf '%s\n' "${kprobe_session[@]}")\n"; then
-    expect "kprobe_events lists the three" test "$(count_lines '^(p|r):kprobes/(mid|ret|ent) kernel::workload::fib')" -eq 3
+    expect "kprobe_events lists the four" test "$(count_lines '^(p|r):kprobes/(mid|ret|ent|mid2) kernel::workload::fib')" -eq 4
     expect "the entry probe rides on fib's ftrace site" grep -q "^kernel::workload::fib (" <<<"$out"
     expect "15 mid-function events with registers" test "$(count_lines ': mid: \(kernel::workload::fib\+0x8/0x[0-9a-f]+\) sp=0x[0-9a-f]+$')" -eq 15
     expect "15 return events" test "$(count_lines ': ret: \(kernel::workload::(fib|run)\+0x[0-9a-f]+/0x[0-9a-f]+ <- kernel::workload::fib\) ret=0x[0-9a-f]+$')" -eq 15
     expect "fib(5)'s return value recorded" grep -qE ': ret: \(kernel::workload::run\+0x[0-9a-f]+/0x[0-9a-f]+ <- kernel::workload::fib\) ret=0x5$' <<<"$out"
     expect "15 entry events with the argument" test "$(count_lines ': ent: \(kernel::workload::fib\+0x0/0x[0-9a-f]+\) n=0x[0-9a-f]+$')" -eq 15
     expect "the workload's result unchanged" grep -qx "fib(5) = 5" <<<"$out"
-    expect "kprobe_profile: 15 hits, none missed, each" test "$(count_lines '^  (mid|ret|ent) +15 +0$')" -eq 3
+    expect "a second event at mid's instruction shares its breakpoint" test "$(count_lines ': mid2: \(kernel::workload::fib\+0x8/0x[0-9a-f]+\)$')" -eq 15
+    expect "kprobe_profile: 15 hits, none missed, each" test "$(count_lines '^  (mid|ret|ent|mid2) +15 +0$')" -eq 4
     expect "inside the ftrace site refused" grep -q "^error: kernel::workload::fib+0x1 is inside the function's ftrace site" <<<"$out"
     expect "a return probe off the entry refused" grep -q "^error: a return probe must be at a function's entry" <<<"$out"
     expect "\$arg off the entry refused, as Linux does" grep -q '^error: \$arg\* can be used only on function entry or exit' <<<"$out"

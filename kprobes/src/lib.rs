@@ -11,6 +11,9 @@
 //!   (`arch::kprobes`). At the trap the pre-handler runs, then the displaced
 //!   instruction either runs out of line in a slot and traps again, or is
 //!   simulated; then the post-handler runs and execution goes on after it.
+//!   Probes at one address share its breakpoint (Linux's aggregate
+//!   probes): each hit runs all their pre-handlers, the instruction once,
+//!   then all their post-handlers.
 //!
 //! Breakpoints go in and out with the text patcher's cross-CPU protocol,
 //! like ftrace sites.

@@ -17,6 +17,16 @@
 //! is running on it, and for a probe hit inside a handler, what that hit
 //! interrupted. Every access is with interrupts masked on that CPU.
 //!
+//! Several probes at one address share its breakpoint, as Linux's
+//! aggregate probes do: the first (the *head*) owns the slot and is the
+//! table's entry; the others follow it in a chain (`next`), linked under
+//! the registration lock with release stores and walked by the trap path
+//! with interrupts masked. A hit runs every pre-handler of the chain, the
+//! instruction once, then every post-handler. Unregistering a follower
+//! unlinks it; the head hands the slot to its first follower; either way
+//! the probe is freed only after a cross-CPU round, which a CPU inside
+//! the chain's handlers or step holds up.
+//!
 //! Failure modes: a bad place or instruction is refused before anything
 //! changes ([`KprobeError`]). A probe hit inside a handler is counted as
 //! missed and runs its instruction without handlers; a second such hit
@@ -75,8 +85,6 @@ pub enum KprobeError {
     Blacklisted(String),
     /// The instruction cannot be stepped or simulated.
     Instruction { function: String, offset: usize, why: InsnError },
-    /// A breakpoint probe is already at the address.
-    Exists(usize),
     /// Every out-of-line slot is taken.
     NoSlot,
     /// The text patcher refused (the text is not what it was).
@@ -109,7 +117,6 @@ impl fmt::Display for KprobeError {
                 write!(f, "{function} cannot be probed: it has no ftrace site (the probe machinery and the code it runs)")
             }
             KprobeError::Instruction { function, offset, why } => write!(f, "the instruction at {function}+{offset:#x} {why}"),
-            KprobeError::Exists(address) => write!(f, "a probe is already at {address:#x}"),
             KprobeError::NoSlot => write!(f, "no free out-of-line slot ({SLOTS} breakpoint probes at most)"),
             KprobeError::Patch(error) => write!(f, "text patch refused: {error}"),
             KprobeError::Ftrace(error) => write!(f, "{error}"),
@@ -222,9 +229,23 @@ pub struct Kprobe {
     mechanism: Mechanism,
     hits: AtomicU64,
     missed: AtomicU64,
+    /// The next probe at the same address (breakpoint probes): see the
+    /// module documentation.
+    next: AtomicPtr<Kprobe>,
 }
 
 impl Kprobe {
+    /// This probe and those after it at its address, in registration order.
+    ///
+    /// # Safety
+    /// The caller holds up probe frees: interrupts masked (the trap path),
+    /// or the registry lock.
+    unsafe fn chain(&self) -> impl Iterator<Item = &Kprobe> {
+        // SAFETY: the caller's promise: a probe in the chain is freed only
+        // after it is unlinked and a cross-CPU round (or under the lock).
+        core::iter::successors(Some(self), |probe| unsafe { probe.next.load(Ordering::Acquire).as_ref() })
+    }
+
     /// The private data given at registration.
     pub fn private(&self) -> usize {
         self.config.private
@@ -273,11 +294,8 @@ pub fn register_kprobe(location: &Location, config: KprobeConfig) -> Result<Regi
     if place.at_entry {
         return register_on_ftrace(place, config);
     }
-    if ARMED.iter().any(|entry| {
-        // SAFETY: entries are only freed under the registry lock we hold.
-        unsafe { entry.load(Ordering::Acquire).as_ref() }.is_some_and(|probe| probe.place.address == place.address)
-    }) {
-        return Err(KprobeError::Exists(place.address));
+    if let Some(head) = head_at(place.address) {
+        return Ok(follow(head, place, config));
     }
     let insn = arch::kprobes::check_context(place.function_address, place.address)
         .and_then(|()| arch::kprobes::decode(place.address))
@@ -300,6 +318,7 @@ pub fn register_kprobe(location: &Location, config: KprobeConfig) -> Result<Regi
         mechanism: Mechanism::Breakpoint { insn, slot },
         hits: AtomicU64::new(0),
         missed: AtomicU64::new(0),
+        next: AtomicPtr::new(ptr::null_mut()),
     }));
     ARMED[slot].store(probe, Ordering::Release);
     let breakpoint = &arch::kprobes::BREAKPOINT;
@@ -323,6 +342,33 @@ pub fn register_kprobe(location: &Location, config: KprobeConfig) -> Result<Regi
     }
 }
 
+/// The head probe armed at `address`, if any. The registry lock held.
+fn head_at(address: usize) -> Option<&'static Kprobe> {
+    ARMED.iter().find_map(|entry| {
+        // SAFETY: entries are only freed under the registry lock, held.
+        unsafe { entry.load(Ordering::Acquire).as_ref() }.filter(|probe| probe.place.address == address)
+    })
+}
+
+/// A probe sharing `head`'s breakpoint: linked last in its chain, complete
+/// before the release store that publishes it. The registry lock held.
+fn follow(head: &'static Kprobe, place: Place, config: KprobeConfig) -> RegisteredKprobe {
+    let probe = Box::into_raw(Box::new(Kprobe {
+        ops: FtraceOps::new(on_ftrace, OpsFlags::empty()),
+        place,
+        config,
+        mechanism: head.mechanism,
+        hits: AtomicU64::new(0),
+        missed: AtomicU64::new(0),
+        next: AtomicPtr::new(ptr::null_mut()),
+    }));
+    // SAFETY: the registry lock is held: no probe of the chain is freed.
+    let last = unsafe { head.chain() }.last().unwrap_or(head);
+    last.next.store(probe, Ordering::Release);
+    // SAFETY: from `Box::into_raw`, not null.
+    RegisteredKprobe { probe: unsafe { NonNull::new_unchecked(probe) } }
+}
+
 fn register_on_ftrace(place: Place, config: KprobeConfig) -> Result<RegisteredKprobe, KprobeError> {
     // The handle (and the error path) free through this pointer: it keeps
     // the box's ownership, which a pointer made from a shared reference
@@ -334,6 +380,7 @@ fn register_on_ftrace(place: Place, config: KprobeConfig) -> Result<RegisteredKp
         mechanism: Mechanism::Ftrace,
         hits: AtomicU64::new(0),
         missed: AtomicU64::new(0),
+        next: AtomicPtr::new(ptr::null_mut()),
     }));
     // SAFETY: just made; freed only through `raw`, after every use of this.
     let probe: &'static Kprobe = unsafe { &*raw };
@@ -413,6 +460,23 @@ impl Drop for RegisteredKprobe {
                     return;
                 }
                 ftrace::deferred::synchronize();
+            }
+            Mechanism::Breakpoint { slot, .. } if !ptr::eq(ARMED[slot].load(Ordering::Acquire), probe) => {
+                // A follower: unlinked from its chain; a trap that already
+                // loaded it is done after a round.
+                let head = ARMED[slot].load(Ordering::Acquire);
+                // SAFETY: the registry lock is held: the chain stays.
+                let before = unsafe { (*head).chain() }.find(|other| ptr::eq(other.next.load(Ordering::Acquire), probe));
+                if let Some(before) = before {
+                    before.next.store(probe_ref.next.load(Ordering::Acquire), Ordering::Release);
+                }
+                arch::smp::sync_all();
+            }
+            Mechanism::Breakpoint { slot, .. } if !probe_ref.next.load(Ordering::Acquire).is_null() => {
+                // The head of a chain: its first follower (the same
+                // breakpoint and slot) becomes the head.
+                ARMED[slot].store(probe_ref.next.load(Ordering::Acquire), Ordering::Release);
+                arch::smp::sync_all();
             }
             Mechanism::Breakpoint { insn, slot } => {
                 let breakpoint = &arch::kprobes::BREAKPOINT;
@@ -561,7 +625,10 @@ fn on_probe(address: usize, regs: &mut PtRegs) -> bool {
     // SAFETY: trap context: interrupts are masked.
     let control = unsafe { this_cpu() };
     if control.now.status != Status::Idle {
-        probe.missed.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: trap context (interrupts masked): the chain stays.
+        for probe in unsafe { probe.chain() } {
+            probe.missed.fetch_add(1, Ordering::Relaxed);
+        }
         if control.interrupted.is_some() {
             panic!("kprobes: a probe hit at {address:#x} inside a probe's step cannot be handled");
         }
@@ -569,10 +636,13 @@ fn on_probe(address: usize, regs: &mut PtRegs) -> bool {
         run_instruction(probe, insn, slot, regs, control, true);
         return true;
     }
-    probe.hits.fetch_add(1, Ordering::Relaxed);
     control.now = Active { status: Status::Handler, probe, irqs: false };
-    if let Some(pre) = probe.config.pre_handler {
-        pre(probe, regs);
+    // SAFETY: as above.
+    for probe in unsafe { probe.chain() } {
+        probe.hits.fetch_add(1, Ordering::Relaxed);
+        if let Some(pre) = probe.config.pre_handler {
+            pre(probe, regs);
+        }
     }
     // SAFETY: as above; the handler's own use of the block is over.
     let control = unsafe { this_cpu() };
@@ -606,8 +676,11 @@ fn finish(probe: &Kprobe, regs: &mut PtRegs, control: &mut Control, reentry: boo
         return;
     }
     control.now = Active { status: Status::Handler, probe, irqs: false };
-    if let Some(post) = probe.config.post_handler {
-        post(probe, regs);
+    // SAFETY: trap context (interrupts masked): the chain stays.
+    for probe in unsafe { probe.chain() } {
+        if let Some(post) = probe.config.post_handler {
+            post(probe, regs);
+        }
     }
     // SAFETY: trap context; the handler's use of the block is over.
     unsafe { this_cpu() }.now = IDLE;
