@@ -402,7 +402,7 @@ mod kernel_side {
     use super::{EventName, Phase, Request, Trigger, TriggerCommand, TriggerError, AVAILABLE};
     use crate::deferred::Published;
     use crate::event_filter::FieldValue;
-    use crate::hist::HistControl;
+    use crate::hist::{HistControl, HistError};
     use crate::instance::TraceArray;
 
     /// Where a `stacktrace` trigger's call chain starts: the addresses the
@@ -569,7 +569,7 @@ mod kernel_side {
             // A hit that saw it running is done once every CPU has taken
             // an interrupt (the hit path masks them).
             (Some(existing), Some(HistControl::Clear)) => existing.clear(arch::smp::sync_all),
-            (Some(_), None) => return Err(TriggerError::Exists(hist.spec().line())),
+            (Some(_), None) => return Err(TriggerError::Hist(HistError::Exists(hist.spec().line()))),
             (None, Some(HistControl::Cont | HistControl::Clear)) => return Err(TriggerError::NoSuchHist),
             (None, _) => return Ok(Some(trigger)),
         }

@@ -52,6 +52,13 @@ const STRING_KEY_BYTES: usize = 32;
 const STRING_KEY_WORDS: usize = STRING_KEY_BYTES / 8;
 /// How long a hit waits for a slot another CPU is filling in.
 const CLAIM_SPINS: usize = 10_000;
+/// The most heap every histogram table together may take: a table is
+/// refused past it, so tables cannot starve the heap the rest of the
+/// kernel (and `cat hist` itself) needs.
+pub const TABLES_BUDGET: usize = 16 << 20;
+
+/// Heap the live tables take.
+static TABLES_BYTES: AtomicUsize = AtomicUsize::new(0);
 
 /// How a key or value field is shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -168,8 +175,11 @@ pub enum HistError {
     BadSize(String),
     /// An attribute this kernel does not know (`name=`, actions...).
     Unknown(String),
-    /// The heap cannot hold the table.
+    /// The heap cannot hold the table, or the tables would take more than
+    /// [`TABLES_BUDGET`].
     NoMemory,
+    /// The event has this histogram already (its line).
+    Exists(String),
 }
 
 impl fmt::Display for HistError {
@@ -190,7 +200,10 @@ impl fmt::Display for HistError {
             HistError::Unknown(text) => {
                 write!(f, "hist: unknown attribute '{text}' (keys, vals, sort, size, pause, cont, clear)")
             }
-            HistError::NoMemory => write!(f, "hist: not enough memory for the table"),
+            HistError::NoMemory => {
+                write!(f, "hist: no memory for the table (every table together may take {} MiB)", TABLES_BUDGET >> 20)
+            }
+            HistError::Exists(line) => write!(f, "hist: the event has this histogram already (remove it with '!{line}')"),
         }
     }
 }
@@ -295,12 +308,16 @@ fn sort_key(text: &str, keys: &[HistField], vals: &[HistField]) -> Result<SortKe
     Ok(SortKey { by, descending })
 }
 
+/// `size=N`: decimal, `0x` hex or `0` octal (as Linux's `kstrtouint`
+/// reads it), rounded up to a power of two, which must be 128 to 131072.
 fn parse_size(text: &str) -> Result<usize, HistError> {
-    let size: usize = text.parse().map_err(|_| HistError::BadSize(text.to_string()))?;
-    if !(1..=MAX_SIZE).contains(&size) {
-        return Err(HistError::BadSize(text.to_string()));
-    }
-    Ok(size.next_power_of_two().max(MIN_SIZE))
+    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => usize::from_str_radix(hex, 16),
+        None if text.len() > 1 && text.starts_with('0') => usize::from_str_radix(&text[1..], 8),
+        None => text.parse(),
+    };
+    let size = parsed.ok().and_then(usize::checked_next_power_of_two);
+    size.filter(|size| (MIN_SIZE..=MAX_SIZE).contains(size)).ok_or_else(|| HistError::BadSize(text.to_string()))
 }
 
 impl HistSpec {
@@ -375,6 +392,26 @@ impl HistMap {
     /// A table of `capacity` entries of `key_words` key words and
     /// `sums_per_entry` sums; `None` if the heap cannot hold it.
     pub fn try_new(capacity: usize, key_words: usize, sums_per_entry: usize) -> Option<HistMap> {
+        let slots = 2 * capacity;
+        let bytes = slots * (1 + 8 * (key_words + sums_per_entry));
+        TABLES_BYTES
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+                used.checked_add(bytes).filter(|&total| total <= TABLES_BUDGET)
+            })
+            .ok()?;
+        let map = Self::allocate(capacity, key_words, sums_per_entry);
+        if map.is_none() {
+            TABLES_BYTES.fetch_sub(bytes, Ordering::Relaxed);
+        }
+        map
+    }
+
+    /// The heap a table of this shape takes (what [`TABLES_BUDGET`] counts).
+    fn bytes(&self) -> usize {
+        self.states.len() + 8 * (self.keys.len() + self.sums.len())
+    }
+
+    fn allocate(capacity: usize, key_words: usize, sums_per_entry: usize) -> Option<HistMap> {
         let slots = 2 * capacity;
         Some(HistMap {
             key_words,
@@ -490,6 +527,12 @@ impl HistMap {
     }
 }
 
+impl Drop for HistMap {
+    fn drop(&mut self) {
+        TABLES_BYTES.fetch_sub(self.bytes(), Ordering::Relaxed);
+    }
+}
+
 /// FNV-1a over the key's words.
 fn hash(key: &[u64]) -> usize {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -511,7 +554,7 @@ pub struct Histogram {
 
 /// `log2` keys: the power of two at or above `value` (0 and 1 are 2^0).
 fn log2_bucket(value: u64) -> u64 {
-    u64::from(value.max(1).next_power_of_two().trailing_zeros())
+    value.max(1).checked_next_power_of_two().map_or(64, |power| u64::from(power.trailing_zeros()))
 }
 
 impl Histogram {
@@ -530,7 +573,8 @@ impl Histogram {
     /// Counts one hit of the event whose fields `value` gives (its hit
     /// path; nothing while paused).
     pub fn hit<'a>(&self, value: &dyn Fn(usize) -> FieldValue<'a>) {
-        if self.paused.load(Ordering::Relaxed) {
+        // Acquire: after a `clear`, the emptied table is what this hit sees.
+        if self.paused.load(Ordering::Acquire) {
             return;
         }
         let mut key = [0u64; MAX_KEYS * STRING_KEY_WORDS];
@@ -650,7 +694,8 @@ impl Histogram {
                     write!(out, "{name}: {comm:<16}[{value:>10}]")?
                 }
                 (_, Modifier::Log2) => write!(out, "{name}: ~ 2^{value:<2}")?,
-                (FieldKind::Signed, _) => write!(out, "{name}: {:>10}", value as i64)?,
+                // Every number as unsigned, as Linux prints it (a signed key
+                // sorts as signed all the same).
                 _ => write!(out, "{name}: {value:>10}")?,
             }
         }
@@ -716,7 +761,8 @@ mod tests {
             spec("keys=common_pid.execname,ip.sym:vals=bytes,hitcount:sort=bytes.descending,hitcount:size=1000").line(),
             "hist:keys=common_pid.execname,ip.sym:vals=hitcount,bytes:sort=bytes.descending,hitcount:size=1024"
         );
-        assert_eq!(spec("key=ip.hex:size=1").line(), "hist:keys=ip.hex:vals=hitcount:sort=hitcount:size=128", "at least 128");
+        assert_eq!(spec("key=ip.hex:size=65").line(), "hist:keys=ip.hex:vals=hitcount:sort=hitcount:size=128");
+        assert_eq!(spec("keys=ip:size=0x800").line(), "hist:keys=ip:vals=hitcount:sort=hitcount:size=2048", "hex, as kstrtouint");
         assert_eq!(spec("keys=prev_pid:pause").control, Some(HistControl::Pause));
         assert!(spec("keys=prev_pid:size=4096:clear").same_as(&spec("keys=prev_pid")), "size and control do not count");
         assert!(!spec("keys=prev_pid").same_as(&spec("keys=prev_pid.hex")));
@@ -736,6 +782,7 @@ mod tests {
         assert_eq!(error("keys=ip:vals=bytes,ip,prev_pid,common_pid"), HistError::TooManyVals);
         assert_eq!(error("keys=ip:sort=bytes"), HistError::BadSortKey("bytes".into()));
         assert_eq!(error("keys=ip:size=0"), HistError::BadSize("0".into()));
+        assert_eq!(error("keys=ip:size=64"), HistError::BadSize("64".into()), "under 128, as Linux refuses it");
         assert_eq!(error("keys=ip:size=200000"), HistError::BadSize("200000".into()));
         assert_eq!(error("keys=ip:name=foo"), HistError::Unknown("name=foo".into()));
         assert_eq!(error("keys=ip:onmax($x).save(ip)"), HistError::Unknown("onmax($x).save(ip)".into()));
@@ -770,7 +817,7 @@ mod tests {
         assert_eq!(
             output(&histogram),
             "# event histogram\n#\n# trigger info: hist:keys=prev_pid:vals=hitcount,bytes:sort=hitcount:size=2048\n#\n\n\
-             { prev_pid:         -1 } hitcount:          1  bytes:          5\n\
+             { prev_pid: 18446744073709551615 } hitcount:          1  bytes:          5\n\
              { prev_pid:          3 } hitcount:          1  bytes:          1\n\
              { prev_pid:          7 } hitcount:          3  bytes:         60\n\
              \nTotals:\n    Hits: 5\n    Entries: 3\n    Dropped: 0\n"
@@ -804,6 +851,7 @@ mod tests {
         let out = output(&log2);
         let keys: Vec<&str> = out.lines().filter(|line| line.starts_with('{')).map(|line| &line[..16]).collect();
         assert_eq!(keys, ["{ bytes: ~ 2^0  ", "{ bytes: ~ 2^2  ", "{ bytes: ~ 2^3  ", "{ bytes: ~ 2^10 "]);
+        assert_eq!((log2_bucket(u64::MAX), log2_bucket(1 << 63)), (64, 63), "no overflow at the top");
     }
 
     #[test]
@@ -832,9 +880,31 @@ mod tests {
             })
             .collect();
         threads.into_iter().for_each(|thread| thread.join().unwrap());
+        // A host thread can be preempted between claiming a slot and
+        // publishing its key (the kernel's hit path cannot: interrupts are
+        // masked), and another then drops its hit after waiting: every hit
+        // is counted once or dropped once, and no key is in two entries.
         let entries = histogram.map.entries();
-        assert_eq!(entries.len(), 100, "each key once");
-        assert!(entries.iter().all(|(_, sums)| sums[0] == 800 && sums[1] == 800), "every hit counted once");
-        assert_eq!(histogram.map.totals(), (80_000, 0));
+        let (hits, drops) = histogram.map.totals();
+        assert_eq!(hits + drops, 80_000);
+        assert_eq!(entries.iter().map(|(_, sums)| sums[0]).sum::<u64>(), hits);
+        assert!(entries.iter().all(|(_, sums)| sums[0] == sums[1]), "the sums add up with the counts");
+        let mut keys: Vec<u64> = entries.iter().map(|(key, _)| key[0]).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), entries.len(), "each key once");
+    }
+
+    #[test]
+    fn tables_together_stay_within_their_budget() {
+        // One string key at the largest size: about 10 MiB; three: 26 MiB,
+        // over the budget whole.
+        let big = spec("keys=prev_comm,prev_comm,prev_comm:size=131072");
+        assert_eq!(Histogram::try_new(big).map(drop), Err(HistError::NoMemory));
+        let large = spec("keys=prev_comm:size=131072");
+        let first = Histogram::try_new(large.clone()).unwrap();
+        assert_eq!(Histogram::try_new(large.clone()).map(drop), Err(HistError::NoMemory), "two would pass the budget");
+        drop(first);
+        assert!(Histogram::try_new(large).is_ok(), "a freed table gives its bytes back");
     }
 }

@@ -348,18 +348,28 @@ fn read_tracing_cpumask(array: Array, out: &mut dyn Write) -> fmt::Result {
     writeln!(out, "{:0width$x}", array.buffer().cpumask())
 }
 
-/// `echo MASK > tracing_cpumask`: hex, as Linux reads it (commas between
-/// 32-bit groups allowed); events on other CPUs are not recorded from now
-/// on.
+/// `echo MASK > tracing_cpumask`: hex, as Linux reads a CPU mask (groups
+/// of at most 8 digits, 32 bits each, highest first, between commas);
+/// events on other CPUs are not recorded from now on.
 fn write_tracing_cpumask(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
-    let digits: String = text.trim().chars().filter(|&c| c != ',').collect();
-    let mask = match digits.len() {
-        1..=16 => u64::from_str_radix(&digits, 16).ok(),
-        _ => None,
-    };
-    let mask = mask.ok_or_else(|| TracefsError::Invalid(format!("expected a CPU mask in hex, not '{}'", text.trim())))?;
+    let mask = parse_cpumask(text.trim())
+        .ok_or_else(|| TracefsError::Invalid(format!("expected a CPU mask in hex, not '{}'", text.trim())))?;
     array.buffer().set_cpumask(mask).map_err(|error| {
         TracefsError::Invalid(format!("{:#x} names a CPU this machine does not have ({} CPUs)", mask, error.cpus))
+    })
+}
+
+/// `f`, `ff`, `1,00000000`: 32-bit groups of hex digits, highest first.
+/// `None` for anything else, or more than 64 bits.
+fn parse_cpumask(text: &str) -> Option<u64> {
+    let groups: alloc::vec::Vec<&str> = text.split(',').collect();
+    if groups.len() > 2 {
+        return None;
+    }
+    groups.iter().try_fold(0u64, |mask, group| {
+        let digits = (1..=8).contains(&group.len()) && group.chars().all(|c| c.is_ascii_hexdigit());
+        let value = u32::from_str_radix(group, 16).ok().filter(|_| digits)?;
+        Some(mask << 32 | u64::from(value))
     })
 }
 

@@ -76,6 +76,8 @@ fn tracing_cpumask_records_only_its_cpus() {
     write("set_ftrace_filter", "fib");
     write("current_tracer", "function");
     write("trace", "");
+    // A snapshot buffer made before the mask is written follows it too.
+    write("snapshot", "1");
     write("tracing_cpumask", "1");
     assert_eq!(read("tracing_cpumask"), format!("{:0width$x}\n", 1, width = cpus.div_ceil(4)));
     fib_on_every_cpu();
@@ -83,7 +85,7 @@ fn tracing_cpumask_records_only_its_cpus() {
     only_cpu0[0] = 3;
     assert_eq!(fib_lines_per_cpu(), only_cpu0);
     assert_eq!(stat(&read("per_cpu/cpu1/stats"), "dropped events"), 0, "not recorded is not dropped");
-    for bad in ["g", "", "1,,x", &format!("{:x}", 1u64 << cpus), "11111111111111111"] {
+    for bad in ["g", "", "1,,x", "+1", "f,f", "1,2,3", "123456789", &format!("{:x}", 1u64 << cpus)] {
         let refused = tracefs::write("tracing_cpumask", bad, FilterMode::Replace);
         assert!(matches!(refused, Err(TracefsError::Invalid(_))), "{bad}: {refused:?}");
     }
