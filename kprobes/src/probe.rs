@@ -246,6 +246,25 @@ impl Kprobe {
         core::iter::successors(Some(self), |probe| unsafe { probe.next.load(Ordering::Acquire).as_ref() })
     }
 
+    /// Runs `f` on this probe and those after it: [`chain`](Self::chain)
+    /// as the trap path walks it, one load and test a probe.
+    ///
+    /// # Safety
+    /// As for [`chain`](Self::chain).
+    #[inline(always)]
+    unsafe fn each_in_chain(&self, mut f: impl FnMut(&Kprobe)) {
+        let mut probe = self;
+        loop {
+            f(probe);
+            let next = probe.next.load(Ordering::Acquire);
+            if next.is_null() {
+                return;
+            }
+            // SAFETY: the caller's promise, as for `chain`.
+            probe = unsafe { &*next };
+        }
+    }
+
     /// The private data given at registration.
     pub fn private(&self) -> usize {
         self.config.private
@@ -626,9 +645,7 @@ fn on_probe(address: usize, regs: &mut PtRegs) -> bool {
     let control = unsafe { this_cpu() };
     if control.now.status != Status::Idle {
         // SAFETY: trap context (interrupts masked): the chain stays.
-        for probe in unsafe { probe.chain() } {
-            probe.missed.fetch_add(1, Ordering::Relaxed);
-        }
+        unsafe { probe.each_in_chain(|probe| _ = probe.missed.fetch_add(1, Ordering::Relaxed)) };
         if control.interrupted.is_some() {
             panic!("kprobes: a probe hit at {address:#x} inside a probe's step cannot be handled");
         }
@@ -638,12 +655,14 @@ fn on_probe(address: usize, regs: &mut PtRegs) -> bool {
     }
     control.now = Active { status: Status::Handler, probe, irqs: false };
     // SAFETY: as above.
-    for probe in unsafe { probe.chain() } {
-        probe.hits.fetch_add(1, Ordering::Relaxed);
-        if let Some(pre) = probe.config.pre_handler {
-            pre(probe, regs);
-        }
-    }
+    unsafe {
+        probe.each_in_chain(|probe| {
+            probe.hits.fetch_add(1, Ordering::Relaxed);
+            if let Some(pre) = probe.config.pre_handler {
+                pre(probe, regs);
+            }
+        })
+    };
     // SAFETY: as above; the handler's own use of the block is over.
     let control = unsafe { this_cpu() };
     run_instruction(probe, insn, slot, regs, control, false);
@@ -677,11 +696,13 @@ fn finish(probe: &Kprobe, regs: &mut PtRegs, control: &mut Control, reentry: boo
     }
     control.now = Active { status: Status::Handler, probe, irqs: false };
     // SAFETY: trap context (interrupts masked): the chain stays.
-    for probe in unsafe { probe.chain() } {
-        if let Some(post) = probe.config.post_handler {
-            post(probe, regs);
-        }
-    }
+    unsafe {
+        probe.each_in_chain(|probe| {
+            if let Some(post) = probe.config.post_handler {
+                post(probe, regs);
+            }
+        })
+    };
     // SAFETY: trap context; the handler's use of the block is over.
     unsafe { this_cpu() }.now = IDLE;
 }
