@@ -111,6 +111,8 @@ pub struct TraceBuffer {
     /// `tracing_cpumask`: the CPUs whose rings record (a bit each; the
     /// rings of the others, live and spare, are masked).
     cpumask: AtomicU64,
+    /// `options/overwrite`: whether full rings overwrite their oldest page.
+    overwrite: AtomicBool,
 }
 
 /// Held while [`TraceBuffer`]'s two ring pointers change.
@@ -143,14 +145,32 @@ pub fn all_cpus() -> u64 {
     u64::MAX >> (64 - cpus())
 }
 
-/// The rings of a new buffer, leaked, recording on the CPUs of `cpumask`
-/// only; `None` if the heap cannot hold them.
-fn make_rings(pages: usize, cpumask: u64) -> Option<*mut RingBuffer> {
+/// What every ring of a buffer is set to: its live rings, the snapshot's,
+/// and the rings a resize makes.
+#[derive(Clone, Copy)]
+struct RingSettings {
+    /// `tracing_cpumask`: the CPUs whose rings record.
+    cpumask: u64,
+    /// `options/overwrite`.
+    overwrite: bool,
+}
+
+impl RingSettings {
+    /// Sets CPU `cpu`'s ring `ring` so.
+    fn apply(self, cpu: usize, ring: &RingBuffer) {
+        ring.set_masked(self.cpumask & 1 << cpu == 0);
+        ring.set_overwrite(self.overwrite);
+    }
+}
+
+/// The rings of a new buffer, leaked, set as `settings` say; `None` if the
+/// heap cannot hold them.
+fn make_rings(pages: usize, settings: RingSettings) -> Option<*mut RingBuffer> {
     let mut rings = Vec::new();
     rings.try_reserve_exact(cpus()).ok()?;
     for cpu in 0..cpus() {
         let ring = RingBuffer::try_new(pages)?;
-        ring.set_masked(cpumask & 1 << cpu == 0);
+        settings.apply(cpu, &ring);
         rings.push(ring);
     }
     Some(Box::into_raw(rings.into_boxed_slice()) as *mut RingBuffer)
@@ -189,7 +209,7 @@ impl TraceBuffer {
     /// A buffer of `pages` pages for each CPU, recording; `None` if the
     /// heap cannot hold it.
     pub fn try_new(pages: usize) -> Option<TraceBuffer> {
-        let rings = make_rings(pages, all_cpus())?;
+        let rings = make_rings(pages, RingSettings { cpumask: all_cpus(), overwrite: true })?;
         Some(TraceBuffer {
             rings: AtomicPtr::new(rings),
             cpus: cpus(),
@@ -200,6 +220,7 @@ impl TraceBuffer {
             spare: AtomicPtr::new(core::ptr::null_mut()),
             swapping: AtomicBool::new(false),
             cpumask: AtomicU64::new(all_cpus()),
+            overwrite: AtomicBool::new(true),
         })
     }
 
@@ -219,8 +240,8 @@ impl TraceBuffer {
             return Err(ResizeError::BadSize);
         }
         let _readers = self.readers.lock();
-        let cpumask = self.cpumask();
-        let new = make_rings(pages, cpumask).ok_or(ResizeError::NoMemory)?;
+        let settings = self.settings();
+        let new = make_rings(pages, settings).ok_or(ResizeError::NoMemory)?;
         // Reading the buffer (`cat trace`, `snapshot`) copies it and lists
         // its events, about twice its size: a buffer the heap could hold
         // but not read would make every read fail. Room for that is
@@ -234,7 +255,7 @@ impl TraceBuffer {
         // A snapshot buffer is resized too (and emptied).
         let new_spare = match self.spare.load(Ordering::Acquire).is_null() {
             true => core::ptr::null_mut(),
-            false => match make_rings(pages, cpumask) {
+            false => match make_rings(pages, settings) {
                 Some(spare) => spare,
                 None => {
                     // SAFETY: just made, never published.
@@ -268,7 +289,7 @@ impl TraceBuffer {
     pub fn alloc_snapshot(&self) -> Result<(), ResizeError> {
         let _readers = self.readers.lock();
         if self.spare.load(Ordering::Acquire).is_null() {
-            let spare = make_rings(self.pages_per_cpu(), self.cpumask()).ok_or(ResizeError::NoMemory)?;
+            let spare = make_rings(self.pages_per_cpu(), self.settings()).ok_or(ResizeError::NoMemory)?;
             self.spare.store(spare, Ordering::Release);
         }
         Ok(())
@@ -304,18 +325,42 @@ impl TraceBuffer {
         if mask & !all_cpus() != 0 {
             return Err(CpuMaskError { cpus: cpus() });
         }
+        self.change_settings(|| self.cpumask.store(mask, Ordering::Relaxed));
+        Ok(())
+    }
+
+    /// Whether full rings overwrite their oldest page (`options/overwrite`).
+    pub fn overwrites(&self) -> bool {
+        self.overwrite.load(Ordering::Relaxed)
+    }
+
+    /// `echo 0|1 > options/overwrite`: off, a full ring keeps what it has
+    /// and drops new events (counted in `dropped events`) until a
+    /// consuming reader (`trace_pipe`) or `echo > trace` makes room, as
+    /// Linux's producer/consumer mode does.
+    pub fn set_overwrite(&self, overwrite: bool) {
+        self.change_settings(|| self.overwrite.store(overwrite, Ordering::Relaxed));
+    }
+
+    fn settings(&self) -> RingSettings {
+        RingSettings { cpumask: self.cpumask(), overwrite: self.overwrites() }
+    }
+
+    /// Runs `change` (to the settings' atomics) and applies the settings to
+    /// every ring, live and spare. Neither set of rings changes places
+    /// meanwhile: resizes and snapshot allocations (which read the
+    /// settings) take `readers`, and swaps wait for `swapping`.
+    fn change_settings(&self, change: impl FnOnce()) {
         let readers = self.readers.lock();
-        // Neither set of rings changes places meanwhile (resizes and
-        // snapshot allocations, which take `readers`, read the mask).
         let _swap = SwapGuard::new(&self.swapping);
-        self.cpumask.store(mask, Ordering::Relaxed);
+        change();
+        let settings = self.settings();
         let spare = self.spare_rings(&readers).unwrap_or(&[]);
         for rings in [self.rings(&readers), spare] {
             for (cpu, ring) in rings.iter().enumerate() {
-                ring.set_masked(mask & 1 << cpu == 0);
+                settings.apply(cpu, ring);
             }
         }
-        Ok(())
     }
 
     /// Whether the snapshot's rings are allocated.

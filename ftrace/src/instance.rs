@@ -357,14 +357,16 @@ impl TraceArray {
     pub fn set_option(&'static self, option: TraceOption, on: bool) -> Result<(), FtraceError> {
         let tracer = self.tracer.lock();
         let was_checking = self.needs_checking_ops();
-        match on {
+        let before = match on {
             true => self.options.fetch_or(option.bit(), Ordering::Relaxed),
             false => self.options.fetch_and(!option.bit(), Ordering::Relaxed),
         };
         let swapped = self.swap_function_ops(*tracer, was_checking);
-        if swapped.is_err() {
+        match swapped {
             // Tracing refused the other ops: the option stays as it was.
-            self.options.fetch_xor(option.bit(), Ordering::Relaxed);
+            Err(_) => self.options.store(before, Ordering::Relaxed),
+            Ok(()) if option == TraceOption::Overwrite => self.buffer().set_overwrite(on),
+            Ok(()) => {}
         }
         swapped
     }
@@ -534,6 +536,9 @@ pub enum TraceOption {
     IrqInfo,
     /// `trace_marker` takes writes (on by default).
     Markers,
+    /// A full buffer overwrites its oldest events (on by default); off, it
+    /// drops new ones until a reader makes room.
+    Overwrite,
     /// Every closing brace names its function (function_graph).
     FuncgraphTail,
     /// ` <-caller` after each function (function tracer; on by default).
@@ -562,13 +567,14 @@ pub enum TraceOption {
 
 impl TraceOption {
     /// Every option, in `trace_options` order.
-    pub const ALL: [TraceOption; 16] = [
+    pub const ALL: [TraceOption; 17] = [
         TraceOption::PrintParent,
         TraceOption::SymOffset,
         TraceOption::SymAddr,
         TraceOption::ContextInfo,
         TraceOption::IrqInfo,
         TraceOption::Markers,
+        TraceOption::Overwrite,
         TraceOption::FuncgraphRetval,
         TraceOption::FuncgraphRetvalHex,
         TraceOption::FuncgraphCpu,
@@ -585,6 +591,7 @@ impl TraceOption {
         | TraceOption::ContextInfo.bit()
         | TraceOption::IrqInfo.bit()
         | TraceOption::Markers.bit()
+        | TraceOption::Overwrite.bit()
         | TraceOption::FuncgraphDuration.bit()
         | TraceOption::FuncgraphCpu.bit();
 
@@ -596,6 +603,7 @@ impl TraceOption {
             TraceOption::ContextInfo => "context-info",
             TraceOption::IrqInfo => "irq-info",
             TraceOption::Markers => "markers",
+            TraceOption::Overwrite => "overwrite",
             TraceOption::FuncgraphTail => "funcgraph-tail",
             TraceOption::PrintParent => "print-parent",
             TraceOption::FuncgraphRetval => "funcgraph-retval",

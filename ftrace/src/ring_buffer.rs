@@ -331,6 +331,9 @@ pub enum WriteError {
     Paused,
     /// Recording is off on this CPU (`tracing_cpumask`).
     Masked,
+    /// The ring is full of unread events and does not overwrite them
+    /// (`options/overwrite` off).
+    Full,
 }
 
 /// `RingBuffer::stopped`: a non-consuming reader paused the writer.
@@ -392,6 +395,11 @@ pub struct RingBuffer {
     /// reader asks it to stop) and [`STOP_MASKED`] (its CPU is not
     /// traced). One load tests both.
     stopped: AtomicU8,
+    /// Whether a full ring overwrites its oldest page (Linux's default)
+    /// or drops new events until a reader makes room (`options/overwrite`
+    /// off: Linux's producer/consumer mode). Read only when the writer
+    /// moves to the next page.
+    overwrite: AtomicBool,
     /// The writer is inside `write_with`.
     writing: AtomicBool,
     written: AtomicU64,
@@ -431,6 +439,7 @@ impl RingBuffer {
             writer: UnsafeCell::new(Writer { seq: 0, index: 0, commit: 0, last_time: 0 }),
             reader: spin::Mutex::new(Reader { next: 0, overrun_seen: 0 }),
             stopped: AtomicU8::new(0),
+            overwrite: AtomicBool::new(true),
             writing: AtomicBool::new(false),
             written: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
@@ -537,7 +546,14 @@ impl RingBuffer {
             Some(delta) if delta <= TIME_DELTA_MAX && writer.commit != 0 && writer.commit + event_size <= PAGE_DATA_SIZE => {
                 (writer.commit, delta)
             }
-            _ => self.make_room(writer, time, event_size),
+            _ => match self.make_room(writer, time, event_size) {
+                Some(place) => place,
+                None => {
+                    self.writing.store(false, Ordering::Release);
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                    return Err(WriteError::Full);
+                }
+            },
         };
         let page = self.writer_page(writer);
         let data_at = if small {
@@ -564,10 +580,11 @@ impl RingBuffer {
     /// case does not hold: starts the page if it is fresh, moves to the next
     /// page if the event (and a time extend) would not fit, and writes the
     /// time extend a long gap needs. Answers the event header's offset and
-    /// the delta it carries.
+    /// the delta it carries; `None` if the next page holds unread events
+    /// the ring may not overwrite.
     #[cold]
     #[inline(never)]
-    fn make_room(&self, writer: &mut Writer, time: u64, event_size: usize) -> (usize, u64) {
+    fn make_room(&self, writer: &mut Writer, time: u64, event_size: usize) -> Option<(usize, u64)> {
         if writer.commit == 0 {
             self.writer_page(writer).reset(time);
             writer.last_time = time;
@@ -575,6 +592,9 @@ impl RingBuffer {
         let mut delta = time.saturating_sub(writer.last_time);
         let extend = if delta > TIME_DELTA_MAX { 8 } else { 0 };
         if writer.commit + extend + event_size > PAGE_DATA_SIZE {
+            if !self.overwrite.load(Ordering::Relaxed) && self.next_page_unread(writer) {
+                return None;
+            }
             self.advance(writer, time);
             delta = 0;
         }
@@ -586,7 +606,22 @@ impl RingBuffer {
             at += 8;
             delta = 0;
         }
-        (at, delta)
+        Some((at, delta))
+    }
+
+    /// Whether the page after the writer's still holds events a consuming
+    /// reader has not taken (what moving there would overwrite).
+    fn next_page_unread(&self, writer: &Writer) -> bool {
+        let (page, tag) = self.page(writer.seq + 1);
+        let consumed = Tag::unpack(tag.load(Ordering::Acquire)).consumed as usize;
+        page.events().skip_while_offset(consumed).next().is_some()
+    }
+
+    /// Switches between overwriting the oldest page when full (`true`,
+    /// the default) and dropping new events until a consuming reader
+    /// makes room (`false`).
+    pub fn set_overwrite(&self, overwrite: bool) {
+        self.overwrite.store(overwrite, Ordering::Relaxed);
     }
 
     /// Moves the writer to the next page: claims it, counting what a
@@ -759,6 +794,8 @@ impl RingBuffer {
             self.written.store(0, Ordering::Release);
             self.overrun.store(0, Ordering::Release);
             self.read.store(0, Ordering::Release);
+            // As Linux's reset does (its `dropped events` start over).
+            self.dropped.store(0, Ordering::Relaxed);
         })
     }
 
@@ -847,6 +884,35 @@ mod tests {
         ring.set_masked(false);
         write(&ring, 4, &payload(4, 24));
         assert_eq!(ring.events().iter().map(|(time, _)| *time).collect::<Vec<_>>(), [1, 4]);
+    }
+
+    /// Without overwrite, a full ring keeps its oldest events and drops
+    /// new ones (counted), until a consuming read makes room.
+    #[test]
+    fn a_ring_that_does_not_overwrite_drops_new_events_when_full() {
+        let ring = RingBuffer::new(3);
+        ring.set_overwrite(false);
+        let mut kept = 0u64;
+        // SAFETY: one writer (the test thread).
+        while unsafe { ring.write(kept + 1, &payload(1, 24)) }.is_ok() {
+            kept += 1;
+        }
+        let per_page = (PAGE_DATA_SIZE / 28) as u64;
+        assert_eq!(kept, 3 * per_page, "every page filled once");
+        // SAFETY: as above.
+        assert_eq!(unsafe { ring.write(1_000, &payload(2, 24)) }, Err(WriteError::Full));
+        let stats = ring.stats();
+        assert_eq!((stats.entries, stats.overrun, stats.dropped), (kept, 0, 2));
+        assert_eq!(ring.events().first().map(|(time, _)| *time), Some(1), "the oldest kept");
+        let mut page = [0u8; PAGE_SIZE];
+        assert_eq!(ring.read_page(&mut page), Some(per_page as usize), "a consuming read takes the first page");
+        write(&ring, 2_000, &payload(3, 24));
+        assert_eq!(ring.events().last().map(|(time, _)| *time), Some(2_000), "room again");
+        ring.set_overwrite(true);
+        for n in 0..per_page {
+            write(&ring, 3_000 + n, &payload(4, 24));
+        }
+        assert!(ring.stats().overrun > 0, "overwriting again");
     }
 
     #[test]

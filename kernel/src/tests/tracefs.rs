@@ -140,6 +140,46 @@ fn buffer_size_kb_resizes_every_cpu_and_keeps_the_tracer() {
     assert_eq!(read("buffer_size_kb"), original);
 }
 
+/// `stat` summed over every CPU's `per_cpu/cpuN/stats`.
+fn stat_sum(field: &str) -> u64 {
+    (0..ftrace::buffer::cpus()).map(|cpu| stat(&read(&format!("per_cpu/cpu{cpu}/stats")), field)).sum()
+}
+
+/// `options/overwrite` off: a full buffer keeps its oldest events and drops
+/// the new ones (counted as dropped), as Linux's producer/consumer mode.
+#[ktest]
+fn without_overwrite_a_full_buffer_keeps_its_first_events() {
+    let original = read("buffer_size_kb");
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    write("buffer_size_kb", "8");
+    assert_eq!(read("options/overwrite"), "1\n");
+    write("options/overwrite", "0");
+    write("trace", "");
+    assert_eq!(fib(20), 6765);
+    let (entries, overrun, dropped) = (stat_sum("entries"), stat_sum("overrun"), stat_sum("dropped events"));
+    assert_eq!((entries + dropped, overrun), (21891, 0), "fib(20)'s calls, kept or dropped, none overwritten");
+    assert!(dropped > 0 && entries <= 2 * 4096 / 28 * ftrace::buffer::cpus() as u64, "{entries} kept, {dropped} dropped");
+    let first = |trace: &str| trace.lines().find(|line| line.contains(": kernel::workload::fib <-")).map(String::from);
+    let kept = first(&read("trace")).unwrap();
+    assert!(!kept.ends_with("<-kernel::workload::fib"), "the first call is kept, from its caller: {kept}");
+    // The snapshot's rings follow the option too.
+    write("snapshot", "1");
+    write("trace", "");
+    assert_eq!(fib(20), 6765);
+    assert_eq!(stat_sum("overrun"), 0, "the rings swapped in do not overwrite either");
+    write("snapshot", "0");
+    write("options/overwrite", "1");
+    write("trace", "");
+    assert_eq!(fib(20), 6765);
+    assert!(stat_sum("overrun") > 0 && stat_sum("dropped events") == 0, "overwriting again");
+    let kept = first(&read("trace")).unwrap();
+    assert!(kept.ends_with("<-kernel::workload::fib"), "the first calls were overwritten: {kept}");
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+    write("buffer_size_kb", original.trim());
+}
+
 /// The hit count `trace_stat/functionN` gives `name`, summed over CPUs.
 fn profiled_hits(name: &str) -> u64 {
     (0..ftrace::buffer::cpus())
@@ -326,7 +366,7 @@ fn trace_marker_lines_land_among_the_events() {
 fn trace_options_change_how_trace_prints() {
     assert_eq!(
         read("trace_options"),
-        "print-parent\nnosym-offset\nnosym-addr\ncontext-info\nirq-info\nmarkers\nnofuncgraph-retval\nnofuncgraph-retval-hex\n\
+        "print-parent\nnosym-offset\nnosym-addr\ncontext-info\nirq-info\nmarkers\noverwrite\nnofuncgraph-retval\nnofuncgraph-retval-hex\n\
          funcgraph-cpu\nnofuncgraph-proc\nnofuncgraph-abstime\nfuncgraph-duration\nnofuncgraph-tail\nnofunction-fork\n\
          noevent-fork\nnofunc_stack_trace\n"
     );
