@@ -175,6 +175,8 @@ pub enum HistError {
     BadSize(String),
     /// An attribute this kernel does not know (`name=`, actions...).
     Unknown(String),
+    /// `keys=`, `vals=` or `sort=` with no field.
+    Empty(String),
     /// The heap cannot hold the table, or the tables would take more than
     /// [`TABLES_BUDGET`].
     NoMemory,
@@ -200,6 +202,7 @@ impl fmt::Display for HistError {
             HistError::Unknown(text) => {
                 write!(f, "hist: unknown attribute '{text}' (keys, vals, sort, size, pause, cont, clear)")
             }
+            HistError::Empty(name) => write!(f, "hist: '{name}=' names no field"),
             HistError::NoMemory => {
                 write!(f, "hist: no memory for the table (every table together may take {} MiB)", TABLES_BUDGET >> 20)
             }
@@ -238,6 +241,7 @@ pub fn parse(attrs: &str, fields: &[FilterField]) -> Result<HistSpec, HistError>
             }
             ("sort", list) if !list.is_empty() => sort_text = Some(list),
             ("size", number) => size = parse_size(number)?,
+            (name @ ("keys" | "key" | "vals" | "val" | "values" | "sort"), "") => return Err(HistError::Empty(name.to_string())),
             ("pause", "") => control = Some(HistControl::Pause),
             ("cont" | "continue", "") => control = Some(HistControl::Cont),
             ("clear", "") => control = Some(HistControl::Clear),
@@ -772,7 +776,8 @@ mod tests {
     fn bad_lines_say_why() {
         let error = |text: &str| parse(text, &fields()).unwrap_err();
         assert_eq!(error("vals=bytes"), HistError::NoKeys);
-        assert_eq!(error("keys="), HistError::Unknown("keys=".into()));
+        assert_eq!(error("keys="), HistError::Empty("keys".into()));
+        assert_eq!(error("keys=ip:sort="), HistError::Empty("sort".into()));
         assert_eq!(error("keys=nosuch"), HistError::NoSuchField("nosuch".into()));
         assert_eq!(error("keys=prev_pid.bogus"), HistError::BadModifier("prev_pid.bogus".into()));
         assert_eq!(error("keys=prev_pid.execname"), HistError::BadModifier("prev_pid.execname".into()));
