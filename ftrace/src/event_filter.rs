@@ -21,6 +21,9 @@ use core::fmt;
 
 use crate::glob::glob_match;
 
+/// Where a [`FilterError::Syntax`] is when the filter ended too soon.
+pub const END_OF_FILTER: &str = "end of filter";
+
 /// What a field holds, for choosing operators and reading operands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FieldKind {
@@ -232,7 +235,7 @@ impl Parser<'_> {
     fn error_here(&self) -> FilterError {
         match self.tokens.get(self.at.min(self.tokens.len())) {
             Some(token) => FilterError::Syntax(token.to_string()),
-            None => FilterError::Syntax("end of filter".into()),
+            None => FilterError::Syntax(END_OF_FILTER.into()),
         }
     }
 

@@ -9,8 +9,10 @@
 //! ```
 //!
 //! Linux logs probe definitions (`kprobe_events`, `dynamic_events`),
-//! event filters and `hist` triggers (under `hist:GRP:EVENT`); so does this. The caret marks where Linux's parser
-//! stopped; ours gives no position, so it marks the command's start.
+//! event filters and `hist` triggers (under `hist:GRP:EVENT`); so does this.
+//! The caret marks where Linux's parser stopped; ours marks the word the
+//! message quotes (`unknown symbol 'nosuch'`: under `nosuch`), or the
+//! command's start when the message quotes none of it.
 //! `echo > error_log` empties it. Linux keeps 8 entries per trace array;
 //! here the top level keeps 8.
 
@@ -32,6 +34,8 @@ struct Entry {
     location: String,
     message: String,
     command: String,
+    /// Where in `command` the caret goes.
+    column: usize,
 }
 
 static LOG: Mutex<VecDeque<Entry>> = Mutex::new(VecDeque::new());
@@ -66,12 +70,32 @@ pub fn location(name: &str, text: &str, message: &str) -> Option<String> {
 
 /// Logs a refused command, dropping the oldest entry past [`KEPT`].
 pub fn log(location: String, message: &str, command: &str) {
-    let entry = Entry { time_ns: ftrace::clock::now_ns(), location, message: message.into(), command: command.trim().into() };
+    let command = command.trim();
+    let column = fault_column(message, command);
+    let entry = Entry { time_ns: ftrace::clock::now_ns(), location, message: message.into(), command: command.into(), column };
     let mut log = LOG.lock();
     if log.len() == KEPT {
         log.pop_front();
     }
     log.push_back(entry);
+}
+
+/// Where the first word the message quotes (`'...'`) starts in `command`,
+/// as a word of its own (not inside a longer one) and the last such place
+/// (a probe's symbol and arguments come after its name); the end for a
+/// filter that ended too soon; 0 if none.
+fn fault_column(message: &str, command: &str) -> usize {
+    let Some(quoted) = message.split('\'').nth(1).filter(|quoted| !quoted.is_empty()) else { return 0 };
+    if quoted == ftrace::event_filter::END_OF_FILTER {
+        return command.len(); // after the last word
+    }
+    let boundary = |c: Option<char>| c.is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+    command
+        .match_indices(quoted)
+        .filter(|(at, _)| boundary(command[..*at].chars().last()) && boundary(command[at + quoted.len()..].chars().next()))
+        .map(|(at, _)| at)
+        .last()
+        .unwrap_or(0)
 }
 
 /// `cat error_log`.
@@ -80,7 +104,7 @@ pub fn write(out: &mut dyn Write) -> fmt::Result {
         let seconds = format!("{:5}.{:06}", entry.time_ns / 1_000_000_000, entry.time_ns % 1_000_000_000 / 1_000);
         writeln!(out, "[{seconds}] {}: error: {}", entry.location, entry.message)?;
         writeln!(out, "  Command: {}", entry.command)?;
-        writeln!(out, "{:11}^", "")?;
+        writeln!(out, "{:width$}^", "", width = 11 + entry.column)?;
     }
     Ok(())
 }

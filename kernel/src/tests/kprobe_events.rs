@@ -168,7 +168,17 @@ fn bad_kprobe_definitions_are_refused_and_change_nothing() {
     let last = lines[lines.len() - 3..].to_vec();
     assert!(last[0].starts_with('[') && last[0].contains("] trace_kprobe: error: no event 'nosuch'"), "{log}");
     assert_eq!(last[1], "  Command: -:nosuch");
-    assert_eq!(last[2], "           ^");
+    assert_eq!(last[2], "             ^", "under the word the message quotes");
+    let unknown = tracefs::write("kprobe_events", "p:a nosuch_function", FilterMode::Append);
+    assert!(unknown.is_err());
+    let fetch = tracefs::write("kprobe_events", "p:fib kernel::workload::fib fib=%bogus", FilterMode::Append);
+    assert!(fetch.is_err());
+    let log = read("error_log");
+    let carets: Vec<&str> = log.lines().rev().step_by(3).take(2).collect();
+    // "  Command: " is 11 columns; `%bogus` starts 32 into its command
+    // (after the name `fib`, which the symbol also holds), `nosuch_function`
+    // 4 into its.
+    assert_eq!(carets, [format!("{:43}^", ""), format!("{:15}^", "")], "under %bogus, then nosuch_function: {log}");
     let bad_filter = tracefs::write("events/sched/sched_switch/filter", "prev_pid ==", FilterMode::Replace);
     assert!(bad_filter.is_err());
     assert!(read("error_log").contains("] event filter parser: error: "), "{}", read("error_log"));
