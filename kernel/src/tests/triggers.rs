@@ -317,3 +317,56 @@ fn hist_triggers_count_hits_per_key_as_linux_prints_them() {
     assert_eq!(read(hist), "");
     tracefs::write("dynamic_events", "-:fibt", FilterMode::Append).unwrap();
 }
+
+/// The `Hits:` and the hitcounts of `cat hist`'s one table.
+fn hist_totals(text: &str) -> (u64, u64) {
+    let number = |line: &str, after: &str| line.split(after).nth(1).and_then(|rest| rest.split_whitespace().next()?.parse().ok());
+    let hits = text.lines().find_map(|line| number(line, "Hits:")).unwrap();
+    let counted = hist_entries(text).iter().filter_map(|entry| number(entry, "hitcount:")).sum();
+    (hits, counted)
+}
+
+/// `clear`, `pause` and `cont` while other CPUs hit the histogram: each
+/// clear waits for the hits under way, so what the workers count after it
+/// lands in the emptied table whole, and at the end (every worker
+/// stopped) the totals and the entries agree.
+#[ktest]
+fn a_hist_cleared_while_other_cpus_hit_it_stays_consistent() {
+    use core::sync::atomic::{AtomicBool, Ordering};
+    static STOP: AtomicBool = AtomicBool::new(false);
+    tracefs::write("dynamic_events", "f:fibh fib n=$arg1", FilterMode::Append).unwrap();
+    let trigger = "events/fprobes/fibh/trigger";
+    add_trigger(trigger, "hist:keys=n").unwrap();
+    STOP.store(false, Ordering::SeqCst);
+    let cpus = ftrace::buffer::cpus();
+    let workers: Vec<_> = (1..cpus)
+        .map(|cpu| {
+            crate::sched::spawn_on("hist-hitter", 1 << cpu, || {
+                let mut calls = 0;
+                while !STOP.load(Ordering::Relaxed) {
+                    calls += u64::from(fib(core::hint::black_box(8)) == 21);
+                }
+                calls
+            })
+            .unwrap()
+        })
+        .collect();
+    for round in 0..30 {
+        let control = ["clear", "pause", "cont"][round % 3];
+        add_trigger(trigger, &format!("hist:keys=n:{control}")).unwrap();
+        // Read while the workers hit it (a hit may be half counted: only
+        // the end, with every worker stopped, must add up).
+        let text = read("events/fprobes/fibh/hist");
+        assert!(text.contains("\nTotals:\n"), "round {round}: {text}");
+    }
+    add_trigger(trigger, "hist:keys=n:pause").unwrap();
+    STOP.store(true, Ordering::SeqCst);
+    let calls: u64 = workers.into_iter().map(|worker| worker.join()).sum();
+    assert!(calls > 0, "the workers ran");
+    let text = read("events/fprobes/fibh/hist");
+    let (hits, counted) = hist_totals(&text);
+    assert_eq!(hits, counted, "{text}");
+    assert!(hist_entries(&text).len() <= 9, "n from 0 to 8 only: {text}");
+    add_trigger(trigger, "!hist:keys=n").unwrap();
+    tracefs::write("dynamic_events", "-:fibh", FilterMode::Append).unwrap();
+}
