@@ -102,7 +102,7 @@ impl fmt::Display for EventError {
             EventError::Busy(name) => write!(f, "event '{name}' is enabled; disable it first"),
             EventError::HasTriggers(name) => write!(f, "event '{name}' has triggers; remove them first"),
             EventError::UsedByTrigger(name) => {
-                write!(f, "event '{name}' is switched by another event's trigger; remove that first")
+                write!(f, "event '{name}' is switched by a trigger or function command (enable_event, disable_event); remove that first")
             }
             EventError::Trigger(error) => write!(f, "{error}"),
             EventError::Probe(error) => write!(f, "{error}"),

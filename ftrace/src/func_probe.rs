@@ -15,11 +15,16 @@
 //! `stacktrace` records the call chain as a `<stack trace>` event.
 //! `snapshot` takes a snapshot (the array's snapshot buffer is allocated
 //! when the command is attached, so the callback only swaps two pointers).
+//! `enable_event:GRP:EVENT` and `disable_event:GRP:EVENT` switch an event
+//! (the caller resolves it into an [`EventHook`]: the event's soft switch,
+//! which keeps it in soft mode until the hook is dropped, as an event
+//! trigger's does); they count only the calls that change the switch.
 //! A removed command is unregistered and freed after a grace period.
 
 use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -28,20 +33,26 @@ use arch::ftrace_abi::FtraceRegs;
 use arch::sync::Mutex;
 
 use crate::event::{encode_stack, stack_event_size, TRACE_STACK};
+use crate::event_trigger::{EventName, EventSwitch};
 use crate::instance::TraceArray;
 use crate::{deferred, registry, FilterKind, FilterMode, FtraceError, FtraceOps, OpsFlags};
 
 /// What a function command does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
     TraceOff,
     TraceOn,
     StackTrace,
     Snapshot,
+    /// `enable_event:GRP:EVENT`: the event starts recording.
+    EnableEvent(EventName),
+    /// `disable_event:GRP:EVENT`: it stops.
+    DisableEvent(EventName),
 }
 
 impl Command {
-    /// The command called `name` in `FUNC:NAME`.
+    /// The command called `name` in `FUNC:NAME` (not the ones that name an
+    /// event: see [`Command::switching`]).
     pub fn from_name(name: &str) -> Option<Command> {
         match name {
             "traceoff" => Some(Command::TraceOff),
@@ -52,13 +63,58 @@ impl Command {
         }
     }
 
+    /// `enable_event`/`disable_event` (`name`) of `GRP:EVENT`.
+    pub fn switching(name: &str, group: &str, event: &str) -> Option<Command> {
+        let target = EventName { group: group.into(), event: event.into() };
+        match name {
+            "enable_event" => Some(Command::EnableEvent(target)),
+            "disable_event" => Some(Command::DisableEvent(target)),
+            _ => None,
+        }
+    }
+
     /// Its name.
-    pub fn name(self) -> &'static str {
+    pub fn name(&self) -> &'static str {
         match self {
             Command::TraceOff => "traceoff",
             Command::TraceOn => "traceon",
             Command::StackTrace => "stacktrace",
             Command::Snapshot => "snapshot",
+            Command::EnableEvent(_) => "enable_event",
+            Command::DisableEvent(_) => "disable_event",
+        }
+    }
+
+    /// The event it switches.
+    pub fn target(&self) -> Option<&EventName> {
+        match self {
+            Command::EnableEvent(target) | Command::DisableEvent(target) => Some(target),
+            _ => None,
+        }
+    }
+
+    /// As `set_ftrace_filter` lists it after the function:
+    /// `traceoff`, `enable_event:sched:sched_switch`.
+    pub fn spec(&self) -> String {
+        match self.target() {
+            Some(target) => format!("{}:{}:{}", self.name(), target.group, target.event),
+            None => String::from(self.name()),
+        }
+    }
+}
+
+/// The event an `enable_event`/`disable_event` command switches: its soft
+/// switch, and what gives the event's soft mode back when the command goes
+/// (run when the hook is dropped, in task context).
+pub struct EventHook {
+    pub switch: Arc<dyn EventSwitch>,
+    pub release: Option<Box<dyn FnOnce() + Send + Sync>>,
+}
+
+impl Drop for EventHook {
+    fn drop(&mut self) {
+        if let Some(release) = self.release.take() {
+            release();
         }
     }
 }
@@ -74,6 +130,8 @@ struct FuncProbe {
     /// Per function (sorted by address): the actions left, or
     /// [`UNLIMITED`].
     left: Box<[(usize, AtomicU64)]>,
+    /// The event an `enable_event`/`disable_event` command switches.
+    hook: Option<EventHook>,
 }
 
 /// Every attached command, of every array.
@@ -98,12 +156,21 @@ extern "C" fn run_command(ip: usize, _parent: usize, ops: &FtraceOps, fregs: &mu
             })
             .is_ok()
     };
-    match probe.command {
+    match &probe.command {
         Command::TraceOff if buffer.is_on() && take() => buffer.set_on(false),
         Command::TraceOn if !buffer.is_on() && take() => buffer.set_on(true),
         Command::StackTrace if take() => record_stack(probe.array, ip, fregs),
         Command::Snapshot if take() => {
             buffer.swap_snapshot();
+        }
+        // As Linux counts them: only the calls that change the switch.
+        Command::EnableEvent(_) | Command::DisableEvent(_) => {
+            let on = matches!(probe.command, Command::EnableEvent(_));
+            if let Some(hook) = &probe.hook {
+                if hook.switch.soft_on() != on && take() {
+                    hook.switch.set_soft(on);
+                }
+            }
         }
         _ => {}
     }
@@ -141,18 +208,24 @@ pub enum ProbeError {
     Tracing(FtraceError),
     /// No memory for the snapshot buffer `snapshot` needs.
     NoMemory,
+    /// `enable_event`/`disable_event` without the event resolved.
+    NoEvent,
 }
 
 impl fmt::Display for ProbeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ProbeError::UnknownCommand(name) => {
-                write!(f, "unknown command '{name}' (traceoff, traceon, stacktrace, snapshot)")
+                write!(
+                    f,
+                    "unknown command '{name}' (traceoff, traceon, stacktrace, snapshot, enable_event:GRP:EVENT, disable_event:GRP:EVENT)"
+                )
             }
             ProbeError::NotAttached(what) => write!(f, "'{what}' is not attached"),
             ProbeError::AlreadyAttached(what) => write!(f, "'{what}' is already attached to every function it matches"),
             ProbeError::Tracing(error) => write!(f, "{error}"),
             ProbeError::NoMemory => write!(f, "not enough memory for the snapshot buffer"),
+            ProbeError::NoEvent => write!(f, "enable_event and disable_event need their event (GRP:EVENT)"),
         }
     }
 }
@@ -163,10 +236,10 @@ fn functions(glob: &str) -> Result<Vec<usize>, ProbeError> {
 }
 
 /// The functions `command` is attached to in `array`.
-fn attached(probes: &[&'static FuncProbe], array: &TraceArray, command: Command) -> Vec<usize> {
+fn attached(probes: &[&'static FuncProbe], array: &TraceArray, command: &Command) -> Vec<usize> {
     let mut ips: Vec<usize> = probes
         .iter()
-        .filter(|p| core::ptr::eq(p.array, array) && p.command == command)
+        .filter(|p| core::ptr::eq(p.array, array) && p.command == *command)
         .flat_map(|p| registry::filter_ips(&p.ops, FilterKind::Filter))
         .collect();
     ips.sort_unstable();
@@ -175,29 +248,29 @@ fn attached(probes: &[&'static FuncProbe], array: &TraceArray, command: Command)
 
 /// The functions an `add` would attach `command` to: those `glob` matches
 /// that do not have it yet.
-fn to_attach(array: &TraceArray, glob: &str, command: Command) -> Result<Vec<usize>, ProbeError> {
+fn to_attach(array: &TraceArray, glob: &str, command: &Command) -> Result<Vec<usize>, ProbeError> {
     newly_attached(&attached(&PROBES.lock(), array, command), glob, command)
 }
 
 /// The functions `glob` matches that are not in `have` (sorted), or the
 /// error an add gets when there are none.
-fn newly_attached(have: &[usize], glob: &str, command: Command) -> Result<Vec<usize>, ProbeError> {
+fn newly_attached(have: &[usize], glob: &str, command: &Command) -> Result<Vec<usize>, ProbeError> {
     let new: Vec<usize> = functions(glob)?.into_iter().filter(|ip| have.binary_search(ip).is_err()).collect();
     if new.is_empty() {
-        return Err(ProbeError::AlreadyAttached(format!("{glob}:{}", command.name())));
+        return Err(ProbeError::AlreadyAttached(format!("{glob}:{}", command.spec())));
     }
     Ok(new)
 }
 
 /// One command of a write: `!`, its glob and the command.
-pub type Change<'a> = (bool, &'a str, Command);
+pub type Change<'a> = (bool, &'a str, &'a Command);
 
 /// Checks that [`add`] (or, with `remove`, [`remove`]) would succeed for
 /// each of `changes` in turn, each seeing what the ones before it did,
 /// changing nothing: a write of several commands checks them all first.
 pub fn check(array: &TraceArray, changes: &[Change]) -> Result<(), ProbeError> {
     // What each command would be attached to as the changes go.
-    let mut would: Vec<(Command, Vec<usize>)> = Vec::new();
+    let mut would: Vec<(&Command, Vec<usize>)> = Vec::new();
     for &(remove, glob, command) in changes {
         let index = match would.iter().position(|(c, _)| *c == command) {
             Some(index) => index,
@@ -210,7 +283,7 @@ pub fn check(array: &TraceArray, changes: &[Change]) -> Result<(), ProbeError> {
         if remove {
             let matched = functions(glob)?;
             if !matched.iter().any(|ip| have.binary_search(ip).is_ok()) {
-                return Err(ProbeError::NotAttached(format!("{glob}:{}", command.name())));
+                return Err(ProbeError::NotAttached(format!("{glob}:{}", command.spec())));
             }
             have.retain(|ip| matched.binary_search(ip).is_err());
         } else {
@@ -223,9 +296,20 @@ pub fn check(array: &TraceArray, changes: &[Change]) -> Result<(), ProbeError> {
 }
 
 /// Attaches `command` to the functions `glob` matches in `array` that do
-/// not have it yet, for `count` actions (`None`: every call).
-pub fn add(array: &'static TraceArray, glob: &str, command: Command, count: Option<u64>) -> Result<(), ProbeError> {
-    let ips = to_attach(array, glob, command)?;
+/// not have it yet, for `count` actions (`None`: every call). An
+/// `enable_event`/`disable_event` needs its event's `hook` (dropped, and
+/// so released, if the command is refused).
+pub fn add(
+    array: &'static TraceArray,
+    glob: &str,
+    command: Command,
+    count: Option<u64>,
+    hook: Option<EventHook>,
+) -> Result<(), ProbeError> {
+    if command.target().is_some() && hook.is_none() {
+        return Err(ProbeError::NoEvent);
+    }
+    let ips = to_attach(array, glob, &command)?;
     if command == Command::Snapshot {
         // Allocated now (a callback cannot allocate); kept when the command
         // goes, as Linux keeps it, until `echo 0 > snapshot`.
@@ -236,6 +320,7 @@ pub fn add(array: &'static TraceArray, glob: &str, command: Command, count: Opti
         array,
         command,
         left: ips.iter().map(|&ip| (ip, AtomicU64::new(count.unwrap_or(UNLIMITED)))).collect(),
+        hook,
     }));
     probe.ops.set_container(probe);
     let attached = registry::set_filter_ips(&probe.ops, FilterKind::Filter, &ips, FilterMode::Replace)
@@ -251,11 +336,11 @@ pub fn add(array: &'static TraceArray, glob: &str, command: Command, count: Opti
 
 /// Takes `command` off the functions `glob` matches in `array`
 /// (`!FUNC:NAME`): a probe left with no function goes.
-pub fn remove(array: &'static TraceArray, glob: &str, command: Command) -> Result<(), ProbeError> {
+pub fn remove(array: &'static TraceArray, glob: &str, command: &Command) -> Result<(), ProbeError> {
     check(array, &[(true, glob, command)])?;
     let matched = functions(glob)?;
     let mine: Vec<&'static FuncProbe> =
-        PROBES.lock().iter().copied().filter(|p| core::ptr::eq(p.array, array) && p.command == command).collect();
+        PROBES.lock().iter().copied().filter(|p| core::ptr::eq(p.array, array) && p.command == *command).collect();
     for probe in mine {
         let ips = registry::filter_ips(&probe.ops, FilterKind::Filter);
         let left: Vec<usize> = ips.iter().copied().filter(|ip| matched.binary_search(ip).is_err()).collect();
@@ -278,10 +363,11 @@ pub fn remove(array: &'static TraceArray, glob: &str, command: Command) -> Resul
 
 /// Detaches every command of `array` (an instance going away).
 pub fn remove_all(array: &'static TraceArray) {
-    let mut commands: Vec<Command> = PROBES.lock().iter().filter(|p| core::ptr::eq(p.array, array)).map(|p| p.command).collect();
+    let mut commands: Vec<Command> =
+        PROBES.lock().iter().filter(|p| core::ptr::eq(p.array, array)).map(|p| p.command.clone()).collect();
     commands.dedup();
     for command in commands {
-        let _ = remove(array, "*", command);
+        let _ = remove(array, "*", &command);
     }
 }
 
@@ -302,7 +388,7 @@ pub fn lines(array: &TraceArray) -> Vec<String> {
                 Ok(UNLIMITED) | Err(_) => String::from("unlimited"),
                 Ok(n) => format!("count={n}"),
             };
-            lines.push(format!("{name}:{}:{count}", probe.command.name()));
+            lines.push(format!("{name}:{}:{count}", probe.command.spec()));
         }
     }
     lines

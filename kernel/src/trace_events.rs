@@ -111,6 +111,15 @@ pub fn write_trigger(group: &str, event: &str, text: &str) -> Result<(), Tracefs
     applied.map(drop)
 }
 
+/// What a function command `enable_event:GRP:EVENT` (or `disable_event`)
+/// holds: the event's switch, the event in soft mode until the command
+/// goes (the hook is dropped).
+pub fn event_hook(target: &EventName) -> Result<ftrace::func_probe::EventHook, TracefsError> {
+    let switch = acquire_soft(target)?;
+    let target = target.clone();
+    Ok(ftrace::func_probe::EventHook { switch, release: Some(alloc::boxed::Box::new(move || release_soft(&target))) })
+}
+
 fn acquire_soft(target: &EventName) -> Result<alloc::sync::Arc<dyn ftrace::event_trigger::EventSwitch>, TracefsError> {
     match SchedEvent::find(&target.group, &target.event) {
         Some(sched) => Ok(sched.acquire_soft()),

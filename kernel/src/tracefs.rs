@@ -625,15 +625,21 @@ fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(),
     // Every command is checked, in order, before anything changes (a
     // refused write changes nothing).
     let changes: alloc::vec::Vec<ftrace::func_probe::Change> =
-        commands.iter().map(|&(remove, glob, command, _)| (remove, glob, command)).collect();
+        commands.iter().map(|(remove, glob, command, _)| (*remove, *glob, command)).collect();
     ftrace::func_probe::check(array, &changes).map_err(|error| TracefsError::Invalid(error.to_string()))?;
+    if commands.iter().any(|(_, _, command, _)| command.target().is_some()) && !core::ptr::eq(array, instance::top()) {
+        return Err(TracefsError::Invalid("enable_event and disable_event: events are the top level's".into()));
+    }
     if !globs.is_empty() || commands.is_empty() || mode == FilterMode::Replace {
         array.set_tracer_filter(FilterKind::Filter, &globs.join(" "), mode)?;
     }
     for (remove, glob, command, count) in commands {
         let done = match remove {
-            true => ftrace::func_probe::remove(array, glob, command),
-            false => ftrace::func_probe::add(array, glob, command, count),
+            true => ftrace::func_probe::remove(array, glob, &command),
+            false => {
+                let hook = command.target().map(trace_events::event_hook).transpose()?;
+                ftrace::func_probe::add(array, glob, command, count, hook)
+            }
         };
         done.map_err(|error| TracefsError::Invalid(error.to_string()))?;
     }
@@ -641,10 +647,12 @@ fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(),
 }
 
 /// A function command: (remove, FUNC, COMMAND, COUNT) from
-/// `[!]FUNC:COMMAND[:COUNT]`, or `None` for a plain glob. The `:` before
+/// `[!]FUNC:COMMAND[:COUNT]` or `[!]FUNC:enable_event:GRP:EVENT[:COUNT]`
+/// (and `disable_event`), or `None` for a plain glob. The `:` before
 /// COMMAND is a single one: FUNC's own `::` separate path segments.
 #[allow(clippy::type_complexity)]
 fn parse_command(word: &str) -> Option<Result<(bool, &str, ftrace::func_probe::Command, Option<u64>), TracefsError>> {
+    use ftrace::func_probe::{Command, ProbeError};
     let (remove, word) = match word.strip_prefix('!') {
         Some(rest) => (true, rest),
         None => (false, word),
@@ -653,16 +661,29 @@ fn parse_command(word: &str) -> Option<Result<(bool, &str, ftrace::func_probe::C
         text.rsplit_once(':').filter(|(head, tail)| !head.ends_with(':') && !head.is_empty() && !tail.is_empty())
     }
     let (head, last) = split(word)?;
-    let (glob, name, count) = match last.parse::<u64>() {
+    let (head, name, count) = match last.parse::<u64>() {
         Ok(count) => {
-            let (glob, name) = split(head)?;
-            (glob, name, Some(count))
+            let (head, name) = split(head)?;
+            (head, name, Some(count))
         }
         Err(_) => (head, last, None),
     };
-    Some(match ftrace::func_probe::Command::from_name(name) {
-        Some(command) => Ok((remove, glob, command, count)),
-        None => Err(TracefsError::Invalid(ftrace::func_probe::ProbeError::UnknownCommand(name.into()).to_string())),
+    if let Some(command) = Command::from_name(name) {
+        return Some(Ok((remove, head, command, count)));
+    }
+    let names_event = |name: &str| Command::switching(name, "", "").is_some();
+    if names_event(name) || split(head).is_some_and(|(_, before)| names_event(before)) {
+        // `FUNC:enable_event` or `FUNC:enable_event:GRP`: no event named.
+        return Some(Err(TracefsError::Invalid(ProbeError::NoEvent.to_string())));
+    }
+    // `FUNC:enable_event:GRP:EVENT`: `name` was the event.
+    let switching = split(head).and_then(|(rest, group)| {
+        let (glob, command) = split(rest)?;
+        Some((glob, Command::switching(command, group, name)?))
+    });
+    Some(match switching {
+        Some((glob, command)) => Ok((remove, glob, command, count)),
+        None => Err(TracefsError::Invalid(ProbeError::UnknownCommand(name.into()).to_string())),
     })
 }
 

@@ -209,7 +209,7 @@ fn enable_event_switches_another_event_in_soft_mode() {
     let error = add_trigger(trigger, "disable_event:fprobes:fibt").unwrap_err();
     assert!(alloc::format!("{error}").contains("'enable_event:fprobes:fibt' trigger already"), "{error}");
     let removal = tracefs::write("dynamic_events", "-:fibt", FilterMode::Append).unwrap_err();
-    assert!(alloc::format!("{removal}").contains("switched by another event's trigger"), "{removal}");
+    assert!(alloc::format!("{removal}").contains("is switched by a trigger or function command"), "{removal}");
     for bad in [
         "enable_event",
         "enable_event:fprobes",
@@ -369,4 +369,38 @@ fn a_hist_cleared_while_other_cpus_hit_it_stays_consistent() {
     assert!(hist_entries(&text).len() <= 9, "n from 0 to 8 only: {text}");
     add_trigger(trigger, "!hist:keys=n").unwrap();
     tracefs::write("dynamic_events", "-:fibh", FilterMode::Append).unwrap();
+}
+
+/// `FUNC:enable_event:GRP:EVENT[:N]` and `disable_event` in
+/// `set_ftrace_filter`, as Linux's function commands: the event is in soft
+/// mode while a command names it, switched when FUNC is called.
+#[ktest]
+fn function_commands_switch_an_event_in_soft_mode() {
+    tracefs::write("dynamic_events", "f:fibt fib n=$arg1", FilterMode::Append).unwrap();
+    let enable = "events/fprobes/fibt/enable";
+    write("set_ftrace_filter", "kernel::workload::run:enable_event:fprobes:fibt:1");
+    assert_eq!(read(enable), "0*\n", "soft mode, off");
+    assert!(read("set_ftrace_filter").ends_with("kernel::workload::run:enable_event:fprobes:fibt:count=1\n"));
+    assert_eq!(fib(3), 2);
+    assert_eq!(fibt_values(&read("trace")), [], "no run() yet: not recorded");
+    crate::workload::run("fib", &["3"]).unwrap();
+    assert_eq!(read(enable), "1*\n", "run() switched it on");
+    assert_eq!(fibt_values(&read("trace")), [3, 2, 1, 0, 1]);
+    assert!(read("set_ftrace_filter").ends_with(":enable_event:fprobes:fibt:count=0\n"), "its one switch spent");
+    tracefs::write("set_ftrace_filter", "kernel::workload::napping_fib:disable_event:fprobes:fibt", FilterMode::Append).unwrap();
+    assert_eq!(crate::workload::napping_fib(2), 1);
+    assert_eq!(read(enable), "0*\n", "napping_fib() switched it off");
+    let removal = tracefs::write("dynamic_events", "-:fibt", FilterMode::Append).unwrap_err();
+    assert!(alloc::format!("{removal}").contains("function command"), "an event a command names stays: {removal}");
+    for bad in ["fib:enable_event", "fib:enable_event:fprobes", "fib:enable_event:fprobes:nosuch", "fib:enable_events:a:b"] {
+        let refused = tracefs::write("set_ftrace_filter", bad, FilterMode::Append);
+        assert!(matches!(refused, Err(TracefsError::Invalid(_))), "{bad}: {refused:?}");
+    }
+    tracefs::write("set_ftrace_filter", "!kernel::workload::run:enable_event:fprobes:fibt", FilterMode::Append).unwrap();
+    tracefs::write("set_ftrace_filter", "!kernel::workload::napping_fib:disable_event:fprobes:fibt", FilterMode::Append).unwrap();
+    assert_eq!(read(enable), "0\n", "out of soft mode, as the commands left it");
+    assert_eq!(read("enabled_functions"), "", "nothing armed any more");
+    write("set_ftrace_filter", "");
+    tracefs::write("dynamic_events", "-:fibt", FilterMode::Append).unwrap();
+    write("trace", "");
 }
