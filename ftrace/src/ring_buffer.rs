@@ -611,10 +611,12 @@ impl RingBuffer {
 
     /// Whether the page after the writer's still holds events a consuming
     /// reader has not taken (what moving there would overwrite).
+    /// (A consuming read moves `consumed` up to the commit it copied, and
+    /// only the writer claims pages, so a page is empty of unread events
+    /// exactly when `consumed` reached its commit: no walk of its events.)
     fn next_page_unread(&self, writer: &Writer) -> bool {
         let (page, tag) = self.page(writer.seq + 1);
-        let consumed = Tag::unpack(tag.load(Ordering::Acquire)).consumed as usize;
-        page.events().skip_while_offset(consumed).next().is_some()
+        (Tag::unpack(tag.load(Ordering::Acquire)).consumed as usize) < page.commit()
     }
 
     /// Switches between overwriting the oldest page when full (`true`,

@@ -87,13 +87,13 @@ pub fn log(location: String, message: &str, command: &str) {
 fn fault_column(message: &str, command: &str) -> usize {
     let Some(quoted) = message.split('\'').nth(1).filter(|quoted| !quoted.is_empty()) else { return 0 };
     if quoted == ftrace::event_filter::END_OF_FILTER {
-        return command.len(); // after the last word
+        return command.chars().count(); // after the last word
     }
     let boundary = |c: Option<char>| c.is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
     command
         .match_indices(quoted)
         .filter(|(at, _)| boundary(command[..*at].chars().last()) && boundary(command[at + quoted.len()..].chars().next()))
-        .map(|(at, _)| at)
+        .map(|(at, _)| command[..at].chars().count()) // columns, not bytes
         .last()
         .unwrap_or(0)
 }

@@ -630,16 +630,23 @@ fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(),
     if commands.iter().any(|(_, _, command, _)| command.target().is_some()) && !core::ptr::eq(array, instance::top()) {
         return Err(TracefsError::Invalid("enable_event and disable_event: events are the top level's".into()));
     }
+    // The events the adds switch, resolved (and put in soft mode) before
+    // anything changes: an unknown one refuses the write, and dropping the
+    // hooks taken so far gives their soft mode back.
+    let mut hooks = alloc::vec::Vec::new();
+    for (remove, _, command, _) in &commands {
+        hooks.push(match (remove, command.target()) {
+            (false, Some(target)) => Some(trace_events::event_hook(target)?),
+            _ => None,
+        });
+    }
     if !globs.is_empty() || commands.is_empty() || mode == FilterMode::Replace {
         array.set_tracer_filter(FilterKind::Filter, &globs.join(" "), mode)?;
     }
-    for (remove, glob, command, count) in commands {
+    for ((remove, glob, command, count), hook) in commands.into_iter().zip(hooks) {
         let done = match remove {
             true => ftrace::func_probe::remove(array, glob, &command),
-            false => {
-                let hook = command.target().map(trace_events::event_hook).transpose()?;
-                ftrace::func_probe::add(array, glob, command, count, hook)
-            }
+            false => ftrace::func_probe::add(array, glob, command, count, hook),
         };
         done.map_err(|error| TracefsError::Invalid(error.to_string()))?;
     }

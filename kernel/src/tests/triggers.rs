@@ -392,6 +392,10 @@ fn function_commands_switch_an_event_in_soft_mode() {
     assert_eq!(read(enable), "0*\n", "napping_fib() switched it off");
     let removal = tracefs::write("dynamic_events", "-:fibt", FilterMode::Append).unwrap_err();
     assert!(alloc::format!("{removal}").contains("function command"), "an event a command names stays: {removal}");
+    let before = read("set_ftrace_filter");
+    let mixed = tracefs::write("set_ftrace_filter", "fib:traceoff fib:enable_event:fprobes:nosuch", FilterMode::Append);
+    assert!(mixed.is_err());
+    assert_eq!(read("set_ftrace_filter"), before, "the unknown event refused the whole write: no traceoff either");
     for bad in ["fib:enable_event", "fib:enable_event:fprobes", "fib:enable_event:fprobes:nosuch", "fib:enable_events:a:b"] {
         let refused = tracefs::write("set_ftrace_filter", bad, FilterMode::Append);
         assert!(matches!(refused, Err(TracefsError::Invalid(_))), "{bad}: {refused:?}");
