@@ -61,6 +61,7 @@
 //! `written == read + overrun + entries` at rest.
 
 use alloc::boxed::Box;
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -379,6 +380,33 @@ impl Tag {
     fn unpack(word: u64) -> Tag {
         Tag { seq: (word >> 32) as u32, consumed: word as u32 }
     }
+}
+
+/// The page header as Linux describes it (`events/header_page`, and the
+/// `header_page` section of a trace.dat): the time stamp, the commit word
+/// (its top bits the flags), then the data.
+pub fn header_page() -> String {
+    alloc::format!(
+        "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\
+         \tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n\
+         \tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n\
+         \tfield: char data;\toffset:{PAGE_HEADER_SIZE};\tsize:{};\tsigned:1;\n",
+        PAGE_SIZE - PAGE_HEADER_SIZE
+    )
+}
+
+/// The event header's encoding as Linux describes it (`events/header_event`):
+/// see the module documentation.
+pub fn header_event() -> &'static str {
+    "# compressed entry header\n\
+     \ttype_len    :    5 bits\n\
+     \ttime_delta  :   27 bits\n\
+     \tarray       :   32 bits\n\
+     \n\
+     \tpadding     : type == 29\n\
+     \ttime_extend : type == 30\n\
+     \ttime_stamp : type == 31\n\
+     \tdata max type_len  == 28\n"
 }
 
 /// One CPU's ring of pages. See the module documentation.

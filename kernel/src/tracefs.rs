@@ -158,7 +158,8 @@ pub fn names() -> impl Iterator<Item = String> {
     let events = trace_events::all().into_iter().flat_map(|(group, event)| {
         ["enable", "filter", "format", "hist", "id", "trigger"].map(|file| format!("events/{group}/{event}/{file}"))
     });
-    let events = core::iter::once(String::from("events/enable")).chain(group_files).chain(events);
+    let headers = ["events/header_page", "events/header_event"].map(String::from);
+    let events = core::iter::once(String::from("events/enable")).chain(headers).chain(group_files).chain(events);
     // The directory itself is always there, as Linux's is.
     let instances = core::iter::once(String::from("instances/"))
         .chain(instance::names().into_iter().map(|name| format!("instances/{name}/")));
@@ -427,12 +428,18 @@ enum EventFile<'a> {
     Hist(&'a str, &'a str),
     /// `events/enable` (`None`) or `events/GRP/enable`.
     EnableAll(Option<&'a str>),
+    /// `events/header_page`, `events/header_event`: the ring buffer's
+    /// page and event headers, as tools that read raw pages parse them.
+    HeaderPage,
+    HeaderEvent,
 }
 
 fn event_file(name: &str) -> Option<EventFile<'_>> {
     let parts: alloc::vec::Vec<&str> = name.strip_prefix("events/")?.split('/').collect();
     match parts.as_slice() {
         ["enable"] => Some(EventFile::EnableAll(None)),
+        ["header_page"] => Some(EventFile::HeaderPage),
+        ["header_event"] => Some(EventFile::HeaderEvent),
         [group, "enable"] => Some(EventFile::EnableAll(Some(group))),
         [group, event, "enable"] => Some(EventFile::Enable(group, event)),
         [group, event, "format"] => Some(EventFile::Format(group, event)),
@@ -478,6 +485,12 @@ pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
             let state = trace_events::enabled_all(group)?;
             return writeln!(out, "{state}").map_err(|_| TracefsError::Invalid("output failed".into()));
         }
+        Some(EventFile::HeaderPage) => {
+            return out.write_str(&ftrace::ring_buffer::header_page()).map_err(|_| TracefsError::Invalid("output failed".into()))
+        }
+        Some(EventFile::HeaderEvent) => {
+            return out.write_str(ftrace::ring_buffer::header_event()).map_err(|_| TracefsError::Invalid("output failed".into()))
+        }
         None => {}
     }
     let resolved = resolve(name)?;
@@ -516,6 +529,8 @@ fn write_file(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsErr
         Some(EventFile::Format(..)) => return Err(TracefsError::NotWritable("format")),
         Some(EventFile::Id(..)) => return Err(TracefsError::NotWritable("id")),
         Some(EventFile::Hist(..)) => return Err(TracefsError::NotWritable("hist")),
+        Some(EventFile::HeaderPage) => return Err(TracefsError::NotWritable("header_page")),
+        Some(EventFile::HeaderEvent) => return Err(TracefsError::NotWritable("header_event")),
         Some(EventFile::Filter(group, event)) => return trace_events::set_filter(group, event, text),
         // `>` and `>>` both add, as in Linux (its trigger file clears
         // nothing on a truncating open).

@@ -895,3 +895,37 @@ fn stack_traces_under_the_graph_tracer_name_the_real_callers() {
     write("set_ftrace_filter", "");
     write("trace", "");
 }
+
+/// `events/header_page` and `events/header_event` say where a raw page's
+/// commit and data are and how an event header is packed; a page read out
+/// of the buffer is laid out just so.
+#[ktest]
+fn header_page_and_header_event_describe_the_pages_as_they_are() {
+    let page_format = read("events/header_page");
+    let field = |name: &str| -> (usize, usize) {
+        let line = page_format.lines().find(|line| line.contains(&format!(" {name};"))).unwrap();
+        let number = |key: &str| line.split(key).nth(1).unwrap().split(';').next().unwrap().parse::<usize>().unwrap();
+        (number("offset:"), number("size:"))
+    };
+    let (commit_at, commit_size) = field("commit");
+    let (data_at, data_size) = field("data");
+    assert_eq!((commit_size, data_at + data_size), (8, 4096), "{page_format}");
+    let event_format = read("events/header_event");
+    assert!(event_format.contains("\ttype_len    :    5 bits\n\ttime_delta  :   27 bits\n"), "{event_format}");
+    assert!(event_format.contains("\tdata max type_len  == 28\n"));
+    assert!(tracefs::write("events/header_page", "1", FilterMode::Replace).is_err());
+    assert!(tracefs::names().any(|name| name == "events/header_event"));
+
+    // One marker event, then its page, taken out of the buffer raw.
+    write("trace", "");
+    write("trace_marker", "raw");
+    let buffer = ftrace::instance::top().buffer();
+    let mut page = [0u8; 4096];
+    let cpus = ftrace::buffer::cpus();
+    assert!((0..cpus).any(|cpu| buffer.read_page(cpu, &mut page).is_some()), "the marker's page");
+    let commit = u64::from_ne_bytes(page[commit_at..commit_at + 8].try_into().unwrap()) & 0xffff;
+    let header = u32::from_ne_bytes(page[data_at..data_at + 4].try_into().unwrap());
+    let type_len = u64::from(header & 0x1f); // the low 5 bits
+    assert!((1..=28).contains(&type_len), "a small data event: {header:#x}");
+    assert_eq!(4 + 4 * type_len, commit, "one event: its header and type_len words of data");
+}

@@ -15,33 +15,8 @@
 //! padding to a page, then each CPU's ring-buffer pages as they are
 //! ```
 
-use ftrace::ring_buffer::{page_events, PAGE_HEADER_SIZE, PAGE_SIZE};
+use ftrace::ring_buffer::{header_event, header_page, page_events, PAGE_SIZE};
 use ftrace::stream::Stream;
-
-/// The ring-buffer page header as Linux describes it (`events/header_page`).
-pub fn header_page() -> String {
-    format!(
-        "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\
-         \tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n\
-         \tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n\
-         \tfield: char data;\toffset:{PAGE_HEADER_SIZE};\tsize:{};\tsigned:1;\n",
-        PAGE_SIZE - PAGE_HEADER_SIZE
-    )
-}
-
-/// The event header encoding (`events/header_event`).
-pub fn header_event() -> String {
-    "# compressed entry header\n\
-     \ttype_len    :    5 bits\n\
-     \ttime_delta  :   27 bits\n\
-     \tarray       :   32 bits\n\
-     \n\
-     \tpadding     : type == 29\n\
-     \ttime_extend : type == 30\n\
-     \ttime_stamp : type == 31\n\
-     \tdata max type_len  == 28\n"
-        .to_string()
-}
 
 /// Events in the stream's pages.
 pub fn count_events(stream: &Stream) -> usize {
@@ -98,7 +73,7 @@ pub fn write(stream: &Stream, kallsyms: &str) -> Result<Vec<u8>, String> {
     out.bytes(b"header_page\0");
     out.sized64(&header_page());
     out.bytes(b"header_event\0");
-    out.sized64(&header_event());
+    out.sized64(header_event());
 
     let ftrace: Vec<&str> = stream.formats.iter().filter(|(s, _)| s == "ftrace").map(|(_, t)| t.as_str()).collect();
     out.u32(ftrace.len() as u32);
