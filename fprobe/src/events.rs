@@ -39,6 +39,7 @@ use core::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use arch::ftrace_abi::{FtraceRegs, RegisterArgument, RegisterError, Saved, SavedRegs};
 use ftrace::event_filter::{FieldKind, FieldValue, FilterError, FilterField, FilterSlot};
 use ftrace::event_trigger::{Applied, EventSwitch, Phase, Request, StackStart, TriggerError, Triggers};
+use ftrace::instance::TraceOption;
 use ftrace::tracer::event_common;
 use ftrace::FilterMode;
 
@@ -544,8 +545,17 @@ fn refresh_fast(compiled: &Compiled) {
         && !compiled.has_strings
         && !compiled.filter.is_set()
         && !compiled.triggers.is_set()
-        && !compiled.soft_mode.load(Ordering::Relaxed);
+        && !compiled.soft_mode.load(Ordering::Relaxed)
+        && !ftrace::instance::top().option(TraceOption::StackTrace);
     compiled.fast.store(fast, Ordering::Relaxed);
+}
+
+/// Every event takes the path `options/stacktrace` (now as it is) asks
+/// for: a stack trace after each record needs the slow path's chain.
+pub fn stack_trace_option_changed() {
+    for entry in EVENTS.lock().iter() {
+        refresh_fast(&entry.compiled);
+    }
 }
 
 /// Registers the event's probe if it is enabled or has triggers, and
@@ -1108,8 +1118,8 @@ fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
     if records && compiled.filter.passes(&fields) {
         let mut out = [0u8; MAX_RECORD];
         let len = compiled.layout.encode(common, ips, &values[..count], &mut out);
-        if len > 0 {
-            top.buffer().write(&out[..len]);
+        if len > 0 && top.buffer().write(&out[..len]) && top.option(TraceOption::StackTrace) {
+            stack.record(top);
         }
     }
     if triggered {

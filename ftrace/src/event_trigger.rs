@@ -414,6 +414,15 @@ mod kernel_side {
         pub fp: usize,
     }
 
+    impl StackStart {
+        /// Records the chain as a `<stack trace>` event in `array` (a
+        /// `stacktrace` trigger, `options/stacktrace`).
+        pub fn record(&self, array: &TraceArray) {
+            let known = self.addresses.into_iter().filter(|&address| address != 0);
+            crate::func_probe::record_frames(array, known.chain(crate::unwind::return_addresses(self.fp)));
+        }
+    }
+
     /// What [`Triggers::apply`] did.
     #[derive(Debug, PartialEq, Eq)]
     pub enum Applied {
@@ -601,10 +610,7 @@ mod kernel_side {
                     }
                 }
             }
-            TriggerCommand::StackTrace if buffer.is_on() && trigger.take() => {
-                let known = stack.addresses.into_iter().filter(|&address| address != 0);
-                crate::func_probe::record_frames(array, known.chain(crate::unwind::return_addresses(stack.fp)));
-            }
+            TriggerCommand::StackTrace if buffer.is_on() && trigger.take() => stack.record(array),
             _ => {}
         }
     }

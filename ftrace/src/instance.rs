@@ -558,6 +558,9 @@ pub enum TraceOption {
     EventFork,
     /// A stack trace after every function the function tracer records.
     FuncStackTrace,
+    /// A stack trace after every event recorded (the scheduler's, probe
+    /// events).
+    StackTrace,
     /// The CPU column (function_graph; on by default).
     FuncgraphCpu,
     /// Return values in hex, error codes too (function_graph; off: an
@@ -567,7 +570,7 @@ pub enum TraceOption {
 
 impl TraceOption {
     /// Every option, in `trace_options` order.
-    pub const ALL: [TraceOption; 17] = [
+    pub const ALL: [TraceOption; 18] = [
         TraceOption::PrintParent,
         TraceOption::SymOffset,
         TraceOption::SymAddr,
@@ -585,6 +588,7 @@ impl TraceOption {
         TraceOption::FunctionFork,
         TraceOption::EventFork,
         TraceOption::FuncStackTrace,
+        TraceOption::StackTrace,
     ];
     /// The options a new trace array starts with.
     const DEFAULTS: u32 = TraceOption::PrintParent.bit()
@@ -613,6 +617,7 @@ impl TraceOption {
             TraceOption::FunctionFork => "function-fork",
             TraceOption::EventFork => "event-fork",
             TraceOption::FuncStackTrace => "func_stack_trace",
+            TraceOption::StackTrace => "stacktrace",
             TraceOption::FuncgraphCpu => "funcgraph-cpu",
             TraceOption::FuncgraphRetvalHex => "funcgraph-retval-hex",
         }

@@ -283,9 +283,8 @@ pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
     let fields = |field| switch_field(&event, field);
     let records = on && (crate::event_pid::records(prev) || crate::event_pid::records(next)) && SWITCH_FILTER.passes(&fields);
     record_with_triggers(&SWITCH_TRIGGERS, triggered, &fields, || {
-        if records {
-            crate::instance::top().buffer().write_with(SchedSwitchEvent::SIZE, |_, bytes| event.encode_into(bytes));
-        }
+        records
+            && crate::instance::top().buffer().write_with(SchedSwitchEvent::SIZE, |_, bytes| event.encode_into(bytes)).is_some()
     });
 }
 
@@ -310,27 +309,30 @@ pub fn trace_wakeup(task: &TaskTrace, target_cpu: usize) {
     let fields = |field| wakeup_field(&event, field);
     let records = on && (crate::event_pid::records(task) || crate::event_pid::records_current()) && WAKEUP_FILTER.passes(&fields);
     record_with_triggers(&WAKEUP_TRIGGERS, triggered, &fields, || {
-        if records {
-            crate::instance::top().buffer().write_with(SchedWakeupEvent::SIZE, |_, bytes| event.encode_into(bytes));
-        }
+        records
+            && crate::instance::top().buffer().write_with(SchedWakeupEvent::SIZE, |_, bytes| event.encode_into(bytes)).is_some()
     });
 }
 
-/// Runs `record` between the triggers that act before and after an
-/// event's record. Inlined into its caller, whose frame record starts a
+/// Runs `record` (which answers whether it recorded the event) between
+/// the triggers that act before and after an event's record, and records
+/// the stack after it if `options/stacktrace` is on. Inlined into its caller, whose frame record starts a
 /// `stacktrace` trigger's chain.
 #[inline(always)]
 fn record_with_triggers<'a>(
     triggers: &Triggers,
     triggered: bool,
     fields: &dyn Fn(usize) -> FieldValue<'a>,
-    record: impl FnOnce(),
+    record: impl FnOnce() -> bool,
 ) {
     let stack = StackStart { addresses: [0; 2], fp: arch::cpu::frame_pointer() };
+    let top = crate::instance::top();
     if triggered {
-        triggers.fire(crate::instance::top(), Phase::BeforeRecord, fields, stack);
+        triggers.fire(top, Phase::BeforeRecord, fields, stack);
     }
-    record();
+    if record() && top.option(crate::instance::TraceOption::StackTrace) {
+        stack.record(top);
+    }
     if triggered {
         triggers.fire(crate::instance::top(), Phase::AfterRecord, fields, stack);
     }

@@ -552,7 +552,7 @@ fn write_file(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsErr
         return Err(TracefsError::NotWritable("stats"));
     }
     if let Some(option) = option_file(resolved.name) {
-        return Ok(resolved.array.set_option(option, parse_switch(text)?)?);
+        return set_option(resolved.array, option, parse_switch(text)?);
     }
     if trace_stat_file(resolved.name).is_some() && resolved.hold.is_none() {
         return Err(TracefsError::NotWritable("trace_stat"));
@@ -989,7 +989,17 @@ fn write_trace_options(array: Array, text: &str, _mode: FilterMode) -> Result<()
     };
     let option = TraceOption::from_name(name)
         .ok_or_else(|| TracefsError::Invalid(format!("no such option '{name}' (see trace_options)")))?;
-    Ok(array.set_option(option, on)?)
+    set_option(array, option, on)
+}
+
+/// Switches an option (`options/NAME`, `trace_options`); the probe events
+/// learn of `stacktrace`, which takes them off their fast path.
+fn set_option(array: Array, option: TraceOption, on: bool) -> Result<(), TracefsError> {
+    array.set_option(option, on)?;
+    if option == TraceOption::StackTrace && core::ptr::eq(array, instance::top()) {
+        fprobe::events::stack_trace_option_changed();
+    }
+    Ok(())
 }
 
 fn read_dynamic_events(_array: Array, out: &mut dyn Write) -> fmt::Result {

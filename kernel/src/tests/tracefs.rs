@@ -368,7 +368,7 @@ fn trace_options_change_how_trace_prints() {
         read("trace_options"),
         "print-parent\nnosym-offset\nnosym-addr\ncontext-info\nirq-info\nmarkers\noverwrite\nnofuncgraph-retval\nnofuncgraph-retval-hex\n\
          funcgraph-cpu\nnofuncgraph-proc\nnofuncgraph-abstime\nfuncgraph-duration\nnofuncgraph-tail\nnofunction-fork\n\
-         noevent-fork\nnofunc_stack_trace\n"
+         noevent-fork\nnofunc_stack_trace\nnostacktrace\n"
     );
     write("set_ftrace_filter", "fib");
     write("current_tracer", "function");

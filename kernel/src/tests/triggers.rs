@@ -408,3 +408,39 @@ fn function_commands_switch_an_event_in_soft_mode() {
     tracefs::write("dynamic_events", "-:fibt", FilterMode::Append).unwrap();
     write("trace", "");
 }
+
+/// `options/stacktrace`: a stack trace after every event recorded (probe
+/// events leave their fast path for it), starting at the probed function.
+#[ktest]
+fn the_stacktrace_option_follows_each_event_with_its_chain() {
+    tracefs::write("dynamic_events", "f:fibt fib n=$arg1", FilterMode::Append).unwrap();
+    write("events/fprobes/fibt/enable", "1");
+    write("trace", "");
+    write("options/stacktrace", "1");
+    assert_eq!(fib(3), 2);
+    write("trace_options", "nostacktrace");
+    assert_eq!(fib(1), 1);
+    let trace = read("trace");
+    assert_eq!(fibt_values(&trace), [3, 2, 1, 0, 1, 1]);
+    assert_eq!(stack_traces(&trace), 5, "one after each of fib(3)'s events, none after: {trace}");
+    assert!(first_frames(&trace).iter().all(|(first, _)| *first == " => kernel::workload::fib"), "{trace}");
+    assert_eq!(first_frames(&trace)[1].1, " => kernel::workload::fib", "fib(2)'s caller, fib(3)");
+    write("events/fprobes/fibt/enable", "0");
+    tracefs::write("dynamic_events", "-:fibt", FilterMode::Append).unwrap();
+
+    // The scheduler's events: each switch's chain, from the scheduler.
+    write("trace", "");
+    write("events/sched/sched_switch/enable", "1");
+    write("options/stacktrace", "1");
+    run_parallel(2, "fib", &["8"]).unwrap();
+    write("events/sched/sched_switch/enable", "0");
+    // A switch recorded on another CPU just before has read the option
+    // once every CPU took an interrupt (the scheduler records masked).
+    arch::smp::sync_all();
+    write("options/stacktrace", "0");
+    let trace = read("trace");
+    let switches = trace.lines().filter(|line| line.contains(": sched_switch: ")).count();
+    assert!(switches > 0 && stack_traces(&trace) == switches, "a stack after each of {switches} switches: {trace}");
+    assert!(first_frames(&trace).iter().all(|(first, _)| first.starts_with(" => kernel::sched::")), "{trace}");
+    write("trace", "");
+}
