@@ -396,8 +396,7 @@ impl HistMap {
     /// A table of `capacity` entries of `key_words` key words and
     /// `sums_per_entry` sums; `None` if the heap cannot hold it.
     pub fn try_new(capacity: usize, key_words: usize, sums_per_entry: usize) -> Option<HistMap> {
-        let slots = 2 * capacity;
-        let bytes = slots * (1 + 8 * (key_words + sums_per_entry));
+        let bytes = Self::bytes_of(2 * capacity, key_words, sums_per_entry);
         TABLES_BYTES
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
                 used.checked_add(bytes).filter(|&total| total <= TABLES_BUDGET)
@@ -410,9 +409,10 @@ impl HistMap {
         map
     }
 
-    /// The heap a table of this shape takes (what [`TABLES_BUDGET`] counts).
-    fn bytes(&self) -> usize {
-        self.states.len() + 8 * (self.keys.len() + self.sums.len())
+    /// The heap a table of `slots` slots takes (what [`TABLES_BUDGET`]
+    /// counts): a state byte, then the key words and sums, a slot.
+    fn bytes_of(slots: usize, key_words: usize, sums_per_entry: usize) -> usize {
+        slots * (1 + 8 * (key_words + sums_per_entry))
     }
 
     fn allocate(capacity: usize, key_words: usize, sums_per_entry: usize) -> Option<HistMap> {
@@ -533,7 +533,8 @@ impl HistMap {
 
 impl Drop for HistMap {
     fn drop(&mut self) {
-        TABLES_BYTES.fetch_sub(self.bytes(), Ordering::Relaxed);
+        let bytes = Self::bytes_of(self.states.len(), self.key_words, self.sums_per_entry);
+        TABLES_BYTES.fetch_sub(bytes, Ordering::Relaxed);
     }
 }
 

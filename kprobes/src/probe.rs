@@ -313,7 +313,7 @@ pub fn register_kprobe(location: &Location, config: KprobeConfig) -> Result<Regi
     if place.at_entry {
         return register_on_ftrace(place, config);
     }
-    if let Some(head) = head_at(place.address) {
+    if let Some(head) = lookup(place.address) {
         return Ok(follow(head, place, config));
     }
     let insn = arch::kprobes::check_context(place.function_address, place.address)
@@ -359,14 +359,6 @@ pub fn register_kprobe(location: &Location, config: KprobeConfig) -> Result<Regi
             Err(KprobeError::Patch(error))
         }
     }
-}
-
-/// The head probe armed at `address`, if any. The registry lock held.
-fn head_at(address: usize) -> Option<&'static Kprobe> {
-    ARMED.iter().find_map(|entry| {
-        // SAFETY: entries are only freed under the registry lock, held.
-        unsafe { entry.load(Ordering::Acquire).as_ref() }.filter(|probe| probe.place.address == address)
-    })
 }
 
 /// A probe sharing `head`'s breakpoint: linked last in its chain, complete
@@ -618,10 +610,14 @@ extern "C" fn on_ftrace(_ip: usize, _parent_ip: usize, ops: &FtraceOps, fregs: &
     });
 }
 
+/// The probe armed at `address` (the head of its chain), if any: for the
+/// trap path (interrupts masked) and for registration (the registry lock
+/// held).
 fn lookup(address: usize) -> Option<&'static Kprobe> {
     ARMED.iter().find_map(|entry| {
-        // SAFETY: an entry is emptied, and its probe freed, only after a
-        // cross-CPU round that this trap (interrupts masked) holds up.
+        // SAFETY: an entry is emptied, and its probe freed, only under the
+        // registry lock and after a cross-CPU round, which a trap
+        // (interrupts masked) holds up.
         let probe = unsafe { entry.load(Ordering::Acquire).as_ref() }?;
         (probe.place.address == address).then_some(probe)
     })
