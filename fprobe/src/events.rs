@@ -257,6 +257,9 @@ struct Event {
     soft_refs: usize,
     /// Misses of the probes this event rode on before the current one.
     missed_before: u64,
+    /// Whether its probe was ever registered, so records of it may be in
+    /// the buffers (Linux's `WAS_ENABLED`).
+    was_armed: bool,
 }
 
 impl Event {
@@ -436,14 +439,42 @@ pub fn write_kprobe_events(text: &str, mode: FilterMode) -> Result<(), EventErro
 }
 
 fn write_probe_events(text: &str, mode: FilterMode, syntax: Syntax) -> Result<(), EventError> {
+    let mut stale = false;
+    let result = edit_probe_events(&mut EVENTS.lock(), text, mode, syntax, &mut stale);
+    // Records of a removed event that recorded would have no format left
+    // to print them with: the top level's buffers are emptied, live and
+    // snapshot, as Linux resets a trace array when an event it enabled
+    // goes. (After the events' lock: `cat trace` prints under the
+    // buffer's lock and takes the events' one.)
+    if stale {
+        let buffer = ftrace::instance::top().buffer();
+        buffer.reset();
+        buffer.reset_snapshot();
+    }
+    result
+}
+
+/// Removes the events `doomed` picks; `stale` is set if one of them ever
+/// recorded.
+fn remove_events(events: &mut Vec<Event>, doomed: impl Fn(&Event) -> bool, stale: &mut bool) {
+    *stale |= events.iter().any(|e| doomed(e) && e.was_armed);
+    events.retain(|e| !doomed(e));
+}
+
+fn edit_probe_events(
+    events: &mut Vec<Event>,
+    text: &str,
+    mode: FilterMode,
+    syntax: Syntax,
+    stale: &mut bool,
+) -> Result<(), EventError> {
     // A `#` starts a comment, as Linux reads these files: a line of only
     // a comment defines nothing (and, written with `>`, still clears).
     let text = text.split('#').next().unwrap_or_default();
-    let mut events = EVENTS.lock();
     if mode == FilterMode::Replace {
         events.iter().filter(|e| e.in_syntax(syntax)).try_for_each(Event::check_removable)?;
         if text.trim().is_empty() {
-            events.retain(|e| !e.in_syntax(syntax));
+            remove_events(events, |e| e.in_syntax(syntax), stale);
             return Ok(());
         }
     }
@@ -460,7 +491,7 @@ fn write_probe_events(text: &str, mode: FilterMode, syntax: Syntax) -> Result<()
                 return Err(EventError::NoSuchEvent(event));
             }
             events.iter().filter(|e| matches(e)).try_for_each(Event::check_removable)?;
-            events.retain(|e| !matches(e));
+            remove_events(events, matches, stale);
             Ok(())
         }
         Command::Define(spec) => {
@@ -477,9 +508,17 @@ fn write_probe_events(text: &str, mode: FilterMode, syntax: Syntax) -> Result<()
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |id| id.checked_add(1))
                 .map_err(|_| EventError::NoIds)?;
             if mode == FilterMode::Replace {
-                events.retain(|e| !e.in_syntax(syntax));
+                remove_events(events, |e| e.in_syntax(syntax), stale);
             }
-            events.push(Event { spec, compiled: Arc::new(compiled), function, probe: None, soft_refs: 0, missed_before: 0 });
+            events.push(Event {
+                spec,
+                compiled: Arc::new(compiled),
+                function,
+                probe: None,
+                soft_refs: 0,
+                missed_before: 0,
+                was_armed: false,
+            });
             Ok(())
         }
     }
@@ -564,7 +603,10 @@ fn update_probe(entry: &mut Event) -> Result<(), EventError> {
     let wanted = entry.compiled.enabled.load(Ordering::Relaxed) || entry.compiled.triggers.is_set() || entry.soft_refs > 0;
     match (wanted, entry.probe.take()) {
         (true, Some(probe)) => entry.probe = Some(probe),
-        (true, None) => entry.probe = Some(arm(entry)?),
+        (true, None) => {
+            entry.probe = Some(arm(entry)?);
+            entry.was_armed = true;
+        }
         (false, None) => {}
         (false, Some(armed)) => {
             entry.missed_before += armed.nmissed();

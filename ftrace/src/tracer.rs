@@ -384,7 +384,8 @@ fn print_other(payload: &[u8], out: &mut dyn Write) -> fmt::Result {
     let printer = EVENT_PRINTER.load();
     match printer.and_then(|print| print(payload, out)) {
         Some(result) => result,
-        None => write!(out, "event type {}", Common::decode(payload).unwrap_or_default().kind),
+        // Linux's words for a record whose event is gone.
+        None => write!(out, "Unknown type {}", Common::decode(payload).unwrap_or_default().kind),
     }
 }
 

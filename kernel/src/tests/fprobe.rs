@@ -618,3 +618,34 @@ fn a_removal_without_a_group_removes_the_name_in_every_group() {
     assert_eq!(dynamic_events(), "p:kprobes/kept kernel::workload::fib\n", "both groups' 'same' went, as in Linux");
     define("-:kept").unwrap();
 }
+
+#[ktest]
+fn removing_an_event_that_recorded_empties_the_buffers_as_linux_does() {
+    tracefs::write("trace", "", FilterMode::Replace).unwrap();
+    define("f:gone kernel::workload::fib n=$arg1").unwrap();
+    define("f:idle kernel::workload::fib").unwrap();
+    tracefs::write("events/fprobes/gone/enable", "1", FilterMode::Replace).unwrap();
+    // Records in the snapshot (the live buffer swapped in), then live.
+    assert_eq!(crate::workload::fib(1), 1);
+    tracefs::write("snapshot", "1", FilterMode::Replace).unwrap();
+    assert_eq!(crate::workload::fib(1), 1);
+    tracefs::write("events/fprobes/gone/enable", "0", FilterMode::Replace).unwrap();
+    tracefs::write("trace_marker", "kept", FilterMode::Append).unwrap();
+    let snapshot = || {
+        let mut text = String::new();
+        tracefs::read("snapshot", &mut text).unwrap();
+        text
+    };
+    assert!(trace_text().contains(": gone: (kernel::workload::fib+0x0/"), "{}", trace_text());
+    assert!(snapshot().contains(": gone: ("), "{}", snapshot());
+    // An event that never recorded goes without touching the buffers.
+    define("-:idle").unwrap();
+    assert!(trace_text().contains(": gone: ("), "{}", trace_text());
+    // The one that did takes its records (and everything else) with it:
+    // nothing is left to print them with.
+    define("-:gone").unwrap();
+    for (file, text) in [("trace", trace_text()), ("snapshot", snapshot())] {
+        assert!(!text.contains(": gone:") && !text.contains("Unknown type") && !text.contains("kept"), "{file}: {text}");
+    }
+    tracefs::write("snapshot", "0", FilterMode::Replace).unwrap();
+}
