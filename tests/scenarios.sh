@@ -53,6 +53,17 @@ if run_session boot 'help\nuptime\nbogus\nps\ncpus\npoweroff\n'; then
     expect "unknown command error" grep -q "^error: unknown command 'bogus'" <<<"$out"
 fi
 
+# Pipes, typed as on Linux: each filter's output checked against the
+# unfiltered listing the same session printed.
+if run_session pipes 'cat available_filter_functions | grep fib\ngrep -c fib available_filter_functions\ngrep ^kernel::workload::fib$ available_filter_functions > set_ftrace_filter\necho function > current_tracer\nrun fib 4\ncat trace | grep -v "^#" | wc -l\ncat trace | tail -1\ncat trace_pipe | head -n 2\ncat trace | sort\nbench | head\npoweroff\n'; then
+    expect "grep finds both fib functions" test "$(count_lines '^kernel::workload::(napping_)?fib$')" -eq 2
+    expect "grep -c counts them" grep -qx "2" <<<"$out"
+    expect "grep > set_ftrace_filter traced fib: 9 calls" grep -qx "9" <<<"$out"
+    expect "tail's 1 line and head's 2 (head closes trace_pipe)" test "$(count_lines ': kernel::workload::fib <-kernel::workload::(fib|run)$')" -eq 3
+    expect "sort is refused" grep -q "^error: 'sort' cannot read a pipe" <<<"$out"
+    expect "bench is refused" grep -q "^error: 'bench' prints to the console as it goes" <<<"$out"
+fi
+
 if run_session function-fib 'echo *fib* > set_ftrace_filter\necho function > current_tracer\nrun fib 5\ncat trace\ncat enabled_functions\necho nop > current_tracer\ncat enabled_functions\necho nosuch > current_tracer\necho nosuch_fn_* > set_ftrace_filter\npoweroff\n'; then
     expect "15 fib trace lines" test "$(count_lines '\] \.\.\.\.\. +[0-9]+\.[0-9]{6}: kernel::workload::fib <-kernel::workload::(fib|run)$')" -eq 15
     expect "outermost call from run" grep -q ": kernel::workload::fib <-kernel::workload::run$" <<<"$out"

@@ -13,10 +13,13 @@ pub enum Redirect {
     Append(String),
 }
 
-/// A parsed line: the words (quotes removed) and an optional redirection.
+/// A parsed line: the words (quotes removed), the words of each command
+/// its output is piped through (`| grep fib`), and an optional
+/// redirection.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CommandLine {
     pub words: Vec<String>,
+    pub pipes: Vec<Vec<String>>,
     pub redirect: Option<Redirect>,
 }
 
@@ -29,6 +32,8 @@ pub enum ParseError {
     MissingRedirectTarget,
     /// Something after the redirection target, or a second redirection.
     TrailingAfterRedirect,
+    /// A `|` with no command on one side.
+    EmptyPipe,
 }
 
 impl fmt::Display for ParseError {
@@ -37,6 +42,7 @@ impl fmt::Display for ParseError {
             ParseError::UnterminatedQuote(q) => write!(f, "unterminated {q} quote"),
             ParseError::MissingRedirectTarget => write!(f, "missing file name after redirection"),
             ParseError::TrailingAfterRedirect => write!(f, "unexpected text after the redirection target"),
+            ParseError::EmptyPipe => write!(f, "a pipe needs a command on each side"),
         }
     }
 }
@@ -47,6 +53,7 @@ enum Token {
     Word(String),
     Truncate,
     Append,
+    Pipe,
 }
 
 fn tokenize(line: &str) -> Result<Vec<Token>, ParseError> {
@@ -55,6 +62,9 @@ fn tokenize(line: &str) -> Result<Vec<Token>, ParseError> {
     while let Some(&c) = chars.peek() {
         if c.is_whitespace() {
             chars.next();
+        } else if c == '|' {
+            chars.next();
+            tokens.push(Token::Pipe);
         } else if c == '>' {
             chars.next();
             if chars.peek() == Some(&'>') {
@@ -66,7 +76,7 @@ fn tokenize(line: &str) -> Result<Vec<Token>, ParseError> {
         } else {
             let mut word = String::new();
             while let Some(&c) = chars.peek() {
-                if c.is_whitespace() || c == '>' {
+                if c.is_whitespace() || c == '>' || c == '|' {
                     break;
                 }
                 chars.next();
@@ -96,17 +106,25 @@ fn tokenize(line: &str) -> Result<Vec<Token>, ParseError> {
     Ok(tokens)
 }
 
-/// Splits `line` into words and at most one trailing redirection. Single and
-/// double quotes group text, and a backslash escapes as in sh (outside
-/// quotes any character, inside double quotes `"`, `\` and `$`); there is
-/// no expansion: `$arg1` stays literal.
+/// Splits `line` into words, the commands after each `|`, and at most one
+/// trailing redirection. Single and double quotes group text, and a
+/// backslash escapes as in sh (outside quotes any character, inside double
+/// quotes `"`, `\` and `$`); there is no expansion: `$arg1` stays literal.
 pub fn parse(line: &str) -> Result<CommandLine, ParseError> {
     let mut parsed = CommandLine::default();
     let mut tokens = tokenize(line)?.into_iter();
     while let Some(token) = tokens.next() {
+        let stage = parsed.pipes.last_mut().unwrap_or(&mut parsed.words);
         let append = match token {
             Token::Word(word) => {
-                parsed.words.push(word);
+                stage.push(word);
+                continue;
+            }
+            Token::Pipe => {
+                if stage.is_empty() {
+                    return Err(ParseError::EmptyPipe);
+                }
+                parsed.pipes.push(Vec::new());
                 continue;
             }
             Token::Truncate => false,
@@ -119,6 +137,9 @@ pub fn parse(line: &str) -> Result<CommandLine, ParseError> {
             return Err(ParseError::TrailingAfterRedirect);
         }
         parsed.redirect = Some(if append { Redirect::Append(target) } else { Redirect::Truncate(target) });
+    }
+    if parsed.pipes.last().is_some_and(Vec::is_empty) {
+        return Err(ParseError::EmptyPipe);
     }
     Ok(parsed)
 }
@@ -164,6 +185,22 @@ mod tests {
         let parsed = parse("echo 'f:fibent FIB n=$arg1' >> dynamic_events").unwrap();
         assert_eq!(parsed.words, vec!["echo".to_string(), "f:fibent FIB n=$arg1".to_string()]);
         assert_eq!(parse("echo a\"b c\"d").unwrap().words, words(&["echo", "ab cd"]));
+    }
+
+    #[test]
+    fn pipes() {
+        let parsed = parse("cat available_filter_functions | grep -v 'a|b' |head -3").unwrap();
+        assert_eq!(parsed.words, words(&["cat", "available_filter_functions"]));
+        assert_eq!(parsed.pipes, vec![words(&["grep", "-v", "a|b"]), words(&["head", "-3"])]);
+        assert_eq!(parsed.redirect, None);
+        let parsed = parse("cat x|wc -l > out").unwrap();
+        assert_eq!(parsed.pipes, vec![words(&["wc", "-l"])]);
+        assert_eq!(parsed.redirect, Some(Redirect::Truncate("out".into())));
+        assert_eq!(parse(r"echo a\|b").unwrap().words, words(&["echo", "a|b"]));
+        assert_eq!(parse("| grep x"), Err(ParseError::EmptyPipe));
+        assert_eq!(parse("cat x |"), Err(ParseError::EmptyPipe));
+        assert_eq!(parse("cat x | | wc"), Err(ParseError::EmptyPipe));
+        assert_eq!(parse("cat x > f | wc"), Err(ParseError::TrailingAfterRedirect));
     }
 
     #[test]

@@ -8,8 +8,7 @@ use core::fmt::Write;
 use ftrace::FilterMode;
 
 use super::{resolve, Invocation, ShellError};
-use crate::console::LineWriter;
-use crate::{print, println, tracefs, workload};
+use crate::{println, tracefs, workload};
 
 /// One shell command.
 pub struct Command {
@@ -17,46 +16,60 @@ pub struct Command {
     pub usage: &'static str,
     pub summary: &'static str,
     pub run: fn(&Invocation) -> Result<(), ShellError>,
+    /// Whether its output can be piped into filters (`| grep`): it writes
+    /// to [`Invocation::out`]. Commands printing to the console as they go
+    /// (a benchmark's progress) cannot.
+    pub pipes: bool,
 }
 
 const COMMANDS: &[Command] = &[
-    Command { name: "help", usage: "help", summary: "list the commands", run: help },
-    Command { name: "echo", usage: "echo [TEXT...] [> FILE | >> FILE]", summary: "print TEXT, or write it to a file", run: echo },
-    Command { name: "ls", usage: "ls [DIR]", summary: "list the tracing files (of a directory)", run: ls },
-    Command { name: "cd", usage: "cd [DIR]", summary: "change the working directory (in tracefs)", run: cd },
-    Command { name: "pwd", usage: "pwd", summary: "print the working directory", run: pwd },
-    Command { name: "mkdir", usage: "mkdir instances/NAME", summary: "make a tracing instance", run: mkdir },
-    Command { name: "rmdir", usage: "rmdir instances/NAME", summary: "remove a tracing instance", run: rmdir },
-    Command { name: "cat", usage: "cat FILE...", summary: "print tracing files", run: cat },
+    Command { name: "help", usage: "help", summary: "list the commands", run: help, pipes: true },
+    Command {
+        name: "echo",
+        usage: "echo [TEXT...] [> FILE | >> FILE]",
+        summary: "print TEXT, or write it to a file",
+        run: echo,
+        pipes: true,
+    },
+    Command { name: "ls", usage: "ls [DIR]", summary: "list the tracing files (of a directory)", run: ls, pipes: true },
+    Command { name: "cd", usage: "cd [DIR]", summary: "change the working directory (in tracefs)", run: cd, pipes: true },
+    Command { name: "pwd", usage: "pwd", summary: "print the working directory", run: pwd, pipes: true },
+    Command { name: "mkdir", usage: "mkdir instances/NAME", summary: "make a tracing instance", run: mkdir, pipes: true },
+    Command { name: "rmdir", usage: "rmdir instances/NAME", summary: "remove a tracing instance", run: rmdir, pipes: true },
+    Command { name: "cat", usage: "cat FILE...", summary: "print tracing files", run: cat, pipes: true },
     Command {
         name: "run",
         usage: "run fib N | run fs | run par T WORKLOAD ARGS...",
         summary: "run a built-in workload (par: on T threads at once)",
         run,
+        pipes: true,
     },
-    Command { name: "ps", usage: "ps", summary: "every task: PID, CPU, STATE, NAME", run: ps },
-    Command { name: "cpus", usage: "cpus", summary: "the CPUs online and what runs on each", run: cpus },
+    Command { name: "ps", usage: "ps", summary: "every task: PID, CPU, STATE, NAME", run: ps, pipes: true },
+    Command { name: "cpus", usage: "cpus", summary: "the CPUs online and what runs on each", run: cpus, pipes: true },
     Command {
         name: "bench",
         usage: "bench [vs-linux [MODE...]]",
         summary: "benchmark every tracing mode (vs-linux: Linux's job)",
         run: bench,
+        pipes: false,
     },
     Command {
         name: "stress",
         usage: "stress [--seconds S] [--toggles N]",
         summary: "switch tracing on and off while every CPU runs traced code",
         run: stress,
+        pipes: false,
     },
     Command {
         name: "tour",
         usage: "tour [FUNCTION]",
         summary: "one traced call step by step: the site, the trampolines, the registers, the return hook",
         run: tour,
+        pipes: true,
     },
-    Command { name: "uptime", usage: "uptime", summary: "timer ticks and seconds since boot", run: uptime },
-    Command { name: "meminfo", usage: "meminfo", summary: "heap used and free", run: meminfo },
-    Command { name: "poweroff", usage: "poweroff", summary: "power off (QEMU exits with status 0)", run: poweroff },
+    Command { name: "uptime", usage: "uptime", summary: "timer ticks and seconds since boot", run: uptime, pipes: true },
+    Command { name: "meminfo", usage: "meminfo", summary: "heap used and free", run: meminfo, pipes: true },
+    Command { name: "poweroff", usage: "poweroff", summary: "power off (QEMU exits with status 0)", run: poweroff, pipes: false },
 ];
 
 /// The command called `name`.
@@ -76,9 +89,19 @@ fn no_arguments(command: &'static str, invocation: &Invocation) -> Result<(), Sh
 
 fn help(invocation: &Invocation) -> Result<(), ShellError> {
     no_arguments("help", invocation)?;
-    println!("commands:");
+    let mut out = invocation.out();
+    let _ = writeln!(out, "commands:");
     for command in COMMANDS {
-        println!("  {:<40} {}", command.usage, command.summary);
+        let _ = writeln!(out, "  {:<40} {}", command.usage, command.summary);
+    }
+    let _ = writeln!(out, "a command's output can be piped (COMMAND | FILTER | ...), and a filter can read files:");
+    for (usage, summary) in [
+        ("grep [-vicEF] PATTERN [FILE...]", "the lines that match (-v: that do not; -c: count them)"),
+        ("head [-n N] [FILE...]", "the first N lines (10)"),
+        ("tail [-n N] [FILE...]", "the last N lines (10)"),
+        ("wc [-lwc] [FILE...]", "count lines, words, bytes"),
+    ] {
+        let _ = writeln!(out, "  {usage:<40} {summary}");
     }
     Ok(())
 }
@@ -87,7 +110,7 @@ fn echo(invocation: &Invocation) -> Result<(), ShellError> {
     let text = invocation.args.join(" ");
     let (file, mode) = match invocation.redirect {
         None => {
-            println!("{text}");
+            let _ = writeln!(invocation.out(), "{text}");
             return Ok(());
         }
         Some(::shell::Redirect::Truncate(file)) => (file, FilterMode::Replace),
@@ -110,30 +133,36 @@ fn directory_argument(invocation: &Invocation, command: &'static str, alone: Str
 
 fn ls(invocation: &Invocation) -> Result<(), ShellError> {
     let dir = directory_argument(invocation, "ls", super::working_directory())?;
+    let mut out = invocation.out();
+    let out = &mut *out;
     match dir.as_str() {
-        "" => tracefs::names().for_each(|name| println!("{name}")),
-        "instances" => {
-            ftrace::instance::names().iter().for_each(|name| println!("instances/{name}/"));
-        }
+        "" => tracefs::names().for_each(|name| {
+            let _ = writeln!(out, "{name}");
+        }),
+        "instances" => ftrace::instance::names().iter().for_each(|name| {
+            let _ = writeln!(out, "instances/{name}/");
+        }),
         dir if dir.starts_with("instances/") => {
             let path = dir.strip_prefix("instances/").unwrap_or("");
             let (name, below) = path.split_once('/').unwrap_or((path, ""));
             let no_such = || ShellError::Failed(format!("no such directory: {dir}"));
             let names = tracefs::instance_names(name).ok_or_else(no_such)?;
             if below.is_empty() {
-                names.for_each(|name| println!("{name}"));
+                names.for_each(|name| {
+                    let _ = writeln!(out, "{name}");
+                });
             } else {
-                print_entries_under(names, dir)?;
+                print_entries_under(names, dir, out)?;
             }
         }
-        dir => print_entries_under(tracefs::names(), dir)?,
+        dir => print_entries_under(tracefs::names(), dir, out)?,
     }
     Ok(())
 }
 
 /// Prints what of `names` is directly under `dir`: files, and directories
 /// with a `/`; none is an error.
-fn print_entries_under(names: impl Iterator<Item = String>, dir: &str) -> Result<(), ShellError> {
+fn print_entries_under(names: impl Iterator<Item = String>, dir: &str, out: &mut dyn Write) -> Result<(), ShellError> {
     let prefix = format!("{dir}/");
     let mut entries: Vec<String> = Vec::new();
     for name in names {
@@ -149,7 +178,9 @@ fn print_entries_under(names: impl Iterator<Item = String>, dir: &str) -> Result
     if entries.is_empty() {
         return Err(ShellError::Failed(format!("no such directory: {dir}")));
     }
-    entries.iter().for_each(|entry| println!("{entry}"));
+    entries.iter().for_each(|entry| {
+        let _ = writeln!(out, "{entry}");
+    });
     Ok(())
 }
 
@@ -165,7 +196,7 @@ fn cd(invocation: &Invocation) -> Result<(), ShellError> {
 
 fn pwd(invocation: &Invocation) -> Result<(), ShellError> {
     no_arguments("pwd", invocation)?;
-    println!("{}", ::shell::path::absolute(&super::working_directory()));
+    let _ = writeln!(invocation.out(), "{}", ::shell::path::absolute(&super::working_directory()));
     Ok(())
 }
 
@@ -211,8 +242,13 @@ fn cat(invocation: &Invocation) -> Result<(), ShellError> {
     }
     let mut first_error = None;
     for file in invocation.args {
-        let mut out = LineWriter::default();
-        let read = resolve(file).and_then(|file| tracefs::read(&file, &mut out).map_err(|e| ShellError::Failed(e.to_string())));
+        let read = resolve(file)
+            .and_then(|file| tracefs::read(&file, &mut *invocation.out()).map_err(|e| ShellError::Failed(e.to_string())));
+        // A filter that has all it needs closed the pipe: stop, as cat
+        // does on Linux, with nothing to report.
+        if invocation.out().is_closed() {
+            return Ok(());
+        }
         if let Err(error) = read {
             first_error.get_or_insert(error);
         }
@@ -237,13 +273,14 @@ fn run(invocation: &Invocation) -> Result<(), ShellError> {
         ("par", _) => return Err(ShellError::Usage("run par T WORKLOAD ARGS... (T from 1 to 16)")),
         _ => workload::run(name, &args),
     };
-    println!("{}", output.map_err(|e| ShellError::Failed(e.to_string()))?);
+    let output = output.map_err(|e| ShellError::Failed(e.to_string()))?;
+    let _ = writeln!(invocation.out(), "{output}");
     Ok(())
 }
 
 fn ps(invocation: &Invocation) -> Result<(), ShellError> {
     no_arguments("ps", invocation)?;
-    let mut out = LineWriter::default();
+    let mut out = invocation.out();
     let _ = writeln!(out, "{:>5} {:>3} {:<9} NAME", "PID", "CPU", "STATE");
     for task in crate::sched::tasks() {
         let _ = writeln!(out, "{:>5} {:>3} {:<9} {}", task.pid, task.cpu, task.state.name(), task.name);
@@ -253,7 +290,7 @@ fn ps(invocation: &Invocation) -> Result<(), ShellError> {
 
 fn cpus(invocation: &Invocation) -> Result<(), ShellError> {
     no_arguments("cpus", invocation)?;
-    let mut out = LineWriter::default();
+    let mut out = invocation.out();
     let _ = writeln!(out, "CPU  TASK");
     for (cpu, task) in crate::sched::cpus() {
         let _ = writeln!(out, "{cpu:>3}  {} (pid {})", task.name, task.pid);
@@ -265,14 +302,20 @@ fn uptime(invocation: &Invocation) -> Result<(), ShellError> {
     no_arguments("uptime", invocation)?;
     let ticks = arch::time::ticks();
     let hz = arch::time::HZ;
-    println!("up {ticks} ticks ({}.{:03} s at {hz} Hz)", ticks / hz, (ticks % hz) * 1000 / hz);
+    let _ = writeln!(invocation.out(), "up {ticks} ticks ({}.{:03} s at {hz} Hz)", ticks / hz, (ticks % hz) * 1000 / hz);
     Ok(())
 }
 
 fn meminfo(invocation: &Invocation) -> Result<(), ShellError> {
     no_arguments("meminfo", invocation)?;
     let heap = crate::heap::stats();
-    println!("heap: {} KiB used, {} KiB free, {} KiB total", heap.used / 1024, heap.free / 1024, heap.total / 1024);
+    let _ = writeln!(
+        invocation.out(),
+        "heap: {} KiB used, {} KiB free, {} KiB total",
+        heap.used / 1024,
+        heap.free / 1024,
+        heap.total / 1024
+    );
     Ok(())
 }
 
@@ -312,7 +355,7 @@ fn tour(invocation: &Invocation) -> Result<(), ShellError> {
     };
     let mut out = String::new();
     let result = crate::tour::run(function, &mut out);
-    print!("{out}");
+    let _ = invocation.out().write_str(&out);
     result.map_err(|error| ShellError::Failed(error.to_string()))
 }
 

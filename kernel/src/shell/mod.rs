@@ -1,20 +1,30 @@
 //! The console shell: reads lines from the serial port and runs commands.
 //!
 //! Input handling (echo, editing, rejecting bad bytes) is the `shell` crate's
-//! [`LineReader`]; splitting a line into words and a redirection is its
-//! [`shell::parse`]. This module owns the command table. Every error is one
-//! `error: ...` line and the prompt comes back: input never panics the kernel.
+//! [`LineReader`]; splitting a line into words, pipes and a redirection is
+//! its [`shell::parse`], and the filters a command's output is piped
+//! through (`cat available_filter_functions | grep fib`) are its
+//! [`shell::filter`]. This module owns the command table and where output
+//! goes ([`output`]). Every error is one `error: ...` line, never filtered,
+//! and the prompt comes back: input never panics the kernel.
 //!
 //! The shell has a working directory inside tracefs (`cd`, `pwd`), where it
 //! starts: file arguments are relative to it, or absolute under
 //! `/sys/kernel/tracing` (or `/sys/kernel/debug/tracing`), as on Linux.
 
 mod commands;
+mod output;
 
-use alloc::string::String;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::cell::{RefCell, RefMut};
 use core::fmt;
 
-use ::shell::{LineEvent, LineReader, Redirect};
+use ::shell::{Filter, LineEvent, LineReader, Pipeline, Redirect};
+use ftrace::FilterMode;
+
+use self::output::Output;
 use arch::sync::SpinLock;
 
 use crate::print;
@@ -28,8 +38,17 @@ const PROMPT: &str = "> ";
 pub struct Invocation<'a> {
     /// The words after the command name.
     pub args: &'a [String],
-    /// `> FILE` or `>> FILE`, if given.
+    /// `> FILE` or `>> FILE`, if given (a pipeline's is the shell's).
     pub redirect: Option<&'a Redirect>,
+    out: &'a RefCell<Output>,
+}
+
+impl Invocation<'_> {
+    /// Where the command prints: through the line's filters to the
+    /// console. Borrowed per use: hold it no longer than a write.
+    pub fn out(&self) -> RefMut<'_, Output> {
+        self.out.borrow_mut()
+    }
 }
 
 /// Why a command failed; printed as `error: ...`.
@@ -74,17 +93,73 @@ fn set_working_directory(dir: String) {
     *CWD.lock() = dir;
 }
 
-/// Runs one line. Used by the shell loop and by tests.
+/// Runs one line, printing to the console. Used by the shell loop and by
+/// tests.
 pub fn execute(line: &str) -> Result<(), ShellError> {
-    let parsed = ::shell::parse(line).map_err(|e| ShellError::Failed(alloc::format!("{e}")))?;
+    run_line(line, Output::to_console).map(drop)
+}
+
+/// Runs one line and answers what it printed (for tests).
+#[cfg(test)]
+pub fn execute_to_text(line: &str) -> Result<String, ShellError> {
+    run_line(line, Output::to_text).map(Option::unwrap_or_default)
+}
+
+fn run_line(line: &str, output: fn(Pipeline) -> Output) -> Result<Option<String>, ShellError> {
+    let failed = |error: &dyn fmt::Display| ShellError::Failed(error.to_string());
+    let parsed = ::shell::parse(line).map_err(|e| failed(&e))?;
     let Some((name, args)) = parsed.words.split_first() else {
         return match parsed.redirect {
             Some(_) => Err(ShellError::Failed("missing command before redirection".into())),
-            None => Ok(()),
+            None => Ok(None),
         };
     };
-    let command = commands::find(name).ok_or_else(|| ShellError::UnknownCommand(name.clone()))?;
-    (command.run)(&Invocation { args, redirect: parsed.redirect.as_ref() })
+    let mut filters = Vec::new();
+    // A filter starting the line reads its FILE operands, as `cat` would
+    // print them.
+    let (command, args) = if Filter::is_filter(name) {
+        let (filter, files) = Filter::parse(&parsed.words).map_err(|e| failed(&e))?;
+        if files.is_empty() {
+            return Err(ShellError::Failed(format!("{name}: give it FILE... or a pipe (there is no standard input)")));
+        }
+        filters.push(filter);
+        (commands::find("cat").expect("cat is a command"), files)
+    } else {
+        (commands::find(name).ok_or_else(|| ShellError::UnknownCommand(name.clone()))?, args)
+    };
+    for stage in &parsed.pipes {
+        let (filter, files) = Filter::parse(stage).map_err(|e| failed(&e))?;
+        if let Some(file) = files.first() {
+            return Err(ShellError::Failed(format!("{}: reads the pipe, not '{file}'", stage[0])));
+        }
+        filters.push(filter);
+    }
+    if filters.is_empty() {
+        let out = RefCell::new(output(Pipeline::new(filters)));
+        let result = (command.run)(&Invocation { args, redirect: parsed.redirect.as_ref(), out: &out });
+        let text = out.into_inner().finish();
+        return result.map(|()| text);
+    }
+    if !command.pipes {
+        return Err(ShellError::Failed(format!("'{}' prints to the console as it goes: it cannot be piped", command.name)));
+    }
+    // A pipeline's output redirected into a file is written there whole,
+    // as `echo` writes its text.
+    let into_file = parsed.redirect.as_ref();
+    let out = RefCell::new(match into_file {
+        Some(_) => Output::to_text(Pipeline::new(filters)),
+        None => output(Pipeline::new(filters)),
+    });
+    let result = (command.run)(&Invocation { args, redirect: None, out: &out });
+    let text = out.into_inner().finish();
+    result?;
+    let Some(redirect) = into_file else { return Ok(text) };
+    let (file, mode) = match redirect {
+        Redirect::Truncate(file) => (file, FilterMode::Replace),
+        Redirect::Append(file) => (file, FilterMode::Append),
+    };
+    crate::tracefs::write(&resolve(file)?, text.as_deref().unwrap_or_default(), mode).map_err(|e| failed(&e))?;
+    Ok(None)
 }
 
 /// The shell loop: never returns (`poweroff` leaves through `arch::exit`).

@@ -161,3 +161,58 @@ fn kernel_text_is_read_only() {
     // faults and the handler panics, which this test expects.
     unsafe { core::ptr::write_volatile(text, 0xcc) };
 }
+
+#[ktest]
+fn output_pipes_through_grep_head_tail_and_wc_as_on_linux() {
+    let run = |line: &str| shell::execute_to_text(line).unwrap_or_else(|error| panic!("{line}: {error}"));
+    let functions = run("cat available_filter_functions");
+    let count = |pred: &dyn Fn(&str) -> bool| functions.lines().filter(|line| pred(line)).count();
+    // grep and its options against the same listing filtered here.
+    assert_eq!(run("cat available_filter_functions | grep '^kernel::workload::fib$'"), "kernel::workload::fib\n");
+    assert_eq!(
+        run("cat available_filter_functions | grep -c workload"),
+        alloc::format!("{}\n", count(&|line| line.contains("workload")))
+    );
+    assert_eq!(
+        run("grep -vc workload available_filter_functions"),
+        alloc::format!("{}\n", count(&|line| !line.contains("workload"))),
+        "a filter first reads its files"
+    );
+    assert_eq!(run("cat available_filter_functions | wc -l"), alloc::format!("{}\n", functions.lines().count()));
+    let first: alloc::vec::Vec<&str> = functions.lines().take(3).collect();
+    assert_eq!(run("cat available_filter_functions | head -n 3"), first.join("\n") + "\n");
+    let last = functions.lines().last().unwrap();
+    assert_eq!(run("cat available_filter_functions | tail -1"), alloc::format!("{last}\n"));
+    // A pipeline's output redirected into a tracefs file: what a user does
+    // to trace what grep found. A refused pattern (no groups here) writes
+    // nothing.
+    let refused = shell::execute("cat available_filter_functions | grep -E '^kernel::workload::(fib|run)$' > set_ftrace_filter");
+    assert!(matches!(refused, Err(ShellError::Failed(ref e)) if e.contains("groups")), "{refused:?}");
+    assert_eq!(run("cat set_ftrace_filter"), "#### all functions enabled ####\n");
+    run("grep -E '^kernel::workload::fib$|^kernel::workload::run$' available_filter_functions > set_ftrace_filter");
+    assert_eq!(run("cat set_ftrace_filter | wc -l"), "2\n");
+    run("echo > set_ftrace_filter");
+    // A satisfied head stops the producer: a trace_pipe that never ends
+    // by itself ends after its lines.
+    run("echo one > trace_marker");
+    run("echo two > trace_marker");
+    let piped = run("cat trace_pipe | head -1");
+    assert!(piped.ends_with("tracing_mark_write: one\n") && piped.lines().count() == 1, "{piped}");
+    let rest = run("cat trace | grep -c tracing_mark_write");
+    assert!(rest == "1\n" || rest == "0\n", "{rest}");
+    run("echo > trace");
+    // Bad pipelines are refused, and change nothing.
+    for bad in [
+        "cat trace |",
+        "| wc",
+        "cat trace | sort",
+        "cat trace | grep",
+        "cat trace | grep '[x'",
+        "cat trace | head -n x",
+        "grep fib",
+        "cat trace | grep fib trace",
+        "bench | wc -l",
+    ] {
+        assert!(matches!(shell::execute(bad), Err(ShellError::Failed(_))), "{bad} is refused");
+    }
+}
