@@ -80,6 +80,16 @@ pub enum ArgType {
     String,
     /// A code address, printed `function+0xOFF/0xSIZE`.
     Symbol,
+    /// One byte, printed as a character in quotes (`char`).
+    Char,
+    /// `b<width>@<offset>/<container>`: bits `offset..offset + width` of a
+    /// `container`-bit value, kept and printed as an unsigned number of
+    /// that size, as Linux's bitfield type.
+    Bitfield {
+        width: u8,
+        offset: u8,
+        container: u8,
+    },
 }
 
 impl ArgType {
@@ -87,8 +97,21 @@ impl ArgType {
     pub fn size(self) -> usize {
         match self {
             ArgType::Unsigned(bits) | ArgType::Signed(bits) | ArgType::Hex(bits) => usize::from(bits / 8),
+            ArgType::Bitfield { container, .. } => usize::from(container / 8),
             ArgType::String => 4,
             ArgType::Symbol => 8,
+            ArgType::Char => 1,
+        }
+    }
+
+    /// The value a fetched word stands for in this type: a bitfield's
+    /// bits, shifted down; any other type's word unchanged (the record
+    /// keeps what fits its size).
+    #[inline(always)]
+    pub fn extract(self, word: u64) -> u64 {
+        match self {
+            ArgType::Bitfield { width, offset, .. } => (word >> offset) & (u64::MAX >> (64 - u32::from(width))),
+            _ => word,
         }
     }
 
@@ -100,6 +123,8 @@ impl ArgType {
             ArgType::Hex(bits) => format!("x{bits}"),
             ArgType::String => "string".into(),
             ArgType::Symbol => "symbol".into(),
+            ArgType::Char => "char".into(),
+            ArgType::Bitfield { width, offset, container } => format!("b{width}@{offset}/{container}"),
         }
     }
 
@@ -108,10 +133,19 @@ impl ArgType {
         match text {
             "string" => Some(ArgType::String),
             "symbol" => Some(ArgType::Symbol),
+            "char" => Some(ArgType::Char),
             _ => match text.split_at_checked(1)? {
                 ("u", rest) => sized(rest).map(ArgType::Unsigned),
                 ("s", rest) => sized(rest).map(ArgType::Signed),
                 ("x", rest) => sized(rest).map(ArgType::Hex),
+                ("b", rest) => {
+                    // b<width>@<offset>/<container>: the bits must fit.
+                    let (width, rest) = rest.split_once('@')?;
+                    let (offset, container) = rest.split_once('/')?;
+                    let (width, offset, container) = (width.parse::<u8>().ok()?, offset.parse::<u8>().ok()?, sized(container)?);
+                    let fits = width > 0 && u16::from(width) + u16::from(offset) <= u16::from(container);
+                    fits.then_some(ArgType::Bitfield { width, offset, container })
+                }
                 _ => None,
             },
         }
@@ -578,6 +612,16 @@ mod tests {
         assert_eq!(sources[5].2, ArgType::String);
         assert_eq!(sources[6].2, ArgType::Symbol);
         assert_eq!(define("f:e s%return r=$arg1 v=$retval:s32").args[1].ty, ArgType::Signed(32));
+        let spec = define("f:e sym c=+0($arg1):char b=$arg2:b4@2/32");
+        assert_eq!((spec.args[0].ty, spec.args[0].ty.size()), (ArgType::Char, 1));
+        let bits = spec.args[1].ty;
+        assert_eq!(
+            (bits, bits.size(), bits.name()),
+            (ArgType::Bitfield { width: 4, offset: 2, container: 32 }, 4, "b4@2/32".into())
+        );
+        assert_eq!(bits.extract(0b1101_0110), 0b0101, "bits 2..6");
+        assert_eq!(ArgType::Bitfield { width: 64, offset: 0, container: 64 }.extract(u64::MAX), u64::MAX);
+        assert_eq!(ArgType::Bitfield { width: 1, offset: 63, container: 64 }.extract(1 << 63), 1);
     }
 
     #[test]
@@ -662,6 +706,10 @@ mod tests {
         assert!(matches!(parse("f:ev sym 1x=$arg1"), Err(BadFetchArg { .. })));
         assert!(matches!(parse("f:ev sym +0(+0(+0(+0(+0($arg1)))))"), Err(BadFetchArg { .. })));
         assert_eq!(parse("f:ev sym $arg1:u7"), Err(BadArgType { arg: "$arg1:u7".into(), ty: "u7".into() }));
+        for bad in ["b0@0/8", "b4@5/8", "b65@0/64", "b4@0/24", "b4/8", "b4@0", "bx@0/8"] {
+            let arg = format!("$arg1:{bad}");
+            assert_eq!(parse(&format!("f:ev sym {arg}")), Err(BadArgType { arg, ty: bad.into() }), "{bad}");
+        }
         assert_eq!(parse("f:ev sym a=$arg1 a=$arg2"), Err(DuplicateArgName("a".into())));
         let many: String = (1..=17).map(|i| alloc::format!(" a{i}=$arg1")).collect();
         assert_eq!(parse(&alloc::format!("f:ev sym{many}")), Err(TooManyArgs));

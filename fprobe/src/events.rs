@@ -225,6 +225,7 @@ fn filter_value<'a>(ty: ArgType, value: Value<'a>) -> FieldValue<'a> {
             FieldValue::Signed(((v << shift) as i64) >> shift)
         }
         (ArgType::Unsigned(n) | ArgType::Hex(n), Value::Int(v)) => FieldValue::Unsigned(v & bits(n)),
+        (ArgType::Char, Value::Int(v)) => FieldValue::Unsigned(v & bits(8)),
         (_, Value::Int(v)) => FieldValue::Unsigned(v),
     }
 }
@@ -392,7 +393,8 @@ fn word_fetches(fetches: &[(Fetch, ArgType)], layout: &Layout, exit: bool) -> Op
     let fields = fetches
         .iter()
         .map(|(fetch, ty)| match *fetch {
-            _ if ty.size() != 8 => None,
+            // A bitfield's bits are taken out after the fetch.
+            _ if ty.size() != 8 || matches!(ty, ArgType::Bitfield { .. }) => None,
             Fetch::Arg(n) if exit => Some(Quick::SavedArg(n)),
             Fetch::Arg(n) => Some(Quick::Arg(RegisterArgument::new(n)?)),
             Fetch::Retval => Some(Quick::Retval),
@@ -881,10 +883,11 @@ fn write_format_of(compiled: &Compiled, out: &mut dyn Write) -> fmt::Result {
     writeln!(out, "\tfield:unsigned int __probe_faults;\toffset:{};\tsize:4;\tsigned:0;", layout.faults_offset())?;
     for field in &layout.fields {
         let (c_type, signed) = match field.ty {
-            ArgType::Unsigned(bits) | ArgType::Hex(bits) => (format!("u{bits}"), 0),
+            ArgType::Unsigned(bits) | ArgType::Hex(bits) | ArgType::Bitfield { container: bits, .. } => (format!("u{bits}"), 0),
             ArgType::Signed(bits) => (format!("s{bits}"), 1),
             ArgType::Symbol => ("unsigned long".to_string(), 0),
             ArgType::String => ("__data_loc char[]".to_string(), 0),
+            ArgType::Char => ("char".to_string(), 0),
         };
         writeln!(out, "\tfield:{c_type} {};\toffset:{};\tsize:{};\tsigned:{signed};", field.name, field.offset, field.ty.size())?;
     }
@@ -897,8 +900,9 @@ fn write_format_of(compiled: &Compiled, out: &mut dyn Write) -> fmt::Result {
     });
     for field in &layout.fields {
         let spec = match field.ty {
-            ArgType::Unsigned(64) => "%llu",
-            ArgType::Unsigned(_) => "%u",
+            ArgType::Unsigned(64) | ArgType::Bitfield { container: 64, .. } => "%llu",
+            ArgType::Unsigned(_) | ArgType::Bitfield { .. } => "%u",
+            ArgType::Char => "'%c'",
             ArgType::Signed(64) => "%lld",
             ArgType::Signed(_) => "%d",
             ArgType::Hex(64) => "0x%Lx",
@@ -1077,6 +1081,12 @@ fn fetch_quick(fetch: Quick, context: &Context) -> Option<u64> {
 /// A number-typed fetch arg's value; `None` if a memory read faulted.
 #[inline(always)]
 fn fetch_number(fetch: &Fetch, ty: ArgType, context: &Context) -> Option<u64> {
+    fetch_word_of(fetch, ty, context).map(|word| ty.extract(word))
+}
+
+/// [`fetch_number`]'s word, before a bitfield's bits are taken out.
+#[inline(always)]
+fn fetch_word_of(fetch: &Fetch, ty: ArgType, context: &Context) -> Option<u64> {
     // The usual fetches first, without the general (recursive, out of line)
     // `fetch_word`.
     match (fetch, context.saved_args) {

@@ -191,7 +191,13 @@ impl Layout {
                 u64::from_ne_bytes(bytes)
             };
             match field.ty {
-                ArgType::Unsigned(bits) => write!(out, "{}", raw(usize::from(bits / 8)))?,
+                ArgType::Unsigned(bits) | ArgType::Bitfield { container: bits, .. } => {
+                    write!(out, "{}", raw(usize::from(bits / 8)))?
+                }
+                ArgType::Char => match raw(1) as u8 {
+                    byte if byte.is_ascii_graphic() || byte == b' ' => write!(out, "'{}'", byte as char)?,
+                    byte => write!(out, "'\\x{byte:02x}'")?,
+                },
                 ArgType::Signed(bits) => {
                     let shift = 64 - u32::from(bits);
                     write!(out, "{}", ((raw(usize::from(bits / 8)) << shift) as i64) >> shift)?

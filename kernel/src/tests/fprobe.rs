@@ -385,7 +385,8 @@ fn every_fetch_arg_syntax_in_entry_and_exit_events() {
     let entry = alloc::format!(
         "f:tests/probe_entry kernel::tests::fprobe::event_tracee name=+0($arg1):string value=+8($arg1):u32 \
          small=+12($arg1):s16 byte=+0($arg1):x8 bad=+0($arg2):u64 sym=$arg3:symbol n=$arg4:u16 \
-         reg=%{first_register} sp=$stack top=$stack0 s8=+12($arg1):s8 u64=$arg4:u64"
+         reg=%{first_register} sp=$stack top=$stack0 s8=+12($arg1):s8 u64=$arg4:u64 c=+1($arg1):char \
+         bits=+8($arg1):b4@4/16 flag=$arg4:b1@1/8"
     );
     define(&entry).unwrap();
     define("f:tests/probe_exit kernel::tests::fprobe::event_tracee%return n=$arg4:s32 ret=$retval:x32 r=+8($arg1):u8").unwrap();
@@ -405,6 +406,11 @@ fn every_fetch_arg_syntax_in_entry_and_exit_events() {
     tracefs::write("events/tests/probe_entry/enable", "0", FilterMode::Replace).unwrap();
     tracefs::write("events/tests/probe_exit/enable", "0", FilterMode::Replace).unwrap();
     let trace = trace_text();
+    let mut format = String::new();
+    tracefs::read("events/tests/probe_entry/format", &mut format).unwrap();
+    for field in ["\tfield:char c;\t", "\tfield:u16 bits;\t", "\tfield:u8 flag;\t", " c='%c' bits=%u flag=%u\""] {
+        assert!(format.contains(field), "{field:?} not in {format}");
+    }
     define("-:tests/probe_entry").unwrap();
     define("-:probe_exit").unwrap();
 
@@ -423,6 +429,8 @@ fn every_fetch_arg_syntax_in_entry_and_exit_events() {
         &alloc::format!(" reg={:#x} ", &sample as *const Sample as usize),
         " s8=-3",
         " u64=42",
+        // 'a', bits 4..8 of 0xbeef, bit 1 of 42.
+        " c='a' bits=14 flag=1",
     ] {
         assert!(entry_line.contains(expected), "{expected:?} not in {entry_line}");
     }
