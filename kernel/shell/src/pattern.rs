@@ -371,6 +371,28 @@ mod tests {
     }
 
     #[test]
+    fn random_patterns_never_panic() {
+        // A fixed-seed generator over the characters that mean something.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let alphabet: Vec<char> = "ab^$.*+?|[]-\\(){}9".chars().collect();
+        for _ in 0..20_000 {
+            let text: String = (0..next(12)).map(|_| alphabet[next(alphabet.len())]).collect();
+            let line: String = (0..next(16)).map(|_| alphabet[next(alphabet.len())]).collect();
+            for syntax in [Syntax::Basic, Syntax::Extended, Syntax::Fixed] {
+                if let Ok(pattern) = Pattern::new(&text, syntax, next(2) == 0) {
+                    let _ = pattern.is_match(&line);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn many_stars_stay_linear() {
         let pattern = Pattern::new(&".*".repeat(200), Syntax::Basic, false).unwrap();
         let line = "a".repeat(4000) + "!";
