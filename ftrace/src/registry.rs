@@ -264,6 +264,7 @@ impl Registry {
                     }
                 }
                 site.ops_count = desired.ops_count;
+                site.touched |= desired.ops_count > 0;
                 site.ipmodify = desired.ipmodify;
                 if !keep_list {
                     if let Some(old) = core::mem::replace(&mut site.list, desired.list) {
@@ -491,6 +492,8 @@ pub struct SiteInfo {
     pub trampoline: Option<Trampoline>,
     pub ipmodify: bool,
     pub failed: bool,
+    /// Whether an ops ever traced it since boot.
+    pub touched: bool,
     /// Whether the literal names an ops or a per-site list (rather than
     /// the empty call, or nothing yet).
     pub literal_names_ops: bool,
@@ -505,6 +508,7 @@ impl SiteInfo {
             trampoline: site.call,
             ipmodify: site.ipmodify,
             failed: site.failed,
+            touched: site.touched,
             literal_names_ops: site.literal_names_ops(),
         }
     }

@@ -44,11 +44,23 @@ pub(crate) struct Site {
     pub list: Option<Box<SiteList>>,
     /// Out of service after a refused patch.
     pub failed: bool,
+    /// Whether an ops ever traced it since boot (`touched_functions`).
+    pub touched: bool,
 }
 
 impl Site {
     pub fn new(ip: usize, name: &'static str) -> Site {
-        Site { ip, name, call: None, literal: LITERAL_NOPS, ops_count: 0, ipmodify: false, list: None, failed: false }
+        Site {
+            ip,
+            name,
+            call: None,
+            literal: LITERAL_NOPS,
+            ops_count: 0,
+            ipmodify: false,
+            list: None,
+            failed: false,
+            touched: false,
+        }
     }
 
     fn call_slot(&self) -> usize {

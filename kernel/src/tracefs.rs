@@ -92,6 +92,7 @@ const FILES: &[File] = &[
     per_array("set_ftrace_pid", Some(read_ftrace_pid), Some(write_ftrace_pid)),
     per_array("set_ftrace_notrace_pid", Some(read_ftrace_notrace_pid), Some(write_ftrace_notrace_pid)),
     top("enabled_functions", Some(read_enabled_functions), None),
+    top("touched_functions", Some(read_touched_functions), None),
     per_array("tracing_on", Some(read_tracing_on), Some(write_tracing_on)),
     top("ftrace_enabled", Some(read_ftrace_enabled), Some(write_ftrace_enabled)),
     per_array("trace", Some(read_trace), Some(write_trace)),
@@ -771,9 +772,21 @@ fn write_event_pid(_array: Array, text: &str, mode: FilterMode) -> Result<(), Tr
 }
 
 fn read_enabled_functions(_array: Array, out: &mut dyn Write) -> fmt::Result {
+    write_sites(out, |site| site.ops_count > 0)
+}
+
+/// `cat touched_functions`: every function an ops traced since boot, in
+/// `enabled_functions`' format (a count of 0 once none does), as Linux's.
+fn read_touched_functions(_array: Array, out: &mut dyn Write) -> fmt::Result {
+    write_sites(out, |site| site.touched)
+}
+
+/// The sites `shown` picks: `NAME (OPS)`, then ` R` on the full-registers
+/// trampoline and ` I` under an IPMODIFY ops.
+fn write_sites(out: &mut dyn Write, shown: impl Fn(&ftrace::SiteInfo) -> bool) -> fmt::Result {
     let mut result = Ok(());
     ftrace::for_each_site(|site| {
-        if result.is_ok() && site.ops_count > 0 {
+        if result.is_ok() && shown(site) {
             let regs = if site.trampoline == Some(Trampoline::Regs) { " R" } else { "" };
             let ipmodify = if site.ipmodify { " I" } else { "" };
             result = writeln!(out, "{} ({}){regs}{ipmodify}", site.name, site.ops_count);

@@ -929,3 +929,18 @@ fn header_page_and_header_event_describe_the_pages_as_they_are() {
     assert!((1..=28).contains(&type_len), "a small data event: {header:#x}");
     assert_eq!(4 + 4 * type_len, commit, "one event: its header and type_len words of data");
 }
+
+#[ktest]
+fn touched_functions_keeps_what_was_ever_traced() {
+    write("set_ftrace_filter", "kernel::workload::fib");
+    write("current_tracer", "function");
+    let touched = read("touched_functions");
+    assert!(touched.lines().any(|line| line == "kernel::workload::fib (1)"), "{touched}");
+    let enabled = read("enabled_functions");
+    assert!(enabled.lines().all(|line| touched.lines().any(|t| t == line)), "every enabled function is touched: {enabled}");
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+    assert_eq!(read("enabled_functions"), "");
+    let touched = read("touched_functions");
+    assert!(touched.lines().any(|line| line == "kernel::workload::fib (0)"), "still listed, traced by none: {touched}");
+}
