@@ -1,11 +1,13 @@
-//! `set_event_pid`: the tasks whose events (scheduler and probe events) are
-//! recorded. Empty, every task's are.
+//! `set_event_pid` and `set_event_notrace_pid`: the tasks whose events
+//! (scheduler and probe events) are recorded, and those whose are not. As
+//! in Linux, a task in the notrace list is never recorded; otherwise an
+//! empty `set_event_pid` records every task, and a list only its own.
 //!
 //! Each task carries the verdict (`TaskTrace::is_event_ignored`), so
 //! recording an event checks one flag of the current task and takes no
-//! lock. Writing the list recomputes every task's flag; a new task gets
+//! lock. Writing a list recomputes every task's flag; a new task gets
 //! its flag when it is made, and with `options/event-fork` a child of a
-//! listed task joins the list (as Linux does).
+//! listed task joins its parent's lists (as Linux does).
 
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -16,30 +18,59 @@ use crate::instance::{top, PidError, TraceOption};
 use crate::task::{self, TaskTrace};
 use crate::FilterMode;
 
-static PIDS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
-/// Whether the list is not empty: the traced path's first, cheapest test.
-static ACTIVE: AtomicBool = AtomicBool::new(false);
-
-/// `cat set_event_pid`: the pids, in the order written.
-pub fn pids() -> Vec<i32> {
-    PIDS.lock().clone()
+/// The two lists.
+struct Lists {
+    /// `set_event_pid`.
+    traced: Vec<i32>,
+    /// `set_event_notrace_pid`.
+    ignored: Vec<i32>,
 }
 
-/// `echo PIDS > set_event_pid` (`>>` adds). A word that is not a pid
-/// changes nothing.
-pub fn set_pids(text: &str, mode: FilterMode) -> Result<(), PidError> {
-    let parsed = crate::instance::parse_pids(text)?;
-    let mut pids = PIDS.lock();
-    if mode == FilterMode::Replace {
-        pids.clear();
-    }
-    for pid in parsed {
-        if !pids.contains(&pid) {
-            pids.push(pid);
+impl Lists {
+    fn list(&mut self, notrace: bool) -> &mut Vec<i32> {
+        if notrace {
+            &mut self.ignored
+        } else {
+            &mut self.traced
         }
     }
-    task::for_each(|state| state.set_event_ignored(!pids.is_empty() && !pids.contains(&state.pid())));
-    ACTIVE.store(!pids.is_empty(), Ordering::Relaxed);
+
+    /// Whether `pid`'s events are left out.
+    fn ignores(&self, pid: i32) -> bool {
+        (!self.traced.is_empty() && !self.traced.contains(&pid)) || self.ignored.contains(&pid)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.traced.is_empty() && self.ignored.is_empty()
+    }
+}
+
+static LISTS: Mutex<Lists> = Mutex::new(Lists { traced: Vec::new(), ignored: Vec::new() });
+/// Whether a list is not empty: the traced path's first, cheapest test.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+/// `cat set_event_pid` (`notrace`: `set_event_notrace_pid`): the pids, in
+/// the order written.
+pub fn pids(notrace: bool) -> Vec<i32> {
+    LISTS.lock().list(notrace).clone()
+}
+
+/// `echo PIDS > set_event_pid` (`notrace`: `set_event_notrace_pid`; `>>`
+/// adds). A word that is not a pid changes nothing.
+pub fn set_pids(notrace: bool, text: &str, mode: FilterMode) -> Result<(), PidError> {
+    let parsed = crate::instance::parse_pids(text)?;
+    let mut lists = LISTS.lock();
+    let list = lists.list(notrace);
+    if mode == FilterMode::Replace {
+        list.clear();
+    }
+    for pid in parsed {
+        if !list.contains(&pid) {
+            list.push(pid);
+        }
+    }
+    task::for_each(|state| state.set_event_ignored(lists.ignores(state.pid())));
+    ACTIVE.store(!lists.is_empty(), Ordering::Relaxed);
     Ok(())
 }
 
@@ -61,15 +92,21 @@ pub fn records_current() -> bool {
     !ACTIVE.load(Ordering::Relaxed) || task::try_current().is_none_or(records)
 }
 
-/// A new task: the list decides, `event-fork` adds a listed task's child.
+/// A new task: the lists decide; with `event-fork` a child joins the
+/// lists its parent is in.
 pub(crate) fn filter_new_task(state: &TaskTrace) {
-    let mut pids = PIDS.lock();
-    if pids.is_empty() {
+    let mut lists = LISTS.lock();
+    if lists.is_empty() {
         return;
     }
     let parent = task::try_current().map(|parent| parent.pid());
-    if top().option(TraceOption::EventFork) && parent.is_some_and(|parent| pids.contains(&parent)) {
-        pids.push(state.pid());
+    if let (true, Some(parent)) = (top().option(TraceOption::EventFork), parent) {
+        for notrace in [false, true] {
+            let list = lists.list(notrace);
+            if list.contains(&parent) {
+                list.push(state.pid());
+            }
+        }
     }
-    state.set_event_ignored(!pids.contains(&state.pid()));
+    state.set_event_ignored(lists.ignores(state.pid()));
 }

@@ -133,3 +133,36 @@ fn set_event_pid_records_only_the_listed_tasks_events() {
     tracefs::write("dynamic_events", "-:mine", FilterMode::Append).unwrap();
     write("trace", "");
 }
+
+#[ktest]
+fn set_event_notrace_pid_leaves_the_listed_tasks_out() {
+    tracefs::write("dynamic_events", "f:notmine fib n=$arg1", FilterMode::Append).unwrap();
+    let me = ftrace::task::current().pid();
+    write("trace", "");
+    assert_eq!(read("set_event_notrace_pid"), "");
+    write("set_event_notrace_pid", &alloc::format!("{me}"));
+    assert_eq!(read("set_event_notrace_pid"), alloc::format!("{me}\n"));
+    write("events/fprobes/notmine/enable", "1");
+    assert_eq!(fib(3), 2);
+    run_parallel(1, "fib", &["2"]).unwrap();
+    assert_eq!(event_values(&read("trace"), "notmine").len(), 3, "the worker's fib(2) only: {}", read("trace"));
+    // The notrace list wins over set_event_pid, as in Linux.
+    write("trace", "");
+    write("set_event_pid", &alloc::format!("{me}"));
+    assert_eq!(fib(3), 2);
+    assert_eq!(event_values(&read("trace"), "notmine").len(), 0, "{}", read("trace"));
+    write("set_event_pid", "");
+    // A child of a task in the notrace list joins it with event-fork.
+    write("options/event-fork", "1");
+    run_parallel(1, "fib", &["2"]).unwrap();
+    assert_eq!(event_values(&read("trace"), "notmine").len(), 0, "{}", read("trace"));
+    assert_eq!(read("set_event_notrace_pid").lines().count(), 2);
+    write("options/event-fork", "0");
+    assert!(refused("set_event_notrace_pid", "x"));
+    write("set_event_notrace_pid", "");
+    assert_eq!(fib(1), 1);
+    assert_eq!(event_values(&read("trace"), "notmine").len(), 1, "cleared: recorded again");
+    write("events/fprobes/notmine/enable", "0");
+    tracefs::write("dynamic_events", "-:notmine", FilterMode::Append).unwrap();
+    write("trace", "");
+}
