@@ -7,9 +7,12 @@
 //! C function name would: `fib` finds `kernel::workload::fib`, `*alloc`
 //! every path ending in `alloc` ([`name_match`]).
 //!
-//! A filter text is whitespace-separated words; `GLOB` adds what it matches,
-//! `!GLOB` removes it. A word that matches nothing is an error and the whole
-//! text changes nothing.
+//! A filter text is whitespace-separated words ([`filter_words`]); `GLOB`
+//! adds what it matches, `!GLOB` removes it. A word that matches nothing is
+//! an error and the whole text changes nothing. Rust names hold spaces
+//! inside their brackets (`<alloc::string::String as core::fmt::Display>::fmt`,
+//! `BTreeMap<K, V>`): whitespace inside brackets does not split, so every
+//! line of `available_filter_functions` can be written back as it reads.
 
 use alloc::string::{String, ToString};
 use core::fmt;
@@ -73,6 +76,64 @@ pub fn name_match(pattern: &str, name: &str) -> bool {
     glob_match(pattern, name) || (!pattern.contains("::") && glob_match(pattern, last_segment(name)))
 }
 
+/// Brackets deep at each character of `line`: `<>`, `()`, `[]`, `{}` (the
+/// `>` of a `->` closes nothing), never below zero. Calls `at` with each
+/// character's byte offset, the character and the depth before it.
+fn walk_brackets(line: &str, mut at: impl FnMut(usize, char, usize)) {
+    let mut depth = 0usize;
+    let mut previous = ' ';
+    for (i, c) in line.char_indices() {
+        at(i, c, depth);
+        match c {
+            '<' | '(' | '[' | '{' => depth += 1,
+            '>' if previous == '-' => {}
+            '>' | ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        previous = c;
+    }
+}
+
+/// The words of a filter text: split at whitespace outside brackets, and
+/// at every line's end (an unbalanced bracket reaches no further).
+pub fn filter_words(text: &str) -> impl Iterator<Item = &str> {
+    text.lines().flat_map(|line| {
+        let mut cuts = alloc::vec::Vec::new();
+        walk_brackets(line, |i, c, depth| {
+            if c.is_whitespace() && depth == 0 {
+                cuts.push(i);
+            }
+        });
+        let mut start = 0;
+        let mut words = alloc::vec::Vec::new();
+        for cut in cuts.into_iter().chain(core::iter::once(line.len())) {
+            let word = line[start..cut].trim();
+            if !word.is_empty() {
+                words.push(word);
+            }
+            start = cut;
+        }
+        words
+    })
+}
+
+/// `FUNC:COMMAND` split at its last single `:` outside brackets (a `::`
+/// separates path segments; `{shim:vtable#0}` is part of a name). `None`
+/// if there is none, or either side is empty.
+pub fn split_command(text: &str) -> Option<(&str, &str)> {
+    let bytes = text.as_bytes();
+    let mut last = None;
+    walk_brackets(text, |i, c, depth| {
+        let single = i == 0 || bytes[i - 1] != b':';
+        if c == ':' && depth == 0 && single && bytes.get(i + 1) != Some(&b':') {
+            last = Some(i);
+        }
+    });
+    let at = last?;
+    let (head, tail) = (&text[..at], &text[at + 1..]);
+    (!head.is_empty() && !tail.is_empty()).then_some((head, tail))
+}
+
 /// How a filter text combines with the current set (`>` or `>>`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FilterMode {
@@ -110,7 +171,7 @@ pub fn apply_filter<'a>(
         FilterMode::Replace => Bitmap::new(count),
         FilterMode::Append => current.clone(),
     };
-    for word in text.split_whitespace() {
+    for word in filter_words(text) {
         let (remove, glob) = match word.strip_prefix('!') {
             Some(glob) => (true, glob),
             None => (false, word),
@@ -134,6 +195,32 @@ pub fn apply_filter<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn words_split_outside_brackets_and_at_line_ends() {
+        let words = |text| filter_words(text).collect::<alloc::vec::Vec<_>>();
+        assert_eq!(words(" fib  *lookup\n!run "), ["fib", "*lookup", "!run"]);
+        assert_eq!(
+            words("<kernel::A as core::fmt::Display>::fmt alloc::BTreeMap<K, V>::insert"),
+            ["<kernel::A as core::fmt::Display>::fmt", "alloc::BTreeMap<K, V>::insert"]
+        );
+        assert_eq!(words("<fn(u8) -> u64 as T>::call x"), ["<fn(u8) -> u64 as T>::call", "x"], "-> closes nothing");
+        assert_eq!(words("*Vec<* fib\nrun"), ["*Vec<* fib", "run"], "an open bracket reaches the line's end only");
+        assert_eq!(words("a>  b"), ["a>", "b"], "never below zero");
+    }
+
+    #[test]
+    fn commands_split_at_a_single_colon_outside_brackets() {
+        assert_eq!(split_command("kernel::workload::fib:traceoff"), Some(("kernel::workload::fib", "traceoff")));
+        assert_eq!(split_command("kernel::workload::fib"), None);
+        assert_eq!(split_command("<X as Y>::call::{shim:vtable#0}"), None);
+        assert_eq!(
+            split_command("<X as Y>::call::{shim:vtable#0}:traceon"),
+            Some(("<X as Y>::call::{shim:vtable#0}", "traceon"))
+        );
+        assert_eq!(split_command(":traceon"), None);
+        assert_eq!(split_command("fib:"), None);
+    }
 
     #[test]
     fn bare_names_match_the_last_path_segment() {

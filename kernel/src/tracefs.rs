@@ -633,7 +633,7 @@ fn read_ftrace_notrace(array: Array, out: &mut dyn Write) -> fmt::Result {
 fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
     let mut globs = alloc::vec::Vec::new();
     let mut commands = alloc::vec::Vec::new();
-    for word in text.split_whitespace() {
+    for word in ftrace::glob::filter_words(text) {
         match parse_command(word) {
             Some(command) => commands.push(command?),
             None => globs.push(word),
@@ -681,9 +681,7 @@ fn parse_command(word: &str) -> Option<Result<(bool, &str, ftrace::func_probe::C
         Some(rest) => (true, rest),
         None => (false, word),
     };
-    fn split(text: &str) -> Option<(&str, &str)> {
-        text.rsplit_once(':').filter(|(head, tail)| !head.ends_with(':') && !head.is_empty() && !tail.is_empty())
-    }
+    let split = ftrace::glob::split_command;
     let (head, last) = split(word)?;
     let (head, name, count) = match last.parse::<u64>() {
         Ok(count) => {

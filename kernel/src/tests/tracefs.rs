@@ -944,3 +944,29 @@ fn touched_functions_keeps_what_was_ever_traced() {
     let touched = read("touched_functions");
     assert!(touched.lines().any(|line| line == "kernel::workload::fib (0)"), "still listed, traced by none: {touched}");
 }
+
+#[ktest]
+fn every_listed_name_can_be_written_back_to_set_ftrace_filter() {
+    let functions = read("available_filter_functions");
+    // Rust names hold spaces inside brackets, and single colons in braces.
+    let spaced = functions.lines().find(|name| name.contains(' ')).expect("a generic name with a space");
+    let braced =
+        functions.lines().find(|name| name.split("::").any(|segment| segment.contains(':'))).unwrap_or("kernel::workload::fib");
+    let unique = |name: &str| functions.lines().filter(|line| *line == name).count() == 1;
+    assert!(unique(spaced) && unique(braced), "{spaced} / {braced}");
+    // What `grep ... > set_ftrace_filter` writes: one name a line.
+    write("set_ftrace_filter", &format!("{spaced}\n{braced}\n"));
+    let mut listed: alloc::vec::Vec<String> = read("set_ftrace_filter").lines().map(String::from).collect();
+    listed.sort();
+    let mut expected = alloc::vec![spaced.to_string(), braced.to_string()];
+    expected.sort();
+    assert_eq!(listed, expected);
+    // On one line too, with a function command after a name with spaces.
+    write("set_ftrace_filter", &format!("{spaced} !{spaced}"));
+    assert_eq!(read("set_ftrace_filter"), "#### all functions enabled ####\n", "added, then removed");
+    tracefs::write("set_ftrace_filter", &format!("{spaced}:traceoff:1"), FilterMode::Append).unwrap();
+    assert!(read("set_ftrace_filter").contains(&format!("{spaced}:traceoff:count=1")), "{}", read("set_ftrace_filter"));
+    write("set_ftrace_filter", "");
+    tracefs::write("set_ftrace_filter", &format!("!{spaced}:traceoff"), FilterMode::Append).unwrap();
+    assert_eq!(read("set_ftrace_filter"), "#### all functions enabled ####\n");
+}
