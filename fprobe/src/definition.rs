@@ -130,6 +130,13 @@ impl ArgType {
 
     fn parse(text: &str) -> Option<ArgType> {
         let sized = |rest: &str| rest.parse::<u8>().ok().filter(|bits| matches!(bits, 8 | 16 | 32 | 64));
+        // A bitfield's width and offset, read as C reads them (Linux's
+        // simple_strtoul with base 0): `0x` hex, a leading 0 octal.
+        let number = |text: &str| match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+            Some(hex) => u8::from_str_radix(hex, 16).ok(),
+            None if text.len() > 1 && text.starts_with('0') => u8::from_str_radix(&text[1..], 8).ok(),
+            None => text.parse::<u8>().ok(),
+        };
         match text {
             "string" => Some(ArgType::String),
             "symbol" => Some(ArgType::Symbol),
@@ -142,7 +149,7 @@ impl ArgType {
                     // b<width>@<offset>/<container>: the bits must fit.
                     let (width, rest) = rest.split_once('@')?;
                     let (offset, container) = rest.split_once('/')?;
-                    let (width, offset, container) = (width.parse::<u8>().ok()?, offset.parse::<u8>().ok()?, sized(container)?);
+                    let (width, offset, container) = (number(width)?, number(offset)?, sized(container)?);
                     let fits = width > 0 && u16::from(width) + u16::from(offset) <= u16::from(container);
                     fits.then_some(ArgType::Bitfield { width, offset, container })
                 }
@@ -621,6 +628,7 @@ mod tests {
         );
         assert_eq!(bits.extract(0b1101_0110), 0b0101, "bits 2..6");
         assert_eq!(ArgType::Bitfield { width: 64, offset: 0, container: 64 }.extract(u64::MAX), u64::MAX);
+        assert_eq!(define("f:e sym b=$arg1:b0x4@010/32").args[0].ty, ArgType::Bitfield { width: 4, offset: 8, container: 32 });
         assert_eq!(ArgType::Bitfield { width: 1, offset: 63, container: 64 }.extract(1 << 63), 1);
     }
 

@@ -442,7 +442,22 @@ pub fn write_kprobe_events(text: &str, mode: FilterMode) -> Result<(), EventErro
 
 fn write_probe_events(text: &str, mode: FilterMode, syntax: Syntax) -> Result<(), EventError> {
     let mut stale = false;
-    let result = edit_probe_events(&mut EVENTS.lock(), text, mode, syntax, &mut stale);
+    let mut result = Ok(());
+    let mut events = EVENTS.lock();
+    // A command a line, as Linux reads these files (a pipeline can write
+    // several): the first with the write's mode, the others appended; a
+    // refused line stops the write there, the lines before it stay done.
+    for (n, line) in text.split('\n').enumerate() {
+        if n > 0 && line.trim().is_empty() {
+            continue;
+        }
+        let mode = if n == 0 { mode } else { FilterMode::Append };
+        result = edit_probe_events(&mut events, line, mode, syntax, &mut stale);
+        if result.is_err() {
+            break;
+        }
+    }
+    drop(events);
     // Records of a removed event that recorded would have no format left
     // to print them with: the top level's buffers are emptied, live and
     // snapshot, as Linux resets a trace array when an event it enabled
@@ -887,7 +902,8 @@ fn write_format_of(compiled: &Compiled, out: &mut dyn Write) -> fmt::Result {
             ArgType::Signed(bits) => (format!("s{bits}"), 1),
             ArgType::Symbol => ("unsigned long".to_string(), 0),
             ArgType::String => ("__data_loc char[]".to_string(), 0),
-            ArgType::Char => ("char".to_string(), 0),
+            // Linux's char is an alias of u8, and its format says so.
+            ArgType::Char => ("u8".to_string(), 0),
         };
         writeln!(out, "\tfield:{c_type} {};\toffset:{};\tsize:{};\tsigned:{signed};", field.name, field.offset, field.ty.size())?;
     }
@@ -1103,7 +1119,8 @@ fn fetch_word_of(fetch: &Fetch, ty: ArgType, context: &Context) -> Option<u64> {
 
 /// [`record`] for an event with string fetch args (their lengths make the
 /// record's), a filter or triggers (they need the values), a disabled
-/// event with triggers, or while `set_event_pid` is set: everything is
+/// event with triggers, or while `set_event_pid` or
+/// `set_event_notrace_pid` is set: everything is
 /// fetched first. Out of line: its buffers would weigh on the common
 /// case's frame.
 #[inline(never)]

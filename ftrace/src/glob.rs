@@ -176,8 +176,12 @@ pub fn apply_filter<'a>(
             Some(glob) => (true, glob),
             None => (false, word),
         };
+        // A function's exact name is that function, even when it holds a
+        // glob's `*` or `?` (`<*const T as Debug>::fmt`): what
+        // `available_filter_functions` lists selects only itself.
+        let exact = (0..count).any(|i| name_of(i) == glob);
         let mut matched = false;
-        for index in (0..count).filter(|&i| name_match(glob, name_of(i))) {
+        for index in (0..count).filter(|&i| if exact { name_of(i) == glob } else { name_match(glob, name_of(i)) }) {
             matched = true;
             if remove {
                 result.clear(index);
@@ -207,6 +211,16 @@ mod tests {
         assert_eq!(words("<fn(u8) -> u64 as T>::call x"), ["<fn(u8) -> u64 as T>::call", "x"], "-> closes nothing");
         assert_eq!(words("*Vec<* fib\nrun"), ["*Vec<* fib", "run"], "an open bracket reaches the line's end only");
         assert_eq!(words("a>  b"), ["a>", "b"], "never below zero");
+    }
+
+    #[test]
+    fn an_exact_name_selects_only_itself() {
+        let names = ["<*const u8 as Debug>::fmt", "<*const u16 as Debug>::fmt", "kernel::fib"];
+        let apply = |text| apply_filter(&Bitmap::new(3), text, FilterMode::Replace, 3, |i| names[i]).unwrap();
+        let set = apply("<*const u8 as Debug>::fmt");
+        assert_eq!((set.get(0), set.get(1)), (true, false), "the name, not the glob it spells");
+        let set = apply("<*const*");
+        assert_eq!((set.get(0), set.get(1), set.get(2)), (true, true, false), "a glob is still a glob");
     }
 
     #[test]

@@ -658,7 +658,8 @@ fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(),
         });
     }
     if !globs.is_empty() || commands.is_empty() || mode == FilterMode::Replace {
-        array.set_tracer_filter(FilterKind::Filter, &globs.join(" "), mode)?;
+        // One a line: the words are split again, as written.
+        array.set_tracer_filter(FilterKind::Filter, &globs.join("\n"), mode)?;
     }
     for ((remove, glob, command, count), hook) in commands.into_iter().zip(hooks) {
         let done = match remove {

@@ -28,6 +28,8 @@ pub enum FilterError {
     BadCount(&'static str, String),
     /// `grep` without a pattern.
     MissingPattern,
+    /// `grep -E` and `-F` together.
+    ConflictingMatchers,
     /// The pattern could not be compiled.
     Pattern(PatternError),
 }
@@ -38,7 +40,8 @@ impl fmt::Display for FilterError {
             FilterError::Unknown(name) => write!(f, "'{name}' cannot read a pipe (grep, head, tail and wc can)"),
             FilterError::BadOption(command, option) => write!(f, "{command}: unknown option '{option}'"),
             FilterError::BadCount(command, count) => write!(f, "{command}: invalid number of lines: '{count}'"),
-            FilterError::MissingPattern => f.write_str("usage: grep [-vicEF] PATTERN [FILE...]"),
+            FilterError::MissingPattern => f.write_str("usage: grep [-vicEF] PATTERN [FILE]"),
+            FilterError::ConflictingMatchers => f.write_str("grep: conflicting matchers specified"),
             FilterError::Pattern(error) => write!(f, "grep: {error}"),
         }
     }
@@ -52,6 +55,15 @@ pub struct WcCounts {
     pub bytes: bool,
 }
 
+/// Which lines `tail` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TailLines {
+    /// `-n N`: the last N.
+    Last(usize),
+    /// `-n +N`: from line N (counted from 1) on.
+    From(usize),
+}
+
 /// One filter, as parsed.
 #[derive(Clone, Debug)]
 pub enum Filter {
@@ -59,10 +71,11 @@ pub enum Filter {
     Grep { pattern: Pattern, invert: bool, count: bool },
     /// `head [-n N | -N]` (10 lines by default).
     Head(usize),
-    /// `tail [-n N | -N]`.
-    Tail(usize),
-    /// `wc [-l] [-w] [-c]` (all three by default).
-    Wc(WcCounts),
+    /// `tail [-n [+]N | -N]`.
+    Tail(TailLines),
+    /// `wc [-l] [-w] [-c]` (all three by default), and the file it read,
+    /// named after the counts as wc names it.
+    Wc { counts: WcCounts, file: Option<String> },
 }
 
 /// Whether the producer should go on.
@@ -89,13 +102,23 @@ impl Filter {
         let Some((name, args)) = words.split_first() else { return Err(FilterError::Unknown(String::new())) };
         match name.as_str() {
             "grep" => parse_grep(args),
-            "head" | "tail" => {
-                let command = if name == "head" { "head" } else { "tail" };
-                let (lines, rest) = parse_count(command, args)?;
-                Ok((if command == "head" { Filter::Head(lines) } else { Filter::Tail(lines) }, rest))
+            "head" => {
+                let ((_, lines), rest) = parse_count("head", args)?;
+                Ok((Filter::Head(lines), rest))
+            }
+            "tail" => {
+                let ((from, lines), rest) = parse_count("tail", args)?;
+                Ok((Filter::Tail(if from { TailLines::From(lines) } else { TailLines::Last(lines) }), rest))
             }
             "wc" => parse_wc(args),
             other => Err(FilterError::Unknown(other.to_string())),
+        }
+    }
+
+    /// Tells the filter the file it reads (first on a line): `wc` names it.
+    pub fn reads_file(&mut self, name: &str) {
+        if let Filter::Wc { file, .. } = self {
+            *file = Some(name.to_string());
         }
     }
 }
@@ -122,27 +145,50 @@ fn options<'a>(
 }
 
 fn parse_grep(args: &[String]) -> Result<(Filter, &[String]), FilterError> {
-    let (mut invert, mut count, mut fold, mut syntax) = (false, false, false, Syntax::Basic);
+    let (mut invert, mut count, mut fold) = (false, false, false);
+    let mut syntax = None;
+    let mut conflict = false;
     let rest = options("grep", args, |c| {
-        match c {
-            'v' => invert = true,
-            'c' => count = true,
-            'i' => fold = true,
-            'E' => syntax = Syntax::Extended,
-            'F' => syntax = Syntax::Fixed,
-            'G' => syntax = Syntax::Basic,
+        let chosen = match c {
+            'v' | 'c' | 'i' => {
+                match c {
+                    'v' => invert = true,
+                    'c' => count = true,
+                    _ => fold = true,
+                }
+                return true;
+            }
+            'E' => Syntax::Extended,
+            'F' => Syntax::Fixed,
+            'G' => Syntax::Basic,
             _ => return false,
-        }
+        };
+        conflict |= syntax.is_some_and(|earlier| earlier != chosen);
+        syntax = Some(chosen);
         true
     })?;
+    if conflict {
+        return Err(FilterError::ConflictingMatchers);
+    }
+    let syntax = syntax.unwrap_or(Syntax::Basic);
     let Some((text, files)) = rest.split_first() else { return Err(FilterError::MissingPattern) };
     let pattern = Pattern::new(text, syntax, fold).map_err(FilterError::Pattern)?;
     Ok((Filter::Grep { pattern, invert, count }, files))
 }
 
-/// `-n N`, `-nN` or `-N` at the start of `args`.
-fn parse_count<'a>(command: &'static str, args: &'a [String]) -> Result<(usize, &'a [String]), FilterError> {
-    let number = |text: &str| text.parse::<usize>().map_err(|_| FilterError::BadCount(command, text.to_string()));
+/// `-n N`, `-nN` or `-N` at the start of `args`: whether the count had a
+/// `+` (`tail -n +N`: from line N), and the count.
+fn parse_count<'a>(command: &'static str, args: &'a [String]) -> Result<((bool, usize), &'a [String]), FilterError> {
+    let number = |text: &str| {
+        let (from, digits) = match text.strip_prefix('+') {
+            Some(digits) => (true, digits),
+            None => (false, text),
+        };
+        match digits.bytes().all(|b| b.is_ascii_digit()) {
+            true => digits.parse::<usize>().map(|n| (from, n)).map_err(|_| FilterError::BadCount(command, text.to_string())),
+            false => Err(FilterError::BadCount(command, text.to_string())),
+        }
+    };
     match args.first().map(String::as_str) {
         Some("-n") => {
             let text = args.get(1).ok_or_else(|| FilterError::BadCount(command, String::new()))?;
@@ -153,7 +199,7 @@ fn parse_count<'a>(command: &'static str, args: &'a [String]) -> Result<(usize, 
             Ok((number(&word[1..])?, &args[1..]))
         }
         Some(word) if word.starts_with('-') && word.len() > 1 => Err(FilterError::BadOption(command, word.to_string())),
-        _ => Ok((DEFAULT_LINES, args)),
+        _ => Ok(((false, DEFAULT_LINES), args)),
     }
 }
 
@@ -171,15 +217,34 @@ fn parse_wc(args: &[String]) -> Result<(Filter, &[String]), FilterError> {
     if counts == (WcCounts { lines: false, words: false, bytes: false }) {
         counts = WcCounts { lines: true, words: true, bytes: true };
     }
-    Ok((Filter::Wc(counts), rest))
+    Ok((Filter::Wc { counts, file: None }, rest))
 }
 
 /// A filter with its running state.
 enum Stage {
-    Grep { pattern: Pattern, invert: bool, count: Option<u64> },
-    Head { left: usize },
-    Tail { keep: usize, lines: VecDeque<String> },
-    Wc { counts: WcCounts, lines: u64, words: u64, bytes: u64 },
+    Grep {
+        pattern: Pattern,
+        invert: bool,
+        count: Option<u64>,
+    },
+    Head {
+        left: usize,
+    },
+    Tail {
+        keep: usize,
+        lines: VecDeque<String>,
+    },
+    /// `tail -n +N`: lines before `skip` are dropped, the rest pass.
+    TailFrom {
+        skip: usize,
+    },
+    Wc {
+        counts: WcCounts,
+        file: Option<String>,
+        lines: u64,
+        words: u64,
+        bytes: u64,
+    },
 }
 
 impl Stage {
@@ -187,8 +252,9 @@ impl Stage {
         match filter {
             Filter::Grep { pattern, invert, count } => Stage::Grep { pattern, invert, count: count.then_some(0) },
             Filter::Head(lines) => Stage::Head { left: lines },
-            Filter::Tail(lines) => Stage::Tail { keep: lines, lines: VecDeque::new() },
-            Filter::Wc(counts) => Stage::Wc { counts, lines: 0, words: 0, bytes: 0 },
+            Filter::Tail(TailLines::Last(lines)) => Stage::Tail { keep: lines, lines: VecDeque::new() },
+            Filter::Tail(TailLines::From(line)) => Stage::TailFrom { skip: line.saturating_sub(1) },
+            Filter::Wc { counts, file } => Stage::Wc { counts, file, lines: 0, words: 0, bytes: 0 },
         }
     }
 
@@ -217,6 +283,10 @@ impl Stage {
                     lines.push_back(line.to_string());
                 }
             }
+            Stage::TailFrom { skip } => match *skip {
+                0 => next(line),
+                _ => *skip -= 1,
+            },
             Stage::Wc { lines, words, bytes, .. } => {
                 *lines += 1;
                 *words += line.split_whitespace().count() as u64;
@@ -230,7 +300,7 @@ impl Stage {
         match self {
             Stage::Grep { count: Some(count), .. } => next(&count.to_string()),
             Stage::Tail { lines, .. } => lines.drain(..).for_each(|line| next(&line)),
-            Stage::Wc { counts, lines, words, bytes } => {
+            Stage::Wc { counts, file, lines, words, bytes } => {
                 let shown: Vec<u64> = [(counts.lines, *lines), (counts.words, *words), (counts.bytes, *bytes)]
                     .iter()
                     .filter(|(shown, _)| *shown)
@@ -238,10 +308,13 @@ impl Stage {
                     .collect();
                 // As GNU wc prints what it reads from a pipe: one count
                 // bare, several in columns of seven.
-                let text = match shown.as_slice() {
+                let mut text = match shown.as_slice() {
                     [one] => one.to_string(),
                     several => several.iter().map(|value| format!("{value:>7}")).collect::<Vec<_>>().join(" "),
                 };
+                if let Some(file) = file {
+                    text = format!("{text} {file}");
+                }
                 next(&text);
             }
             _ => {}
@@ -352,6 +425,9 @@ mod tests {
         assert_eq!(run("head", &LINES).len(), 5, "ten by default");
         assert_eq!(run("tail -n 2", &LINES), vec!["FIB upper", "last one"]);
         assert_eq!(run("tail -0", &LINES), Vec::<String>::new());
+        assert_eq!(run("tail -n +4", &LINES), vec!["FIB upper", "last one"], "from line 4 on, as GNU tail");
+        assert_eq!(run("tail -n+1", &LINES).len(), 5);
+        assert_eq!(run("tail -n +0", &LINES).len(), 5);
         assert_eq!(run("wc -l", &LINES), vec!["5"]);
         assert_eq!(run("wc", &["a b", "c"]), vec!["      2       3       6"]);
         assert_eq!(run("wc -lw", &["a b", "c"]), vec!["      2       3"]);
@@ -379,6 +455,18 @@ mod tests {
     }
 
     #[test]
+    fn wc_names_the_file_it_read() {
+        let words = words("wc -l trace");
+        let (mut filter, files) = Filter::parse(&words).unwrap();
+        filter.reads_file(&files[0]);
+        let mut pipeline = Pipeline::new(vec![filter]);
+        let mut out = Vec::new();
+        pipeline.push("a", &mut |l| out.push(l.to_string()));
+        pipeline.finish(&mut |l| out.push(l.to_string()));
+        assert_eq!(out, vec!["1 trace"]);
+    }
+
+    #[test]
     fn operands_after_the_filter_are_files() {
         let words = words("grep -v fib trace set_event");
         let (_, files) = Filter::parse(&words).unwrap();
@@ -392,7 +480,10 @@ mod tests {
     #[test]
     fn bad_filters_are_errors() {
         let parse = |line: &str| Filter::parse(&words(line)).map(|_| ()).unwrap_err().to_string();
-        assert_eq!(parse("grep"), "usage: grep [-vicEF] PATTERN [FILE...]");
+        assert_eq!(parse("grep"), "usage: grep [-vicEF] PATTERN [FILE]");
+        assert_eq!(parse("grep -E -F x"), "grep: conflicting matchers specified");
+        assert_eq!(parse("tail -n +x"), "tail: invalid number of lines: '+x'");
+        assert_eq!(parse("head -n -3"), "head: invalid number of lines: '-3'");
         assert_eq!(parse("grep -x fib"), "grep: unknown option '-x'");
         assert_eq!(parse("grep [fib"), "grep: unmatched [ in the pattern");
         assert_eq!(parse("head -n many"), "head: invalid number of lines: 'many'");

@@ -4,12 +4,14 @@
 //! pattern typed at the console can make a match take long.
 //!
 //! What is understood: literal characters, `.`, bracket expressions
-//! (`[abc]`, `[a-z]`, `[^0-9]`), `*` after any of those, `^` at the start
-//! and `$` at the end, and `\` before a character to take it literally.
-//! Extended patterns (`grep -E`) add `+`, `?` and alternatives split by
-//! `|`; basic ones take `\|`, `\+` and `\?` for those, as GNU grep does.
-//! There are no groups and no back-references: a pattern using them is an
-//! error, not a silent mismatch.
+//! (`[abc]`, `[a-z]`, `[^0-9]`, `[[:digit:]]` and the other POSIX
+//! classes), GNU's `\w`, `\W`, `\s`, `\S`, `*` after any of those, `^` at
+//! the start and `$` at the end, and `\` before another character to take
+//! it literally. Extended patterns (`grep -E`) add `+`, `?` and
+//! alternatives split by `|`; basic ones take `\|`, `\+` and `\?` for
+//! those, as GNU grep does. There are no groups, intervals, word
+//! boundaries or back-references: a pattern using them is an error, not a
+//! silent mismatch (as is a range that runs backwards, `[z-a]`).
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -20,6 +22,10 @@ use core::fmt;
 pub enum PatternError {
     /// A `[` without its `]`.
     UnclosedBracket,
+    /// A range whose end is before its start (`[z-a]`).
+    BadRange,
+    /// `[[:name:]]` with an unknown name.
+    BadClass(String),
     /// A `\` as the last character.
     TrailingBackslash,
     /// A construct this matcher does not have (groups, intervals,
@@ -31,6 +37,8 @@ impl fmt::Display for PatternError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PatternError::UnclosedBracket => f.write_str("unmatched [ in the pattern"),
+            PatternError::BadRange => f.write_str("invalid range end in the pattern"),
+            PatternError::BadClass(name) => write!(f, "no character class '{name}'"),
             PatternError::TrailingBackslash => f.write_str("trailing backslash in the pattern"),
             PatternError::Unsupported(what) => write!(f, "{what} are not supported in patterns"),
         }
@@ -217,9 +225,18 @@ fn compile(text: &str, syntax: Syntax) -> Result<Branch, PatternError> {
                 if !extended && matches!(next, '(' | ')' | '{' | '}') {
                     return Err(PatternError::Unsupported("groups and intervals"));
                 }
-                Atom::Char(next)
+                match next {
+                    'b' | 'B' | '<' | '>' => return Err(PatternError::Unsupported("word boundaries")),
+                    'w' | 'W' => Atom::Set { ranges: word_ranges(), negated: next == 'W' },
+                    's' | 'S' => Atom::Set { ranges: class_ranges("space").unwrap_or_default(), negated: next == 'S' },
+                    other => Atom::Char(other),
+                }
             }
-            '(' | ')' | '{' | '}' if extended => return Err(PatternError::Unsupported("groups and intervals")),
+            '(' | ')' if extended => return Err(PatternError::Unsupported("groups and intervals")),
+            // In ERE a `{` starts an interval only where one can be read
+            // (`{2}`, `{1,}`, `{,3}`, `{1,3}`); elsewhere it is literal,
+            // as GNU grep takes `{closure`.
+            '{' if extended && is_interval(&chars[at..]) => return Err(PatternError::Unsupported("groups and intervals")),
             other => Atom::Char(other),
         };
         steps.push(Step { atom, repeat: false, optional: false });
@@ -242,9 +259,21 @@ fn bracket(chars: &[char], mut at: usize) -> Result<(Atom, usize), PatternError>
             return Ok((Atom::Set { ranges, negated }, at + 1));
         }
         first = false;
+        // `[:name:]`: a POSIX class.
+        if c == '[' && chars.get(at + 1) == Some(&':') {
+            let rest: String = chars[at + 2..].iter().collect();
+            let Some(end) = rest.find(":]") else { return Err(PatternError::UnclosedBracket) };
+            let name = &rest[..end];
+            ranges.extend(class_ranges(name).ok_or_else(|| PatternError::BadClass(name.into()))?);
+            at += 2 + name.chars().count() + 2;
+            continue;
+        }
         // `a-z`, unless the `-` is last (`[a-]`).
         match (chars.get(at + 1), chars.get(at + 2)) {
             (Some('-'), Some(&high)) if high != ']' => {
+                if high < c {
+                    return Err(PatternError::BadRange);
+                }
                 ranges.push((c, high));
                 at += 3;
             }
@@ -254,6 +283,40 @@ fn bracket(chars: &[char], mut at: usize) -> Result<(Atom, usize), PatternError>
             }
         }
     }
+}
+
+/// The characters of POSIX class `name` (`[[:name:]]`), as ranges.
+fn class_ranges(name: &str) -> Option<Vec<(char, char)>> {
+    let ranges: &[(char, char)] = match name {
+        "digit" => &[('0', '9')],
+        "xdigit" => &[('0', '9'), ('a', 'f'), ('A', 'F')],
+        "lower" => &[('a', 'z')],
+        "upper" => &[('A', 'Z')],
+        "alpha" => &[('a', 'z'), ('A', 'Z')],
+        "alnum" => &[('a', 'z'), ('A', 'Z'), ('0', '9')],
+        "space" => &[(' ', ' '), ('\t', '\r')],
+        "blank" => &[(' ', ' '), ('\t', '\t')],
+        "punct" => &[('!', '/'), (':', '@'), ('[', '`'), ('{', '~')],
+        "print" => &[(' ', '~')],
+        "graph" => &[('!', '~')],
+        "cntrl" => &[('\0', '\x1f'), ('\x7f', '\x7f')],
+        _ => return None,
+    };
+    Some(ranges.to_vec())
+}
+
+/// GNU's `\w`: letters, digits and `_`.
+fn word_ranges() -> Vec<(char, char)> {
+    alloc::vec![('a', 'z'), ('A', 'Z'), ('0', '9'), ('_', '_')]
+}
+
+/// Whether `rest` (after a `{`) reads as an interval's `N}`, `N,}`, `,M}`
+/// or `N,M}`.
+fn is_interval(rest: &[char]) -> bool {
+    let Some(end) = rest.iter().position(|&c| c == '}') else { return false };
+    let body = &rest[..end];
+    let commas = body.iter().filter(|&&c| c == ',').count();
+    body.iter().any(char::is_ascii_digit) && commas <= 1 && body.iter().all(|&c| c == ',' || c.is_ascii_digit())
 }
 
 /// Whether `branch` matches in `line`: the set of steps reached is carried
@@ -266,7 +329,12 @@ fn branch_matches(branch: &Branch, line: &str, fold: bool) -> bool {
     let mut next = alloc::vec![false; done + 1];
     let add = |states: &mut [bool], mut i: usize| {
         // Reaching a step that may be skipped reaches the one after it too.
+        // A step already reached has had its followers added: each step is
+        // added at most once a character, so a step costs O(pattern).
         loop {
+            if states[i] {
+                return;
+            }
             states[i] = true;
             if i == done || !(steps[i].repeat || steps[i].optional) {
                 return;
@@ -353,6 +421,18 @@ mod tests {
     }
 
     #[test]
+    fn classes_and_braces() {
+        assert!(matches("cpu[[:digit:]]$", Syntax::Basic, "cpu3"));
+        assert!(!matches("^[[:digit:]]", Syntax::Basic, "x3"));
+        assert!(matches("[^[:space:]]x", Syntax::Basic, " ax"));
+        assert!(matches("\\w\\s\\W", Syntax::Basic, "a .."));
+        assert!(!matches("^\\S", Syntax::Basic, " a"));
+        assert!(matches("{closure", Syntax::Extended, "run::{closure#0}"), "a {{ that starts no interval is literal");
+        assert!(matches("{shim:vtable#0}$", Syntax::Extended, "call_once::{shim:vtable#0}"));
+        assert!(matches("{closure", Syntax::Basic, "run::{closure#0}"));
+    }
+
+    #[test]
     fn case_folding() {
         let pattern = Pattern::new("FIB", Syntax::Basic, true).unwrap();
         assert!(pattern.is_match("kernel::workload::fib"));
@@ -367,6 +447,11 @@ mod tests {
         assert!(matches!(Pattern::new("(a)", Syntax::Extended, false), Err(PatternError::Unsupported(_))));
         assert!(matches!(Pattern::new("\\(a\\)", Syntax::Basic, false), Err(PatternError::Unsupported(_))));
         assert!(matches!(Pattern::new("a\\1", Syntax::Basic, false), Err(PatternError::Unsupported(_))));
+        assert!(matches!(Pattern::new("\\<fib\\>", Syntax::Basic, false), Err(PatternError::Unsupported(_))));
+        assert!(matches!(Pattern::new("a{2}", Syntax::Extended, false), Err(PatternError::Unsupported(_))));
+        assert_eq!(Pattern::new("[z-a]", Syntax::Basic, false), Err(PatternError::BadRange));
+        assert_eq!(Pattern::new("[[:digits:]]", Syntax::Basic, false), Err(PatternError::BadClass("digits".into())));
+        assert_eq!(Pattern::new("[[:digit:", Syntax::Basic, false), Err(PatternError::UnclosedBracket));
         assert!(matches("(a)", Syntax::Basic, "(a)"), "bare parentheses are literal in basic");
     }
 

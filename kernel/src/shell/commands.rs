@@ -94,12 +94,12 @@ fn help(invocation: &Invocation) -> Result<(), ShellError> {
     for command in COMMANDS {
         let _ = writeln!(out, "  {:<40} {}", command.usage, command.summary);
     }
-    let _ = writeln!(out, "a command's output can be piped (COMMAND | FILTER | ...), and a filter can read files:");
+    let _ = writeln!(out, "a command's output can be piped (COMMAND | FILTER | ...), and a filter can read a file:");
     for (usage, summary) in [
-        ("grep [-vicEF] PATTERN [FILE...]", "the lines that match (-v: that do not; -c: count them)"),
-        ("head [-n N] [FILE...]", "the first N lines (10)"),
-        ("tail [-n N] [FILE...]", "the last N lines (10)"),
-        ("wc [-lwc] [FILE...]", "count lines, words, bytes"),
+        ("grep [-vicEF] PATTERN [FILE]", "the lines that match (-v: that do not; -c: count them)"),
+        ("head [-n N] [FILE]", "the first N lines (10)"),
+        ("tail [-n [+]N] [FILE]", "the last N lines (10; +N: from line N on)"),
+        ("wc [-lwc] [FILE]", "count lines, words, bytes"),
     ] {
         let _ = writeln!(out, "  {usage:<40} {summary}");
     }
@@ -245,9 +245,10 @@ fn cat(invocation: &Invocation) -> Result<(), ShellError> {
         let read = resolve(file)
             .and_then(|file| tracefs::read(&file, &mut *invocation.out()).map_err(|e| ShellError::Failed(e.to_string())));
         // A filter that has all it needs closed the pipe: stop, as cat
-        // does on Linux, with nothing to report.
+        // does on Linux (the failed write is no error; an earlier file's
+        // still is).
         if invocation.out().is_closed() {
-            return Ok(());
+            break;
         }
         if let Err(error) = read {
             first_error.get_or_insert(error);

@@ -45,7 +45,8 @@ pub struct Invocation<'a> {
 
 impl Invocation<'_> {
     /// Where the command prints: through the line's filters to the
-    /// console. Borrowed per use: hold it no longer than a write.
+    /// console. A command takes it for its writes and gives it back before
+    /// it returns (a second borrow while one is held would panic).
     pub fn out(&self) -> RefMut<'_, Output> {
         self.out.borrow_mut()
     }
@@ -118,10 +119,14 @@ fn run_line(line: &str, output: fn(Pipeline) -> Output) -> Result<Option<String>
     // A filter starting the line reads its FILE operands, as `cat` would
     // print them.
     let (command, args) = if Filter::is_filter(name) {
-        let (filter, files) = Filter::parse(&parsed.words).map_err(|e| failed(&e))?;
-        if files.is_empty() {
-            return Err(ShellError::Failed(format!("{name}: give it FILE... or a pipe (there is no standard input)")));
-        }
+        let (mut filter, files) = Filter::parse(&parsed.words).map_err(|e| failed(&e))?;
+        let [file] = files else {
+            return Err(ShellError::Failed(match files {
+                [] => format!("{name}: give it a FILE or a pipe (there is no standard input)"),
+                _ => format!("{name}: reads one FILE (cat several into a pipe)"),
+            }));
+        };
+        filter.reads_file(file);
         filters.push(filter);
         (commands::find("cat").expect("cat is a command"), files)
     } else {
@@ -144,8 +149,15 @@ fn run_line(line: &str, output: fn(Pipeline) -> Output) -> Result<Option<String>
         return Err(ShellError::Failed(format!("'{}' prints to the console as it goes: it cannot be piped", command.name)));
     }
     // A pipeline's output redirected into a file is written there whole,
-    // as `echo` writes its text.
-    let into_file = parsed.redirect.as_ref();
+    // as `echo` writes its text; the file is found before anything runs.
+    let into_file = match &parsed.redirect {
+        Some(Redirect::Truncate(file)) => Some((resolve(file)?, FilterMode::Replace)),
+        Some(Redirect::Append(file)) => Some((resolve(file)?, FilterMode::Append)),
+        None => None,
+    };
+    if let Some((file, _)) = into_file.as_ref().filter(|(file, _)| !crate::tracefs::exists(file)) {
+        return Err(ShellError::Failed(format!("no such file: {file} (try 'ls')")));
+    }
     let out = RefCell::new(match into_file {
         Some(_) => Output::to_text(Pipeline::new(filters)),
         None => output(Pipeline::new(filters)),
@@ -153,12 +165,8 @@ fn run_line(line: &str, output: fn(Pipeline) -> Output) -> Result<Option<String>
     let result = (command.run)(&Invocation { args, redirect: None, out: &out });
     let text = out.into_inner().finish();
     result?;
-    let Some(redirect) = into_file else { return Ok(text) };
-    let (file, mode) = match redirect {
-        Redirect::Truncate(file) => (file, FilterMode::Replace),
-        Redirect::Append(file) => (file, FilterMode::Append),
-    };
-    crate::tracefs::write(&resolve(file)?, text.as_deref().unwrap_or_default(), mode).map_err(|e| failed(&e))?;
+    let Some((file, mode)) = into_file else { return Ok(text) };
+    crate::tracefs::write(&file, text.as_deref().unwrap_or_default(), mode).map_err(|e| failed(&e))?;
     Ok(None)
 }
 

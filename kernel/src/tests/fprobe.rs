@@ -408,7 +408,7 @@ fn every_fetch_arg_syntax_in_entry_and_exit_events() {
     let trace = trace_text();
     let mut format = String::new();
     tracefs::read("events/tests/probe_entry/format", &mut format).unwrap();
-    for field in ["\tfield:char c;\t", "\tfield:u16 bits;\t", "\tfield:u8 flag;\t", " c='%c' bits=%u flag=%u\""] {
+    for field in ["\tfield:u8 c;\t", "\tfield:u16 bits;\t", "\tfield:u8 flag;\t", " c='%c' bits=%u flag=%u\""] {
         assert!(format.contains(field), "{field:?} not in {format}");
     }
     define("-:tests/probe_entry").unwrap();
