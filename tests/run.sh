@@ -33,7 +33,7 @@ run_host() {
 }
 
 # The in-kernel tests there are (each architecture runs all of them).
-MIN_KERNEL_TESTS=151
+MIN_KERNEL_TESTS=152
 
 run_kernel() {
     local arch=$1 triple log status passed

@@ -12,9 +12,11 @@
 //! `kprobe_events` takes only `p`, `r` and `-` ([`Syntax::Kprobe`]).
 //!
 //! Fetch args: `$argN` (1-based; also at exit), `$retval` (exit only),
-//! `$stackN`, `$stack`, `%REG`, `+|-OFFS(FETCHARG)` (memory at the address),
-//! each optionally `NAME=` before and `:TYPE` after (`u8`..`u64`, `s8`..`s64`,
-//! `x8`..`x64`, `string`, `symbol`; `x64` by default). The group defaults to
+//! `$stackN`, `$stack`, `$comm`, `%REG`, `+|-OFFS(FETCHARG)` (memory at the
+//! address), `@ADDR` and `@SYM[+|-OFFS]` (memory at an address, or at a
+//! static), each optionally `NAME=` before and `:TYPE` after (`u8`..`u64`,
+//! `s8`..`s64`, `x8`..`x64`, `string`, `symbol`, `char`,
+//! `b<width>@<offset>/<size>`; `x64` by default). The group defaults to
 //! `fprobes`, the event to `SYM__entry` / `SYM__exit` (made a valid name);
 //! for kprobes to `kprobes` and `p_SYM_OFFS` / `r_SYM_OFFS`, as Linux.
 //!
@@ -57,6 +59,10 @@ pub enum Source {
     Register(String),
     /// `+OFFS(BASE)`: memory at `BASE + OFFS`.
     Memory { offset: i64, base: Box<Source> },
+    /// `@ADDR`: memory at a kernel address.
+    Address(u64),
+    /// `@SYM[+|-OFFS]`: memory at a static's address plus `OFFS`.
+    Symbol { name: String, offset: i64 },
 }
 
 impl Source {
@@ -466,13 +472,13 @@ fn parse_arg(text: &str, position: usize, exit: bool) -> Result<FetchArg, Defini
         }
         None => (format!("arg{position}"), text),
     };
-    // The type follows the last ':' outside parentheses.
-    let (body, ty) = match rest.rfind(':').filter(|&at| !rest[at..].contains(')')) {
-        Some(at) => {
-            let ty_text = &rest[at + 1..];
+    // The type follows the last single ':' outside parentheses (a `::`
+    // is part of an `@SYM`'s path).
+    let (body, ty) = match ftrace::glob::split_last_colon(rest) {
+        Some((body, ty_text)) => {
             let ty =
                 ArgType::parse(ty_text).ok_or_else(|| DefinitionError::BadArgType { arg: text.into(), ty: ty_text.into() })?;
-            (&rest[..at], Some(ty))
+            (body, Some(ty))
         }
         None => (rest, None),
     };
@@ -486,7 +492,9 @@ fn parse_arg(text: &str, position: usize, exit: bool) -> Result<FetchArg, Defini
     if !exit && uses_retval(&source) {
         return Err(DefinitionError::RetvalAtEntry(text.into()));
     }
-    if ty == ArgType::String && !matches!(source, Source::Memory { .. } | Source::Comm) {
+    if ty == ArgType::String
+        && !matches!(source, Source::Memory { .. } | Source::Address(_) | Source::Symbol { .. } | Source::Comm)
+    {
         return Err(DefinitionError::StringNeedsDereference(text.into()));
     }
     Ok(FetchArg { name, source, ty, text: rest.into() })
@@ -539,7 +547,30 @@ fn parse_source(text: &str, depth: usize) -> Result<Source, &'static str> {
         let base = parse_source(inner, depth + 1)?;
         return Ok(Source::Memory { offset, base: Box::new(base) });
     }
-    Err("expected $argN, $retval, $stackN, $stack, $comm, %REG or +|-OFFS(FETCHARG)")
+    if let Some(place) = text.strip_prefix('@') {
+        return parse_global(place);
+    }
+    Err("expected $argN, $retval, $stackN, $stack, $comm, %REG, @ADDR, @SYM[+|-OFFS] or +|-OFFS(FETCHARG)")
+}
+
+/// What follows the `@` of `@ADDR` (a number, as C reads it) or
+/// `@SYM[+|-OFFS]`.
+fn parse_global(place: &str) -> Result<Source, &'static str> {
+    if place.starts_with(|c: char| c.is_ascii_digit()) {
+        let address = match place.strip_prefix("0x").or_else(|| place.strip_prefix("0X")) {
+            Some(hex) => u64::from_str_radix(hex, 16).ok(),
+            None => place.parse().ok(),
+        };
+        return address.map(Source::Address).ok_or("invalid address after @");
+    }
+    // An offset is the text after the last + or - that parses as one (a
+    // name's own `-` sits in `->`, inside brackets).
+    let split = place.rfind(['+', '-']).and_then(|at| Some((&place[..at], parse_offset(&place[at..])?)));
+    let (name, offset) = split.unwrap_or((place, 0));
+    if name.is_empty() || name.contains(char::is_whitespace) {
+        return Err("expected a symbol after @");
+    }
+    Ok(Source::Symbol { name: name.into(), offset })
 }
 
 /// The largest `N` of `$stackN`: words of a task's stack (as Linux's
@@ -619,6 +650,21 @@ mod tests {
         assert_eq!(sources[5].2, ArgType::String);
         assert_eq!(sources[6].2, ArgType::Symbol);
         assert_eq!(define("f:e s%return r=$arg1 v=$retval:s32").args[1].ty, ArgType::Signed(32));
+        let spec = define("f:e sym g=@kernel::tick::TICKS:u64 h=@COUNT-0x8 a=@0x1000:x32 p=+8(@kernel::X+16):string");
+        let sources: Vec<&Source> = spec.args.iter().map(|a| &a.source).collect();
+        assert_eq!(sources[0], &Source::Symbol { name: "kernel::tick::TICKS".into(), offset: 0 });
+        assert_eq!(spec.args[0].ty, ArgType::Unsigned(64), "the type after the path's last single colon");
+        assert_eq!(sources[1], &Source::Symbol { name: "COUNT".into(), offset: -8 });
+        assert_eq!((sources[2], spec.args[2].ty), (&Source::Address(0x1000), ArgType::Hex(32)));
+        assert_eq!(
+            sources[3],
+            &Source::Memory { offset: 8, base: Box::new(Source::Symbol { name: "kernel::X".into(), offset: 16 }) }
+        );
+        assert_eq!(
+            define("f:e sym s=@NAME:string").args[0].ty,
+            ArgType::String,
+            "a static is memory: a string may be read there"
+        );
         let spec = define("f:e sym c=+0($arg1):char b=$arg2:b4@2/32");
         assert_eq!((spec.args[0].ty, spec.args[0].ty.size()), (ArgType::Char, 1));
         let bits = spec.args[1].ty;
@@ -708,6 +754,9 @@ mod tests {
         assert!(matches!(parse("f:ev sym $arg0"), Err(BadFetchArg { .. })));
         assert!(matches!(parse("f:ev sym $argx"), Err(BadFetchArg { .. })));
         assert!(matches!(parse("f:ev sym $bogus"), Err(BadFetchArg { .. })));
+        for bad in ["@", "@+8", "@0xzz", "@12ab", "@-4"] {
+            assert!(matches!(parse(&format!("f:ev sym x={bad}")), Err(BadFetchArg { .. })), "{bad}");
+        }
         assert!(matches!(parse("f:ev sym +8($arg1"), Err(BadFetchArg { .. })));
         assert!(matches!(parse("f:ev sym +z($arg1)"), Err(BadFetchArg { .. })));
         assert!(matches!(parse("f:ev sym 9"), Err(BadFetchArg { .. })));

@@ -133,6 +133,8 @@ enum Fetch {
         offset: i64,
         base: Box<Fetch>,
     },
+    /// A constant: the address `@ADDR` and `@SYM` read at.
+    Immediate(u64),
 }
 
 /// A fetch arg the fixed-size record path reads with no fetch interpreter:
@@ -316,6 +318,12 @@ fn compile_source(source: &Source, saved: Saved) -> Result<Fetch, EventError> {
             FtraceRegs::query_register_offset_in(saved, name).map_err(|why| EventError::Register { name: name.clone(), why })?,
         ),
         Source::Memory { offset, base } => Fetch::Memory { offset: *offset, base: Box::new(compile_source(base, saved)?) },
+        Source::Address(address) => Fetch::Memory { offset: 0, base: Box::new(Fetch::Immediate(*address)) },
+        Source::Symbol { name, offset } => {
+            let table = ftrace::symbols::table().map_err(|_| EventError::UnknownSymbol(name.clone()))?;
+            let symbol = table.resolve_data(name).map_err(EventError::Name)?;
+            Fetch::Memory { offset: *offset, base: Box::new(Fetch::Immediate(symbol.address as u64)) }
+        }
     })
 }
 
@@ -1006,6 +1014,7 @@ fn fetch_word(fetch: &Fetch, context: &Context) -> Option<u64> {
         Fetch::StackPointer => Some(context.regs.stack_pointer() as u64),
         Fetch::Comm => ftrace::task::try_current().map(|task| task.comm_bytes().as_ptr() as u64),
         Fetch::Register(offset) => context.regs.register_at(*offset),
+        Fetch::Immediate(value) => Some(*value),
         Fetch::Memory { offset, base } => {
             let address = fetch_word(base, context)?.wrapping_add(*offset as u64);
             arch::fault::read_u64_nofault(address as usize)

@@ -117,10 +117,11 @@ pub fn filter_words(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-/// `FUNC:COMMAND` split at its last single `:` outside brackets (a `::`
-/// separates path segments; `{shim:vtable#0}` is part of a name). `None`
-/// if there is none, or either side is empty.
-pub fn split_command(text: &str) -> Option<(&str, &str)> {
+/// `text` split at its last single `:` outside brackets: `FUNC:COMMAND`,
+/// a fetch arg's `FETCHARG:TYPE` (a `::` separates path segments;
+/// `{shim:vtable#0}` is part of a name). `None` if there is none, or
+/// either side is empty.
+pub fn split_last_colon(text: &str) -> Option<(&str, &str)> {
     let bytes = text.as_bytes();
     let mut last = None;
     walk_brackets(text, |i, c, depth| {
@@ -224,16 +225,16 @@ mod tests {
     }
 
     #[test]
-    fn commands_split_at_a_single_colon_outside_brackets() {
-        assert_eq!(split_command("kernel::workload::fib:traceoff"), Some(("kernel::workload::fib", "traceoff")));
-        assert_eq!(split_command("kernel::workload::fib"), None);
-        assert_eq!(split_command("<X as Y>::call::{shim:vtable#0}"), None);
+    fn texts_split_at_a_single_colon_outside_brackets() {
+        assert_eq!(split_last_colon("kernel::workload::fib:traceoff"), Some(("kernel::workload::fib", "traceoff")));
+        assert_eq!(split_last_colon("kernel::workload::fib"), None);
+        assert_eq!(split_last_colon("<X as Y>::call::{shim:vtable#0}"), None);
         assert_eq!(
-            split_command("<X as Y>::call::{shim:vtable#0}:traceon"),
+            split_last_colon("<X as Y>::call::{shim:vtable#0}:traceon"),
             Some(("<X as Y>::call::{shim:vtable#0}", "traceon"))
         );
-        assert_eq!(split_command(":traceon"), None);
-        assert_eq!(split_command("fib:"), None);
+        assert_eq!(split_last_colon(":traceon"), None);
+        assert_eq!(split_last_colon("fib:"), None);
     }
 
     #[test]

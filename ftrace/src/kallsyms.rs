@@ -9,8 +9,11 @@
 //! tool calls [`encode`], the kernel [`Kallsyms::parse`].
 //!
 //! Layout (native endian, 8-byte aligned):
-//! a [`Header`], then `symbol_count` [`Entry`] records sorted by address,
-//! then the names, UTF-8, back to back.
+//! a [`Header`], then `symbol_count` [`Entry`] records of functions sorted
+//! by address, then `data_count` records of data objects (statics, for
+//! probe events' `@SYM` fetch args) sorted by address, then the names,
+//! UTF-8, back to back. Everything but [`Kallsyms::resolve_data`] sees functions
+//! only.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -18,7 +21,7 @@ use core::fmt;
 use core::mem::size_of;
 
 /// `KSYMTAB` and the format version.
-pub const MAGIC: [u8; 8] = *b"KSYMTAB\x01";
+pub const MAGIC: [u8; 8] = *b"KSYMTAB\x02";
 
 /// The section header.
 #[repr(C)]
@@ -33,7 +36,8 @@ pub struct Header {
     /// valid (sorted, each the site of a function in `.text`); the rest of the
     /// table is zero.
     pub site_count: u64,
-    pub reserved: u64,
+    /// Data objects after the functions.
+    pub data_count: u64,
 }
 
 /// One symbol.
@@ -95,7 +99,10 @@ impl fmt::Display for KallsymsError {
 #[derive(Clone, Copy)]
 pub struct Kallsyms<'a> {
     header: Header,
+    /// The functions.
     entries: &'a [Entry],
+    /// The data objects.
+    data: &'a [Entry],
     names: &'a [u8],
 }
 
@@ -115,7 +122,9 @@ impl<'a> Kallsyms<'a> {
         if header.magic != MAGIC {
             return Err(KallsymsError::Missing);
         }
-        let count = usize::try_from(header.symbol_count).map_err(|_| KallsymsError::Truncated)?;
+        let functions = usize::try_from(header.symbol_count).map_err(|_| KallsymsError::Truncated)?;
+        let data = usize::try_from(header.data_count).map_err(|_| KallsymsError::Truncated)?;
+        let count = functions.checked_add(data).ok_or(KallsymsError::Truncated)?;
         let entries_end = count
             .checked_mul(size_of::<Entry>())
             .and_then(|len| len.checked_add(size_of::<Header>()))
@@ -127,13 +136,15 @@ impl<'a> Kallsyms<'a> {
         }
         // SAFETY: `Entry` is plain old data; the range was bounds-checked above
         // and starts at offset 48 of an 8-byte-aligned slice, so it is aligned.
-        let entries = unsafe { core::slice::from_raw_parts(bytes.as_ptr().add(size_of::<Header>()) as *const Entry, count) };
+        let all = unsafe { core::slice::from_raw_parts(bytes.as_ptr().add(size_of::<Header>()) as *const Entry, count) };
+        let (entries, data) = all.split_at(functions);
         let names = &bytes[names_start..names_end];
-        let table = Kallsyms { header, entries, names };
-        if entries.windows(2).any(|pair| pair[0].address > pair[1].address) {
+        let table = Kallsyms { header, entries, data, names };
+        let unsorted = |entries: &[Entry]| entries.windows(2).any(|pair| pair[0].address > pair[1].address);
+        if unsorted(entries) || unsorted(data) {
             return Err(KallsymsError::Unsorted);
         }
-        for entry in entries {
+        for entry in all {
             let end = entry.name_offset as usize + entry.name_len as usize;
             let name = names.get(entry.name_offset as usize..end).ok_or(KallsymsError::Truncated)?;
             core::str::from_utf8(name).map_err(|_| KallsymsError::BadName)?;
@@ -190,14 +201,25 @@ impl<'a> Kallsyms<'a> {
     /// path, or a bare name matching the last path segment of exactly one
     /// function (`fib` for `kernel::workload::fib`), as with C names.
     pub fn resolve(&self, name: &str) -> Result<Symbol<'a>, NameError> {
-        if let Some(symbol) = self.by_name(name) {
+        self.resolve_in(self.entries, name)
+    }
+
+    /// The data object (a static) `name` names, as [`resolve`](Self::resolve)
+    /// finds functions: what a probe event's `@SYM` reads.
+    pub fn resolve_data(&self, name: &str) -> Result<Symbol<'a>, NameError> {
+        self.resolve_in(self.data, name)
+    }
+
+    fn resolve_in(&self, entries: &[Entry], name: &str) -> Result<Symbol<'a>, NameError> {
+        let symbols = || entries.iter().map(|entry| self.symbol(entry));
+        if let Some(symbol) = symbols().find(|symbol| symbol.name == name) {
             return Ok(symbol);
         }
         if name.contains("::") {
             return Err(NameError::Unknown(name.into()));
         }
         let mut found: Vec<Symbol<'a>> = Vec::new();
-        for symbol in self.iter().filter(|symbol| crate::glob::last_segment(symbol.name) == name) {
+        for symbol in symbols().filter(|symbol| crate::glob::last_segment(symbol.name) == name) {
             if !found.iter().any(|seen| seen.name == symbol.name) {
                 found.push(symbol);
             }
@@ -263,23 +285,28 @@ fn write_symbol(out: &mut dyn fmt::Write, symbol: Option<Symbol<'_>>, address: u
     }
 }
 
-/// Builds the section contents for `symbols` (any order; sorted here) with
-/// `site_count` valid sites. Used by the post-link tool.
-pub fn encode(symbols: &[Symbol<'_>], site_count: usize, capacity: usize) -> Result<Vec<u8>, KallsymsError> {
-    let mut sorted: Vec<&Symbol<'_>> = symbols.iter().collect();
-    sorted.sort_by_key(|symbol| (symbol.address, symbol.name));
+/// Builds the section contents for the functions `symbols` and the data
+/// objects `data` (any order; sorted here) with `site_count` valid sites.
+/// Used by the post-link tool.
+pub fn encode(symbols: &[Symbol<'_>], data: &[Symbol<'_>], site_count: usize, capacity: usize) -> Result<Vec<u8>, KallsymsError> {
+    fn sorted_group<'s>(group: &'s [Symbol<'_>]) -> Vec<(usize, usize, &'s str)> {
+        let mut sorted: Vec<(usize, usize, &str)> = group.iter().map(|s| (s.address, s.size, s.name)).collect();
+        sorted.sort_by_key(|&(address, _, name)| (address, name));
+        sorted
+    }
+    let sorted: Vec<(usize, usize, &str)> = sorted_group(symbols).into_iter().chain(sorted_group(data)).collect();
     let names_offset = size_of::<Header>() + sorted.len() * size_of::<Entry>();
     let mut names = Vec::new();
     let mut entries = Vec::with_capacity(sorted.len());
-    for symbol in &sorted {
+    for &(address, size, name) in &sorted {
         entries.push(Entry {
-            address: symbol.address as u64,
-            size: symbol.size as u32,
+            address: address as u64,
+            size: size as u32,
             name_offset: names.len() as u32,
-            name_len: symbol.name.len() as u32,
+            name_len: name.len() as u32,
             reserved: 0,
         });
-        names.extend_from_slice(symbol.name.as_bytes());
+        names.extend_from_slice(name.as_bytes());
     }
     let needed = names_offset + names.len();
     if needed > capacity {
@@ -287,11 +314,11 @@ pub fn encode(symbols: &[Symbol<'_>], site_count: usize, capacity: usize) -> Res
     }
     let header = Header {
         magic: MAGIC,
-        symbol_count: entries.len() as u64,
+        symbol_count: symbols.len() as u64,
         names_offset: names_offset as u64,
         names_len: names.len() as u64,
         site_count: site_count as u64,
-        reserved: 0,
+        data_count: data.len() as u64,
     };
     let mut out = Vec::with_capacity(needed);
     out.extend_from_slice(as_bytes(&header));
@@ -336,7 +363,7 @@ mod tests {
 
     #[test]
     fn round_trip_and_lookup() {
-        let bytes = encode(&sample(), 2, 4096).unwrap();
+        let bytes = encode(&sample(), &[], 2, 4096).unwrap();
         let words = aligned(&bytes);
         let table = Kallsyms::parse(as_slice(&words, bytes.len())).unwrap();
         assert_eq!(table.len(), 3);
@@ -365,7 +392,7 @@ mod tests {
     fn bare_names_resolve_to_one_function_or_list_the_candidates() {
         let mut symbols = sample().to_vec();
         symbols.push(Symbol { name: "kernel::shell::run", address: 0x3000, size: 0x10 });
-        let bytes = encode(&symbols, 0, 4096).unwrap();
+        let bytes = encode(&symbols, &[], 0, 4096).unwrap();
         let words = aligned(&bytes);
         let table = Kallsyms::parse(as_slice(&words, bytes.len())).unwrap();
         assert_eq!(table.resolve("fib").unwrap().name, "kernel::workload::fib");
@@ -380,16 +407,35 @@ mod tests {
     }
 
     #[test]
+    fn data_objects_are_found_by_name_only_through_resolve_data() {
+        let data = [
+            Symbol { name: "kernel::tick::TICKS", address: 0x9000, size: 8 },
+            Symbol { name: "arch::time::TICKS", address: 0x8000, size: 8 },
+            Symbol { name: "kernel::COUNT", address: 0x8800, size: 4 },
+        ];
+        let bytes = encode(&sample(), &data, 0, 4096).unwrap();
+        let words = aligned(&bytes);
+        let table = Kallsyms::parse(as_slice(&words, bytes.len())).unwrap();
+        assert_eq!(table.len(), 3, "functions only");
+        assert_eq!(table.lookup(0x8000), None, "a data address is no function");
+        assert_eq!(table.resolve("COUNT"), Err(NameError::Unknown("COUNT".into())));
+        assert_eq!(table.resolve_data("COUNT").unwrap().address, 0x8800);
+        assert_eq!(table.resolve_data("arch::time::TICKS").unwrap().address, 0x8000);
+        assert!(matches!(table.resolve_data("TICKS"), Err(NameError::Ambiguous { .. })));
+        assert_eq!(table.resolve_data("fib"), Err(NameError::Unknown("fib".into())), "a function is no data");
+    }
+
+    #[test]
     fn missing_unsorted_and_too_large_are_errors() {
         let zeros = [0u64; 16];
         assert_eq!(Kallsyms::parse(as_slice(&zeros, 128)).err(), Some(KallsymsError::Missing));
-        let bytes = encode(&sample(), 0, 4096).unwrap();
+        let bytes = encode(&sample(), &[], 0, 4096).unwrap();
         let mut words = aligned(&bytes);
         // Swap the first two entries' addresses: no longer sorted.
         let entry0 = size_of::<Header>() / 8;
         let entry1 = entry0 + size_of::<Entry>() / 8;
         words.swap(entry0, entry1);
         assert_eq!(Kallsyms::parse(as_slice(&words, bytes.len())).err(), Some(KallsymsError::Unsorted));
-        assert!(matches!(encode(&sample(), 0, 64), Err(KallsymsError::TooLarge { .. })));
+        assert!(matches!(encode(&sample(), &[], 0, 64), Err(KallsymsError::TooLarge { .. })));
     }
 }

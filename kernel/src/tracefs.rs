@@ -682,7 +682,7 @@ fn parse_command(word: &str) -> Option<Result<(bool, &str, ftrace::func_probe::C
         Some(rest) => (true, rest),
         None => (false, word),
     };
-    let split = ftrace::glob::split_command;
+    let split = ftrace::glob::split_last_colon;
     let (head, last) = split(word)?;
     let (head, name, count) = match last.parse::<u64>() {
         Ok(count) => {

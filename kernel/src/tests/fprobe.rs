@@ -657,3 +657,33 @@ fn removing_an_event_that_recorded_empties_the_buffers_as_linux_does() {
     }
     tracefs::write("snapshot", "0", FilterMode::Replace).unwrap();
 }
+
+/// A static a probe event reads through `@SYM` (its value is known).
+static PROBED_STATIC: AtomicU64 = AtomicU64::new(0x1122_3344_5566_7788);
+
+#[ktest]
+fn at_sym_and_at_addr_read_statics_as_linux_does() {
+    let address = &PROBED_STATIC as *const AtomicU64 as usize;
+    define(&alloc::format!(
+        "p:kprobes/statics kernel::workload::fib v=@kernel::tests::fprobe::PROBED_STATIC:x64 \
+         hi=@PROBED_STATIC+4:x32 lo=@{address:#x}:x16"
+    ))
+    .unwrap();
+    assert!(dynamic_events().contains(" v=@kernel::tests::fprobe::PROBED_STATIC:x64 hi=@PROBED_STATIC+4:x32 lo=@0x"));
+    tracefs::write("events/kprobes/statics/enable", "1", FilterMode::Replace).unwrap();
+    assert_eq!(crate::workload::fib(1), 1);
+    PROBED_STATIC.store(7, Ordering::Relaxed);
+    assert_eq!(crate::workload::fib(1), 1);
+    tracefs::write("events/kprobes/statics/enable", "0", FilterMode::Replace).unwrap();
+    let trace = trace_text();
+    define("-:statics").unwrap();
+    let lines: Vec<&str> = trace.lines().filter(|line| line.contains(" statics: ")).collect();
+    assert_eq!(lines.len(), 2, "{trace}");
+    assert!(lines[0].ends_with(" v=0x1122334455667788 hi=0x11223344 lo=0x7788"), "{}", lines[0]);
+    assert!(lines[1].ends_with(" v=0x7 hi=0x0 lo=0x7"), "the value when the probe hit: {}", lines[1]);
+    tracefs::write("trace", "", FilterMode::Replace).unwrap();
+    // A function is no static; an unknown name is refused by name.
+    let refused = define("p:kprobes/bad kernel::workload::fib v=@kernel::workload::fib");
+    assert!(refused.is_err_and(|error| error.to_string().contains("unknown symbol 'kernel::workload::fib'")));
+    assert_eq!(dynamic_events(), "");
+}

@@ -52,14 +52,20 @@ fn process(image: &mut [u8]) -> Result<Report, String> {
     let sites = section(&elf, "__patchable_function_entries")?.clone();
     let table = section(&elf, ".kernel_symbols")?.clone();
 
-    // Functions in .text, one name per address (the first in symbol order).
+    // Functions in .text, one name per address (the first in symbol order),
+    // and data objects (statics, with a size) outside it, for `@SYM`.
     let mut functions: BTreeMap<u64, (u64, String)> = BTreeMap::new();
+    let mut data: BTreeMap<u64, (u64, String)> = BTreeMap::new();
     for symbol in elf.syms.iter() {
-        if symbol.st_type() != sym::STT_FUNC || symbol.st_size == 0 || !text_range.contains(&symbol.st_value) {
+        let Some(raw) = elf.strtab.get_at(symbol.st_name) else { continue };
+        if symbol.st_size == 0 {
             continue;
         }
-        let Some(raw) = elf.strtab.get_at(symbol.st_name) else { continue };
-        functions.entry(symbol.st_value).or_insert((symbol.st_size, demangle(raw)));
+        if symbol.st_type() == sym::STT_FUNC && text_range.contains(&symbol.st_value) {
+            functions.entry(symbol.st_value).or_insert((symbol.st_size, demangle(raw)));
+        } else if symbol.st_type() == sym::STT_OBJECT && !text_range.contains(&symbol.st_value) {
+            data.entry(symbol.st_value).or_insert((symbol.st_size, demangle(raw)));
+        }
     }
 
     let offset = sites.sh_offset as usize;
@@ -73,7 +79,7 @@ fn process(image: &mut [u8]) -> Result<Report, String> {
     }
     let sites = table_entries.iter().filter(|&&entry| entry != 0).count();
 
-    let bytes = symbol_table(&functions, sites, table.sh_size as usize)?;
+    let bytes = symbol_table(&functions, &data, sites, table.sh_size as usize)?;
     let start = table.sh_offset as usize;
     image[start..start + bytes.len()].copy_from_slice(&bytes);
     image[start + bytes.len()..start + table.sh_size as usize].fill(0);
@@ -110,13 +116,17 @@ fn sort_sites(entries: &[u64], is_site: impl Fn(u64) -> bool) -> (Vec<u64>, usiz
 }
 
 /// The `.kernel_symbols` contents (`ftrace::kallsyms` format) for
-/// `functions` (address -> (size, name)) and the number of sites.
-fn symbol_table(functions: &BTreeMap<u64, (u64, String)>, sites: usize, capacity: usize) -> Result<Vec<u8>, String> {
-    let symbols: Vec<Symbol> = functions
-        .iter()
-        .map(|(&address, (size, name))| Symbol { name, address: address as usize, size: *size as usize })
-        .collect();
-    kallsyms::encode(&symbols, sites, capacity).map_err(|e| e.to_string())
+/// `functions` and `data` (address -> (size, name)) and the number of sites.
+fn symbol_table(
+    functions: &BTreeMap<u64, (u64, String)>,
+    data: &BTreeMap<u64, (u64, String)>,
+    sites: usize,
+    capacity: usize,
+) -> Result<Vec<u8>, String> {
+    fn symbols(map: &BTreeMap<u64, (u64, String)>) -> Vec<Symbol<'_>> {
+        map.iter().map(|(&address, (size, name))| Symbol { name, address: address as usize, size: *size as usize }).collect()
+    }
+    kallsyms::encode(&symbols(functions), &symbols(data), sites, capacity).map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {
@@ -194,7 +204,7 @@ mod tests {
         functions.insert(0x4000_1000u64, (0x40u64, "kernel::workload::fib".to_string()));
         functions.insert(0x4000_0800, (0x20, "kernel::main".to_string()));
         functions.insert(0x4000_2000, (0x10, "core::ptr::drop_in_place<alloc::string::String>".to_string()));
-        let bytes = symbol_table(&functions, 2, 4096).unwrap();
+        let bytes = symbol_table(&functions, &BTreeMap::new(), 2, 4096).unwrap();
         let table = Kallsyms::parse(&bytes).unwrap();
         assert_eq!((table.len(), table.site_count()), (3, 2));
         let names: Vec<&str> = table.iter().map(|symbol| symbol.name).collect();
@@ -207,7 +217,7 @@ mod tests {
         assert_eq!((fib.address, fib.size), (0x4000_1000, 0x40));
         assert_eq!(table.lookup(0x4000_1020).map(|symbol| symbol.name), Some("kernel::workload::fib"));
         assert_eq!(table.lookup(0x4000_1040), None, "past the function's end");
-        assert!(symbol_table(&functions, 2, 16).is_err(), "a table that does not fit is refused");
+        assert!(symbol_table(&functions, &BTreeMap::new(), 2, 16).is_err(), "a table that does not fit is refused");
     }
 
     #[test]
