@@ -137,12 +137,8 @@ impl ArgType {
     fn parse(text: &str) -> Option<ArgType> {
         let sized = |rest: &str| rest.parse::<u8>().ok().filter(|bits| matches!(bits, 8 | 16 | 32 | 64));
         // A bitfield's width and offset, read as C reads them (Linux's
-        // simple_strtoul with base 0): `0x` hex, a leading 0 octal.
-        let number = |text: &str| match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
-            Some(hex) => u8::from_str_radix(hex, 16).ok(),
-            None if text.len() > 1 && text.starts_with('0') => u8::from_str_radix(&text[1..], 8).ok(),
-            None => text.parse::<u8>().ok(),
-        };
+        // simple_strtoul with base 0).
+        let number = |text: &str| c_number(text).and_then(|n| u8::try_from(n).ok());
         match text {
             "string" => Some(ArgType::String),
             "symbol" => Some(ArgType::Symbol),
@@ -557,17 +553,13 @@ fn parse_source(text: &str, depth: usize) -> Result<Source, &'static str> {
 /// `@SYM[+|-OFFS]`.
 fn parse_global(place: &str) -> Result<Source, &'static str> {
     if place.starts_with(|c: char| c.is_ascii_digit()) {
-        let address = match place.strip_prefix("0x").or_else(|| place.strip_prefix("0X")) {
-            Some(hex) => u64::from_str_radix(hex, 16).ok(),
-            None => place.parse().ok(),
-        };
-        return address.map(Source::Address).ok_or("invalid address after @");
+        return c_number(place).map(Source::Address).ok_or("invalid address after @");
     }
     // An offset is the text after the last + or - that parses as one (a
     // name's own `-` sits in `->`, inside brackets).
     let split = place.rfind(['+', '-']).and_then(|at| Some((&place[..at], parse_offset(&place[at..])?)));
     let (name, offset) = split.unwrap_or((place, 0));
-    if name.is_empty() || name.contains(char::is_whitespace) {
+    if name.is_empty() {
         return Err("expected a symbol after @");
     }
     Ok(Source::Symbol { name: name.into(), offset })
@@ -590,12 +582,23 @@ fn parse_offset(text: &str) -> Option<i64> {
         ("-", digits) => (-1, digits),
         _ => return None,
     };
-    let value = match digits.strip_prefix("0x") {
-        Some(hex) if hex.bytes().all(|b| b.is_ascii_hexdigit()) => i64::from_str_radix(hex, 16).ok()?,
-        None if digits.bytes().all(|b| b.is_ascii_digit()) => digits.parse::<i64>().ok()?,
-        _ => return None,
-    };
+    let value = i64::try_from(c_number(digits)?).ok()?;
     Some(sign * value)
+}
+
+/// An unsigned number as C (and Linux's `kstrtoul` with base 0) reads it:
+/// `0x` (or `0X`) hex, a leading `0` octal, else decimal; digits only, no
+/// sign.
+fn c_number(text: &str) -> Option<u64> {
+    let (digits, radix) = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => (hex, 16),
+        None if text.len() > 1 && text.starts_with('0') => (&text[1..], 8),
+        None => (text, 10),
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    u64::from_str_radix(digits, radix).ok()
 }
 
 #[cfg(test)]
@@ -675,6 +678,11 @@ mod tests {
         assert_eq!(bits.extract(0b1101_0110), 0b0101, "bits 2..6");
         assert_eq!(ArgType::Bitfield { width: 64, offset: 0, container: 64 }.extract(u64::MAX), u64::MAX);
         assert_eq!(define("f:e sym b=$arg1:b0x4@010/32").args[0].ty, ArgType::Bitfield { width: 4, offset: 8, container: 32 });
+        let spec = define("f:e sym a=@0100 b=@X+010 c=+0X10($arg1)");
+        let sources: Vec<&Source> = spec.args.iter().map(|a| &a.source).collect();
+        assert_eq!(sources[0], &Source::Address(0o100), "numbers are read as C reads them");
+        assert_eq!(sources[1], &Source::Symbol { name: "X".into(), offset: 8 });
+        assert_eq!(sources[2], &Source::Memory { offset: 16, base: Box::new(Source::Arg(1)) });
         assert_eq!(ArgType::Bitfield { width: 1, offset: 63, container: 64 }.extract(1 << 63), 1);
     }
 
@@ -754,7 +762,8 @@ mod tests {
         assert!(matches!(parse("f:ev sym $arg0"), Err(BadFetchArg { .. })));
         assert!(matches!(parse("f:ev sym $argx"), Err(BadFetchArg { .. })));
         assert!(matches!(parse("f:ev sym $bogus"), Err(BadFetchArg { .. })));
-        for bad in ["@", "@+8", "@0xzz", "@12ab", "@-4"] {
+        assert!(matches!(parse("f:ev sym x=$arg1:b+4@0/8"), Err(BadArgType { .. })), "no sign, as C's digits");
+        for bad in ["@", "@+8", "@0xzz", "@12ab", "@-4", "@0x+10", "@09"] {
             assert!(matches!(parse(&format!("f:ev sym x={bad}")), Err(BadFetchArg { .. })), "{bad}");
         }
         assert!(matches!(parse("f:ev sym +8($arg1"), Err(BadFetchArg { .. })));

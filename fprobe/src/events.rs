@@ -436,8 +436,10 @@ fn full_name(group: &str, event: &str) -> String {
     format!("{group}/{event}")
 }
 
-/// A write to `dynamic_events`: `>` replaces every event (refused while any
-/// is enabled), `>>` adds or removes one.
+/// One command (a line) written to `dynamic_events`: `>` replaces every
+/// event (refused while any is enabled), `>>` adds or removes one. (A
+/// write of several lines is several commands: tracefs hands them over
+/// one by one, as Linux parses the file.)
 pub fn write_dynamic_events(text: &str, mode: FilterMode) -> Result<(), EventError> {
     write_probe_events(text, mode, Syntax::Dynamic)
 }
@@ -450,22 +452,7 @@ pub fn write_kprobe_events(text: &str, mode: FilterMode) -> Result<(), EventErro
 
 fn write_probe_events(text: &str, mode: FilterMode, syntax: Syntax) -> Result<(), EventError> {
     let mut stale = false;
-    let mut result = Ok(());
-    let mut events = EVENTS.lock();
-    // A command a line, as Linux reads these files (a pipeline can write
-    // several): the first with the write's mode, the others appended; a
-    // refused line stops the write there, the lines before it stay done.
-    for (n, line) in text.split('\n').enumerate() {
-        if n > 0 && line.trim().is_empty() {
-            continue;
-        }
-        let mode = if n == 0 { mode } else { FilterMode::Append };
-        result = edit_probe_events(&mut events, line, mode, syntax, &mut stale);
-        if result.is_err() {
-            break;
-        }
-    }
-    drop(events);
+    let result = edit_probe_events(&mut EVENTS.lock(), text, mode, syntax, &mut stale);
     // Records of a removed event that recorded would have no format left
     // to print them with: the top level's buffers are emptied, live and
     // snapshot, as Linux resets a trace array when an event it enabled

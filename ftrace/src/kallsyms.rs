@@ -1,5 +1,5 @@
 //! The kernel symbol table: addresses, sizes and demangled names of every
-//! function in the image.
+//! function in the image, and of its data objects (statics).
 //!
 //! The kernel is linked once. Afterwards the host tool `tools/ksyms` reads the
 //! ELF symbol table and writes this table into the `.kernel_symbols` section
@@ -157,7 +157,7 @@ impl<'a> Kallsyms<'a> {
         self.header.site_count as usize
     }
 
-    /// The number of symbols.
+    /// The number of functions.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
@@ -201,16 +201,18 @@ impl<'a> Kallsyms<'a> {
     /// path, or a bare name matching the last path segment of exactly one
     /// function (`fib` for `kernel::workload::fib`), as with C names.
     pub fn resolve(&self, name: &str) -> Result<Symbol<'a>, NameError> {
-        self.resolve_in(self.entries, name)
+        self.resolve_in(self.entries, name, "functions")
     }
 
     /// The data object (a static) `name` names, as [`resolve`](Self::resolve)
     /// finds functions: what a probe event's `@SYM` reads.
     pub fn resolve_data(&self, name: &str) -> Result<Symbol<'a>, NameError> {
-        self.resolve_in(self.data, name)
+        self.resolve_in(self.data, name, "statics")
     }
 
-    fn resolve_in(&self, entries: &[Entry], name: &str) -> Result<Symbol<'a>, NameError> {
+    /// `name` among `entries`, whose kind (in the plural) an ambiguous
+    /// name's error names.
+    fn resolve_in(&self, entries: &[Entry], name: &str, kind: &'static str) -> Result<Symbol<'a>, NameError> {
         let symbols = || entries.iter().map(|entry| self.symbol(entry));
         if let Some(symbol) = symbols().find(|symbol| symbol.name == name) {
             return Ok(symbol);
@@ -227,7 +229,7 @@ impl<'a> Kallsyms<'a> {
         match found.len() {
             0 => Err(NameError::Unknown(name.into())),
             1 => Ok(found[0]),
-            _ => Err(NameError::Ambiguous { name: name.into(), matches: found.iter().map(|s| s.name.into()).collect() }),
+            _ => Err(NameError::Ambiguous { name: name.into(), kind, matches: found.iter().map(|s| s.name.into()).collect() }),
         }
     }
 
@@ -237,21 +239,23 @@ impl<'a> Kallsyms<'a> {
     }
 }
 
-/// Why [`Kallsyms::resolve`] found no one function.
+/// Why [`Kallsyms::resolve`] (or [`resolve_data`](Kallsyms::resolve_data))
+/// found no one symbol.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NameError {
-    /// No function has that name or last path segment.
+    /// No symbol of the kind has that name or last path segment.
     Unknown(String),
-    /// A bare name that ends several paths: these.
-    Ambiguous { name: String, matches: Vec<String> },
+    /// A bare name that ends several paths: these, of `kind` (`functions`,
+    /// `statics`).
+    Ambiguous { name: String, kind: &'static str, matches: Vec<String> },
 }
 
 impl fmt::Display for NameError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             NameError::Unknown(name) => write!(f, "unknown symbol '{name}'"),
-            NameError::Ambiguous { name, matches } => {
-                write!(f, "'{name}' matches {} functions, give the whole path:", matches.len())?;
+            NameError::Ambiguous { name, kind, matches } => {
+                write!(f, "'{name}' matches {} {kind}, give the whole path:", matches.len())?;
                 const SHOWN: usize = 8;
                 for found in matches.iter().take(SHOWN) {
                     write!(f, " {found}")?;

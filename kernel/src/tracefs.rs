@@ -513,7 +513,26 @@ pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
 
 /// `echo TEXT > NAME` (`Replace`) or `echo TEXT >> NAME` (`Append`). A
 /// refused probe definition or event filter is also kept in `error_log`.
+///
+/// The probe-event files take a command a line, as Linux parses them (a
+/// pipeline can write several): the first line with the write's mode, the
+/// others appended; a refused line stops the write there (the lines before
+/// it stay done) and is logged alone.
 pub fn write(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    if matches!(name, "dynamic_events" | "kprobe_events") && text.trim_end().contains('\n') {
+        for (n, line) in text.split('\n').enumerate() {
+            if n > 0 && line.trim().is_empty() {
+                continue;
+            }
+            write_logged(name, line, if n == 0 { mode } else { FilterMode::Append })?;
+        }
+        return Ok(());
+    }
+    write_logged(name, text, mode)
+}
+
+/// One write, its refusal kept in `error_log`.
+fn write_logged(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
     let result = write_file(name, text, mode);
     if let Err(TracefsError::Invalid(message)) = &result {
         if let Some(location) = crate::error_log::location(name, text, message) {

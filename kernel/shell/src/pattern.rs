@@ -153,6 +153,18 @@ fn split_alternatives(text: &str, syntax: Syntax) -> Vec<String> {
                     current.extend(chars.next());
                 }
             }
+            // A POSIX class's `]` does not close the bracket.
+            '[' if in_bracket && chars.peek() == Some(&':') => {
+                current.push(c);
+                let mut previous = ' ';
+                for inner in chars.by_ref() {
+                    current.push(inner);
+                    if previous == ':' && inner == ']' {
+                        break;
+                    }
+                    previous = inner;
+                }
+            }
             ']' if in_bracket => {
                 in_bracket = false;
                 current.push(c);
@@ -430,6 +442,8 @@ mod tests {
         assert!(matches("{closure", Syntax::Extended, "run::{closure#0}"), "a {{ that starts no interval is literal");
         assert!(matches("{shim:vtable#0}$", Syntax::Extended, "call_once::{shim:vtable#0}"));
         assert!(matches("{closure", Syntax::Basic, "run::{closure#0}"));
+        assert!(matches("[[:digit:][]|x", Syntax::Extended, "x"), "a class's ] closes no bracket");
+        assert!(matches("[[:space:]|]", Syntax::Extended, "a|b"));
     }
 
     #[test]

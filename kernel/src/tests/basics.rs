@@ -219,6 +219,26 @@ fn output_pipes_through_grep_head_tail_and_wc_as_on_linux() {
     run("cat dynamic_events | grep pipe > dynamic_events");
     assert_eq!(run("cat dynamic_events"), defined, "both defined again");
     run("echo > dynamic_events");
+    // A refused line stops the write, the lines before it done, and is
+    // logged alone, under its own parser's name.
+    let refused = crate::tracefs::write(
+        "dynamic_events",
+        "f:first kernel::workload::fib\np:kprobes/second nosuch\n",
+        ftrace::FilterMode::Append,
+    );
+    assert!(refused.is_err());
+    assert_eq!(run("cat dynamic_events"), "f:fprobes/first kernel::workload::fib\n");
+    let log = run("cat error_log");
+    let last: alloc::vec::Vec<&str> = log.lines().rev().take(3).collect();
+    assert!(last[2].ends_with("trace_kprobe: error: unknown symbol 'nosuch'"), "{log}");
+    assert_eq!(last[1], "  Command: p:kprobes/second nosuch", "{log}");
+    run("echo > dynamic_events");
+    // A missing target is found before the pipeline runs: the consuming
+    // read takes nothing.
+    run("echo kept > trace_marker");
+    assert!(matches!(shell::execute_to_text("cat trace_pipe | head -1 > nosuch"), Err(ShellError::Failed(_))));
+    assert_eq!(run("cat trace | grep -c tracing_mark_write"), "1\n");
+    run("echo > trace");
     // Bad pipelines are refused, and change nothing.
     for bad in [
         "cat trace |",
@@ -231,7 +251,6 @@ fn output_pipes_through_grep_head_tail_and_wc_as_on_linux() {
         "cat trace | grep fib trace",
         "bench | wc -l",
         "grep fib trace README",
-        "cat trace | head -1 > nosuch",
     ] {
         assert!(matches!(shell::execute(bad), Err(ShellError::Failed(_))), "{bad} is refused");
     }

@@ -6,7 +6,8 @@
 //!    scripts/sorttable sorts `__mcount_loc`: valid entries first,
 //!    ascending, then zeros.
 //! 2. Writes the kernel symbol table (address, size, demangled Rust path
-//!    without the hash, such as `kernel::workload::fs::lookup`) into the
+//!    without the hash, such as `kernel::workload::fs::lookup`, of every
+//!    function, then of every static a probe event's `@SYM` can read) into the
 //!    `.kernel_symbols` section the linker script reserves, in the format of
 //!    `ftrace::kallsyms`.
 //!
