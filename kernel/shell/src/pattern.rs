@@ -1,7 +1,11 @@
-//! The patterns `grep` matches: a small regular-expression subset, matched
-//! in time proportional to the line times the pattern (a set of positions
-//! is stepped through the line, as Thompson's construction does), so no
-//! pattern typed at the console can make a match take long.
+//! The patterns `grep` matches: POSIX regular expressions, basic and
+//! extended, without intervals, word boundaries and back-references. A
+//! pattern is parsed into a tree (`Node`), compiled into a Thompson NFA
+//! (`State`s), and matched by stepping the set of states reached through
+//! the line, one character at a time: time proportional to the line times
+//! the pattern, so no pattern typed at the console can make a match take
+//! long. Group nesting is bounded, so parsing and compiling recurse only
+//! so deep.
 //!
 //! What is understood: literal characters, `.`, bracket expressions
 //! (`[abc]`, `[a-z]`, `[^0-9]`, `[[:digit:]]` and the other POSIX
@@ -13,6 +17,7 @@
 //! boundaries or back-references: a pattern using them is an error, not a
 //! silent mismatch (as is a range that runs backwards, `[z-a]`).
 
+use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
@@ -28,10 +33,17 @@ pub enum PatternError {
     BadClass(String),
     /// A `\` as the last character.
     TrailingBackslash,
-    /// A construct this matcher does not have (groups, intervals,
-    /// back-references).
+    /// A construct this matcher does not have (intervals, word
+    /// boundaries, back-references).
     Unsupported(&'static str),
+    /// A group not closed, or a `\)` that closes none.
+    UnmatchedGroup,
+    /// Groups inside groups past [`MAX_NESTING`].
+    TooDeep,
 }
+
+/// The deepest group nesting a pattern may have.
+pub const MAX_NESTING: usize = 16;
 
 impl fmt::Display for PatternError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -41,6 +53,8 @@ impl fmt::Display for PatternError {
             PatternError::BadClass(name) => write!(f, "no character class '{name}'"),
             PatternError::TrailingBackslash => f.write_str("trailing backslash in the pattern"),
             PatternError::Unsupported(what) => write!(f, "{what} are not supported in patterns"),
+            PatternError::UnmatchedGroup => f.write_str("unmatched ( or ) in the pattern"),
+            PatternError::TooDeep => write!(f, "groups nested deeper than {MAX_NESTING} in the pattern"),
         }
     }
 }
@@ -80,180 +94,318 @@ impl Atom {
     }
 }
 
-/// An atom and how often it may repeat: once, or any number of times
-/// (`*`; `a+` is kept as `a` then `a*`, `a?` as an optional `a`).
+/// A parsed pattern.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Step {
-    atom: Atom,
-    repeat: bool,
-    optional: bool,
+enum Node {
+    /// Matches the empty string (an empty pattern or branch).
+    Empty,
+    Atom(Atom),
+    /// `^`: the line's start.
+    Start,
+    /// `$`: the line's end.
+    End,
+    Concat(Vec<Node>),
+    Alternatives(Vec<Node>),
+    /// `*`.
+    Star(Box<Node>),
+    /// `+`.
+    Plus(Box<Node>),
+    /// `?`.
+    Optional(Box<Node>),
 }
 
-/// One alternative: its steps and anchors.
+/// One NFA state: what it needs to go on, and where it goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Branch {
-    steps: Vec<Step>,
-    at_start: bool,
-    at_end: bool,
+enum State {
+    /// Consumes a character `atom` matches.
+    Atom(Atom, usize),
+    /// Goes both ways without consuming.
+    Split(usize, usize),
+    /// Goes on only at the line's start.
+    Start(usize),
+    /// Goes on only at the line's end.
+    End(usize),
+    Match,
 }
 
 /// A compiled pattern.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pattern {
-    branches: Vec<Branch>,
+    states: Vec<State>,
+    entry: usize,
     fold_case: bool,
 }
 
 impl Pattern {
     /// Compiles `text` read as `syntax`; `fold_case` is `grep -i`.
     pub fn new(text: &str, syntax: Syntax, fold_case: bool) -> Result<Pattern, PatternError> {
-        let branches = match syntax {
-            Syntax::Fixed => {
-                let steps = text.chars().map(|c| Step { atom: Atom::Char(c), repeat: false, optional: false }).collect();
-                alloc::vec![Branch { steps, at_start: false, at_end: false }]
+        let chars: Vec<char> = text.chars().collect();
+        let node = match syntax {
+            Syntax::Fixed => Node::Concat(chars.iter().map(|&c| Node::Atom(Atom::Char(c))).collect()),
+            _ => {
+                let mut parser = Parser { chars: &chars, at: 0, extended: syntax == Syntax::Extended };
+                let node = parser.alternatives(0)?;
+                if parser.at < chars.len() {
+                    // Only a `\)` closing no group stops the top level.
+                    return Err(PatternError::UnmatchedGroup);
+                }
+                node
             }
-            _ => split_alternatives(text, syntax).iter().map(|branch| compile(branch, syntax)).collect::<Result<_, _>>()?,
         };
-        Ok(Pattern { branches, fold_case })
+        let mut states = alloc::vec![State::Match];
+        let entry = compile(&node, 0, &mut states);
+        Ok(Pattern { states, entry, fold_case })
     }
 
     /// Whether the pattern matches somewhere in `line`.
     pub fn is_match(&self, line: &str) -> bool {
-        self.branches.iter().any(|branch| branch_matches(branch, line, self.fold_case))
-    }
-}
-
-/// The alternatives of `text`: split at `|` (extended) or `\|` (basic)
-/// outside brackets.
-fn split_alternatives(text: &str, syntax: Syntax) -> Vec<String> {
-    let mut branches = alloc::vec![String::new()];
-    let mut chars = text.chars().peekable();
-    let mut in_bracket = false;
-    while let Some(c) = chars.next() {
-        let current = branches.last_mut().expect("never empty");
-        match c {
-            '\\' if !in_bracket => match chars.next() {
-                Some('|') if syntax == Syntax::Basic => branches.push(String::new()),
-                Some(next) => {
-                    current.push('\\');
-                    current.push(next);
-                }
-                None => current.push('\\'),
-            },
-            '|' if !in_bracket && syntax == Syntax::Extended => branches.push(String::new()),
-            '[' if !in_bracket => {
-                in_bracket = true;
-                current.push(c);
-                // A `]` (after an optional `^`) right after the `[` is a
-                // member, not the end.
-                if chars.peek() == Some(&'^') {
-                    current.extend(chars.next());
-                }
-                if chars.peek() == Some(&']') {
-                    current.extend(chars.next());
-                }
+        let count = self.states.len();
+        let (mut current, mut next) = (Vec::with_capacity(count), Vec::with_capacity(count));
+        let mut seen = alloc::vec![usize::MAX; count];
+        let mut stack = Vec::new();
+        let chars: Vec<char> = line.chars().collect();
+        for at in 0..=chars.len() {
+            // Unanchored: a match may start at every position.
+            if self.add(self.entry, at, chars.len(), &mut current, &mut seen, &mut stack) {
+                return true;
             }
-            // A POSIX class's `]` does not close the bracket.
-            '[' if in_bracket && chars.peek() == Some(&':') => {
-                current.push(c);
-                let mut previous = ' ';
-                for inner in chars.by_ref() {
-                    current.push(inner);
-                    if previous == ':' && inner == ']' {
-                        break;
+            let Some(&c) = chars.get(at) else { break };
+            next.clear();
+            for &state in &current {
+                if let State::Atom(atom, to) = &self.states[state] {
+                    if atom.matches(c, self.fold_case) && self.add(*to, at + 1, chars.len(), &mut next, &mut seen, &mut stack) {
+                        return true;
                     }
-                    previous = inner;
                 }
             }
-            ']' if in_bracket => {
-                in_bracket = false;
-                current.push(c);
-            }
-            _ => current.push(c),
+            core::mem::swap(&mut current, &mut next);
         }
+        false
     }
-    branches
+
+    /// Adds `state` and what it reaches without consuming, at position
+    /// `at` of a line of `len` characters, to `list` (each state once a
+    /// position: `seen` holds the position it was last added at). Answers
+    /// whether the match state is reached.
+    fn add(
+        &self,
+        state: usize,
+        at: usize,
+        len: usize,
+        list: &mut Vec<usize>,
+        seen: &mut [usize],
+        stack: &mut Vec<usize>,
+    ) -> bool {
+        stack.clear();
+        stack.push(state);
+        while let Some(state) = stack.pop() {
+            if seen[state] == at {
+                continue;
+            }
+            seen[state] = at;
+            match self.states[state] {
+                State::Match => return true,
+                State::Atom(..) => list.push(state),
+                State::Split(first, second) => {
+                    stack.push(second);
+                    stack.push(first);
+                }
+                State::Start(to) if at == 0 => stack.push(to),
+                State::End(to) if at == len => stack.push(to),
+                State::Start(_) | State::End(_) => {}
+            }
+        }
+        false
+    }
 }
 
-/// Compiles one alternative.
-fn compile(text: &str, syntax: Syntax) -> Result<Branch, PatternError> {
-    let extended = syntax == Syntax::Extended;
-    let mut chars: Vec<char> = text.chars().collect();
-    let at_start = chars.first() == Some(&'^');
-    if at_start {
-        chars.remove(0);
+/// Compiles `node` to states that go on to `next`; answers its entry.
+/// Built backwards, each state pointing at states already made.
+fn compile(node: &Node, next: usize, states: &mut Vec<State>) -> usize {
+    fn push(states: &mut Vec<State>, state: State) -> usize {
+        states.push(state);
+        states.len() - 1
     }
-    // A final `$` anchors, unless escaped (an odd run of backslashes).
-    let trailing_backslashes = chars.iter().rev().skip(1).take_while(|&&c| c == '\\').count();
-    let at_end = chars.last() == Some(&'$') && trailing_backslashes % 2 == 0;
-    if at_end {
-        chars.pop();
-    }
-    let mut steps: Vec<Step> = Vec::new();
-    let mut at = 0;
-    while at < chars.len() {
-        let c = chars[at];
-        at += 1;
-        // Quantifiers: `*` always; `+`/`?` bare in extended, escaped in
-        // basic patterns.
-        let quantifier = match c {
-            '*' => Some('*'),
-            '+' | '?' if extended => Some(c),
-            '\\' if !extended && matches!(chars.get(at), Some('+' | '?')) => {
-                at += 1;
-                Some(chars[at - 1])
-            }
-            _ => None,
-        };
-        if let Some(quantifier) = quantifier {
-            // A quantifier with nothing before it is a literal, as in grep.
-            let Some(last) = steps.last_mut() else {
-                steps.push(Step { atom: Atom::Char(quantifier), repeat: false, optional: false });
-                continue;
-            };
-            match quantifier {
-                '*' => last.repeat = true,
-                '?' => last.optional = true,
-                _ => {
-                    let again = Step { atom: last.atom.clone(), repeat: true, optional: false };
-                    steps.push(again);
-                }
-            }
-            continue;
+    match node {
+        Node::Empty => next,
+        Node::Atom(atom) => push(states, State::Atom(atom.clone(), next)),
+        Node::Start => push(states, State::Start(next)),
+        Node::End => push(states, State::End(next)),
+        Node::Concat(nodes) => nodes.iter().rev().fold(next, |next, node| compile(node, next, states)),
+        Node::Alternatives(branches) => {
+            let mut entries = branches.iter().map(|branch| compile(branch, next, states)).collect::<Vec<_>>();
+            let last = entries.pop().unwrap_or(next);
+            entries.into_iter().rev().fold(last, |rest, entry| push(states, State::Split(entry, rest)))
         }
+        Node::Star(inner) | Node::Plus(inner) => {
+            // The loop: a split back into the body or on.
+            let split = push(states, State::Split(next, next));
+            let body = compile(inner, split, states);
+            states[split] = State::Split(body, next);
+            if matches!(node, Node::Star(_)) {
+                split
+            } else {
+                body
+            }
+        }
+        Node::Optional(inner) => {
+            let body = compile(inner, next, states);
+            push(states, State::Split(body, next))
+        }
+    }
+}
+
+/// A recursive-descent parser over a pattern's characters.
+struct Parser<'a> {
+    chars: &'a [char],
+    at: usize,
+    extended: bool,
+}
+
+impl Parser<'_> {
+    fn peek(&self, offset: usize) -> Option<char> {
+        self.chars.get(self.at + offset).copied()
+    }
+
+    /// Whether an operator written `c` in extended and `\c` in basic
+    /// patterns comes next; consumes it if so.
+    fn operator(&mut self, c: char) -> bool {
+        let width = match self.extended {
+            true if self.peek(0) == Some(c) => 1,
+            false if self.peek(0) == Some('\\') && self.peek(1) == Some(c) => 2,
+            _ => return false,
+        };
+        self.at += width;
+        true
+    }
+
+    /// Whether a group closes next (not consumed).
+    fn closes(&self) -> bool {
+        match self.extended {
+            true => self.peek(0) == Some(')'),
+            false => self.peek(0) == Some('\\') && self.peek(1) == Some(')'),
+        }
+    }
+
+    /// `branch|branch|...` at group depth `depth`.
+    fn alternatives(&mut self, depth: usize) -> Result<Node, PatternError> {
+        let mut branches = alloc::vec![self.branch(depth)?];
+        while self.operator('|') {
+            branches.push(self.branch(depth)?);
+        }
+        Ok(match branches.len() {
+            1 => branches.pop().unwrap_or(Node::Empty),
+            _ => Node::Alternatives(branches),
+        })
+    }
+
+    /// One branch: pieces up to a `|`, a group's close or the end.
+    fn branch(&mut self, depth: usize) -> Result<Node, PatternError> {
+        let mut pieces = Vec::new();
+        loop {
+            let at_bar = match self.extended {
+                true => self.peek(0) == Some('|'),
+                false => self.peek(0) == Some('\\') && self.peek(1) == Some('|'),
+            };
+            // An extended `)` closing no group is a literal, as GNU grep
+            // takes it.
+            if self.peek(0).is_none() || at_bar || (self.closes() && (depth > 0 || !self.extended)) {
+                break;
+            }
+            let first = pieces.is_empty();
+            let piece = self.piece(depth, first)?;
+            pieces.push(piece);
+        }
+        Ok(match pieces.len() {
+            0 => Node::Empty,
+            1 => pieces.pop().unwrap_or(Node::Empty),
+            _ => Node::Concat(pieces),
+        })
+    }
+
+    /// An atom and its quantifiers.
+    fn piece(&mut self, depth: usize, first: bool) -> Result<Node, PatternError> {
+        let mut node = self.atom(depth, first)?;
+        loop {
+            if self.peek(0) == Some('*') {
+                self.at += 1;
+                node = Node::Star(Box::new(node));
+            } else if self.operator('+') {
+                node = Node::Plus(Box::new(node));
+            } else if self.operator('?') {
+                node = Node::Optional(Box::new(node));
+            } else if self.interval_follows() {
+                return Err(PatternError::Unsupported("intervals"));
+            } else {
+                return Ok(node);
+            }
+        }
+    }
+
+    /// One atom; `first` in its branch (where `*` is a literal, and a basic
+    /// `^` an anchor).
+    fn atom(&mut self, depth: usize, first: bool) -> Result<Node, PatternError> {
+        let Some(c) = self.peek(0) else { return Ok(Node::Empty) };
+        // A group.
+        let opens = match self.extended {
+            true => c == '(',
+            false => c == '\\' && self.peek(1) == Some('('),
+        };
+        if opens {
+            if depth == MAX_NESTING {
+                return Err(PatternError::TooDeep);
+            }
+            self.at += if self.extended { 1 } else { 2 };
+            let inner = self.alternatives(depth + 1)?;
+            if !self.closes() {
+                return Err(PatternError::UnmatchedGroup);
+            }
+            self.at += if self.extended { 1 } else { 2 };
+            return Ok(inner);
+        }
+        self.at += 1;
         let atom = match c {
+            '^' if self.extended || first => return Ok(Node::Start),
+            '$' if self.extended || self.ends_branch() => return Ok(Node::End),
+            // A quantifier with nothing before it is a literal, as in grep.
+            '*' if first => Atom::Char('*'),
+            '+' | '?' if self.extended && first => Atom::Char(c),
             '.' => Atom::Any,
             '[' => {
-                let (set, next) = bracket(&chars, at)?;
-                at = next;
+                let (set, next) = bracket(self.chars, self.at)?;
+                self.at = next;
                 set
             }
             '\\' => {
-                let Some(&next) = chars.get(at) else { return Err(PatternError::TrailingBackslash) };
-                at += 1;
-                if next.is_ascii_digit() {
-                    return Err(PatternError::Unsupported("back-references"));
-                }
-                if !extended && matches!(next, '(' | ')' | '{' | '}') {
-                    return Err(PatternError::Unsupported("groups and intervals"));
-                }
+                let Some(next) = self.peek(0) else { return Err(PatternError::TrailingBackslash) };
+                self.at += 1;
                 match next {
+                    '1'..='9' => return Err(PatternError::Unsupported("back-references")),
                     'b' | 'B' | '<' | '>' => return Err(PatternError::Unsupported("word boundaries")),
+                    ')' => return Err(PatternError::UnmatchedGroup),
                     'w' | 'W' => Atom::Set { ranges: word_ranges(), negated: next == 'W' },
                     's' | 'S' => Atom::Set { ranges: class_ranges("space").unwrap_or_default(), negated: next == 'S' },
                     other => Atom::Char(other),
                 }
             }
-            '(' | ')' if extended => return Err(PatternError::Unsupported("groups and intervals")),
-            // In ERE a `{` starts an interval only where one can be read
-            // (`{2}`, `{1,}`, `{,3}`, `{1,3}`); elsewhere it is literal,
-            // as GNU grep takes `{closure`.
-            '{' if extended && is_interval(&chars[at..]) => return Err(PatternError::Unsupported("groups and intervals")),
             other => Atom::Char(other),
         };
-        steps.push(Step { atom, repeat: false, optional: false });
+        Ok(Node::Atom(atom))
     }
-    Ok(Branch { steps, at_start, at_end })
+
+    /// Whether an interval comes next: `{N,M}` (extended; a `{` that
+    /// starts none is a literal), `\{` (basic).
+    fn interval_follows(&self) -> bool {
+        match self.extended {
+            true => self.peek(0) == Some('{') && is_interval(&self.chars[self.at + 1..]),
+            false => self.peek(0) == Some('\\') && self.peek(1) == Some('{'),
+        }
+    }
+
+    /// Whether the branch ends right here (after a basic `$`).
+    fn ends_branch(&self) -> bool {
+        self.peek(0).is_none() || (self.peek(0) == Some('\\') && matches!(self.peek(1), Some('|' | ')')))
+    }
 }
 
 /// The bracket expression starting after the `[` at `chars[at - 1]`, and
@@ -331,56 +483,6 @@ fn is_interval(rest: &[char]) -> bool {
     body.iter().any(char::is_ascii_digit) && commas <= 1 && body.iter().all(|&c| c == ',' || c.is_ascii_digit())
 }
 
-/// Whether `branch` matches in `line`: the set of steps reached is carried
-/// along the line, one character at a time.
-fn branch_matches(branch: &Branch, line: &str, fold: bool) -> bool {
-    let steps = &branch.steps;
-    let done = steps.len();
-    // `states[i]`: step `i` is reached; `states[done]`: a match.
-    let mut states = alloc::vec![false; done + 1];
-    let mut next = alloc::vec![false; done + 1];
-    let add = |states: &mut [bool], mut i: usize| {
-        // Reaching a step that may be skipped reaches the one after it too.
-        // A step already reached has had its followers added: each step is
-        // added at most once a character, so a step costs O(pattern).
-        loop {
-            if states[i] {
-                return;
-            }
-            states[i] = true;
-            if i == done || !(steps[i].repeat || steps[i].optional) {
-                return;
-            }
-            i += 1;
-        }
-    };
-    add(&mut states, 0);
-    let accepted = |states: &[bool], at_end: bool| states[done] && (!branch.at_end || at_end);
-    for c in line.chars() {
-        if accepted(&states, false) {
-            return true;
-        }
-        next.fill(false);
-        for i in (0..done).filter(|&i| states[i]) {
-            if steps[i].atom.matches(c, fold) {
-                if steps[i].repeat {
-                    add(&mut next, i);
-                }
-                add(&mut next, i + 1);
-            }
-        }
-        // Unanchored, a match may start at every character.
-        if !branch.at_start {
-            add(&mut next, 0);
-        }
-        core::mem::swap(&mut states, &mut next);
-        if !states.contains(&true) {
-            return false;
-        }
-    }
-    accepted(&states, true)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -447,6 +549,26 @@ mod tests {
     }
 
     #[test]
+    fn groups_and_alternatives_nest() {
+        assert!(matches("^kernel::workload::(fib|run)$", Syntax::Extended, "kernel::workload::run"));
+        assert!(!matches("^kernel::workload::(fib|run)$", Syntax::Extended, "kernel::workload::fs::run"));
+        assert!(matches("^\\(ab\\)*c$", Syntax::Basic, "ababc"));
+        assert!(!matches("^\\(ab\\)*c$", Syntax::Basic, "abac"));
+        assert!(matches("x(a|b(c|d)+)?y", Syntax::Extended, "xbcdcy"));
+        assert!(matches("x(a|b(c|d)+)?y", Syntax::Extended, "xy"));
+        assert!(!matches("x(a|b(c|d)+)?y", Syntax::Extended, "xby"));
+        assert!(matches("(^a|b$)", Syntax::Extended, "cab"), "anchors inside groups: b at the end");
+        assert!(!matches("(^a|b$)", Syntax::Extended, "cbc"));
+        assert!(matches("a||b", Syntax::Extended, "zzz"), "an empty alternative matches everywhere");
+        assert!(matches("a)", Syntax::Extended, "a)"), "a ) closing no group is literal in extended");
+        assert!(matches("a^b", Syntax::Basic, "a^b"), "a basic ^ inside a branch is literal");
+        assert!(matches("a$b", Syntax::Basic, "a$b"));
+        assert!(matches("\\(^a\\)", Syntax::Basic, "ab"), "a basic ^ first in a group anchors");
+        assert!(matches("(a*)*b", Syntax::Extended, "aaab"), "a star of a star ends");
+        assert!(matches("()", Syntax::Extended, "x"));
+    }
+
+    #[test]
     fn case_folding() {
         let pattern = Pattern::new("FIB", Syntax::Basic, true).unwrap();
         assert!(pattern.is_match("kernel::workload::fib"));
@@ -458,8 +580,11 @@ mod tests {
     fn what_is_not_supported_is_an_error() {
         assert_eq!(Pattern::new("[abc", Syntax::Basic, false), Err(PatternError::UnclosedBracket));
         assert_eq!(Pattern::new("abc\\", Syntax::Basic, false), Err(PatternError::TrailingBackslash));
-        assert!(matches!(Pattern::new("(a)", Syntax::Extended, false), Err(PatternError::Unsupported(_))));
-        assert!(matches!(Pattern::new("\\(a\\)", Syntax::Basic, false), Err(PatternError::Unsupported(_))));
+        assert_eq!(Pattern::new("(a", Syntax::Extended, false), Err(PatternError::UnmatchedGroup));
+        assert_eq!(Pattern::new("a\\)", Syntax::Basic, false), Err(PatternError::UnmatchedGroup));
+        assert_eq!(Pattern::new(&("(".repeat(17) + &")".repeat(17)), Syntax::Extended, false), Err(PatternError::TooDeep));
+        assert!(Pattern::new(&("(".repeat(16) + "a" + &")".repeat(16)), Syntax::Extended, false).is_ok());
+        assert!(matches!(Pattern::new("a\\{2\\}", Syntax::Basic, false), Err(PatternError::Unsupported(_))));
         assert!(matches!(Pattern::new("a\\1", Syntax::Basic, false), Err(PatternError::Unsupported(_))));
         assert!(matches!(Pattern::new("\\<fib\\>", Syntax::Basic, false), Err(PatternError::Unsupported(_))));
         assert!(matches!(Pattern::new("a{2}", Syntax::Extended, false), Err(PatternError::Unsupported(_))));
