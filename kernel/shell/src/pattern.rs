@@ -1,21 +1,27 @@
 //! The patterns `grep` matches: POSIX regular expressions, basic and
-//! extended, without intervals, word boundaries and back-references. A
-//! pattern is parsed into a tree (`Node`), compiled into a Thompson NFA
-//! (`State`s), and matched by stepping the set of states reached through
-//! the line, one character at a time: time proportional to the line times
-//! the pattern, so no pattern typed at the console can make a match take
-//! long. Group nesting is bounded, so parsing and compiling recurse only
-//! so deep.
+//! extended, as GNU grep reads them, without intervals, word boundaries and
+//! back-references.
 //!
 //! What is understood: literal characters, `.`, bracket expressions
 //! (`[abc]`, `[a-z]`, `[^0-9]`, `[[:digit:]]` and the other POSIX
-//! classes), GNU's `\w`, `\W`, `\s`, `\S`, `*` after any of those, `^` at
-//! the start and `$` at the end, and `\` before another character to take
-//! it literally. Extended patterns (`grep -E`) add `+`, `?` and
-//! alternatives split by `|`; basic ones take `\|`, `\+` and `\?` for
-//! those, as GNU grep does. There are no groups, intervals, word
-//! boundaries or back-references: a pattern using them is an error, not a
-//! silent mismatch (as is a range that runs backwards, `[z-a]`).
+//! classes), GNU's `\w`, `\W`, `\s`, `\S`, groups, alternatives, `*`, `+`
+//! and `?` after any of those, `^` and `$` anchors, and `\` before another
+//! character to take it literally. Extended patterns (`grep -E`) write
+//! groups `( )`, alternatives `|`, `+` and `?` bare; basic ones write them
+//! `\( \)`, `\|`, `\+`, `\?`, take `^` (`$`) as an anchor only at the
+//! start (end) of a branch, and a quantifier with nothing to repeat as a
+//! literal (in extended ones it repeats the empty string). Intervals, word
+//! boundaries and back-references are an error, not a silent mismatch (as
+//! is a range that runs backwards, `[z-a]`, or `[:space:]` outside a
+//! bracket).
+//!
+//! A pattern is parsed by recursive descent into a tree (`Node`), compiled
+//! into a Thompson NFA (`State`s) and matched by stepping the set of states
+//! reached through the line, one character at a time: time proportional to
+//! the line times the pattern, so no pattern typed at the console can make
+//! a match take long. The tree is at most [`MAX_NESTING`] groups deep, with
+//! one quantifier a level (stacked ones, `a+*?`, are merged), so parsing,
+//! compiling and dropping it recurse only so deep.
 
 use alloc::boxed::Box;
 use alloc::string::String;
@@ -40,6 +46,8 @@ pub enum PatternError {
     UnmatchedGroup,
     /// Groups inside groups past [`MAX_NESTING`].
     TooDeep,
+    /// `[:space:]` outside a bracket.
+    BareClass,
 }
 
 /// The deepest group nesting a pattern may have.
@@ -55,6 +63,7 @@ impl fmt::Display for PatternError {
             PatternError::Unsupported(what) => write!(f, "{what} are not supported in patterns"),
             PatternError::UnmatchedGroup => f.write_str("unmatched ( or ) in the pattern"),
             PatternError::TooDeep => write!(f, "groups nested deeper than {MAX_NESTING} in the pattern"),
+            PatternError::BareClass => f.write_str("a character class is written [[:space:]], not [:space:]"),
         }
     }
 }
@@ -325,25 +334,44 @@ impl Parser<'_> {
 
     /// An atom and its quantifiers.
     fn piece(&mut self, depth: usize, first: bool) -> Result<Node, PatternError> {
-        let mut node = self.atom(depth, first)?;
+        let node = self.atom(depth, first)?;
+        // A basic `^` repeats nothing: what follows it starts the branch
+        // (`^*` is a literal `*` after the anchor).
+        if node == Node::Start && !self.extended {
+            return Ok(node);
+        }
+        // Stacked quantifiers merge into one (`a+?` is `a*`, `a??` is
+        // `a?`), so a run of them adds one level to the tree, not many.
+        let mut quantifier: Option<char> = None;
         loop {
-            if self.peek(0) == Some('*') {
+            let next = if self.peek(0) == Some('*') {
                 self.at += 1;
-                node = Node::Star(Box::new(node));
+                '*'
             } else if self.operator('+') {
-                node = Node::Plus(Box::new(node));
+                '+'
             } else if self.operator('?') {
-                node = Node::Optional(Box::new(node));
+                '?'
             } else if self.interval_follows() {
                 return Err(PatternError::Unsupported("intervals"));
             } else {
-                return Ok(node);
-            }
+                break;
+            };
+            quantifier = Some(match quantifier {
+                None => next,
+                Some(same) if same == next => same,
+                Some(_) => '*',
+            });
         }
+        Ok(match quantifier {
+            Some('*') => Node::Star(Box::new(node)),
+            Some('+') => Node::Plus(Box::new(node)),
+            Some(_) => Node::Optional(Box::new(node)),
+            None => node,
+        })
     }
 
-    /// One atom; `first` in its branch (where `*` is a literal, and a basic
-    /// `^` an anchor).
+    /// One atom; `first` in its branch (where a basic `^` anchors, and an
+    /// extended quantifier repeats the empty string).
     fn atom(&mut self, depth: usize, first: bool) -> Result<Node, PatternError> {
         let Some(c) = self.peek(0) else { return Ok(Node::Empty) };
         // A group.
@@ -367,12 +395,24 @@ impl Parser<'_> {
         let atom = match c {
             '^' if self.extended || first => return Ok(Node::Start),
             '$' if self.extended || self.ends_branch() => return Ok(Node::End),
-            // A quantifier with nothing before it is a literal, as in grep.
-            '*' if first => Atom::Char('*'),
-            '+' | '?' if self.extended && first => Atom::Char(c),
+            // A quantifier with nothing before it: an extended one repeats
+            // the empty string, as GNU grep reads it (a basic `*` reaches
+            // here only so placed, and is a literal below).
+            '*' | '+' | '?' if self.extended && first => {
+                self.at -= 1;
+                return Ok(Node::Empty);
+            }
+            '{' if self.extended && first && is_interval(&self.chars[self.at..]) => {
+                return Err(PatternError::Unsupported("intervals"))
+            }
             '.' => Atom::Any,
             '[' => {
                 let (set, next) = bracket(self.chars, self.at)?;
+                // `[:space:]` alone is a mistake GNU grep refuses.
+                let inner = &self.chars[self.at..next - 1];
+                if inner.len() >= 2 && inner.first() == Some(&':') && inner.last() == Some(&':') {
+                    return Err(PatternError::BareClass);
+                }
                 self.at = next;
                 set
             }
@@ -382,7 +422,6 @@ impl Parser<'_> {
                 match next {
                     '1'..='9' => return Err(PatternError::Unsupported("back-references")),
                     'b' | 'B' | '<' | '>' => return Err(PatternError::Unsupported("word boundaries")),
-                    ')' => return Err(PatternError::UnmatchedGroup),
                     'w' | 'W' => Atom::Set { ranges: word_ranges(), negated: next == 'W' },
                     's' | 'S' => Atom::Set { ranges: class_ranges("space").unwrap_or_default(), negated: next == 'S' },
                     other => Atom::Char(other),
@@ -569,6 +608,30 @@ mod tests {
     }
 
     #[test]
+    fn quantifiers_with_nothing_to_repeat_and_escaped_parentheses() {
+        assert!(matches("fib\\(\\)", Syntax::Extended, "fib()"), "an extended \\) is a literal");
+        assert!(!matches("^*ab", Syntax::Basic, "xab"), "a basic ^* is the anchor, then a literal *");
+        assert!(matches("^*ab", Syntax::Basic, "*ab"));
+        assert!(matches("^*$", Syntax::Basic, "*") && !matches("^*$", Syntax::Basic, "hello"));
+        assert!(matches("^\\+x", Syntax::Basic, "+x"));
+        assert!(matches("^\\{", Syntax::Basic, "{"));
+        assert!(matches("*fib", Syntax::Extended, "kernel::workload::fib"), "an extended * repeats the empty string");
+        assert!(matches("a|+b", Syntax::Extended, "b"));
+        assert!(matches!(Pattern::new("{1}a", Syntax::Extended, false), Err(PatternError::Unsupported(_))));
+        assert_eq!(Pattern::new("[:space:]", Syntax::Basic, false), Err(PatternError::BareClass));
+    }
+
+    #[test]
+    fn stacked_quantifiers_merge() {
+        let long = alloc::format!("a{}b", "+?*".repeat(160));
+        let pattern = Pattern::new(&long, Syntax::Extended, false).unwrap();
+        assert!(pattern.states.len() < 8, "one quantifier node: {} states", pattern.states.len());
+        assert!(pattern.is_match("b") && pattern.is_match("aaab"));
+        assert!(matches("^a??$", Syntax::Extended, "") && !matches("^a??$", Syntax::Extended, "aa"));
+        assert!(matches("^a++$", Syntax::Extended, "aaa") && !matches("^a++$", Syntax::Extended, ""));
+    }
+
+    #[test]
     fn case_folding() {
         let pattern = Pattern::new("FIB", Syntax::Basic, true).unwrap();
         assert!(pattern.is_match("kernel::workload::fib"));
@@ -604,9 +667,9 @@ mod tests {
             seed ^= seed << 17;
             (seed % n as u64) as usize
         };
-        let alphabet: Vec<char> = "ab^$.*+?|[]-\\(){}9".chars().collect();
+        let alphabet: Vec<char> = "ab^$.*+?|[]-\\(){}9:ws".chars().collect();
         for _ in 0..20_000 {
-            let text: String = (0..next(12)).map(|_| alphabet[next(alphabet.len())]).collect();
+            let text: String = (0..next(24)).map(|_| alphabet[next(alphabet.len())]).collect();
             let line: String = (0..next(16)).map(|_| alphabet[next(alphabet.len())]).collect();
             for syntax in [Syntax::Basic, Syntax::Extended, Syntax::Fixed] {
                 if let Ok(pattern) = Pattern::new(&text, syntax, next(2) == 0) {
