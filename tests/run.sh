@@ -3,6 +3,12 @@
 # the in-kernel tests under QEMU on x86_64, then on aarch64.
 #
 #   tests/run.sh [lint] [host] [x86_64] [aarch64]   (default: all four, in order)
+#   tests/run.sh each-x86_64 | each-aarch64
+#
+# `each-ARCH` (not in the default run: about 4 minutes an architecture) runs
+# every in-kernel test alone, one boot each, as `cargo test ... -- NAME` does
+# for a developer: a test that passes only after another one (or that leaves
+# something a later test trips on) fails there.
 #
 # `lint` is tests/lint.sh: rustfmt, clippy and rustdoc, warnings denied.
 # Each kernel run must end with `ARCH: N passed, 0 failed`. After each one, a
@@ -80,12 +86,37 @@ run_kernel() {
     tests/trace-export.sh "$arch" || failures+=("$arch-trace-export")
 }
 
+# Every in-kernel test alone (see the header).
+run_each() {
+    local arch=$1 triple log names name failed=()
+    triple=$(target_triple "$arch")
+    ensure_qemu "$arch"
+    log=$(mktemp)
+    echo "== in-kernel tests, $arch, each alone"
+    # The names, from one run of them all (each prints `NAME ... ok|FAILED`).
+    names=$(cargo test --quiet --profile "kernel-$arch" --target "$triple" -p kernel 2>&1 \
+        | sed -n 's/^\([A-Za-z0-9_:]*\) \.\.\. \(ok\|FAILED\)$/\1/p' || true)
+    for name in $names; do
+        # The last path segment: the runner selects by substring.
+        if ! cargo test --quiet --profile "kernel-$arch" --target "$triple" -p kernel -- "${name##*::}" >"$log" 2>&1 \
+            || ! grep -Eq "^$arch: [1-9][0-9]* passed, 0 failed$" "$log"; then
+            echo "FAILED alone: $name"
+            tail -20 "$log" | sed 's/^/    /'
+            failed+=("$name")
+        fi
+    done
+    rm -f "$log"
+    echo "$arch: $(wc -w <<<"$names") tests run alone, ${#failed[@]} failed"
+    [ ${#failed[@]} -eq 0 ] || failures+=("$arch-each")
+}
+
 for stage in "${stages[@]}"; do
     case "$stage" in
+        each-x86_64|each-aarch64) run_each "${stage#each-}" ;;
         lint) tests/lint.sh || failures+=("lint") ;;
         host) run_host ;;
         x86_64|aarch64) run_kernel "$stage" ;;
-        *) echo "tests/run.sh: unknown stage '$stage' (lint, host, x86_64, aarch64)" >&2; exit 2 ;;
+        *) echo "tests/run.sh: unknown stage '$stage' (lint, host, x86_64, aarch64, each-x86_64, each-aarch64)" >&2; exit 2 ;;
     esac
 done
 

@@ -12,6 +12,10 @@
 //! panic raised inside an exception handler (an unhandled fault) resumes the
 //! same way. The abandoned stack is never used again; an expected-panic test
 //! must not hold locks that later tests need (the console lock is reset).
+//! What a panicking test leaves registered is undone by the function its
+//! `#[ktest(after_panic = PATH)]` names, which runs before the next test, so
+//! a filtered run (any subset of the tests) finds the same clean state as the
+//! whole suite.
 //!
 //! Kernel command-line options: `ktest.filter=TEXT` runs only the tests whose
 //! name contains TEXT; `ktest.inject_failure` adds three failing tests (a
@@ -29,6 +33,9 @@ pub struct Test {
     pub name: &'static str,
     pub function: fn(),
     pub should_panic: ShouldPanic,
+    /// What to undo once the test has panicked (`#[ktest(after_panic =
+    /// PATH)]`): the runner calls it on a fresh stack before the next test.
+    pub after_panic: Option<fn()>,
 }
 
 /// Whether a test is expected to panic.
@@ -51,6 +58,8 @@ struct Run {
     tests: Vec<&'static Test>,
     next: usize,
     current: Option<&'static Test>,
+    /// The `after_panic` of a test that just panicked, still to run.
+    cleanup: Option<fn()>,
     passed: usize,
     failed: usize,
 }
@@ -61,12 +70,13 @@ static RUN: spin::Mutex<Option<Run>> = spin::Mutex::new(None);
 /// (a panic; a `should_panic` test that returns; one that panics with
 /// another message), so the runner's failure paths are themselves tested.
 static INJECTED_FAILURES: [Test; 3] = [
-    Test { name: "testing::injected_failure", function: injected_failure, should_panic: ShouldPanic::No },
-    Test { name: "testing::injected_return", function: injected_return, should_panic: ShouldPanic::Yes },
+    Test { name: "testing::injected_failure", function: injected_failure, should_panic: ShouldPanic::No, after_panic: None },
+    Test { name: "testing::injected_return", function: injected_return, should_panic: ShouldPanic::Yes, after_panic: None },
     Test {
         name: "testing::injected_wrong_panic",
         function: injected_failure,
         should_panic: ShouldPanic::WithMessage("a message it does not print"),
+        after_panic: None,
     },
 ];
 
@@ -88,7 +98,7 @@ pub fn run_tests(tests: &[&Test]) -> ! {
         selected.extend(INJECTED_FAILURES.iter());
     }
     println!("running {} tests", selected.len());
-    *RUN.lock() = Some(Run { tests: selected, next: 0, current: None, passed: 0, failed: 0 });
+    *RUN.lock() = Some(Run { tests: selected, next: 0, current: None, cleanup: None, passed: 0, failed: 0 });
     continue_tests()
 }
 
@@ -96,6 +106,12 @@ pub fn run_tests(tests: &[&Test]) -> ! {
 /// a panic, entered on a fresh stack.
 extern "C" fn continue_tests() -> ! {
     loop {
+        arch::cpu::enable_interrupts();
+        let cleanup = RUN.lock().as_mut().expect("test run initialised").cleanup.take();
+        if let Some(cleanup) = cleanup {
+            // A panic in here is no test's: it ends the run as a failure.
+            cleanup();
+        }
         let test = {
             let mut guard = RUN.lock();
             let run = guard.as_mut().expect("test run initialised");
@@ -104,7 +120,6 @@ extern "C" fn continue_tests() -> ! {
             run.current = Some(test);
             test
         };
-        arch::cpu::enable_interrupts();
         (test.function)();
         let outcome = match test.should_panic {
             ShouldPanic::No => Outcome::Passed,
@@ -170,6 +185,9 @@ pub fn on_panic(info: &PanicInfo) {
         }
     };
     record(outcome);
+    if let Some(run) = RUN.lock().as_mut() {
+        run.cleanup = test.after_panic;
+    }
     forget_abandoned_state();
     // SAFETY: the panicking test's stack is abandoned for good: the test
     // framework holds no borrow into it, and `forget_abandoned_state` released

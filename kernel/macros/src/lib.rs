@@ -9,7 +9,15 @@
 //!
 //! #[ktest(should_panic = "address 0x1000000000")]
 //! fn faults_with_the_right_address() { ... }
+//!
+//! #[ktest(should_panic = "stopped", after_panic = unregister_what_it_left)]
+//! fn panics_with_tracing_on() { ... }
 //! ```
+//!
+//! `after_panic = PATH` names a `fn()` the runner calls once the test has
+//! panicked, before the next test: a panicking test cannot clean up after
+//! itself, and what it leaves (a registered tracer, say) must not depend on
+//! which test happens to run next.
 //!
 //! The function is kept as written; next to it the macro emits a `#[test_case]`
 //! static `kernel::testing::Test` describing it, which the custom test framework
@@ -23,6 +31,7 @@ use syn::{parse_macro_input, ItemFn, LitStr};
 pub fn ktest(args: TokenStream, item: TokenStream) -> TokenStream {
     let function = parse_macro_input!(item as ItemFn);
     let mut should_panic = quote! { crate::testing::ShouldPanic::No };
+    let mut after_panic = quote! { None };
     let parser = syn::meta::parser(|meta| {
         if meta.path.is_ident("should_panic") {
             should_panic = if meta.input.peek(syn::Token![=]) {
@@ -32,8 +41,12 @@ pub fn ktest(args: TokenStream, item: TokenStream) -> TokenStream {
                 quote! { crate::testing::ShouldPanic::Yes }
             };
             Ok(())
+        } else if meta.path.is_ident("after_panic") {
+            let cleanup: syn::Path = meta.value()?.parse()?;
+            after_panic = quote! { Some(#cleanup) };
+            Ok(())
         } else {
-            Err(meta.error("expected `should_panic` or `should_panic = \"message\"`"))
+            Err(meta.error("expected `should_panic`, `should_panic = \"message\"` or `after_panic = PATH`"))
         }
     });
     parse_macro_input!(args with parser);
@@ -49,6 +62,7 @@ pub fn ktest(args: TokenStream, item: TokenStream) -> TokenStream {
             name: concat!(module_path!(), "::", stringify!(#name)),
             function: #name,
             should_panic: #should_panic,
+            after_panic: #after_panic,
         };
     }
     .into()

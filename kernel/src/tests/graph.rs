@@ -441,14 +441,12 @@ fn breaks_its_frame_record() -> u64 {
 
 static FP_GRAPH: FgraphOps = FgraphOps::new(accept, count_return);
 
-#[ktest(should_panic = "return hook stopped: the frame does not match the registers")]
+#[ktest(should_panic = "return hook stopped: the frame does not match the registers", after_panic = tracer_cleanup)]
 fn a_frame_pointer_mismatch_stops_the_hook_with_a_report() {
     // Through the function_graph tracer, with the function in
     // set_graph_notrace: its entry leaves a marker that only its return
     // would clear. The stopped hook must clear it (see the test after).
     CORRUPT.store(0, Ordering::SeqCst);
-    // Only that function is traced: the tracer, left on by the panic, must
-    // not disturb the tests that run before the one after.
     tracer_setup("kernel::tests::graph::breaks_its_frame_record", "", "0");
     tracefs::write("set_graph_notrace", "kernel::tests::graph::breaks_its_frame_record", FilterMode::Replace).unwrap();
     breaks_its_frame_record();
@@ -457,23 +455,27 @@ fn a_frame_pointer_mismatch_stops_the_hook_with_a_report() {
 
 /// Sibling calls from one caller share a frame pointer: the stack pointer
 /// tells a stale frame apart.
-#[ktest(should_panic = "return hook stopped: the frame does not match the registers")]
+#[ktest(should_panic = "return hook stopped: the frame does not match the registers", after_panic = unregister_fp_graph)]
 fn a_stack_pointer_mismatch_stops_the_hook_with_a_report() {
     CORRUPT.store(1, Ordering::SeqCst);
-    tracer_cleanup();
     graph_only(&FP_GRAPH, &[address(breaks_its_frame_record as fn() -> u64)]);
     breaks_its_frame_record();
     unreachable!("returned through a frame that does not match");
 }
 
-/// Runs after the two tests above (the test runner sorts by name, `_`
-/// after letters), which leave `FP_GRAPH` registered, the hook stopped and
+/// What the panic leaves of `a_stack_pointer_mismatch_...`.
+fn unregister_fp_graph() {
+    FP_GRAPH.unregister().expect("registered by a_stack_pointer_mismatch_...");
+}
+
+/// In the whole suite this runs after the two tests above (the runner sorts
+/// by name, `_` after letters), whose panics leave the hook stopped and
 /// frames and a notrace marker abandoned: the test framework restarted the
-/// hook, and nothing stays suppressed.
+/// hook, and nothing stays suppressed. (Alone, it checks a hook that never
+/// stopped.)
 #[ktest]
 fn a_stopped_hook_restarts_with_every_call_hooked_again() {
     assert!(!retstack::is_stopped(), "restarted");
-    FP_GRAPH.unregister().expect("left registered by a_stack_pointer_mismatch_...");
     assert_eq!(retstack::frames(), 0);
     tracer_setup("kernel::workload::fib", "", "0");
     fib(black_box(3));
