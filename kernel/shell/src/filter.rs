@@ -37,10 +37,21 @@ pub enum FilterError {
 impl fmt::Display for FilterError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            FilterError::Unknown(name) => write!(f, "'{name}' cannot read a pipe (grep, head, tail and wc can)"),
+            FilterError::Unknown(name) => {
+                write!(f, "'{name}' cannot read a pipe (")?;
+                for (i, command) in FILTERS.iter().enumerate() {
+                    let joint = match i {
+                        0 => "",
+                        _ if i + 1 == FILTERS.len() => " and ",
+                        _ => ", ",
+                    };
+                    write!(f, "{joint}{}", command.name)?;
+                }
+                f.write_str(" can)")
+            }
             FilterError::BadOption(command, option) => write!(f, "{command}: unknown option '{option}'"),
             FilterError::BadCount(command, count) => write!(f, "{command}: invalid number of lines: '{count}'"),
-            FilterError::MissingPattern => f.write_str("usage: grep [-vicEF] PATTERN [FILE]"),
+            FilterError::MissingPattern => write!(f, "usage: {GREP_USAGE}"),
             FilterError::ConflictingMatchers => f.write_str("grep: conflicting matchers specified"),
             FilterError::Pattern(error) => write!(f, "grep: {error}"),
         }
@@ -89,10 +100,46 @@ pub enum Flow {
 /// The lines `head` and `tail` keep when not told.
 const DEFAULT_LINES: usize = 10;
 
+/// A filter command: what `help` lists and how its words are parsed.
+pub struct FilterCommand {
+    pub name: &'static str,
+    pub usage: &'static str,
+    pub summary: &'static str,
+    parse: ParseFilter,
+}
+
+/// Parses the words after a filter's name: the filter, and the operands
+/// left after it.
+type ParseFilter = fn(&[String]) -> Result<(Filter, &[String]), FilterError>;
+
+const GREP_USAGE: &str = "grep [-vicEF] PATTERN [FILE]";
+
+/// Every filter command, in the order `help` lists them.
+pub const FILTERS: [FilterCommand; 4] = [
+    FilterCommand {
+        name: "grep",
+        usage: GREP_USAGE,
+        summary: "the lines that match (-v: that do not; -c: count them)",
+        parse: parse_grep,
+    },
+    FilterCommand { name: "head", usage: "head [-n N] [FILE]", summary: "the first N lines (10)", parse: parse_head },
+    FilterCommand {
+        name: "tail",
+        usage: "tail [-n [+]N] [FILE]",
+        summary: "the last N lines (10; +N: from line N on)",
+        parse: parse_tail,
+    },
+    FilterCommand { name: "wc", usage: "wc [-lwc] [FILE]", summary: "count lines, words, bytes", parse: parse_wc },
+];
+
+fn filter_command(name: &str) -> Option<&'static FilterCommand> {
+    FILTERS.iter().find(|command| command.name == name)
+}
+
 impl Filter {
     /// Whether `name` is a filter command.
     pub fn is_filter(name: &str) -> bool {
-        matches!(name, "grep" | "head" | "tail" | "wc")
+        filter_command(name).is_some()
     }
 
     /// Parses `words` (the command name first); answers the filter and
@@ -100,19 +147,8 @@ impl Filter {
     /// the line).
     pub fn parse(words: &[String]) -> Result<(Filter, &[String]), FilterError> {
         let Some((name, args)) = words.split_first() else { return Err(FilterError::Unknown(String::new())) };
-        match name.as_str() {
-            "grep" => parse_grep(args),
-            "head" => {
-                let ((_, lines), rest) = parse_count("head", args)?;
-                Ok((Filter::Head(lines), rest))
-            }
-            "tail" => {
-                let ((from, lines), rest) = parse_count("tail", args)?;
-                Ok((Filter::Tail(if from { TailLines::From(lines) } else { TailLines::Last(lines) }), rest))
-            }
-            "wc" => parse_wc(args),
-            other => Err(FilterError::Unknown(other.to_string())),
-        }
+        let command = filter_command(name).ok_or_else(|| FilterError::Unknown(name.clone()))?;
+        (command.parse)(args)
     }
 
     /// Tells the filter the file it reads (first on a line): `wc` names it.
@@ -201,6 +237,16 @@ fn parse_count<'a>(command: &'static str, args: &'a [String]) -> Result<((bool, 
         Some(word) if word.starts_with('-') && word.len() > 1 => Err(FilterError::BadOption(command, word.to_string())),
         _ => Ok(((false, DEFAULT_LINES), args)),
     }
+}
+
+fn parse_head(args: &[String]) -> Result<(Filter, &[String]), FilterError> {
+    let ((_, lines), rest) = parse_count("head", args)?;
+    Ok((Filter::Head(lines), rest))
+}
+
+fn parse_tail(args: &[String]) -> Result<(Filter, &[String]), FilterError> {
+    let ((from, lines), rest) = parse_count("tail", args)?;
+    Ok((Filter::Tail(if from { TailLines::From(lines) } else { TailLines::Last(lines) }), rest))
 }
 
 fn parse_wc(args: &[String]) -> Result<(Filter, &[String]), FilterError> {

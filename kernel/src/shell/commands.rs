@@ -95,13 +95,8 @@ fn help(invocation: &Invocation) -> Result<(), ShellError> {
         let _ = writeln!(out, "  {:<40} {}", command.usage, command.summary);
     }
     let _ = writeln!(out, "a command's output can be piped (COMMAND | FILTER | ...), and a filter can read a file:");
-    for (usage, summary) in [
-        ("grep [-vicEF] PATTERN [FILE]", "the lines that match (-v: that do not; -c: count them)"),
-        ("head [-n N] [FILE]", "the first N lines (10)"),
-        ("tail [-n [+]N] [FILE]", "the last N lines (10; +N: from line N on)"),
-        ("wc [-lwc] [FILE]", "count lines, words, bytes"),
-    ] {
-        let _ = writeln!(out, "  {usage:<40} {summary}");
+    for filter in &::shell::filter::FILTERS {
+        let _ = writeln!(out, "  {:<40} {}", filter.usage, filter.summary);
     }
     Ok(())
 }
