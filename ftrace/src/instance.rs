@@ -55,8 +55,8 @@ pub struct GraphSettings {
     pub(crate) notrace: Published<Vec<usize>>,
     /// Serialises the lists' writers (and readers outside the traced path).
     lists: Mutex<()>,
-    /// No pid filter, graph list, depth limit or `tracing_thresh`: the
-    /// graph tracer's entry can skip every check (kept by
+    /// No pid filter, graph list, depth limit or `tracing_thresh`, and
+    /// `funcgraph-irqs` on: the graph tracer's entry can skip every check (kept by
     /// [`TraceArray::refresh_graph_plain`]).
     pub(crate) plain: AtomicBool,
 }
@@ -366,6 +366,7 @@ impl TraceArray {
             // Tracing refused the other ops: the option stays as it was.
             Err(_) => self.options.store(before, Ordering::Relaxed),
             Ok(()) if option == TraceOption::Overwrite => self.buffer().set_overwrite(on),
+            Ok(()) if option == TraceOption::FuncgraphIrqs => self.refresh_graph_plain(),
             Ok(()) => {}
         }
         swapped
@@ -400,6 +401,7 @@ impl TraceArray {
             proc: self.option(TraceOption::FuncgraphProc),
             abstime: self.option(TraceOption::FuncgraphAbstime),
             duration: self.option(TraceOption::FuncgraphDuration),
+            overhead: self.option(TraceOption::FuncgraphOverhead),
             thresh: crate::tracer::tracing_thresh_us() != 0,
             tail: self.option(TraceOption::FuncgraphTail),
             context_info: self.option(TraceOption::ContextInfo),
@@ -415,6 +417,7 @@ impl TraceArray {
     /// Recomputes [`GraphSettings::plain`] after a change to what it sums up.
     fn refresh_graph_plain(&self) {
         let plain = !self.pids.lock().is_active()
+            && self.option(TraceOption::FuncgraphIrqs)
             && crate::tracer::tracing_thresh_us() == 0
             && self.graph.max_depth.load(Ordering::Relaxed) == 0
             && self.graph.functions.read(|list| list.is_none())
@@ -566,11 +569,18 @@ pub enum TraceOption {
     /// Return values in hex, error codes too (function_graph; off: an
     /// error code prints as a negative decimal).
     FuncgraphRetvalHex,
+    /// Functions run by interrupt handlers are traced too (function_graph;
+    /// on by default). Off, a hooked call is never one in a hardware
+    /// interrupt or an exception handler, as Linux's `in_hardirq()` test.
+    FuncgraphIrqs,
+    /// A long call's duration gets its overhead mark (`+`, `!`, `#`...;
+    /// function_graph; on by default).
+    FuncgraphOverhead,
 }
 
 impl TraceOption {
     /// Every option, in `trace_options` order.
-    pub const ALL: [TraceOption; 18] = [
+    pub const ALL: [TraceOption; 20] = [
         TraceOption::PrintParent,
         TraceOption::SymOffset,
         TraceOption::SymAddr,
@@ -581,9 +591,11 @@ impl TraceOption {
         TraceOption::FuncgraphRetval,
         TraceOption::FuncgraphRetvalHex,
         TraceOption::FuncgraphCpu,
+        TraceOption::FuncgraphOverhead,
         TraceOption::FuncgraphProc,
         TraceOption::FuncgraphAbstime,
         TraceOption::FuncgraphDuration,
+        TraceOption::FuncgraphIrqs,
         TraceOption::FuncgraphTail,
         TraceOption::FunctionFork,
         TraceOption::EventFork,
@@ -597,7 +609,9 @@ impl TraceOption {
         | TraceOption::Markers.bit()
         | TraceOption::Overwrite.bit()
         | TraceOption::FuncgraphDuration.bit()
-        | TraceOption::FuncgraphCpu.bit();
+        | TraceOption::FuncgraphCpu.bit()
+        | TraceOption::FuncgraphIrqs.bit()
+        | TraceOption::FuncgraphOverhead.bit();
 
     /// Its file name under `options/`.
     pub fn name(self) -> &'static str {
@@ -620,6 +634,8 @@ impl TraceOption {
             TraceOption::StackTrace => "stacktrace",
             TraceOption::FuncgraphCpu => "funcgraph-cpu",
             TraceOption::FuncgraphRetvalHex => "funcgraph-retval-hex",
+            TraceOption::FuncgraphIrqs => "funcgraph-irqs",
+            TraceOption::FuncgraphOverhead => "funcgraph-overhead",
         }
     }
 

@@ -249,8 +249,9 @@ fn duration_mark(ns: u64) -> char {
 }
 
 /// The duration column: `  0.812 us    |  ` (mark, microseconds with up to
-/// three decimals, padded to Linux's width).
-fn write_duration(out: &mut dyn Write, ns: u64) -> fmt::Result {
+/// three decimals, padded to Linux's width); without `overhead`, a blank
+/// where the mark goes.
+fn write_duration(out: &mut dyn Write, ns: u64, overhead: bool) -> fmt::Result {
     let (micros, rest) = (ns / 1_000, ns % 1_000);
     let mut text = alloc::format!("{micros}");
     if text.len() < 7 {
@@ -259,7 +260,8 @@ fn write_duration(out: &mut dyn Write, ns: u64) -> fmt::Result {
         text.push('.');
         text.push_str(&decimals[..keep]);
     }
-    write!(out, "{} {text} us ", duration_mark(ns))?;
+    let mark = if overhead { duration_mark(ns) } else { ' ' };
+    write!(out, "{mark} {text} us ")?;
     for _ in text.len()..8 {
         out.write_char(' ')?;
     }
@@ -284,6 +286,9 @@ pub struct GraphOptions {
     pub abstime: bool,
     /// `options/funcgraph-duration`: the duration column (on by default).
     pub duration: bool,
+    /// `options/funcgraph-overhead`: a long call's duration gets its mark
+    /// (`+`, `!`, `#`...; on by default).
+    pub overhead: bool,
     /// `tracing_thresh` is set: only returns were recorded, so a closing
     /// brace names its function.
     pub thresh: bool,
@@ -316,6 +321,7 @@ impl Default for GraphOptions {
             proc: false,
             abstime: false,
             duration: true,
+            overhead: true,
             thresh: false,
             tail: false,
             context_info: true,
@@ -531,7 +537,7 @@ fn write_line_start(
 fn write_duration_column(out: &mut dyn Write, ns: Option<u64>, options: GraphOptions) -> fmt::Result {
     match (options.duration, ns) {
         (false, _) => Ok(()),
-        (true, Some(ns)) => write_duration(out, ns),
+        (true, Some(ns)) => write_duration(out, ns, options.overhead),
         (true, None) => out.write_str("              |  "),
     }
 }
@@ -822,16 +828,19 @@ mod graph_tests {
     #[test]
     fn durations_use_linux_widths_and_marks() {
         let mut text = String::new();
-        write_duration(&mut text, 812).unwrap();
+        write_duration(&mut text, 812, true).unwrap();
         assert_eq!(text, "  0.812 us    |  ");
         text.clear();
-        write_duration(&mut text, 12_345).unwrap();
+        write_duration(&mut text, 12_345, true).unwrap();
         assert_eq!(text, "+ 12.345 us   |  ");
         text.clear();
-        write_duration(&mut text, 123_456_789).unwrap();
+        write_duration(&mut text, 123_456_789, true).unwrap();
         assert_eq!(text, "@ 123456.7 us |  ");
         text.clear();
-        write_duration(&mut text, 1_234_567_890).unwrap();
+        write_duration(&mut text, 1_234_567_890, true).unwrap();
         assert_eq!(text, "$ 1234567 us  |  ", "seven digits: no decimals");
+        text.clear();
+        write_duration(&mut text, 123_456_789, false).unwrap();
+        assert_eq!(text, "  123456.7 us |  ", "funcgraph-overhead off: no mark, the same width");
     }
 }

@@ -23,7 +23,7 @@ use crate::event::{
     flags, Common, Event, FixedEvent, FunctionEvent, GraphEntryEvent, GraphExitEvent, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET,
 };
 use crate::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn, GraphCallbacks};
-use crate::instance::TraceArray;
+use crate::instance::{TraceArray, TraceOption};
 use crate::ops::{Callback, FtraceOps};
 use crate::task::{self, NOT_INSIDE};
 use crate::{buffer, output, symbols};
@@ -150,7 +150,7 @@ pub(crate) extern "C" fn function_trace_call_checking(ip: usize, parent_ip: usiz
         return;
     }
     record_function(array, ip, parent_ip);
-    if array.option(crate::instance::TraceOption::FuncStackTrace) {
+    if array.option(TraceOption::FuncStackTrace) {
         crate::func_probe::record_stack(array, ip, fregs);
     }
 }
@@ -184,7 +184,8 @@ fn graph_trace_entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData,
     let array = array_of_graph_ops(gops);
     let Some(words) = data.reserve_with([MARK_PLAIN | RECORD_ENTRY, 0]) else { return false };
     if array.graph.plain.load(Ordering::Relaxed) {
-        // Nothing to check: no pid filter, list, depth limit or threshold.
+        // Nothing to check: no pid filter, list, depth limit or threshold,
+        // and interrupts traced too.
         return true;
     }
     // The call by value: so the usual case above builds nothing in memory.
@@ -218,16 +219,20 @@ fn record_graph_entry(array: &TraceArray, call: &FgraphEntry) -> u64 {
     time.unwrap_or_else(|| unsafe { array.buffer_made() }.now())
 }
 
-/// [`graph_trace_entry`] with the pid filter, the graph lists, the depth
-/// limit and `tracing_thresh` to honour: the call's data words, `None` to
-/// leave it alone.
+/// [`graph_trace_entry`] with the pid filter, `options/funcgraph-irqs`,
+/// the graph lists, the depth limit and `tracing_thresh` to honour: the
+/// call's data words, `None` to leave it alone.
 #[inline(never)]
 fn graph_trace_entry_checked(array: &TraceArray, call: FgraphEntry) -> Option<[u64; 2]> {
     let state = task::current();
     if state.is_ignored(array.slot()) {
         return None;
     }
-    let marks = state.graph_marks(array.slot(), context::current());
+    let context = context::current();
+    if context >= Context::Irq && !array.option(TraceOption::FuncgraphIrqs) {
+        return None;
+    }
+    let marks = state.graph_marks(array.slot(), context);
     let notrace_depth = marks.notrace_depth.load(Ordering::Relaxed);
     if notrace_depth != NOT_INSIDE && call.depth > notrace_depth {
         return None;

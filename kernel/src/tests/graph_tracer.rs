@@ -1,5 +1,6 @@
 //! The function_graph tracer through tracefs: the tree it prints, its
-//! timestamps, max_graph_depth, set_graph_function and set_graph_notrace.
+//! timestamps, max_graph_depth, set_graph_function and set_graph_notrace,
+//! funcgraph-irqs and funcgraph-overhead.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -140,4 +141,79 @@ fn set_graph_function_and_set_graph_notrace() {
     assert_eq!((count(&called, "::walk"), count(&called, "::split")), (walks - lookups, splits - lookups), "{called:?}");
     assert!(tracefs::write("set_graph_function", "no_such_fn*", FilterMode::Replace).is_err());
     assert!(tracefs::write("max_graph_depth", "deep", FilterMode::Replace).is_err());
+}
+
+/// The returns the graph tracer records of the scheduler's tick (run by the
+/// timer interrupt's handler) and of `kernel::tick::on_tick` (the tick's
+/// softirq-like bottom half) while this CPU waits for `ticks` timer
+/// interrupts, with `options/funcgraph-irqs` set to `irqs`.
+fn tick_returns_recorded(irqs: &str, ticks: u64) -> (usize, usize) {
+    tracefs::write("options/funcgraph-irqs", irqs, FilterMode::Replace).unwrap();
+    tracer_setup("kernel_sched_tick kernel::tick::on_tick", "", "0");
+    let start = arch::time::ticks();
+    while arch::time::ticks() < start + ticks {
+        arch::cpu::wait_for_interrupt();
+    }
+    let events = graph_events();
+    tracer_cleanup();
+    let returns_of = |name: &str| {
+        let returns = events.iter().filter_map(|event| match event {
+            ftrace::event::Event::GraphExit(exit) => ftrace::symbols::name_of(exit.func as usize),
+            _ => None,
+        });
+        returns.filter(|function| *function == name).count()
+    };
+    (returns_of("kernel_sched_tick"), returns_of("kernel::tick::on_tick"))
+}
+
+/// `options/funcgraph-irqs`: off, the graph tracer leaves out what hardware
+/// interrupt handlers call (the scheduler's tick), as Linux's does with its
+/// `in_hardirq()` test, and still records the softirq-like bottom half
+/// (`on_tick`); on (the default), it records both.
+#[ktest]
+fn funcgraph_irqs_off_leaves_interrupt_handlers_out() {
+    assert_eq!(read("options/funcgraph-irqs"), "1\n", "on by default");
+    let (in_irq, in_softirq) = tick_returns_recorded("0", 5);
+    assert_eq!(in_irq, 0, "no tick handler recorded with funcgraph-irqs off");
+    assert!(in_softirq >= 5, "the bottom half is no hardware interrupt: {in_softirq}");
+    let (in_irq, _) = tick_returns_recorded("1", 5);
+    assert!(in_irq >= 5, "every tick handler recorded with it on: {in_irq}");
+}
+
+/// Busy for two timer ticks: a call long enough for an overhead mark.
+#[inline(never)]
+fn waits_two_ticks() {
+    let start = arch::time::ticks();
+    while arch::time::ticks() < start + 2 {
+        arch::cpu::wait_for_interrupt();
+    }
+}
+
+/// `options/funcgraph-overhead`: a long call's duration is marked (`+`
+/// over 10 us up to `$` over 1 s); off, a blank stands in the mark's place.
+#[ktest]
+fn funcgraph_overhead_marks_long_calls() {
+    assert_eq!(read("options/funcgraph-overhead"), "1\n", "on by default");
+    tracer_setup("kernel::tests::graph_tracer::waits_two_ticks", "", "0");
+    waits_two_ticks();
+    // " 0) # 2000.123 us  |  kernel::tests::graph_tracer::waits_two_ticks();"
+    let mark = || {
+        let trace = read("trace");
+        let call = trace.lines().find(|line| line.ends_with("::waits_two_ticks();")).map(String::from);
+        let call = call.unwrap_or_else(|| panic!("no call in:\n{trace}"));
+        (call.split_once(") ").and_then(|(_, rest)| rest.chars().next()), call)
+    };
+    let (marked, line) = mark();
+    assert!(marked.is_some_and(|mark| "+!#*@$".contains(mark)), "a long call is marked: {line}");
+    tracefs::write("options/funcgraph-overhead", "0", FilterMode::Replace).unwrap();
+    let (unmarked, line) = mark();
+    tracefs::write("options/funcgraph-overhead", "1", FilterMode::Replace).unwrap();
+    tracer_cleanup();
+    assert_eq!(unmarked, Some(' '), "no mark with funcgraph-overhead off: {line}");
+}
+
+fn read(path: &str) -> String {
+    let mut text = String::new();
+    tracefs::read(path, &mut text).unwrap();
+    text
 }

@@ -367,7 +367,8 @@ fn trace_options_change_how_trace_prints() {
     assert_eq!(
         read("trace_options"),
         "print-parent\nnosym-offset\nnosym-addr\ncontext-info\nirq-info\nmarkers\noverwrite\nnofuncgraph-retval\nnofuncgraph-retval-hex\n\
-         funcgraph-cpu\nnofuncgraph-proc\nnofuncgraph-abstime\nfuncgraph-duration\nnofuncgraph-tail\nnofunction-fork\n\
+         funcgraph-cpu\nfuncgraph-overhead\nnofuncgraph-proc\nnofuncgraph-abstime\nfuncgraph-duration\nfuncgraph-irqs\n\
+         nofuncgraph-tail\nnofunction-fork\n\
          noevent-fork\nnofunc_stack_trace\nnostacktrace\n"
     );
     write("set_ftrace_filter", "fib");
