@@ -119,8 +119,8 @@ pub use ops::{Callback, FtraceFunc, FtraceOps, OpsFlags};
 pub use registry::return_to_service;
 #[cfg(target_os = "none")]
 pub use registry::{
-    filter_names, for_each_site, is_enabled, is_registered, register, set_enabled, set_filter, set_filter_ips, site, unregister,
-    update_stats, FilterKind, FtraceError, InitInfo, SiteInfo, UpdateStats,
+    filter_names, for_each_site, is_enabled, is_registered, register, set_enabled, set_filter, set_filter_ips, site, total_info,
+    unregister, update_stats, FilterKind, FtraceError, InitInfo, SiteInfo, TotalInfo, UpdateStats,
 };
 #[cfg(target_os = "none")]
 pub use sites::last_refusal;

@@ -102,6 +102,8 @@ struct Registry {
     registered: Vec<Registered>,
     enabled: bool,
     stats: UpdateStats,
+    /// How long `init` took to build (and prepare) the site table, in ns.
+    boot_update_ns: u64,
 }
 
 /// A candidate's computed state.
@@ -133,6 +135,7 @@ fn site_table_error(what: &'static str) -> FtraceError {
 /// Checks the symbol and site tables and builds the site table; on aarch64 also
 /// prepares every site (first NOP -> `mov x9, x30`). Called once at boot.
 pub fn init() -> Result<InitInfo, FtraceError> {
+    let start = arch::timer::cycles();
     let table = symbols::table().map_err(|error| {
         FtraceError::Unavailable(match error {
             KallsymsError::Missing => "no symbol table (tools/ksyms did not run on this image)",
@@ -169,7 +172,10 @@ pub fn init() -> Result<InitInfo, FtraceError> {
             sites::prepare(&mut patcher, site);
         }
     }
-    *REGISTRY.lock() = Some(Registry { sites, registered: Vec::new(), enabled: true, stats: UpdateStats::default() });
+    let elapsed = arch::timer::cycles().wrapping_sub(start);
+    let boot_update_ns = (u128::from(elapsed) * 1_000_000_000 / u128::from(arch::timer::cycles_per_second().max(1))) as u64;
+    *REGISTRY.lock() =
+        Some(Registry { sites, registered: Vec::new(), enabled: true, stats: UpdateStats::default(), boot_update_ns });
     Ok(InitInfo { sites: count, symbols: table.len() })
 }
 
@@ -476,6 +482,32 @@ pub fn set_enabled(enabled: bool) -> Result<(), FtraceError> {
 /// Whether function tracing is on (`ftrace_enabled`).
 pub fn is_enabled() -> bool {
     REGISTRY.lock().as_ref().is_some_and(|registry| registry.enabled)
+}
+
+/// What `dyn_ftrace_total_info` shows: the site table's size and how long
+/// building it took at boot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TotalInfo {
+    /// Patchable sites (Linux's `dyn_ftrace` records).
+    pub sites: usize,
+    /// The 4 KiB pages the site table takes.
+    pub pages: usize,
+    /// The allocations it takes: one table (Linux counts its page groups).
+    pub groups: usize,
+    pub boot_update_ns: u64,
+}
+
+/// The site table's size and boot time (`None` before `init`).
+pub fn total_info() -> Option<TotalInfo> {
+    let registry = REGISTRY.lock();
+    let registry = registry.as_ref()?;
+    let bytes = registry.sites.capacity() * core::mem::size_of::<Site>();
+    Some(TotalInfo {
+        sites: registry.sites.len(),
+        pages: bytes.div_ceil(4096),
+        groups: 1,
+        boot_update_ns: registry.boot_update_ns,
+    })
 }
 
 /// The update counters.

@@ -93,6 +93,7 @@ const FILES: &[File] = &[
     per_array("set_ftrace_notrace_pid", Some(read_ftrace_notrace_pid), Some(write_ftrace_notrace_pid)),
     top("enabled_functions", Some(read_enabled_functions), None),
     top("touched_functions", Some(read_touched_functions), None),
+    top("dyn_ftrace_total_info", Some(read_dyn_ftrace_total_info), None),
     per_array("tracing_on", Some(read_tracing_on), Some(write_tracing_on)),
     top("ftrace_enabled", Some(read_ftrace_enabled), Some(write_ftrace_enabled)),
     per_array("trace", Some(read_trace), Some(write_trace)),
@@ -807,6 +808,15 @@ fn read_enabled_functions(_array: Array, out: &mut dyn Write) -> fmt::Result {
 /// `enabled_functions`' format (a count of 0 once none does), as Linux's.
 fn read_touched_functions(_array: Array, out: &mut dyn Write) -> fmt::Result {
     write_sites(out, |site| site.touched)
+}
+
+/// The site table's size and how long building it took at boot, in
+/// Linux 6.13's lines (no modules here: their update time is 0).
+fn read_dyn_ftrace_total_info(_array: Array, out: &mut dyn Write) -> fmt::Result {
+    let Some(info) = ftrace::total_info() else { return Ok(()) };
+    writeln!(out, "{} pages:{} groups: {}", info.sites, info.pages, info.groups)?;
+    writeln!(out, "ftrace boot update time = {} (ns)", info.boot_update_ns)?;
+    writeln!(out, "ftrace module total update time = 0 (ns)")
 }
 
 /// The sites `shown` picks: `NAME (OPS)`, then ` R` on the full-registers

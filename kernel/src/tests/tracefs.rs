@@ -946,6 +946,31 @@ fn touched_functions_keeps_what_was_ever_traced() {
     assert!(touched.lines().any(|line| line == "kernel::workload::fib (0)"), "still listed, traced by none: {touched}");
 }
 
+/// `dyn_ftrace_total_info`, in Linux 6.13's shape: one record per
+/// patchable site (as many as `available_filter_functions` lists), the
+/// pages the table takes, and the boot's update time.
+#[ktest]
+fn dyn_ftrace_total_info_counts_the_sites() {
+    let info = read("dyn_ftrace_total_info");
+    let lines: alloc::vec::Vec<&str> = info.lines().collect();
+    assert_eq!(lines.len(), 3, "{info}");
+    let (sites, rest) = lines[0].split_once(" pages:").unwrap_or_else(|| panic!("{info}"));
+    let (pages, groups) = rest.split_once(" groups: ").unwrap_or_else(|| panic!("{info}"));
+    let sites: usize = sites.parse().unwrap();
+    assert_eq!(sites, read("available_filter_functions").lines().count(), "one record per listed function");
+    let pages: usize = pages.parse().unwrap();
+    assert!(pages > 0 && pages < sites, "{info}");
+    assert_eq!(groups, "1");
+    let boot_ns: u64 = lines[1]
+        .strip_prefix("ftrace boot update time = ")
+        .and_then(|rest| rest.strip_suffix(" (ns)"))
+        .and_then(|ns| ns.parse().ok())
+        .unwrap_or_else(|| panic!("{info}"));
+    assert!(boot_ns > 0, "building the table took time: {info}");
+    assert_eq!(lines[2], "ftrace module total update time = 0 (ns)");
+    assert!(tracefs::write("dyn_ftrace_total_info", "1", FilterMode::Replace).is_err(), "read-only");
+}
+
 #[ktest]
 fn every_listed_name_can_be_written_back_to_set_ftrace_filter() {
     let functions = read("available_filter_functions");
