@@ -570,8 +570,10 @@ pub enum TraceOption {
     /// error code prints as a negative decimal).
     FuncgraphRetvalHex,
     /// Functions run by interrupt handlers are traced too (function_graph;
-    /// on by default). Off, a hooked call is never one in a hardware
-    /// interrupt or an exception handler, as Linux's `in_hardirq()` test.
+    /// on by default). Off, calls in a hardware interrupt handler are left
+    /// out (Linux's `in_hardirq()` test), unless `set_graph_function`
+    /// names them or a function they run inside; the softirq-like bottom
+    /// half and exception handlers are still traced.
     FuncgraphIrqs,
     /// A long call's duration gets its overhead mark (`+`, `!`, `#`...;
     /// function_graph; on by default).

@@ -172,8 +172,7 @@ pub fn init() -> Result<InitInfo, FtraceError> {
             sites::prepare(&mut patcher, site);
         }
     }
-    let elapsed = arch::timer::cycles().wrapping_sub(start);
-    let boot_update_ns = (u128::from(elapsed) * 1_000_000_000 / u128::from(arch::timer::cycles_per_second().max(1))) as u64;
+    let boot_update_ns = crate::clock::cycles_to_ns(arch::timer::cycles().wrapping_sub(start));
     *REGISTRY.lock() =
         Some(Registry { sites, registered: Vec::new(), enabled: true, stats: UpdateStats::default(), boot_update_ns });
     Ok(InitInfo { sites: count, symbols: table.len() })
@@ -494,6 +493,7 @@ pub struct TotalInfo {
     pub pages: usize,
     /// The allocations it takes: one table (Linux counts its page groups).
     pub groups: usize,
+    /// How long building the table took at boot.
     pub boot_update_ns: u64,
 }
 

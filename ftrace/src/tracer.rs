@@ -25,7 +25,7 @@ use crate::event::{
 use crate::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn, GraphCallbacks};
 use crate::instance::{TraceArray, TraceOption};
 use crate::ops::{Callback, FtraceOps};
-use crate::task::{self, NOT_INSIDE};
+use crate::task::{self, GraphMarks, NOT_INSIDE};
 use crate::{buffer, output, symbols};
 
 /// A tracer `current_tracer` can name.
@@ -229,10 +229,10 @@ fn graph_trace_entry_checked(array: &TraceArray, call: FgraphEntry) -> Option<[u
         return None;
     }
     let context = context::current();
-    if context >= Context::Irq && !array.option(TraceOption::FuncgraphIrqs) {
+    let marks = state.graph_marks(array.slot(), context);
+    if context == Context::Irq && !array.option(TraceOption::FuncgraphIrqs) && !graph_function_in_irq(array, marks, call.func) {
         return None;
     }
-    let marks = state.graph_marks(array.slot(), context);
     let notrace_depth = marks.notrace_depth.load(Ordering::Relaxed);
     if notrace_depth != NOT_INSIDE && call.depth > notrace_depth {
         return None;
@@ -267,6 +267,14 @@ fn graph_trace_entry_checked(array: &TraceArray, call: FgraphEntry) -> Option<[u
     }
     words[0] |= RECORD_ENTRY;
     Some(words)
+}
+
+/// Whether an interrupt handler's call is a `set_graph_function` one, or
+/// runs inside one entered in this interrupt: Linux traces those with
+/// `funcgraph-irqs` off too (its `TRACE_IRQ_BIT`).
+#[cold]
+fn graph_function_in_irq(array: &TraceArray, marks: &GraphMarks, func: usize) -> bool {
+    marks.function_depth.load(Ordering::Relaxed) != NOT_INSIDE || in_list(&array.graph.functions, func) == Some(true)
 }
 
 /// `tracing_thresh` in nanoseconds: with function_graph, 0 records every

@@ -61,7 +61,7 @@ pub(super) struct Words {
 pub(super) type WriteWords = fn(&Compiled, &[Quick], [u64; 2], &Context);
 
 /// The most fields an event written by [`write_words`] has.
-pub(super) const MAX_WORD_FIELDS: usize = 6;
+const MAX_WORD_FIELDS: usize = 6;
 
 /// What the handlers need: immutable once built.
 pub(super) struct Compiled {
@@ -133,7 +133,7 @@ pub(super) fn filter_value<'a>(ty: ArgType, value: Value<'a>) -> FieldValue<'a> 
     }
 }
 
-pub(super) fn compile_source(source: &Source, saved: Saved) -> Result<Fetch, EventError> {
+fn compile_source(source: &Source, saved: Saved) -> Result<Fetch, EventError> {
     Ok(match source {
         Source::Arg(n) if *n > MAX_ARG_INDEX => return Err(EventError::ArgOutOfRange(*n)),
         Source::Arg(n) => Fetch::Arg(n - 1),
@@ -157,7 +157,7 @@ pub(super) fn compile_source(source: &Source, saved: Saved) -> Result<Fetch, Eve
 /// Where an event's probe goes, checked: the address, which save its
 /// handlers see, and whether `$argN` means anything there (at a function's
 /// entry, or its exit, which gets the entry's arguments).
-pub(super) fn place_of(spec: &EventSpec) -> Result<(usize, Saved, bool), EventError> {
+fn place_of(spec: &EventSpec) -> Result<(usize, Saved, bool), EventError> {
     let kprobe_place = |location| kprobes::probe::resolve(location).map_err(EventError::Kprobe);
     match &spec.kind {
         ProbeKind::Fprobe => {
@@ -224,7 +224,7 @@ pub(super) fn compile(spec: &EventSpec) -> Result<(usize, Compiled), EventError>
 /// The fetches as [`Quick`] ones and their record's writer, if every one
 /// is an 8-byte register argument or the return value, and a writer is
 /// made for their number.
-pub(super) fn word_fetches(fetches: &[(Fetch, ArgType)], layout: &Layout, exit: bool) -> Option<Words> {
+fn word_fetches(fetches: &[(Fetch, ArgType)], layout: &Layout, exit: bool) -> Option<Words> {
     let fields = fetches
         .iter()
         .map(|(fetch, ty)| match *fetch {
@@ -242,7 +242,7 @@ pub(super) fn word_fetches(fetches: &[(Fetch, ArgType)], layout: &Layout, exit: 
 
 /// The writer for records of `fields` word fields, if `layout` is their
 /// shape.
-pub(super) fn word_writer<const EXIT: bool>(fields: usize, layout: &Layout) -> Option<WriteWords> {
+fn word_writer<const EXIT: bool>(fields: usize, layout: &Layout) -> Option<WriteWords> {
     fn shaped<const EXIT: bool, const N: usize>(layout: &Layout) -> Option<WriteWords> {
         WordRecord::<EXIT, N>::fits(layout).then_some(write_words::<EXIT, N> as WriteWords)
     }

@@ -27,15 +27,15 @@ use crate::probe::{self, EntryData, Fprobe};
 
 /// What fetches read from.
 pub(super) struct Context<'a> {
-    pub(super) regs: SavedRegs<'a>,
+    regs: SavedRegs<'a>,
     /// The entry arguments saved for an exit event.
-    pub(super) saved_args: Option<&'a EntryData<'a>>,
+    saved_args: Option<&'a EntryData<'a>>,
     /// Where the probed function returns to (0: not known, as at a
     /// kprobe inside a function): a `stacktrace` trigger's first caller.
-    pub(super) caller: usize,
+    caller: usize,
     /// The kprobe that hit, for a kprobe event: at a function's entry its
     /// caller is read from the save, on the slow path only.
-    pub(super) kprobe: Option<&'a Kprobe>,
+    kprobe: Option<&'a Kprobe>,
 }
 
 #[inline]
@@ -86,7 +86,7 @@ fn read_string(address: usize, buffer: &mut [u8]) -> Option<usize> {
 
 /// Records one event: `ips` is `[ip]` at entry, `[func, ret_ip]` at exit.
 #[inline(always)]
-pub(super) fn record(compiled: &Compiled, ips: &[u64], context: &Context) {
+fn record(compiled: &Compiled, ips: &[u64], context: &Context) {
     if !compiled.fast.load(Ordering::Relaxed) || ftrace::event_pid::is_active() {
         return record_by_values(compiled, ips, context);
     }
@@ -246,7 +246,7 @@ fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
     }
 }
 
-pub(super) fn compiled_of(fp: &Fprobe) -> &Compiled {
+fn compiled_of(fp: &Fprobe) -> &Compiled {
     // SAFETY: `set_enabled` sets the private data to an `Arc<Compiled>`
     // reference the probe owns until it is freed, after its handlers.
     unsafe { &*(fp.private() as *const Compiled) }

@@ -115,7 +115,7 @@ type ParseFilter = fn(&[String]) -> Result<(Filter, &[String]), FilterError>;
 const GREP_USAGE: &str = "grep [-vicEF] PATTERN [FILE]";
 
 /// Every filter command, in the order `help` lists them.
-pub const FILTERS: [FilterCommand; 4] = [
+pub static FILTERS: [FilterCommand; 4] = [
     FilterCommand {
         name: "grep",
         usage: GREP_USAGE,

@@ -465,7 +465,8 @@ fn a_stack_pointer_mismatch_stops_the_hook_with_a_report() {
 
 /// What the panic leaves of `a_stack_pointer_mismatch_...`.
 fn unregister_fp_graph() {
-    FP_GRAPH.unregister().expect("registered by a_stack_pointer_mismatch_...");
+    // Not registered if the test panicked before it registered.
+    let _ = FP_GRAPH.unregister();
 }
 
 /// In the whole suite this runs after the two tests above (the runner sorts

@@ -146,16 +146,19 @@ fn set_graph_function_and_set_graph_notrace() {
 /// The returns the graph tracer records of the scheduler's tick (run by the
 /// timer interrupt's handler) and of `kernel::tick::on_tick` (the tick's
 /// softirq-like bottom half) while this CPU waits for `ticks` timer
-/// interrupts, with `options/funcgraph-irqs` set to `irqs`.
-fn tick_returns_recorded(irqs: &str, ticks: u64) -> (usize, usize) {
-    tracefs::write("options/funcgraph-irqs", irqs, FilterMode::Replace).unwrap();
-    tracer_setup("kernel_sched_tick kernel::tick::on_tick", "", "0");
+/// interrupts, after `trace_options` was written `option` with the tracer
+/// already running (its entry's shortcut must see the change).
+fn tick_returns_recorded(option: &str, graph_function: &str, ticks: u64) -> (usize, usize) {
+    tracer_setup("kernel_sched_tick kernel::tick::on_tick", graph_function, "0");
+    tracefs::write("trace_options", option, FilterMode::Replace).unwrap();
+    tracefs::write("trace", "", FilterMode::Replace).unwrap();
     let start = arch::time::ticks();
     while arch::time::ticks() < start + ticks {
         arch::cpu::wait_for_interrupt();
     }
     let events = graph_events();
     tracer_cleanup();
+    tracefs::write("trace_options", "funcgraph-irqs", FilterMode::Replace).unwrap();
     let returns_of = |name: &str| {
         let returns = events.iter().filter_map(|event| match event {
             ftrace::event::Event::GraphExit(exit) => ftrace::symbols::name_of(exit.func as usize),
@@ -169,20 +172,26 @@ fn tick_returns_recorded(irqs: &str, ticks: u64) -> (usize, usize) {
 /// `options/funcgraph-irqs`: off, the graph tracer leaves out what hardware
 /// interrupt handlers call (the scheduler's tick), as Linux's does with its
 /// `in_hardirq()` test, and still records the softirq-like bottom half
-/// (`on_tick`); on (the default), it records both.
+/// (`on_tick`) and a `set_graph_function` in an interrupt; on (the
+/// default), it records everything.
 #[ktest]
 fn funcgraph_irqs_off_leaves_interrupt_handlers_out() {
     assert_eq!(read("options/funcgraph-irqs"), "1\n", "on by default");
-    let (in_irq, in_softirq) = tick_returns_recorded("0", 5);
+    let (in_irq, in_softirq) = tick_returns_recorded("nofuncgraph-irqs", "", 5);
     assert_eq!(in_irq, 0, "no tick handler recorded with funcgraph-irqs off");
     assert!(in_softirq >= 5, "the bottom half is no hardware interrupt: {in_softirq}");
-    let (in_irq, _) = tick_returns_recorded("1", 5);
+    let (in_irq, _) = tick_returns_recorded("nofuncgraph-irqs", "kernel_sched_tick", 5);
+    assert!(in_irq >= 5, "set_graph_function names it: recorded even in an interrupt ({in_irq})");
+    let (in_irq, _) = tick_returns_recorded("funcgraph-irqs", "", 5);
     assert!(in_irq >= 5, "every tick handler recorded with it on: {in_irq}");
 }
 
-/// Busy for two timer ticks: a call long enough for an overhead mark.
+/// Busy for two timer ticks: a call long enough for an overhead mark. Not
+/// preempted (so not moved to another CPU), which would split its entry
+/// and return.
 #[inline(never)]
 fn waits_two_ticks() {
+    let _pinned = arch::preempt::Guard::new();
     let start = arch::time::ticks();
     while arch::time::ticks() < start + 2 {
         arch::cpu::wait_for_interrupt();
