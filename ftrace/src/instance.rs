@@ -56,9 +56,13 @@ pub struct GraphSettings {
     /// Serialises the lists' writers (and readers outside the traced path).
     lists: Mutex<()>,
     /// No pid filter, graph list, depth limit or `tracing_thresh`, and
-    /// `funcgraph-irqs` on: the graph tracer's entry can skip every check (kept by
-    /// [`TraceArray::refresh_graph_plain`]).
+    /// `funcgraph-irqs` on: the graph tracer's entry can skip every check
+    /// (kept by [`TraceArray::refresh_graph_plain`]).
     pub(crate) plain: AtomicBool,
+    /// Serialises the refreshes of `plain`: each change first, then its
+    /// refresh, so the last refresh sees every change (two refreshes
+    /// storing in the other order could leave a stale value).
+    refreshing: Mutex<()>,
 }
 
 impl GraphSettings {
@@ -69,6 +73,7 @@ impl GraphSettings {
             notrace: Published::empty(),
             lists: Mutex::new(()),
             plain: AtomicBool::new(true),
+            refreshing: Mutex::new(()),
         }
     }
 }
@@ -416,6 +421,7 @@ impl TraceArray {
 
     /// Recomputes [`GraphSettings::plain`] after a change to what it sums up.
     fn refresh_graph_plain(&self) {
+        let _one_at_a_time = self.graph.refreshing.lock();
         let plain = !self.pids.lock().is_active()
             && self.option(TraceOption::FuncgraphIrqs)
             && crate::tracer::tracing_thresh_us() == 0
