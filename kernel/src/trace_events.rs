@@ -205,12 +205,20 @@ pub fn set_enabled_all(group: Option<&str>, on: bool) -> Result<(), TracefsError
     events_of(group)?.iter().try_for_each(|(group, event)| set_enabled(group, event, on))
 }
 
+/// Whether the event is on as `set_event` and the group `enable` files
+/// count it: enabled, or armed in soft mode (by its own triggers, or by
+/// another event's `enable_event` naming it), as Linux's
+/// `EVENT_FILE_FL_ENABLED` is set in both cases.
+fn is_on(group: &str, event: &str) -> Result<bool, TracefsError> {
+    Ok(is_enabled(group, event)? || enable_state(group, event)?.1)
+}
+
 /// `cat events/enable` or `events/GRP/enable`: `0` none on, `1` all, `X`
-/// some, as Linux prints it.
+/// some, as Linux prints it (an event in soft mode counts as on).
 pub fn enabled_all(group: Option<&str>) -> Result<char, TracefsError> {
     let (mut on, mut off) = (false, false);
     for (group, event) in events_of(group)? {
-        match is_enabled(&group, &event)? {
+        match is_on(&group, &event)? {
             true => on = true,
             false => off = true,
         }
@@ -227,10 +235,11 @@ pub fn write_available(out: &mut dyn Write) -> core::fmt::Result {
     all().iter().try_for_each(|(group, event)| writeln!(out, "{group}:{event}"))
 }
 
-/// `cat set_event`: the enabled events, `GRP:EVENT` lines.
+/// `cat set_event`: the events that are on (enabled, or in soft mode, as
+/// Linux lists them), `GRP:EVENT` lines.
 pub fn write_enabled(out: &mut dyn Write) -> core::fmt::Result {
     for (group, event) in all() {
-        if is_enabled(&group, &event).unwrap_or(false) {
+        if is_on(&group, &event).unwrap_or(false) {
             writeln!(out, "{group}:{event}")?;
         }
     }

@@ -154,6 +154,9 @@ fn sched_switch_triggers_fire_while_the_event_is_disabled() {
     assert_eq!(read("events/sched/sched_switch/enable"), "0\n");
     add_trigger(trigger, "stacktrace:3 if next_comm ~ \"fib*\"").unwrap();
     assert_eq!(read("events/sched/sched_switch/enable"), "0*\n", "armed by its trigger, as Linux marks it");
+    // Linux's set_event and group enable files count an armed event as on.
+    assert_eq!(read("set_event"), "sched:sched_switch\n");
+    assert_eq!(read("events/sched/enable"), "X\n", "one of the group's two on");
     run_parallel(2, "fib", &["12"]).unwrap();
     let trace = read("trace");
     assert_eq!(stack_traces(&trace), 3, "{trace}");
@@ -172,6 +175,8 @@ fn sched_switch_triggers_fire_while_the_event_is_disabled() {
     add_trigger(trigger, "!stacktrace").unwrap();
     assert_eq!(read(trigger), AVAILABLE);
     assert_eq!(read("events/sched/sched_switch/enable"), "0\n");
+    assert_eq!(read("set_event"), "", "no trigger: off again");
+    assert_eq!(read("events/sched/enable"), "0\n");
 
     // While tracing is off a stack trace records nothing and keeps its
     // count; a snapshot with no snapshot buffer likewise.
