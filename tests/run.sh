@@ -39,7 +39,7 @@ run_host() {
 }
 
 # The in-kernel tests there are (each architecture runs all of them).
-MIN_KERNEL_TESTS=155
+MIN_KERNEL_TESTS=156
 
 run_kernel() {
     local arch=$1 triple log status passed

@@ -281,8 +281,9 @@ pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
         next_prio: DEFAULT_PRIO,
     };
     let fields = |field| switch_field(&event, field);
-    let records = on && (crate::event_pid::records(prev) || crate::event_pid::records(next)) && SWITCH_FILTER.passes(&fields);
-    record_with_triggers(&SWITCH_TRIGGERS, triggered, &fields, || {
+    let pid_kept = crate::event_pid::records(prev) || crate::event_pid::records(next);
+    let records = on && pid_kept && SWITCH_FILTER.passes(&fields);
+    record_with_triggers(&SWITCH_TRIGGERS, triggered, pid_kept, &fields, || {
         records
             && crate::instance::top().buffer().write_with(SchedSwitchEvent::SIZE, |_, bytes| event.encode_into(bytes)).is_some()
     });
@@ -307,8 +308,9 @@ pub fn trace_wakeup(task: &TaskTrace, target_cpu: usize) {
         target_cpu: target_cpu as i32,
     };
     let fields = |field| wakeup_field(&event, field);
-    let records = on && (crate::event_pid::records(task) || crate::event_pid::records_current()) && WAKEUP_FILTER.passes(&fields);
-    record_with_triggers(&WAKEUP_TRIGGERS, triggered, &fields, || {
+    let pid_kept = crate::event_pid::records(task) || crate::event_pid::records_current();
+    let records = on && pid_kept && WAKEUP_FILTER.passes(&fields);
+    record_with_triggers(&WAKEUP_TRIGGERS, triggered, pid_kept, &fields, || {
         records
             && crate::instance::top().buffer().write_with(SchedWakeupEvent::SIZE, |_, bytes| event.encode_into(bytes)).is_some()
     });
@@ -316,12 +318,18 @@ pub fn trace_wakeup(task: &TaskTrace, target_cpu: usize) {
 
 /// Runs `record` (which answers whether it recorded the event) between
 /// the triggers that act before and after an event's record, and records
-/// the stack after it if `options/stacktrace` is on. Inlined into its caller, whose frame record starts a
-/// `stacktrace` trigger's chain.
+/// the stack after it if `options/stacktrace` is on. Inlined into its
+/// caller, whose frame record starts a `stacktrace` trigger's chain.
+///
+/// `pid_kept`: `set_event_pid` keeps this hit. The triggers that act after
+/// the record (conditional and post triggers) fire only then, as Linux
+/// calls them only once the event's buffer space is reserved, which the
+/// pid filter refuses first; the others fire on every hit.
 #[inline(always)]
 fn record_with_triggers<'a>(
     triggers: &Triggers,
     triggered: bool,
+    pid_kept: bool,
     fields: &dyn Fn(usize) -> FieldValue<'a>,
     record: impl FnOnce() -> bool,
 ) {
@@ -333,7 +341,7 @@ fn record_with_triggers<'a>(
     if record() && top.option(crate::instance::TraceOption::StackTrace) {
         stack.record(top);
     }
-    if triggered {
+    if triggered && pid_kept {
         triggers.fire(crate::instance::top(), Phase::AfterRecord, fields, stack);
     }
 }

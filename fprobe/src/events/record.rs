@@ -176,7 +176,10 @@ fn fetch_word_of(fetch: &Fetch, ty: ArgType, context: &Context) -> Option<u64> {
 #[inline(never)]
 fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
     let triggered = compiled.triggers.is_set();
-    let records = compiled.records() && ftrace::event_pid::records_current();
+    // `set_event_pid` gates the record and the triggers acting after it
+    // (see `ftrace::sched`'s `record_with_triggers`).
+    let pid_kept = ftrace::event_pid::records_current();
+    let records = compiled.records() && pid_kept;
     if !records && !triggered {
         return;
     }
@@ -241,7 +244,7 @@ fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
             stack.record(top);
         }
     }
-    if triggered {
+    if triggered && pid_kept {
         compiled.triggers.fire(top, Phase::AfterRecord, &fields, stack);
     }
 }

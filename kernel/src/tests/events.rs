@@ -166,3 +166,24 @@ fn set_event_notrace_pid_leaves_the_listed_tasks_out() {
     tracefs::write("dynamic_events", "-:notmine", FilterMode::Append).unwrap();
     write("trace", "");
 }
+
+/// A hit `set_event_notrace_pid` (or `set_event_pid`) leaves out reaches
+/// only the triggers Linux runs before reserving the event's record
+/// (unconditional `traceon`, `snapshot`, `enable_event`...): a conditional
+/// or post trigger (`stacktrace`, anything with `if`) neither fires nor
+/// spends its count, as Linux's pid check refuses the record first.
+#[ktest]
+fn the_event_pid_filter_keeps_conditional_triggers_from_firing() {
+    tracefs::write("dynamic_events", "f:pidtrig fib n=$arg1", FilterMode::Append).unwrap();
+    let trigger = "events/fprobes/pidtrig/trigger";
+    tracefs::write(trigger, "stacktrace:5 if n >= 0", FilterMode::Append).unwrap();
+    write("set_event_notrace_pid", &alloc::format!("{}", ftrace::task::current().pid()));
+    assert_eq!(fib(3), 2);
+    assert_eq!(read(trigger), "stacktrace:count=5 if n >= 0\n", "left out: not fired, count kept");
+    write("set_event_notrace_pid", "");
+    assert_eq!(fib(3), 2);
+    assert_eq!(read(trigger), "stacktrace:count=0 if n >= 0\n", "kept: fired on each of the five calls");
+    tracefs::write(trigger, "!stacktrace", FilterMode::Append).unwrap();
+    tracefs::write("dynamic_events", "-:pidtrig", FilterMode::Append).unwrap();
+    write("trace", "");
+}
