@@ -204,6 +204,9 @@ pub struct CpuMaskError {
 
 /// The largest ring a resize makes: 64 MiB a CPU.
 pub const MAX_PAGES_PER_CPU: usize = 16 * 1024;
+/// The fewest pages a ring may have (as in Linux: its writer and its reader
+/// each need one).
+pub const MIN_PAGES_PER_CPU: usize = 2;
 
 impl TraceBuffer {
     /// A buffer of `pages` pages for each CPU, recording; `None` if the
@@ -236,7 +239,7 @@ impl TraceBuffer {
     /// (`echo N > buffer_size_kb`). The tracer and `tracing_on` stay as
     /// they are; the events recorded so far go, as with `echo > trace`.
     pub fn resize(&self, pages: usize) -> Result<(), ResizeError> {
-        if !(2..=MAX_PAGES_PER_CPU).contains(&pages) {
+        if !(MIN_PAGES_PER_CPU..=MAX_PAGES_PER_CPU).contains(&pages) {
             return Err(ResizeError::BadSize);
         }
         let _readers = self.readers.lock();

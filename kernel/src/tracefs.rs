@@ -328,15 +328,19 @@ fn read_buffer_size_kb(array: Array, out: &mut dyn Write) -> fmt::Result {
 }
 
 /// `echo KB > buffer_size_kb`: every CPU's ring becomes KB KiB (rounded up
-/// to whole pages); the tracer stays on, the events so far go.
+/// to whole pages, at least `MIN_PAGES_PER_CPU`, as Linux rounds a smaller size up); the tracer stays on, the events
+/// so far go.
 fn write_buffer_size_kb(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
-    use ftrace::buffer::{ResizeError, MAX_PAGES_PER_CPU};
-    let range = || format!("{} to {}", 2 * PAGE_DATA_KB, MAX_PAGES_PER_CPU * PAGE_DATA_KB);
+    use ftrace::buffer::{ResizeError, MAX_PAGES_PER_CPU, MIN_PAGES_PER_CPU};
+    let range = || format!("1 to {}", MAX_PAGES_PER_CPU * PAGE_DATA_KB);
     let kb: usize = text
         .trim()
         .parse()
         .map_err(|_| TracefsError::Invalid(format!("expected a size in KiB ({}), not '{}'", range(), text.trim())))?;
-    match array.buffer().resize(kb.div_ceil(PAGE_DATA_KB)) {
+    if kb == 0 {
+        return Err(TracefsError::Invalid(format!("0 KiB is out of range ({})", range())));
+    }
+    match array.buffer().resize(kb.div_ceil(PAGE_DATA_KB).max(MIN_PAGES_PER_CPU)) {
         Ok(()) => Ok(()),
         Err(ResizeError::BadSize) => Err(TracefsError::Invalid(format!("{kb} KiB is out of range ({})", range()))),
         Err(ResizeError::NoMemory) => {

@@ -134,6 +134,10 @@ fn buffer_size_kb_resizes_every_cpu_and_keeps_the_tracer() {
         assert!(matches!(tracefs::write("buffer_size_kb", bad, FilterMode::Replace), Err(TracefsError::Invalid(_))), "{bad}");
     }
     assert_eq!(read("buffer_size_kb"), "8\n", "a refused size changes nothing");
+    write("buffer_size_kb", "1");
+    assert_eq!(read("buffer_size_kb"), "8\n", "a size under two pages is rounded up, as in Linux");
+    write("buffer_size_kb", "9");
+    assert_eq!(read("buffer_size_kb"), "12\n", "rounded up to whole pages");
     write("current_tracer", "nop");
     write("set_ftrace_filter", "");
     write("buffer_size_kb", original.trim());
