@@ -15,7 +15,8 @@
 # second short run injects failing tests (kernel option ktest.inject_failure)
 # and must fail: proof that a failure really fails the run. Then the console
 # scenarios (tests/scenarios.sh) drive the shell as a user would, a script
-# waits on each answer through a fifo (tests/interactive.sh), and
+# waits on each answer through a fifo (tests/interactive.sh), mutated input
+# must get errors and never a panic (tests/fuzz-input.sh), and
 # tests/trace-export.sh records sessions and reads them back with trace-cmd. Installs what is
 # missing (Rust targets, QEMU) and says so.
 set -euo pipefail
@@ -81,6 +82,8 @@ run_kernel() {
     echo "== $arch: console scenarios"
     tests/scenarios.sh "$arch" || failures+=("$arch-scenarios")
     tests/interactive.sh "$arch" || failures+=("$arch-interactive")
+    echo "== $arch: malformed input at volume"
+    tests/fuzz-input.sh "$arch" || failures+=("$arch-fuzz-input")
 
     echo "== $arch: traces leaving the machine (trace.dat, trace-cmd, flame graph)"
     tests/trace-export.sh "$arch" || failures+=("$arch-trace-export")

@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# Malformed input, at volume: "bad input gets a clear error and changes
+# nothing; the kernel never panics on input", checked on inputs nobody wrote
+# by hand.
+#
+#   tests/fuzz-input.sh ARCH [SEED...]   (default seeds: 1 2 3)
+#
+# For each seed, one boot is fed a few hundred `echo ... > FILE` lines: a
+# valid line for a tracefs file (a probe definition, a filter, a trigger, a
+# hist spec, a glob, a number), usually mutated (characters inserted, cut,
+# replaced or repeated, from an alphabet of separators, UTF-8, huge numbers
+# and fetch-argument pieces), with now and then a command that uses what
+# was set (run a workload, read trace, hist, stack_trace, remove the
+# instance). The session must answer every line (the console echoes each
+# one), never print a panic, still run a workload at the end, and power off.
+# A failing seed's input is kept, to replay with
+# `./qemu-run.sh ARCH < FILE`. Bash's RANDOM, seeded, makes each seed the
+# same input on every run.
+set -euo pipefail
+source "$(dirname "$0")/../tools/env.sh"
+cd "$KTRACE_ROOT"
+
+arch=$1
+shift
+seeds=("$@")
+[ ${#seeds[@]} -gt 0 ] || seeds=(1 2 3)
+LINES_PER_SEED=300
+
+F=kernel::workload::fib
+# FILE|VALID LINE, one template per line.
+TEMPLATES=$(
+    cat <<EOF
+dynamic_events|f:fx $F a=\$arg1
+dynamic_events|f:fy $F%return r=\$retval a=\$arg1:x32
+dynamic_events|f:grp/fz $F s=+0(\$arg1):string
+dynamic_events|-:fx
+dynamic_events|-:fprobes/fy
+dynamic_events|f:fx $F a=\$arg1:u8 b=\$arg2:s64 c=\$comm
+dynamic_events|r:kr $F r=\$retval
+dynamic_events|f:fa $F bf=\$arg1:b4@2/64
+dynamic_events|f:fx kernel::workload::* a=\$arg1
+kprobe_events|p:kx $F a=\$arg1 b=+8(\$stack):u64
+kprobe_events|r:ky $F \$retval
+kprobe_events|-:kx
+kprobe_events|p:kz $F+0x10
+kprobe_events|r10:kx $F
+events/sched/sched_switch/filter|next_pid > 0
+events/sched/sched_switch/filter|prev_comm == "shell" && next_pid != 1
+events/sched/sched_switch/filter|(next_pid & 1) || prev_prio < 100
+events/sched/sched_switch/filter|prev_comm ~ "sh*"
+events/sched/sched_switch/trigger|traceoff:3
+events/sched/sched_switch/trigger|stacktrace if next_pid > 1
+events/sched/sched_switch/trigger|hist:keys=next_pid:vals=hitcount:sort=hitcount.descending:size=256
+events/sched/sched_switch/trigger|hist:keys=prev_comm,next_pid:sort=next_pid
+events/sched/sched_switch/trigger|!traceoff:3
+events/sched/sched_switch/trigger|enable_event:kprobes:kx
+events/sched/sched_switch/trigger|disable_event:sched:sched_wakeup:2
+events/sched/sched_switch/trigger|hist:keys=common_pid.execname:pause
+events/kprobes/kx/trigger|hist:keys=a:vals=b
+events/kprobes/kx/trigger|stacktrace:2 if a > 1
+events/kprobes/kx/trigger|hist:keys=a.log2
+events/kprobes/kx/filter|b == 0x10 || a < 1
+events/fprobes/fx/filter|c ~ "sh*"
+events/fprobes/fx/trigger|hist:keys=a:sort=a
+events/fprobes/fx/trigger|traceoff if a == 2
+set_ftrace_filter|*fib*
+set_ftrace_filter|$F:traceon:2
+set_ftrace_filter|!$F
+set_ftrace_filter|$F:enable_event:sched:sched_switch:1
+set_ftrace_filter|*:mod:kernel
+set_ftrace_notrace|kernel::*
+set_graph_function|$F
+set_event|sched:sched_switch
+set_event|!sched:*
+set_event|fprobes:*
+set_event_pid|0 1 2
+set_ftrace_pid|1
+trace_options|noprint-parent
+trace_options|funcgraph-retval
+buffer_size_kb|64
+instances/a/buffer_size_kb|16
+tracing_cpumask|3
+max_graph_depth|3
+current_tracer|function_graph
+instances/a/current_tracer|function
+instances/a/set_ftrace_filter|*fib*
+trace_clock|global
+saved_cmdlines_size|128
+tracing_thresh|100
+stack_trace_filter|$F
+trace_marker|hello
+EOF
+)
+mapfile -t templates <<<"$TEMPLATES"
+NASTY=('' ' ' 'é' '日' '\' ':' '::' '(' ')' '$' '%' '+' '-' '@' '[' ']' '/' '*' '!' '=' '==' '~' '&' '|' ','
+    '.' '0' '9' '99999999999999999999' '-1' '0x' '4294967296' '18446744073709551616' '$arg0' '$arg9'
+    '$stack999' 'string' 'u128' 'b99@99/8' '[99999]' 'if' '&&' '"')
+USES=('run fib 4' 'cat trace | tail -2' 'echo 1 > events/enable' 'echo 1 > events/kprobes/kx/enable'
+    'cat events/sched/sched_switch/hist | tail -3' 'cat events/kprobes/kx/hist | tail -3' 'cat snapshot | tail -1'
+    'rmdir instances/a' 'mkdir instances/a' 'cat stack_trace | tail -1' 'cat kprobe_profile' 'echo 0 > tracing_on'
+    'echo 1 > tracing_on' 'cat dynamic_events' 'cat set_ftrace_filter' 'cat events/sched/sched_switch/trigger'
+    'echo nop > current_tracer' 'run fs' 'echo 0 > events/enable' 'cat error_log | tail -3' 'run par 2 fib 6')
+
+pick() { # pick N: a number below N
+    REPLY=$((RANDOM % $1))
+}
+
+# mutate TEXT: one to three edits, into $MUTATED.
+mutate() {
+    local s=$1 edits at end nasty
+    pick 3
+    edits=$((REPLY + 1))
+    while [ "$edits" -gt 0 ]; do
+        edits=$((edits - 1))
+        pick $((${#s} + 1))
+        at=$REPLY
+        pick ${#NASTY[@]}
+        nasty=${NASTY[$REPLY]}
+        pick 10
+        case $REPLY in
+            0 | 1 | 2) s=${s:0:at}$nasty${s:at} ;;
+            3 | 4 | 5) pick 6; end=$((at + REPLY + 1)); s=${s:0:at}${s:end} ;;
+            6 | 7) s=${s:0:at}$nasty${s:at+1} ;;
+            *) pick 8; end=$((REPLY + 1)); s=${s:0:at}${s:at:end}${s:at:end}${s:at:end}${s:at+end} ;;
+        esac
+    done
+    MUTATED=$s
+}
+
+# session SEED: the input lines of one boot.
+session() {
+    local i file line op
+    RANDOM=$1
+    echo "mkdir instances/a"
+    echo "echo 'f:fx $F a=\$arg1 b=\$arg2 c=\$comm' >> dynamic_events"
+    echo "echo 'p:kx $F a=\$arg1 b=+0(\$stack):u64' >> kprobe_events"
+    for ((i = 0; i < LINES_PER_SEED; i++)); do
+        pick ${#templates[@]}
+        file=${templates[$REPLY]%%|*}
+        line=${templates[$REPLY]#*|}
+        pick 10
+        if [ "$REPLY" -lt 7 ]; then
+            mutate "$line"
+            line=$MUTATED
+        fi
+        line=${line//\'/}
+        pick 10
+        op='>>'
+        [ "$REPLY" -lt 6 ] || op='>'
+        echo "echo '$line' $op $file"
+        pick 100
+        if [ "$REPLY" -lt 12 ]; then
+            pick ${#USES[@]}
+            echo "${USES[$REPLY]}"
+        fi
+    done
+    echo "echo nop > current_tracer"
+    echo "echo 0 > events/enable"
+    echo "run fib 5"
+    echo "poweroff"
+}
+
+failures=0
+for seed in "${seeds[@]}"; do
+    input=$(mktemp)
+    session "$seed" >"$input"
+    sent=$(wc -l <"$input")
+    status=0
+    out=$(./qemu-run.sh "$arch" --timeout 300 <"$input" 2>&1) || status=$?
+    answered=$(grep -c '^> ' <<<"$out" || true)
+    if [ "$status" -ne 0 ] || grep -q '^panic:' <<<"$out" || [ "$answered" -ne "$sent" ] \
+        || ! grep -q '^fib(5) = 5$' <<<"$out"; then
+        kept="${TMPDIR:-/tmp}/fuzz-input-$arch-$seed.txt"
+        cp "$input" "$kept"
+        echo "FAILED: fuzz seed $seed ($arch): status $status, $answered of $sent lines answered; input kept in $kept"
+        grep -m1 -B20 -A10 '^panic:' <<<"$out" || tail -30 <<<"$out"
+        failures=$((failures + 1))
+    else
+        errors=$(grep -c '^error: ' <<<"$out" || true)
+        echo "ok: fuzz seed $seed ($arch): $sent lines answered ($errors refused with an error), no panic, the kernel still works"
+    fi
+    rm -f "$input"
+done
+[ "$failures" -eq 0 ]
