@@ -59,6 +59,18 @@ impl<'a> EntryData<'a> {
         EntryData { words: &mut [], args: Some(args) }
     }
 
+    /// No per-call data: what a probe that keeps none hands its handlers.
+    fn empty() -> EntryData<'a> {
+        EntryData { words: &mut [], args: None }
+    }
+
+    /// A call's `words`, as `probe` lays them out: its own, then the saved
+    /// arguments if it saves them.
+    fn of_words(probe: &Fprobe, words: &'a mut [u64]) -> EntryData<'a> {
+        let (own, rest) = words.split_at_mut(probe.config.entry_data_words.min(words.len()));
+        EntryData { words: own, args: probe.config.save_args.then_some(&*rest) }
+    }
+
     /// The probe's `entry_data` words (written at entry, read at exit);
     /// empty for a probe without an exit handler.
     pub fn words(&mut self) -> &mut [u64] {
@@ -258,9 +270,16 @@ pub fn register_of<H: Handlers>(config: FprobeConfig, target: Target) -> Result<
         None => 0,
     };
     let data_words = DataWords::new(kept).ok_or(FprobeError::EntryDataTooLarge(config.entry_data_words))?;
+    // The traced path is chosen here, once: a probe that keeps no words per
+    // call gets the one that never looks at them.
+    let (ops, on_return) = if kept == 0 {
+        (FtraceOps::of::<FprobeEntry<H, false>>(OpsFlags::RECURSION), fprobe_exit::<H, false> as retstack::ReturnFunc)
+    } else {
+        (FtraceOps::of::<FprobeEntry<H, true>>(OpsFlags::RECURSION), fprobe_exit::<H, true> as retstack::ReturnFunc)
+    };
     let probe = Box::new(Fprobe {
-        ops: FtraceOps::of::<FprobeEntry<H>>(OpsFlags::RECURSION),
-        user: ReturnUser { on_return: fprobe_exit::<H>, on_missed: fprobe_missed, full_regs: false },
+        ops,
+        user: ReturnUser { on_return, on_missed: fprobe_missed, full_regs: false },
         config,
         data_words,
         disabled: AtomicBool::new(false),
@@ -387,18 +406,20 @@ impl Drop for RegisteredFprobe {
     }
 }
 
-/// A probe's ops callback, run inline in the site's entry.
-struct FprobeEntry<H>(core::marker::PhantomData<H>);
+/// A probe's ops callback, run inline in the site's entry. `DATA`: whether
+/// the probe keeps words per call (its `data_words` are not zero); without
+/// them, the traced path has no words to count, split or fill.
+struct FprobeEntry<H, const DATA: bool>(core::marker::PhantomData<H>);
 
-impl<H: Handlers> Callback for FprobeEntry<H> {
+impl<H: Handlers, const DATA: bool> Callback for FprobeEntry<H, DATA> {
     #[inline(always)]
     fn call(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {
-        fprobe_entry::<H>(ip, parent_ip, ops, fregs);
+        fprobe_entry::<H, DATA>(ip, parent_ip, ops, fregs);
     }
 }
 
 #[inline(always)]
-fn fprobe_entry<H: Handlers>(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {
+fn fprobe_entry<H: Handlers, const DATA: bool>(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {
     // SAFETY: this callback is only installed in `Fprobe::ops`, and
     // `register` recorded the probe that holds it, which is freed only once
     // no site leads to the ops.
@@ -408,18 +429,17 @@ fn fprobe_entry<H: Handlers>(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs
     }
     // Without an exit handler there is nothing to hook and no data to keep.
     let Some(_) = probe.config.exit else {
-        if probe.config.entry.is_some() {
-            H::entry(probe, ip, parent_ip, fregs, &mut EntryData { words: &mut [], args: None });
-        }
+        enter::<H, false>(probe, ip, parent_ip, fregs, &mut []);
         return;
     };
     // The return hook's room comes first (as in Linux): a call the exit
     // cannot be hooked for is missed whole, so every entry the handler sees
     // gets its exit.
-    let used = probe.data_words.get();
+    let data_words = if DATA { probe.data_words } else { DataWords::NONE };
+    let used = data_words.get();
     // SAFETY: in the entry callback of the call `fregs` saved; the pending
     // hook is committed or dropped below, before it returns.
-    let mut pending = match unsafe { retstack::begin_hook(fregs, ip, probe.data_words) } {
+    let mut pending = match unsafe { retstack::begin_hook(fregs, ip, data_words) } {
         Ok(pending) => pending,
         Err(_) => {
             probe.missed.fetch_add(1, Ordering::Relaxed);
@@ -428,7 +448,7 @@ fn fprobe_entry<H: Handlers>(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs
     };
     // The data lives where the exit will find it: the words the shadow
     // stack reserved for the call, filled in place.
-    if enter::<H>(probe, ip, parent_ip, fregs, &mut pending.data_mut()[..used]) {
+    if enter::<H, DATA>(probe, ip, parent_ip, fregs, &mut pending.data_mut()[..used]) {
         return; // skip the exit: dropping the pending hook takes it back
     }
     // The hooked call holds a reference until its exit runs. Taking it here
@@ -441,22 +461,32 @@ fn fprobe_entry<H: Handlers>(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs
     debug_assert!(committed.is_ok());
 }
 
-/// Fills a call's data words (the probe's own, zeroed, then the saved
-/// arguments) and runs the entry handler; answers whether it asked to skip
-/// the exit.
+/// Fills a call's data words if the probe keeps some (`DATA`: its own,
+/// zeroed, then the saved arguments) and runs the entry handler; answers
+/// whether it asked to skip the exit.
 #[inline(always)]
-fn enter<H: Handlers>(probe: &Fprobe, ip: usize, parent_ip: usize, fregs: &mut FtraceRegs, words: &mut [u64]) -> bool {
-    let (own, rest) = words.split_at_mut(probe.config.entry_data_words.min(words.len()));
-    if !own.is_empty() {
-        own.fill(0);
-    }
-    if probe.config.save_args {
-        for (n, slot) in rest.iter_mut().enumerate() {
-            *slot = fregs.argument(n).unwrap_or(0);
+fn enter<H: Handlers, const DATA: bool>(
+    probe: &Fprobe,
+    ip: usize,
+    parent_ip: usize,
+    fregs: &mut FtraceRegs,
+    words: &mut [u64],
+) -> bool {
+    let mut data = if DATA {
+        let (own, rest) = words.split_at_mut(probe.config.entry_data_words.min(words.len()));
+        if !own.is_empty() {
+            own.fill(0);
         }
-    }
-    let args = probe.config.save_args.then_some(&*rest);
-    probe.config.entry.is_some() && H::entry(probe, ip, parent_ip, fregs, &mut EntryData { words: own, args })
+        if probe.config.save_args {
+            for (n, slot) in rest.iter_mut().enumerate() {
+                *slot = fregs.argument(n).unwrap_or(0);
+            }
+        }
+        EntryData::of_words(probe, words)
+    } else {
+        EntryData::empty()
+    };
+    probe.config.entry.is_some() && H::entry(probe, ip, parent_ip, fregs, &mut data)
 }
 
 fn probe_of(user: *const ReturnUser) -> &'static Fprobe {
@@ -465,13 +495,19 @@ fn probe_of(user: *const ReturnUser) -> &'static Fprobe {
     unsafe { &*ftrace::container_of!(user, Fprobe, user) }
 }
 
-fn fprobe_exit<H: Handlers>(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fregs: &mut FtraceRegs) {
+/// A hooked call's return. `DATA` as for [`FprobeEntry`]: without it,
+/// `data` is empty.
+fn fprobe_exit<H: Handlers, const DATA: bool>(
+    user: *const ReturnUser,
+    call: &ReturnInfo,
+    data: &mut [u64],
+    fregs: &mut FtraceRegs,
+) {
     let probe = probe_of(user);
     // Only a probe with an exit handler hooks returns (see `fprobe_entry`).
     if !probe.disabled.load(Ordering::Relaxed) {
-        let (own, rest) = data.split_at_mut(probe.config.entry_data_words.min(data.len()));
-        let args = probe.config.save_args.then_some(&*rest);
-        H::exit(probe, call.func(), call.ret_addr(), fregs, &mut EntryData { words: own, args });
+        let mut data = if DATA { EntryData::of_words(probe, data) } else { EntryData::empty() };
+        H::exit(probe, call.func(), call.ret_addr(), fregs, &mut data);
     }
     // SAFETY: the call's reference, dropped last.
     unsafe { probe.refs.put() };
