@@ -13,7 +13,11 @@
 //!   ([`Trap::StepDone`]) that brings control back; the generic code then
 //!   resumes after the probed instruction. A copy that addresses memory
 //!   relative to its own address (x86_64 RIP-relative operands) has its
-//!   displacement adjusted for the slot's address.
+//!   displacement adjusted for the slot's address. Where the architecture
+//!   can ([`BOOSTS`]: x86_64), a hit with no post-handler to run is
+//!   *boosted* instead ([`boost`]): it runs a copy that jumps back to the
+//!   next instruction by itself, one trap instead of two, as Linux's x86
+//!   kprobes do.
 //! - [`Execution::Simulate`]: an instruction whose effect depends on where it
 //!   is (branches, calls, returns; aarch64 `adr`/`adrp` and literal loads)
 //!   is not run at all: [`simulate`] applies its effect to the saved
@@ -47,7 +51,7 @@ use crate::regs::PtRegs;
 use crate::text::{PatchError, TextPatcher};
 
 pub use crate::imp::kprobes::{
-    begin_step, end_step, simulate, simulation_class, Simulation, BREAKPOINT, CLASSES, MAX_INSN, SLOTS, SLOT_SIZE,
+    begin_step, end_step, simulate, simulation_class, Simulation, BOOSTS, BREAKPOINT, CLASSES, MAX_INSN, SLOTS, SLOT_SIZE,
 };
 
 /// Which of the two kprobe breakpoints trapped.
@@ -192,6 +196,16 @@ pub unsafe fn fill_slot(index: usize, insn: &ProbedInsn) -> Result<(), InsnError
     let address = slot_address(index);
     let wanted = crate::imp::kprobes::slot_bytes(insn, address)?;
     write_slot(address, &wanted).map_err(|_| InsnError::Unsafe("its out-of-line slot could not be written"))
+}
+
+/// Sends a hit on `insn` (registers `regs`, at its probe's trap) to a
+/// copy in slot `index` that runs it and jumps back to the next
+/// instruction by itself, with interrupts masked until it is back (the
+/// step-done trap never comes: whatever would run after the instruction
+/// must run now). Answers false, changing nothing, for a simulated
+/// instruction or where the architecture cannot ([`BOOSTS`]).
+pub fn boost(index: usize, insn: &ProbedInsn, regs: &mut PtRegs) -> bool {
+    crate::imp::kprobes::boost(insn, slot_address(index), regs)
 }
 
 /// Whether a step-done trap at `address` ends slot `index` as filled for

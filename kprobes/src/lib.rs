@@ -11,6 +11,8 @@
 //!   (`arch::kprobes`). At the trap the pre-handler runs, then the displaced
 //!   instruction either runs out of line in a slot and traps again, or is
 //!   simulated; then the post-handler runs and execution goes on after it.
+//!   Where the architecture can (x86_64), a hit with no post-handler runs a
+//!   copy that jumps back by itself: one trap, not two (Linux's "boost").
 //!   Probes at one address share its breakpoint (Linux's aggregate
 //!   probes): each hit runs all their pre-handlers, the instruction once,
 //!   then all their post-handlers.
@@ -59,4 +61,4 @@ pub mod probe;
 pub use kretprobe::{register_kretprobe, Kretprobe, KretprobeConfig, RegisteredKretprobe};
 pub use location::Location;
 #[cfg(target_os = "none")]
-pub use probe::{register_kprobe, Kprobe, KprobeConfig, KprobeError, RegisteredKprobe};
+pub use probe::{register_kprobe, step_traps_here, Kprobe, KprobeConfig, KprobeError, RegisteredKprobe};

@@ -537,6 +537,8 @@ struct Active {
 struct Control {
     now: Active,
     interrupted: Option<Active>,
+    /// Step-done traps handled on this CPU (see [`step_traps_here`]).
+    steps: u64,
 }
 
 struct PerCpu(UnsafeCell<Control>);
@@ -546,7 +548,8 @@ unsafe impl Sync for PerCpu {}
 
 const IDLE: Active = Active { status: Status::Idle, probe: ptr::null(), irqs: false };
 
-static CONTROL: [PerCpu; MAX_CPUS] = [const { PerCpu(UnsafeCell::new(Control { now: IDLE, interrupted: None })) }; MAX_CPUS];
+static CONTROL: [PerCpu; MAX_CPUS] =
+    [const { PerCpu(UnsafeCell::new(Control { now: IDLE, interrupted: None, steps: 0 })) }; MAX_CPUS];
 
 /// This CPU's control block.
 ///
@@ -665,14 +668,21 @@ fn on_probe(address: usize, regs: &mut PtRegs) -> bool {
     true
 }
 
-/// Runs the probed instruction: simulated now, or stepped in its slot (the
-/// step-done trap finishes).
+/// Runs the probed instruction: simulated now, boosted (its slot's copy
+/// jumps back by itself: nothing waits for it to run), or stepped in its
+/// slot (the step-done trap finishes).
 fn run_instruction(probe: &Kprobe, insn: &ProbedInsn, slot: usize, regs: &mut PtRegs, control: &mut Control, reentry: bool) {
     match insn.execution() {
         Execution::Simulate(simulation) => {
             // SAFETY: the probe's breakpoint trapped with `regs`, at its
             // instruction, which `decode` classified.
             unsafe { insn::simulate(insn, simulation, regs) };
+            finish(probe, regs, control, reentry);
+        }
+        // A post-handler runs after the instruction, so only a hit with
+        // none to run (a reentry runs none) may leave the instruction for
+        // later. (`BOOSTS` first: where it is false this arm is gone.)
+        Execution::Step { .. } if insn::BOOSTS && (reentry || !has_post_handler(probe)) && insn::boost(slot, insn, regs) => {
             finish(probe, regs, control, reentry);
         }
         Execution::Step { .. } => {
@@ -703,6 +713,26 @@ fn finish(probe: &Kprobe, regs: &mut PtRegs, control: &mut Control, reentry: boo
     unsafe { this_cpu() }.now = IDLE;
 }
 
+/// Whether a probe at `probe`'s address has a post-handler.
+fn has_post_handler(probe: &Kprobe) -> bool {
+    let mut any = false;
+    // SAFETY: trap context (interrupts masked): the chain stays.
+    unsafe { probe.each_in_chain(|probe| any |= probe.config.post_handler.is_some()) };
+    any
+}
+
+/// How many hits on this CPU have stepped their instruction out of line
+/// and come back through the step-done trap since boot. A boosted hit (see
+/// `arch::kprobes::boost`) does not count: its one trap is the probe's
+/// own. (Per CPU, kept in its control block: the trap path shares nothing
+/// with other CPUs. Keep the caller on one CPU, `arch::preempt::Guard`,
+/// between two reads.)
+pub fn step_traps_here() -> u64 {
+    let _irqs = IrqGuard::new();
+    // SAFETY: interrupts are masked; the reference is dropped at once.
+    unsafe { this_cpu() }.steps
+}
+
 fn on_step_done(address: usize, regs: &mut PtRegs) -> bool {
     // SAFETY: trap context: interrupts are masked.
     let control = unsafe { this_cpu() };
@@ -716,6 +746,7 @@ fn on_step_done(address: usize, regs: &mut PtRegs) -> bool {
     }
     regs.set_ip(insn.next());
     insn::end_step(regs, control.now.irqs);
+    control.steps += 1;
     finish(probe, regs, control, reentry);
     true
 }

@@ -258,6 +258,18 @@ pub(crate) fn step_done_address(_insn: &ProbedInsn, slot: usize) -> usize {
     slot + 4
 }
 
+/// No boosting here (as in Linux's arm64 kprobes): leaving a slot with
+/// IRQs unmasked takes two instructions (`msr daifclr`, `b`), and an IRQ
+/// between them would find the task inside the slot, where it could be
+/// preempted and stay while the slot is freed and reused. Every stepped
+/// hit takes the step-done trap.
+pub const BOOSTS: bool = false;
+
+/// See [`BOOSTS`]: never.
+pub(crate) fn boost(_insn: &ProbedInsn, _slot: usize, _regs: &mut PtRegs) -> bool {
+    false
+}
+
 /// Masks IRQs for the step (in the SPSR the trap returns with); answers
 /// whether they were unmasked.
 pub fn begin_step(regs: &mut PtRegs) -> bool {

@@ -1,9 +1,15 @@
 //! x86_64 kprobes: `int3` probes, instructions decoded with `iced-x86`.
 //!
 //! How each instruction runs (see `crate::kprobes`):
-//! - straight-line instructions are stepped in a slot (`insn; int3`); a
-//!   RIP-relative memory operand gets its displacement recomputed for the
-//!   slot's address (slots are in kernel text, within reach of every
+//! - straight-line instructions run from a slot. A hit with a post-handler
+//!   to run steps the slot's first copy, `insn; int3`; any other hit is
+//!   *boosted*, as Linux's x86 kprobes are: it runs a copy that jumps back
+//!   by itself, `insn; jmp next` (interrupts were masked at the hit) or
+//!   `insn; sti; jmp next` (they were enabled: `sti` takes effect only
+//!   after the next instruction, so no interrupt arrives before the `jmp`
+//!   has left the slot, and no task is ever preempted inside one). A
+//!   RIP-relative memory operand gets its displacement recomputed for each
+//!   copy's address (slots are in kernel text, within reach of every
 //!   instruction in it);
 //! - `jmp rel`, `jcc rel`, `call rel32` and `ret [imm16]` are simulated;
 //! - refused: indirect branches and calls, `loop`/`jrcxz`, far transfers,
@@ -24,8 +30,27 @@ use crate::kprobes::{Execution, InsnError, ProbedInsn};
 pub const BREAKPOINT: [u8; 1] = [0xcc];
 /// The longest x86 instruction.
 pub const MAX_INSN: usize = 15;
-/// One slot: the longest instruction and its `int3`.
-pub const SLOT_SIZE: usize = 16;
+/// One slot: three copies of the instruction (the stepped one and the two
+/// boosted ones, see the module documentation), `int3`s around them.
+pub const SLOT_SIZE: usize = 64;
+/// Where in a slot the stepped copy is: the instruction, then `int3`.
+const STEP_COPY: usize = 0;
+/// Where the boosted copy for a hit with interrupts masked is: the
+/// instruction, then `jmp next`.
+const BOOST_COPY: usize = 16;
+/// Where the boosted copy for a hit with interrupts enabled is: the
+/// instruction, `sti`, then `jmp next`.
+const BOOST_STI_COPY: usize = 40;
+/// `jmp rel32`.
+const JMP_REL32: u8 = 0xe9;
+/// `sti`.
+const STI: u8 = 0xfb;
+const _: () = assert!(STEP_COPY + MAX_INSN < BOOST_COPY);
+const _: () = assert!(BOOST_COPY + MAX_INSN + 5 <= BOOST_STI_COPY);
+const _: () = assert!(BOOST_STI_COPY + MAX_INSN + 1 + 5 <= SLOT_SIZE);
+/// Hits without a post-handler skip the step-done trap (see the module
+/// documentation).
+pub const BOOSTS: bool = true;
 /// Out-of-line slots, so breakpoint probes at once.
 pub const SLOTS: usize = 64;
 
@@ -131,11 +156,27 @@ pub(crate) fn decode(address: usize, bytes: &[u8]) -> Result<ProbedInsn, InsnErr
     Ok(probed)
 }
 
-/// The slot's contents for `insn` at `slot`: the instruction (its
-/// RIP-relative displacement adjusted) and `int3`s.
+/// The slot's contents for `insn` at `slot`: its copies (a stepped
+/// instruction's three, a simulated one's stepped copy only, never run)
+/// and `int3`s.
 pub(crate) fn slot_bytes(insn: &ProbedInsn, slot: usize) -> Result<[u8; SLOT_SIZE], InsnError> {
     let mut bytes = [BREAKPOINT[0]; SLOT_SIZE];
-    bytes[..insn.len].copy_from_slice(insn.bytes());
+    copy_insn(insn, &mut bytes, slot, STEP_COPY)?;
+    if let Execution::Step { .. } = insn.execution {
+        let end = copy_insn(insn, &mut bytes, slot, BOOST_COPY)?;
+        jump_back(insn, &mut bytes, slot, end)?;
+        let end = copy_insn(insn, &mut bytes, slot, BOOST_STI_COPY)?;
+        bytes[end] = STI;
+        jump_back(insn, &mut bytes, slot, end + 1)?;
+    }
+    Ok(bytes)
+}
+
+/// Copies `insn` to offset `at` of the slot at `slot` (its RIP-relative
+/// displacement adjusted for that address); answers where the copy ends.
+fn copy_insn(insn: &ProbedInsn, bytes: &mut [u8; SLOT_SIZE], slot: usize, at: usize) -> Result<usize, InsnError> {
+    let copy = &mut bytes[at..at + insn.len];
+    copy.copy_from_slice(insn.bytes());
     let mut decoder = Decoder::with_ip(64, insn.bytes(), insn.address as u64, DecoderOptions::NONE);
     let decoded = decoder.decode();
     if decoded.is_ip_rel_memory_operand() {
@@ -143,18 +184,42 @@ pub(crate) fn slot_bytes(insn: &ProbedInsn, slot: usize) -> Result<[u8; SLOT_SIZ
         if offsets.displacement_size() != 4 {
             return Err(InsnError::Unsafe("unexpected RIP-relative displacement size"));
         }
-        let wanted = decoded.ip_rel_memory_address() as i64 - (slot + insn.len) as i64;
+        let wanted = decoded.ip_rel_memory_address() as i64 - (slot + at + insn.len) as i64;
         let displacement =
             i32::try_from(wanted).map_err(|_| InsnError::Unsafe("its RIP-relative operand is out of the slot's reach"))?;
-        let at = offsets.displacement_offset();
-        bytes[at..at + 4].copy_from_slice(&displacement.to_le_bytes());
+        let field = offsets.displacement_offset();
+        copy[field..field + 4].copy_from_slice(&displacement.to_le_bytes());
     }
-    Ok(bytes)
+    Ok(at + insn.len)
+}
+
+/// Writes `jmp next` (to the instruction after `insn`) at offset `at` of
+/// the slot at `slot`.
+fn jump_back(insn: &ProbedInsn, bytes: &mut [u8; SLOT_SIZE], slot: usize, at: usize) -> Result<(), InsnError> {
+    let from = (slot + at + 5) as i64;
+    let displacement = i32::try_from(insn.next() as i64 - from)
+        .map_err(|_| InsnError::Unsafe("the instruction after it is out of the slot's reach"))?;
+    bytes[at] = JMP_REL32;
+    bytes[at + 1..at + 5].copy_from_slice(&displacement.to_le_bytes());
+    Ok(())
 }
 
 /// Where the slot's step-done `int3` is.
 pub(crate) fn step_done_address(insn: &ProbedInsn, slot: usize) -> usize {
-    slot + insn.len
+    slot + STEP_COPY + insn.len
+}
+
+/// Sends a hit on a stepped instruction to the boosted copy for its
+/// interrupt state, with interrupts masked until the copy has jumped back
+/// (the `sti` copy unmasks them on the way out); answers false for a
+/// simulated one.
+pub(crate) fn boost(insn: &ProbedInsn, slot: usize, regs: &mut PtRegs) -> bool {
+    if !matches!(insn.execution, Execution::Step { .. }) {
+        return false;
+    }
+    let enabled = begin_step(regs);
+    regs.rip = (slot + if enabled { BOOST_STI_COPY } else { BOOST_COPY }) as u64;
+    true
 }
 
 /// Masks interrupts for the step (in the registers the trap returns with);

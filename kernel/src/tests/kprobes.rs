@@ -205,6 +205,69 @@ fn every_instruction_of_the_fixture_probed_in_turn_runs_right() {
     assert!(refused.iter().all(|(_, why)| matches!(why, InsnError::Unsafe(_) | InsnError::Invalid)), "{refused:?}");
 }
 
+fn pre_only() -> KprobeConfig {
+    KprobeConfig { pre_handler: Some(count_hit), post_handler: None, private: 0 }
+}
+
+/// Runs the fixture on every input, with interrupts as they are and then
+/// masked; checks each result and that the interrupt state after a hit is
+/// the one before it.
+fn run_fixture_both_ways(offset: usize, inputs: &[u64]) {
+    assert!(arch::cpu::interrupts_enabled());
+    for &x in inputs {
+        assert_eq!(fixture(black_box(x)), fixture_expected(x), "fixture({x}) probed at +{offset:#x}");
+        assert!(arch::cpu::interrupts_enabled(), "interrupts back on after a hit at +{offset:#x}");
+        arch::irq::without_interrupts(|| {
+            assert_eq!(fixture(black_box(x)), fixture_expected(x), "fixture({x}) masked, probed at +{offset:#x}");
+            assert!(!arch::cpu::interrupts_enabled(), "interrupts still masked after a hit at +{offset:#x}");
+        });
+    }
+}
+
+/// [`run_fixture_both_ways`] on one CPU; answers how many step-done traps
+/// its hits took (they are counted per CPU).
+fn step_traps_of_fixture_runs(offset: usize, inputs: &[u64]) -> u64 {
+    let _here = arch::preempt::Guard::new();
+    let before = kprobes::step_traps_here();
+    run_fixture_both_ways(offset, inputs);
+    kprobes::step_traps_here() - before
+}
+
+#[ktest]
+fn a_hit_without_a_post_handler_is_boosted_where_the_architecture_can() {
+    let function = address(fixture as fn(u64) -> u64);
+    let inputs = [0u64, 1, 41];
+    let mut stepped_places = 0;
+    for offset in instructions(function) {
+        let Ok(Execution::Step { .. }) = arch::kprobes::decode(function + offset).map(|insn| insn.execution()) else {
+            continue;
+        };
+        // Only a pre-handler: boosted (one trap a hit) where the
+        // architecture boosts, stepped (two) elsewhere. (aarch64 refuses
+        // the fixture's exclusive sequence.)
+        reset();
+        let Ok(probe) = register_kprobe(&at(function, offset), pre_only()) else { continue };
+        stepped_places += 1;
+        let steps = step_traps_of_fixture_runs(offset, &inputs);
+        // (Not every instruction runs for every input.)
+        let hits = probe.hits();
+        assert!(hits > 0, "+{offset:#x} was hit");
+        assert_eq!(HITS.load(Ordering::SeqCst), hits);
+        let expected = if arch::kprobes::BOOSTS { 0 } else { hits };
+        assert_eq!(steps, expected, "step-done traps, pre-handler only, +{offset:#x}");
+        // A second probe there with a post-handler: every hit steps, so
+        // the post-handler runs after the instruction.
+        let with_post = register_kprobe(&at(function, offset), counting()).unwrap();
+        let steps = step_traps_of_fixture_runs(offset, &inputs);
+        assert_eq!(with_post.hits(), hits, "+{offset:#x}: as often as before");
+        assert_eq!(POSTS.load(Ordering::SeqCst), hits);
+        assert_eq!(steps, hits, "step-done traps with a post-handler, +{offset:#x}");
+        drop(with_post);
+        drop(probe);
+    }
+    assert!(stepped_places >= 3, "the fixture has stepped instructions ({stepped_places})");
+}
+
 static INNER_CALLS: AtomicU64 = AtomicU64::new(0);
 
 #[inline(never)]
@@ -322,14 +385,16 @@ fn probes_come_and_go_while_other_cpus_run_the_probed_code() {
         .collect();
     let mut registered = 0;
     for round in 0..40 {
-        // Several breakpoints at once, and the entry probe.
+        // Several breakpoints at once, and the entry probe; every other
+        // round without post-handlers (boosted hits, where they exist).
+        let config = if round % 2 == 0 { counting() } else { pre_only() };
         let probes: Vec<RegisteredKprobe> = offsets
             .iter()
             .skip(round % 3)
             .step_by(3)
             .take(4)
             .chain(core::iter::once(&0))
-            .filter_map(|&offset| match register_kprobe(&at(fib_address, offset), counting()) {
+            .filter_map(|&offset| match register_kprobe(&at(fib_address, offset), config) {
                 Ok(probe) => Some(probe),
                 // An instruction no probe takes; anything else is a bug (a
                 // boundary walk that trips over the earlier breakpoints).
