@@ -14,11 +14,13 @@
 # instance). The session must answer every line (the console echoes each
 # one), never print a panic, still run a workload at the end, and power off.
 # A failing seed's input is kept, to replay with
-# `./qemu-run.sh ARCH < FILE`. Bash's RANDOM, seeded, makes each seed the
-# same input on every run.
+# `./qemu-run.sh ARCH < FILE`. A generator of the script's own (not bash's
+# RANDOM, which changed in bash 5.1) and a fixed locale (string offsets
+# count characters) make each seed the same input everywhere.
 set -euo pipefail
 source "$(dirname "$0")/../tools/env.sh"
 cd "$KTRACE_ROOT"
+export LC_ALL=C.UTF-8
 
 arch=$1
 shift
@@ -101,8 +103,11 @@ USES=('run fib 4' 'cat trace | tail -2' 'echo 1 > events/enable' 'echo 1 > event
     'echo 1 > tracing_on' 'cat dynamic_events' 'cat set_ftrace_filter' 'cat events/sched/sched_switch/trigger'
     'echo nop > current_tracer' 'run fs' 'echo 0 > events/enable' 'cat error_log | tail -3' 'run par 2 fib 6')
 
-pick() { # pick N: a number below N
-    REPLY=$((RANDOM % $1))
+# pick N: a number below N, into $REPLY (a linear congruential generator,
+# its state in $STATE).
+pick() {
+    STATE=$(((STATE * 1103515245 + 12345) % 2147483648))
+    REPLY=$(((STATE / 65536) % $1))
 }
 
 # mutate TEXT: one to three edits, into $MUTATED.
@@ -130,10 +135,10 @@ mutate() {
 # session SEED: the input lines of one boot.
 session() {
     local i file line op
-    RANDOM=$1
-    echo "mkdir instances/a"
-    echo "echo 'f:fx $F a=\$arg1 b=\$arg2 c=\$comm' >> dynamic_events"
-    echo "echo 'p:kx $F a=\$arg1 b=+0(\$stack):u64' >> kprobe_events"
+    STATE=$1
+    printf '%s\n' "mkdir instances/a" \
+        "echo 'f:fx $F a=\$arg1 b=\$arg2 c=\$comm' >> dynamic_events" \
+        "echo 'p:kx $F a=\$arg1 b=+0(\$stack):u64' >> kprobe_events"
     for ((i = 0; i < LINES_PER_SEED; i++)); do
         pick ${#templates[@]}
         file=${templates[$REPLY]%%|*}
@@ -147,22 +152,20 @@ session() {
         pick 10
         op='>>'
         [ "$REPLY" -lt 6 ] || op='>'
-        echo "echo '$line' $op $file"
+        printf '%s\n' "echo '$line' $op $file"
         pick 100
         if [ "$REPLY" -lt 12 ]; then
             pick ${#USES[@]}
-            echo "${USES[$REPLY]}"
+            printf '%s\n' "${USES[$REPLY]}"
         fi
     done
-    echo "echo nop > current_tracer"
-    echo "echo 0 > events/enable"
-    echo "run fib 5"
-    echo "poweroff"
+    printf '%s\n' "echo nop > current_tracer" "echo 0 > events/enable" "run fib 5" "poweroff"
 }
 
 failures=0
+input=$(mktemp)
+trap 'rm -f "$input"' EXIT
 for seed in "${seeds[@]}"; do
-    input=$(mktemp)
     session "$seed" >"$input"
     sent=$(wc -l <"$input")
     status=0
@@ -179,6 +182,5 @@ for seed in "${seeds[@]}"; do
         errors=$(grep -c '^error: ' <<<"$out" || true)
         echo "ok: fuzz seed $seed ($arch): $sent lines answered ($errors refused with an error), no panic, the kernel still works"
     fi
-    rm -f "$input"
 done
 [ "$failures" -eq 0 ]

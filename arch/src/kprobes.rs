@@ -16,8 +16,10 @@
 //!   displacement adjusted for the slot's address. Where the architecture
 //!   can ([`BOOSTS`]: x86_64), a hit with no post-handler to run is
 //!   *boosted* instead ([`boost`]): it runs a copy that jumps back to the
-//!   next instruction by itself, one trap instead of two, as Linux's x86
-//!   kprobes do.
+//!   next instruction by itself, one trap instead of two, after Linux's x86
+//!   kprobes (whose boosted copy runs with interrupts as they were; here
+//!   they stay masked until the copy has jumped back, so the cross-CPU
+//!   round that frees a slot still covers it).
 //! - [`Execution::Simulate`]: an instruction whose effect depends on where it
 //!   is (branches, calls, returns; aarch64 `adr`/`adrp` and literal loads)
 //!   is not run at all: [`simulate`] applies its effect to the saved
@@ -184,8 +186,10 @@ pub fn slot_of_step_done(address: usize) -> Option<usize> {
     (offset < SLOTS * SLOT_SIZE).then_some(offset / SLOT_SIZE)
 }
 
-/// Writes `insn`'s out-of-line copy and the step-done breakpoint into slot
-/// `index` (below [`SLOTS`]).
+/// Writes `insn`'s out-of-line copies into slot `index` (below
+/// [`SLOTS`]): the stepped one and its step-done breakpoint, and where the
+/// architecture boosts ([`BOOSTS`]), the copies that jump back by
+/// themselves.
 ///
 /// # Safety
 /// No CPU may be running the slot, nor reach it before this returns: its

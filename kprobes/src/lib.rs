@@ -11,8 +11,9 @@
 //!   (`arch::kprobes`). At the trap the pre-handler runs, then the displaced
 //!   instruction either runs out of line in a slot and traps again, or is
 //!   simulated; then the post-handler runs and execution goes on after it.
-//!   Where the architecture can (x86_64), a hit with no post-handler runs a
-//!   copy that jumps back by itself: one trap, not two (Linux's "boost").
+//!   Where the architecture can (`arch::kprobes::BOOSTS`), a hit with no
+//!   post-handler runs a copy that jumps back by itself: one trap, not two
+//!   (after Linux's "boost").
 //!   Probes at one address share its breakpoint (Linux's aggregate
 //!   probes): each hit runs all their pre-handlers, the instruction once,
 //!   then all their post-handlers.

@@ -681,9 +681,11 @@ fn run_instruction(probe: &Kprobe, insn: &ProbedInsn, slot: usize, regs: &mut Pt
         }
         // A post-handler runs after the instruction, so only a hit with
         // none to run (a reentry runs none) may leave the instruction for
-        // later. (`BOOSTS` first: where it is false this arm is gone.)
+        // later; and nothing runs after it, not even a post-handler a
+        // probe registered since has brought (it runs from its next hit).
+        // (`BOOSTS` first: where it is false this arm is gone.)
         Execution::Step { .. } if insn::BOOSTS && (reentry || !has_post_handler(probe)) && insn::boost(slot, insn, regs) => {
-            finish(probe, regs, control, reentry);
+            leave(control, reentry);
         }
         Execution::Step { .. } => {
             let irqs = insn::begin_step(regs);
@@ -697,7 +699,7 @@ fn run_instruction(probe: &Kprobe, insn: &ProbedInsn, slot: usize, regs: &mut Pt
 /// interrupted.
 fn finish(probe: &Kprobe, regs: &mut PtRegs, control: &mut Control, reentry: bool) {
     if reentry {
-        control.now = control.interrupted.take().unwrap_or(IDLE);
+        leave(control, true);
         return;
     }
     control.now = Active { status: Status::Handler, probe, irqs: false };
@@ -711,6 +713,12 @@ fn finish(probe: &Kprobe, regs: &mut PtRegs, control: &mut Control, reentry: boo
     };
     // SAFETY: trap context; the handler's use of the block is over.
     unsafe { this_cpu() }.now = IDLE;
+}
+
+/// The hit is over: the CPU goes back to idle, or, for a reentry, to the
+/// handler or step it interrupted.
+fn leave(control: &mut Control, reentry: bool) {
+    control.now = if reentry { control.interrupted.take().unwrap_or(IDLE) } else { IDLE };
 }
 
 /// Whether a probe at `probe`'s address has a post-handler.

@@ -3,11 +3,12 @@
 //! How each instruction runs (see `crate::kprobes`):
 //! - straight-line instructions run from a slot. A hit with a post-handler
 //!   to run steps the slot's first copy, `insn; int3`; any other hit is
-//!   *boosted*, as Linux's x86 kprobes are: it runs a copy that jumps back
+//!   *boosted*, after Linux's x86 kprobes: it runs a copy that jumps back
 //!   by itself, `insn; jmp next` (interrupts were masked at the hit) or
 //!   `insn; sti; jmp next` (they were enabled: `sti` takes effect only
 //!   after the next instruction, so no interrupt arrives before the `jmp`
-//!   has left the slot, and no task is ever preempted inside one). A
+//!   has left the slot, and no task is ever preempted inside one; Linux's
+//!   boosted copy runs with interrupts as they were). A
 //!   RIP-relative memory operand gets its displacement recomputed for each
 //!   copy's address (slots are in kernel text, within reach of every
 //!   instruction in it);

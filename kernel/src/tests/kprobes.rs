@@ -246,7 +246,11 @@ fn a_hit_without_a_post_handler_is_boosted_where_the_architecture_can() {
         // architecture boosts, stepped (two) elsewhere. (aarch64 refuses
         // the fixture's exclusive sequence.)
         reset();
-        let Ok(probe) = register_kprobe(&at(function, offset), pre_only()) else { continue };
+        let probe = match register_kprobe(&at(function, offset), pre_only()) {
+            Ok(probe) => probe,
+            Err(KprobeError::Instruction { .. }) => continue,
+            Err(error) => panic!("fixture+{offset:#x}: {error}"),
+        };
         stepped_places += 1;
         let steps = step_traps_of_fixture_runs(offset, &inputs);
         // (Not every instruction runs for every input.)
