@@ -112,7 +112,9 @@ pub fn event_common(kind: u16) -> Common {
         Context::Normal => 0,
         Context::Softirq => flags::SOFTIRQ,
         Context::Irq => flags::HARDIRQ,
-        Context::Nmi => flags::NMI,
+        // Linux's `nmi_enter` counts a hard interrupt too: an NMI-like
+        // record (a breakpoint's kprobe event) shows `Z`, as there.
+        Context::Nmi => flags::NMI | flags::HARDIRQ,
     };
     if !arch::cpu::interrupts_enabled() {
         bits |= flags::IRQS_OFF;

@@ -53,6 +53,12 @@ fn fib_by_loop(n: u64) -> u64 {
 }
 
 /// Runs fib(10) with `event` enabled and answers the trace.
+/// The hard/soft interrupt character of a trace line's flags column
+/// (`d.Z..`: the third).
+fn context_flag(line: &str) -> Option<char> {
+    line.split_whitespace().nth(2)?.chars().nth(2)
+}
+
 fn traced_fib(event: &str) -> String {
     write("trace", "");
     write(&format!("events/kprobes/{event}/enable"), "1");
@@ -77,6 +83,9 @@ fn a_kprobe_event_inside_fib_records_registers_and_the_stack() {
     let at = format!("(kernel::workload::fib+{SITE_END:#x}/");
     for line in &lines {
         assert!(line.contains(&at), "{line}");
+        // Recorded in the breakpoint exception, which Linux enters as an
+        // NMI (that also counts as a hard interrupt): `Z`.
+        assert_eq!(context_flag(line), Some('Z'), "{line}");
         let sp = field(line, "sp");
         assert!(sp != 0 && sp % 8 == 0, "{line}");
         if arch::regs::RETURN_ADDRESS == arch::ftrace_abi::ReturnAddress::Stack {
@@ -101,6 +110,7 @@ fn a_kretprobe_event_records_the_return_value_and_an_entry_argument() {
     let lines = lines_of(&trace, "fibret");
     assert_eq!(lines.len(), 177, "{trace}");
     for line in &lines {
+        assert_eq!(context_flag(line), Some('.'), "recorded in the task: {line}");
         assert_eq!(field(line, "ret"), fib_by_loop(field(line, "n")), "{line}");
         assert!(line.contains(" <- kernel::workload::fib)"), "{line}");
     }
