@@ -1012,12 +1012,13 @@ fn read_max_graph_depth(array: Array, out: &mut dyn Write) -> fmt::Result {
     writeln!(out, "{}", array.max_graph_depth())
 }
 
+/// `echo N > max_graph_depth`: N is a 32-bit count, as Linux reads it
+/// (`kstrtouint`: a larger number is out of range).
 fn write_max_graph_depth(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
-    let depth = text
-        .trim()
-        .parse()
-        .map_err(|_| TracefsError::Invalid(format!("expected a depth (0 for no limit), not '{}'", text.trim())))?;
-    array.set_max_graph_depth(depth);
+    let depth: u32 = text.trim().parse().map_err(|_| {
+        TracefsError::Invalid(format!("expected a depth from 0 (no limit) to {}, not '{}'", u32::MAX, text.trim()))
+    })?;
+    array.set_max_graph_depth(depth as usize);
     Ok(())
 }
 

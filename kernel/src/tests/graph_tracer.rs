@@ -141,6 +141,8 @@ fn set_graph_function_and_set_graph_notrace() {
     assert_eq!((count(&called, "::walk"), count(&called, "::split")), (walks - lookups, splits - lookups), "{called:?}");
     assert!(tracefs::write("set_graph_function", "no_such_fn*", FilterMode::Replace).is_err());
     assert!(tracefs::write("max_graph_depth", "deep", FilterMode::Replace).is_err());
+    assert!(tracefs::write("max_graph_depth", "4294967296", FilterMode::Replace).is_err(), "a 32-bit count, as in Linux");
+    assert_eq!(read("max_graph_depth"), "0\n", "a refused depth changes nothing");
 }
 
 /// The returns the graph tracer records of the scheduler's tick (run by the
