@@ -201,7 +201,7 @@ events_session=(
     "poweroff"
 )
 if run_session tracefs-events "$(printf '%s\n' "${events_session[@]}")\n"; then
-    expect "trace_clock lists the clocks, local in use" grep -qx "\[local\] global counter" <<<"$out"
+    expect "trace_clock lists the clocks, local in use" grep -qx "\[local\] global counter uptime perf mono mono_raw boot" <<<"$out"
     expect "counter timestamps print raw" test "$(count_lines '\] \.\.\.\.\. +[0-9]+: kernel::workload::fib <-')" -eq 3
     expect "an unknown clock refused" grep -q "^error: no clock 'bogus'" <<<"$out"
     expect "func_stack_trace follows the function" grep -qx " => kernel::workload::fib" <<<"$out"

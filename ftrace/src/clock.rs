@@ -7,9 +7,13 @@
 //! Each trace array's buffer takes its events' timestamps from its own
 //! `trace_clock` ([`TraceClock`], read with [`now`]), as in Linux: `local`
 //! (the above, the default), `global` (the same, but never behind a
-//! timestamp any CPU took before: one shared atomic per event) or
-//! `counter` (an event count, not a time, printed raw). Switching empties
-//! that buffer, as Linux does, so no ring mixes two clocks.
+//! timestamp any CPU took before: one shared atomic per event), `counter`
+//! (an event count, not a time, printed raw) or `uptime` (timer ticks,
+//! Linux's jiffies, printed raw). Linux's `perf`, `mono`, `mono_raw` and
+//! `boot` are there too, under what they come to in this kernel, which
+//! neither suspends nor corrects its clock's rate: `perf` reads as `local`
+//! does, the other three as `global` does. Switching empties that buffer,
+//! as Linux does, so no ring mixes two clocks.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -46,11 +50,30 @@ pub enum TraceClock {
     Global,
     /// A count of events, shared by every CPU.
     Counter,
+    /// Timer ticks since boot (Linux's jiffies).
+    Uptime,
+    /// Linux's `perf` clock: here, [`TraceClock::Local`]'s reading.
+    Perf,
+    /// Linux's `mono`: here, [`TraceClock::Global`]'s reading.
+    Mono,
+    /// Linux's `mono_raw` (no rate correction): here, as `mono`.
+    MonoRaw,
+    /// Linux's `boot` (time in suspend included): here, as `mono`.
+    Boot,
 }
 
 impl TraceClock {
     /// Every clock, in `trace_clock` order.
-    pub const ALL: [TraceClock; 3] = [TraceClock::Local, TraceClock::Global, TraceClock::Counter];
+    pub const ALL: [TraceClock; 8] = [
+        TraceClock::Local,
+        TraceClock::Global,
+        TraceClock::Counter,
+        TraceClock::Uptime,
+        TraceClock::Perf,
+        TraceClock::Mono,
+        TraceClock::MonoRaw,
+        TraceClock::Boot,
+    ];
 
     /// Its name in `trace_clock`.
     pub fn name(self) -> &'static str {
@@ -58,6 +81,11 @@ impl TraceClock {
             TraceClock::Local => "local",
             TraceClock::Global => "global",
             TraceClock::Counter => "counter",
+            TraceClock::Uptime => "uptime",
+            TraceClock::Perf => "perf",
+            TraceClock::Mono => "mono",
+            TraceClock::MonoRaw => "mono_raw",
+            TraceClock::Boot => "boot",
         }
     }
 
@@ -68,7 +96,7 @@ impl TraceClock {
 
     /// Whether its readings are nanoseconds (printed as seconds).
     pub fn in_ns(self) -> bool {
-        self != TraceClock::Counter
+        !matches!(self, TraceClock::Counter | TraceClock::Uptime)
     }
 
     /// The clock numbered `value` (as [`TraceClock::ALL`] orders them), to
@@ -98,10 +126,12 @@ pub fn now(clock: TraceClock) -> u64 {
 #[inline(never)]
 pub fn now_other(clock: TraceClock) -> u64 {
     match clock {
-        TraceClock::Global => {
+        TraceClock::Local | TraceClock::Perf => now_ns(),
+        TraceClock::Global | TraceClock::Mono | TraceClock::MonoRaw | TraceClock::Boot => {
             let now = now_ns();
             GLOBAL_LAST.fetch_max(now, Ordering::Relaxed).max(now)
         }
-        _ => COUNTER.fetch_add(1, Ordering::Relaxed) + 1,
+        TraceClock::Counter => COUNTER.fetch_add(1, Ordering::Relaxed) + 1,
+        TraceClock::Uptime => arch::time::ticks(),
     }
 }

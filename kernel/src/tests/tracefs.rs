@@ -820,12 +820,12 @@ fn fib_timestamps(trace: &str) -> alloc::vec::Vec<&str> {
 
 #[ktest]
 fn trace_clock_switches_between_local_global_and_counter() {
-    assert_eq!(read("trace_clock"), "[local] global counter\n");
+    assert_eq!(read("trace_clock"), "[local] global counter uptime perf mono mono_raw boot\n");
     write("set_ftrace_filter", "fib");
     write("current_tracer", "function");
     assert_eq!(fib(1), 1);
     write("trace_clock", "counter");
-    assert_eq!(read("trace_clock"), "local global [counter]\n");
+    assert_eq!(read("trace_clock"), "local global [counter] uptime perf mono mono_raw boot\n");
     assert_eq!(fib_lines(&read("trace")), 0, "switching empties the buffer");
     assert_eq!(fib(3), 2);
     let trace = read("trace");
@@ -839,16 +839,32 @@ fn trace_clock_switches_between_local_global_and_counter() {
     assert_eq!(stamps.len(), 3, "{trace}");
     assert!(stamps.iter().all(|t| t.split_once('.').is_some_and(|(_, us)| us.len() == 6)), "seconds: {trace}");
     assert!(refused_clock("bogus") && refused_clock(""));
-    assert_eq!(read("trace_clock"), "local [global] counter\n", "a refused write changes nothing");
+    // Linux's other names: `uptime` counts timer ticks (raw, and far fewer
+    // than the calls), `mono` reads as `global` does.
+    write("trace_clock", "uptime");
+    assert_eq!(fib(2), 1);
+    let trace = read("trace");
+    let ticks: alloc::vec::Vec<u64> = fib_timestamps(&trace).iter().map(|t| t.parse().unwrap()).collect();
+    assert_eq!(ticks.len(), 3, "ticks, raw: {trace}");
+    let now = arch::time::ticks();
+    assert!(ticks.iter().all(|&t| t > 0 && t <= now) && ticks.windows(2).all(|w| w[1] >= w[0]), "ticks: {trace}");
+    write("trace_clock", "mono");
+    assert_eq!(read("trace_clock"), "local global counter uptime perf [mono] mono_raw boot\n");
+    assert_eq!(fib(2), 1);
+    let trace = read("trace");
+    assert!(fib_timestamps(&trace).iter().all(|t| t.split_once('.').is_some_and(|(_, us)| us.len() == 6)), "seconds: {trace}");
+    write("trace_clock", "global");
+    assert_eq!(fib(2), 1);
+    assert_eq!(read("trace_clock"), "local [global] counter uptime perf mono mono_raw boot\n", "a refused write changes nothing");
     // Each trace array has its own clock, as in Linux: an instance's
     // switch leaves the top level's clock and events alone.
     tracefs::mkdir("instances/clocks").unwrap();
-    assert_eq!(read("instances/clocks/trace_clock"), "[local] global counter\n");
+    assert_eq!(read("instances/clocks/trace_clock"), "[local] global counter uptime perf mono mono_raw boot\n");
     write("instances/clocks/set_ftrace_filter", "fib");
     write("instances/clocks/current_tracer", "function");
     write("instances/clocks/trace_clock", "counter");
     assert_eq!(fib(1), 1);
-    assert_eq!(read("trace_clock"), "local [global] counter\n");
+    assert_eq!(read("trace_clock"), "local [global] counter uptime perf mono mono_raw boot\n");
     assert_eq!(fib_lines(&read("trace")), 4, "the top level's 3 and this one, its buffer kept");
     let counted = read("instances/clocks/trace");
     let stamps = fib_timestamps(&counted);
