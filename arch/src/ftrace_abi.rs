@@ -307,6 +307,28 @@ impl FtraceRegs {
         self.regs.fp()
     }
 
+    /// [`return_address`](Self::return_address) and
+    /// [`caller_stack_pointer`](Self::caller_stack_pointer) of a save
+    /// known to be an entry save, without testing it: what the return hook
+    /// records for a call, on the traced path.
+    ///
+    /// # Safety
+    /// `self` must be an entry save: the registers an ftrace callback gets
+    /// (in a return save `entry_sp` is not written).
+    #[inline(always)]
+    pub unsafe fn entry_return_unchecked(&self) -> (usize, usize) {
+        debug_assert!(self.has_args());
+        match RETURN_ADDRESS {
+            ReturnAddress::LinkRegister => (self.regs.link_register().unwrap_or(0), self.entry_sp),
+            ReturnAddress::Stack => {
+                // SAFETY: an entry save (the caller's promise): `entry_sp`
+                // points at the return-address slot the call pushed, mapped.
+                let ret = unsafe { (self.entry_sp as *const usize).read_unaligned() };
+                (ret, self.entry_sp + core::mem::size_of::<usize>())
+            }
+        }
+    }
+
     /// Where the traced function will return to (entry saves only).
     pub fn return_address(&self) -> Option<usize> {
         if !self.has_args() {

@@ -272,10 +272,16 @@ pub fn register_of<H: Handlers>(config: FprobeConfig, target: Target) -> Result<
     let data_words = DataWords::new(kept).ok_or(FprobeError::EntryDataTooLarge(config.entry_data_words))?;
     // The traced path is chosen here, once: a probe that keeps no words per
     // call gets the one that never looks at them.
-    let (ops, on_return) = if kept == 0 {
-        (FtraceOps::of::<FprobeEntry<H, false>>(OpsFlags::RECURSION), fprobe_exit::<H, false> as retstack::ReturnFunc)
-    } else {
-        (FtraceOps::of::<FprobeEntry<H, true>>(OpsFlags::RECURSION), fprobe_exit::<H, true> as retstack::ReturnFunc)
+    let (ops, on_return) = match (config.exit.is_some(), kept > 0) {
+        (false, _) => {
+            (FtraceOps::of::<FprobeEntry<H, false, false>>(OpsFlags::RECURSION), fprobe_exit::<H, false> as retstack::ReturnFunc)
+        }
+        (true, false) => {
+            (FtraceOps::of::<FprobeEntry<H, true, false>>(OpsFlags::RECURSION), fprobe_exit::<H, false> as retstack::ReturnFunc)
+        }
+        (true, true) => {
+            (FtraceOps::of::<FprobeEntry<H, true, true>>(OpsFlags::RECURSION), fprobe_exit::<H, true> as retstack::ReturnFunc)
+        }
     };
     let probe = Box::new(Fprobe {
         ops,
@@ -406,20 +412,26 @@ impl Drop for RegisteredFprobe {
     }
 }
 
-/// A probe's ops callback, run inline in the site's entry. `DATA`: whether
-/// the probe keeps words per call (its `data_words` are not zero); without
-/// them, the traced path has no words to count, split or fill.
-struct FprobeEntry<H, const DATA: bool>(core::marker::PhantomData<H>);
+/// A probe's ops callback, run inline in the site's entry. `EXIT`: whether
+/// the probe has an exit handler (and so hooks returns). `DATA`: whether it
+/// keeps words per call (its `data_words` are not zero); without them, the
+/// traced path has no words to count, split or fill.
+struct FprobeEntry<H, const EXIT: bool, const DATA: bool>(core::marker::PhantomData<H>);
 
-impl<H: Handlers, const DATA: bool> Callback for FprobeEntry<H, DATA> {
+impl<H: Handlers, const EXIT: bool, const DATA: bool> Callback for FprobeEntry<H, EXIT, DATA> {
     #[inline(always)]
     fn call(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {
-        fprobe_entry::<H, DATA>(ip, parent_ip, ops, fregs);
+        fprobe_entry::<H, EXIT, DATA>(ip, parent_ip, ops, fregs);
     }
 }
 
 #[inline(always)]
-fn fprobe_entry<H: Handlers, const DATA: bool>(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {
+fn fprobe_entry<H: Handlers, const EXIT: bool, const DATA: bool>(
+    ip: usize,
+    parent_ip: usize,
+    ops: &FtraceOps,
+    fregs: &mut FtraceRegs,
+) {
     // SAFETY: this callback is only installed in `Fprobe::ops`, and
     // `register` recorded the probe that holds it, which is freed only once
     // no site leads to the ops.
@@ -428,10 +440,10 @@ fn fprobe_entry<H: Handlers, const DATA: bool>(ip: usize, parent_ip: usize, ops:
         return;
     }
     // Without an exit handler there is nothing to hook and no data to keep.
-    let Some(_) = probe.config.exit else {
+    if !EXIT {
         enter::<H, false>(probe, ip, parent_ip, fregs, &mut []);
         return;
-    };
+    }
     // The return hook's room comes first (as in Linux): a call the exit
     // cannot be hooked for is missed whole, so every entry the handler sees
     // gets its exit.

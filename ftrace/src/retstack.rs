@@ -127,8 +127,9 @@ pub unsafe fn begin_hook(fregs: &FtraceRegs, func: usize, max_data: DataWords) -
     if STOPPED.load(Ordering::Relaxed) {
         return Err(HookError::Stopped);
     }
-    let ret = fregs.return_address().ok_or(HookError::NotAtEntry)?;
-    let call = CallSite { func, ret, fp: fregs.frame_pointer(), sp: fregs.caller_stack_pointer() };
+    // SAFETY: an entry callback's registers (the caller's promise).
+    let (ret, sp) = unsafe { fregs.entry_return_unchecked() };
+    let call = CallSite { func, ret, fp: fregs.frame_pointer(), sp };
     let stack = &task::try_current().ok_or(HookError::NoStack)?.stack;
     Ok(Pending { hook: stack.begin(&call, max_data)?, _here: core::marker::PhantomData })
 }
@@ -207,10 +208,12 @@ impl Pending {
 /// # Safety
 /// As for [`Pending::commit`]. (What [`begin_hook`] asks of its pending
 /// hook, this keeps itself. A return save, the only other kind a callback
-/// gets, has no return address: `begin_hook` refuses it with
-/// `NotAtEntry`.)
+/// gets, has no return address: this refuses it with `NotAtEntry`.)
 #[inline]
 pub unsafe fn hook(fregs: &mut FtraceRegs, func: usize, user: *const ReturnUser, data: &[u64]) -> Result<usize, HookError> {
+    if fregs.return_address().is_none() {
+        return Err(HookError::NotAtEntry);
+    }
     let words = DataWords::new(data.len()).ok_or(HookError::TooLarge)?;
     // SAFETY: the pending hook is committed (or dropped on error) right here.
     let pending = unsafe { begin_hook(fregs, func, words) }?;
