@@ -215,8 +215,6 @@ pub struct ShadowStack {
     top: AtomicUsize,
     /// The base of the innermost frame, or `NO_FRAME`.
     base: AtomicUsize,
-    /// Frames on the stack.
-    frames: AtomicUsize,
     overruns: AtomicU64,
 }
 
@@ -234,7 +232,6 @@ impl ShadowStack {
             words: (0..words).map(|_| UnsafeCell::new(0)).collect(),
             top: AtomicUsize::new(0),
             base: AtomicUsize::new(NO_FRAME),
-            frames: AtomicUsize::new(0),
             overruns: AtomicU64::new(0),
         }
     }
@@ -315,10 +312,11 @@ impl ShadowStack {
         at
     }
 
-    /// Hooked calls on the stack now.
+    /// Hooked calls on the stack now: one more than the innermost frame's
+    /// depth.
     #[inline]
     pub fn frames(&self) -> usize {
-        self.frames.load(Ordering::Relaxed)
+        self.innermost().map_or(0, |frame| frame.depth() + 1)
     }
 
     /// Calls the stack had no room for so far.
@@ -394,7 +392,8 @@ impl ShadowStack {
     /// innermost frame, the one at `base`, in hook order: the return
     /// handler's walk. It trusts the frame, so it is tighter than
     /// [`entries`](Self::entries): a frame has at least one entry, and its
-    /// last one ends at the top.
+    /// last one ends at the top. The first entry is the only one in most
+    /// frames, so it is called inline and the rest in a loop out of line.
     ///
     /// # Safety
     /// `base` is the innermost frame's, all its entries are committed and
@@ -402,21 +401,50 @@ impl ShadowStack {
     /// (whatever it hooks returns before it does).
     #[inline(always)]
     pub unsafe fn for_each_entry_of_innermost(&self, base: usize, mut f: impl FnMut(u64, &mut [u64])) {
-        let end = self.top();
-        let mut at = base + HEADER;
-        loop {
-            debug_assert!(at + ENTRY_HEADER <= end && end <= self.capacity());
-            // SAFETY: a committed entry under the top (the caller's promise).
-            let (len, user) = unsafe { (self.word(at) as usize, self.word(at + 1)) };
-            let data = at + ENTRY_HEADER;
-            // SAFETY: the entry's words, under the top; nothing else uses
-            // them until the frame is popped.
-            f(user, unsafe { core::slice::from_raw_parts_mut(self.words_ptr().add(data), len) });
-            at = data + len;
-            if at >= end {
-                return;
-            }
+        let first = base + HEADER;
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.call_entry(first, &mut f) };
+        // The entry's length again (its words did not change): one load
+        // rather than a register kept across the call.
+        // SAFETY: a committed entry under the top (the caller's promise).
+        let next = first + ENTRY_HEADER + unsafe { self.word(first) } as usize;
+        if next < self.top() {
+            // SAFETY: the caller's promise: `next` starts the next entry.
+            unsafe { self.for_each_entry_from(next, f) };
         }
+    }
+
+    /// The rest of [`for_each_entry_of_innermost`](Self::for_each_entry_of_innermost)'s walk: frames with
+    /// several users (the function-graph tracer and a probe on one call).
+    ///
+    /// # Safety
+    /// As for that walk; `at` starts a committed entry of the innermost
+    /// frame.
+    #[inline(never)]
+    unsafe fn for_each_entry_from(&self, mut at: usize, mut f: impl FnMut(u64, &mut [u64])) {
+        let end = self.top();
+        while at < end {
+            // SAFETY: the caller's promise, passed on.
+            let len = unsafe { self.call_entry(at, &mut f) };
+            at += ENTRY_HEADER + len;
+        }
+    }
+
+    /// Calls `f` with the user and the data of the committed entry at `at`,
+    /// and answers its length.
+    ///
+    /// # Safety
+    /// `at` starts a committed entry under the top, whose words nothing
+    /// else uses until its frame is popped.
+    #[inline(always)]
+    unsafe fn call_entry(&self, at: usize, f: &mut impl FnMut(u64, &mut [u64])) -> usize {
+        debug_assert!(at + ENTRY_HEADER <= self.top() && self.top() <= self.capacity());
+        // SAFETY: a committed entry under the top (the caller's promise).
+        let (len, user) = unsafe { (self.word(at) as usize, self.word(at + 1)) };
+        // SAFETY: the entry's words, under the top; nothing else uses them
+        // until the frame is popped.
+        f(user, unsafe { core::slice::from_raw_parts_mut(self.words_ptr().add(at + ENTRY_HEADER), len) });
+        len
     }
 
     /// The current top: where the innermost frame's entries end.
@@ -467,14 +495,15 @@ impl ShadowStack {
             self.overruns.fetch_add(1, Ordering::Relaxed);
             return Err(HookError::Overrun);
         }
-        let depth = self.frames();
+        // SAFETY: `below` is the innermost frame's base, under the top.
+        let depth = if below == NO_FRAME { 0 } else { (unsafe { self.word(below + INFO_WORD) } & INFO_DEPTH) + 1 };
         let base = self.reserve(len);
         let words = [
             call.ret as u64,
             call.func as u64,
             call.fp as u64,
             call.sp as u64,
-            depth as u64,
+            depth,
             below as u64,
             // The entry: room for `max_data` words, no user yet, so walkers
             // can step over it before it is committed.
@@ -486,7 +515,6 @@ impl ShadowStack {
         unsafe { (self.words_ptr().add(base) as *mut [u64; HEADER + ENTRY_HEADER]).write(words) };
         compiler_fence(Ordering::SeqCst);
         self.base.store(base, Ordering::Relaxed);
-        self.frames.store(depth + 1, Ordering::Relaxed);
         Ok(PendingHook { stack: self, entry: base + HEADER, capacity: max_data, new_frame: true })
     }
 
@@ -527,7 +555,6 @@ impl ShadowStack {
     pub(crate) fn pop(&self, frame: &Frame) {
         debug_assert_eq!(self.base.load(Ordering::Relaxed), frame.base);
         self.base.store(frame.header.prev_base as usize, Ordering::Relaxed);
-        self.frames.store(self.frames() - 1, Ordering::Relaxed);
         compiler_fence(Ordering::SeqCst);
         self.top.store(frame.base, Ordering::Relaxed);
     }
@@ -560,7 +587,6 @@ impl ShadowStack {
     pub(crate) fn reset(&self) {
         self.top.store(0, Ordering::Relaxed);
         self.base.store(NO_FRAME, Ordering::Relaxed);
-        self.frames.store(0, Ordering::Relaxed);
     }
 
     /// For tests: changes what the innermost frame recorded, so its return
@@ -727,7 +753,6 @@ impl Drop for PendingHook<'_> {
             // SAFETY: the frame this hook pushed, still under the top.
             let below = unsafe { stack.header_at(base) }.prev_base;
             stack.base.store(below as usize, Ordering::Relaxed);
-            stack.frames.store(stack.frames() - 1, Ordering::Relaxed);
             compiler_fence(Ordering::SeqCst);
             stack.top.store(base, Ordering::Relaxed);
         } else {
