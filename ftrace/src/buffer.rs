@@ -507,6 +507,24 @@ impl TraceBuffer {
     // would cost it a frame (some 20 instructions, measured).
     #[inline(always)]
     pub fn write_with(&self, len: usize, fill: impl FnOnce(u64, &mut Payload)) -> Option<u64> {
+        self.write_stamped::<false>(len, fill)
+    }
+
+    /// [`write_with`](Self::write_with) for an event that times something
+    /// (function_graph's call and return times): `fill` gets, and the call
+    /// returns, a time in nanoseconds of the local clock, as Linux times
+    /// graph calls whatever `trace_clock` says. It is the event's own
+    /// timestamp when the buffer's clock counts nanoseconds; under
+    /// `counter` or `uptime` the local clock is read as well.
+    #[inline(always)]
+    pub fn write_timed(&self, len: usize, fill: impl FnOnce(u64, &mut Payload)) -> Option<u64> {
+        self.write_stamped::<true>(len, fill)
+    }
+
+    /// The two above: `NS` asks for a nanosecond time rather than the
+    /// timestamp.
+    #[inline(always)]
+    fn write_stamped<const NS: bool>(&self, len: usize, fill: impl FnOnce(u64, &mut Payload)) -> Option<u64> {
         // Interrupts masked first: the state (and so the clock) is read
         // where a clock switch's cross-CPU round waits for this write.
         let _irq = IrqGuard::new();
@@ -524,18 +542,25 @@ impl TraceBuffer {
         // SAFETY: `cpus()` rings live at `rings`; loaded with interrupts
         // masked, they stay until this CPU unmasks them (see `resize`).
         let ring = unsafe { &*rings.add(cpu) };
-        let time = match state {
-            ON_LOCAL => clock::now_ns(),
-            _ => clock::now_other(self.clock()),
+        let (time, given) = match state {
+            ON_LOCAL => {
+                let time = clock::now_ns();
+                (time, time)
+            }
+            _ => {
+                let clock = self.clock();
+                let time = clock::now_other(clock);
+                (time, if NS && !clock.in_ns() { clock::now_ns() } else { time })
+            }
         };
         let fill = |bytes: &mut [u8]| {
             // SAFETY: the ring's payloads start 4-byte aligned
             // (`RingBuffer::write_with`).
-            fill(time, &mut unsafe { Payload::in_ring(bytes) })
+            fill(given, &mut unsafe { Payload::in_ring(bytes) })
         };
         // SAFETY: this CPU's ring, interrupts masked: its one writer.
         unsafe { ring.write_with(time, len, fill) }.ok()?;
-        Some(time)
+        Some(given)
     }
 
     /// Empties CPU `cpu`'s ring (`echo > per_cpu/cpuN/trace`).

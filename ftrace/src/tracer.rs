@@ -211,14 +211,23 @@ fn graph_trace_hooked(gops: &FgraphOps, call: &FgraphEntry, data: &mut [u64]) {
     }
 }
 
-/// Records a call's entry event; returns its timestamp.
+/// Records a call's entry event; returns its call time (see
+/// [`call_time`]).
 #[inline(always)]
 fn record_graph_entry(array: &TraceArray, call: &FgraphEntry) -> u64 {
     let event = GraphEntryEvent { common: event_common(TRACE_GRAPH_ENT), func: call.func as u64, depth: call.depth as i32 };
     // SAFETY: the graph tracer's callbacks run from its array's graph ops.
-    let time = unsafe { array.buffer_made() }.write_with(GraphEntryEvent::SIZE, |_, bytes| event.encode_into(bytes));
-    // SAFETY: as above.
-    time.unwrap_or_else(|| unsafe { array.buffer_made() }.now())
+    let time = unsafe { array.buffer_made() }.write_timed(GraphEntryEvent::SIZE, |_, bytes| event.encode_into(bytes));
+    time.unwrap_or_else(call_time)
+}
+
+/// A graph call's entry or return time: nanoseconds of the local clock,
+/// whatever the buffer's `trace_clock` (as Linux times graph calls), so a
+/// duration is one under `counter` and `uptime` too. (Where an event is
+/// recorded, `write_timed` answers it, the event's own timestamp when that
+/// is the local clock's.)
+fn call_time() -> u64 {
+    crate::clock::now_ns()
 }
 
 /// [`graph_trace_entry`] with the pid filter, `options/funcgraph-irqs`,
@@ -262,9 +271,7 @@ fn graph_trace_entry_checked(array: &TraceArray, call: FgraphEntry) -> Option<[u
     }
     if THRESH_NS.load(Ordering::Relaxed) != 0 {
         // tracing_thresh: only the return is recorded, if the call was long.
-        // SAFETY: the graph tracer's callbacks run from its array's graph
-        // ops, whose buffer is made first.
-        words[1] = unsafe { array.buffer_made() }.now();
+        words[1] = call_time();
         return Some(words);
     }
     words[0] |= RECORD_ENTRY;
@@ -328,8 +335,7 @@ fn graph_trace_return(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _freg
         return;
     }
     let thresh = THRESH_NS.load(Ordering::Relaxed);
-    // SAFETY: as in `graph_trace_entry_checked`.
-    if thresh != 0 && unsafe { array.buffer_made() }.now().saturating_sub(calltime) < thresh {
+    if thresh != 0 && call_time().saturating_sub(calltime) < thresh {
         return;
     }
     let mut event = GraphExitEvent {
@@ -341,9 +347,10 @@ fn graph_trace_return(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _freg
         calltime,
         rettime: 0,
     };
-    // The return time is the exit event's own timestamp.
+    // The return time is the exit event's own timestamp, when the clock is
+    // the local one (see `call_time`).
     // SAFETY: as in `record_graph_entry`.
-    unsafe { array.buffer_made() }.write_with(GraphExitEvent::SIZE, |time, bytes| {
+    unsafe { array.buffer_made() }.write_timed(GraphExitEvent::SIZE, |time, bytes| {
         event.rettime = time;
         event.encode_into(bytes);
     });

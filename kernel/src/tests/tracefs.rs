@@ -818,6 +818,29 @@ fn fib_timestamps(trace: &str) -> alloc::vec::Vec<&str> {
         .collect()
 }
 
+/// Linux times a function_graph call with its local clock, whatever
+/// `trace_clock` stamps the events with: under `counter` or `uptime` a
+/// duration is still microseconds, not a count of events or ticks.
+#[ktest]
+fn function_graph_durations_are_times_under_every_trace_clock() {
+    write("set_ftrace_filter", "kernel::tests::tracefs::spin_for_ns");
+    write("current_tracer", "function_graph");
+    for clock in ["counter", "uptime", "local"] {
+        write("trace_clock", clock);
+        spin_for_ns(300_000);
+        let trace = read("trace");
+        let line = trace
+            .lines()
+            .find(|line| line.ends_with("kernel::tests::tracefs::spin_for_ns();"))
+            .unwrap_or_else(|| panic!("{clock}: {trace}"));
+        // ` 0) + 301.234 us  |  kernel::...();`: at least the 300 us spun.
+        let us: f64 = line.split(" us").next().unwrap().rsplit(' ').next().unwrap().parse().unwrap();
+        assert!((300.0..1_000_000.0).contains(&us), "{clock}: {line}");
+    }
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+}
+
 #[ktest]
 fn trace_clock_switches_between_local_global_and_counter() {
     assert_eq!(read("trace_clock"), "[local] global counter uptime perf mono mono_raw boot\n");
