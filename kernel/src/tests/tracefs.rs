@@ -553,6 +553,12 @@ fn spin_for_ns(ns: u64) {
     }
 }
 
+/// The duration column of a function_graph line, in microseconds.
+fn duration_us(line: &str) -> f64 {
+    let column = line.split(" us").next().unwrap_or_default();
+    column.rsplit(' ').next().unwrap_or_default().parse().unwrap_or_else(|_| panic!("no duration: {line}"))
+}
+
 #[ktest]
 fn tracing_thresh_keeps_only_long_calls() {
     write("set_ftrace_filter", "fib kernel::tests::tracefs::spin_for_ns");
@@ -570,8 +576,7 @@ fn tracing_thresh_keeps_only_long_calls() {
         .find(|line| line.ends_with("} /* kernel::tests::tracefs::spin_for_ns */"))
         .unwrap_or_else(|| panic!("{long}"));
     // ` 0) # 3012.345 us  |  } /* ... */`: at least the 1000 us asked.
-    let duration = line.split(" us").next().unwrap().rsplit(' ').next().unwrap();
-    assert!(duration.parse::<f64>().unwrap() >= 1000.0, "{line}");
+    assert!(duration_us(line) >= 1000.0, "{line}");
     assert!(!long.contains("spin_for_ns() {"), "no entry lines: {long}");
     assert!(matches!(tracefs::write("tracing_thresh", "soon", FilterMode::Replace), Err(TracefsError::Invalid(_))));
     write("tracing_thresh", "0");
@@ -834,8 +839,7 @@ fn function_graph_durations_are_times_under_every_trace_clock() {
             .find(|line| line.ends_with("kernel::tests::tracefs::spin_for_ns();"))
             .unwrap_or_else(|| panic!("{clock}: {trace}"));
         // ` 0) + 301.234 us  |  kernel::...();`: at least the 300 us spun.
-        let us: f64 = line.split(" us").next().unwrap().rsplit(' ').next().unwrap().parse().unwrap();
-        assert!((300.0..1_000_000.0).contains(&us), "{clock}: {line}");
+        assert!((300.0..1_000_000.0).contains(&duration_us(line)), "{clock}: {line}");
     }
     write("current_tracer", "nop");
     write("set_ftrace_filter", "");
