@@ -515,7 +515,7 @@ impl ShadowStack {
         unsafe { (self.words_ptr().add(base) as *mut [u64; HEADER + ENTRY_HEADER]).write(words) };
         compiler_fence(Ordering::SeqCst);
         self.base.store(base, Ordering::Relaxed);
-        Ok(PendingHook { stack: self, entry: base + HEADER, capacity: max_data, new_frame: true })
+        Ok(PendingHook { stack: self, entry: base + HEADER })
     }
 
     /// Whether the frame at `base` is `call`'s (the same function, the same
@@ -546,7 +546,7 @@ impl ShadowStack {
             self.set_word(entry, max_data as u64);
             self.set_word(entry + 1, 0);
         }
-        Ok(PendingHook { stack: self, entry, capacity: max_data, new_frame: false })
+        Ok(PendingHook { stack: self, entry })
     }
 
     /// Pops the innermost frame (after its return callbacks ran): unlinks it
@@ -638,18 +638,16 @@ pub enum ReturnPath {
 /// reserved entry with no user yet. Commit it or drop it before the entry
 /// callback that began it returns.
 ///
-/// It keeps only its entry, the room reserved and whether the frame is new:
-/// until it is committed or dropped, its frame is the innermost (interrupts
-/// push and pop frames of their own above it) and only this hook changes
-/// the frame's `info` word. The rest is read from the stack when needed,
-/// which keeps little alive across the entry callback.
+/// It keeps only its stack and its entry: until it is committed or
+/// dropped, its frame is the innermost (interrupts push and pop frames of
+/// their own above it) and only this hook changes the frame's `info` word
+/// and the entry's length word, which holds the room reserved. The rest is
+/// read from the stack when needed, which keeps little alive across the
+/// entry callback (two words, returned in registers).
 #[must_use = "dropping a pending hook takes it back"]
 pub struct PendingHook<'a> {
     stack: &'a ShadowStack,
     entry: usize,
-    capacity: usize,
-    /// Whether the hook pushed its frame (rather than joined one).
-    new_frame: bool,
 }
 
 impl PendingHook<'_> {
@@ -663,6 +661,21 @@ impl PendingHook<'_> {
     #[inline(always)]
     fn base(&self) -> usize {
         self.stack.base.load(Ordering::Relaxed)
+    }
+
+    /// The words reserved for the entry's data: until the commit, its
+    /// length word.
+    #[inline(always)]
+    fn capacity(&self) -> usize {
+        // SAFETY: the entry's header, reserved by this hook, under the top.
+        unsafe { self.stack.word(self.entry) as usize }
+    }
+
+    /// Whether the hook pushed its frame (rather than joined one): its
+    /// entry is then the frame's first.
+    #[inline(always)]
+    fn is_new_frame(&self) -> bool {
+        self.entry == self.base() + HEADER
     }
 
     /// The frame's `info` word.
@@ -688,7 +701,7 @@ impl PendingHook<'_> {
     pub fn data_mut(&mut self) -> &mut [u64] {
         // SAFETY: the words were reserved for this hook (inside the stack:
         // `begin` checked), and `&mut self` keeps the slice unique.
-        unsafe { core::slice::from_raw_parts_mut(self.stack.words_ptr().add(self.entry + ENTRY_HEADER), self.capacity) }
+        unsafe { core::slice::from_raw_parts_mut(self.stack.words_ptr().add(self.entry + ENTRY_HEADER), self.capacity()) }
     }
 
     /// Fills the entry in for `user` with `data` (at most the words
@@ -696,7 +709,7 @@ impl PendingHook<'_> {
     /// user wants every register at the return.
     #[inline]
     pub fn commit(mut self, user: u64, data: &[u64], full: bool) -> Result<Committed, HookError> {
-        if data.len() > self.capacity {
+        if data.len() > self.capacity() {
             return Err(HookError::TooLarge);
         }
         self.data_mut()[..data.len()].copy_from_slice(data);
@@ -707,22 +720,28 @@ impl PendingHook<'_> {
     /// [`data_mut`](Self::data_mut): its first `len` words.
     #[inline]
     pub fn commit_in_place(self, user: u64, len: usize, full: bool) -> Result<Committed, HookError> {
-        if len > self.capacity {
+        let capacity = self.capacity();
+        if len > capacity {
             return Err(HookError::TooLarge);
         }
+        let new_frame = self.is_new_frame();
         let this = core::mem::ManuallyDrop::new(self);
         let stack = this.stack;
         // SAFETY: the entry's words were reserved for this hook.
         unsafe { stack.set_word(this.entry + 1, user) };
         // Give back the words not used, then shorten the entry: a walker
-        // that reads the old length in between stops at the top.
-        compiler_fence(Ordering::SeqCst);
-        stack.top.store(this.entry + ENTRY_HEADER + len, Ordering::Relaxed);
-        compiler_fence(Ordering::SeqCst);
-        // SAFETY: as above.
-        unsafe { stack.set_word(this.entry, len as u64) };
+        // that reads the old length in between stops at the top. (All
+        // used: the top and the length are already right, since whatever
+        // interrupted since the reservation popped what it pushed.)
+        if len < capacity {
+            compiler_fence(Ordering::SeqCst);
+            stack.top.store(this.entry + ENTRY_HEADER + len, Ordering::Relaxed);
+            compiler_fence(Ordering::SeqCst);
+            // SAFETY: as above.
+            unsafe { stack.set_word(this.entry, len as u64) };
+        }
 
-        let redirect = if this.new_frame {
+        let redirect = if new_frame {
             // The first user of the call: its return is redirected now.
             if full {
                 this.want_full();
@@ -748,7 +767,7 @@ impl Drop for PendingHook<'_> {
     #[inline]
     fn drop(&mut self) {
         let stack = self.stack;
-        if self.new_frame {
+        if self.is_new_frame() {
             let base = self.base();
             // SAFETY: the frame this hook pushed, still under the top.
             let below = unsafe { stack.header_at(base) }.prev_base;
