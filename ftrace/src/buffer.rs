@@ -514,8 +514,9 @@ impl TraceBuffer {
     /// (function_graph's call and return times): `fill` gets, and the call
     /// returns, a time in nanoseconds of the local clock, as Linux times
     /// graph calls whatever `trace_clock` says. It is the event's own
-    /// timestamp when the buffer's clock counts nanoseconds; under
-    /// `counter` or `uptime` the local clock is read as well.
+    /// timestamp when the buffer's clock is the local one (`local`,
+    /// `perf`); under any other the local clock is read as well, so one
+    /// call's two times never come from two clocks.
     #[inline(always)]
     pub fn write_timed(&self, len: usize, fill: impl FnOnce(u64, &mut Payload)) -> Option<u64> {
         self.write_stamped::<true>(len, fill)
@@ -550,7 +551,7 @@ impl TraceBuffer {
             _ => {
                 let clock = self.clock();
                 let time = clock::now_other(clock);
-                (time, if NS && !clock.in_ns() { clock::now_ns() } else { time })
+                (time, if NS && !clock.is_local() { clock::now_ns() } else { time })
             }
         };
         let fill = |bytes: &mut [u8]| {

@@ -99,6 +99,11 @@ impl TraceClock {
         !matches!(self, TraceClock::Counter | TraceClock::Uptime)
     }
 
+    /// Whether it reads the local clock itself (`local`, `perf`).
+    pub fn is_local(self) -> bool {
+        matches!(self, TraceClock::Local | TraceClock::Perf)
+    }
+
     /// The clock numbered `value` (as [`TraceClock::ALL`] orders them), to
     /// keep one in an atomic byte.
     pub(crate) fn from_index(value: u8) -> TraceClock {

@@ -223,9 +223,9 @@ fn record_graph_entry(array: &TraceArray, call: &FgraphEntry) -> u64 {
 
 /// A graph call's entry or return time: nanoseconds of the local clock,
 /// whatever the buffer's `trace_clock` (as Linux times graph calls), so a
-/// duration is one under `counter` and `uptime` too. (Where an event is
-/// recorded, `write_timed` answers it, the event's own timestamp when that
-/// is the local clock's.)
+/// duration is one under `counter` and `uptime` too, and never spans two
+/// clocks. (Where an event is recorded, `write_timed` answers it, the
+/// event's own timestamp when the buffer's clock is the local one.)
 fn call_time() -> u64 {
     crate::clock::now_ns()
 }

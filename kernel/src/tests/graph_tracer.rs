@@ -67,8 +67,9 @@ fn function_graph_tracer_shows_fib_as_a_balanced_tree_with_return_values() {
     assert_eq!(trace.matches("kernel::workload::fib").count(), 9 + 4, "9 calls, 4 of them with children");
 }
 
-/// One call shows one duration wherever it is read: an exit event's call
-/// and return times are its entry event's and its own timestamps.
+/// One call shows one duration wherever it is read: under the local clock
+/// (the default), an exit event's call and return times are its entry
+/// event's and its own timestamps.
 #[ktest]
 fn graph_call_times_are_the_timestamps_of_their_events() {
     use ftrace::event::Event;

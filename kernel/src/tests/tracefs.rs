@@ -830,7 +830,7 @@ fn fib_timestamps(trace: &str) -> alloc::vec::Vec<&str> {
 fn function_graph_durations_are_times_under_every_trace_clock() {
     write("set_ftrace_filter", "kernel::tests::tracefs::spin_for_ns");
     write("current_tracer", "function_graph");
-    for clock in ["counter", "uptime", "local"] {
+    for clock in ["counter", "uptime", "global", "local"] {
         write("trace_clock", clock);
         spin_for_ns(300_000);
         let trace = read("trace");
