@@ -368,8 +368,8 @@ impl FtraceRegs {
     /// of this same save.
     ///
     /// # Safety
-    /// As for `set_return_address`, and [`return_address`](Self::return_address)
-    /// must have answered `Some` for this save.
+    /// As for `set_return_address`, and `self` must be an entry save (one
+    /// for which [`return_address`](Self::return_address) answers `Some`).
     #[inline(always)]
     pub unsafe fn set_return_address_unchecked(&mut self, address: usize) {
         debug_assert!(self.return_address().is_some());

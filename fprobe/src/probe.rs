@@ -270,8 +270,9 @@ pub fn register_of<H: Handlers>(config: FprobeConfig, target: Target) -> Result<
         None => 0,
     };
     let data_words = DataWords::new(kept).ok_or(FprobeError::EntryDataTooLarge(config.entry_data_words))?;
-    // The traced path is chosen here, once: a probe that keeps no words per
-    // call gets the one that never looks at them.
+    // The traced path is chosen here, once: a probe without an exit handler
+    // gets the one that never hooks returns, and one that keeps no words
+    // per call the one that never looks at them.
     let (ops, on_return) = match (config.exit.is_some(), kept > 0) {
         (false, _) => {
             (FtraceOps::of::<FprobeEntry<H, false, false>>(OpsFlags::RECURSION), fprobe_exit::<H, false> as retstack::ReturnFunc)

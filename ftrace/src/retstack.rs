@@ -194,8 +194,9 @@ impl Pending {
                 ReturnPath::Full => ReturnTrampoline::Full,
             };
             // SAFETY: the return trampolines take over from any return: they
-            // find the real return address in this frame. `begin_hook` read
-            // this save's return address (the caller passes the same save).
+            // find the real return address in this frame. The save is an
+            // entry save: `begin_hook`'s contract (the caller passes the
+            // save it gave `begin_hook`).
             unsafe { fregs.set_return_address_unchecked(return_trampoline_address(trampoline)) };
         }
         Ok(depth)
@@ -207,8 +208,9 @@ impl Pending {
 ///
 /// # Safety
 /// As for [`Pending::commit`]. (What [`begin_hook`] asks of its pending
-/// hook, this keeps itself. A return save, the only other kind a callback
-/// gets, has no return address: this refuses it with `NotAtEntry`.)
+/// hook, this keeps itself. It may be given any save a callback gets, an
+/// entry callback's or a return callback's: a return save has no return
+/// address, and is refused with `NotAtEntry`.)
 #[inline]
 pub unsafe fn hook(fregs: &mut FtraceRegs, func: usize, user: *const ReturnUser, data: &[u64]) -> Result<usize, HookError> {
     if fregs.return_address().is_none() {

@@ -313,7 +313,9 @@ impl ShadowStack {
     }
 
     /// Hooked calls on the stack now: one more than the innermost frame's
-    /// depth.
+    /// depth. It reads that frame's header with plain loads: from another
+    /// CPU, read it only while the task pushes and pops nothing (its
+    /// tracing has settled, as the stress run's final count does).
     #[inline]
     pub fn frames(&self) -> usize {
         self.innermost().map_or(0, |frame| frame.depth() + 1)
