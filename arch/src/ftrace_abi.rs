@@ -51,6 +51,25 @@ pub enum ReturnAddress {
     LinkRegister,
 }
 
+/// Where a function's return address is while the function has no frame
+/// record of its own yet (at its entry, and in its prologue until the
+/// record is stored): see [`crate::kprobes::PrologueWalk`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReturnSlot {
+    /// In the link register.
+    LinkRegister,
+    /// In the stack, this many bytes above the stack pointer.
+    Stack { offset: usize },
+}
+
+impl ReturnSlot {
+    /// At the function's first instruction.
+    pub const AT_ENTRY: ReturnSlot = match RETURN_ADDRESS {
+        ReturnAddress::LinkRegister => ReturnSlot::LinkRegister,
+        ReturnAddress::Stack => ReturnSlot::Stack { offset: 0 },
+    };
+}
+
 /// What a trampoline stored in an [`FtraceRegs`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u64)]
@@ -624,14 +643,16 @@ impl<'a> SavedRegs<'a> {
         self.regs.fp()
     }
 
-    /// Where the function returns to, for a save taken at its first
-    /// instruction (before its prologue: the link register, or the slot
-    /// the call pushed at the stack pointer, read fault-tolerantly).
-    /// Meaningless anywhere else.
-    pub fn entry_return_address(self) -> Option<usize> {
-        match RETURN_ADDRESS {
-            ReturnAddress::LinkRegister => self.regs.link_register(),
-            ReturnAddress::Stack => crate::fault::read_u64_nofault(self.regs.sp()).map(|address| address as usize),
+    /// Where the function returns to, for a save taken where its return
+    /// address is in `slot` (read fault-tolerantly from the stack): at its
+    /// first instruction, [`ReturnSlot::AT_ENTRY`]; in its prologue, what
+    /// [`crate::kprobes::PrologueWalk`] says. Meaningless anywhere else.
+    pub fn return_address_in(self, slot: ReturnSlot) -> Option<usize> {
+        match slot {
+            ReturnSlot::LinkRegister => self.regs.link_register(),
+            ReturnSlot::Stack { offset } => {
+                crate::fault::read_u64_nofault(self.regs.sp().wrapping_add(offset)).map(|address| address as usize)
+            }
         }
     }
 

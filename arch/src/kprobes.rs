@@ -49,6 +49,7 @@
 use core::fmt;
 
 use crate::cell::AtomicFn;
+use crate::ftrace_abi::ReturnSlot;
 use crate::regs::PtRegs;
 use crate::text::{PatchError, TextPatcher};
 
@@ -172,6 +173,42 @@ pub fn decode(address: usize) -> Result<ProbedInsn, InsnError> {
 /// probes too). Architectures without such sequences accept every place.
 pub fn check_context(function: usize, address: usize) -> Result<(), InsnError> {
     crate::imp::kprobes::check_context(function, address)
+}
+
+/// Follows a function from its entry, one instruction at a time in
+/// address order, to say where its return address is until it points its
+/// frame pointer at a frame record of its own. Before that the frame
+/// pointer is still the caller's, so a walk of the frame records from a
+/// stop there starts at the caller's caller: a stack trace needs this
+/// return address first (as at the entry, the ftrace site).
+///
+/// It follows what a compiler's prologue does before that point (and, with
+/// shrink-wrapping, the tests before it): stack adjustments, stores,
+/// computations into other registers, conditional branches (a fall-through
+/// keeps the stack as it was, and a compiled function has one stack
+/// layout per instruction). Anything else ends it: an unconditional jump,
+/// a call, a write to the frame or link register, an instruction it does
+/// not know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrologueWalk(Option<ReturnSlot>);
+
+impl PrologueWalk {
+    /// At the function's first instruction.
+    pub fn at_entry() -> PrologueWalk {
+        PrologueWalk(Some(ReturnSlot::AT_ENTRY))
+    }
+
+    /// Steps over the instruction whose bytes are `code`, to the one after.
+    pub fn step(&mut self, code: &[u8]) {
+        self.0 = self.0.and_then(|slot| crate::imp::kprobes::prologue_step(slot, code));
+    }
+
+    /// Where the return address is at the instruction reached, if the walk
+    /// can tell: `None` once the function has a frame record of its own,
+    /// or the walk met something it does not follow.
+    pub fn return_slot(self) -> Option<ReturnSlot> {
+        self.0
+    }
 }
 
 /// The address of out-of-line slot `index` (below [`SLOTS`]).

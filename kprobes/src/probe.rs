@@ -40,7 +40,7 @@ use core::fmt;
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
-use arch::ftrace_abi::{FtraceRegs, PtRegs};
+use arch::ftrace_abi::{FtraceRegs, PtRegs, ReturnSlot};
 use arch::irq::IrqGuard;
 use arch::kprobes::{self as insn, Execution, InsnError, ProbedInsn, Trap, SLOTS};
 use arch::sync::Mutex;
@@ -140,6 +140,10 @@ pub struct Place {
     pub offset: usize,
     /// At the function's entry: the probe rides on the ftrace site.
     pub at_entry: bool,
+    /// Where the return address is when the function has no frame record
+    /// of its own yet here (at the entry, and early in its prologue): a
+    /// stack trace from here takes it before walking the frame records.
+    pub before_frame: Option<arch::ftrace_abi::ReturnSlot>,
 }
 
 /// Checks `location` for a probe (see the crate documentation).
@@ -163,17 +167,28 @@ pub fn resolve(location: &Location) -> Result<Place, KprobeError> {
     if offset > 0 && offset < site_end {
         return Err(KprobeError::InsideFtraceSite { function: function.into(), offset });
     }
-    let place =
-        Place { address: symbol.address + offset, function, function_address: symbol.address, offset, at_entry: offset == 0 };
+    let mut place = Place {
+        address: symbol.address + offset,
+        function,
+        function_address: symbol.address,
+        offset,
+        at_entry: offset == 0,
+        before_frame: Some(ReturnSlot::AT_ENTRY),
+    };
     if !place.at_entry {
         // Another probe's breakpoint in the way reads as a one-byte `int3`:
-        // the walk takes that instruction's length from its probe.
+        // the walk takes that instruction from its probe. (The ftrace site
+        // is a no-op to the prologue walk.)
         let _registry = REGISTRY.lock();
+        let mut prologue = arch::kprobes::PrologueWalk::at_entry();
         let mut at = symbol.address + site_end;
         while at < place.address {
             let mut bytes = [0u8; 16];
             let len = match armed_at(at) {
-                Some(insn) => insn.length(),
+                Some(insn) => {
+                    bytes[..insn.length()].copy_from_slice(insn.bytes());
+                    insn.length()
+                }
                 None => {
                     arch::fault::read_nofault(at, &mut bytes).ok().and_then(|()| arch::disasm::length(&bytes, at)).unwrap_or(0)
                 }
@@ -181,11 +196,13 @@ pub fn resolve(location: &Location) -> Result<Place, KprobeError> {
             if len == 0 {
                 break;
             }
+            prologue.step(&bytes[..len]);
             at += len;
         }
         if at != place.address {
             return Err(KprobeError::NotInstructionBoundary { function: function.into(), offset });
         }
+        place.before_frame = prologue.return_slot();
     }
     Ok(place)
 }

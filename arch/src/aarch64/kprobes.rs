@@ -17,6 +17,7 @@
 use core::arch::global_asm;
 
 use super::regs::PtRegs;
+use crate::ftrace_abi::ReturnSlot;
 use crate::kprobes::{Execution, InsnError, ProbedInsn};
 
 /// The `brk` immediate of a probe (Linux's `KPROBES_BRK_IMM`).
@@ -151,6 +152,33 @@ fn ends_exclusive(insn: u32) -> bool {
 /// function's start), a load-exclusive comes before any store-exclusive.
 /// Every hit there clears the exclusive monitor (the trap's own atomics do),
 /// so the sequence's store-exclusive would fail on every try.
+/// One step of `crate::kprobes::PrologueWalk`: the return address is in
+/// x30 until x29 is pointed at the frame record (`add x29, sp, #N`, or
+/// `mov x29, sp`, the same instruction).
+pub(crate) fn prologue_step(slot: ReturnSlot, code: &[u8]) -> Option<ReturnSlot> {
+    const FRAME_SET_UP: (u32, u32) = (0xff80_03ff, 0x9100_03fd); // add x29, sp, #imm
+    const FRAME_OR_LINK: [u32; 2] = [29, 30];
+    let ReturnSlot::LinkRegister = slot else { return None };
+    let insn = u32::from_le_bytes(code.get(..4)?.try_into().ok()?);
+    let field = |shift: u32, bits: u32| (insn >> shift) & ((1 << bits) - 1);
+    let rd = field(0, 5);
+    let base = field(5, 5);
+    let follows = if insn & FRAME_SET_UP.0 == FRAME_SET_UP.1 {
+        false
+    } else if insn & 0xff00_0010 == 0x5400_0000 || insn & 0x7c00_0000 == 0x3400_0000 {
+        true // b.cond, cbz/cbnz, tbz/tbnz: the fall-through
+    } else if field(27, 3) == 0b101 && field(25, 2) == 0 {
+        field(22, 1) == 0 && !FRAME_OR_LINK.contains(&base) // stp/stnp (x29, x30 into the record too)
+    } else if field(27, 3) == 0b111 && field(25, 2) == 0 {
+        field(22, 2) == 0 && !FRAME_OR_LINK.contains(&base) // str, strb, strh
+    } else if field(26, 3) == 0b100 || field(25, 3) == 0b101 {
+        !FRAME_OR_LINK.contains(&rd) // data processing, into another register (or sp)
+    } else {
+        false
+    };
+    follows.then_some(ReturnSlot::LinkRegister)
+}
+
 pub(crate) fn check_context(function: usize, address: usize) -> Result<(), InsnError> {
     let mut at = address;
     for _ in 0..EXCLUSIVE_WINDOW {

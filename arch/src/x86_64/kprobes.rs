@@ -22,9 +22,12 @@
 
 use core::arch::global_asm;
 
-use iced_x86::{ConditionCode, Decoder, DecoderOptions, FlowControl, Mnemonic, OpKind};
+use iced_x86::{
+    ConditionCode, Decoder, DecoderOptions, FlowControl, InstructionInfoFactory, Mnemonic, OpAccess, OpKind, Register,
+};
 
 use super::regs::PtRegs;
+use crate::ftrace_abi::ReturnSlot;
 use crate::kprobes::{Execution, InsnError, ProbedInsn};
 
 /// `int3`.
@@ -114,6 +117,31 @@ pub enum Simulation {
 /// read-modify-writes are single instructions).
 pub(crate) fn check_context(_function: usize, _address: usize) -> Result<(), InsnError> {
     Ok(())
+}
+
+/// One step of `crate::kprobes::PrologueWalk`: the return address is in
+/// the stack, `offset` bytes above the stack pointer, until `rbp` is
+/// written (`mov %rsp,%rbp` sets the frame up).
+pub(crate) fn prologue_step(slot: ReturnSlot, code: &[u8]) -> Option<ReturnSlot> {
+    let ReturnSlot::Stack { offset } = slot else { return None };
+    let insn = Decoder::with_ip(64, code, 0, DecoderOptions::NONE).decode();
+    if insn.is_invalid() || !matches!(insn.flow_control(), FlowControl::Next | FlowControl::ConditionalBranch) {
+        return None;
+    }
+    if insn.op0_register() == Register::RSP {
+        // `sub $N,%rsp` is followed; any other explicit change is not.
+        let immediate = matches!(insn.op1_kind(), OpKind::Immediate8to64 | OpKind::Immediate32to64);
+        return (insn.mnemonic() == Mnemonic::Sub && immediate)
+            .then(|| ReturnSlot::Stack { offset: offset.wrapping_add(insn.immediate(1) as usize) });
+    }
+    let writes_rbp = InstructionInfoFactory::new().info(&insn).used_registers().iter().any(|used| {
+        used.register().full_register() == Register::RBP
+            && !matches!(used.access(), OpAccess::Read | OpAccess::CondRead | OpAccess::NoMemAccess | OpAccess::None)
+    });
+    // Pushes move the stack pointer down (a negative increment); a pop
+    // before the frame is set up is not a prologue.
+    let increment = insn.stack_pointer_increment();
+    (!writes_rbp && increment <= 0).then(|| ReturnSlot::Stack { offset: offset + increment.unsigned_abs() as usize })
 }
 
 pub(crate) fn decode(address: usize, bytes: &[u8]) -> Result<ProbedInsn, InsnError> {

@@ -33,8 +33,9 @@ pub(super) struct Context<'a> {
     /// Where the probed function returns to (0: not known, as at a
     /// kprobe inside a function): a `stacktrace` trigger's first caller.
     caller: usize,
-    /// The kprobe that hit, for a kprobe event: at a function's entry its
-    /// caller is read from the save, on the slow path only.
+    /// The kprobe that hit, for a kprobe event: at a function's entry or
+    /// early in its prologue (no frame record of its own yet), its caller
+    /// is read from the save, on the slow path only.
     kprobe: Option<&'a Kprobe>,
 }
 
@@ -224,9 +225,9 @@ fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
     };
     // An entry's chain: the function, then its caller; an exit's: the
     // caller it returns to. Then the frame records.
-    let caller = match context.kprobe {
-        Some(probe) if probe.place().at_entry => context.regs.entry_return_address().unwrap_or(0),
-        _ => context.caller,
+    let caller = match context.kprobe.and_then(|probe| probe.place().before_frame) {
+        Some(slot) => context.regs.return_address_in(slot).unwrap_or(0),
+        None => context.caller,
     };
     let addresses = match ips {
         [ip] => [*ip as usize, caller],

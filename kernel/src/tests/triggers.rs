@@ -107,17 +107,29 @@ fn a_counted_stacktrace_records_the_chain_that_called_the_probed_function() {
     assert_eq!(read("enabled_functions"), "");
     write("trace", "");
 
-    // A kprobe event at the entry names its caller as the fprobe event does.
-    tracefs::write("kprobe_events", "p:kprobes/kent kernel::workload::fib", FilterMode::Append).unwrap();
-    add_trigger("events/kprobes/kent/trigger", "stacktrace:1").unwrap();
+    // A kprobe event at the entry names its caller as the fprobe event does,
+    // and so does one on the prologue's first instruction, before the
+    // function has a frame record of its own (the bench's `kprobe_mid`
+    // place).
+    kprobe_stack_names_the_caller("kent", "kernel::workload::fib");
+    let first = arch::ftrace::CALL_OFFSET + arch::ftrace::INSN_LEN;
+    kprobe_stack_names_the_caller("kpro", &alloc::format!("kernel::workload::fib+{first}"));
+}
+
+/// A kprobe event `name` at `place` with a `stacktrace` trigger: its chain
+/// starts with fib, then the test that called it.
+fn kprobe_stack_names_the_caller(name: &str, place: &str) {
+    tracefs::write("kprobe_events", &alloc::format!("p:kprobes/{name} {place}"), FilterMode::Append).unwrap();
+    let trigger = alloc::format!("events/kprobes/{name}/trigger");
+    add_trigger(&trigger, "stacktrace:1").unwrap();
     assert_eq!(fib(2), 1);
     let trace = read("trace");
     let frames = first_frames(&trace);
     assert_eq!(frames.len(), 1, "{trace}");
-    assert_eq!(frames[0].0, " => kernel::workload::fib", "{trace}");
-    assert!(frames[0].1.starts_with(" => kernel::tests::triggers::"), "then the test that called it: {trace}");
-    add_trigger("events/kprobes/kent/trigger", "!stacktrace").unwrap();
-    tracefs::write("kprobe_events", "-:kent", FilterMode::Append).unwrap();
+    assert_eq!(frames[0].0, " => kernel::workload::fib", "{place}: {trace}");
+    assert!(frames[0].1.starts_with(" => kernel::tests::triggers::"), "{place}: then the test that called it: {trace}");
+    add_trigger(&trigger, "!stacktrace").unwrap();
+    tracefs::write("kprobe_events", &alloc::format!("-:{name}"), FilterMode::Append).unwrap();
     write("trace", "");
 }
 
