@@ -52,8 +52,8 @@ pub enum ReturnAddress {
 }
 
 /// Where a function's return address is while the function has no frame
-/// record of its own yet (at its entry, and in its prologue until the
-/// record is stored): see [`crate::kprobes::PrologueWalk`].
+/// record of its own yet (at its entry, and in its prologue until its
+/// frame pointer points at its record): see [`crate::kprobes::PrologueWalk`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReturnSlot {
     /// In the link register.

@@ -147,11 +147,6 @@ fn ends_exclusive(insn: u32) -> bool {
     (insn & 0x3f00_0000 == 0x0800_0000 && insn & (1 << 23) == 0 && insn & (1 << 22) == 0) || insn & 0xffff_f0ff == 0xd503_305f
 }
 
-/// Refuses `address` inside a load/store-exclusive sequence: walking back
-/// from it (at most [`EXCLUSIVE_WINDOW`] instructions, not past the
-/// function's start), a load-exclusive comes before any store-exclusive.
-/// Every hit there clears the exclusive monitor (the trap's own atomics do),
-/// so the sequence's store-exclusive would fail on every try.
 /// One step of `crate::kprobes::PrologueWalk`: the return address is in
 /// x30 until x29 is pointed at the frame record (`add x29, sp, #N`, or
 /// `mov x29, sp`, the same instruction).
@@ -170,7 +165,11 @@ pub(crate) fn prologue_step(slot: ReturnSlot, code: &[u8]) -> Option<ReturnSlot>
     } else if field(27, 3) == 0b101 && field(25, 2) == 0 {
         field(22, 1) == 0 && !FRAME_OR_LINK.contains(&base) // stp/stnp (x29, x30 into the record too)
     } else if field(27, 3) == 0b111 && field(25, 2) == 0 {
-        field(22, 2) == 0 && !FRAME_OR_LINK.contains(&base) // str, strb, strh
+        // str, strb, strh with an immediate offset (bit 24 set, or bit 21
+        // clear: the forms with bit 21 set and bit 24 clear include the
+        // atomics, which write a register).
+        let immediate_form = field(24, 1) == 1 || field(21, 1) == 0;
+        field(22, 2) == 0 && immediate_form && !FRAME_OR_LINK.contains(&base)
     } else if field(26, 3) == 0b100 || field(25, 3) == 0b101 {
         !FRAME_OR_LINK.contains(&rd) // data processing, into another register (or sp)
     } else {
@@ -179,6 +178,11 @@ pub(crate) fn prologue_step(slot: ReturnSlot, code: &[u8]) -> Option<ReturnSlot>
     follows.then_some(ReturnSlot::LinkRegister)
 }
 
+/// Refuses `address` inside a load/store-exclusive sequence: walking back
+/// from it (at most [`EXCLUSIVE_WINDOW`] instructions, not past the
+/// function's start), a load-exclusive comes before any store-exclusive.
+/// Every hit there clears the exclusive monitor (the trap's own atomics do),
+/// so the sequence's store-exclusive would fail on every try.
 pub(crate) fn check_context(function: usize, address: usize) -> Result<(), InsnError> {
     let mut at = address;
     for _ in 0..EXCLUSIVE_WINDOW {

@@ -128,20 +128,29 @@ pub(crate) fn prologue_step(slot: ReturnSlot, code: &[u8]) -> Option<ReturnSlot>
     if insn.is_invalid() || !matches!(insn.flow_control(), FlowControl::Next | FlowControl::ConditionalBranch) {
         return None;
     }
-    if insn.op0_register() == Register::RSP {
+    let mut factory = InstructionInfoFactory::new();
+    let info = factory.info(&insn);
+    let writes = |register: Register| {
+        info.used_registers().iter().any(|used| {
+            used.register().full_register() == register
+                && !matches!(used.access(), OpAccess::Read | OpAccess::CondRead | OpAccess::NoMemAccess | OpAccess::None)
+        })
+    };
+    let (writes_rsp, writes_rbp) = (writes(Register::RSP), writes(Register::RBP));
+    if writes_rbp {
+        return None; // `mov %rsp,%rbp`: the frame is set up (or rbp is lost)
+    }
+    if insn.op0_register().full_register() == Register::RSP {
         // `sub $N,%rsp` is followed; any other explicit change is not.
         let immediate = matches!(insn.op1_kind(), OpKind::Immediate8to64 | OpKind::Immediate32to64);
-        return (insn.mnemonic() == Mnemonic::Sub && immediate)
+        return (insn.mnemonic() == Mnemonic::Sub && insn.op0_register() == Register::RSP && immediate)
             .then(|| ReturnSlot::Stack { offset: offset.wrapping_add(insn.immediate(1) as usize) });
     }
-    let writes_rbp = InstructionInfoFactory::new().info(&insn).used_registers().iter().any(|used| {
-        used.register().full_register() == Register::RBP
-            && !matches!(used.access(), OpAccess::Read | OpAccess::CondRead | OpAccess::NoMemAccess | OpAccess::None)
-    });
-    // Pushes move the stack pointer down (a negative increment); a pop
-    // before the frame is set up is not a prologue.
+    // Pushes move the stack pointer down (a negative increment); a pop, or
+    // a write to rsp that is not a push (`xchg`), is not a prologue's.
     let increment = insn.stack_pointer_increment();
-    (!writes_rbp && increment <= 0).then(|| ReturnSlot::Stack { offset: offset + increment.unsigned_abs() as usize })
+    (increment < 0 || (increment == 0 && !writes_rsp))
+        .then(|| ReturnSlot::Stack { offset: offset + increment.unsigned_abs() as usize })
 }
 
 pub(crate) fn decode(address: usize, bytes: &[u8]) -> Result<ProbedInsn, InsnError> {

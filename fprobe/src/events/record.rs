@@ -225,8 +225,14 @@ fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
     };
     // An entry's chain: the function, then its caller; an exit's: the
     // caller it returns to. Then the frame records.
+    // Read from the save, the return address may already lead to a return
+    // trampoline (a graph tracer or an exit probe hooked the call first):
+    // the hooked call was recorded under this frame pointer, the caller's.
     let caller = match context.kprobe.and_then(|probe| probe.place().before_frame) {
-        Some(slot) => context.regs.return_address_in(slot).unwrap_or(0),
+        Some(slot) => context
+            .regs
+            .return_address_in(slot)
+            .map_or(0, |address| ftrace::retstack::resolve_return_address(address, context.regs.frame_pointer())),
         None => context.caller,
     };
     let addresses = match ips {

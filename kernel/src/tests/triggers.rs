@@ -22,11 +22,12 @@ fn stack_traces(trace: &str) -> usize {
     trace.lines().filter(|line| line.ends_with(": <stack trace>")).count()
 }
 
-/// The lines after each `<stack trace>` line, up to the next event.
+/// The lines after each `<stack trace>` line (`/* <stack trace>` under
+/// function_graph), up to the next event.
 fn first_frames(trace: &str) -> Vec<(&str, &str)> {
     let lines: Vec<&str> = trace.lines().filter(|line| !line.starts_with('#')).collect();
     (0..lines.len())
-        .filter(|&i| lines[i].ends_with(": <stack trace>"))
+        .filter(|&i| lines[i].ends_with(" <stack trace>"))
         .map(|i| (lines.get(i + 1).copied().unwrap_or(""), lines.get(i + 2).copied().unwrap_or("")))
         .collect()
 }
@@ -113,7 +114,15 @@ fn a_counted_stacktrace_records_the_chain_that_called_the_probed_function() {
     // place).
     kprobe_stack_names_the_caller("kent", "kernel::workload::fib");
     let first = arch::ftrace::CALL_OFFSET + arch::ftrace::INSN_LEN;
-    kprobe_stack_names_the_caller("kpro", &alloc::format!("kernel::workload::fib+{first}"));
+    let prologue = alloc::format!("kernel::workload::fib+{first}");
+    kprobe_stack_names_the_caller("kpro", &prologue);
+    // With the graph tracer on fib, the return address the probe reads
+    // leads to the return trampoline: the chain names the real caller.
+    write("set_ftrace_filter", "kernel::workload::fib");
+    write("current_tracer", "function_graph");
+    kprobe_stack_names_the_caller("kpro", &prologue);
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
 }
 
 /// A kprobe event `name` at `place` with a `stacktrace` trigger: its chain
