@@ -5,8 +5,8 @@
 
 Boots the kernel (built by ./qemu-run.sh ARCH, one CPU), types the console
 commands in SETUP (';'-separated, for example
-"echo kernel::workload::fib > set_ftrace_filter; echo function_graph > current_tracer; run fib 3"),
-then switches QEMU's execution log on (one instruction per translation
+"echo kernel::workload::fib > set_ftrace_filter; echo function_graph > current_tracer; run fib 3",
+or "bench attach fprobe_exit" for one of the benchmark's modes), then switches QEMU's execution log on (one instruction per translation
 block: -singlestep, 'log exec,nochain' from the monitor), types RUN
 (default 'run fib 1'), and switches it off. The log is cut from the first
 instruction of kernel::workload::fib to the return into its caller, and

@@ -144,6 +144,32 @@ if run_session tracefs-files 'echo fib > set_ftrace_filter\ncat set_ftrace_filte
     expect "the profiler counts fib(10)'s 177 calls" grep -qE "^  kernel::workload::fib +177 +[0-9]+\.[0-9]{3} us +[0-9]+\.[0-9]{3} us +[0-9]+\.[0-9]{3} us$" <<<"$out"
 fi
 
+# The bench's clients attached to fib one by one (what bench/profile-call.py
+# profiles): each enables fib's site with its ops, leaves fib's result
+# alone, and comes off again; bad requests change nothing.
+bench_modes=(args two_ops args_busy regs graph rethook rethook_regs fprobe_entry fprobe_exit)
+bench_session=""
+for mode in "${bench_modes[@]}"; do
+    bench_session+="bench attach $mode\ngrep ^kernel::workload::fib enabled_functions\nrun fib 10\nbench detach\n"
+done
+bench_session+="bench attach fprobe_exit\nbench attach graph\nbench\nbench detach\nbench detach\nbench attach nop\nbench attach\ncat enabled_functions | wc -l\npoweroff\n"
+if run_session bench-attach "$bench_session"; then
+    for mode in "${bench_modes[@]}"; do
+        expect "$mode attaches" grep -q "^bench: $mode attached to kernel::workload::fib$" <<<"$out"
+        expect "$mode detaches" grep -q "^bench: $mode detached$" <<<"$out"
+    done
+    expect "every client enables fib's site" test "$(count_lines '^kernel::workload::fib \([12]\)')" -eq 9
+    expect "two_ops puts two ops on it" test "$(count_lines '^kernel::workload::fib \(2\)')" -eq 1
+    expect "fib's result under every client" test "$(count_lines '^fib\(10\) = 55$')" -eq 9
+    expect "one client at a time" grep -q "^error: bench: 'fprobe_exit' is attached to fib; 'bench detach' first" <<<"$out"
+    expect "the benchmark waits for the detach" test "$(count_lines "^error: bench: 'fprobe_exit' is attached")" -eq 2
+    expect "and prints nothing before" test "$(count_lines '^benchmark:')" -eq 0
+    expect "nothing to detach" grep -q "^error: bench: nothing is attached$" <<<"$out"
+    expect "a mode without a client" grep -q "^error: bench: no mode 'nop' to attach (args, two_ops," <<<"$out"
+    expect "attach needs a mode" grep -q "^error: usage: bench \[vs-linux" <<<"$out"
+    expect "nothing left enabled" grep -qx "0" <<<"$out"
+fi
+
 # The tour: six steps with disassembly, ending with the site restored.
 if run_session tour 'tour\ntour nosuch\ncat enabled_functions\npoweroff\n'; then
     for n in 1 2 3 4 5 6; do

@@ -11,9 +11,15 @@
 //!
 //! It prints a table and one `ratio NAME VALUE` line per figure. Under TCG
 //! (always, for aarch64 here) only the ratios mean anything.
+//!
+//! `bench attach MODE` puts one mode's client ([`Client`]) on
+//! `kernel::workload::fib` instead, until `bench detach`, so that
+//! `bench/profile-call.py` can list one traced call of that mode
+//! instruction by instruction.
 
 pub mod vs_linux;
 
+use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::hint::black_box;
@@ -107,8 +113,8 @@ static RETHOOK: AtomicPtr<Rethook> = AtomicPtr::new(core::ptr::null_mut());
 
 #[patchable_function_entry(prefix_nops = 0, entry_nops = 0)]
 extern "C" fn hook_return(_ip: usize, _parent: usize, _ops: &FtraceOps, fregs: &mut FtraceRegs) {
-    // SAFETY: `bench_rethook` publishes a boxed rethook here and takes it back
-    // only after unregistering this ops.
+    // SAFETY: `Client::attach` publishes a boxed rethook here, and
+    // `drop_rethook` takes it back only after unregistering this ops.
     let Some(rethook) = (unsafe { RETHOOK.load(Ordering::Acquire).as_ref() }) else { return };
     if let Some(node) = rethook.try_get() {
         let _ = node.hook(fregs);
@@ -132,40 +138,193 @@ fn tracee_ip() -> usize {
     tracee as *const () as usize
 }
 
-fn only_tracee(ops: &'static FtraceOps) {
-    ftrace::set_filter_ips(ops, FilterKind::Filter, &[tracee_ip()], FilterMode::Replace).expect("filter");
-    ftrace::register(ops).expect("register");
+/// Registers `ops` on the function at `ip` alone.
+fn trace_only(ops: &'static FtraceOps, ip: usize) -> Result<(), String> {
+    ftrace::set_filter_ips(ops, FilterKind::Filter, &[ip], FilterMode::Replace).map_err(|e| format!("bench: filter: {e}"))?;
+    ftrace::register(ops).map_err(|e| format!("bench: register: {e}"))
 }
 
-fn unregister(ops: &'static FtraceOps) {
-    ftrace::unregister(ops).expect("unregister");
+fn unregister(ops: &'static FtraceOps) -> Result<(), String> {
+    ftrace::unregister(ops).map_err(|e| format!("bench: unregister: {e}"))
 }
 
-fn bench_rethook(mode: RethookMode) -> f64 {
-    let rethook = alloc::boxed::Box::new(Rethook::new(rethook_handler, 0, 64, 1, mode));
-    RETHOOK.store(alloc::boxed::Box::into_raw(rethook), Ordering::Release);
-    only_tracee(&RETHOOK_OPS);
-    let result = measure_tracee();
-    unregister(&RETHOOK_OPS);
+/// A measured mode's tracing client: what the benchmark registers on the
+/// tracee, and what `bench attach MODE` registers on
+/// `kernel::workload::fib`, so that `bench/profile-call.py` can show one
+/// traced call of that mode instruction by instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Client {
+    /// One ops with an empty callback.
+    Args,
+    /// Two such ops.
+    TwoOps,
+    /// One ops, while another traces [`BUSY_FUNCTIONS`] other functions.
+    ArgsBusy,
+    /// One SAVE_REGS ops.
+    Regs,
+    /// A function-graph user with empty entry and return callbacks.
+    Graph,
+    /// A rethook with an empty handler, sparse return registers.
+    Rethook,
+    /// The same, every register at the return.
+    RethookRegs,
+    /// An fprobe with an entry handler only.
+    FprobeEntry,
+    /// An fprobe with an entry and an exit handler.
+    FprobeExit,
+}
+
+impl Client {
+    /// Every client, in the benchmark's order.
+    pub const ALL: [Client; 9] = [
+        Client::Args,
+        Client::TwoOps,
+        Client::ArgsBusy,
+        Client::Regs,
+        Client::Graph,
+        Client::Rethook,
+        Client::RethookRegs,
+        Client::FprobeEntry,
+        Client::FprobeExit,
+    ];
+
+    /// The mode's name in the benchmark's table.
+    pub fn name(self) -> &'static str {
+        match self {
+            Client::Args => "args",
+            Client::TwoOps => "two_ops",
+            Client::ArgsBusy => "args_busy",
+            Client::Regs => "regs",
+            Client::Graph => "graph",
+            Client::Rethook => "rethook",
+            Client::RethookRegs => "rethook_regs",
+            Client::FprobeEntry => "fprobe_entry",
+            Client::FprobeExit => "fprobe_exit",
+        }
+    }
+
+    /// The client of the mode named `name`.
+    pub fn named(name: &str) -> Option<Client> {
+        Client::ALL.into_iter().find(|client| client.name() == name)
+    }
+
+    /// Registers the client on the function at `ip`; on error nothing stays
+    /// registered.
+    fn attach(self, ip: usize) -> Result<Attached, String> {
+        let mut attached = Attached { client: self, fprobe: None };
+        match self {
+            Client::Args => trace_only(&ARGS_OPS, ip)?,
+            Client::TwoOps => {
+                trace_only(&ARGS_OPS, ip)?;
+                trace_only(&SECOND_OPS, ip).inspect_err(|_| drop(unregister(&ARGS_OPS)))?;
+            }
+            Client::ArgsBusy => {
+                let busy: Vec<usize> = generated::FUNCTIONS[..BUSY_FUNCTIONS].iter().map(|f| *f as usize).collect();
+                ftrace::set_filter_ips(&BUSY_OPS, FilterKind::Filter, &busy, FilterMode::Replace)
+                    .map_err(|e| format!("bench: busy filter: {e}"))?;
+                ftrace::register(&BUSY_OPS).map_err(|e| format!("bench: busy ops: {e}"))?;
+                trace_only(&ARGS_OPS, ip).inspect_err(|_| drop(unregister(&BUSY_OPS)))?;
+            }
+            Client::Regs => trace_only(&REGS_OPS, ip)?,
+            Client::Graph => {
+                ftrace::set_filter_ips(GRAPH_OPS.ops(), FilterKind::Filter, &[ip], FilterMode::Replace)
+                    .map_err(|e| format!("bench: filter: {e}"))?;
+                GRAPH_OPS.register().map_err(|e| format!("bench: graph: {e}"))?;
+            }
+            Client::Rethook | Client::RethookRegs => {
+                let mode = if self == Client::Rethook { RethookMode::Sparse } else { RethookMode::FullRegs };
+                let rethook = alloc::boxed::Box::new(Rethook::new(rethook_handler, 0, 64, 1, mode));
+                RETHOOK.store(alloc::boxed::Box::into_raw(rethook), Ordering::Release);
+                trace_only(&RETHOOK_OPS, ip).inspect_err(|_| drop_rethook())?;
+            }
+            Client::FprobeEntry | Client::FprobeExit => {
+                let config = FprobeConfig {
+                    entry: Some(fprobe_entry),
+                    exit: (self == Client::FprobeExit).then_some(fprobe_exit as fprobe::ExitHandler),
+                    entry_data_words: 0,
+                    save_args: false,
+                    private: 0,
+                    free_private: None,
+                };
+                let probe = fprobe::register(config, Target::Addresses(&[ip])).map_err(|e| format!("bench: fprobe: {e}"))?;
+                attached.fprobe = Some(probe);
+            }
+        }
+        Ok(attached)
+    }
+}
+
+/// Lets go of the rethook `RETHOOK` holds, once its ops is unregistered.
+fn drop_rethook() {
     let rethook = RETHOOK.swap(core::ptr::null_mut(), Ordering::AcqRel);
-    // SAFETY: made by `Box::into_raw` above; the ops that read it is gone.
-    drop(unsafe { alloc::boxed::Box::from_raw(rethook) });
-    result
+    if !rethook.is_null() {
+        // SAFETY: made by `Box::into_raw` in `Client::attach`; the ops that
+        // reads it is unregistered (or never was).
+        drop(unsafe { alloc::boxed::Box::from_raw(rethook) });
+    }
 }
 
-fn bench_fprobe(exit: bool) -> f64 {
-    let config = FprobeConfig {
-        entry: Some(fprobe_entry),
-        exit: exit.then_some(fprobe_exit as fprobe::ExitHandler),
-        entry_data_words: 0,
-        save_args: false,
-        private: 0,
-        free_private: None,
-    };
-    let probe = fprobe::register(config, Target::Addresses(&[tracee_ip()])).expect("fprobe");
-    let result = measure_tracee();
-    drop(probe);
-    result
+/// A client registered on a function.
+#[must_use = "detach it"]
+pub struct Attached {
+    client: Client,
+    fprobe: Option<fprobe::RegisteredFprobe>,
+}
+
+impl Attached {
+    /// The client.
+    pub fn client(&self) -> Client {
+        self.client
+    }
+
+    /// Unregisters the client.
+    pub fn detach(self) -> Result<(), String> {
+        match self.client {
+            Client::Args => unregister(&ARGS_OPS),
+            Client::TwoOps => unregister(&SECOND_OPS).and(unregister(&ARGS_OPS)),
+            Client::ArgsBusy => unregister(&ARGS_OPS).and(unregister(&BUSY_OPS)),
+            Client::Regs => unregister(&REGS_OPS),
+            Client::Graph => GRAPH_OPS.unregister().map_err(|e| format!("bench: graph: {e}")),
+            Client::Rethook | Client::RethookRegs => {
+                unregister(&RETHOOK_OPS)?;
+                drop_rethook();
+                Ok(())
+            }
+            Client::FprobeEntry | Client::FprobeExit => match self.fprobe {
+                Some(probe) => probe.unregister().map_err(|(_, e)| format!("bench: fprobe: {e}")),
+                None => Ok(()),
+            },
+        }
+    }
+}
+
+/// The client `bench attach` put on `fib`, if any.
+static ATTACHED: spin::Mutex<Option<Attached>> = spin::Mutex::new(None);
+
+/// `bench attach MODE`: registers the mode's client on
+/// `kernel::workload::fib` (one client at a time).
+pub fn attach(client: Client) -> Result<(), String> {
+    let mut attached = ATTACHED.lock();
+    if let Some(other) = attached.as_ref() {
+        return Err(format!("bench: '{}' is attached to fib; 'bench detach' first", other.client().name()));
+    }
+    let fib = crate::workload::fib as *const () as usize;
+    if ftrace::site(fib).is_none() {
+        return Err("bench: function tracing is unavailable (see the boot messages)".into());
+    }
+    *attached = Some(client.attach(fib)?);
+    Ok(())
+}
+
+/// `bench detach`: unregisters what `bench attach` registered, and says
+/// which client that was.
+pub fn detach() -> Result<Client, String> {
+    let mut attached = ATTACHED.lock();
+    let client = attached.as_ref().map(Attached::client).ok_or("bench: nothing is attached")?;
+    match attached.take().map(Attached::detach) {
+        Some(Err(error)) => Err(error),
+        _ => Ok(client),
+    }
 }
 
 /// One measured mode.
@@ -180,6 +339,11 @@ pub fn run() -> Result<(), String> {
     if ftrace::site(tracee_ip()).is_none() {
         return Err("bench: function tracing is unavailable (see the boot messages)".into());
     }
+    // Held for the whole run: the clients' ops are the ones `bench attach` uses.
+    let attached = ATTACHED.lock();
+    if let Some(attached) = attached.as_ref() {
+        return Err(format!("bench: '{}' is attached to fib; 'bench detach' first", attached.client().name()));
+    }
     let hz = arch::timer::cycles_per_second();
     println!(
         "benchmark: {} under {}, cycle counter {}.{:03} MHz, {CALLS} calls a sample, median of {SAMPLES}",
@@ -188,37 +352,14 @@ pub fn run() -> Result<(), String> {
         hz / 1_000_000,
         hz / 1_000 % 1_000
     );
-    let busy: Vec<usize> = generated::FUNCTIONS[..BUSY_FUNCTIONS].iter().map(|f| *f as usize).collect();
     let mut rows = Vec::new();
-    let mut row = |name, ticks| rows.push(Row { name, ticks });
-
-    row("notrace", median_per_call(|| time_calls!(tracee_notrace)));
-    row("nop", measure_tracee());
-
-    only_tracee(&ARGS_OPS);
-    row("args", measure_tracee());
-    only_tracee(&SECOND_OPS);
-    row("two_ops", measure_tracee());
-    unregister(&SECOND_OPS);
-    ftrace::set_filter_ips(&BUSY_OPS, FilterKind::Filter, &busy, FilterMode::Replace).expect("busy filter");
-    ftrace::register(&BUSY_OPS).expect("busy ops");
-    row("args_busy", measure_tracee());
-    unregister(&BUSY_OPS);
-    unregister(&ARGS_OPS);
-
-    only_tracee(&REGS_OPS);
-    row("regs", measure_tracee());
-    unregister(&REGS_OPS);
-
-    ftrace::set_filter_ips(GRAPH_OPS.ops(), FilterKind::Filter, &[tracee_ip()], FilterMode::Replace).expect("filter");
-    GRAPH_OPS.register().expect("graph");
-    row("graph", measure_tracee());
-    GRAPH_OPS.unregister().expect("graph");
-
-    row("rethook", bench_rethook(RethookMode::Sparse));
-    row("rethook_regs", bench_rethook(RethookMode::FullRegs));
-    row("fprobe_entry", bench_fprobe(false));
-    row("fprobe_exit", bench_fprobe(true));
+    rows.push(Row { name: "notrace", ticks: median_per_call(|| time_calls!(tracee_notrace)) });
+    rows.push(Row { name: "nop", ticks: measure_tracee() });
+    for client in Client::ALL {
+        let attached = client.attach(tracee_ip())?;
+        rows.push(Row { name: client.name(), ticks: measure_tracee() });
+        attached.detach()?;
+    }
 
     println!("{:<14} {:>12} {:>10}", "mode", "ticks/call", "ns/call");
     for row in &rows {
@@ -249,7 +390,7 @@ fn patch_every_site(hz: u64) {
     let mut sites = 0;
     ftrace::for_each_site(|site| sites += usize::from(site.ops_count > 0));
     let start = arch::timer::cycles();
-    unregister(&PATCH_ALL_OPS);
+    unregister(&PATCH_ALL_OPS).expect("disable every site");
     let disabled = arch::timer::cycles() - start;
     let micros = |ticks: u64| ticks as f64 * 1e6 / hz as f64;
     println!(

@@ -48,8 +48,8 @@ const COMMANDS: &[Command] = &[
     Command { name: "cpus", usage: "cpus", summary: "the CPUs online and what runs on each", run: cpus, pipes: true },
     Command {
         name: "bench",
-        usage: "bench [vs-linux [MODE...]]",
-        summary: "benchmark every tracing mode (vs-linux: Linux's job)",
+        usage: "bench [vs-linux|attach MODE|detach]",
+        summary: "benchmark every tracing mode (vs-linux: Linux's job; attach: one mode on fib)",
         run: bench,
         pipes: false,
     },
@@ -335,7 +335,19 @@ fn bench(invocation: &Invocation) -> Result<(), ShellError> {
             }
             crate::bench::vs_linux::run(modes).map_err(ShellError::Failed)?;
         }
-        _ => return Err(ShellError::Usage("bench [vs-linux [MODE...]]")),
+        ["attach", mode] => {
+            let Some(client) = crate::bench::Client::named(mode) else {
+                let modes: Vec<&str> = crate::bench::Client::ALL.iter().map(|client| client.name()).collect();
+                return Err(ShellError::Failed(format!("bench: no mode '{mode}' to attach ({})", modes.join(", "))));
+            };
+            crate::bench::attach(client).map_err(ShellError::Failed)?;
+            println!("bench: {mode} attached to kernel::workload::fib");
+        }
+        ["detach"] => {
+            let client = crate::bench::detach().map_err(ShellError::Failed)?;
+            println!("bench: {} detached", client.name());
+        }
+        _ => return Err(ShellError::Usage("bench [vs-linux [MODE...] | attach MODE | detach]")),
     }
     Ok(())
 }
