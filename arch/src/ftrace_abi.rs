@@ -254,9 +254,11 @@ impl FtraceRegs {
     }
 
     /// In a return save: records where the call returns to, as the caller
-    /// will see it after the return: the instruction pointer and, in a full
-    /// save on an architecture with a link register, that register too (a
-    /// `ret` leaves the return address in it). The return hook calls its
+    /// will see it after the return: the instruction pointer and, on an
+    /// architecture with a link register, that register too (a `ret` leaves
+    /// the return address in it; a full save restores it from here, and a
+    /// sparse one, which did not record it, neither restores nor shows it,
+    /// so it is written without asking which save this is). The return hook calls its
     /// unchecked variant before any return callback runs; it does not change where the return
     /// goes. Does nothing in an entry save.
     pub fn set_returned_to(&mut self, address: usize) {
@@ -277,7 +279,7 @@ impl FtraceRegs {
     pub unsafe fn set_returned_to_unchecked(&mut self, address: usize) {
         debug_assert!(!self.has_args());
         self.regs.set_ip(address);
-        if RETURN_ADDRESS == ReturnAddress::LinkRegister && self.is_full() {
+        if RETURN_ADDRESS == ReturnAddress::LinkRegister {
             self.regs.set_link_register(address);
         }
     }
