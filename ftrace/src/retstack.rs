@@ -263,9 +263,9 @@ pub unsafe extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usi
         // SAFETY: as just said.
         None => unsafe { missed_returns(stack, base, info) },
     }
-    // SAFETY: the innermost frame (at `base`) is still on the stack: its
-    // callbacks popped whatever they pushed.
-    unsafe { stack.pop_innermost() as usize }
+    // SAFETY: the innermost frame (at `base`, its header `header`) is
+    // still on the stack: its callbacks popped whatever they pushed.
+    unsafe { stack.pop_innermost(base, header) as usize }
 }
 
 /// A return inside a return callback: each user of the innermost frame
@@ -302,8 +302,8 @@ pub unsafe fn flush(state: &TaskTrace) {
         // SAFETY: a stopped task's frames: every entry committed (its hooks
         // were made and finished in callbacks that returned), nothing above.
         unsafe { missed_returns(stack, base, info) };
-        // SAFETY: the frame is on the stack.
-        unsafe { stack.pop_innermost() };
+        // SAFETY: the innermost frame and its header.
+        unsafe { stack.pop_innermost(base, &info.0) };
     }
 }
 

@@ -394,8 +394,10 @@ impl ShadowStack {
     /// innermost frame, the one at `base`, in hook order: the return
     /// handler's walk. It trusts the frame, so it is tighter than
     /// [`entries`](Self::entries): a frame has at least one entry, and its
-    /// last one ends at the top. The first entry is the only one in most
-    /// frames, so it is called inline and the rest in a loop out of line.
+    /// last one ends at the top. Most frames have one entry: that is told
+    /// before the call, from the first entry's length and the top, so
+    /// nothing is read again after it; frames with several go through a
+    /// loop out of line.
     ///
     /// # Safety
     /// `base` is the innermost frame's, all its entries are committed and
@@ -404,19 +406,18 @@ impl ShadowStack {
     #[inline(always)]
     pub unsafe fn for_each_entry_of_innermost(&self, base: usize, mut f: impl FnMut(u64, &mut [u64])) {
         let first = base + HEADER;
-        // SAFETY: the caller's promise, passed on.
-        unsafe { self.call_entry(first, &mut f) };
-        // The entry's length again (its words did not change): one load
-        // rather than a register kept across the call.
         // SAFETY: a committed entry under the top (the caller's promise).
-        let next = first + ENTRY_HEADER + unsafe { self.word(first) } as usize;
-        if next < self.top() {
-            // SAFETY: the caller's promise: `next` starts the next entry.
-            unsafe { self.for_each_entry_from(next, f) };
+        let end = first + ENTRY_HEADER + unsafe { self.word(first) } as usize;
+        if end == self.top() {
+            // SAFETY: the caller's promise, passed on.
+            unsafe { self.call_entry(first, &mut f) };
+        } else {
+            // SAFETY: the caller's promise, passed on.
+            unsafe { self.for_each_entry_from(first, f) };
         }
     }
 
-    /// The rest of [`for_each_entry_of_innermost`](Self::for_each_entry_of_innermost)'s walk: frames with
+    /// [`for_each_entry_of_innermost`](Self::for_each_entry_of_innermost)'s walk for frames with
     /// several users (the function-graph tracer and a probe on one call).
     ///
     /// # Safety
@@ -476,7 +477,7 @@ impl ShadowStack {
     /// The traced path: one capacity check, then the header and the
     /// placeholder entry go in as one block of words.
     ///
-    /// Crate-private, as are [`pop`](Self::pop) and [`reset`](Self::reset):
+    /// Crate-private, as are [`pop_innermost`](Self::pop_innermost) and [`reset`](Self::reset):
     /// a task's stack is walked by the return trampoline, which trusts its
     /// structure, so only the return hook (`crate::retstack`) and
     /// `TaskTrace::reset` (an abandoned flow) change it; `corrupt_innermost`
@@ -551,32 +552,23 @@ impl ShadowStack {
         Ok(PendingHook { stack: self, entry })
     }
 
-    /// Pops the innermost frame (after its return callbacks ran): unlinks it
-    /// first, lowers the top last.
-    #[inline]
-    pub(crate) fn pop(&self, frame: &Frame) {
-        debug_assert_eq!(self.base.load(Ordering::Relaxed), frame.base);
-        self.base.store(frame.header.prev_base as usize, Ordering::Relaxed);
-        compiler_fence(Ordering::SeqCst);
-        self.top.store(frame.base, Ordering::Relaxed);
-    }
-
-    /// `pop` for the return handler: pops the innermost frame,
-    /// read again from the stack rather than kept across its return
-    /// callbacks (they get only their data words, so the header is as the
-    /// entry wrote it), and answers its return address.
+    /// Pops the innermost frame, the one at `base` whose header is
+    /// `header`, after its return callbacks ran, and answers its return
+    /// address: unlinks it first, lowers the top last. (The return handler
+    /// passes the header in place: its callbacks get only their data words,
+    /// so it is as the entry wrote it.)
     ///
     /// # Safety
-    /// A frame must be on the stack.
+    /// `base` is the innermost frame's, and `header` its header (in place,
+    /// [`header_in_place`](Self::header_in_place), or a copy).
     #[inline(always)]
-    pub unsafe fn pop_innermost(&self) -> u64 {
-        let base = self.base.load(Ordering::Relaxed);
-        debug_assert!(base != NO_FRAME);
-        // SAFETY: the innermost frame's base (the caller's promise): its
-        // header is under the top.
-        let header = unsafe { self.header_at(base) };
-        self.pop(&Frame { base, header });
-        header.ret
+    pub(crate) unsafe fn pop_innermost(&self, base: usize, header: &FrameHeader) -> u64 {
+        debug_assert_eq!(self.base.load(Ordering::Relaxed), base);
+        let (ret, below) = (header.ret, header.prev_base);
+        self.base.store(below as usize, Ordering::Relaxed);
+        compiler_fence(Ordering::SeqCst);
+        self.top.store(base, Ordering::Relaxed);
+        ret
     }
 
     /// The real return address of the hooked call whose frame recorded
@@ -815,7 +807,8 @@ mod tests {
         assert_eq!(frame.header.ret, 0x1100);
         assert_eq!(users(&stack, &frame), alloc::vec![(0xa, alloc::vec![1, 2])]);
         assert_eq!(stack.used(), HEADER + ENTRY_HEADER + 2, "unused reserved words given back");
-        stack.pop(&frame);
+        // SAFETY: the innermost frame, nothing above.
+        unsafe { stack.pop_innermost(frame.base, &frame.header) };
         assert_eq!((stack.frames(), stack.used()), (0, 0));
         assert!(stack.innermost().is_none());
     }
@@ -863,11 +856,14 @@ mod tests {
         let stack = ShadowStack::new(256);
         stack.begin(&call(0x1000, 0x8000), words(1)).unwrap().commit(0xa, &[7], false).unwrap();
         stack.begin(&call(0x2000, 0x7000), words(0)).unwrap().commit(0xb, &[], false).unwrap();
-        // SAFETY: two frames are on the stack.
-        assert_eq!(unsafe { stack.pop_innermost() }, 0x2100, "the inner call's");
+        let pop = |stack: &ShadowStack| {
+            let base = stack.innermost_base().unwrap();
+            // SAFETY: the innermost frame and its header, nothing above.
+            unsafe { stack.pop_innermost(base, stack.header_in_place(base)) }
+        };
+        assert_eq!(pop(&stack), 0x2100, "the inner call's");
         assert_eq!((stack.frames(), stack.used()), (1, HEADER + ENTRY_HEADER + 1));
-        // SAFETY: one frame is left.
-        assert_eq!(unsafe { stack.pop_innermost() }, 0x1100);
+        assert_eq!(pop(&stack), 0x1100);
         assert_eq!((stack.frames(), stack.used()), (0, 0));
         assert!(stack.innermost().is_none());
     }
@@ -919,7 +915,8 @@ mod tests {
             irq.commit(0xb, &[42], false).unwrap();
             let frame = stack.innermost().unwrap();
             assert_eq!(users(&stack, &frame), alloc::vec![(0xb, alloc::vec![42])]);
-            stack.pop(&frame);
+            // SAFETY: the innermost frame, nothing above.
+            unsafe { stack.pop_innermost(frame.base, &frame.header) };
         }
         pending.commit(0xa, &[1], false).unwrap();
         let frame = stack.innermost().unwrap();
