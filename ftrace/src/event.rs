@@ -76,6 +76,8 @@ pub fn decode_print(bytes: &[u8]) -> Option<&[u8]> {
 pub const SCHED_SWITCH: u16 = 300;
 /// `sched:sched_wakeup`.
 pub const SCHED_WAKEUP: u16 = 301;
+/// `sched:sched_wakeup_new`.
+pub const SCHED_WAKEUP_NEW: u16 = 302;
 
 /// `trace_entry.flags` bits, as Linux defines them.
 pub mod flags {
@@ -335,7 +337,8 @@ impl SchedSwitchEvent {
 /// Linux's `TASK_REPORT_MAX`: the task was preempted (printed as `+`).
 pub const STATE_REPORT_MAX: u64 = 0x100;
 
-/// `sched_wakeup` (Linux's layout): the task woken and the CPU it goes to.
+/// `sched_wakeup` and `sched_wakeup_new` (Linux's layout, one template):
+/// the task woken and the CPU it goes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SchedWakeupEvent {
     pub common: Common,
@@ -361,7 +364,7 @@ impl FixedEvent for SchedWakeupEvent {
 impl SchedWakeupEvent {
     pub fn decode(bytes: &[u8]) -> Option<SchedWakeupEvent> {
         let common = Common::decode(bytes)?;
-        (common.kind == SCHED_WAKEUP).then_some(SchedWakeupEvent {
+        matches!(common.kind, SCHED_WAKEUP | SCHED_WAKEUP_NEW).then_some(SchedWakeupEvent {
             common,
             comm: bytes.get(8..24)?.try_into().ok()?,
             pid: u32_at(bytes, 24)? as i32,
@@ -392,7 +395,7 @@ impl Event {
             TRACE_GRAPH_ENT => Event::GraphEntry(GraphEntryEvent::decode(bytes)?),
             TRACE_GRAPH_RET => Event::GraphExit(GraphExitEvent::decode(bytes)?),
             SCHED_SWITCH => Event::SchedSwitch(SchedSwitchEvent::decode(bytes)?),
-            SCHED_WAKEUP => Event::SchedWakeup(SchedWakeupEvent::decode(bytes)?),
+            SCHED_WAKEUP | SCHED_WAKEUP_NEW => Event::SchedWakeup(SchedWakeupEvent::decode(bytes)?),
             _ => Event::Other(common),
         })
     }
@@ -405,10 +408,15 @@ pub const COMMON_FIELDS: &str = "\tfield:unsigned short common_type;\toffset:0;\
 \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
 ";
 
+/// The fields of `sched_wakeup` and `sched_wakeup_new`.
+const WAKEUP_FIELDS: &str = "\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n\tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;\n\tfield:int target_cpu;\toffset:32;\tsize:4;\tsigned:1;\n";
+/// Their print format.
+const WAKEUP_PRINT: &str = "\"comm=%s pid=%d prio=%d target_cpu=%03d\", REC->comm, REC->pid, REC->prio, REC->target_cpu";
+
 /// The format descriptions of the scheduler's events, as Linux's
 /// `events/sched/*/format` (trace-cmd's sched plugin reads them by field
 /// name): (name, text).
-pub fn sched_formats() -> [(&'static str, alloc::string::String); 2] {
+pub fn sched_formats() -> [(&'static str, alloc::string::String); 3] {
     let format = |name: &str, id: u16, fields: &str, print: &str| {
         alloc::format!("name: {name}\nID: {id}\nformat:\n{COMMON_FIELDS}\n{fields}\nprint fmt: {print}\n")
     };
@@ -425,15 +433,8 @@ pub fn sched_formats() -> [(&'static str, alloc::string::String); 2] {
                 ),
             ),
         ),
-        (
-            "sched_wakeup",
-            format(
-                "sched_wakeup",
-                SCHED_WAKEUP,
-                "\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n\tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;\n\tfield:int target_cpu;\toffset:32;\tsize:4;\tsigned:1;\n",
-                "\"comm=%s pid=%d prio=%d target_cpu=%03d\", REC->comm, REC->pid, REC->prio, REC->target_cpu",
-            ),
-        ),
+        ("sched_wakeup", format("sched_wakeup", SCHED_WAKEUP, WAKEUP_FIELDS, WAKEUP_PRINT)),
+        ("sched_wakeup_new", format("sched_wakeup_new", SCHED_WAKEUP_NEW, WAKEUP_FIELDS, WAKEUP_PRINT)),
     ]
 }
 

@@ -133,16 +133,10 @@ pub fn write_sched_switch(out: &mut dyn Write, event: &SchedSwitchEvent) -> fmt:
     )
 }
 
-/// A `sched_wakeup` line's text, as Linux prints it.
+/// A `sched_wakeup` (or `sched_wakeup_new`) line's text, as Linux prints it.
 pub fn write_sched_wakeup(out: &mut dyn Write, event: &SchedWakeupEvent) -> fmt::Result {
-    write!(
-        out,
-        "sched_wakeup: comm={} pid={} prio={} target_cpu={:03}",
-        comm_str(&event.comm),
-        event.pid,
-        event.prio,
-        event.target_cpu
-    )
+    let name = if event.common.kind == crate::event::SCHED_WAKEUP_NEW { "sched_wakeup_new" } else { "sched_wakeup" };
+    write!(out, "{name}: comm={} pid={} prio={} target_cpu={:03}", comm_str(&event.comm), event.pid, event.prio, event.target_cpu)
 }
 
 /// Writes a symbol name, or the raw address when there is none.

@@ -1,10 +1,13 @@
-//! The scheduler's events (`sched_switch`, `sched_wakeup`) and the task
-//! names traces show (`saved_cmdlines`).
+//! The scheduler's events (`sched_switch`, `sched_wakeup`,
+//! `sched_wakeup_new`) and the task names traces show (`saved_cmdlines`).
 //!
-//! The kernel's scheduler calls [`trace_switch`] at every switch and
-//! [`trace_wakeup`] when it wakes a task; they record an event only while
+//! The kernel's scheduler calls [`trace_switch`] at every switch,
+//! [`trace_wakeup`] when it wakes a task that slept or blocked, and
+//! [`trace_wakeup_new`] when it queues a new task, each before the task can
+//! run (as Linux's `try_to_wake_up` and `wake_up_new_task` do, under the
+//! run-queue lock); they record an event only while
 //! that event is enabled (`events/sched/.../enable`, or `--record`, which
-//! enables both as `trace-cmd record -e sched` would), and fire its
+//! enables every one as `trace-cmd record -e sched` would), and fire its
 //! triggers (`events/sched/.../trigger`, see [`crate::event_trigger`])
 //! whether or not it is enabled. Every task the
 //! tracer learns of leaves its pid and name in a bounded table, so traces
@@ -18,7 +21,9 @@ use arch::sync::SpinLock;
 pub use crate::cmdlines::MAX_SAVED_CMDLINES;
 use crate::cmdlines::{Cmdlines, SAVED_CMDLINES};
 
-use crate::event::{FixedEvent, SchedSwitchEvent, SchedWakeupEvent, DEFAULT_PRIO, SCHED_SWITCH, SCHED_WAKEUP, STATE_REPORT_MAX};
+use crate::event::{
+    FixedEvent, SchedSwitchEvent, SchedWakeupEvent, DEFAULT_PRIO, SCHED_SWITCH, SCHED_WAKEUP, SCHED_WAKEUP_NEW, STATE_REPORT_MAX,
+};
 use crate::event_filter::{FieldKind, FieldValue, FilterError, FilterField, FilterSlot};
 use crate::event_trigger::{Applied, EventSwitch, Phase, Request, StackStart, TriggerError, Triggers};
 use crate::task::TaskTrace;
@@ -38,14 +43,16 @@ pub const STATE_DEAD: u64 = 0x10;
 pub enum SchedEvent {
     Switch,
     Wakeup,
+    /// A new task's first wake-up.
+    WakeupNew,
 }
 
 /// The scheduler events' group (`events/sched/...`).
 pub const GROUP: &str = "sched";
 
 impl SchedEvent {
-    /// Both, in `available_events` order.
-    pub const ALL: [SchedEvent; 2] = [SchedEvent::Switch, SchedEvent::Wakeup];
+    /// Every one, in `available_events` order.
+    pub const ALL: [SchedEvent; 3] = [SchedEvent::Switch, SchedEvent::Wakeup, SchedEvent::WakeupNew];
 
     /// The static event `group/event` names, if any (a dynamic event may
     /// live in the same group under another name).
@@ -58,6 +65,7 @@ impl SchedEvent {
         match self {
             SchedEvent::Switch => "sched_switch",
             SchedEvent::Wakeup => "sched_wakeup",
+            SchedEvent::WakeupNew => "sched_wakeup_new",
         }
     }
 
@@ -67,6 +75,7 @@ impl SchedEvent {
         match self {
             SchedEvent::Switch => SCHED_SWITCH,
             SchedEvent::Wakeup => SCHED_WAKEUP,
+            SchedEvent::WakeupNew => SCHED_WAKEUP_NEW,
         }
     }
 
@@ -75,18 +84,17 @@ impl SchedEvent {
         Self::ALL.into_iter().find(|event| event.name() == name)
     }
 
+    /// Its switches, filter and triggers.
+    fn state(self) -> &'static EventState {
+        &STATES[self as usize]
+    }
+
     fn flag(self) -> &'static AtomicBool {
-        match self {
-            SchedEvent::Switch => &SWITCH_ON,
-            SchedEvent::Wakeup => &WAKEUP_ON,
-        }
+        &self.state().on
     }
 
     fn filter_slot(self) -> &'static FilterSlot {
-        match self {
-            SchedEvent::Switch => &SWITCH_FILTER,
-            SchedEvent::Wakeup => &WAKEUP_FILTER,
-        }
+        &self.state().filter
     }
 
     /// The fields its filter can name, in the order the recording side
@@ -104,7 +112,7 @@ impl SchedEvent {
                 ("next_pid", Signed),
                 ("next_prio", Signed),
             ],
-            SchedEvent::Wakeup => {
+            SchedEvent::Wakeup | SchedEvent::WakeupNew => {
                 &[("common_pid", Signed), ("comm", String), ("pid", Signed), ("prio", Signed), ("target_cpu", Signed)]
             }
         };
@@ -122,10 +130,7 @@ impl SchedEvent {
     }
 
     fn triggers(self) -> &'static Triggers {
-        match self {
-            SchedEvent::Switch => &SWITCH_TRIGGERS,
-            SchedEvent::Wakeup => &WAKEUP_TRIGGERS,
-        }
+        &self.state().triggers
     }
 
     /// A parsed line written to `events/sched/NAME/trigger`.
@@ -134,10 +139,8 @@ impl SchedEvent {
     }
 
     fn soft(self) -> (&'static AtomicBool, &'static AtomicUsize) {
-        match self {
-            SchedEvent::Switch => (&SWITCH_SOFT, &SWITCH_SOFT_REFS),
-            SchedEvent::Wakeup => (&WAKEUP_SOFT, &WAKEUP_SOFT_REFS),
-        }
+        let state = self.state();
+        (&state.soft_on, &state.soft_refs)
     }
 
     /// For a new `enable_event`/`disable_event` trigger naming it: its
@@ -203,18 +206,32 @@ impl SchedEvent {
     }
 }
 
-static SWITCH_ON: AtomicBool = AtomicBool::new(false);
-static WAKEUP_ON: AtomicBool = AtomicBool::new(false);
-static SWITCH_FILTER: FilterSlot = FilterSlot::new();
-static WAKEUP_FILTER: FilterSlot = FilterSlot::new();
-static SWITCH_TRIGGERS: Triggers = Triggers::new();
-static WAKEUP_TRIGGERS: Triggers = Triggers::new();
-/// The soft switches `enable_event`/`disable_event` triggers flip, and how
-/// many such triggers name each event.
-static SWITCH_SOFT: AtomicBool = AtomicBool::new(false);
-static WAKEUP_SOFT: AtomicBool = AtomicBool::new(false);
-static SWITCH_SOFT_REFS: AtomicUsize = AtomicUsize::new(0);
-static WAKEUP_SOFT_REFS: AtomicUsize = AtomicUsize::new(0);
+/// One scheduler event's switches, filter and triggers.
+struct EventState {
+    /// `enable`.
+    on: AtomicBool,
+    filter: FilterSlot,
+    triggers: Triggers,
+    /// The soft switch `enable_event`/`disable_event` triggers flip, and
+    /// how many such triggers name the event.
+    soft_on: AtomicBool,
+    soft_refs: AtomicUsize,
+}
+
+impl EventState {
+    const fn new() -> EventState {
+        EventState {
+            on: AtomicBool::new(false),
+            filter: FilterSlot::new(),
+            triggers: Triggers::new(),
+            soft_on: AtomicBool::new(false),
+            soft_refs: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// Each event's state, indexed by [`SchedEvent`].
+static STATES: [EventState; SchedEvent::ALL.len()] = [const { EventState::new() }; SchedEvent::ALL.len()];
 
 /// Serialises the soft-mode writers (a trigger added or removed).
 static SOFT_WRITERS: SpinLock<()> = SpinLock::new(());
@@ -264,7 +281,7 @@ fn wakeup_field(event: &SchedWakeupEvent, field: usize) -> FieldValue<'_> {
 #[inline(never)]
 pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
     let on = SchedEvent::Switch.records();
-    let triggered = SWITCH_TRIGGERS.is_set();
+    let triggered = SchedEvent::Switch.triggers().is_set();
     if !on && !triggered {
         return;
     }
@@ -282,26 +299,40 @@ pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
     };
     let fields = |field| switch_field(&event, field);
     let pid_kept = crate::event_pid::records(prev) || crate::event_pid::records(next);
-    let records = on && pid_kept && SWITCH_FILTER.passes(&fields);
-    record_with_triggers(&SWITCH_TRIGGERS, triggered, pid_kept, &fields, || {
+    let records = on && pid_kept && SchedEvent::Switch.filter_slot().passes(&fields);
+    record_with_triggers(SchedEvent::Switch.triggers(), triggered, pid_kept, &fields, || {
         records
             && crate::instance::top().buffer().write_with(SchedSwitchEvent::SIZE, |_, bytes| event.encode_into(bytes)).is_some()
     });
 }
 
-/// Records that `task` was woken, to run on `target_cpu` (unless
-/// `set_event_pid` leaves out both it and the waker, or the filter drops
-/// it), and fires the event's triggers. Never inlined, as
-/// [`trace_switch`].
+/// Records that `task`, which slept or blocked, was woken to run on
+/// `target_cpu` (unless `set_event_pid` leaves out both it and the waker,
+/// or the filter drops it), and fires the event's triggers. Never inlined,
+/// as [`trace_switch`].
 #[inline(never)]
 pub fn trace_wakeup(task: &TaskTrace, target_cpu: usize) {
-    let on = SchedEvent::Wakeup.records();
-    let triggered = WAKEUP_TRIGGERS.is_set();
+    wakeup_event(SchedEvent::Wakeup, task, target_cpu);
+}
+
+/// [`trace_wakeup`] for a new task, queued for the first time
+/// (`sched_wakeup_new`).
+#[inline(never)]
+pub fn trace_wakeup_new(task: &TaskTrace, target_cpu: usize) {
+    wakeup_event(SchedEvent::WakeupNew, task, target_cpu);
+}
+
+/// The body of [`trace_wakeup`] and [`trace_wakeup_new`] (inlined, so that
+/// a `stacktrace` trigger's chain starts at their caller).
+#[inline(always)]
+fn wakeup_event(kind: SchedEvent, task: &TaskTrace, target_cpu: usize) {
+    let on = kind.records();
+    let triggered = kind.triggers().is_set();
     if !on && !triggered {
         return;
     }
     let event = SchedWakeupEvent {
-        common: event_common(SCHED_WAKEUP),
+        common: event_common(kind.id()),
         comm: *task.comm_bytes(),
         pid: task.pid(),
         prio: DEFAULT_PRIO,
@@ -309,8 +340,8 @@ pub fn trace_wakeup(task: &TaskTrace, target_cpu: usize) {
     };
     let fields = |field| wakeup_field(&event, field);
     let pid_kept = crate::event_pid::records(task) || crate::event_pid::records_current();
-    let records = on && pid_kept && WAKEUP_FILTER.passes(&fields);
-    record_with_triggers(&WAKEUP_TRIGGERS, triggered, pid_kept, &fields, || {
+    let records = on && pid_kept && kind.filter_slot().passes(&fields);
+    record_with_triggers(kind.triggers(), triggered, pid_kept, &fields, || {
         records
             && crate::instance::top().buffer().write_with(SchedWakeupEvent::SIZE, |_, bytes| event.encode_into(bytes)).is_some()
     });

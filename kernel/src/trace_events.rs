@@ -1,5 +1,5 @@
 //! Every event tracefs names, under one scheme: the scheduler's static
-//! events (`sched:sched_switch`, `sched:sched_wakeup`, from
+//! events (`sched:sched_switch`, `sched:sched_wakeup`, `sched:sched_wakeup_new`, from
 //! `ftrace::sched`) and the dynamic ones (`fprobes:NAME`, from
 //! `fprobe::events`). `events/GRP/EVENT/{enable,filter,format,id,trigger}`,
 //! `events/GRP/enable`, `events/enable`, `available_events` and `set_event`

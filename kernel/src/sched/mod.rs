@@ -369,8 +369,7 @@ pub fn wake(task: &Arc<Task>) {
         State::Blocked | State::Sleeping => {
             s.sleepers.retain(|(_, sleeper)| !Arc::ptr_eq(sleeper, task));
             task.set_state(State::Runnable);
-            s.run_queue.push_back(task.clone());
-            idle_cpu_for(s, task)
+            enqueue(s, task.clone(), Wakeup::Woken)
         }
         _ => {
             task.set_wake_pending();
@@ -380,6 +379,29 @@ pub fn wake(task: &Arc<Task>) {
     if let Some(cpu) = target {
         smp::kick(cpu);
     }
+}
+
+/// Which wake-up [`enqueue`] records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wakeup {
+    /// A task that slept or blocked (`sched_wakeup`).
+    Woken,
+    /// A new task, queued for the first time (`sched_wakeup_new`).
+    New,
+}
+
+/// Queues `task` (runnable now) under the lock, recording its wake-up
+/// first, as Linux does before a woken task can run, and answers an idle
+/// CPU to kick once the lock is released. The CPU the event names is that
+/// one, or else the task's last CPU (a new task's: the waker's).
+fn enqueue(s: &mut Scheduler, task: Arc<Task>, wakeup: Wakeup) -> Option<usize> {
+    let idle = idle_cpu_for(s, &task);
+    match wakeup {
+        Wakeup::Woken => ftrace::sched::trace_wakeup(task.trace(), idle.unwrap_or(task.cpu())),
+        Wakeup::New => ftrace::sched::trace_wakeup_new(task.trace(), idle.unwrap_or(cpu::id())),
+    }
+    s.run_queue.push_back(task);
+    idle
 }
 
 /// An idle CPU `task` may run on, to kick (after the lock is released):
@@ -407,10 +429,8 @@ pub fn spawn_on(name: &str, affinity: u64, f: impl FnOnce() -> u64 + Send + 'sta
     let task = Task::new(name, affinity, alloc::boxed::Box::new(f)).ok_or(SpawnError::NoStack)?;
     let target = with(|s| {
         s.tasks.push(task.clone());
-        s.run_queue.push_back(task.clone());
-        idle_cpu_for(s, &task)
+        enqueue(s, task.clone(), Wakeup::New)
     });
-    ftrace::sched::trace_wakeup(task.trace(), target.unwrap_or(0));
     if let Some(cpu) = target {
         smp::kick(cpu);
     }
@@ -501,10 +521,9 @@ fn kernel_sched_tick() {
             if s.sleepers[index].0 <= now {
                 let (_, task) = s.sleepers.swap_remove(index);
                 task.set_state(State::Runnable);
-                if let Some(cpu) = idle_cpu_for(s, &task) {
+                if let Some(cpu) = enqueue(s, task, Wakeup::Woken) {
                     kick |= 1 << cpu;
                 }
-                s.run_queue.push_back(task);
             } else {
                 index += 1;
             }

@@ -79,6 +79,57 @@ fn switches(trace: &str) -> Vec<&str> {
     trace.lines().filter(|line| line.contains(": sched_switch: ")).collect()
 }
 
+/// Checks, in trace order, that every switch to `pid` after it slept or
+/// blocked (`prev_state=` one of `states`) follows a `sched_wakeup` of it,
+/// and answers how many such wake-ups there were.
+fn wakeups_before_switch_ins(trace: &str, pid: i64, states: &[&str]) -> usize {
+    let (out, woken, switched_in) =
+        (alloc::format!("prev_pid={pid} "), alloc::format!(": sched_wakeup: comm="), alloc::format!(" next_pid={pid} "));
+    let woken_pid = alloc::format!(" pid={pid} prio=");
+    let (mut asleep, mut wakeups) = (false, 0);
+    for line in trace.lines() {
+        if line.contains(": sched_switch: ") && line.contains(&out) {
+            asleep = states.iter().any(|state| line.contains(&alloc::format!("prev_state={state} ")));
+        } else if line.contains(&woken) && line.contains(&woken_pid) {
+            assert!(asleep, "woken while not asleep: {line}\n{trace}");
+            asleep = false;
+            wakeups += 1;
+        }
+        if line.contains(": sched_switch: ") && line.contains(&switched_in) {
+            assert!(!asleep, "switched in with no sched_wakeup since it slept: {line}\n{trace}");
+        }
+    }
+    wakeups
+}
+
+#[ktest]
+fn every_wakeup_is_recorded_before_the_woken_task_runs() {
+    let clock = read("trace_clock");
+    write("trace_clock", "global");
+    write("events/sched/enable", "1");
+    let me = ftrace::task::current().pid();
+    let sleeper = crate::sched::spawn("sleeper", || {
+        crate::sched::sleep_ms(2);
+        7
+    })
+    .unwrap();
+    let pid = sleeper.pid();
+    assert_eq!(sleeper.join(), 7);
+    write("events/sched/enable", "0");
+    let trace = read("trace");
+    let current = clock.split_whitespace().find(|name| name.starts_with('[')).unwrap_or("[local]");
+    write("trace_clock", current.trim_matches(['[', ']']));
+    write("trace", "");
+
+    let new = alloc::format!(": sched_wakeup_new: comm=sleeper pid={pid} prio=120 target_cpu=");
+    let first_in = alloc::format!(" next_pid={pid} ");
+    let (new_at, in_at) = (trace.find(&new), trace.find(&first_in));
+    assert!(new_at.is_some() && new_at < in_at, "the new task's wake-up comes first: {trace}");
+    assert_eq!(trace.matches(&new).count(), 1, "{trace}");
+    assert!(wakeups_before_switch_ins(&trace, pid.into(), &["S"]) >= 1, "its sleep ended in a wake-up: {trace}");
+    assert!(wakeups_before_switch_ins(&trace, me.into(), &["D", "S"]) >= 1, "the join ended in a wake-up: {trace}");
+}
+
 #[ktest]
 fn a_filter_on_sched_switch_compares_strings_and_numbers() {
     let filter = "events/sched/sched_switch/filter";

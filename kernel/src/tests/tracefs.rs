@@ -679,13 +679,13 @@ fn function_commands_attach_once_per_function_and_come_off_by_function() {
 
 #[ktest]
 fn set_event_and_available_events_name_every_event() {
-    assert_eq!(read("available_events"), "sched:sched_switch\nsched:sched_wakeup\n");
+    assert_eq!(read("available_events"), "sched:sched_switch\nsched:sched_wakeup\nsched:sched_wakeup_new\n");
     tracefs::write("dynamic_events", "f:ent fib n=$arg1", FilterMode::Append).unwrap();
     assert!(read("available_events").ends_with("fprobes:ent\n"));
     write("set_event", "sched_switch fprobes:*");
     assert_eq!(read("set_event"), "sched:sched_switch\nfprobes:ent\n");
     assert_eq!(read("events/sched/sched_switch/enable"), "1\n");
-    assert_eq!(read("events/sched/enable"), "X\n", "one of two");
+    assert_eq!(read("events/sched/enable"), "X\n", "one of three");
     assert_eq!(read("events/fprobes/ent/enable"), "1\n");
     assert_eq!(fib(2), 1);
     crate::sched::yield_now();
@@ -704,14 +704,14 @@ fn set_event_and_available_events_name_every_event() {
     // A bare name is a group as well as an event, and an empty half is
     // every group or every event, as in Linux.
     write("set_event", "sched");
-    assert_eq!(read("set_event"), "sched:sched_switch\nsched:sched_wakeup\n");
+    assert_eq!(read("set_event"), "sched:sched_switch\nsched:sched_wakeup\nsched:sched_wakeup_new\n");
     write("set_event", "fprobes:");
     assert_eq!(read("set_event"), "fprobes:ent\n");
     tracefs::write("set_event", ":sched_wakeup ent", FilterMode::Append).unwrap();
     assert_eq!(read("set_event"), "sched:sched_wakeup\nfprobes:ent\n");
     assert!(read("events/sched/sched_switch/format").starts_with("name: sched_switch\nID: "));
     // `id` is the ID its format gives.
-    for event in ["sched/sched_switch", "sched/sched_wakeup", "fprobes/ent"] {
+    for event in ["sched/sched_switch", "sched/sched_wakeup", "sched/sched_wakeup_new", "fprobes/ent"] {
         let format = read(&format!("events/{event}/format"));
         let id = format.lines().nth(1).unwrap().strip_prefix("ID: ").unwrap();
         assert_eq!(read(&format!("events/{event}/id")), format!("{id}\n"), "{event}");
