@@ -1,8 +1,13 @@
 //! Function-name globs and the filter language of `set_ftrace_filter`.
 //!
 //! A glob is matched against a whole name: `*` matches any run of characters
-//! (including none), `?` any one character, everything else itself. So
-//! `kernel::*`, `*::fib`, `*fs*`, `kernel::*::lookup` all work. A pattern
+//! (including none), `?` any one character, `[...]` one character of a
+//! class (`[abc]`, ranges `[a-c]`, `[!a-c]` or `[^a-c]` for any other, a
+//! `]` first stands for itself; a `[` with no `]` after it is itself), as
+//! Linux's `glob_match`, and everything else itself. So `kernel::*`,
+//! `*::fib`, `*fs*`, `kernel::*::lookup`, `kernel::workload::fi[a-c]` all
+//! work. (Rust names hold `[`, as in `drop_in_place::<[u8; 4]>`: a name
+//! written whole is that name, see [`apply_filter`].) A pattern
 //! without `::` also matches a name whose last path segment it matches, as a
 //! C function name would: `fib` finds `kernel::workload::fib`, `*alloc`
 //! every path ending in `alloc` ([`name_match`]).
@@ -31,6 +36,19 @@ pub fn glob_match(glob: &str, name: &str) -> bool {
                 star = Some((g + 1, n));
                 g += 1;
             }
+            Some(b'[') if class_end(&glob[g..]).is_some() => {
+                let end = g + class_end(&glob[g..]).unwrap_or_default();
+                if class_matches(&glob[g + 1..end], name[n]) {
+                    g = end + 1;
+                    n += 1;
+                } else if let Some((after_star, matched)) = star {
+                    g = after_star;
+                    n = matched + 1;
+                    star = Some((after_star, matched + 1));
+                } else {
+                    return false;
+                }
+            }
             Some(&c) if c == b'?' || c == name[n] => {
                 g += 1;
                 n += 1;
@@ -46,6 +64,37 @@ pub fn glob_match(glob: &str, name: &str) -> bool {
         }
     }
     glob[g..].iter().all(|&c| c == b'*')
+}
+
+/// Where the class that opens `glob` (at its `[`) closes: the index of
+/// its `]`, the first after the `!`/`^` and the character after it (so a
+/// `]` first stands for itself). None: no `]`, so the `[` is itself.
+fn class_end(glob: &[u8]) -> Option<usize> {
+    let mut first = 1;
+    if matches!(glob.get(first), Some(b'!' | b'^')) {
+        first += 1;
+    }
+    glob.iter().skip(first + 1).position(|&c| c == b']').map(|at| at + first + 1)
+}
+
+/// Whether `c` is in the class `body` (what lies between `[` and `]`).
+fn class_matches(body: &[u8], c: u8) -> bool {
+    let (negate, body) = match body.split_first() {
+        Some((b'!' | b'^', rest)) => (true, rest),
+        _ => (false, body),
+    };
+    let mut i = 0;
+    let mut found = false;
+    while i < body.len() {
+        if body.get(i + 1) == Some(&b'-') && i + 2 < body.len() {
+            found |= (body[i]..=body[i + 2]).contains(&c);
+            i += 3;
+        } else {
+            found |= body[i] == c;
+            i += 1;
+        }
+    }
+    found != negate
 }
 
 /// The last segment of a Rust path (`fib` of `kernel::workload::fib`),
@@ -268,6 +317,25 @@ mod tests {
         assert!(glob_match("a*b*c", "aXXbYYc"));
         assert!(!glob_match("a*b*c", "aXXbYY"));
         assert!(glob_match("**a", "ba"));
+    }
+
+    #[test]
+    fn character_classes() {
+        assert!(glob_match("kernel::workload::fi[a-c]", "kernel::workload::fib"));
+        assert!(!glob_match("kernel::workload::fi[c-z]", "kernel::workload::fib"));
+        assert!(glob_match("[kx]*", "kernel::workload::fib"));
+        assert!(!glob_match("[!k]*", "kernel::workload::fib"));
+        assert!(glob_match("[^x]*", "kernel::workload::fib"));
+        assert!(glob_match("*fi[abc]", "kernel::workload::fib"), "after a star");
+        assert!(glob_match("*[b]", "kernel::workload::fib"), "backtracks into the star");
+        assert!(glob_match("a[]]b", "a]b"), "a ] first is itself");
+        assert!(glob_match("a[!]]b", "axb"));
+        assert!(!glob_match("a[!]]b", "a]b"));
+        assert!(glob_match("a[-x]b", "a-b"), "a - first is itself");
+        assert!(glob_match("a[x-]b", "a-b"), "and last");
+        assert!(glob_match("a[b", "a[b"), "a [ with no ] is itself");
+        assert!(!glob_match("a[bc]", "a[bc]"), "a class matches one character");
+        assert!(glob_match("a[[]bc]", "a[bc]"));
     }
 
     const NAMES: [&str; 5] = [
