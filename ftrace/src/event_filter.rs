@@ -297,8 +297,9 @@ impl Parser<'_> {
         let field = self.fields.iter().position(|f| f.name == name).ok_or(FilterError::UnknownField(name.clone()))?;
         let Some(Token::Op(op)) = self.peek().cloned() else { return Err(self.error_here()) };
         self.at += 1;
-        let value = match self.next() {
-            Some(Token::Word(value) | Token::Quoted(value)) => value,
+        let (value, quoted) = match self.next() {
+            Some(Token::Word(value)) => (value, false),
+            Some(Token::Quoted(value)) => (value, true),
             _ => {
                 self.at -= 1;
                 return Err(self.error_here());
@@ -312,10 +313,15 @@ impl Parser<'_> {
             },
             FieldKind::Unsigned | FieldKind::Signed => match op {
                 Op::Glob => Err(bad_operator()),
-                _ => {
-                    let number = parse_number(&value).ok_or(FilterError::BadNumber { field: name.clone(), value })?;
-                    Ok(Node::Number { field, op, value: number })
-                }
+                // A quoted value is a string, even one that spells a
+                // number: refused, as Linux expects a numeric literal.
+                _ => match parse_number(&value).filter(|_| !quoted) {
+                    Some(number) => Ok(Node::Number { field, op, value: number }),
+                    None => Err(FilterError::BadNumber {
+                        field: name.clone(),
+                        value: if quoted { alloc::format!("\"{value}\"") } else { value },
+                    }),
+                },
             },
         }
     }
@@ -516,6 +522,7 @@ mod tests {
         assert_eq!(parse("comm < 3"), FilterError::BadOperator { field: "comm".into(), op: "<" });
         assert_eq!(parse("pid ~ 3*"), FilterError::BadOperator { field: "pid".into(), op: "~" });
         assert_eq!(parse("pid == x"), FilterError::BadNumber { field: "pid".into(), value: "x".into() });
+        assert_eq!(parse("pid == \"1\""), FilterError::BadNumber { field: "pid".into(), value: "\"1\"".into() }, "a string");
         assert_eq!(parse("pid == 1 &&"), FilterError::Syntax("end of filter".into()));
         assert_eq!(parse("(pid == 1"), FilterError::Syntax("end of filter".into()));
         assert_eq!(parse("pid == 1 pid"), FilterError::Syntax("pid".into()));
