@@ -11,8 +11,10 @@
 //! Linux logs probe definitions (`kprobe_events`, `dynamic_events`),
 //! event filters and `hist` triggers (under `hist:GRP:EVENT`); so does this.
 //! The caret marks where Linux's parser stopped; ours marks the word the
-//! message quotes (`unknown symbol 'nosuch'`: under `nosuch`), or the
-//! command's start when the message quotes none of it.
+//! message quotes (`unknown symbol 'nosuch'`: under `nosuch`); for a probe
+//! whose place is refused (`0x0 is not inside a kernel function`, a return
+//! probe away from an entry), the place, as Linux marks it; otherwise the
+//! command's start.
 //! `echo > error_log` empties it. Linux keeps 8 entries per trace array;
 //! here the top level keeps 8.
 
@@ -71,7 +73,8 @@ pub fn location(name: &str, text: &str, message: &str) -> Option<String> {
 /// Logs a refused command, dropping the oldest entry past [`KEPT`].
 pub fn log(location: String, message: &str, command: &str) {
     let command = command.trim();
-    let column = fault_column(message, command);
+    let probe = location.starts_with("trace_");
+    let column = fault_column(message, command).or_else(|| probe.then(|| place_column(message, command)).flatten()).unwrap_or(0);
     let entry = Entry { time_ns: ftrace::clock::now_ns(), location, message: message.into(), command: command.into(), column };
     let mut log = LOG.lock();
     if log.len() == KEPT {
@@ -83,11 +86,11 @@ pub fn log(location: String, message: &str, command: &str) {
 /// Where the first word the message quotes (`'...'`) starts in `command`,
 /// as a word of its own (not inside a longer one) and the last such place
 /// (a probe's symbol and arguments come after its name); the end for a
-/// filter that ended too soon; 0 if none.
-fn fault_column(message: &str, command: &str) -> usize {
-    let Some(quoted) = message.split('\'').nth(1).filter(|quoted| !quoted.is_empty()) else { return 0 };
+/// filter that ended too soon.
+fn fault_column(message: &str, command: &str) -> Option<usize> {
+    let quoted = message.split('\'').nth(1).filter(|quoted| !quoted.is_empty())?;
     if quoted == ftrace::event_filter::END_OF_FILTER {
-        return command.chars().count(); // after the last word
+        return Some(command.chars().count()); // after the last word
     }
     let boundary = |c: Option<char>| c.is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
     command
@@ -95,7 +98,21 @@ fn fault_column(message: &str, command: &str) -> usize {
         .filter(|(at, _)| boundary(command[..*at].chars().last()) && boundary(command[at + quoted.len()..].chars().next()))
         .map(|(at, _)| command[..at].chars().count()) // columns, not bytes
         .last()
-        .unwrap_or(0)
+}
+
+/// Where a probe definition's place (its second word: `SYM[+OFFS]`,
+/// `ADDR`, `SYM%return`) starts, if the message names it: the address as
+/// written, or the symbol (messages print the offset their own way).
+fn place_column(message: &str, command: &str) -> Option<usize> {
+    let mut words = command.split_whitespace();
+    words.next()?;
+    let place = words.next()?;
+    let symbol = place.split(['+', '%']).next().filter(|symbol| !symbol.is_empty())?;
+    if !(message.contains(place) || message.contains(symbol)) {
+        return None;
+    }
+    let at = command.find(char::is_whitespace)? + command[command.find(char::is_whitespace)?..].find(place)?;
+    Some(command[..at].chars().count())
 }
 
 /// `cat error_log`.
