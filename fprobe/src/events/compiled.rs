@@ -14,6 +14,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use arch::ftrace_abi::{FtraceRegs, RegisterArgument, Saved};
 use ftrace::event_filter::{FieldKind, FieldValue, FilterField, FilterSlot};
 use ftrace::event_trigger::{EventSwitch, Triggers};
+use ftrace::kallsyms::NameError;
 use kprobes::KprobeError;
 
 use super::record::{write_words, Context};
@@ -148,7 +149,13 @@ fn compile_source(source: &Source, saved: Saved) -> Result<Fetch, EventError> {
         Source::Address(address) => Fetch::Memory { offset: 0, base: Box::new(Fetch::Immediate(*address)) },
         Source::Symbol { name, offset } => {
             let table = ftrace::symbols::table().map_err(|_| EventError::UnknownSymbol(name.clone()))?;
-            let symbol = table.resolve_data(name).map_err(EventError::Name)?;
+            // A static first (what `@SYM` is for), else any function, as
+            // Linux looks `SYM` up among every kernel symbol.
+            let symbol = match table.resolve_data(name) {
+                Err(NameError::Unknown(_)) => table.resolve(name),
+                found => found,
+            }
+            .map_err(EventError::Name)?;
             Fetch::Memory { offset: *offset, base: Box::new(Fetch::Immediate(symbol.address as u64)) }
         }
     })

@@ -682,8 +682,20 @@ fn at_sym_and_at_addr_read_statics_as_linux_does() {
     assert!(lines[0].ends_with(" v=0x1122334455667788 hi=0x11223344 lo=0x7788"), "{}", lines[0]);
     assert!(lines[1].ends_with(" v=0x7 hi=0x0 lo=0x7"), "the value when the probe hit: {}", lines[1]);
     tracefs::write("trace", "", FilterMode::Replace).unwrap();
-    // A function is no static; an unknown name is refused by name.
-    let refused = define("p:kprobes/bad kernel::workload::fib v=@kernel::workload::fib");
-    assert!(refused.is_err_and(|error| error.to_string().contains("unknown symbol 'kernel::workload::fib'")));
+    // A function's symbol reads its code, as in Linux (any kernel symbol);
+    // an unknown name is refused by name.
+    let run = crate::workload::run as *const () as usize;
+    define("p:kprobes/code kernel::workload::fib op=@kernel::workload::run:x8").unwrap();
+    tracefs::write("events/kprobes/code/enable", "1", FilterMode::Replace).unwrap();
+    assert_eq!(crate::workload::fib(0), 0);
+    tracefs::write("events/kprobes/code/enable", "0", FilterMode::Replace).unwrap();
+    let trace = trace_text();
+    define("-:code").unwrap();
+    // SAFETY: a function's first byte, mapped text.
+    let first = unsafe { *(run as *const u8) };
+    assert!(trace.lines().any(|line| line.contains(" code: ") && line.ends_with(&alloc::format!(" op={first:#x}"))), "{trace}");
+    tracefs::write("trace", "", FilterMode::Replace).unwrap();
+    let refused = define("p:kprobes/bad kernel::workload::fib v=@kernel::workload::nosuch");
+    assert!(refused.is_err_and(|error| error.to_string().contains("unknown symbol 'kernel::workload::nosuch'")));
     assert_eq!(dynamic_events(), "");
 }
