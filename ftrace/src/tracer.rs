@@ -11,7 +11,7 @@
 //! the tracer empties the buffer, as Linux does.
 
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -244,7 +244,7 @@ fn graph_trace_entry_checked(array: &TraceArray, call: FgraphEntry) -> Option<[u
     if context == Context::Irq && !array.option(TraceOption::FuncgraphIrqs) && !graph_function_in_irq(array, marks, call.func) {
         return None;
     }
-    let notrace_depth = marks.notrace_depth.load(Ordering::Relaxed);
+    let notrace_depth = inherited_depth(state, array.slot(), context, |marks| &marks.notrace_depth);
     if notrace_depth != NOT_INSIDE && call.depth > notrace_depth {
         return None;
     }
@@ -260,7 +260,7 @@ fn graph_trace_entry_checked(array: &TraceArray, call: FgraphEntry) -> Option<[u
         return Some(words);
     }
     if let Some(listed) = in_list(&array.graph.functions, call.func) {
-        let inside = marks.function_depth.load(Ordering::Relaxed);
+        let inside = inherited_depth(state, array.slot(), context, |marks| &marks.function_depth);
         if inside == NOT_INSIDE || call.depth <= inside {
             if !listed {
                 return None;
@@ -276,6 +276,20 @@ fn graph_trace_entry_checked(array: &TraceArray, call: FgraphEntry) -> Option<[u
     }
     words[0] |= RECORD_ENTRY;
     Some(words)
+}
+
+/// A marker as it holds in `context`: its own, or, where it set none, that
+/// of the context it interrupted. An interrupt taken inside a task's
+/// `set_graph_function` (or `set_graph_notrace`) call is inside it too, as
+/// Linux's per-task bits say; the interrupt's calls are deeper on the same
+/// shadow stack, so the depth tests hold as they are. Markers are still
+/// set and cleared in the context's own.
+fn inherited_depth(state: &task::TaskTrace, slot: usize, context: Context, marker: fn(&GraphMarks) -> &AtomicUsize) -> usize {
+    (0..=context as usize)
+        .rev()
+        .map(|outer| marker(&state.graph[slot][outer]).load(Ordering::Relaxed))
+        .find(|&depth| depth != NOT_INSIDE)
+        .unwrap_or(NOT_INSIDE)
 }
 
 /// Whether an interrupt handler's call is a `set_graph_function` one, or

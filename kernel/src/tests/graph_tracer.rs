@@ -162,14 +162,16 @@ fn tick_returns_recorded(option: &str, graph_function: &str, ticks: u64) -> (usi
     let events = graph_events();
     tracer_cleanup();
     tracefs::write("trace_options", "funcgraph-irqs", FilterMode::Replace).unwrap();
-    let returns_of = |name: &str| {
-        let returns = events.iter().filter_map(|event| match event {
-            ftrace::event::Event::GraphExit(exit) => ftrace::symbols::name_of(exit.func as usize),
-            _ => None,
-        });
-        returns.filter(|function| *function == name).count()
-    };
-    (returns_of("kernel_sched_tick"), returns_of("kernel::tick::on_tick"))
+    (returns_of(&events, "kernel_sched_tick"), returns_of(&events, "kernel::tick::on_tick"))
+}
+
+/// How many of `events` are returns of the function called `name`.
+fn returns_of(events: &[ftrace::event::Event], name: &str) -> usize {
+    let returns = events.iter().filter_map(|event| match event {
+        ftrace::event::Event::GraphExit(exit) => ftrace::symbols::name_of(exit.func as usize),
+        _ => None,
+    });
+    returns.filter(|function| *function == name).count()
 }
 
 /// `options/funcgraph-irqs`: off, the graph tracer leaves out what hardware
@@ -187,6 +189,45 @@ fn funcgraph_irqs_off_leaves_interrupt_handlers_out() {
     assert!(in_irq >= 5, "set_graph_function names it: recorded even in an interrupt ({in_irq})");
     let (in_irq, _) = tick_returns_recorded("funcgraph-irqs", "", 5);
     assert!(in_irq >= 5, "every tick handler recorded with it on: {in_irq}");
+}
+
+/// An interrupt taken inside a `set_graph_function` call is inside it too
+/// (Linux keeps that mark per task): its handler is recorded, as long as
+/// `funcgraph-irqs` lets interrupts be traced at all.
+#[ktest]
+fn interrupts_inside_a_set_graph_function_call_are_recorded() {
+    for (option, recorded) in [("funcgraph-irqs", true), ("nofuncgraph-irqs", false)] {
+        tracer_setup("kernel::tests::graph_tracer::waits_two_ticks kernel_sched_tick", "*waits_two_ticks", "0");
+        tracefs::write("trace_options", option, FilterMode::Replace).unwrap();
+        tracefs::write("trace", "", FilterMode::Replace).unwrap();
+        waits_two_ticks();
+        let events = graph_events();
+        tracer_cleanup();
+        tracefs::write("trace_options", "funcgraph-irqs", FilterMode::Replace).unwrap();
+        assert_eq!(returns_of(&events, "kernel::tests::graph_tracer::waits_two_ticks"), 1, "{option}");
+        let ticks = returns_of(&events, "kernel_sched_tick");
+        match recorded {
+            // This CPU's ticks during two of the global tick count (at
+            // least one: the clocks need not be in step).
+            true => assert!(ticks >= 1, "{option}: {ticks} ticks recorded"),
+            false => assert_eq!(ticks, 0, "{option}"),
+        }
+    }
+    // The same for set_graph_notrace: nothing below it, interrupts included.
+    tracer_setup("kernel::tests::graph_tracer::waits_two_ticks kernel_sched_tick", "", "0");
+    tracefs::write("set_graph_notrace", "*waits_two_ticks", FilterMode::Replace).unwrap();
+    tracefs::write("trace", "", FilterMode::Replace).unwrap();
+    waits_two_ticks();
+    let events = graph_events();
+    tracer_cleanup();
+    // Ticks after the call are recorded at depth 0; one inside it would
+    // be one deeper.
+    let deeper = |event: &ftrace::event::Event| match event {
+        ftrace::event::Event::GraphEntry(entry) => entry.depth > 0,
+        ftrace::event::Event::GraphExit(exit) => exit.depth > 0,
+        _ => false,
+    };
+    assert!(!events.iter().any(deeper), "no tick inside a set_graph_notrace call: {events:?}");
 }
 
 /// Busy for two timer ticks: a call long enough for an overhead mark. Not
