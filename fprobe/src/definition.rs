@@ -14,7 +14,7 @@
 //! Fetch args: `$argN` (1-based; also at exit), `$retval` (exit only),
 //! `$stackN`, `$stack`, `$comm`, `%REG`, `+|-OFFS(FETCHARG)` (memory at the
 //! address), `@ADDR` and `@SYM[+|-OFFS]` (memory at an address, or at a
-//! static), each optionally `NAME=` before and `:TYPE` after (`u8`..`u64`,
+//! static's or a function's), each optionally `NAME=` before and `:TYPE` after (`u8`..`u64`,
 //! `s8`..`s64`, `x8`..`x64`, `string`, `symbol`, `char`,
 //! `b<width>@<offset>/<size>`; `x64` by default). The group defaults to
 //! `fprobes`, the event to `SYM__entry` / `SYM__exit` (made a valid name);
@@ -61,7 +61,8 @@ pub enum Source {
     Memory { offset: i64, base: Box<Source> },
     /// `@ADDR`: memory at a kernel address.
     Address(u64),
-    /// `@SYM[+|-OFFS]`: memory at a static's address plus `OFFS`.
+    /// `@SYM[+|-OFFS]`: memory at a static's (else a function's) address
+    /// plus `OFFS`.
     Symbol { name: String, offset: i64 },
 }
 

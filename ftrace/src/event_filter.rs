@@ -11,8 +11,9 @@
 //! The grammar: `expr := and ('||' and)*`, `and := unary ('&&' unary)*`,
 //! `unary := '!' unary | '(' expr ')' | FIELD OP VALUE`. Numbers compare
 //! with `==`, `!=`, `<`, `<=`, `>`, `>=` and `&` (some bit set), in decimal
-//! or `0x` hex; strings with `==`, `!=` and `~` (a glob: `*` and `?`; no
-//! `[...]` classes), quoted or not.
+//! or `0x` hex (a quoted value is a string, refused there); strings with
+//! `==`, `!=` and `~` (a glob: `*`, `?` and `[...]` classes, see
+//! [`crate::glob`]), quoted or not.
 
 use alloc::boxed::Box;
 use alloc::string::{String, ToString};

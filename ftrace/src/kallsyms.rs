@@ -205,7 +205,7 @@ impl<'a> Kallsyms<'a> {
     }
 
     /// The data object (a static) `name` names, as [`resolve`](Self::resolve)
-    /// finds functions: what a probe event's `@SYM` reads.
+    /// finds functions: what a probe event's `@SYM` reads first.
     pub fn resolve_data(&self, name: &str) -> Result<Symbol<'a>, NameError> {
         self.resolve_in(self.data, name, "statics")
     }

@@ -261,7 +261,11 @@ fn graph_trace_entry_checked(array: &TraceArray, call: FgraphEntry) -> Option<[u
     }
     if let Some(listed) = in_list(&array.graph.functions, call.func) {
         let inside = inherited_depth(state, array.slot(), context, |marks| &marks.function_depth);
-        if inside == NOT_INSIDE || call.depth <= inside {
+        // A listed function marks its own context even inside an outer
+        // context's call: with `funcgraph-irqs` off, an interrupt's calls
+        // pass only on their own context's mark.
+        let own = marks.function_depth.load(Ordering::Relaxed);
+        if inside == NOT_INSIDE || call.depth <= inside || (listed && own == NOT_INSIDE) {
             if !listed {
                 return None;
             }

@@ -92,12 +92,16 @@ fn fault_column(message: &str, command: &str) -> Option<usize> {
     if quoted == ftrace::event_filter::END_OF_FILTER {
         return Some(command.chars().count()); // after the last word
     }
+    word_places(command, quoted).map(|at| command[..at].chars().count()).last() // columns, not bytes
+}
+
+/// Where `word` occurs in `text` as a word of its own (not inside a longer
+/// one), in bytes.
+fn word_places<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = usize> + 'a {
     let boundary = |c: Option<char>| c.is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
-    command
-        .match_indices(quoted)
-        .filter(|(at, _)| boundary(command[..*at].chars().last()) && boundary(command[at + quoted.len()..].chars().next()))
-        .map(|(at, _)| command[..at].chars().count()) // columns, not bytes
-        .last()
+    text.match_indices(word)
+        .filter(move |(at, _)| boundary(text[..*at].chars().last()) && boundary(text[at + word.len()..].chars().next()))
+        .map(|(at, _)| at)
 }
 
 /// Where a probe definition's place (its second word: `SYM[+OFFS]`,
@@ -108,7 +112,7 @@ fn place_column(message: &str, command: &str) -> Option<usize> {
     words.next()?;
     let place = words.next()?;
     let symbol = place.split(['+', '%']).next().filter(|symbol| !symbol.is_empty())?;
-    if !(message.contains(place) || message.contains(symbol)) {
+    if word_places(message, place).next().is_none() && word_places(message, symbol).next().is_none() {
         return None;
     }
     let at = command.find(char::is_whitespace)? + command[command.find(char::is_whitespace)?..].find(place)?;

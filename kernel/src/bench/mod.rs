@@ -254,12 +254,16 @@ impl Client {
     }
 }
 
-/// Lets go of the rethook `RETHOOK` holds, once its ops is unregistered.
+/// Lets go of the rethook `RETHOOK` holds, once its ops is unregistered:
+/// after a grace period, since a callback that loaded the pointer before
+/// may still be running on another CPU.
 fn drop_rethook() {
     let rethook = RETHOOK.swap(core::ptr::null_mut(), Ordering::AcqRel);
     if !rethook.is_null() {
+        ftrace::deferred::synchronize();
         // SAFETY: made by `Box::into_raw` in `Client::attach`; the ops that
-        // reads it is unregistered (or never was).
+        // reads it is unregistered (or never was), and every callback that
+        // could have loaded it has returned (the grace period).
         drop(unsafe { alloc::boxed::Box::from_raw(rethook) });
     }
 }
@@ -277,8 +281,9 @@ impl Attached {
         self.client
     }
 
-    /// Unregisters the client.
-    pub fn detach(self) -> Result<(), String> {
+    /// Unregisters the client. On error what could not be unregistered
+    /// stays attached, to try again.
+    pub fn detach(&mut self) -> Result<(), String> {
         match self.client {
             Client::Args => unregister(&ARGS_OPS),
             Client::TwoOps => unregister(&SECOND_OPS).and(unregister(&ARGS_OPS)),
@@ -290,9 +295,12 @@ impl Attached {
                 drop_rethook();
                 Ok(())
             }
-            Client::FprobeEntry | Client::FprobeExit => match self.fprobe {
-                Some(probe) => probe.unregister().map_err(|(_, e)| format!("bench: fprobe: {e}")),
-                None => Ok(()),
+            Client::FprobeEntry | Client::FprobeExit => match self.fprobe.take().map(fprobe::RegisteredFprobe::unregister) {
+                Some(Err((probe, e))) => {
+                    self.fprobe = Some(probe);
+                    Err(format!("bench: fprobe: {e}"))
+                }
+                _ => Ok(()),
             },
         }
     }
@@ -320,11 +328,11 @@ pub fn attach(client: Client) -> Result<(), String> {
 /// which client that was.
 pub fn detach() -> Result<Client, String> {
     let mut attached = ATTACHED.lock();
-    let client = attached.as_ref().map(Attached::client).ok_or("bench: nothing is attached")?;
-    match attached.take().map(Attached::detach) {
-        Some(Err(error)) => Err(error),
-        _ => Ok(client),
-    }
+    let client = attached.as_mut().ok_or("bench: nothing is attached")?;
+    client.detach()?;
+    let name = client.client();
+    *attached = None;
+    Ok(name)
 }
 
 /// One measured mode.
@@ -356,7 +364,7 @@ pub fn run() -> Result<(), String> {
     rows.push(Row { name: "notrace", ticks: median_per_call(|| time_calls!(tracee_notrace)) });
     rows.push(Row { name: "nop", ticks: measure_tracee() });
     for client in Client::ALL {
-        let attached = client.attach(tracee_ip())?;
+        let mut attached = client.attach(tracee_ip())?;
         rows.push(Row { name: client.name(), ticks: measure_tracee() });
         attached.detach()?;
     }

@@ -393,12 +393,18 @@ enum Wakeup {
 /// Queues `task` (runnable now) under the lock, recording its wake-up
 /// first, as Linux does before a woken task can run, and answers an idle
 /// CPU to kick once the lock is released. The CPU the event names is that
-/// one, or else the task's last CPU (a new task's: the waker's).
+/// one, or else the task's last CPU (a new task's: the waker's, or the
+/// first it may run on).
 fn enqueue(s: &mut Scheduler, task: Arc<Task>, wakeup: Wakeup) -> Option<usize> {
     let idle = idle_cpu_for(s, &task);
     match wakeup {
         Wakeup::Woken => ftrace::sched::trace_wakeup(task.trace(), idle.unwrap_or(task.cpu())),
-        Wakeup::New => ftrace::sched::trace_wakeup_new(task.trace(), idle.unwrap_or(cpu::id())),
+        Wakeup::New => {
+            let allowed = |cpu: usize| task.may_run_on(cpu) && percpu::is_online(cpu);
+            let target =
+                idle.or_else(|| Some(cpu::id()).filter(|&me| allowed(me))).or_else(|| (0..MAX_CPUS).find(|&cpu| allowed(cpu)));
+            ftrace::sched::trace_wakeup_new(task.trace(), target.unwrap_or(cpu::id()));
+        }
     }
     s.run_queue.push_back(task);
     idle

@@ -108,8 +108,10 @@ fn every_wakeup_is_recorded_before_the_woken_task_runs() {
     write("trace_clock", "global");
     write("events/sched/enable", "1");
     let me = ftrace::task::current().pid();
+    // Long enough that the join below blocks however late this task gets
+    // to it.
     let sleeper = crate::sched::spawn("sleeper", || {
-        crate::sched::sleep_ms(2);
+        crate::sched::sleep_ms(20);
         7
     })
     .unwrap();

@@ -230,6 +230,51 @@ fn interrupts_inside_a_set_graph_function_call_are_recorded() {
     assert!(!events.iter().any(deeper), "no tick inside a set_graph_notrace call: {events:?}");
 }
 
+/// An interrupt handler listed in `set_graph_function` that interrupts a
+/// task inside another listed call marks its own context: with
+/// `funcgraph-irqs` off, what it calls is recorded with it (the boot CPU's
+/// tick wakes a sleeper: `kernel_sched_tick` calls `enqueue`), whatever it
+/// interrupted.
+#[ktest]
+fn a_listed_interrupt_handler_keeps_its_calls_inside_another_listed_call() {
+    crate::sched::set_affinity(1); // the boot CPU, whose tick wakes sleepers
+    tracer_setup(
+        "kernel::tests::graph_tracer::waits_two_ticks kernel_sched_tick kernel::sched::enqueue",
+        "*waits_two_ticks kernel_sched_tick",
+        "0",
+    );
+    tracefs::write("trace_options", "nofuncgraph-irqs", FilterMode::Replace).unwrap();
+    // The sleeper's wake-up must fall inside the wait: a few tries.
+    let mut woken_inside = false;
+    let mut last = String::new();
+    for _ in 0..5 {
+        tracefs::write("trace", "", FilterMode::Replace).unwrap();
+        let sleeper = crate::sched::spawn_on("sleeper", 1 << 1, || {
+            crate::sched::sleep_ms(0);
+            0
+        })
+        .unwrap();
+        waits_two_ticks();
+        sleeper.join();
+        let events = graph_events();
+        last = read("trace");
+        // waits_two_ticks at depth 0, the tick at 1, its enqueue at 2.
+        woken_inside = events.iter().any(|event| match event {
+            ftrace::event::Event::GraphExit(exit) => {
+                exit.depth == 2 && ftrace::symbols::name_of(exit.func as usize) == Some("kernel::sched::enqueue")
+            }
+            _ => false,
+        });
+        if woken_inside {
+            break;
+        }
+    }
+    tracer_cleanup();
+    tracefs::write("trace_options", "funcgraph-irqs", FilterMode::Replace).unwrap();
+    crate::sched::set_affinity(u64::MAX);
+    assert!(woken_inside, "the tick's enqueue recorded inside the wait: {last}");
+}
+
 /// Busy for two timer ticks: a call long enough for an overhead mark. Not
 /// preempted (so not moved to another CPU), which would split its entry
 /// and return.
