@@ -122,11 +122,10 @@ pub fn write_trace(out: &mut dyn Write) -> fmt::Result {
         let size = frame.depth - frames.get(i + 1).map_or(0, |outer| outer.depth);
         write!(out, "{i:>3}) {:>8}   {size:>5}   ", frame.depth)?;
         // The first is the traced function itself; the others are return
-        // addresses into the callers.
-        if i == 0 {
-            symbols::write_address(out, frame.address)?;
-        } else {
-            symbols::write_return_address(out, frame.address)?;
+        // addresses into the callers (or an interrupted pc).
+        match i.checked_sub(1) {
+            None => symbols::write_address(out, frame.address)?,
+            Some(inner) => symbols::write_frame_after(out, frame.address, frames[inner].address)?,
         }
         writeln!(out)?;
     }

@@ -26,3 +26,22 @@ pub fn write_address(out: &mut dyn core::fmt::Write, address: usize) -> core::fm
 pub fn write_return_address(out: &mut dyn core::fmt::Write, address: usize) -> core::fmt::Result {
     crate::kallsyms::write_return_address(out, table().ok(), address)
 }
+
+/// Whether the backtrace frame after `inner` (the frame it called) is a
+/// return address. Not after the exception entry's call into its handler:
+/// the entry links the interrupted code's own pc there, exact (an
+/// interrupt can land on a function's first instruction, which a byte back
+/// would name as the function before it).
+pub fn is_return_address_after(inner: usize) -> bool {
+    inner != arch::exceptions::handler_return()
+}
+
+/// Writes the backtrace frame `address` that comes after `inner`: as a
+/// return address, or exactly where it is none
+/// ([`is_return_address_after`]).
+pub fn write_frame_after(out: &mut dyn core::fmt::Write, address: usize, inner: usize) -> core::fmt::Result {
+    match is_return_address_after(inner) {
+        true => write_return_address(out, address),
+        false => write_address(out, address),
+    }
+}

@@ -399,15 +399,18 @@ fn print_other(payload: &[u8], out: &mut dyn Write) -> fmt::Result {
         // Linux's `<stack trace>`: one ` => function` line per frame (the
         // caller adds the last newline).
         out.write_str("<stack trace>")?;
-        for (i, frame) in frames.enumerate() {
+        let mut inner = None;
+        for frame in frames {
             out.write_str("\n => ")?;
             // After the first (the traced function itself, or where the
             // hit returns to) the frames are return addresses: named by
             // the byte before, their call, so that one just past a
             // function that ends in a call (one that never returns) names
             // that function, not the next (as a kernel backtrace's `%pB`).
+            // An interrupted pc is named as it is.
             let frame = frame as usize;
-            let call = if i == 0 { None } else { frame.checked_sub(1) };
+            let call = inner.filter(|&inner| symbols::is_return_address_after(inner)).and_then(|_| frame.checked_sub(1));
+            inner = Some(frame);
             match call.and_then(symbols::name_of).or_else(|| symbols::name_of(frame)) {
                 Some(name) => out.write_str(name)?,
                 None => write!(out, "{frame:#x}")?,

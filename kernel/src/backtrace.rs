@@ -52,12 +52,18 @@ pub fn print_current() {
 
 /// Formats `frames` as `  #N 0xADDRESS function+0xOFF/0xSIZE` lines. Return
 /// addresses point after the call, so the symbol is looked up one byte back
-/// (a call at a function's very end still names that function).
+/// (a call at a function's very end still names that function); an
+/// interrupted pc, the frame after the exception entry's, is looked up as
+/// it is.
 pub fn write_frames(out: &mut dyn core::fmt::Write, frames: &[usize]) {
     let _ = writeln!(out, "backtrace:");
     for (index, &address) in frames.iter().enumerate() {
         let _ = write!(out, "  #{index:<2} {address:#018x} ");
-        let _ = ftrace::symbols::write_return_address(out, address);
+        // The first frame is a return address too (into the walk's caller).
+        let _ = match index.checked_sub(1) {
+            None => ftrace::symbols::write_return_address(out, address),
+            Some(inner) => ftrace::symbols::write_frame_after(out, address, frames[inner]),
+        };
         let _ = writeln!(out);
     }
 }

@@ -124,6 +124,10 @@ aarch64_exception_common:
     mov x1, x0
     mov x0, sp
     bl {trap}
+    /* A backtrace's return address here: the record above holds the
+       interrupted pc itself (see `handler_return`). */
+    .global aarch64_trap_returned
+aarch64_trap_returned:
     ldr x1, [sp, #{pc}]
     ldr x2, [sp, #{pstate}]
     msr elr_el1, x1
@@ -172,6 +176,14 @@ static OVERFLOW_STACKS: crate::cell::BootCell<[OverflowStack; crate::MAX_CPUS]> 
 
 extern "C" {
     static aarch64_vectors: u8;
+    static aarch64_trap_returned: u8;
+}
+
+/// The return address of the exception entry's call into its handler: in
+/// a backtrace, the frame after it is the interrupted code's own pc (the
+/// record the entry links), an exact address, not a return address.
+pub fn handler_return() -> usize {
+    core::ptr::addr_of!(aarch64_trap_returned) as usize
 }
 
 /// Installs the vector table.

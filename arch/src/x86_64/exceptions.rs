@@ -139,6 +139,10 @@ x86_64_exception_common:
     movq %rsp, %rbp
     leaq {frame_record}(%rsp), %rdi
     call {trap}
+    /* A backtrace's return address here: the record above holds the
+       interrupted rip itself (see `handler_return`). */
+    .global x86_64_trap_returned
+x86_64_trap_returned:
     addq ${frame_record}, %rsp
     movq {r15}(%rsp), %r15
     movq {r14}(%rsp), %r14
@@ -188,6 +192,14 @@ x86_64_exception_common:
 
 extern "C" {
     static x86_64_exception_stubs: u8;
+    static x86_64_trap_returned: u8;
+}
+
+/// The return address of the exception entry's call into its handler: in
+/// a backtrace, the frame after it is the interrupted code's own `rip` (the
+/// record the entry links), an exact address, not a return address.
+pub fn handler_return() -> usize {
+    core::ptr::addr_of!(x86_64_trap_returned) as usize
 }
 
 /// One 16-byte IDT gate.

@@ -870,6 +870,17 @@ fn the_trampolines_are_named_in_backtraces() {
     let mut text = String::new();
     ftrace::symbols::write_return_address(&mut text, caller.address + caller.size).unwrap();
     assert_eq!(text, alloc::format!("ftrace_caller+{:#x}/{:#x}", caller.size, caller.size));
+    // After the exception entry's call into its handler a frame is the
+    // interrupted pc, named as it is: a function's first instruction is
+    // that function's, not the end of the one before it.
+    let fib = table.by_name("kernel::workload::fib").unwrap();
+    let frame_after = |inner| {
+        let mut text = String::new();
+        ftrace::symbols::write_frame_after(&mut text, fib.address, inner).unwrap();
+        text
+    };
+    assert_eq!(frame_after(arch::exceptions::handler_return()), alloc::format!("kernel::workload::fib+0x0/{:#x}", fib.size));
+    assert!(!frame_after(fib.address + 16).starts_with("kernel::workload::fib+"), "a return address: the byte before");
 }
 
 fn fib_events() -> Vec<(usize, usize)> {

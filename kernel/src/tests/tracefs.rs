@@ -232,6 +232,29 @@ fn the_function_profiler_counts_fib_calls_and_times_them() {
     assert_eq!(read("enabled_functions"), "", "nothing left enabled");
 }
 
+/// A stack deepest inside the timer interrupt goes through the exception
+/// entry: the frame after its call into the handler is the interrupted pc.
+#[ktest]
+fn the_stack_tracer_goes_through_the_exception_entry() {
+    write("stack_trace_filter", "kernel_sched_tick");
+    write("stack_max_size", "0");
+    write("stack_tracer_enabled", "1");
+    let start = arch::time::ticks();
+    while arch::time::ticks() < start + 3 {
+        arch::cpu::wait_for_interrupt();
+    }
+    write("stack_tracer_enabled", "0");
+    let trace = read("stack_trace");
+    write("stack_max_size", "0");
+    write("stack_trace_filter", "");
+    let mut entry = String::new();
+    ftrace::symbols::write_return_address(&mut entry, arch::exceptions::handler_return()).unwrap();
+    let lines: alloc::vec::Vec<&str> = trace.lines().collect();
+    assert!(lines.get(2).is_some_and(|line| line.contains(" kernel_sched_tick+0x0/")), "{trace}");
+    let at = lines.iter().position(|line| line.ends_with(&format!(" {entry}")));
+    assert!(at.is_some_and(|at| at + 1 < lines.len()), "the handler's return into the entry, then the interrupted code: {trace}");
+}
+
 #[ktest]
 fn the_stack_tracer_finds_the_deepest_fib_frame() {
     write("stack_trace_filter", "fib");
