@@ -409,7 +409,10 @@ fn print_other(payload: &[u8], out: &mut dyn Write) -> fmt::Result {
             // that function, not the next (as a kernel backtrace's `%pB`).
             // An interrupted pc is named as it is.
             let frame = frame as usize;
-            let call = inner.filter(|&inner| symbols::is_return_address_after(inner)).and_then(|_| frame.checked_sub(1));
+            let call = match inner {
+                Some(inner) if symbols::is_return_address_after(inner) => frame.checked_sub(1),
+                _ => None,
+            };
             inner = Some(frame);
             match call.and_then(symbols::name_of).or_else(|| symbols::name_of(frame)) {
                 Some(name) => out.write_str(name)?,
