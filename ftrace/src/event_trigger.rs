@@ -42,9 +42,12 @@
 //! filter, and `hist:...:pause`, `:cont` and `:clear` act on the one with
 //! the same keys, values, sort and filter, as in Linux.
 //!
-//! Not as in Linux: `set_event_pid` decides what an event records, not
-//! which hits its triggers see; a `hist` trigger has no variables, actions
-//! or shared (`name=`) tables.
+//! A hit that `set_event_pid` or `set_event_notrace_pid` leaves out fires
+//! only the triggers that act before the record ([`Phase::BeforeRecord`]),
+//! as in Linux, whose pid check refuses the record before the others run.
+//!
+//! Not as in Linux: a `hist` trigger has no variables, actions or shared
+//! (`name=`) tables.
 
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;

@@ -12,10 +12,10 @@
 //! words, and hooks the current call with it ([`RethookNode::hook`]). When the
 //! call returns, the handler runs with the node, the rethook's private data,
 //! the real return address and the return registers: by default only the
-//! sparse return save (the light `FtraceRegs` the seed asks for); a
-//! [`RethookMode::FullRegs`] rethook gets a full `PtRegs` through
-//! `fregs.regs()`, for kretprobe-style users. The node then
-//! goes back to the pool. An empty pool counts a miss and the call runs
+//! sparse return save (the return-value registers, the frame and stack
+//! pointers: a light `FtraceRegs`); a [`RethookMode::FullRegs`] rethook
+//! gets a full `PtRegs` through `fregs.regs()`, for kretprobe-style users.
+//! The node then goes back to the pool. An empty pool counts a miss and the call runs
 //! unhooked. A node hooks for the rethook it came from, and a node taken but
 //! not hooked (dropped, or refused by `hook`) goes back to its pool.
 //!

@@ -1,6 +1,6 @@
 //! Dynamic probe events: `dynamic_events`, `kprobe_events`,
-//! `events/GRP/EVENT/{enable,filter,format,id,trigger}`, `kprobe_profile`,
-//! and their records in `cat trace`.
+//! `events/GRP/EVENT/{enable,filter,format,hist,id,trigger}`,
+//! `kprobe_profile`, and their records in `cat trace`.
 //!
 //! An event rides on an fprobe (`f:`), a kprobe (`p:`) or a kretprobe
 //! (`r:`); all share the fetch args, the record layout and the filters.
@@ -11,10 +11,11 @@
 //! the symbol must be a traceable function, every `%REG` a register the
 //! sparse save records (the entry save for entry events, the return save for
 //! exit events), every `$argN` one the probe can save. Any refusal leaves
-//! nothing behind. Enabling registers an fprobe on the function; its handler
-//! fetches the args (memory through fault-tolerant reads: a bad address
-//! prints `(fault)`) into a record on the stack and writes it to the trace
-//! buffer, with no allocation and no lock on the traced path.
+//! nothing behind. Enabling registers the event's probe (an fprobe, a
+//! kprobe or a kretprobe); its handler fetches the args (memory through
+//! fault-tolerant reads: a bad address prints `(fault)`) and writes the
+//! record to the trace buffer, with no allocation and no lock on the traced
+//! path.
 //!
 //! An event's probe is registered while the event is enabled or has
 //! triggers (which fire whether or not it is enabled, as in Linux); the
