@@ -196,10 +196,10 @@ fn per_cpu_names(prefix: &str) -> impl Iterator<Item = String> + '_ {
 }
 
 /// `per_cpu/cpuN/FILE` within an array: (N, FILE), for a CPU that exists.
-fn per_cpu_file(name: &str) -> Option<(usize, &str)> {
+fn per_cpu_file(name: &str) -> Option<(usize, &'static str)> {
     let (cpu, file) = name.strip_prefix("per_cpu/cpu")?.split_once('/')?;
     let cpu: usize = cpu.parse().ok().filter(|&cpu| cpu < ftrace::buffer::cpus())?;
-    PER_CPU_FILES.contains(&file).then_some((cpu, file))
+    PER_CPU_FILES.iter().find(|&&known| known == file).map(|&file| (cpu, file))
 }
 
 /// Reads `per_cpu/cpuN/trace` or `per_cpu/cpuN/stats`.
@@ -574,8 +574,8 @@ fn write_file(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsErr
         }
         return Ok(());
     }
-    if per_cpu_file(resolved.name).is_some() {
-        return Err(TracefsError::NotWritable("stats"));
+    if let Some((_, file)) = per_cpu_file(resolved.name) {
+        return Err(TracefsError::NotWritable(file));
     }
     if let Some(option) = option_file(resolved.name) {
         return set_option(resolved.array, option, parse_switch(text)?);

@@ -45,7 +45,10 @@ fn per_cpu_trace_and_stats_split_the_buffer_by_cpu() {
     assert_eq!(stat(&read(&format!("per_cpu/cpu{busy}/stats")), "entries"), 0, "emptied that CPU's buffer");
     let missing = format!("per_cpu/cpu{cpus}/stats");
     assert!(matches!(tracefs::read(&missing, &mut String::new()), Err(TracefsError::NoSuchFile(_))));
-    assert!(tracefs::write("per_cpu/cpu0/stats", "1", FilterMode::Replace).is_err());
+    for file in ["stats", "trace_pipe"] {
+        let refused = tracefs::write(&format!("per_cpu/cpu0/{file}"), "1", FilterMode::Replace);
+        assert!(matches!(refused, Err(TracefsError::NotWritable(name)) if name == file), "{refused:?}");
+    }
     write("tracing_on", "1");
     write("current_tracer", "nop");
     write("set_ftrace_filter", "");
