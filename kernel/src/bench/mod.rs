@@ -313,14 +313,22 @@ static ATTACHED: spin::Mutex<Option<Attached>> = spin::Mutex::new(None);
 /// `kernel::workload::fib` (one client at a time).
 pub fn attach(client: Client) -> Result<(), String> {
     let mut attached = ATTACHED.lock();
-    if let Some(other) = attached.as_ref() {
+    let fib = crate::workload::fib as *const () as usize;
+    refuse_unless_idle(&attached, fib)?;
+    *attached = Some(client.attach(fib)?);
+    Ok(())
+}
+
+/// Why neither `bench attach` nor the benchmark can start: a client is
+/// attached already (they share the ops statics), or `ip`, the function
+/// the clients go on, has no ftrace site (function tracing is unavailable).
+fn refuse_unless_idle(attached: &Option<Attached>, ip: usize) -> Result<(), String> {
+    if let Some(other) = attached {
         return Err(format!("bench: '{}' is attached to fib; 'bench detach' first", other.client().name()));
     }
-    let fib = crate::workload::fib as *const () as usize;
-    if ftrace::site(fib).is_none() {
+    if ftrace::site(ip).is_none() {
         return Err("bench: function tracing is unavailable (see the boot messages)".into());
     }
-    *attached = Some(client.attach(fib)?);
     Ok(())
 }
 
@@ -344,14 +352,9 @@ struct Row {
 /// Runs every mode and prints the table and the ratios; refused when
 /// function tracing is unavailable (what each mode registers would fail).
 pub fn run() -> Result<(), String> {
-    if ftrace::site(tracee_ip()).is_none() {
-        return Err("bench: function tracing is unavailable (see the boot messages)".into());
-    }
     // Held for the whole run: the clients' ops are the ones `bench attach` uses.
     let attached = ATTACHED.lock();
-    if let Some(attached) = attached.as_ref() {
-        return Err(format!("bench: '{}' is attached to fib; 'bench detach' first", attached.client().name()));
-    }
+    refuse_unless_idle(&attached, tracee_ip())?;
     let hz = arch::timer::cycles_per_second();
     println!(
         "benchmark: {} under {}, cycle counter {}.{:03} MHz, {CALLS} calls a sample, median of {SAMPLES}",
