@@ -94,7 +94,21 @@ pub fn last_breakpoint() -> usize {
 /// Copies `dst.len()` bytes from kernel address `src` into `dst` without
 /// crashing on an unmapped source: `Err` carries the number of bytes that were
 /// not copied. The copy runs through an exception-table-protected loop.
+///
+/// A source reaching into device registers ([`crate::mm::DEVICE_MEMORY`])
+/// is refused whole, before any read: reading a device register can change
+/// the device (acknowledge an interrupt, consume input), and a probe's
+/// fetch or a backtrace must not. (Linux's `copy_from_kernel_nofault`
+/// refuses what is not kernel memory the same way.)
 pub fn read_nofault(src: usize, dst: &mut [u8]) -> Result<(), usize> {
+    let device = crate::mm::DEVICE_MEMORY;
+    let touches_device = match src.checked_add(dst.len()) {
+        Some(end) => src < device.end && end > device.start,
+        None => true,
+    };
+    if touches_device && !dst.is_empty() {
+        return Err(dst.len());
+    }
     // SAFETY: `dst` is a valid writable buffer of `dst.len()` bytes; the source
     // is only read, by instructions whose faults the exception table recovers.
     let left = unsafe { crate::mm::copy_nofault(dst.as_mut_ptr(), src as *const u8, dst.len()) };

@@ -52,6 +52,13 @@ const ALIAS_L1_SLOT: usize = 3;
 /// Level-3 tables for the alias: 16 MiB of text.
 const ALIAS_TABLES: usize = 8;
 
+/// Device registers: the first GiB (flash, GIC, UART...), mapped
+/// Device-nGnRnE from address 0. A read there can have side effects
+/// (reading the GIC's acknowledge register takes an interrupt, the UART's
+/// data register a received byte), so fault-tolerant reads refuse it
+/// (`crate::fault::read_nofault`), and a null pointer reads as a fault.
+pub const DEVICE_MEMORY: core::ops::Range<usize> = 0..GIB;
+
 /// An address no mapping covers (64 GiB): touching it faults.
 pub const UNMAPPED_ADDRESS: usize = 0x10_0000_0000;
 

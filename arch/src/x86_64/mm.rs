@@ -41,6 +41,11 @@ const ALIAS_PML4_SLOT: usize = 2;
 /// 4 KiB tables for the alias: 16 MiB of text.
 const ALIAS_TABLES: usize = 8;
 
+/// Device registers: the 3-4 GiB hole (local APIC, I/O APIC), mapped
+/// uncached. A read there can have side effects, so fault-tolerant reads
+/// refuse it (`crate::fault::read_nofault`).
+pub const DEVICE_MEMORY: core::ops::Range<usize> = MMIO_HOLE..MAPPED_GIB << 30;
+
 /// An address no mapping covers (64 GiB): touching it page-faults.
 pub const UNMAPPED_ADDRESS: usize = 0x10_0000_0000;
 

@@ -50,6 +50,20 @@ fn fault_tolerant_read_reports_the_faulting_address() {
     assert_eq!(arch::fault::read_u64_nofault(&value as *const u64 as usize), Some(value));
 }
 
+#[ktest]
+fn fault_tolerant_read_refuses_device_registers_and_null() {
+    let recovered = arch::fault::recovered_count();
+    // A mapped device page: read, it would answer (and could change the
+    // device); refused before any read.
+    let device = arch::mm::DEVICE_MEMORY.start + 0x1000;
+    assert_eq!(arch::fault::read_u64_nofault(device), None);
+    assert_eq!(arch::fault::read_u64_nofault(arch::mm::DEVICE_MEMORY.end - 4), None, "a read ending past the registers");
+    assert_eq!(arch::fault::recovered_count(), recovered, "refused without touching the device");
+    let mut byte = [0u8; 1];
+    assert_eq!(arch::fault::read_nofault(0, &mut byte), Err(1), "a null pointer reads as a fault");
+    assert_eq!(arch::fault::read_nofault(usize::MAX - 3, &mut [0u8; 8]), Err(8), "a range wrapping around");
+}
+
 #[ktest(should_panic = "address 0x1000000008")]
 fn unhandled_page_fault_reports_the_address() {
     let address = (arch::mm::UNMAPPED_ADDRESS + 8) as *const u64;
