@@ -24,6 +24,10 @@ struct Lists {
     traced: Vec<i32>,
     /// `set_event_notrace_pid`.
     ignored: Vec<i32>,
+    /// `set_event_pid` was given pids. It keeps filtering once every listed
+    /// task has gone (with `event-fork`, their pids leave the list): as in
+    /// Linux, only writing no pids lifts it.
+    traced_set: bool,
 }
 
 impl Lists {
@@ -37,22 +41,24 @@ impl Lists {
 
     /// Whether `pid`'s events are left out.
     fn ignores(&self, pid: i32) -> bool {
-        (!self.traced.is_empty() && !self.traced.contains(&pid)) || self.ignored.contains(&pid)
+        (self.traced_set && !self.traced.contains(&pid)) || self.ignored.contains(&pid)
     }
 
     fn is_empty(&self) -> bool {
-        self.traced.is_empty() && self.ignored.is_empty()
+        !self.traced_set && self.ignored.is_empty()
     }
 }
 
-static LISTS: Mutex<Lists> = Mutex::new(Lists { traced: Vec::new(), ignored: Vec::new() });
+static LISTS: Mutex<Lists> = Mutex::new(Lists { traced: Vec::new(), ignored: Vec::new(), traced_set: false });
 /// Whether a list is not empty: the traced path's first, cheapest test.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 
 /// `cat set_event_pid` (`notrace`: `set_event_notrace_pid`): the pids, in
-/// the order written.
+/// ascending order (Linux keeps them in a bitmap).
 pub fn pids(notrace: bool) -> Vec<i32> {
-    LISTS.lock().list(notrace).clone()
+    let mut list = LISTS.lock().list(notrace).clone();
+    list.sort_unstable();
+    list
 }
 
 /// `echo PIDS > set_event_pid` (`notrace`: `set_event_notrace_pid`; `>>`
@@ -68,6 +74,9 @@ pub fn set_pids(notrace: bool, text: &str, mode: FilterMode) -> Result<(), PidEr
         if !list.contains(&pid) {
             list.push(pid);
         }
+    }
+    if !notrace {
+        lists.traced_set = !lists.traced.is_empty();
     }
     task::for_each(|state| state.set_event_ignored(lists.ignores(state.pid())));
     ACTIVE.store(!lists.is_empty(), Ordering::Relaxed);
@@ -109,4 +118,15 @@ pub(crate) fn filter_new_task(state: &TaskTrace) {
         }
     }
     state.set_event_ignored(lists.ignores(state.pid()));
+}
+
+/// A task gone for good: with `event-fork`, its pid leaves both lists, as
+/// Linux's fork-following does (a later task may get the pid back).
+pub(crate) fn forget_task(state: &TaskTrace) {
+    if top().option(TraceOption::EventFork) {
+        let mut lists = LISTS.lock();
+        lists.traced.retain(|&pid| pid != state.pid());
+        lists.ignored.retain(|&pid| pid != state.pid());
+        ACTIVE.store(!lists.is_empty(), Ordering::Relaxed);
+    }
 }

@@ -134,7 +134,7 @@ impl TraceArray {
             graph_ops: tracer::graph_ops(),
             graph: GraphSettings::new(),
             checking_ops: FtraceOps::new(tracer::function_trace_call_checking, OpsFlags::RECURSION),
-            pids: Mutex::new(PidFilter { trace: Vec::new(), notrace: Vec::new() }),
+            pids: Mutex::new(PidFilter { trace: Vec::new(), notrace: Vec::new(), trace_set: false }),
             options: AtomicU32::new(TraceOption::DEFAULTS),
             users: AtomicUsize::new(0),
             node: Deferred::new(),
@@ -285,13 +285,15 @@ impl TraceArray {
     }
 
     /// `set_ftrace_pid` (`notrace` false) or `set_ftrace_notrace_pid`: the
-    /// pids, in the order written.
+    /// pids, in ascending order (Linux keeps them in a bitmap).
     pub fn pids(&self, notrace: bool) -> Vec<i32> {
         let pids = self.pids.lock();
-        match notrace {
+        let mut list = match notrace {
             false => pids.trace.clone(),
             true => pids.notrace.clone(),
-        }
+        };
+        list.sort_unstable();
+        list
     }
 
     /// `echo PIDS > set_ftrace_pid` (or `>>`; `notrace`: the notrace list):
@@ -304,8 +306,8 @@ impl TraceArray {
         let was_checking = self.needs_checking_ops();
         let old = {
             let mut pids = self.pids.lock();
+            let old = (pids.trace.clone(), pids.notrace.clone(), pids.trace_set);
             let list = if notrace { &mut pids.notrace } else { &mut pids.trace };
-            let old = list.clone();
             if mode == FilterMode::Replace {
                 list.clear();
             }
@@ -314,6 +316,9 @@ impl TraceArray {
                     list.push(pid);
                 }
             }
+            if !notrace {
+                pids.trace_set = !pids.trace.is_empty();
+            }
             old
         };
         self.refresh_ignored();
@@ -321,7 +326,7 @@ impl TraceArray {
         self.swap_function_ops(*tracer, was_checking).map_err(|_| {
             // Refused: the list as it was (the ops were not swapped).
             let mut pids = self.pids.lock();
-            *if notrace { &mut pids.notrace } else { &mut pids.trace } = old;
+            (pids.trace, pids.notrace, pids.trace_set) = old;
             drop(pids);
             self.refresh_ignored();
             self.refresh_graph_plain();
@@ -467,19 +472,23 @@ impl TraceArray {
 
 /// A trace array's pid filter.
 struct PidFilter {
-    /// Only these tasks are traced (when not empty).
+    /// Only these tasks are traced (when `trace_set`).
     trace: Vec<i32>,
     /// These tasks are not traced.
     notrace: Vec<i32>,
+    /// `set_ftrace_pid` was given pids. It keeps filtering once every
+    /// listed task has gone (with `function-fork`, their pids leave the
+    /// list): as in Linux, only writing no pids lifts it.
+    trace_set: bool,
 }
 
 impl PidFilter {
     fn is_active(&self) -> bool {
-        !self.trace.is_empty() || !self.notrace.is_empty()
+        self.trace_set || !self.notrace.is_empty()
     }
 
     fn ignores(&self, pid: i32) -> bool {
-        (!self.trace.is_empty() && !self.trace.contains(&pid)) || self.notrace.contains(&pid)
+        (self.trace_set && !self.trace.contains(&pid)) || self.notrace.contains(&pid)
     }
 }
 
@@ -516,18 +525,36 @@ fn for_each_array(mut f: impl FnMut(&'static TraceArray)) {
 }
 
 /// A new task: every array's pid filter decides whether it is traced; with
-/// `options/function-fork`, a child of a listed task joins the list.
+/// `options/function-fork`, a child joins each list its parent is in.
 pub(crate) fn filter_new_task(state: &task::TaskTrace) {
     let parent = task::try_current().map(|parent| parent.pid());
     for_each_array(|array| {
-        let mut pids = array.pids.lock();
+        let mut guard = array.pids.lock();
+        let pids = &mut *guard;
         if !pids.is_active() {
             return;
         }
-        if array.option(TraceOption::FunctionFork) && parent.is_some_and(|parent| pids.trace.contains(&parent)) {
-            pids.trace.push(state.pid());
+        if let (true, Some(parent)) = (array.option(TraceOption::FunctionFork), parent) {
+            for list in [&mut pids.trace, &mut pids.notrace] {
+                if list.contains(&parent) {
+                    list.push(state.pid());
+                }
+            }
         }
         state.set_ignored(array.slot, pids.ignores(state.pid()));
+    });
+}
+
+/// A task gone for good: with `options/function-fork`, its pid leaves
+/// every array's lists, as Linux's fork-following does (a later task may
+/// get the pid back).
+pub(crate) fn forget_task(state: &task::TaskTrace) {
+    for_each_array(|array| {
+        if array.option(TraceOption::FunctionFork) {
+            let mut pids = array.pids.lock();
+            pids.trace.retain(|&pid| pid != state.pid());
+            pids.notrace.retain(|&pid| pid != state.pid());
+        }
     });
 }
 

@@ -226,6 +226,8 @@ pub unsafe fn register(state: &TaskTrace) {
 /// it runs no tracing code any more).
 pub fn unregister(state: &TaskTrace) {
     ALL.lock().retain(|registered| !core::ptr::eq(registered.0, state));
+    crate::instance::forget_task(state);
+    crate::event_pid::forget_task(state);
 }
 
 /// The running task's tracing state, if the scheduler gave this CPU one.

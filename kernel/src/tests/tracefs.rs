@@ -773,8 +773,11 @@ fn set_ftrace_pid_traces_only_the_listed_tasks_and_their_children() {
     crate::workload::run_parallel(2, "fib", &["2"]).unwrap();
     let children = traced_pids(&read("trace"));
     assert_eq!(children.len(), 2, "the two children joined: {children:?}");
-    assert_eq!(read("set_ftrace_pid").lines().count(), 3, "and are listed");
+    assert_eq!(read("set_ftrace_pid"), format!("{me}\n"), "and left the list once gone, as in Linux");
     write("options/function-fork", "0");
+    // Listed in ascending order, as Linux's pid bitmap reads.
+    write("set_ftrace_pid", &format!("99999 {me} 7777"));
+    assert_eq!(read("set_ftrace_pid"), format!("{me}\n7777\n99999\n"));
     write("trace", "");
     write("set_ftrace_pid", "");
     write("set_ftrace_notrace_pid", &format!("{me}"));
