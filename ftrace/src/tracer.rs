@@ -481,21 +481,24 @@ fn write_snapshots(array: &TraceArray, tracer: Tracer, snapshots: &[buffer::Snap
 }
 
 /// `cat snapshot`: the events the last snapshot took, as `trace` prints
-/// them; or, with no snapshot buffer, Linux's help text.
+/// them; or, with no snapshot buffer or an empty one, Linux's help text,
+/// which says which.
 pub fn write_snapshot(array: &TraceArray, out: &mut dyn Write) -> fmt::Result {
-    match array.buffer().snapshot_copies() {
-        Some(snapshots) => write_snapshots(array, array.current_tracer(), &snapshots, out),
-        None => {
-            writeln!(out, "# tracer: {}\n#\n#\n# * Snapshot is freed *\n#", array.current_tracer().name())?;
-            writeln!(out, "# Snapshot commands:")?;
-            writeln!(out, "# echo 0 > snapshot : Clears and frees snapshot buffer")?;
-            writeln!(out, "# echo 1 > snapshot : Allocates snapshot buffer, if not already allocated.")?;
-            writeln!(out, "#                      Takes a snapshot of the main buffer.")?;
-            writeln!(out, "# echo 2 > snapshot : Clears snapshot buffer (but does not allocate or free)")?;
-            writeln!(out, "#                      (Doesn't have to be '2' works with any number that")?;
-            writeln!(out, "#                       is not a '0' or '1')")
+    let state = match array.buffer().snapshot_copies() {
+        Some(snapshots) if snapshots.iter().any(|snapshot| snapshot.stats.entries > 0) => {
+            return write_snapshots(array, array.current_tracer(), &snapshots, out)
         }
-    }
+        Some(_) => "allocated",
+        None => "freed",
+    };
+    writeln!(out, "# tracer: {}\n#\n#\n# * Snapshot is {state} *\n#", array.current_tracer().name())?;
+    writeln!(out, "# Snapshot commands:")?;
+    writeln!(out, "# echo 0 > snapshot : Clears and frees snapshot buffer")?;
+    writeln!(out, "# echo 1 > snapshot : Allocates snapshot buffer, if not already allocated.")?;
+    writeln!(out, "#                      Takes a snapshot of the main buffer.")?;
+    writeln!(out, "# echo 2 > snapshot : Clears snapshot buffer (but does not allocate or free)")?;
+    writeln!(out, "#                      (Doesn't have to be '2' works with any number that")?;
+    writeln!(out, "#                       is not a '0' or '1')")
 }
 
 /// Prints `events` (time, CPU, payload; oldest first) as `trace` shows them
