@@ -411,12 +411,14 @@ pub fn rmdir(path: &str) -> Result<(), TracefsError> {
     Ok(instance::remove(instance_dir(path)?)?)
 }
 
-/// The NAME of `instances/NAME` (the only directories one makes).
+/// The NAME of `instances/NAME` (the only directories one makes). `path`
+/// is resolved: empty is the root (`mkdir instances/..`).
 fn instance_dir(path: &str) -> Result<&str, TracefsError> {
+    let shown = if path.is_empty() { "/sys/kernel/tracing" } else { path };
     path.trim_end_matches('/')
         .strip_prefix("instances/")
         .filter(|name| !name.is_empty())
-        .ok_or_else(|| TracefsError::Invalid(format!("{path}: only instances/NAME can be made or removed")))
+        .ok_or_else(|| TracefsError::Invalid(format!("{shown}: only instances/NAME can be made or removed")))
 }
 
 /// A file under `events/`.

@@ -140,6 +140,7 @@ fn bad_instance_requests_change_nothing() {
     assert_eq!(error(tracefs::mkdir("instances/a b")), "bad instance name 'a b'");
     assert_eq!(error(tracefs::mkdir("instances/a/b")), "bad instance name 'a/b'");
     assert!(error(tracefs::mkdir("elsewhere")).contains("only instances/NAME"));
+    assert_eq!(error(tracefs::mkdir("")), "/sys/kernel/tracing: only instances/NAME can be made or removed", "the root");
     assert!(matches!(
         tracefs::write("instances/only/current_tracer", "bogus", FilterMode::Replace),
         Err(TracefsError::Invalid(_))
