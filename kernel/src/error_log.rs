@@ -13,8 +13,9 @@
 //! The caret marks where Linux's parser stopped; ours marks the word the
 //! message quotes (`unknown symbol 'nosuch'`: under `nosuch`); for a probe
 //! whose place is refused (`0x0 is not inside a kernel function`, a return
-//! probe away from an entry), the place, as Linux marks it; otherwise the
-//! command's start.
+//! probe away from an entry), the place, as Linux marks it; for a refused
+//! `$` variable (`$arg9: ...`), the argument using it; otherwise the
+//! command's start. A failed removal (`-:NAME`) is not logged, as in Linux.
 //! `echo > error_log` empties it. Linux keeps 8 entries per trace array;
 //! here the top level keeps 8.
 
@@ -55,6 +56,10 @@ pub fn location(name: &str, text: &str, message: &str) -> Option<String> {
         Some('f') => "trace_fprobe",
         _ => "trace_kprobe",
     };
+    let is_probe_file = matches!(name, "kprobe_events" | "dynamic_events");
+    if is_probe_file && text.trim_start().starts_with('-') {
+        return None; // a removal: Linux answers ENOENT and logs nothing
+    }
     let event = name.strip_prefix("events/");
     let location = match name {
         "kprobe_events" => "trace_kprobe",
@@ -74,7 +79,12 @@ pub fn location(name: &str, text: &str, message: &str) -> Option<String> {
 pub fn log(location: String, message: &str, command: &str) {
     let command = command.trim();
     let probe = location.starts_with("trace_");
-    let column = fault_column(message, command).or_else(|| probe.then(|| place_column(message, command)).flatten()).unwrap_or(0);
+    // The location already says it: `hist:GRP:EVENT: error: hist: ...`
+    // would say it twice.
+    let message = message.strip_prefix(HIST).or_else(|| message.strip_prefix(TRIGGER_FILTER)).unwrap_or(message);
+    let column = fault_column(message, command)
+        .or_else(|| probe.then(|| place_column(message, command).or_else(|| variable_column(message, command))).flatten())
+        .unwrap_or(0);
     let entry = Entry { time_ns: ftrace::clock::now_ns(), location, message: message.into(), command: command.into(), column };
     let mut log = LOG.lock();
     if log.len() == KEPT {
@@ -117,6 +127,34 @@ fn place_column(message: &str, command: &str) -> Option<usize> {
     }
     let at = command.find(char::is_whitespace)? + command[command.find(char::is_whitespace)?..].find(place)?;
     Some(command[..at].chars().count())
+}
+
+/// Where the fetch argument a message opens with (`$arg9: only ...`, or
+/// `$arg* can be used ...` for any `$argN`) is in a probe definition `command`:
+/// the `$` in the first argument (a word after the place) that uses it.
+fn variable_column(message: &str, command: &str) -> Option<usize> {
+    let variable = message.split([':', ' ']).next().filter(|word| word.starts_with('$'))?;
+    let (variable, any_number) = match variable.strip_suffix('*') {
+        Some(prefix) => (prefix, true),
+        None => (variable, false),
+    };
+    let mut at = 0;
+    for (index, word) in command.split_whitespace().enumerate() {
+        let start = at + command[at..].find(word)?;
+        at = start + word.len();
+        if index < 2 {
+            continue; // the probe's name and place
+        }
+        let uses = |(offset, _): &(usize, &str)| {
+            let rest = &word[offset + variable.len()..];
+            let next = rest.chars().next();
+            next.is_none_or(|c| !(c.is_alphanumeric() || c == '_')) || any_number && next.is_some_and(|c| c.is_ascii_digit())
+        };
+        if let Some((offset, _)) = word.match_indices(variable).find(uses) {
+            return Some(command[..start + offset].chars().count());
+        }
+    }
+    None
 }
 
 /// `cat error_log`.

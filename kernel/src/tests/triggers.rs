@@ -191,7 +191,8 @@ fn sched_switch_triggers_fire_while_the_event_is_disabled() {
     assert!(matches!(add_trigger(trigger, "stacktrac"), Err(TracefsError::Invalid(_))));
     let log = read("error_log");
     assert_eq!(log.lines().count(), 3, "the filter's error only, as Linux logs it: {log}");
-    assert!(log.lines().next().unwrap().contains("] event filter parser: error: trigger filter: "), "{log}");
+    let first = log.lines().next().unwrap();
+    assert!(first.contains("] event filter parser: error: ") && !first.contains("trigger filter:"), "said once: {log}");
     assert_eq!(log.lines().nth(1), Some("  Command: stacktrace if nosuch == 1"), "{log}");
     add_trigger(trigger, "!stacktrace").unwrap();
     assert_eq!(read(trigger), AVAILABLE);
@@ -330,10 +331,7 @@ fn hist_triggers_count_hits_per_key_as_linux_prints_them() {
     assert!(add_trigger(trigger, "hist:keys=nosuch").is_err());
     assert!(add_trigger(trigger, "hist:keys=n:vals=nosuch").is_err());
     let log = read("error_log");
-    assert!(
-        log.contains("] hist:fprobes:fibt: error: hist: the event has no field 'nosuch'\n  Command: hist:keys=nosuch\n"),
-        "{log}"
-    );
+    assert!(log.contains("] hist:fprobes:fibt: error: the event has no field 'nosuch'\n  Command: hist:keys=nosuch\n"), "{log}");
     assert!(tracefs::write(hist, "1", FilterMode::Replace).is_err());
     let removal = tracefs::write("dynamic_events", "-:fibt", FilterMode::Append);
     assert!(removal.is_err(), "an event with a hist trigger stays");
