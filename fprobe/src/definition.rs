@@ -219,7 +219,25 @@ impl fmt::Display for EventSpec {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
     Define(EventSpec),
-    Remove { group: Option<String>, event: String },
+    /// `-:[GRP/]EVENT [PLACE [ARGS...]]`: removes the event; with words
+    /// after the name, only if its definition (as listed) starts with
+    /// them, as in Linux.
+    Remove {
+        group: Option<String>,
+        event: String,
+        matching: Vec<String>,
+    },
+}
+
+impl EventSpec {
+    /// Whether the definition, as listed after its `TYPE:GRP/EVENT` head,
+    /// starts with `words` (Linux's match of a removal's arguments: the
+    /// place, then each argument as `NAME=FETCH`).
+    pub fn starts_with(&self, words: &[String]) -> bool {
+        let listed = self.to_string();
+        let mut listed = listed.split_whitespace().skip(1);
+        words.iter().all(|word| listed.next() == Some(word.as_str()))
+    }
 }
 
 /// Which lines a file takes.
@@ -362,10 +380,7 @@ pub fn parse_as(line: &str, syntax: Syntax) -> Result<Command, DefinitionError> 
     if let Some(name) = head.strip_prefix("-:") {
         let (group, event) = split_name(name)?;
         let event = event.ok_or_else(|| DefinitionError::BadName(name.into()))?;
-        return match words.next() {
-            None => Ok(Command::Remove { group, event }),
-            Some(extra) => Err(DefinitionError::BadName(format!("{name} {extra}"))),
-        };
+        return Ok(Command::Remove { group, event, matching: words.map(String::from).collect() });
     }
     let (kind, name) = head.split_once(':').unwrap_or((head, ""));
     let head_kind = parse_head(kind, head, syntax)?;
@@ -743,10 +758,15 @@ mod tests {
 
     #[test]
     fn removal() {
-        assert_eq!(parse("-:fibent"), Ok(Command::Remove { group: None, event: "fibent".into() }));
-        assert_eq!(parse("-:fprobes/fibent"), Ok(Command::Remove { group: Some("fprobes".into()), event: "fibent".into() }));
+        assert_eq!(parse("-:fibent"), Ok(Command::Remove { group: None, event: "fibent".into(), matching: vec![] }));
+        assert_eq!(
+            parse("-:fprobes/fibent"),
+            Ok(Command::Remove { group: Some("fprobes".into()), event: "fibent".into(), matching: vec![] })
+        );
+        let matching = vec![String::from("fib"), String::from("n=$arg1")];
+        assert_eq!(parse("-:fibent fib n=$arg1"), Ok(Command::Remove { group: None, event: "fibent".into(), matching }));
         assert!(parse("-:").is_err());
-        assert!(parse("-:a b").is_err());
+        assert!(parse("-:a/").is_err());
     }
 
     #[test]

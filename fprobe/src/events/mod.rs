@@ -79,6 +79,11 @@ pub enum EventError {
     ArgsOffEntry,
     Exists(String),
     NoSuchEvent(String),
+    /// `-:EVENT PLACE ARGS...` whose words do not start the event's definition.
+    NotDefinedAs {
+        event: String,
+        definition: String,
+    },
     Busy(String),
     /// Removing an event that has triggers.
     HasTriggers(String),
@@ -107,6 +112,9 @@ impl fmt::Display for EventError {
             EventError::ArgsOffEntry => write!(f, "$arg* can be used only on function entry or exit"),
             EventError::Exists(name) => write!(f, "event '{name}' already exists"),
             EventError::NoSuchEvent(name) => write!(f, "no event '{name}'"),
+            EventError::NotDefinedAs { event, definition } => {
+                write!(f, "event '{event}' is not defined as '{definition}' (see its definition in the list)")
+            }
             EventError::Busy(name) => write!(f, "event '{name}' is enabled; disable it first"),
             EventError::HasTriggers(name) => write!(f, "event '{name}' has triggers; remove them first"),
             EventError::UsedByTrigger(name) => {
@@ -265,11 +273,15 @@ fn edit_probe_events(
     match definition::parse_as(text, syntax)? {
         // Every event of that name (in any group, without `GRP/`), as
         // Linux removes them; all removable, or none is removed.
-        Command::Remove { group, event } => {
-            let matches =
+        Command::Remove { group, event, matching } => {
+            let named =
                 |e: &Event| e.in_syntax(syntax) && e.spec.event == event && group.as_ref().is_none_or(|g| *g == e.spec.group);
-            if !events.iter().any(matches) {
+            if !events.iter().any(named) {
                 return Err(EventError::NoSuchEvent(event));
+            }
+            let matches = |e: &Event| named(e) && e.spec.starts_with(&matching);
+            if !events.iter().any(matches) {
+                return Err(EventError::NotDefinedAs { event, definition: matching.join(" ") });
             }
             events.iter().filter(|e| matches(e)).try_for_each(Event::check_removable)?;
             remove_events(events, matches, stale);

@@ -412,7 +412,15 @@ fn every_fetch_arg_syntax_in_entry_and_exit_events() {
         assert!(format.contains(field), "{field:?} not in {format}");
     }
     define("-:tests/probe_entry").unwrap();
-    define("-:probe_exit").unwrap();
+    // A removal with more words removes only an event whose definition
+    // starts with them, as in Linux.
+    let exit = "kernel::tests::fprobe::event_tracee%return n=$arg4:s32";
+    for wrong in ["kernel::tests::fprobe::event_tracee", "kernel::tests::fprobe::event_tracee%return n=$arg4:u32"] {
+        assert!(define(&alloc::format!("-:probe_exit {wrong}")).is_err(), "{wrong}");
+    }
+    assert!(dynamic_events().contains("tests/probe_exit "), "a mismatch removed nothing");
+    define(&alloc::format!("-:probe_exit {exit}")).unwrap();
+    assert!(!dynamic_events().contains("probe_exit"));
 
     let line =
         |event: &str| trace.lines().find(|l| l.contains(event)).unwrap_or_else(|| panic!("no {event} in {trace}")).to_string();
