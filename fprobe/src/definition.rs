@@ -87,6 +87,10 @@ pub enum ArgType {
     String,
     /// A code address, printed `function+0xOFF/0xSIZE`.
     Symbol,
+    /// A code address turned into the string `function+0xOFF/0xSIZE` when
+    /// the event is recorded (Linux's `symstr`): a string field, which
+    /// filters and `hist` keys can match by name.
+    SymStr,
     /// One byte, printed as a character in quotes (`char`).
     Char,
     /// `b<width>@<offset>/<container>`: bits `offset..offset + width` of a
@@ -105,10 +109,17 @@ impl ArgType {
         match self {
             ArgType::Unsigned(bits) | ArgType::Signed(bits) | ArgType::Hex(bits) => usize::from(bits / 8),
             ArgType::Bitfield { container, .. } => usize::from(container / 8),
-            ArgType::String => 4,
+            ArgType::String | ArgType::SymStr => 4,
             ArgType::Symbol => 8,
             ArgType::Char => 1,
         }
+    }
+
+    /// Whether the record keeps a string (a `__data_loc`), written when the
+    /// event is recorded: `string` and `symstr`.
+    #[inline(always)]
+    pub fn is_string(self) -> bool {
+        matches!(self, ArgType::String | ArgType::SymStr)
     }
 
     /// The value a fetched word stands for in this type: a bitfield's
@@ -130,6 +141,7 @@ impl ArgType {
             ArgType::Hex(bits) => format!("x{bits}"),
             ArgType::String => "string".into(),
             ArgType::Symbol => "symbol".into(),
+            ArgType::SymStr => "symstr".into(),
             ArgType::Char => "char".into(),
             ArgType::Bitfield { width, offset, container } => format!("b{width}@{offset}/{container}"),
         }
@@ -143,6 +155,7 @@ impl ArgType {
         match text {
             "string" => Some(ArgType::String),
             "symbol" => Some(ArgType::Symbol),
+            "symstr" => Some(ArgType::SymStr),
             "char" => Some(ArgType::Char),
             _ => match text.split_at_checked(1)? {
                 ("u", rest) => sized(rest).map(ArgType::Unsigned),
@@ -668,6 +681,9 @@ mod tests {
         );
         assert_eq!(sources[5].2, ArgType::String);
         assert_eq!(sources[6].2, ArgType::Symbol);
+        let symstr = define("f:e sym f=$arg1:symstr");
+        assert_eq!((symstr.args[0].ty, symstr.to_string().as_str()), (ArgType::SymStr, "f:fprobes/e sym f=$arg1:symstr"));
+        assert!(symstr.args[0].ty.is_string() && ArgType::String.is_string() && !ArgType::Symbol.is_string());
         assert_eq!(define("f:e s%return r=$arg1 v=$retval:s32").args[1].ty, ArgType::Signed(32));
         let spec = define("f:e sym g=@kernel::tick::TICKS:u64 h=@COUNT-0x8 a=@0x1000:x32 p=+8(@kernel::X+16):string");
         let sources: Vec<&Source> = spec.args.iter().map(|a| &a.source).collect();

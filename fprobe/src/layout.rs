@@ -96,7 +96,7 @@ impl Layout {
             let at = field.offset;
             match (field.ty, value) {
                 (_, Value::Fault) => faults |= 1 << i,
-                (ArgType::String, Value::Str(bytes)) => {
+                (ArgType::String | ArgType::SymStr, Value::Str(bytes)) => {
                     let len = bytes.len().min(MAX_STRING);
                     out[data_at..data_at + len].copy_from_slice(&bytes[..len]);
                     let loc = ((len as u32 + 1) << 16) | data_at as u32;
@@ -204,7 +204,7 @@ impl Layout {
                 }
                 ArgType::Hex(bits) => write!(out, "{:#x}", raw(usize::from(bits / 8)))?,
                 ArgType::Symbol => write_code_address(out, raw(8) as usize, names)?,
-                ArgType::String => {
+                ArgType::String | ArgType::SymStr => {
                     let loc = raw(4) as u32;
                     let (start, len) = ((loc & 0xffff) as usize, (loc >> 16) as usize);
                     let bytes = payload.get(start..start + len.saturating_sub(1)).unwrap_or(b"");
@@ -246,7 +246,7 @@ impl<const EXIT: bool, const N: usize> WordRecord<EXIT, N> {
                 .fields
                 .iter()
                 .enumerate()
-                .all(|(i, field)| field.ty != ArgType::String && field.ty.size() == 8 && field.offset == Self::FAULTS + 4 + 8 * i)
+                .all(|(i, field)| !field.ty.is_string() && field.ty.size() == 8 && field.offset == Self::FAULTS + 4 + 8 * i)
     }
 
     /// Writes the record into `out` ([`SIZE`](Self::SIZE) bytes), taking

@@ -108,7 +108,7 @@ impl Compiled {
         fields.extend(self.layout.fields.iter().map(|field| {
             let kind = match field.ty {
                 ArgType::Signed(_) => FieldKind::Signed,
-                ArgType::String => FieldKind::String,
+                ArgType::String | ArgType::SymStr => FieldKind::String,
                 _ => FieldKind::Unsigned,
             };
             FilterField::new(field.name.clone(), kind)
@@ -206,7 +206,7 @@ pub(super) fn compile(spec: &EventSpec) -> Result<(usize, Compiled), EventError>
     }
     let fetches =
         spec.args.iter().map(|arg| Ok((compile_source(&arg.source, saved)?, arg.ty))).collect::<Result<Vec<_>, EventError>>()?;
-    let has_strings = fetches.iter().any(|(_, ty)| *ty == ArgType::String);
+    let has_strings = fetches.iter().any(|(_, ty)| ty.is_string());
     let layout = Layout::new(spec);
     let words = word_fetches(&fetches, &layout, spec.exit);
     let compiled = Compiled {
@@ -317,7 +317,7 @@ pub(super) fn write_format_of(compiled: &Compiled, out: &mut dyn Write) -> fmt::
             ArgType::Unsigned(bits) | ArgType::Hex(bits) | ArgType::Bitfield { container: bits, .. } => (format!("u{bits}"), 0),
             ArgType::Signed(bits) => (format!("s{bits}"), 1),
             ArgType::Symbol => ("unsigned long".to_string(), 0),
-            ArgType::String => ("__data_loc char[]".to_string(), 0),
+            ArgType::String | ArgType::SymStr => ("__data_loc char[]".to_string(), 0),
             // Linux's char is an alias of u8, and its format says so.
             ArgType::Char => ("u8".to_string(), 0),
         };
@@ -340,11 +340,11 @@ pub(super) fn write_format_of(compiled: &Compiled, out: &mut dyn Write) -> fmt::
             ArgType::Hex(64) => "0x%Lx",
             ArgType::Hex(_) => "0x%x",
             ArgType::Symbol => "%pS",
-            ArgType::String => "\\\"%s\\\"",
+            ArgType::String | ArgType::SymStr => "\\\"%s\\\"",
         };
         let _ = write!(fmt_text, " {}={spec}", field.name);
         let _ = match field.ty {
-            ArgType::String => write!(fmt_args, ", __get_str({})", field.name),
+            ArgType::String | ArgType::SymStr => write!(fmt_args, ", __get_str({})", field.name),
             _ => write!(fmt_args, ", REC->{}", field.name),
         };
     }

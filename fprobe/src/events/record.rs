@@ -85,6 +85,29 @@ fn read_string(address: usize, buffer: &mut [u8]) -> Option<usize> {
     Some(limit)
 }
 
+/// Writes `symstr`'s string for `address` (`function+0xOFF/0xSIZE`, or the
+/// address in hex when no symbol holds it) into `buffer`, cut at its end
+/// (and at [`MAX_STRING`]); answers its length.
+fn write_symstr(address: usize, buffer: &mut [u8]) -> usize {
+    struct Cut<'a> {
+        buffer: &'a mut [u8],
+        len: usize,
+    }
+    impl core::fmt::Write for Cut<'_> {
+        fn write_str(&mut self, text: &str) -> core::fmt::Result {
+            let room = self.buffer.len().min(MAX_STRING) - self.len;
+            let take = text.len().min(room);
+            self.buffer[self.len..self.len + take].copy_from_slice(&text.as_bytes()[..take]);
+            self.len += take;
+            Ok(())
+        }
+    }
+    let names = |address: usize| ftrace::symbols::table().ok()?.lookup(address);
+    let mut cut = Cut { buffer, len: 0 };
+    let _ = ftrace::output::write_code_address(&mut cut, address, &names);
+    cut.len
+}
+
 /// Records one event: `ips` is `[ip]` at entry, `[func, ret_ip]` at exit.
 #[inline(always)]
 fn record(compiled: &Compiled, ips: &[u64], context: &Context) {
@@ -188,7 +211,7 @@ fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
     let mut used = 0;
     // Strings share what the record has left after its fixed part and one
     // NUL each: a late string is cut short rather than the event dropped.
-    let string_fields = compiled.fetches.iter().filter(|(_, ty)| *ty == ArgType::String).count();
+    let string_fields = compiled.fetches.iter().filter(|(_, ty)| ty.is_string()).count();
     let budget = MAX_RECORD.saturating_sub(compiled.layout.fixed_size + string_fields);
     let mut values = [Value::Fault; definition::MAX_ARGS];
     // First the numbers and where each string goes; then the string slices,
@@ -200,6 +223,15 @@ fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
                 .and_then(|address| read_string(address as usize, &mut strings[used..budget.max(used)]))
             {
                 Some(len) => {
+                    spans[i] = (used, len);
+                    used += len;
+                    Value::Str(&[])
+                }
+                None => Value::Fault,
+            },
+            ArgType::SymStr => match fetch_number(fetch, ArgType::Symbol, context) {
+                Some(address) => {
+                    let len = write_symstr(address as usize, &mut strings[used..budget.max(used)]);
                     spans[i] = (used, len);
                     used += len;
                     Value::Str(&[])

@@ -384,7 +384,7 @@ fn every_fetch_arg_syntax_in_entry_and_exit_events() {
     let first_register = arch::ftrace_abi::ARGUMENT_NAMES[0];
     let entry = alloc::format!(
         "f:tests/probe_entry kernel::tests::fprobe::event_tracee name=+0($arg1):string value=+8($arg1):u32 \
-         small=+12($arg1):s16 byte=+0($arg1):x8 bad=+0($arg2):u64 sym=$arg3:symbol n=$arg4:u16 \
+         small=+12($arg1):s16 byte=+0($arg1):x8 bad=+0($arg2):u64 sym=$arg3:symbol ss=$arg3:symstr n=$arg4:u16 \
          reg=%{first_register} sp=$stack top=$stack0 s8=+12($arg1):s8 u64=$arg4:u64 c=+1($arg1):char \
          bits=+8($arg1):b4@4/16 flag=$arg4:b1@1/8"
     );
@@ -408,7 +408,13 @@ fn every_fetch_arg_syntax_in_entry_and_exit_events() {
     let trace = trace_text();
     let mut format = String::new();
     tracefs::read("events/tests/probe_entry/format", &mut format).unwrap();
-    for field in ["\tfield:u8 c;\t", "\tfield:u16 bits;\t", "\tfield:u8 flag;\t", " c='%c' bits=%u flag=%u\""] {
+    for field in [
+        "\tfield:__data_loc char[] ss;\t",
+        "\tfield:u8 c;\t",
+        "\tfield:u16 bits;\t",
+        "\tfield:u8 flag;\t",
+        " c='%c' bits=%u flag=%u\"",
+    ] {
         assert!(format.contains(field), "{field:?} not in {format}");
     }
     define("-:tests/probe_entry").unwrap();
@@ -433,6 +439,7 @@ fn every_fetch_arg_syntax_in_entry_and_exit_events() {
         " byte=0x73",
         " bad=(fault)",
         " sym=kernel::workload::fib+0x0/0x",
+        " ss=\"kernel::workload::fib+0x0/0x",
         " n=42",
         &alloc::format!(" reg={:#x} ", &sample as *const Sample as usize),
         " s8=-3",
