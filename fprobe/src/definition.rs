@@ -181,6 +181,9 @@ pub struct FetchArg {
     pub name: String,
     pub source: Source,
     pub ty: ArgType,
+    /// `:TYPE[N]`: `N` values of the type, one after another in memory
+    /// (Linux's array types); 0 for one value.
+    pub count: usize,
     /// The fetch as written, without its `NAME=` (`cat dynamic_events`
     /// shows `NAME=` and this, as Linux does, named or not).
     pub text: String,
@@ -485,6 +488,21 @@ fn split_name(name: &str) -> Result<(Option<String>, Option<String>), Definition
     Ok((group, event))
 }
 
+/// The most values an array type (`:TYPE[N]`) holds (Linux's `MAX_ARRAY_LEN`).
+pub const MAX_ARRAY: usize = 64;
+
+/// Splits `TYPE[N]` into `TYPE` and `N` (0 without brackets), with
+/// Linux's reasons for a bad array.
+fn split_array(ty: &str) -> Result<(&str, usize), &'static str> {
+    let Some((base, count)) = ty.split_once('[') else { return Ok((ty, 0)) };
+    let count = count.strip_suffix(']').ok_or("the array is not closed")?;
+    match c_number(count) {
+        Some(0) | None => Err("invalid array size"),
+        Some(n) if n as usize > MAX_ARRAY => Err("the array number is too big (at most 64)"),
+        Some(n) => Ok((base, n as usize)),
+    }
+}
+
 /// `[NAME=]FETCHARG[:TYPE]`.
 fn parse_arg(text: &str, position: usize, exit: bool) -> Result<FetchArg, DefinitionError> {
     let bad = |why| DefinitionError::BadFetchArg { arg: text.into(), why };
@@ -499,13 +517,13 @@ fn parse_arg(text: &str, position: usize, exit: bool) -> Result<FetchArg, Defini
     };
     // The type follows the last single ':' outside parentheses (a `::`
     // is part of an `@SYM`'s path).
-    let (body, ty) = match ftrace::glob::split_last_colon(rest) {
+    let (body, ty, count) = match ftrace::glob::split_last_colon(rest) {
         Some((body, ty_text)) => {
-            let ty =
-                ArgType::parse(ty_text).ok_or_else(|| DefinitionError::BadArgType { arg: text.into(), ty: ty_text.into() })?;
-            (body, Some(ty))
+            let (base, count) = split_array(ty_text).map_err(bad)?;
+            let ty = ArgType::parse(base).ok_or_else(|| DefinitionError::BadArgType { arg: text.into(), ty: ty_text.into() })?;
+            (body, Some(ty), count)
         }
-        None => (rest, None),
+        None => (rest, None, 0),
     };
     let source = parse_source(body, 0).map_err(bad)?;
     // `$comm` is a string, as in Linux (its type may be left out).
@@ -522,7 +540,15 @@ fn parse_arg(text: &str, position: usize, exit: bool) -> Result<FetchArg, Defini
     {
         return Err(DefinitionError::StringNeedsDereference(text.into()));
     }
-    Ok(FetchArg { name, source, ty, text: rest.into() })
+    if count > 0 {
+        if ty.is_string() || matches!(ty, ArgType::Bitfield { .. }) {
+            return Err(bad("arrays of strings or bitfields are not supported"));
+        }
+        if !matches!(source, Source::Memory { .. } | Source::Address(_) | Source::Symbol { .. }) {
+            return Err(bad("an array is read from memory: +OFFS(FETCHARG), @ADDR or @SYM"));
+        }
+    }
+    Ok(FetchArg { name, source, ty, count, text: rest.into() })
 }
 
 fn uses_retval(source: &Source) -> bool {
@@ -649,7 +675,7 @@ mod tests {
         assert_eq!(entry.symbol, "kernel::workload::fib");
         assert_eq!(
             entry.args,
-            vec![FetchArg { name: "n".into(), source: Source::Arg(1), ty: ArgType::Hex(64), text: "$arg1".into() }]
+            vec![FetchArg { name: "n".into(), source: Source::Arg(1), ty: ArgType::Hex(64), count: 0, text: "$arg1".into() }]
         );
         let exit = define("f:fibret kernel::workload::fib%return n=$arg1 ret=$retval");
         assert!(exit.exit);
@@ -681,6 +707,15 @@ mod tests {
         );
         assert_eq!(sources[5].2, ArgType::String);
         assert_eq!(sources[6].2, ArgType::Symbol);
+        let array = define("f:e sym a=+8($arg1):x8[4] b=@kernel::X:u64[0x10]");
+        assert_eq!((array.args[0].ty, array.args[0].count, array.args[1].count), (ArgType::Hex(8), 4, 16));
+        assert_eq!(array.to_string(), "f:fprobes/e sym a=+8($arg1):x8[4] b=@kernel::X:u64[0x10]");
+        assert_eq!(define("f:e sym a=+8($arg1):x8").args[0].count, 0, "no brackets: one value");
+        for bad in
+            ["+0($arg1):x8[4", "+0($arg1):x8[0]", "+0($arg1):x8[65]", "+0($arg1):x8[z]", "$arg1:x8[2]", "+0($arg1):string[2]"]
+        {
+            assert!(matches!(parse(&format!("f:e sym a={bad}")), Err(DefinitionError::BadFetchArg { .. })), "{bad}");
+        }
         let symstr = define("f:e sym f=$arg1:symstr");
         assert_eq!((symstr.args[0].ty, symstr.to_string().as_str()), (ArgType::SymStr, "f:fprobes/e sym f=$arg1:symstr"));
         assert!(symstr.args[0].ty.is_string() && ArgType::String.is_string() && !ArgType::Symbol.is_string());

@@ -5,7 +5,8 @@
 //! header; `__probe_ip` (entry events) or `__probe_func` and `__probe_ret_ip`
 //! (exit events); `__probe_faults`, one bit per fetch arg whose memory read
 //! faulted; then each fetch arg at its own size (a string as a `__data_loc`
-//! word: length << 16 | offset), then the strings' bytes, NUL-terminated.
+//! word: length << 16 | offset; an array as its values one after another),
+//! then the strings' bytes, NUL-terminated.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -27,7 +28,16 @@ pub const MAX_RECORD: usize = 1024;
 pub struct Field {
     pub name: String,
     pub ty: ArgType,
+    /// An array's number of values (`:TYPE[N]`); 0 for one value.
+    pub count: usize,
     pub offset: usize,
+}
+
+impl Field {
+    /// Bytes the field takes in the record.
+    pub fn size(&self) -> usize {
+        self.ty.size() * self.count.max(1)
+    }
 }
 
 /// Where everything is in an event's records.
@@ -45,6 +55,8 @@ pub enum Value<'a> {
     Int(u64),
     /// String bytes (no NUL).
     Str(&'a [u8]),
+    /// An array's values, as memory held them.
+    Array(&'a [u8]),
     /// The memory read faulted.
     Fault,
 }
@@ -67,8 +79,9 @@ impl Layout {
         let mut layout = Layout { exit: spec.exit, fields: Vec::new(), fixed_size: 0 };
         let mut offset = layout.faults_offset() + 4;
         for arg in &spec.args {
-            layout.fields.push(Field { name: arg.name.clone(), ty: arg.ty, offset });
-            offset += arg.ty.size();
+            let field = Field { name: arg.name.clone(), ty: arg.ty, count: arg.count, offset };
+            offset += field.size();
+            layout.fields.push(field);
         }
         layout.fixed_size = offset;
         layout
@@ -103,10 +116,12 @@ impl Layout {
                     out[at..at + 4].copy_from_slice(&loc.to_ne_bytes());
                     data_at += len + 1;
                 }
-                (ty, Value::Int(v)) => {
+                (_, Value::Array(bytes)) if bytes.len() == field.size() => out[at..at + bytes.len()].copy_from_slice(bytes),
+                (ty, Value::Int(v)) if field.count == 0 => {
                     let size = ty.size();
                     out[at..at + size].copy_from_slice(&v.to_ne_bytes()[..size]);
                 }
+                (_, Value::Int(_) | Value::Array(_)) => faults |= 1 << i,
                 (_, Value::Str(_)) => faults |= 1 << i,
             }
         }
@@ -183,44 +198,60 @@ impl Layout {
                 out.write_str("(fault)")?;
                 continue;
             }
-            let raw = |size: usize| {
-                let mut bytes = [0u8; 8];
-                if let Some(src) = payload.get(field.offset..field.offset + size) {
-                    bytes[..size].copy_from_slice(src);
-                }
-                u64::from_ne_bytes(bytes)
-            };
-            match field.ty {
-                ArgType::Unsigned(bits) | ArgType::Bitfield { container: bits, .. } => {
-                    write!(out, "{}", raw(usize::from(bits / 8)))?
-                }
-                ArgType::Char => match raw(1) as u8 {
-                    byte if byte.is_ascii_graphic() || byte == b' ' => write!(out, "'{}'", byte as char)?,
-                    byte => write!(out, "'\\x{byte:02x}'")?,
-                },
-                ArgType::Signed(bits) => {
-                    let shift = 64 - u32::from(bits);
-                    write!(out, "{}", ((raw(usize::from(bits / 8)) << shift) as i64) >> shift)?
-                }
-                ArgType::Hex(bits) => write!(out, "{:#x}", raw(usize::from(bits / 8)))?,
-                ArgType::Symbol => write_code_address(out, raw(8) as usize, names)?,
-                ArgType::String | ArgType::SymStr => {
-                    let loc = raw(4) as u32;
-                    let (start, len) = ((loc & 0xffff) as usize, (loc >> 16) as usize);
-                    let bytes = payload.get(start..start + len.saturating_sub(1)).unwrap_or(b"");
-                    out.write_char('"')?;
-                    for &byte in bytes {
-                        if byte.is_ascii_graphic() || byte == b' ' {
-                            out.write_char(byte as char)?;
-                        } else {
-                            write!(out, "\\x{byte:02x}")?;
-                        }
-                    }
-                    out.write_char('"')?;
-                }
+            if field.count == 0 {
+                write_value(out, field.ty, payload, field.offset, names)?;
+                continue;
             }
+            // An array, as Linux prints one: `{v0,v1,...}`.
+            out.write_char('{')?;
+            for j in 0..field.count {
+                if j > 0 {
+                    out.write_char(',')?;
+                }
+                write_value(out, field.ty, payload, field.offset + j * field.ty.size(), names)?;
+            }
+            out.write_char('}')?;
         }
         Ok(())
+    }
+}
+
+/// Prints one value of type `ty` kept at `offset` in `payload` (a
+/// string's `__data_loc` word there, its bytes where that says).
+fn write_value(out: &mut dyn Write, ty: ArgType, payload: &[u8], offset: usize, names: Namer) -> fmt::Result {
+    let raw = |size: usize| {
+        let mut bytes = [0u8; 8];
+        if let Some(src) = payload.get(offset..offset + size) {
+            bytes[..size].copy_from_slice(src);
+        }
+        u64::from_ne_bytes(bytes)
+    };
+    match ty {
+        ArgType::Unsigned(bits) | ArgType::Bitfield { container: bits, .. } => write!(out, "{}", raw(usize::from(bits / 8))),
+        ArgType::Char => match raw(1) as u8 {
+            byte if byte.is_ascii_graphic() || byte == b' ' => write!(out, "'{}'", byte as char),
+            byte => write!(out, "'\\x{byte:02x}'"),
+        },
+        ArgType::Signed(bits) => {
+            let shift = 64 - u32::from(bits);
+            write!(out, "{}", ((raw(usize::from(bits / 8)) << shift) as i64) >> shift)
+        }
+        ArgType::Hex(bits) => write!(out, "{:#x}", raw(usize::from(bits / 8))),
+        ArgType::Symbol => write_code_address(out, raw(8) as usize, names),
+        ArgType::String | ArgType::SymStr => {
+            let loc = raw(4) as u32;
+            let (start, len) = ((loc & 0xffff) as usize, (loc >> 16) as usize);
+            let bytes = payload.get(start..start + len.saturating_sub(1)).unwrap_or(b"");
+            out.write_char('"')?;
+            for &byte in bytes {
+                if byte.is_ascii_graphic() || byte == b' ' {
+                    out.write_char(byte as char)?;
+                } else {
+                    write!(out, "\\x{byte:02x}")?;
+                }
+            }
+            out.write_char('"')
+        }
     }
 }
 
@@ -242,11 +273,9 @@ impl<const EXIT: bool, const N: usize> WordRecord<EXIT, N> {
         layout.exit == EXIT
             && layout.fixed_size == Self::SIZE
             && layout.fields.len() == N
-            && layout
-                .fields
-                .iter()
-                .enumerate()
-                .all(|(i, field)| !field.ty.is_string() && field.ty.size() == 8 && field.offset == Self::FAULTS + 4 + 8 * i)
+            && layout.fields.iter().enumerate().all(|(i, field)| {
+                !field.ty.is_string() && field.count == 0 && field.ty.size() == 8 && field.offset == Self::FAULTS + 4 + 8 * i
+            })
     }
 
     /// Writes the record into `out` ([`SIZE`](Self::SIZE) bytes), taking
@@ -335,6 +364,34 @@ mod tests {
             text,
             "e: (kernel::workload::fib+0x0/0x60) a=255 b=-2 c=0xdeadbeef d=\"hello\\x0a\" e=kernel::workload::fib+0x4/0x60 f=(fault) g=(fault)"
         );
+    }
+
+    #[test]
+    fn arrays_take_their_values_in_a_row_and_print_in_braces() {
+        let l = layout("f:e s a=+0($arg1):x8[4] b=+0($arg2):s16[2] n=$arg3:u8 c=+0($arg1):symbol[2]");
+        assert_eq!(l.fields.iter().map(Field::size).collect::<Vec<_>>(), [4, 4, 1, 16]);
+        assert_eq!(l.fields[1].offset, l.fields[0].offset + 4);
+        let a = [1u8, 0x22, 0xff, 0];
+        let b = [(-2i16).to_ne_bytes(), 300i16.to_ne_bytes()].concat();
+        let c = [0x1004u64.to_ne_bytes(), 0x2000u64.to_ne_bytes()].concat();
+        let values = [Value::Array(&a), Value::Array(&b), Value::Int(7), Value::Array(&c)];
+        let mut buf = [0u8; MAX_RECORD];
+        let len = l.encode(Common::default(), &[0x1000], &values, &mut buf);
+        assert_eq!(len, l.fixed_size);
+        let mut text = String::new();
+        l.write("e", &buf[..len], &names, &mut text).unwrap();
+        let symbols = "{kernel::workload::fib+0x4/0x60,kernel::workload::run+0x0/0x80}";
+        assert_eq!(
+            text,
+            alloc::format!("e: (kernel::workload::fib+0x0/0x60) a={{0x1,0x22,0xff,0x0}} b={{-2,300}} n=7 c={symbols}")
+        );
+        // A short array or a number in an array's place is a fault, not a
+        // record with bytes from nowhere.
+        let values = [Value::Array(&a[..3]), Value::Int(1), Value::Int(7), Value::Fault];
+        let len = l.encode(Common::default(), &[0x1000], &values, &mut buf);
+        let mut text = String::new();
+        l.write("e", &buf[..len], &names, &mut text).unwrap();
+        assert!(text.ends_with(" a=(fault) b=(fault) n=7 c=(fault)"), "{text}");
     }
 
     /// The shaped encoder writes the general encoder's bytes, faults and

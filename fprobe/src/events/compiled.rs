@@ -20,7 +20,7 @@ use kprobes::KprobeError;
 use super::record::{write_words, Context};
 use super::{EventError, MAX_ARG_INDEX};
 use crate::definition::{ArgType, EventSpec, ProbeKind, Source};
-use crate::layout::{Layout, Value, WordRecord};
+use crate::layout::{Layout, Value, WordRecord, MAX_RECORD};
 
 /// A fetch source with names resolved.
 pub(super) enum Fetch {
@@ -74,8 +74,9 @@ pub(super) struct Compiled {
     /// shape, when every fetch can be one (the usual `$argN`/`$retval`
     /// event, up to [`MAX_WORD_FIELDS`] of them).
     pub(super) words: Option<Words>,
-    /// Whether a fetch arg is a string (records of varying size).
-    pub(super) has_strings: bool,
+    /// Whether a fetch arg is a string (records of varying size) or an
+    /// array: the record is built from values fetched first.
+    pub(super) by_values: bool,
     pub(super) exit: bool,
     /// `events/GRP/EVENT/filter`.
     pub(super) filter: FilterSlot,
@@ -124,6 +125,8 @@ pub(super) fn filter_value<'a>(ty: ArgType, value: Value<'a>) -> FieldValue<'a> 
     match (ty, value) {
         (_, Value::Fault) => FieldValue::Missing,
         (_, Value::Str(bytes)) => FieldValue::Str(bytes),
+        // An array compares with nothing (Linux's filters take no arrays).
+        (_, Value::Array(_)) => FieldValue::Missing,
         (ArgType::Signed(n), Value::Int(v)) => {
             let shift = 64 - u32::from(n.min(64));
             FieldValue::Signed(((v << shift) as i64) >> shift)
@@ -206,16 +209,19 @@ pub(super) fn compile(spec: &EventSpec) -> Result<(usize, Compiled), EventError>
     }
     let fetches =
         spec.args.iter().map(|arg| Ok((compile_source(&arg.source, saved)?, arg.ty))).collect::<Result<Vec<_>, EventError>>()?;
-    let has_strings = fetches.iter().any(|(_, ty)| ty.is_string());
     let layout = Layout::new(spec);
-    let words = word_fetches(&fetches, &layout, spec.exit);
+    if layout.fixed_size > MAX_RECORD {
+        return Err(EventError::RecordTooLarge(layout.fixed_size));
+    }
+    let by_values = fetches.iter().any(|(_, ty)| ty.is_string()) || layout.fields.iter().any(|field| field.count > 0);
+    let words = if by_values { None } else { word_fetches(&fetches, &layout, spec.exit) };
     let compiled = Compiled {
         id: 0,
         event: spec.event.clone(),
         layout,
         fetches,
         words,
-        has_strings,
+        by_values,
         exit: spec.exit,
         filter: FilterSlot::new(),
         triggers: Triggers::new(),
@@ -321,7 +327,15 @@ pub(super) fn write_format_of(compiled: &Compiled, out: &mut dyn Write) -> fmt::
             // Linux's char is an alias of u8, and its format says so.
             ArgType::Char => ("u8".to_string(), 0),
         };
-        writeln!(out, "\tfield:{c_type} {};\toffset:{};\tsize:{};\tsigned:{signed};", field.name, field.offset, field.ty.size())?;
+        // An array's size after its name, as C (and Linux's format) says it.
+        let array = if field.count > 0 { format!("[{}]", field.count) } else { String::new() };
+        writeln!(
+            out,
+            "\tfield:{c_type} {}{array};\toffset:{};\tsize:{};\tsigned:{signed};",
+            field.name,
+            field.offset,
+            field.size()
+        )?;
     }
     writeln!(out)?;
     let mut fmt_text = String::from(if layout.exit { "(%pS <- %ps)" } else { "(%pS)" });
@@ -342,6 +356,15 @@ pub(super) fn write_format_of(compiled: &Compiled, out: &mut dyn Write) -> fmt::
             ArgType::Symbol => "%pS",
             ArgType::String | ArgType::SymStr => "\\\"%s\\\"",
         };
+        if field.count > 0 {
+            // `{%x,%x,...}` and each value, as Linux's arrays.
+            let specs: Vec<&str> = (0..field.count).map(|_| spec).collect();
+            let _ = write!(fmt_text, " {}={{{}}}", field.name, specs.join(","));
+            for j in 0..field.count {
+                let _ = write!(fmt_args, ", REC->{}[{j}]", field.name);
+            }
+            continue;
+        }
         let _ = write!(fmt_text, " {}={spec}", field.name);
         let _ = match field.ty {
             ArgType::String | ArgType::SymStr => write!(fmt_args, ", __get_str({})", field.name),

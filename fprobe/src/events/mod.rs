@@ -95,6 +95,8 @@ pub enum EventError {
     Filter(FilterError),
     /// Every event type id was used once (ids are not reused).
     NoIds,
+    /// The fetch args' fixed part (arrays, mostly) is larger than a record.
+    RecordTooLarge(usize),
 }
 
 impl fmt::Display for EventError {
@@ -125,6 +127,9 @@ impl fmt::Display for EventError {
             EventError::Kprobe(error) => write!(f, "{error}"),
             EventError::Filter(error) => write!(f, "{error}"),
             EventError::NoIds => write!(f, "no event type ids left (each is used once)"),
+            EventError::RecordTooLarge(size) => {
+                write!(f, "the fetch args take {size} bytes, more than a record's {}", crate::layout::MAX_RECORD)
+            }
         }
     }
 }
@@ -374,7 +379,7 @@ pub fn set_enabled(group: &str, event: &str, enabled: bool) -> Result<(), EventE
 /// Sets [`Compiled::fast`] from what the event has now.
 fn refresh_fast(compiled: &Compiled) {
     let fast = compiled.enabled.load(Ordering::Relaxed)
-        && !compiled.has_strings
+        && !compiled.by_values
         && !compiled.filter.is_set()
         && !compiled.triggers.is_set()
         && !compiled.soft_mode.load(Ordering::Relaxed)

@@ -209,6 +209,10 @@ fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
     }
     let mut strings = [0u8; MAX_RECORD];
     let mut used = 0;
+    // Arrays are read into the end of `strings`, strings into its start:
+    // the strings' budget ends where the fixed part's room begins, and the
+    // arrays are part of the fixed part, so the two never meet.
+    let mut arrays_used = 0;
     // Strings share what the record has left after its fixed part and one
     // NUL each: a late string is cut short rather than the event dropped.
     let string_fields = compiled.fetches.iter().filter(|(_, ty)| ty.is_string()).count();
@@ -229,6 +233,24 @@ fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
                 }
                 None => Value::Fault,
             },
+            _ if compiled.layout.fields[i].count > 0 => {
+                // An array: its bytes as memory holds them, kept with the
+                // strings' (its field is fixed size, so it takes none of
+                // their budget: the space is `strings`' tail).
+                let size = compiled.layout.fields[i].size();
+                let end = strings.len() - arrays_used;
+                let start = end - size;
+                match fetch_address(fetch, context) {
+                    Some(address)
+                        if start >= used && arch::fault::read_nofault(address as usize, &mut strings[start..end]).is_ok() =>
+                    {
+                        arrays_used += size;
+                        spans[i] = (start, size);
+                        Value::Array(&[])
+                    }
+                    _ => Value::Fault,
+                }
+            }
             ArgType::SymStr => match fetch_number(fetch, ArgType::Symbol, context) {
                 Some(address) => {
                     let len = write_symstr(address as usize, &mut strings[used..budget.max(used)]);
@@ -243,9 +265,11 @@ fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
     }
     let count = compiled.fetches.len();
     for i in 0..count {
-        if let Value::Str(_) = values[i] {
-            let (start, len) = spans[i];
-            values[i] = Value::Str(&strings[start..start + len]);
+        let (start, len) = spans[i];
+        match values[i] {
+            Value::Str(_) => values[i] = Value::Str(&strings[start..start + len]),
+            Value::Array(_) => values[i] = Value::Array(&strings[start..start + len]),
+            _ => {}
         }
     }
     let common = event_common(compiled.id);

@@ -491,6 +491,36 @@ fn strings_past_the_record_size_are_cut_short_not_dropped() {
     assert!(line.contains(" s9=\"\""), "the last is cut short: {line}");
 }
 
+#[ktest]
+fn array_fetch_args_read_values_in_a_row() {
+    // With a string, so the record is built from fetched values too.
+    define(
+        "f:tests/arrays kernel::tests::fprobe::event_tracee name=+0($arg1):x8[6] both=+8($arg1):u16[2] \
+         bad=+0($arg2):u64[2] s=+0($arg1):string",
+    )
+    .unwrap();
+    let mut format = String::new();
+    tracefs::read("events/tests/arrays/format", &mut format).unwrap();
+    assert!(format.contains("\tfield:u8 name[6];\t") && format.contains("size:6;"), "{format}");
+    assert!(format.contains(" name={0x%x,0x%x,0x%x,0x%x,0x%x,0x%x}"), "{format}");
+    assert!(format.contains("REC->name[0], REC->name[1], REC->name[2]"), "{format}");
+    tracefs::write("events/tests/arrays/enable", "1", FilterMode::Replace).unwrap();
+    tracefs::write("trace", "", FilterMode::Replace).unwrap();
+    let sample = Sample { name: *b"sample\0\0", value: 0x0002_0001, small: 0 };
+    event_tracee(black_box(&sample), black_box(arch::mm::UNMAPPED_ADDRESS), black_box(0), black_box(0));
+    tracefs::write("events/tests/arrays/enable", "0", FilterMode::Replace).unwrap();
+    let trace = trace_text();
+    define("-:tests/arrays").unwrap();
+    let line = trace.lines().find(|l| l.contains("arrays: ")).unwrap_or_else(|| panic!("no event: {trace}"));
+    assert!(
+        line.ends_with(" name={0x73,0x61,0x6d,0x70,0x6c,0x65} both={1,2} bad=(fault) s=\"sample\""),
+        "each value in a row, as Linux prints arrays: {line}"
+    );
+    assert!(define("f:tests/arrays kernel::tests::fprobe::event_tracee a=$arg1:x8[2]").is_err(), "an array is memory");
+    assert!(define("f:tests/arrays kernel::tests::fprobe::event_tracee a=+0($arg1):u64[64] b=+0($arg1):u64[64]").is_err());
+    assert_eq!(dynamic_events(), "", "refused definitions leave nothing");
+}
+
 /// Eight arguments: on x86_64 the last two are passed on the stack.
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
