@@ -246,13 +246,18 @@ pub enum Command {
 }
 
 impl EventSpec {
-    /// Whether the definition, as listed after its `TYPE:GRP/EVENT` head,
-    /// starts with `words` (Linux's match of a removal's arguments: the
-    /// place, then each argument as `NAME=FETCH`).
+    /// Whether `words` start the definition as Linux matches a removal's
+    /// arguments: the place (an fprobe's bare symbol, without `%return`; a
+    /// kprobe's `SYM[+OFFS]` or address), then each argument as
+    /// `NAME=FETCH`.
     pub fn starts_with(&self, words: &[String]) -> bool {
-        let listed = self.to_string();
-        let mut listed = listed.split_whitespace().skip(1);
-        words.iter().all(|word| listed.next() == Some(word.as_str()))
+        let place = match &self.kind {
+            ProbeKind::Fprobe => self.symbol.clone(),
+            ProbeKind::Kprobe(location) | ProbeKind::Kretprobe { location, .. } => location.to_string(),
+        };
+        let args = self.args.iter().map(|arg| format!("{}={}", arg.name, arg.text));
+        let mut listed = core::iter::once(place).chain(args);
+        words.iter().all(|word| listed.next().as_deref() == Some(word.as_str()))
     }
 }
 
@@ -495,7 +500,11 @@ pub const MAX_ARRAY: usize = 64;
 /// Linux's reasons for a bad array.
 fn split_array(ty: &str) -> Result<(&str, usize), &'static str> {
     let Some((base, count)) = ty.split_once('[') else { return Ok((ty, 0)) };
-    let count = count.strip_suffix(']').ok_or("the array is not closed")?;
+    let count = match count.split_once(']') {
+        Some((count, "")) => count,
+        Some(_) => return Err("the array has a wrong suffix"),
+        None => return Err("the array is not closed"),
+    };
     match c_number(count) {
         Some(0) | None => Err("invalid array size"),
         Some(n) if n as usize > MAX_ARRAY => Err("the array number is too big (at most 64)"),
@@ -711,9 +720,15 @@ mod tests {
         assert_eq!((array.args[0].ty, array.args[0].count, array.args[1].count), (ArgType::Hex(8), 4, 16));
         assert_eq!(array.to_string(), "f:fprobes/e sym a=+8($arg1):x8[4] b=@kernel::X:u64[0x10]");
         assert_eq!(define("f:e sym a=+8($arg1):x8").args[0].count, 0, "no brackets: one value");
-        for bad in
-            ["+0($arg1):x8[4", "+0($arg1):x8[0]", "+0($arg1):x8[65]", "+0($arg1):x8[z]", "$arg1:x8[2]", "+0($arg1):string[2]"]
-        {
+        for bad in [
+            "+0($arg1):x8[4",
+            "+0($arg1):x8[4]z",
+            "+0($arg1):x8[0]",
+            "+0($arg1):x8[65]",
+            "+0($arg1):x8[z]",
+            "$arg1:x8[2]",
+            "+0($arg1):string[2]",
+        ] {
             assert!(matches!(parse(&format!("f:e sym a={bad}")), Err(DefinitionError::BadFetchArg { .. })), "{bad}");
         }
         let symstr = define("f:e sym f=$arg1:symstr");

@@ -31,6 +31,9 @@ pub enum FieldKind {
     Unsigned,
     Signed,
     String,
+    /// Several values in a row (a probe's `:TYPE[N]`): shown in the
+    /// format, but no filter or `hist` key compares it.
+    Array,
 }
 
 /// One field an event offers to filters.
@@ -115,6 +118,8 @@ pub enum FilterError {
         field: String,
         value: String,
     },
+    /// A field no filter compares (an array).
+    NotComparable(String),
     /// Anything else the grammar does not allow, at this token.
     Syntax(String),
     /// More than [`MAX_NESTING`] levels of `(` and `!`, or more than
@@ -133,6 +138,7 @@ impl fmt::Display for FilterError {
         match self {
             FilterError::Empty => write!(f, "empty filter (write 0 to clear it)"),
             FilterError::UnknownField(name) => write!(f, "no field '{name}' in this event (see its format)"),
+            FilterError::NotComparable(name) => write!(f, "field '{name}' is an array: filters compare single values"),
             FilterError::BadOperator { field, op } => write!(f, "'{op}' does not apply to field '{field}'"),
             FilterError::BadNumber { field, value } => write!(f, "'{value}' is not a number for field '{field}'"),
             FilterError::Syntax(at) => write!(f, "syntax error at '{at}'"),
@@ -308,6 +314,7 @@ impl Parser<'_> {
         };
         let bad_operator = || FilterError::BadOperator { field: name.clone(), op: op.symbol() };
         match self.fields[field].kind {
+            FieldKind::Array => Err(FilterError::NotComparable(name.clone())),
             FieldKind::String => match op {
                 Op::Eq | Op::Ne | Op::Glob => Ok(Node::Text { field, op, value }),
                 _ => Err(bad_operator()),

@@ -170,6 +170,8 @@ pub enum HistError {
     BadModifier(String),
     /// A value that is not a number.
     NotANumber(String),
+    /// An array field, as a key or a value.
+    ArrayField(String),
     /// A sort key that is neither `hitcount` nor a key or value.
     BadSortKey(String),
     BadSize(String),
@@ -206,6 +208,7 @@ impl fmt::Display for HistError {
             HistError::NoMemory => {
                 write!(f, "hist: no memory for the table (every table together may take {} MiB)", TABLES_BUDGET >> 20)
             }
+            HistError::ArrayField(name) => write!(f, "hist: field '{name}' is an array: keys and values are single fields"),
             HistError::Exists(line) => write!(f, "hist: the event has this histogram already (remove it with '!{line}')"),
         }
     }
@@ -269,6 +272,9 @@ fn field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError> {
         None => (text, Modifier::Plain),
     };
     let index = fields.iter().position(|field| field.name == name).ok_or_else(|| HistError::NoSuchField(name.to_string()))?;
+    if fields[index].kind == FieldKind::Array {
+        return Err(HistError::ArrayField(name.to_string()));
+    }
     Ok(HistField { name: name.to_string(), index, kind: fields[index].kind, modifier })
 }
 
@@ -666,7 +672,8 @@ impl Histogram {
         let (a, b) = (self.key_part(n, a), self.key_part(n, b));
         match self.spec.keys[n].kind {
             FieldKind::Signed => (a[0] as i64).cmp(&(b[0] as i64)),
-            FieldKind::Unsigned => a[0].cmp(&b[0]),
+            // (No key is an array: refused when the trigger is made.)
+            FieldKind::Unsigned | FieldKind::Array => a[0].cmp(&b[0]),
             FieldKind::String => string_of(a).cmp(&string_of(b)),
         }
     }

@@ -296,6 +296,18 @@ impl TraceArray {
         list
     }
 
+    /// Whether `set_ftrace_pid` (`notrace`: `set_ftrace_notrace_pid`) is
+    /// set: given pids, and not cleared since (the traced list stays set
+    /// once its tasks have all gone).
+    pub fn pid_list_set(&self, notrace: bool) -> bool {
+        let pids = self.pids.lock();
+        if notrace {
+            !pids.notrace.is_empty()
+        } else {
+            pids.trace_set
+        }
+    }
+
     /// `echo PIDS > set_ftrace_pid` (or `>>`; `notrace`: the notrace list):
     /// the function tracers then trace only the listed tasks (or all but
     /// the notrace ones). Empty text with `Replace` clears the list. A word

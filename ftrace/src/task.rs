@@ -226,6 +226,16 @@ pub unsafe fn register(state: &TaskTrace) {
 /// it runs no tracing code any more).
 pub fn unregister(state: &TaskTrace) {
     ALL.lock().retain(|registered| !core::ptr::eq(registered.0, state));
+}
+
+/// The running task ends (the scheduler, from the task itself, before its
+/// last switch): with `function-fork` or `event-fork`, its pid leaves the
+/// pid lists, as Linux's fork-following drops a freed task's.
+///
+/// It takes the lists' locks, which may sleep: so it runs in the task's
+/// own context, never in the switch that frees it (the task switched to
+/// may be the one holding them).
+pub fn exiting(state: &TaskTrace) {
     crate::instance::forget_task(state);
     crate::event_pid::forget_task(state);
 }

@@ -740,10 +740,11 @@ fn write_ftrace_notrace(array: Array, text: &str, mode: FilterMode) -> Result<()
     Ok(array.set_tracer_filter(FilterKind::Notrace, text, mode)?)
 }
 
-/// `cat set_ftrace_pid`: the pids, or Linux's `no pid`.
+/// `cat set_ftrace_pid`: the pids, or Linux's `no pid` when no list is
+/// set (a list emptied by exits still filters, and reads as nothing).
 fn read_pids(array: Array, notrace: bool, out: &mut dyn Write) -> fmt::Result {
     let pids = array.pids(notrace);
-    if pids.is_empty() {
+    if pids.is_empty() && !array.pid_list_set(notrace) {
         return writeln!(out, "no pid");
     }
     pids.iter().try_for_each(|pid| writeln!(out, "{pid}"))

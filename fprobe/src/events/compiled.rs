@@ -108,6 +108,7 @@ impl Compiled {
         fields.extend(ips.iter().map(|name| FilterField::new(*name, FieldKind::Unsigned)));
         fields.extend(self.layout.fields.iter().map(|field| {
             let kind = match field.ty {
+                _ if field.count > 0 => FieldKind::Array,
                 ArgType::Signed(_) => FieldKind::Signed,
                 ArgType::String | ArgType::SymStr => FieldKind::String,
                 _ => FieldKind::Unsigned,
@@ -210,8 +211,10 @@ pub(super) fn compile(spec: &EventSpec) -> Result<(usize, Compiled), EventError>
     let fetches =
         spec.args.iter().map(|arg| Ok((compile_source(&arg.source, saved)?, arg.ty))).collect::<Result<Vec<_>, EventError>>()?;
     let layout = Layout::new(spec);
-    if layout.fixed_size > MAX_RECORD {
-        return Err(EventError::RecordTooLarge(layout.fixed_size));
+    // Each string takes at least its NUL after the fixed part.
+    let smallest = layout.fixed_size + fetches.iter().filter(|(_, ty)| ty.is_string()).count();
+    if smallest > MAX_RECORD {
+        return Err(EventError::RecordTooLarge(smallest));
     }
     let by_values = fetches.iter().any(|(_, ty)| ty.is_string()) || layout.fields.iter().any(|field| field.count > 0);
     let words = if by_values { None } else { word_fetches(&fetches, &layout, spec.exit) };
@@ -327,8 +330,9 @@ pub(super) fn write_format_of(compiled: &Compiled, out: &mut dyn Write) -> fmt::
             // Linux's char is an alias of u8, and its format says so.
             ArgType::Char => ("u8".to_string(), 0),
         };
-        // An array's size after its name, as C (and Linux's format) says it.
-        let array = if field.count > 0 { format!("[{}]", field.count) } else { String::new() };
+        // An array's brackets after its name: empty, as Linux prints a
+        // probe's array (defined without a length; the size says it).
+        let array = if field.count > 0 { "[]" } else { "" };
         writeln!(
             out,
             "\tfield:{c_type} {}{array};\toffset:{};\tsize:{};\tsigned:{signed};",

@@ -473,6 +473,7 @@ pub fn set_affinity(affinity: u64) {
 /// the CPU for good.
 fn exit(result: u64) -> ! {
     let task = current_arc().expect("a running task");
+    ftrace::task::exiting(task.trace());
     task.finish(result);
     with(|s| s.tasks.retain(|t| !Arc::ptr_eq(t, &task)));
     drop(task);

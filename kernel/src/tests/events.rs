@@ -188,6 +188,42 @@ fn set_event_pid_records_only_the_listed_tasks_events() {
     write("trace", "");
 }
 
+/// Spawns a task that waits for `go` before it ends; answers its handle.
+pub(super) fn waiting_task(go: &'static core::sync::atomic::AtomicBool) -> crate::sched::JoinHandle {
+    crate::sched::spawn("waiter", move || {
+        while !go.load(core::sync::atomic::Ordering::Acquire) {
+            crate::sched::sleep_ms(1);
+        }
+        0
+    })
+    .unwrap()
+}
+
+#[ktest]
+fn a_pid_list_emptied_by_exits_still_filters_until_cleared() {
+    use core::sync::atomic::{AtomicBool, Ordering};
+    static GO: AtomicBool = AtomicBool::new(false);
+    tracefs::write("dynamic_events", "f:gone fib n=$arg1", FilterMode::Append).unwrap();
+    write("events/fprobes/gone/enable", "1");
+    write("options/event-fork", "1");
+    GO.store(false, Ordering::Relaxed);
+    let waiter = waiting_task(&GO);
+    write("set_event_pid", &alloc::format!("{}", waiter.pid()));
+    GO.store(true, Ordering::Release);
+    waiter.join();
+    assert_eq!(read("set_event_pid"), "", "the task left the list when it ended");
+    write("trace", "");
+    assert_eq!(fib(3), 2);
+    assert_eq!(event_values(&read("trace"), "gone").len(), 0, "the emptied list still filters, as in Linux");
+    write("set_event_pid", "");
+    assert_eq!(fib(3), 2);
+    assert_eq!(event_values(&read("trace"), "gone").len(), 5, "cleared: every task records again");
+    write("options/event-fork", "0");
+    write("events/fprobes/gone/enable", "0");
+    tracefs::write("dynamic_events", "-:gone", FilterMode::Append).unwrap();
+    write("trace", "");
+}
+
 #[ktest]
 fn set_event_notrace_pid_leaves_the_listed_tasks_out() {
     tracefs::write("dynamic_events", "f:notmine fib n=$arg1", FilterMode::Append).unwrap();
@@ -213,8 +249,9 @@ fn set_event_notrace_pid_leaves_the_listed_tasks_out() {
     assert_eq!(read("set_event_notrace_pid"), alloc::format!("{me}\n"), "the child came and went");
     write("options/event-fork", "0");
     // Listed in ascending order, as Linux's pid bitmap reads.
-    write("set_event_notrace_pid", &alloc::format!("99999 {me} 7777"));
-    assert_eq!(read("set_event_notrace_pid"), alloc::format!("{me}\n7777\n99999\n"));
+    let (a, b) = (me + 200_000, me + 100_000);
+    write("set_event_notrace_pid", &alloc::format!("{a} {me} {b}"));
+    assert_eq!(read("set_event_notrace_pid"), alloc::format!("{me}\n{b}\n{a}\n"));
     assert!(refused("set_event_notrace_pid", "x"));
     write("set_event_notrace_pid", "");
     assert_eq!(fib(1), 1);

@@ -419,9 +419,9 @@ fn every_fetch_arg_syntax_in_entry_and_exit_events() {
     }
     define("-:tests/probe_entry").unwrap();
     // A removal with more words removes only an event whose definition
-    // starts with them, as in Linux.
-    let exit = "kernel::tests::fprobe::event_tracee%return n=$arg4:s32";
-    for wrong in ["kernel::tests::fprobe::event_tracee", "kernel::tests::fprobe::event_tracee%return n=$arg4:u32"] {
+    // starts with them, as in Linux: the bare symbol, then the arguments.
+    let exit = "kernel::tests::fprobe::event_tracee n=$arg4:s32";
+    for wrong in ["kernel::tests::fprobe::event_tracee%return", "kernel::tests::fprobe::event_tracee n=$arg4:u32"] {
         assert!(define(&alloc::format!("-:probe_exit {wrong}")).is_err(), "{wrong}");
     }
     assert!(dynamic_events().contains("tests/probe_exit "), "a mismatch removed nothing");
@@ -501,7 +501,11 @@ fn array_fetch_args_read_values_in_a_row() {
     .unwrap();
     let mut format = String::new();
     tracefs::read("events/tests/arrays/format", &mut format).unwrap();
-    assert!(format.contains("\tfield:u8 name[6];\t") && format.contains("size:6;"), "{format}");
+    assert!(format.contains("\tfield:u8 name[];\t") && format.contains("size:6;"), "{format}");
+    let filter = tracefs::write("events/tests/arrays/filter", "name == 1", FilterMode::Replace);
+    assert!(filter.is_err_and(|e| e.to_string().contains("is an array")), "no filter compares an array");
+    let hist = tracefs::write("events/tests/arrays/trigger", "hist:keys=name", FilterMode::Append);
+    assert!(hist.is_err_and(|e| e.to_string().contains("is an array")), "nor is one a hist key");
     assert!(format.contains(" name={0x%x,0x%x,0x%x,0x%x,0x%x,0x%x}"), "{format}");
     assert!(format.contains("REC->name[0], REC->name[1], REC->name[2]"), "{format}");
     tracefs::write("events/tests/arrays/enable", "1", FilterMode::Replace).unwrap();
@@ -518,6 +522,8 @@ fn array_fetch_args_read_values_in_a_row() {
     );
     assert!(define("f:tests/arrays kernel::tests::fprobe::event_tracee a=$arg1:x8[2]").is_err(), "an array is memory");
     assert!(define("f:tests/arrays kernel::tests::fprobe::event_tracee a=+0($arg1):u64[64] b=+0($arg1):u64[64]").is_err());
+    let full = "a=+0($arg1):u64[64] b=+0($arg1):u64[61] s=+0($arg1):string";
+    assert!(define(&alloc::format!("f:tests/arrays kernel::tests::fprobe::event_tracee {full}")).is_err(), "no room for the NUL");
     assert_eq!(dynamic_events(), "", "refused definitions leave nothing");
 }
 

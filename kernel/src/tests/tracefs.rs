@@ -777,8 +777,23 @@ fn set_ftrace_pid_traces_only_the_listed_tasks_and_their_children() {
     assert_eq!(read("set_ftrace_pid"), format!("{me}\n"), "and left the list once gone, as in Linux");
     write("options/function-fork", "0");
     // Listed in ascending order, as Linux's pid bitmap reads.
-    write("set_ftrace_pid", &format!("99999 {me} 7777"));
-    assert_eq!(read("set_ftrace_pid"), format!("{me}\n7777\n99999\n"));
+    let (a, b) = (me + 200_000, me + 100_000);
+    write("set_ftrace_pid", &format!("{a} {me} {b}"));
+    assert_eq!(read("set_ftrace_pid"), format!("{me}\n{b}\n{a}\n"));
+    // A list emptied by exits still filters, and reads as nothing (not
+    // `no pid`), until no pids are written, as in Linux.
+    write("options/function-fork", "1");
+    static GO: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+    GO.store(false, core::sync::atomic::Ordering::Relaxed);
+    let waiter = super::events::waiting_task(&GO);
+    write("set_ftrace_pid", &format!("{}", waiter.pid()));
+    GO.store(true, core::sync::atomic::Ordering::Release);
+    waiter.join();
+    write("options/function-fork", "0");
+    assert_eq!(read("set_ftrace_pid"), "", "gone from the list, the list still set");
+    write("trace", "");
+    assert_eq!(fib(2), 1);
+    assert_eq!(traced_pids(&read("trace")).len(), 0, "nothing traced: {}", read("trace"));
     write("trace", "");
     write("set_ftrace_pid", "");
     write("set_ftrace_notrace_pid", &format!("{me}"));
