@@ -555,37 +555,89 @@ pub fn write_marker(array: &TraceArray, text: &str) -> bool {
     array.buffer().write_with(size, |_, out| crate::event::encode_print(common, 0, &bytes, out)).is_some()
 }
 
-/// One pass of `cat trace_pipe`: takes the events the buffer holds out
-/// (a consuming read: the next pass, or `trace`, no longer sees them) for
-/// one CPU or all, and prints them oldest first as `trace` does, without
-/// its header. Returns how many it printed.
+/// `cat trace_pipe`'s reader. A consuming read, as Linux's: what it takes
+/// out of the buffer, the next read (or `trace`) no longer sees.
 ///
-/// A pass reads at most as many pages from a CPU as its ring has: the
-/// page a CPU is writing can be read again and again while it keeps
-/// tracing, and an unbounded pass would never end (nor stop growing).
-pub fn consume_events(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Write) -> Result<usize, fmt::Error> {
-    let buffer = array.buffer();
-    let cpus = match cpu {
-        Some(cpu) => cpu..cpu + 1,
-        None => 0..buffer.cpus(),
-    };
-    let mut pages: Vec<(usize, Box<[u8; crate::ring_buffer::PAGE_SIZE]>)> = Vec::new();
-    for cpu in cpus {
+/// Each pass takes at most one page from each CPU's ring, so a reader that
+/// stops (`cat trace_pipe | head -1`: the pipe closes) loses at most the
+/// pages it took, not the whole buffer. Events still print oldest first
+/// across CPUs: an unread page of a CPU holds only events newer than the
+/// last one of its page just read, so a pass prints the events up to the
+/// oldest such last event and holds the newer ones for the next pass.
+#[derive(Default)]
+pub struct PipeReader {
+    /// Taken out, not printed yet: (time, CPU, payload).
+    held: Vec<(u64, usize, Vec<u8>)>,
+}
+
+/// What one [`PipeReader::pass`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pass {
+    /// Events printed.
+    pub printed: usize,
+    /// Whether it took a page: the rings may hold more right away.
+    pub took: bool,
+}
+
+impl PipeReader {
+    pub fn new() -> PipeReader {
+        PipeReader::default()
+    }
+
+    /// One pass over one CPU's ring or all (see the type), printing as
+    /// `trace` does, without its header. With nothing left to take, it
+    /// prints every event it held.
+    pub fn pass(&mut self, array: &TraceArray, cpu: Option<usize>, out: &mut dyn Write) -> Result<Pass, fmt::Error> {
+        let buffer = array.buffer();
+        let cpus = match cpu {
+            Some(cpu) => cpu..cpu + 1,
+            None => 0..buffer.cpus(),
+        };
+        let mut bound = u64::MAX;
+        let mut took = false;
         let mut page = Box::new([0u8; crate::ring_buffer::PAGE_SIZE]);
-        for _ in 0..buffer.pages_per_cpu() {
+        for cpu in cpus {
             if buffer.read_page(cpu, &mut page).is_none() {
-                break;
+                continue;
             }
-            pages.push((cpu, core::mem::replace(&mut page, Box::new([0u8; crate::ring_buffer::PAGE_SIZE]))));
+            took = true;
+            let mut last = None;
+            for event in crate::ring_buffer::page_events(&page[..]) {
+                last = Some(event.time);
+                self.held.push((event.time, cpu, event.payload.to_vec()));
+            }
+            bound = bound.min(last.unwrap_or(u64::MAX));
+        }
+        // Stable: a CPU's events keep their order among equal times.
+        self.held.sort_by_key(|&(time, cpu, _)| (time, cpu));
+        let ready = self.held.partition_point(|&(time, _, _)| time <= bound);
+        let printed: Vec<(u64, usize, Vec<u8>)> = self.held.drain(..ready).collect();
+        let events: Vec<(u64, usize, &[u8])> = printed.iter().map(|(time, cpu, payload)| (*time, *cpu, &payload[..])).collect();
+        write_events(array, array.current_tracer(), &events, out)?;
+        Ok(Pass { printed: events.len(), took })
+    }
+}
+
+/// Takes out and prints what the buffer holds now, for one CPU or all
+/// (the passes of a [`PipeReader`] until nothing is left to take, or as
+/// many as a ring has pages: the page a CPU is writing can be read again
+/// and again while it keeps tracing, and an unbounded read would never
+/// end). Returns how many events it printed.
+pub fn consume_events(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Write) -> Result<usize, fmt::Error> {
+    let mut reader = PipeReader::new();
+    let mut printed = 0;
+    for _ in 0..array.buffer().pages_per_cpu() {
+        let pass = reader.pass(array, cpu, out)?;
+        printed += pass.printed;
+        if !pass.took {
+            return Ok(printed);
         }
     }
-    let mut events: Vec<(u64, usize, &[u8])> = pages
-        .iter()
-        .flat_map(|(cpu, page)| crate::ring_buffer::page_events(&page[..]).map(move |event| (event.time, *cpu, event.payload)))
-        .collect();
-    events.sort_by_key(|&(time, cpu, _)| (time, cpu));
+    // Whatever the last pass held back: no more taking.
+    let held = core::mem::take(&mut reader.held);
+    let events: Vec<(u64, usize, &[u8])> = held.iter().map(|(time, cpu, payload)| (*time, *cpu, &payload[..])).collect();
     write_events(array, array.current_tracer(), &events, out)?;
-    Ok(events.len())
+    Ok(printed + events.len())
 }
 
 /// Every CPU's events in one list, oldest first: (time, CPU, payload). A

@@ -946,13 +946,19 @@ fn read_trace_pipe(array: Array, out: &mut dyn Write) -> fmt::Result {
 /// each pass's events oldest first, until `stop` (told how many were
 /// printed so far) says so after a pass.
 pub fn pipe(array: Array, cpu: Option<usize>, out: &mut dyn Write, stop: &mut dyn FnMut(usize) -> bool) -> fmt::Result {
+    let mut reader = ftrace::tracer::PipeReader::new();
     let mut printed = 0;
     loop {
-        printed += ftrace::tracer::consume_events(array, cpu, out)?;
+        // A pass takes a page per CPU: while it finds pages, the next
+        // one may too, at once.
+        let pass = reader.pass(array, cpu, out)?;
+        printed += pass.printed;
         if stop(printed) {
             return Ok(());
         }
-        crate::sched::sleep_ms(PIPE_POLL_MS);
+        if !pass.took {
+            crate::sched::sleep_ms(PIPE_POLL_MS);
+        }
     }
 }
 

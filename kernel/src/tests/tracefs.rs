@@ -323,6 +323,33 @@ fn trace_pipe_streams_a_workload_running_in_another_task() {
 }
 
 #[ktest]
+fn a_trace_pipe_reader_that_stops_takes_a_page_per_cpu_not_the_buffer() {
+    let original = read("buffer_size_kb");
+    write("buffer_size_kb", "64");
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    assert_eq!(fib(15), 610); // 1973 calls: pages of them on this CPU
+    write("tracing_on", "0");
+    let before = fib_lines(&read("trace"));
+    let piped = crate::shell::execute_to_text("cat trace_pipe | head -1").unwrap();
+    assert_eq!(fib_lines(&piped), 1, "{piped}");
+    let left = fib_lines(&read("trace"));
+    let page_events = ftrace::ring_buffer::PAGE_SIZE / 24; // a function event takes at least 24 bytes
+    assert!(left > 0 && before - left <= page_events, "only the page head read is gone: {before} then {left}");
+    // What a pipe takes a page at a time still comes out oldest first,
+    // every event once.
+    let mut out = String::new();
+    let printed = ftrace::tracer::consume_events(ftrace::instance::top(), None, &mut out).unwrap();
+    assert_eq!(printed, left);
+    let times: alloc::vec::Vec<&str> = out.lines().map(|line| line.split_whitespace().nth(3).unwrap()).collect();
+    assert!(times.windows(2).all(|pair| pair[0] <= pair[1]), "oldest first");
+    write("tracing_on", "1");
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+    write("buffer_size_kb", original.trim());
+}
+
+#[ktest]
 fn a_trace_pipe_pass_ends_although_reading_records_events() {
     // Each page the pass takes is a fresh allocation, and the allocator's
     // entry is traced: reading records events on the reader's own CPU, on
