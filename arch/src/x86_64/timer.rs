@@ -32,9 +32,13 @@ pub(crate) fn init() {
     pic::init(1 << PIT_IRQ | 1 << super::console::IRQ);
 }
 
-/// Measures the TSC rate over a few ticks. Needs interrupts enabled.
+/// Measures the TSC rate over the PIT's ticks. Needs interrupts enabled.
+///
+/// Over 100 ticks: each end of the window is a tick interrupt's arrival,
+/// which QEMU can deliver late by a fraction of a millisecond; over 20
+/// ticks that made the trace clock run some 5% slow.
 pub(crate) fn calibrate() {
-    const SAMPLE_TICKS: u64 = 20;
+    const SAMPLE_TICKS: u64 = 100;
     let start_tick = ticks();
     while ticks() == start_tick {
         core::hint::spin_loop();
