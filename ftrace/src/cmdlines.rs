@@ -2,7 +2,10 @@
 //! remembered when its task starts, so a trace read after the task is gone
 //! still names it. A table of a fixed size (`saved_cmdlines_size`), the
 //! oldest entry going first; the scheduler's events module (`sched`) keeps
-//! the kernel's one.
+//! the kernel's one, and saves a running task's name again at a switch
+//! once newer tasks pushed it out (as Linux records names at
+//! `sched_switch`): each save has a sequence number, and every entry
+//! numbered up to [`Cmdlines::evicted_upto`] is gone.
 
 use alloc::collections::VecDeque;
 
@@ -16,28 +19,48 @@ pub const MAX_SAVED_CMDLINES: usize = 32768;
 
 /// The remembered names, oldest first, and how many may be kept.
 pub struct Cmdlines {
-    names: VecDeque<(i32, [u8; 16])>,
+    /// (pid, name, the save's sequence number), oldest first.
+    names: VecDeque<(i32, [u8; 16], u64)>,
     capacity: usize,
+    /// The last save's sequence number (the first is 1).
+    saved: u64,
+    /// The newest sequence number that left the table, pushed out.
+    evicted: u64,
 }
 
 impl Cmdlines {
     pub const fn new(capacity: usize) -> Cmdlines {
-        Cmdlines { names: VecDeque::new(), capacity }
+        Cmdlines { names: VecDeque::new(), capacity, saved: 0, evicted: 0 }
+    }
+
+    /// Every save numbered up to this is gone from the table (entries
+    /// leave oldest first; a pid saved again has a new number).
+    pub fn evicted_upto(&self) -> u64 {
+        self.evicted
+    }
+
+    fn evict_oldest(&mut self) {
+        if let Some((_, _, seq)) = self.names.pop_front() {
+            self.evicted = self.evicted.max(seq);
+        }
     }
 
     /// Remembers `pid`'s name: the newest name wins, the oldest entry goes
     /// when the table is full. Pid 0, the idle tasks (one per CPU, each
     /// named for its CPU), is `<idle>` in every trace and is not kept, as
     /// in Linux.
-    pub fn save(&mut self, pid: i32, comm: &[u8; 16]) {
+    /// Answers the save's sequence number (0 for pid 0).
+    pub fn save(&mut self, pid: i32, comm: &[u8; 16]) -> u64 {
         if pid == 0 {
-            return;
+            return 0;
         }
-        self.names.retain(|(saved, _)| *saved != pid);
+        self.names.retain(|(saved, _, _)| *saved != pid);
         if self.names.len() >= self.capacity {
-            self.names.pop_front();
+            self.evict_oldest();
         }
-        self.names.push_back((pid, *comm));
+        self.saved += 1;
+        self.names.push_back((pid, *comm, self.saved));
+        self.saved
     }
 
     /// How many names it keeps.
@@ -45,9 +68,9 @@ impl Cmdlines {
         self.capacity
     }
 
-    /// Every name, oldest first.
-    pub fn iter(&self) -> impl Iterator<Item = &(i32, [u8; 16])> {
-        self.names.iter()
+    /// Every (pid, name), oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = (i32, &[u8; 16])> {
+        self.names.iter().map(|(pid, comm, _)| (*pid, comm))
     }
 
     /// Keeps up to `n` names from now on (the oldest go if there are more);
@@ -58,8 +81,11 @@ impl Cmdlines {
         }
         self.capacity = n;
         while self.names.len() > n {
-            self.names.pop_front();
+            self.evict_oldest();
         }
+        // Room for every name now: a save at a switch (the scheduler's,
+        // interrupts masked) then never allocates.
+        self.names.reserve(n - self.names.len());
         Some(())
     }
 }
@@ -75,7 +101,7 @@ mod tests {
     }
 
     fn pids(table: &Cmdlines) -> alloc::vec::Vec<i32> {
-        table.names.iter().map(|(pid, _)| *pid).collect()
+        table.names.iter().map(|(pid, _, _)| *pid).collect()
     }
 
     #[test]
@@ -87,7 +113,7 @@ mod tests {
         assert_eq!(pids(&table), [2, 3, 4], "the oldest went (and idle's 0 never came)");
         table.save(3, &comm("renamed"));
         assert_eq!(pids(&table), [2, 4, 3], "a new name moves its pid to the newest");
-        assert_eq!(table.names.back().map(|(_, name)| crate::event::comm_str(name)), Some("renamed"));
+        assert_eq!(table.names.back().map(|(_, name, _)| crate::event::comm_str(name)), Some("renamed"));
         assert_eq!(table.resize(2), Some(()));
         assert_eq!(pids(&table), [4, 3], "shrinking drops the oldest");
         for refused in [0, MAX_SAVED_CMDLINES + 1] {
@@ -97,5 +123,20 @@ mod tests {
         assert_eq!(table.resize(MAX_SAVED_CMDLINES), Some(()));
         table.save(9, &comm("more"));
         assert_eq!(pids(&table), [4, 3, 9]);
+    }
+
+    #[test]
+    fn a_save_knows_when_it_was_pushed_out() {
+        let mut table = Cmdlines::new(2);
+        let first = table.save(1, &comm("shell"));
+        assert!(first > table.evicted_upto(), "kept");
+        let second = table.save(2, &comm("a"));
+        table.save(3, &comm("b"));
+        assert!(first <= table.evicted_upto() && second > table.evicted_upto(), "1 went, 2 stays");
+        let again = table.save(1, &comm("shell"));
+        assert!(again > table.evicted_upto() && pids(&table) == [3, 1]);
+        assert!(second <= table.evicted_upto(), "saving 1 again pushed 2 out");
+        table.resize(1);
+        assert_eq!((pids(&table), table.evicted_upto() >= again - 1), (alloc::vec![1], true));
     }
 }

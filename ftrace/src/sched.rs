@@ -14,7 +14,7 @@
 //! can name tasks that have since exited.
 
 use alloc::string::String;
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use arch::sync::SpinLock;
 
@@ -280,6 +280,8 @@ fn wakeup_field(event: &SchedWakeupEvent, field: usize) -> FieldValue<'_> {
 /// function's frame record, at its caller.
 #[inline(never)]
 pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
+    keep_name(prev);
+    keep_name(next);
     let on = SchedEvent::Switch.records();
     let triggered = SchedEvent::Switch.triggers().is_set();
     if !on && !triggered {
@@ -381,8 +383,27 @@ static CMDLINES: SpinLock<Cmdlines> = SpinLock::new(Cmdlines::new(SAVED_CMDLINES
 
 /// Remembers `pid`'s name (the newest name wins; the oldest entry goes
 /// when the table is full).
-pub fn save_cmdline(pid: i32, comm: &[u8; 16]) {
-    CMDLINES.lock().save(pid, comm);
+pub fn save_cmdline(pid: i32, comm: &[u8; 16]) -> u64 {
+    let mut table = CMDLINES.lock();
+    let seq = table.save(pid, comm);
+    EVICTED.store(table.evicted_upto(), Ordering::Relaxed);
+    seq
+}
+
+/// [`Cmdlines::evicted_upto`] of the table, read without its lock at
+/// every switch.
+static EVICTED: AtomicU64 = AtomicU64::new(0);
+
+/// Saves `task`'s name again if newer tasks pushed it out of the table:
+/// a task that keeps running keeps its name in traces (Linux records the
+/// names of the tasks at each `sched_switch`). A name pushed out leaves a
+/// full table, so the save allocates nothing (a resize reserves room for
+/// every name): it may run inside the scheduler.
+#[inline]
+fn keep_name(task: &TaskTrace) {
+    if task.pid() != 0 && task.name_seq() <= EVICTED.load(Ordering::Relaxed) {
+        task.set_name_seq(save_cmdline(task.pid(), task.comm_bytes()));
+    }
 }
 
 /// How many names are kept (`saved_cmdlines_size`).
@@ -394,7 +415,10 @@ pub fn saved_cmdlines_size() -> usize {
 /// [`MAX_SAVED_CMDLINES`]; the oldest go if there are more). `None`:
 /// out of range, nothing changed.
 pub fn set_saved_cmdlines_size(n: usize) -> Option<()> {
-    CMDLINES.lock().resize(n)
+    let mut table = CMDLINES.lock();
+    table.resize(n)?;
+    EVICTED.store(table.evicted_upto(), Ordering::Relaxed);
+    Some(())
 }
 
 /// The name of `pid`, if known (pid 0 is the idle task, `<idle>`).
@@ -409,5 +433,5 @@ pub fn comm_of(pid: i32) -> Option<String> {
 
 /// Every remembered (pid, name), oldest first (`saved_cmdlines`).
 pub fn saved_cmdlines() -> alloc::vec::Vec<(i32, String)> {
-    CMDLINES.lock().iter().map(|(pid, comm)| (*pid, String::from(crate::event::comm_str(comm)))).collect()
+    CMDLINES.lock().iter().map(|(pid, comm)| (pid, String::from(crate::event::comm_str(comm)))).collect()
 }

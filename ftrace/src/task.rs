@@ -16,7 +16,7 @@
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use arch::context::Context;
 use arch::ftrace_abi::TrampolineCounters;
@@ -79,6 +79,9 @@ pub struct TaskTrace {
     ignored: AtomicU32,
     /// `set_event_pid` leaves this task out.
     event_ignored: AtomicBool,
+    /// The sequence number of the last save of its name in
+    /// `saved_cmdlines` (see `crate::cmdlines`).
+    name_seq: AtomicU64,
 }
 
 impl TaskTrace {
@@ -97,7 +100,18 @@ impl TaskTrace {
             kernel_stack: 0..0,
             ignored: AtomicU32::new(0),
             event_ignored: AtomicBool::new(false),
+            name_seq: AtomicU64::new(0),
         }
+    }
+
+    /// The sequence number of the last save of its name.
+    #[inline]
+    pub(crate) fn name_seq(&self) -> u64 {
+        self.name_seq.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_name_seq(&self, seq: u64) {
+        self.name_seq.store(seq, Ordering::Relaxed);
     }
 
     /// Whether trace array `slot`'s pid filter leaves this task out.
@@ -214,7 +228,7 @@ static ALL: SpinLock<Vec<Registered>> = SpinLock::new(Vec::new());
 /// # Safety
 /// `state` stays valid, at the same address, until [`unregister`]ed.
 pub unsafe fn register(state: &TaskTrace) {
-    crate::sched::save_cmdline(state.pid, &state.comm);
+    state.set_name_seq(crate::sched::save_cmdline(state.pid, &state.comm));
     // Listed first, then filtered: a pid list changing in between then
     // reaches it either way (its walk, or the filtering here after it).
     ALL.lock().push(Registered(state));

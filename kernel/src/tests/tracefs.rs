@@ -573,6 +573,14 @@ fn saved_cmdlines_name_the_tasks_in_the_trace() {
     assert_eq!(read("saved_cmdlines_size"), "32768\n");
     write("saved_cmdlines_size", "1024");
     assert_eq!(read("saved_cmdlines"), saved, "growing and back kept every name");
+    // A running task pushed out by newer ones is named again at its next
+    // switch, as Linux records names at sched_switch: the two workers push
+    // this task out, and its waits for them switch it away and back.
+    let me = format!("{pid} {name}");
+    write("saved_cmdlines_size", "2");
+    crate::workload::run_parallel(2, "fib", &["2"]).unwrap();
+    assert!(read("saved_cmdlines").lines().any(|line| line == me), "named again: {}", read("saved_cmdlines"));
+    write("saved_cmdlines_size", "1024");
 }
 
 #[ktest]
