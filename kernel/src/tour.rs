@@ -1,13 +1,15 @@
 //! `tour [FUNCTION]`: one traced call, step by step, on the live kernel.
 //!
-//! 1. the site as it is: the ops literal and the call slot, disassembled;
+//! 1. the site as it is with no ops: the ops literal and the call slot,
+//!    disassembled (refused while `ftrace_enabled` is 0: nothing would
+//!    be patched);
 //! 2. an ops registered: the slot now calls the sparse trampoline, the
 //!    literal points at the ops, `enabled_functions` lists the site;
 //! 3. one call: the `FtraceRegs` the callback saw, register by register
 //!    (the ones the sparse save skips shown as not saved), and
 //!    `query_register_offset` refusing one of those;
 //! 4. an ops asking for every register: the slot calls the REGS
-//!    trampoline, and the same call's `PtRegs`;
+//!    trampoline, and a second call's `PtRegs`;
 //! 5. a return hook: the return address before and after the hijack, the
 //!    shadow-stack frame pushed, the return value and duration at exit;
 //! 6. everything unregistered: the call slot compared byte for byte with
@@ -48,6 +50,8 @@ pub enum TourError {
     Name(String),
     NotTraceable(String),
     Busy(String),
+    /// `ftrace_enabled` is 0: no site is patched, the tour would show nothing.
+    Disabled,
     Tracing(ftrace::FtraceError),
     Output,
 }
@@ -58,6 +62,9 @@ impl fmt::Display for TourError {
             TourError::Name(why) => write!(f, "tour: {why}"),
             TourError::NotTraceable(name) => write!(f, "tour: '{name}' has no patchable site"),
             TourError::Busy(name) => write!(f, "tour: '{name}' is traced already; stop that first (see enabled_functions)"),
+            TourError::Disabled => {
+                write!(f, "tour: function tracing is off (ftrace_enabled is 0); echo 1 > ftrace_enabled first")
+            }
             TourError::Tracing(error) => write!(f, "tour: {error}"),
             TourError::Output => write!(f, "tour: output failed"),
         }
@@ -323,9 +330,12 @@ pub fn run(function: Option<&str>, out: &mut dyn Write) -> Result<(), TourError>
     if site.ops_count != 0 {
         return Err(TourError::Busy(name.to_string()));
     }
+    if !ftrace::is_enabled() {
+        return Err(TourError::Disabled);
+    }
     let is_fib = name == DEFAULT_FUNCTION;
 
-    writeln!(out, "== 1. The site as compiled: {name} at {address:#x}")?;
+    writeln!(out, "== 1. The site with no ops (a NOP, as compiled): {name} at {address:#x}")?;
     let original = site_bytes(address);
     show_site(out, address)?;
 
@@ -349,7 +359,7 @@ pub fn run(function: Option<&str>, out: &mut dyn Write) -> Result<(), TourError>
     end_step(&FULL_OPS);
     match (seen, SEEN.lock().take()) {
         (true, Some(fregs)) => {
-            writeln!(out, "  the same call's PtRegs:")?;
+            writeln!(out, "  a second call's PtRegs (every register, as the call left them):")?;
             if let Some(regs) = fregs.regs() {
                 for line in format!("{regs}").lines() {
                     writeln!(out, "  {line}")?;
@@ -388,9 +398,16 @@ pub fn run(function: Option<&str>, out: &mut dyn Write) -> Result<(), TourError>
             }
             let retval = RETVAL.load(Ordering::Relaxed);
             let to = RETURNED_TO.load(Ordering::Relaxed);
+            // fib returns its value; of another function the tour knows
+            // only the return register, which holds whatever a function
+            // that returns nothing left there.
+            let value = match is_fib {
+                true => format!("returned {retval} ({retval:#x})"),
+                false => format!("the return register holds {retval:#x} (its value, if it returns one)"),
+            };
             writeln!(
                 out,
-                "  at exit: returned {retval} ({retval:#x}) after {} ns, on to {to:#x} <{}>",
+                "  at exit: {value} after {} ns, on to {to:#x} <{}>",
                 DURATION_NS.load(Ordering::Relaxed),
                 symbolize(to)
             )?;

@@ -30,7 +30,7 @@ fn the_tour_shows_each_step_and_restores_the_site() {
     assert!(three.contains("which reads 0x3"), "fib(3)'s first argument: {three}");
     assert!(three.contains(") = Err(NotSaved): "), "an unsaved register refused: {three}");
     assert!(four.contains(" <ftrace_regs_caller>   <- call slot"), "{four}");
-    assert!(four.contains("the same call's PtRegs:"), "{four}");
+    assert!(four.contains("a second call's PtRegs"), "{four}");
     assert!(five.contains(" <return_to_handler>"), "the hijacked return address: {five}");
     assert!(five.contains("shadow-stack frame: ret=") && five.contains(" <kernel::workload::fib> "), "{five}");
     assert!(five.contains("at exit: returned 2 (0x2) after "), "fib(3) = 2: {five}");
@@ -45,6 +45,11 @@ fn the_tour_refuses_what_it_cannot_put_back() {
     write("set_ftrace_filter", "fib");
     write("current_tracer", "function");
     assert!(matches!(tour::run(None, &mut out), Err(TourError::Busy(_))), "fib is traced already");
+    write("current_tracer", "nop");
+    write("ftrace_enabled", "0");
+    assert!(matches!(tour::run(None, &mut out), Err(TourError::Disabled)), "nothing would be patched");
+    write("ftrace_enabled", "1");
+    write("current_tracer", "function");
     assert_eq!(out, "", "nothing printed, nothing done");
     assert_eq!(read("enabled_functions").lines().count(), 1, "the tracer's site is as it was");
     write("current_tracer", "nop");
