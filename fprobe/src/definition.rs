@@ -370,8 +370,12 @@ fn parse_head(kind: &str, head: &str, syntax: Syntax) -> Result<Head, Definition
         "p" => Ok(Head::Kprobe),
         "r" => Ok(Head::Kretprobe(0)),
         _ => match kind.strip_prefix('r') {
-            Some(digits) if digits.bytes().all(|b| b.is_ascii_digit()) => {
-                let maxactive: usize = digits.parse().map_err(|_| DefinitionError::BadMaxactive(head.into()))?;
+            // A number as C writes it (`r16`, `r0x10`, `r020`), as
+            // Linux reads MAXACTIVE (kstrtouint, base 0).
+            Some(digits) if digits.starts_with(|c: char| c.is_ascii_digit()) => {
+                let maxactive = c_number(digits)
+                    .and_then(|n| usize::try_from(n).ok())
+                    .ok_or_else(|| DefinitionError::BadMaxactive(head.into()))?;
                 if maxactive == 0 || maxactive > MAX_MAXACTIVE {
                     return Err(DefinitionError::BadMaxactive(head.into()));
                 }
@@ -804,6 +808,14 @@ mod tests {
         assert_eq!(parse("p4:a fib"), Err(BadMaxactive("p4:a".into())));
         assert_eq!(parse("r0:a fib"), Err(BadMaxactive("r0:a".into())));
         assert_eq!(parse("r99999:a fib"), Err(BadMaxactive("r99999:a".into())));
+        assert_eq!(parse("r1x:a fib"), Err(BadMaxactive("r1x:a".into())));
+        // As C writes numbers, as Linux reads MAXACTIVE: 0x10 is 16, 020 is 16.
+        for head in ["r16", "r0x10", "r020"] {
+            match parse(&format!("{head}:a fib")) {
+                Ok(Command::Define(EventSpec { kind: ProbeKind::Kretprobe { maxactive: 16, .. }, .. })) => {}
+                other => panic!("{head}: {other:?}"),
+            }
+        }
         assert_eq!(parse("rx:a fib"), Err(UnknownType { head: "rx:a".into(), syntax: Syntax::Dynamic }));
         assert_eq!(parse("p:a"), Err(MissingSymbol));
         assert!(matches!(parse("p:a fib %"), Err(BadFetchArg { .. })));

@@ -116,13 +116,21 @@ fn word_places<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = usize> 
 
 /// Where a probe definition's place (its second word: `SYM[+OFFS]`,
 /// `ADDR`, `SYM%return`) starts, if the message names it: the address as
-/// written, or the symbol (messages print the offset their own way).
+/// written, the symbol (messages print the offset their own way), or, for
+/// an address, the function holding it (`fn+0x2c is not an instruction
+/// boundary`).
 fn place_column(message: &str, command: &str) -> Option<usize> {
     let mut words = command.split_whitespace();
     words.next()?;
     let place = words.next()?;
     let symbol = place.split(['+', '%']).next().filter(|symbol| !symbol.is_empty())?;
-    if word_places(message, place).next().is_none() && word_places(message, symbol).next().is_none() {
+    let holder = place
+        .strip_prefix("0x")
+        .and_then(|hex| usize::from_str_radix(hex, 16).ok())
+        .and_then(|address| ftrace::symbols::table().ok()?.lookup(address))
+        .map(|function| function.name);
+    let named = |word: &str| word_places(message, word).next().is_some();
+    if !named(place) && !named(symbol) && !holder.is_some_and(named) {
         return None;
     }
     let at = command.find(char::is_whitespace)? + command[command.find(char::is_whitespace)?..].find(place)?;

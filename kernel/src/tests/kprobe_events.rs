@@ -189,14 +189,16 @@ fn bad_kprobe_definitions_are_refused_and_change_nothing() {
     // (after the name `fib`, which the symbol also holds), `nosuch_function`
     // 4 into its.
     assert_eq!(carets, [format!("{:43}^", ""), format!("{:15}^", "")], "under %bogus, then nosuch_function: {log}");
-    // A refused place: under it, though the message prints it its own way.
-    for place in ["0x0", "kernel::workload::fib+3"] {
+    // A refused place: under it, though the message prints it its own way
+    // (an address inside an instruction, as the function holding it).
+    let inside_address = format!("{:#x}", fib_address + inside);
+    for place in ["0x0", "kernel::workload::fib+3", &inside_address] {
         assert!(tracefs::write("kprobe_events", &format!("p:a {place}"), FilterMode::Append).is_err());
     }
     assert!(tracefs::write("kprobe_events", "r:a kernel::workload::fib+8", FilterMode::Append).is_err());
     let log = read("error_log");
-    let carets: Vec<&str> = log.lines().rev().step_by(3).take(3).collect();
-    assert!(carets.len() == 3 && carets.iter().all(|caret| *caret == format!("{:15}^", "")), "under each place: {log}");
+    let carets: Vec<&str> = log.lines().rev().step_by(3).take(4).collect();
+    assert!(carets.len() == 4 && carets.iter().all(|caret| *caret == format!("{:15}^", "")), "under each place: {log}");
     // A refused `$` variable: under it.
     let variables = [
         String::from("p:a kernel::workload::fib c=$comm $arg9"),
