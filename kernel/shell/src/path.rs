@@ -37,11 +37,15 @@ impl fmt::Display for PathError {
 /// `path` inside tracefs, from the working directory `cwd` (itself a path
 /// inside tracefs, as this returns them).
 pub fn resolve(cwd: &str, path: &str) -> Result<String, PathError> {
+    // An absolute path climbs with `..` anywhere (`/sys/kernel/tracing/../
+    // tracing/trace`), as the kernel resolves it, before it is placed.
+    let normal;
     let (base, rest) = match path.strip_prefix('/') {
         Some(_) => {
+            normal = normalize(path);
             let rest = [TRACEFS, DEBUGFS_TRACING]
                 .iter()
-                .find_map(|root| under(path, root))
+                .find_map(|root| under(&normal, root))
                 .ok_or_else(|| PathError::OutsideTracefs(path.into()))?;
             ("", rest)
         }
@@ -58,6 +62,22 @@ pub fn resolve(cwd: &str, path: &str) -> Result<String, PathError> {
         }
     }
     Ok(parts.join("/"))
+}
+
+/// An absolute path with its `.` and `..` taken out (`..` at `/` stays
+/// there, as in POSIX).
+fn normalize(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            name => parts.push(name),
+        }
+    }
+    alloc::format!("/{}", parts.join("/"))
 }
 
 /// What follows `root` in `path`, if `path` is `root` or below it.
@@ -101,7 +121,12 @@ mod tests {
         assert_eq!(resolve("instances/foo", "..").unwrap(), "instances");
         assert_eq!(resolve("instances/foo", "../../trace").unwrap(), "trace");
         assert_eq!(resolve("", "..").unwrap_err(), PathError::AboveRoot("..".into()));
-        assert_eq!(resolve("", "/sys/kernel/tracing/..").unwrap_err(), PathError::AboveRoot("/sys/kernel/tracing/..".into()));
+        let above = "/sys/kernel/tracing/..";
+        assert_eq!(resolve("", above).unwrap_err(), PathError::OutsideTracefs(above.into()), "/sys/kernel: not here");
+        // An absolute path may climb and come back, as the kernel resolves it.
+        assert_eq!(resolve("", "/sys/kernel/tracing/../tracing/options").unwrap(), "options");
+        assert_eq!(resolve("events", "/sys/kernel/debug/../tracing/./trace").unwrap(), "trace");
+        assert_eq!(resolve("", "/../sys/kernel/tracing/trace").unwrap(), "trace", "'..' at / stays at /");
     }
 
     #[test]

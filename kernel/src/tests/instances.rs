@@ -203,6 +203,13 @@ fn cd_and_absolute_paths_reach_instance_files_as_on_linux() {
         assert_eq!(crate::shell::working_directory(), "instances/here", "{bad} changes nothing");
     }
     assert_eq!(read("tracing_on"), "1\n");
+    // ls of a file names it; an absolute path may climb and come back.
+    let text = |line: &str| crate::shell::execute_to_text(line).unwrap_or_else(|error| panic!("{line}: {error}"));
+    assert_eq!(text("ls current_tracer"), "current_tracer\n");
+    assert_eq!(
+        text("ls /sys/kernel/tracing/../tracing/instances/here/trace"),
+        "/sys/kernel/tracing/../tracing/instances/here/trace\n"
+    );
 
     run("cd ..");
     run("rmdir here");
