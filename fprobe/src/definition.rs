@@ -381,7 +381,7 @@ fn parse_head(kind: &str, head: &str, syntax: Syntax) -> Result<Head, Definition
                 }
                 Ok(Head::Kretprobe(maxactive))
             }
-            _ if kind.starts_with('p') && kind[1..].bytes().all(|b| b.is_ascii_digit()) => {
+            _ if kind.starts_with('p') && kind[1..].starts_with(|c: char| c.is_ascii_digit()) => {
                 Err(DefinitionError::BadMaxactive(head.into()))
             }
             _ => Err(DefinitionError::UnknownType { head: head.into(), syntax }),
@@ -809,6 +809,7 @@ mod tests {
         assert_eq!(parse("r0:a fib"), Err(BadMaxactive("r0:a".into())));
         assert_eq!(parse("r99999:a fib"), Err(BadMaxactive("r99999:a".into())));
         assert_eq!(parse("r1x:a fib"), Err(BadMaxactive("r1x:a".into())));
+        assert_eq!(parse("p0x10:a fib"), Err(BadMaxactive("p0x10:a".into())), "MAXACTIVE on a p: probe");
         // As C writes numbers, as Linux reads MAXACTIVE: 0x10 is 16, 020 is 16.
         for head in ["r16", "r0x10", "r020"] {
             match parse(&format!("{head}:a fib")) {

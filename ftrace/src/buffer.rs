@@ -652,6 +652,14 @@ impl TraceBuffer {
         self.rings(&readers).get(cpu)?.read_page(out)
     }
 
+    /// Whether CPU `cpu`'s ring has finished pages to read (more than the
+    /// page its writer fills): a reader may read again at once.
+    pub fn has_finished_pages(&self, cpu: usize) -> bool {
+        let readers = self.readers.lock();
+        let _swap = SwapGuard::new(&self.swapping); // the live rings stay live
+        self.rings(&readers).get(cpu).is_some_and(RingBuffer::has_finished_pages)
+    }
+
     /// How many CPUs it covers.
     pub fn cpus(&self) -> usize {
         cpus()

@@ -675,6 +675,12 @@ impl RingBuffer {
         writer.last_time = time;
     }
 
+    /// Whether finished pages (not only the writer's) wait to be read.
+    pub fn has_finished_pages(&self) -> bool {
+        let reader = self.reader.lock();
+        reader.next < self.tail.load(Ordering::Acquire)
+    }
+
     /// Takes the oldest unread events out of the buffer into `out`, as a
     /// page in Linux's format (with `RB_MISSED_EVENTS` and the count if
     /// events were overwritten since the last read). Returns how many events

@@ -562,8 +562,13 @@ pub fn write_marker(array: &TraceArray, text: &str) -> bool {
 /// stops (`cat trace_pipe | head -1`: the pipe closes) loses at most the
 /// pages it took, not the whole buffer. Events still print oldest first
 /// across CPUs: an unread page of a CPU holds only events newer than the
-/// last one of its page just read, so a pass prints the events up to the
-/// oldest such last event and holds the newer ones for the next pass.
+/// last one of its page just read, and a CPU with nothing to read records
+/// only events newer than the pass's start; so a pass prints the events up
+/// to the oldest of those times and holds the newer ones for the next
+/// pass. Under function_graph a call's entry printed without its return
+/// looks like a call with children: a CPU's entry that ends what it gave
+/// this pass waits for the next one too, which brings the return (or
+/// takes nothing, and everything held is printed).
 #[derive(Default)]
 pub struct PipeReader {
     /// Taken out, not printed yet: (time, CPU, payload).
@@ -575,8 +580,10 @@ pub struct PipeReader {
 pub struct Pass {
     /// Events printed.
     pub printed: usize,
-    /// Whether it took a page: the rings may hold more right away.
+    /// Whether it took a page.
     pub took: bool,
+    /// Whether finished pages wait: the next pass may read at once.
+    pub more: bool,
 }
 
 impl PipeReader {
@@ -593,14 +600,16 @@ impl PipeReader {
             Some(cpu) => cpu..cpu + 1,
             None => 0..buffer.cpus(),
         };
+        let start = buffer.now();
         let mut bound = u64::MAX;
-        let mut took = false;
+        let mut gave = Vec::new();
         let mut page = Box::new([0u8; crate::ring_buffer::PAGE_SIZE]);
-        for cpu in cpus {
+        for cpu in cpus.clone() {
             if buffer.read_page(cpu, &mut page).is_none() {
+                bound = bound.min(start);
                 continue;
             }
-            took = true;
+            gave.push(cpu);
             let mut last = None;
             for event in crate::ring_buffer::page_events(&page[..]) {
                 last = Some(event.time);
@@ -608,13 +617,26 @@ impl PipeReader {
             }
             bound = bound.min(last.unwrap_or(u64::MAX));
         }
+        let took = !gave.is_empty();
+        if !took {
+            bound = u64::MAX; // nothing more to wait for: print all
+        }
         // Stable: a CPU's events keep their order among equal times.
         self.held.sort_by_key(|&(time, cpu, _)| (time, cpu));
-        let ready = self.held.partition_point(|&(time, _, _)| time <= bound);
+        let mut ready = self.held.partition_point(|&(time, _, _)| time <= bound);
+        if took && array.current_tracer() == Tracer::FunctionGraph {
+            for &cpu in &gave {
+                let last = self.held[..ready].iter().rposition(|&(_, event_cpu, _)| event_cpu == cpu);
+                if let Some(at) = last.filter(|&at| matches!(Event::decode(&self.held[at].2), Some(Event::GraphEntry(_)))) {
+                    ready = ready.min(at);
+                }
+            }
+        }
         let printed: Vec<(u64, usize, Vec<u8>)> = self.held.drain(..ready).collect();
         let events: Vec<(u64, usize, &[u8])> = printed.iter().map(|(time, cpu, payload)| (*time, *cpu, &payload[..])).collect();
         write_events(array, array.current_tracer(), &events, out)?;
-        Ok(Pass { printed: events.len(), took })
+        let more = cpus.into_iter().any(|cpu| buffer.has_finished_pages(cpu));
+        Ok(Pass { printed: events.len(), took, more })
     }
 }
 

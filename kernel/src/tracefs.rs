@@ -949,14 +949,14 @@ pub fn pipe(array: Array, cpu: Option<usize>, out: &mut dyn Write, stop: &mut dy
     let mut reader = ftrace::tracer::PipeReader::new();
     let mut printed = 0;
     loop {
-        // A pass takes a page per CPU: while it finds pages, the next
-        // one may too, at once.
+        // A pass takes a page per CPU: while finished pages wait, the
+        // next pass reads at once; otherwise it waits for the writers.
         let pass = reader.pass(array, cpu, out)?;
         printed += pass.printed;
         if stop(printed) {
             return Ok(());
         }
-        if !pass.took {
+        if !pass.more {
             crate::sched::sleep_ms(PIPE_POLL_MS);
         }
     }

@@ -34,18 +34,16 @@ pub(crate) fn init_cpu() {
 /// Schedules the next tick one period after the one just taken: an
 /// absolute deadline (CNTV_CVAL_EL0), so the time the interrupt took to
 /// arrive is not lost at every tick (a countdown from now, TVAL, would
-/// make the tick count run slow: some 4% under QEMU). A tick late by more
-/// than [`MAX_CATCH_UP`] periods (the CPU was held up) is not caught up
-/// one by one: the next comes a period from now.
+/// make the tick count run slow: some 4% under QEMU). When whole periods
+/// went by (the CPU was held up), the next deadline is the first one still
+/// ahead, in step with the others: those ticks are lost rather than taken
+/// back to back.
 pub(crate) fn rearm() {
     let period = frequency() / HZ;
-    let next = deadline() + period;
-    let now = cycles();
-    set_deadline(if now > next + MAX_CATCH_UP * period { now + period } else { next });
+    let last = deadline();
+    let missed = cycles().saturating_sub(last) / period;
+    set_deadline(last + (missed + 1) * period);
 }
-
-/// The most periods [`rearm`] catches up tick by tick.
-const MAX_CATCH_UP: u64 = 10;
 
 /// The tick's deadline, in cycles.
 fn deadline() -> u64 {

@@ -72,8 +72,8 @@ pub(crate) fn end_of_interrupt() {
     write(EOI, 0);
 }
 
-/// Measures the timer against `wait_ticks`, which must wait for that many
-/// ticks of the existing (PIT) clock. Boot CPU, interrupts on.
+/// Measures the timer against `wait_ticks`, which must wait for as long as
+/// that many ticks take. Boot CPU, interrupts on.
 pub(crate) fn calibrate(wait_ticks: impl FnOnce(u64), ticks: u64) {
     write(TIMER_DIVIDE, DIVIDE_BY_16);
     write(LVT_TIMER, MASKED);

@@ -8,7 +8,7 @@ use core::arch::asm;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use super::pic;
-use crate::time::{ticks, HZ};
+use crate::time::HZ;
 use x86_64::instructions::port::Port;
 
 /// The PIT's IRQ line.
@@ -16,7 +16,11 @@ pub(crate) const PIT_IRQ: u8 = 0;
 
 const PIT_INPUT_HZ: u64 = 1_193_182;
 const PIT_CHANNEL0: u16 = 0x40;
+const PIT_CHANNEL2: u16 = 0x42;
 const PIT_COMMAND: u16 = 0x43;
+/// The keyboard controller's port B: bit 0 gates PIT channel 2, bit 1
+/// feeds the speaker, bit 5 reads channel 2's output.
+const PORT_B: u16 = 0x61;
 
 static CYCLES_PER_SECOND: AtomicU64 = AtomicU64::new(0);
 
@@ -32,38 +36,39 @@ pub(crate) fn init() {
     pic::init(1 << PIT_IRQ | 1 << super::console::IRQ);
 }
 
-/// Measures the TSC rate over the PIT's ticks. Needs interrupts enabled.
-///
-/// Over 100 ticks: each end of the window is a tick interrupt's arrival,
-/// which QEMU can deliver late by a fraction of a millisecond; over 20
-/// ticks that made the trace clock run some 5% slow.
+/// Measures the TSC rate against the PIT's own count, as Linux's
+/// `pit_calibrate_tsc` does: channel 2 counts down 50 ms in mode 0 while
+/// the TSC is read, polling its output bit. (Counting tick interrupts
+/// instead measured their delivery too, which QEMU can make late: the
+/// trace clock ran a few percent slow.)
 pub(crate) fn calibrate() {
-    const SAMPLE_TICKS: u64 = 100;
-    let start_tick = ticks();
-    while ticks() == start_tick {
-        core::hint::spin_loop();
-    }
-    let (tick0, tsc0) = (ticks(), cycles());
-    while ticks() < tick0 + SAMPLE_TICKS {
-        core::hint::spin_loop();
-    }
-    let elapsed = cycles() - tsc0;
-    CYCLES_PER_SECOND.store(elapsed * HZ / SAMPLE_TICKS, Ordering::Relaxed);
+    const WINDOW_MS: u64 = 50;
+    let latch = (PIT_INPUT_HZ * WINDOW_MS / 1000) as u16;
+    // SAFETY: the PIT and port B belong to this driver; channel 2 drives
+    // only the speaker, kept off.
+    let elapsed = unsafe {
+        let mut port_b = Port::<u8>::new(PORT_B);
+        let gate = (port_b.read() & !0x02) | 0x01; // gate on, speaker off
+        port_b.write(gate);
+        Port::<u8>::new(PIT_COMMAND).write(0xb0); // channel 2, lo/hi byte, mode 0
+        Port::<u8>::new(PIT_CHANNEL2).write(latch as u8);
+        Port::<u8>::new(PIT_CHANNEL2).write((latch >> 8) as u8);
+        let start = cycles();
+        while port_b.read() & 0x20 == 0 {
+            core::hint::spin_loop();
+        }
+        cycles() - start
+    };
+    CYCLES_PER_SECOND.store(elapsed * 1000 / WINDOW_MS, Ordering::Relaxed);
 }
 
 /// Moves the boot CPU's tick from the PIT to its local APIC timer, after
-/// measuring that timer against the PIT. Interrupts enabled.
+/// measuring that timer against the TSC ([`calibrate`] measured it first).
+/// Waiting for PIT ticks instead would start anywhere inside a tick and
+/// make the APIC's tick a few percent fast. Interrupts enabled.
 pub(crate) fn start_apic_timer() {
     super::lapic::enable();
-    super::lapic::calibrate(
-        |ticks| {
-            let start = crate::time::ticks();
-            while crate::time::ticks() < start + ticks {
-                core::hint::spin_loop();
-            }
-        },
-        10,
-    );
+    super::lapic::calibrate(|ticks| delay_us(ticks * 1_000_000 / crate::time::HZ), 100);
     pic::mask(PIT_IRQ);
     super::lapic::start_timer();
 }
