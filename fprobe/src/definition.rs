@@ -235,9 +235,9 @@ impl fmt::Display for EventSpec {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
     Define(EventSpec),
-    /// `-:[GRP/]EVENT [PLACE [ARGS...]]`: removes the event; with words
-    /// after the name, only if its definition (as listed) starts with
-    /// them, as in Linux.
+    /// `-:[GRP/]EVENT [PLACE [ARGS...]]`: removes the event (`event`
+    /// empty, from `-:GRP/`: every event of the group); with words after
+    /// the name, only one whose definition starts with them, as in Linux.
     Remove {
         group: Option<String>,
         event: String,
@@ -404,7 +404,13 @@ pub fn parse_as(line: &str, syntax: Syntax) -> Result<Command, DefinitionError> 
     let head = words.next().ok_or(DefinitionError::Empty)?;
     if let Some(name) = head.strip_prefix("-:") {
         let (group, event) = split_name(name)?;
-        let event = event.ok_or_else(|| DefinitionError::BadName(name.into()))?;
+        // `-:GRP/` names every event of the group, as in Linux; `-:`
+        // alone names nothing.
+        let event = match (&group, event) {
+            (_, Some(event)) => event,
+            (Some(_), None) => String::new(),
+            (None, None) => return Err(DefinitionError::BadName(name.into())),
+        };
         return Ok(Command::Remove { group, event, matching: words.map(String::from).collect() });
     }
     let (kind, name) = head.split_once(':').unwrap_or((head, ""));
@@ -845,7 +851,9 @@ mod tests {
         let matching = vec![String::from("fib"), String::from("n=$arg1")];
         assert_eq!(parse("-:fibent fib n=$arg1"), Ok(Command::Remove { group: None, event: "fibent".into(), matching }));
         assert!(parse("-:").is_err());
-        assert!(parse("-:a/").is_err());
+        let group = Command::Remove { group: Some("a".into()), event: String::new(), matching: vec![] };
+        assert_eq!(parse("-:a/"), Ok(group), "every event of group a, as in Linux");
+        assert!(parse("-:/").is_err());
     }
 
     #[test]

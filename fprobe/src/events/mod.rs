@@ -279,10 +279,17 @@ fn edit_probe_events(
         // Every event of that name (in any group, without `GRP/`), as
         // Linux removes them; all removable, or none is removed.
         Command::Remove { group, event, matching } => {
-            let named =
-                |e: &Event| e.in_syntax(syntax) && e.spec.event == event && group.as_ref().is_none_or(|g| *g == e.spec.group);
+            // An empty event (`-:GRP/`): every event of the group.
+            let named = |e: &Event| {
+                e.in_syntax(syntax)
+                    && (event.is_empty() || e.spec.event == event)
+                    && group.as_ref().is_none_or(|g| *g == e.spec.group)
+            };
             if !events.iter().any(named) {
-                return Err(EventError::NoSuchEvent(event));
+                return Err(EventError::NoSuchEvent(match (&group, event.is_empty()) {
+                    (Some(group), true) => format!("{group}/"),
+                    _ => event,
+                }));
             }
             let matches = |e: &Event| named(e) && e.spec.starts_with(&matching);
             if !events.iter().any(matches) {

@@ -492,6 +492,18 @@ fn strings_past_the_record_size_are_cut_short_not_dropped() {
 }
 
 #[ktest]
+fn a_removal_of_a_group_removes_each_of_its_events() {
+    define("f:grouped/one kernel::workload::fib").unwrap();
+    define("f:grouped/two kernel::workload::fib%return").unwrap();
+    define("f:other/one kernel::workload::fib").unwrap();
+    assert!(define("-:nosuch/").is_err(), "a group with no events");
+    assert_eq!(dynamic_events().lines().count(), 3, "a refused removal removes nothing");
+    define("-:grouped/").unwrap();
+    assert_eq!(dynamic_events(), "f:other/one kernel::workload::fib\n", "as Linux's '-:GRP/'");
+    define("-:other/one").unwrap();
+}
+
+#[ktest]
 fn array_fetch_args_read_values_in_a_row() {
     // With a string, so the record is built from fetched values too.
     define(
