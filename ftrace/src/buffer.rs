@@ -113,6 +113,9 @@ pub struct TraceBuffer {
     cpumask: AtomicU64,
     /// `options/overwrite`: whether full rings overwrite their oldest page.
     overwrite: AtomicBool,
+    /// How many times its rings were emptied (`echo > trace`, a resize, a
+    /// clock change): a reader holding events it took before drops them.
+    emptied: AtomicU64,
 }
 
 /// Held while [`TraceBuffer`]'s two ring pointers change.
@@ -224,6 +227,7 @@ impl TraceBuffer {
             swapping: AtomicBool::new(false),
             cpumask: AtomicU64::new(all_cpus()),
             overwrite: AtomicBool::new(true),
+            emptied: AtomicU64::new(0),
         })
     }
 
@@ -272,6 +276,7 @@ impl TraceBuffer {
             (self.rings.swap(new, Ordering::AcqRel), self.spare.swap(new_spare, Ordering::AcqRel))
         };
         self.pages.store(pages, Ordering::Relaxed);
+        self.emptied.fetch_add(1, Ordering::AcqRel);
         // A writer loads the pointer and writes with interrupts masked:
         // once every CPU has taken an interrupt, none is still writing into
         // the old rings.
@@ -564,8 +569,14 @@ impl TraceBuffer {
         Some(given)
     }
 
+    /// How many times its rings were emptied so far.
+    pub fn emptied(&self) -> u64 {
+        self.emptied.load(Ordering::Acquire)
+    }
+
     /// Empties CPU `cpu`'s ring (`echo > per_cpu/cpuN/trace`).
     pub fn reset_cpu(&self, cpu: usize) {
+        self.emptied.fetch_add(1, Ordering::AcqRel);
         let readers = self.readers.lock();
         let _swap = SwapGuard::new(&self.swapping); // the live rings stay live
         if let Some(ring) = self.rings(&readers).get(cpu) {
@@ -575,6 +586,7 @@ impl TraceBuffer {
 
     /// Empties every CPU's ring (`echo > trace`).
     pub fn reset(&self) {
+        self.emptied.fetch_add(1, Ordering::AcqRel);
         let readers = self.readers.lock();
         let _swap = SwapGuard::new(&self.swapping); // the live rings stay live
         for ring in self.rings(&readers) {

@@ -573,6 +573,10 @@ pub fn write_marker(array: &TraceArray, text: &str) -> bool {
 pub struct PipeReader {
     /// Taken out, not printed yet: (time, CPU, payload).
     held: Vec<(u64, usize, Vec<u8>)>,
+    /// The buffer's [`emptied`](crate::buffer::TraceBuffer::emptied) count
+    /// when they were taken: emptied since (`echo > trace`, a resize, a
+    /// clock change), the held events go too.
+    emptied: u64,
 }
 
 /// What one [`PipeReader::pass`] did.
@@ -600,6 +604,11 @@ impl PipeReader {
             Some(cpu) => cpu..cpu + 1,
             None => 0..buffer.cpus(),
         };
+        let emptied = buffer.emptied();
+        if emptied != self.emptied {
+            self.held.clear();
+            self.emptied = emptied;
+        }
         let start = buffer.now();
         let mut bound = u64::MAX;
         let mut gave = Vec::new();

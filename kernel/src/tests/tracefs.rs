@@ -351,6 +351,37 @@ fn a_trace_pipe_reader_that_stops_takes_a_page_per_cpu_not_the_buffer() {
     write("buffer_size_kb", original.trim());
 }
 
+/// Stops recording from inside a call: its entry is recorded, its return
+/// is not.
+#[inline(never)]
+fn turns_tracing_off() {
+    write("tracing_on", "0");
+}
+
+#[ktest]
+fn a_trace_pipe_reader_drops_what_it_held_when_the_buffer_is_emptied() {
+    write("set_ftrace_filter", "kernel::tests::tracefs::turns_tracing_off");
+    write("current_tracer", "function_graph");
+    let top = ftrace::instance::top();
+    for empty_between in [false, true] {
+        write("tracing_on", "1");
+        turns_tracing_off();
+        let mut reader = ftrace::tracer::PipeReader::new();
+        let mut out = String::new();
+        let first = reader.pass(top, None, &mut out).unwrap();
+        assert_eq!((first.took, first.printed), (true, 0), "the entry, alone, waits for its return: {out}");
+        if empty_between {
+            write("trace", "");
+        }
+        let second = reader.pass(top, None, &mut out).unwrap();
+        let expected = if empty_between { 0 } else { 1 };
+        assert_eq!(second.printed, expected, "emptied between: {empty_between}: {out}");
+    }
+    write("tracing_on", "1");
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+}
+
 #[ktest]
 fn function_graph_through_trace_pipe_reads_as_in_trace() {
     // Some 20 pages of fib's calls, a quarter of their events leaves'
