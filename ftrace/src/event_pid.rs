@@ -15,50 +15,19 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use arch::sync::Mutex;
 
 use crate::instance::{top, PidError, TraceOption};
+use crate::pid_list::PidLists;
 use crate::task::{self, TaskTrace};
 use crate::FilterMode;
 
-/// The two lists.
-struct Lists {
-    /// `set_event_pid`.
-    traced: Vec<i32>,
-    /// `set_event_notrace_pid`.
-    ignored: Vec<i32>,
-    /// `set_event_pid` was given pids. It keeps filtering once every listed
-    /// task has gone (with `event-fork`, their pids leave the list): as in
-    /// Linux, only writing no pids lifts it.
-    traced_set: bool,
-}
-
-impl Lists {
-    fn list(&mut self, notrace: bool) -> &mut Vec<i32> {
-        if notrace {
-            &mut self.ignored
-        } else {
-            &mut self.traced
-        }
-    }
-
-    /// Whether `pid`'s events are left out.
-    fn ignores(&self, pid: i32) -> bool {
-        (self.traced_set && !self.traced.contains(&pid)) || self.ignored.contains(&pid)
-    }
-
-    fn is_empty(&self) -> bool {
-        !self.traced_set && self.ignored.is_empty()
-    }
-}
-
-static LISTS: Mutex<Lists> = Mutex::new(Lists { traced: Vec::new(), ignored: Vec::new(), traced_set: false });
-/// Whether a list is not empty: the traced path's first, cheapest test.
+/// The two lists (`crate::pid_list`).
+static LISTS: Mutex<PidLists> = Mutex::new(PidLists::new());
+/// Whether a list filters: the traced path's first, cheapest test.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 
 /// `cat set_event_pid` (`notrace`: `set_event_notrace_pid`): the pids, in
 /// ascending order (Linux keeps them in a bitmap).
 pub fn pids(notrace: bool) -> Vec<i32> {
-    let mut list = LISTS.lock().list(notrace).clone();
-    list.sort_unstable();
-    list
+    LISTS.lock().sorted(notrace)
 }
 
 /// `echo PIDS > set_event_pid` (`notrace`: `set_event_notrace_pid`; `>>`
@@ -66,20 +35,9 @@ pub fn pids(notrace: bool) -> Vec<i32> {
 pub fn set_pids(notrace: bool, text: &str, mode: FilterMode) -> Result<(), PidError> {
     let parsed = crate::instance::parse_pids(text)?;
     let mut lists = LISTS.lock();
-    let list = lists.list(notrace);
-    if mode == FilterMode::Replace {
-        list.clear();
-    }
-    for pid in parsed {
-        if !list.contains(&pid) {
-            list.push(pid);
-        }
-    }
-    if !notrace {
-        lists.traced_set = !lists.traced.is_empty();
-    }
+    lists.write(notrace, &parsed, mode);
     task::for_each(|state| state.set_event_ignored(lists.ignores(state.pid())));
-    ACTIVE.store(!lists.is_empty(), Ordering::Relaxed);
+    ACTIVE.store(lists.is_active(), Ordering::Relaxed);
     Ok(())
 }
 
@@ -105,17 +63,12 @@ pub fn records_current() -> bool {
 /// lists its parent is in.
 pub(crate) fn filter_new_task(state: &TaskTrace) {
     let mut lists = LISTS.lock();
-    if lists.is_empty() {
+    if !lists.is_active() {
         return;
     }
     let parent = task::try_current().map(|parent| parent.pid());
     if let (true, Some(parent)) = (top().option(TraceOption::EventFork), parent) {
-        for notrace in [false, true] {
-            let list = lists.list(notrace);
-            if list.contains(&parent) {
-                list.push(state.pid());
-            }
-        }
+        lists.add_child(parent, state.pid());
     }
     state.set_event_ignored(lists.ignores(state.pid()));
 }
@@ -125,8 +78,7 @@ pub(crate) fn filter_new_task(state: &TaskTrace) {
 pub(crate) fn forget_task(state: &TaskTrace) {
     if top().option(TraceOption::EventFork) {
         let mut lists = LISTS.lock();
-        lists.traced.retain(|&pid| pid != state.pid());
-        lists.ignored.retain(|&pid| pid != state.pid());
-        ACTIVE.store(!lists.is_empty(), Ordering::Relaxed);
+        lists.remove(state.pid());
+        ACTIVE.store(lists.is_active(), Ordering::Relaxed);
     }
 }

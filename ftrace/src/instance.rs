@@ -35,6 +35,7 @@ use crate::deferred::{self, Deferred, Published};
 use crate::fgraph::FgraphOps;
 use crate::glob::FilterMode;
 use crate::ops::{FtraceOps, OpsFlags};
+use crate::pid_list::PidLists;
 use crate::registry::{self, FilterKind, FtraceError};
 use crate::ring_buffer::Stats;
 use crate::task::{self, GRAPH_SLOTS};
@@ -106,7 +107,7 @@ pub struct TraceArray {
     /// nothing).
     pub(crate) checking_ops: FtraceOps,
     /// `set_ftrace_pid` and `set_ftrace_notrace_pid`.
-    pids: Mutex<PidFilter>,
+    pids: Mutex<PidLists>,
     /// The trace options that are on, a [`TraceOption::bit`] each.
     options: AtomicU32,
     /// Handles out: `rmdir` is refused while there are any.
@@ -134,7 +135,7 @@ impl TraceArray {
             graph_ops: tracer::graph_ops(),
             graph: GraphSettings::new(),
             checking_ops: FtraceOps::new(tracer::function_trace_call_checking, OpsFlags::RECURSION),
-            pids: Mutex::new(PidFilter { trace: Vec::new(), notrace: Vec::new(), trace_set: false }),
+            pids: Mutex::new(PidLists::new()),
             options: AtomicU32::new(TraceOption::DEFAULTS),
             users: AtomicUsize::new(0),
             node: Deferred::new(),
@@ -287,25 +288,14 @@ impl TraceArray {
     /// `set_ftrace_pid` (`notrace` false) or `set_ftrace_notrace_pid`: the
     /// pids, in ascending order (Linux keeps them in a bitmap).
     pub fn pids(&self, notrace: bool) -> Vec<i32> {
-        let pids = self.pids.lock();
-        let mut list = match notrace {
-            false => pids.trace.clone(),
-            true => pids.notrace.clone(),
-        };
-        list.sort_unstable();
-        list
+        self.pids.lock().sorted(notrace)
     }
 
     /// Whether `set_ftrace_pid` (`notrace`: `set_ftrace_notrace_pid`) is
     /// set: given pids, and not cleared since (the traced list stays set
     /// once its tasks have all gone).
     pub fn pid_list_set(&self, notrace: bool) -> bool {
-        let pids = self.pids.lock();
-        if notrace {
-            !pids.notrace.is_empty()
-        } else {
-            pids.trace_set
-        }
+        self.pids.lock().is_set(notrace)
     }
 
     /// `echo PIDS > set_ftrace_pid` (or `>>`; `notrace`: the notrace list):
@@ -318,28 +308,15 @@ impl TraceArray {
         let was_checking = self.needs_checking_ops();
         let old = {
             let mut pids = self.pids.lock();
-            let old = (pids.trace.clone(), pids.notrace.clone(), pids.trace_set);
-            let list = if notrace { &mut pids.notrace } else { &mut pids.trace };
-            if mode == FilterMode::Replace {
-                list.clear();
-            }
-            for pid in parsed {
-                if !list.contains(&pid) {
-                    list.push(pid);
-                }
-            }
-            if !notrace {
-                pids.trace_set = !pids.trace.is_empty();
-            }
+            let old = pids.clone();
+            pids.write(notrace, &parsed, mode);
             old
         };
         self.refresh_ignored();
         self.refresh_graph_plain();
         self.swap_function_ops(*tracer, was_checking).map_err(|_| {
             // Refused: the list as it was (the ops were not swapped).
-            let mut pids = self.pids.lock();
-            (pids.trace, pids.notrace, pids.trace_set) = old;
-            drop(pids);
+            *self.pids.lock() = old;
             self.refresh_ignored();
             self.refresh_graph_plain();
             PidError(String::from("(tracing refused the change)"))
@@ -482,28 +459,6 @@ impl TraceArray {
     }
 }
 
-/// A trace array's pid filter.
-struct PidFilter {
-    /// Only these tasks are traced (when `trace_set`).
-    trace: Vec<i32>,
-    /// These tasks are not traced.
-    notrace: Vec<i32>,
-    /// `set_ftrace_pid` was given pids. It keeps filtering once every
-    /// listed task has gone (with `function-fork`, their pids leave the
-    /// list): as in Linux, only writing no pids lifts it.
-    trace_set: bool,
-}
-
-impl PidFilter {
-    fn is_active(&self) -> bool {
-        self.trace_set || !self.notrace.is_empty()
-    }
-
-    fn ignores(&self, pid: i32) -> bool {
-        (self.trace_set && !self.trace.contains(&pid)) || self.notrace.contains(&pid)
-    }
-}
-
 /// The pids of a write to a pid file (`set_ftrace_pid`, `set_event_pid`).
 pub(crate) fn parse_pids(text: &str) -> Result<Vec<i32>, PidError> {
     text.split_whitespace()
@@ -541,17 +496,12 @@ fn for_each_array(mut f: impl FnMut(&'static TraceArray)) {
 pub(crate) fn filter_new_task(state: &task::TaskTrace) {
     let parent = task::try_current().map(|parent| parent.pid());
     for_each_array(|array| {
-        let mut guard = array.pids.lock();
-        let pids = &mut *guard;
+        let mut pids = array.pids.lock();
         if !pids.is_active() {
             return;
         }
         if let (true, Some(parent)) = (array.option(TraceOption::FunctionFork), parent) {
-            for list in [&mut pids.trace, &mut pids.notrace] {
-                if list.contains(&parent) {
-                    list.push(state.pid());
-                }
-            }
+            pids.add_child(parent, state.pid());
         }
         state.set_ignored(array.slot, pids.ignores(state.pid()));
     });
@@ -563,9 +513,7 @@ pub(crate) fn filter_new_task(state: &task::TaskTrace) {
 pub(crate) fn forget_task(state: &task::TaskTrace) {
     for_each_array(|array| {
         if array.option(TraceOption::FunctionFork) {
-            let mut pids = array.pids.lock();
-            pids.trace.retain(|&pid| pid != state.pid());
-            pids.notrace.retain(|&pid| pid != state.pid());
+            array.pids.lock().remove(state.pid());
         }
     });
 }

@@ -59,6 +59,7 @@ pub mod hist;
 pub mod kallsyms;
 pub mod output;
 pub mod payload;
+pub mod pid_list;
 pub mod plan;
 pub mod profile;
 pub mod ring_buffer;
