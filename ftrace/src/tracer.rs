@@ -492,14 +492,19 @@ pub fn write_snapshot(array: &TraceArray, out: &mut dyn Write) -> fmt::Result {
         None => "freed",
     };
     writeln!(out, "# tracer: {}\n#\n#\n# * Snapshot is {state} *\n#", array.current_tracer().name())?;
-    writeln!(out, "# Snapshot commands:")?;
-    writeln!(out, "# echo 0 > snapshot : Clears and frees snapshot buffer")?;
-    writeln!(out, "# echo 1 > snapshot : Allocates snapshot buffer, if not already allocated.")?;
-    writeln!(out, "#                      Takes a snapshot of the main buffer.")?;
-    writeln!(out, "# echo 2 > snapshot : Clears snapshot buffer (but does not allocate or free)")?;
-    writeln!(out, "#                      (Doesn't have to be '2' works with any number that")?;
-    writeln!(out, "#                       is not a '0' or '1')")
+    out.write_str(SNAPSHOT_COMMANDS)
 }
+
+/// Linux's snapshot help, after the header.
+const SNAPSHOT_COMMANDS: &str = "\
+# Snapshot commands:
+# echo 0 > snapshot : Clears and frees snapshot buffer
+# echo 1 > snapshot : Allocates snapshot buffer, if not already allocated.
+#                      Takes a snapshot of the main buffer.
+# echo 2 > snapshot : Clears snapshot buffer (but does not allocate or free)
+#                      (Doesn't have to be '2' works with any number that
+#                       is not a '0' or '1')
+";
 
 /// Prints `events` (time, CPU, payload; oldest first) as `trace` shows them
 /// under the array's tracer, without the header.
@@ -642,11 +647,16 @@ impl PipeReader {
             }
         }
         let printed: Vec<(u64, usize, Vec<u8>)> = self.held.drain(..ready).collect();
-        let events: Vec<(u64, usize, &[u8])> = printed.iter().map(|(time, cpu, payload)| (*time, *cpu, &payload[..])).collect();
-        write_events(array, array.current_tracer(), &events, out)?;
+        write_held(array, &printed, out)?;
         let more = cpus.into_iter().any(|cpu| buffer.has_finished_pages(cpu));
-        Ok(Pass { printed: events.len(), took, more })
+        Ok(Pass { printed: printed.len(), took, more })
     }
+}
+
+/// Prints events a [`PipeReader`] took out, as `trace` does.
+fn write_held(array: &TraceArray, held: &[(u64, usize, Vec<u8>)], out: &mut dyn Write) -> fmt::Result {
+    let events: Vec<(u64, usize, &[u8])> = held.iter().map(|(time, cpu, payload)| (*time, *cpu, &payload[..])).collect();
+    write_events(array, array.current_tracer(), &events, out)
 }
 
 /// Takes out and prints what the buffer holds now, for one CPU or all
@@ -665,10 +675,8 @@ pub fn consume_events(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Writ
         }
     }
     // Whatever the last pass held back: no more taking.
-    let held = core::mem::take(&mut reader.held);
-    let events: Vec<(u64, usize, &[u8])> = held.iter().map(|(time, cpu, payload)| (*time, *cpu, &payload[..])).collect();
-    write_events(array, array.current_tracer(), &events, out)?;
-    Ok(printed + events.len())
+    write_held(array, &reader.held, out)?;
+    Ok(printed + reader.held.len())
 }
 
 /// Every CPU's events in one list, oldest first: (time, CPU, payload). A
