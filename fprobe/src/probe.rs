@@ -33,7 +33,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arch::ftrace_abi::FtraceRegs;
 use ftrace::deferred::{Deferred, Refs};
-use ftrace::retstack::{self, DataWords, ReturnInfo, ReturnUser, MAX_DATA_WORDS};
+use ftrace::retstack::{self, DataWords, FrameNeeds, ReturnInfo, ReturnUser, MAX_DATA_WORDS};
 use ftrace::{Callback, FilterKind, FilterMode, FtraceError, FtraceOps, OpsFlags};
 
 /// The most `entry_data` words a probe may ask for.
@@ -45,6 +45,11 @@ pub const MAX_ENTRY_DATA_WORDS: usize = 15;
 pub const SAVED_ARGS: usize = 8;
 
 const _: () = assert!(MAX_ENTRY_DATA_WORDS + SAVED_ARGS <= MAX_DATA_WORDS);
+
+/// What a probe's exit asks of the calls it hooks: the return registers, and
+/// the call counts toward the function-graph depth, as in Linux 6.14 and
+/// later, where fprobes run on the function-graph return stack.
+const FPROBE_NEEDS: FrameNeeds = FrameNeeds::new(false, true);
 
 /// A call's per-call data, as handlers see it: the probe's own words, and the
 /// entry arguments if the probe saves them.
@@ -286,7 +291,7 @@ pub fn register_of<H: Handlers>(config: FprobeConfig, target: Target) -> Result<
     };
     let probe = Box::new(Fprobe {
         ops,
-        user: ReturnUser { on_return, on_missed: fprobe_missed, full_regs: false },
+        user: ReturnUser { on_return, on_missed: fprobe_missed, needs: FPROBE_NEEDS },
         config,
         data_words,
         disabled: AtomicBool::new(false),
@@ -452,7 +457,7 @@ fn fprobe_entry<H: Handlers, const EXIT: bool, const DATA: bool>(
     let used = data_words.get();
     // SAFETY: in the entry callback of the call `fregs` saved; the pending
     // hook is committed or dropped below, before it returns.
-    let mut pending = match unsafe { retstack::begin_hook(fregs, ip, data_words) } {
+    let mut pending = match unsafe { retstack::begin_hook(fregs, ip, data_words, FPROBE_NEEDS) } {
         Ok(pending) => pending,
         Err(_) => {
             probe.missed.fetch_add(1, Ordering::Relaxed);

@@ -25,7 +25,11 @@ use arch::ftrace_abi::FtraceRegs;
 
 use crate::ops::{Callback, FtraceOps, OpsFlags};
 use crate::registry::{self, FtraceError};
-use crate::retstack::{self, DataWords, HookError, ReturnFunc, ReturnInfo, ReturnUser};
+use crate::retstack::{self, DataWords, FrameNeeds, HookError, ReturnFunc, ReturnInfo, ReturnUser};
+
+/// What a graph user asks of the calls it hooks: the return registers, and
+/// the call counts toward the depth.
+const GRAPH_NEEDS: FrameNeeds = FrameNeeds::new(false, true);
 
 /// A call at entry, as an entry callback sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -165,7 +169,7 @@ impl FgraphOps {
     ) -> Self {
         FgraphOps {
             ops,
-            user: ReturnUser { on_return, on_missed: graph_missed, full_regs: false },
+            user: ReturnUser { on_return, on_missed: graph_missed, needs: GRAPH_NEEDS },
             entry,
             hooked,
             ret,
@@ -278,7 +282,7 @@ fn graph_entry_with<G: GraphCallbacks>(ip: usize, parent_ip: usize, ops: &Ftrace
     // that only the return clears, so it runs only when the return will come.
     // SAFETY: in the entry callback of the call `fregs` saved; the pending
     // hook is committed or dropped below, before it returns.
-    let mut pending = match unsafe { retstack::begin_hook(fregs, ip, gops.data_words) } {
+    let mut pending = match unsafe { retstack::begin_hook(fregs, ip, gops.data_words, GRAPH_NEEDS) } {
         Ok(pending) => pending,
         Err(HookError::Overrun) => {
             gops.overruns.fetch_add(1, Ordering::Relaxed);

@@ -47,7 +47,7 @@ use crate::shadow::{CallSite, Committed, FrameHeader, PendingHook, ReturnPath, S
 use crate::task::{self, TaskTrace};
 use crate::{recursion, symbols};
 
-pub use crate::shadow::{frame_words, DataWords, HookError, Recorded, MAX_DATA_WORDS, MAX_ENTRIES};
+pub use crate::shadow::{frame_words, DataWords, FrameNeeds, HookError, Recorded, MAX_DATA_WORDS, MAX_ENTRIES};
 pub use crate::task::STACK_WORDS;
 
 /// What runs at a hooked call's return for one user.
@@ -59,9 +59,9 @@ pub struct ReturnUser {
     /// Runs instead of `on_return` when the return callbacks cannot run
     /// (recursion): counts the miss and releases what the entry reserved.
     pub on_missed: MissedFunc,
-    /// Whether this user wants every register at return (the full-registers
-    /// return trampoline).
-    pub full_regs: bool,
+    /// What it asks of the calls it hooks: every register at the return
+    /// or not, and whether they count toward depth.
+    pub needs: FrameNeeds,
 }
 
 /// A return callback. `user` is the pointer given to [`Pending::commit`]:
@@ -95,7 +95,8 @@ impl ReturnInfo {
         self.0.func as usize
     }
 
-    /// How many hooked calls were below it on the shadow stack.
+    /// How many counted hooked calls were below it on the shadow stack (see
+    /// [`FrameNeeds`]).
     #[inline(always)]
     pub fn depth(&self) -> usize {
         self.0.depth()
@@ -111,9 +112,10 @@ impl ReturnInfo {
 static STOPPED: AtomicBool = AtomicBool::new(false);
 
 /// Starts hooking the return of the call whose entry registers are `fregs`,
-/// with room for up to `max_data` data words: the call's frame is on the
-/// shadow stack from now on (an interrupt sees its depth), but its return is
-/// not hooked until [`Pending::commit`]. Dropping the pending hook takes it
+/// with room for up to `max_data` data words, for a user whose
+/// [`ReturnUser::needs`] are `needs`: the call's frame is on the shadow stack
+/// from now on (an interrupt sees its depth), but its return is not hooked
+/// until [`Pending::commit`]. Dropping the pending hook takes it
 /// back. Use it to decide about a call (and set state its return will undo)
 /// only once the return is sure to come.
 ///
@@ -123,7 +125,7 @@ static STOPPED: AtomicBool = AtomicBool::new(false);
 /// never forget it (`mem::forget`) or keep it. The return trampoline trusts
 /// that every entry of a returning call's frame was committed.
 #[inline(always)]
-pub unsafe fn begin_hook(fregs: &FtraceRegs, func: usize, max_data: DataWords) -> Result<Pending, HookError> {
+pub unsafe fn begin_hook(fregs: &FtraceRegs, func: usize, max_data: DataWords, needs: FrameNeeds) -> Result<Pending, HookError> {
     if STOPPED.load(Ordering::Relaxed) {
         return Err(HookError::Stopped);
     }
@@ -131,7 +133,7 @@ pub unsafe fn begin_hook(fregs: &FtraceRegs, func: usize, max_data: DataWords) -
     let (ret, sp) = unsafe { fregs.entry_return_unchecked() };
     let call = CallSite { func, ret, fp: fregs.frame_pointer(), sp };
     let stack = &task::try_current().ok_or(HookError::NoStack)?.stack;
-    Ok(Pending { hook: stack.begin(&call, max_data)?, _here: core::marker::PhantomData })
+    Ok(Pending { hook: stack.begin(&call, max_data, needs)?, _here: core::marker::PhantomData })
 }
 
 /// A return hook [`begin_hook`] started. Commit it or drop it before the
@@ -144,7 +146,7 @@ pub struct Pending {
 }
 
 impl Pending {
-    /// The call's depth: how many hooked calls are below it.
+    /// The call's depth: how many counted hooked calls are below it.
     #[inline]
     pub fn depth(&self) -> usize {
         self.hook.depth()
@@ -158,7 +160,7 @@ impl Pending {
     /// for this call. Its callbacks get this same pointer back; if they
     /// reach an object `user` is part of, the pointer must have been made
     /// from a pointer to that whole object. `fregs` must be the save
-    /// [`begin_hook`] was given.
+    /// [`begin_hook`] was given, and `user`'s needs the needs it was given.
     #[inline]
     pub unsafe fn commit(mut self, fregs: &mut FtraceRegs, user: *const ReturnUser, data: &[u64]) -> Result<usize, HookError> {
         let room = self.data_mut();
@@ -186,8 +188,8 @@ impl Pending {
     #[inline]
     pub unsafe fn commit_in_place(self, fregs: &mut FtraceRegs, user: *const ReturnUser, len: usize) -> Result<usize, HookError> {
         // SAFETY: the caller vouches for `user`.
-        let full = unsafe { (*user).full_regs };
-        let Committed { depth, redirect } = self.hook.commit_in_place(user as u64, len, full)?;
+        let needs = unsafe { (*user).needs };
+        let Committed { depth, redirect } = self.hook.commit_in_place(user as u64, len, needs)?;
         if let Some(path) = redirect {
             let trampoline = match path {
                 ReturnPath::Sparse => ReturnTrampoline::Sparse,
@@ -217,8 +219,10 @@ pub unsafe fn hook(fregs: &mut FtraceRegs, func: usize, user: *const ReturnUser,
         return Err(HookError::NotAtEntry);
     }
     let words = DataWords::new(data.len()).ok_or(HookError::TooLarge)?;
-    // SAFETY: the pending hook is committed (or dropped on error) right here.
-    let pending = unsafe { begin_hook(fregs, func, words) }?;
+    // SAFETY: the pending hook is committed (or dropped on error) right
+    // here, for the user whose needs it began with; the caller vouches for
+    // `user`.
+    let pending = unsafe { begin_hook(fregs, func, words, (*user).needs) }?;
     // SAFETY: the caller's guarantees, passed on.
     unsafe { pending.commit(fregs, user, data) }
 }

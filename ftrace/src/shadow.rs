@@ -75,7 +75,34 @@ const WORD: usize = size_of::<u64>();
 const NO_FRAME: usize = usize::MAX;
 /// `FrameHeader::info`: the frame wants the full-registers return trampoline.
 const INFO_FULL: u64 = 1 << 32;
+/// `FrameHeader::info`: the call counts toward the depth of the calls it
+/// makes (a user that counts it hooked it).
+const INFO_COUNTED: u64 = 1 << 33;
+/// `FrameHeader::info`: the call's depth, how many counted hooked calls
+/// are below it.
 const INFO_DEPTH: u64 = 0xffff_ffff;
+
+/// What a user asks of the frames it hooks: the `info` bits it sets,
+/// worked out once when the user is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameNeeds(u64);
+
+impl FrameNeeds {
+    /// `full_regs`: every register at the return (the full-registers
+    /// trampoline). `counts_depth`: the call counts toward the depth of the
+    /// hooked calls it makes. Function-graph users count (the depth
+    /// `function_graph` prints and `max_graph_depth` limits, Linux's
+    /// `curr_ret_depth`); a kretprobe's return hook does not, as in Linux,
+    /// where kretprobes keep a return stack of their own.
+    pub const fn new(full_regs: bool, counts_depth: bool) -> FrameNeeds {
+        FrameNeeds(if full_regs { INFO_FULL } else { 0 } | if counts_depth { INFO_COUNTED } else { 0 })
+    }
+
+    /// Whether every register is wanted at the return.
+    pub const fn full_regs(self) -> bool {
+        self.0 & INFO_FULL != 0
+    }
+}
 
 /// The words that start every frame.
 #[repr(C)]
@@ -90,7 +117,7 @@ pub struct FrameHeader {
     /// The stack pointer the caller has once the call returns, checked at
     /// return and used to recognise the same call.
     pub sp: u64,
-    /// The call's depth (hooked calls below it), and `INFO_FULL`.
+    /// The call's depth, `INFO_FULL` and `INFO_COUNTED`.
     pub info: u64,
     /// The base of the frame below, or `NO_FRAME`.
     pub prev_base: u64,
@@ -181,7 +208,7 @@ pub struct Frame {
 }
 
 impl FrameHeader {
-    /// The call's depth: how many hooked calls are below it.
+    /// The call's depth: how many counted hooked calls are below it.
     #[inline(always)]
     pub fn depth(&self) -> usize {
         (self.info & INFO_DEPTH) as usize
@@ -189,7 +216,7 @@ impl FrameHeader {
 }
 
 impl Frame {
-    /// The call's depth: how many hooked calls are below it.
+    /// The call's depth: how many counted hooked calls are below it.
     pub fn depth(&self) -> usize {
         self.header.depth()
     }
@@ -312,13 +339,12 @@ impl ShadowStack {
         at
     }
 
-    /// Hooked calls on the stack now: one more than the innermost frame's
-    /// depth. It reads that frame's header with plain loads: from another
-    /// CPU, read it only while the task pushes and pops nothing (its
-    /// tracing has settled, as the stress run's final count does).
-    #[inline]
+    /// Hooked calls on the stack now. It walks the frames with plain
+    /// loads: from another CPU, read it only while the task pushes and pops
+    /// nothing (its tracing has settled, as the stress run's final count
+    /// does).
     pub fn frames(&self) -> usize {
-        self.innermost().map_or(0, |frame| frame.depth() + 1)
+        self.frames_iter().count()
     }
 
     /// Calls the stack had no room for so far.
@@ -472,7 +498,9 @@ impl ShadowStack {
     }
 
     /// Reserves a frame for `call` (or joins the innermost frame when it is
-    /// the same call) and one entry with room for `max_data` words.
+    /// the same call) and one entry with room for `max_data` words, for a
+    /// user whose needs are `needs`: a new frame has their bits from the
+    /// start (a joined one gets them at the commit).
     ///
     /// The traced path: one capacity check, then the header and the
     /// placeholder entry go in as one block of words.
@@ -483,7 +511,7 @@ impl ShadowStack {
     /// `TaskTrace::reset` (an abandoned flow) change it; `corrupt_innermost`
     /// exists for tests.
     #[inline]
-    pub(crate) fn begin(&self, call: &CallSite, max_data: DataWords) -> Result<PendingHook<'_>, HookError> {
+    pub(crate) fn begin(&self, call: &CallSite, max_data: DataWords, needs: FrameNeeds) -> Result<PendingHook<'_>, HookError> {
         let max_data = max_data.get();
         let top = self.top();
         let below = self.base.load(Ordering::Relaxed);
@@ -498,15 +526,21 @@ impl ShadowStack {
             self.overruns.fetch_add(1, Ordering::Relaxed);
             return Err(HookError::Overrun);
         }
-        // SAFETY: `below` is the innermost frame's base, under the top.
-        let depth = if below == NO_FRAME { 0 } else { (unsafe { self.word(below + INFO_WORD) } & INFO_DEPTH) + 1 };
+        let depth = if below == NO_FRAME {
+            0
+        } else {
+            // SAFETY: `below` is the innermost frame's base, under the top.
+            let info = unsafe { self.word(below + INFO_WORD) };
+            // One deeper than the call below if that one counts.
+            (info & INFO_DEPTH) + (info & INFO_COUNTED) / INFO_COUNTED
+        };
         let base = self.reserve(len);
         let words = [
             call.ret as u64,
             call.func as u64,
             call.fp as u64,
             call.sp as u64,
-            depth,
+            depth | needs.0,
             below as u64,
             // The entry: room for `max_data` words, no user yet, so walkers
             // can step over it before it is committed.
@@ -645,7 +679,7 @@ pub struct PendingHook<'a> {
 }
 
 impl PendingHook<'_> {
-    /// The call's depth: how many hooked calls are below it.
+    /// The call's depth: how many counted hooked calls are below it.
     #[inline]
     pub fn depth(&self) -> usize {
         (self.info() & INFO_DEPTH) as usize
@@ -679,13 +713,16 @@ impl PendingHook<'_> {
         unsafe { self.stack.word(self.base() + INFO_WORD) }
     }
 
-    /// Marks the frame as wanting every register at its return.
+    /// Adds `needs` the frame lacks to its `info` word, and answers them.
     #[inline(always)]
-    fn want_full(&self) {
+    fn add_needs(&self, needs: FrameNeeds) -> FrameNeeds {
         let base = self.base();
+        let info = self.info();
+        let added = FrameNeeds(needs.0 & !info);
         // SAFETY: the frame's header (new, or the innermost one this hook
         // joined): below the entry, under the top.
-        unsafe { self.stack.set_word(base + INFO_WORD, self.stack.word(base + INFO_WORD) | INFO_FULL) };
+        unsafe { self.stack.set_word(base + INFO_WORD, info | added.0) };
+        added
     }
 
     /// The words reserved for the entry's data, to fill in place before
@@ -699,21 +736,21 @@ impl PendingHook<'_> {
     }
 
     /// Fills the entry in for `user` with `data` (at most the words
-    /// reserved; more is `TooLarge` and takes the hook back). `full`: this
-    /// user wants every register at the return.
+    /// reserved; more is `TooLarge` and takes the hook back). `needs`: what
+    /// this user asks of the frame, as given to `begin`.
     #[inline]
-    pub fn commit(mut self, user: u64, data: &[u64], full: bool) -> Result<Committed, HookError> {
+    pub fn commit(mut self, user: u64, data: &[u64], needs: FrameNeeds) -> Result<Committed, HookError> {
         if data.len() > self.capacity() {
             return Err(HookError::TooLarge);
         }
         self.data_mut()[..data.len()].copy_from_slice(data);
-        self.commit_in_place(user, data.len(), full)
+        self.commit_in_place(user, data.len(), needs)
     }
 
     /// [`commit`](Self::commit) for data already written through
     /// [`data_mut`](Self::data_mut): its first `len` words.
     #[inline]
-    pub fn commit_in_place(self, user: u64, len: usize, full: bool) -> Result<Committed, HookError> {
+    pub fn commit_in_place(self, user: u64, len: usize, needs: FrameNeeds) -> Result<Committed, HookError> {
         let capacity = self.capacity();
         if len > capacity {
             return Err(HookError::TooLarge);
@@ -736,20 +773,14 @@ impl PendingHook<'_> {
         }
 
         let redirect = if new_frame {
-            // The first user of the call: its return is redirected now.
-            if full {
-                this.want_full();
-                Some(ReturnPath::Full)
-            } else {
-                Some(ReturnPath::Sparse)
-            }
-        } else if full && this.info() & INFO_FULL == 0 {
-            // A later user is the first to want every register: to the full
-            // trampoline instead.
-            this.want_full();
-            Some(ReturnPath::Full)
+            // The first user of the call: its return is redirected now. (Its
+            // needs are in the frame since `begin`.)
+            debug_assert_eq!(this.info() & !INFO_DEPTH, needs.0, "the needs given to begin");
+            Some(if needs.full_regs() { ReturnPath::Full } else { ReturnPath::Sparse })
         } else {
-            None
+            // A later user may be the first to count the call, or the first
+            // to want every register: to the full trampoline instead.
+            this.add_needs(needs).full_regs().then_some(ReturnPath::Full)
         };
         let depth = this.depth();
         Ok(Committed { depth, redirect })
@@ -780,6 +811,12 @@ mod tests {
     use super::*;
     use alloc::vec::Vec;
 
+    /// A function-graph user: sparse registers, counts toward depth.
+    const GRAPH: FrameNeeds = FrameNeeds::new(false, true);
+    const FULL: FrameNeeds = FrameNeeds::new(true, true);
+    /// A kretprobe's: does not count toward depth.
+    const KRETPROBE: FrameNeeds = FrameNeeds::new(false, false);
+
     fn words(n: usize) -> DataWords {
         DataWords::new(n).unwrap()
     }
@@ -799,9 +836,9 @@ mod tests {
     #[test]
     fn push_commit_and_pop_round_trip() {
         let stack = ShadowStack::new(256);
-        let pending = stack.begin(&call(0x1000, 0x8000), words(4)).unwrap();
+        let pending = stack.begin(&call(0x1000, 0x8000), words(4), GRAPH).unwrap();
         assert_eq!(pending.depth(), 0);
-        let committed = pending.commit(0xa, &[1, 2], false).unwrap();
+        let committed = pending.commit(0xa, &[1, 2], GRAPH).unwrap();
         assert_eq!(committed, Committed { depth: 0, redirect: Some(ReturnPath::Sparse) });
         let frame = stack.innermost().unwrap();
         assert_eq!(frame.header.ret, 0x1100);
@@ -816,10 +853,10 @@ mod tests {
     #[test]
     fn a_second_user_of_the_same_call_joins_its_frame() {
         let stack = ShadowStack::new(256);
-        stack.begin(&call(0x1000, 0x8000), words(1)).unwrap().commit(0xa, &[7], false).unwrap();
-        let joined = stack.begin(&call(0x1000, 0x8000), words(0)).unwrap().commit(0xb, &[], true).unwrap();
+        stack.begin(&call(0x1000, 0x8000), words(1), GRAPH).unwrap().commit(0xa, &[7], GRAPH).unwrap();
+        let joined = stack.begin(&call(0x1000, 0x8000), words(0), FULL).unwrap().commit(0xb, &[], FULL).unwrap();
         assert_eq!(joined, Committed { depth: 0, redirect: Some(ReturnPath::Full) }, "upgrade to full registers");
-        let again = stack.begin(&call(0x1000, 0x8000), words(0)).unwrap().commit(0xc, &[], false).unwrap();
+        let again = stack.begin(&call(0x1000, 0x8000), words(0), GRAPH).unwrap().commit(0xc, &[], GRAPH).unwrap();
         assert_eq!(again.redirect, None, "already redirected to the full trampoline");
         assert_eq!(stack.frames(), 1);
         let frame = stack.innermost().unwrap();
@@ -828,18 +865,41 @@ mod tests {
         assert_eq!(users, [0xa, 0xb, 0xc], "hook order");
         // A different call (another function, or the same one at another
         // stack depth) gets a frame of its own, one deeper.
-        let nested = stack.begin(&call(0x1000, 0x7000), words(0)).unwrap().commit(0xa, &[], false).unwrap();
+        let nested = stack.begin(&call(0x1000, 0x7000), words(0), GRAPH).unwrap().commit(0xa, &[], GRAPH).unwrap();
         assert_eq!(nested.depth, 1);
         assert_eq!(stack.frames(), 2);
     }
 
     #[test]
+    fn only_counted_calls_count_toward_depth() {
+        let stack = ShadowStack::new(256);
+        let outer = stack.begin(&call(0x1000, 0x8000), words(0), KRETPROBE).unwrap().commit(0xa, &[], KRETPROBE).unwrap();
+        assert_eq!(outer.depth, 0);
+        let middle = stack.begin(&call(0x2000, 0x7000), words(0), KRETPROBE).unwrap().commit(0xb, &[], KRETPROBE).unwrap();
+        assert_eq!(middle.depth, 0, "a kretprobe's call below does not count");
+        // A graph user joining the middle call makes it count for the calls
+        // it makes; a graph user that takes its hook back does not.
+        drop(stack.begin(&call(0x2000, 0x7000), words(0), GRAPH).unwrap());
+        let inner = stack.begin(&call(0x3000, 0x6000), words(0), GRAPH).unwrap();
+        assert_eq!(inner.depth(), 0, "taken back: still not counted");
+        drop(inner);
+        let joined = stack.begin(&call(0x2000, 0x7000), words(0), GRAPH).unwrap().commit(0xc, &[], GRAPH).unwrap();
+        assert_eq!(joined.depth, 0);
+        let inner = stack.begin(&call(0x3000, 0x6000), words(0), GRAPH).unwrap().commit(0xd, &[], GRAPH).unwrap();
+        assert_eq!(inner.depth, 1, "the joined call counts");
+        let innermost = stack.begin(&call(0x4000, 0x5000), words(0), GRAPH).unwrap();
+        assert_eq!(innermost.depth(), 2);
+        drop(innermost);
+        assert_eq!(stack.frames(), 3, "every hooked call, counted or not");
+    }
+
+    #[test]
     fn the_return_walk_sees_every_entry_of_the_innermost_frame() {
         let stack = ShadowStack::new(256);
-        stack.begin(&call(0x1000, 0x8000), words(1)).unwrap().commit(0xa, &[1], false).unwrap();
-        stack.begin(&call(0x2000, 0x7000), words(2)).unwrap().commit(0xb, &[2, 3], false).unwrap();
-        stack.begin(&call(0x2000, 0x7000), words(0)).unwrap().commit(0xc, &[], false).unwrap();
-        stack.begin(&call(0x2000, 0x7000), words(1)).unwrap().commit(0xd, &[4], false).unwrap();
+        stack.begin(&call(0x1000, 0x8000), words(1), GRAPH).unwrap().commit(0xa, &[1], GRAPH).unwrap();
+        stack.begin(&call(0x2000, 0x7000), words(2), GRAPH).unwrap().commit(0xb, &[2, 3], GRAPH).unwrap();
+        stack.begin(&call(0x2000, 0x7000), words(0), GRAPH).unwrap().commit(0xc, &[], GRAPH).unwrap();
+        stack.begin(&call(0x2000, 0x7000), words(1), GRAPH).unwrap().commit(0xd, &[4], GRAPH).unwrap();
         let mut seen = Vec::new();
         let base = stack.innermost().unwrap().base;
         // SAFETY: the innermost frame, all committed, nothing above it.
@@ -854,8 +914,8 @@ mod tests {
     #[test]
     fn pop_innermost_answers_the_return_address() {
         let stack = ShadowStack::new(256);
-        stack.begin(&call(0x1000, 0x8000), words(1)).unwrap().commit(0xa, &[7], false).unwrap();
-        stack.begin(&call(0x2000, 0x7000), words(0)).unwrap().commit(0xb, &[], false).unwrap();
+        stack.begin(&call(0x1000, 0x8000), words(1), GRAPH).unwrap().commit(0xa, &[7], GRAPH).unwrap();
+        stack.begin(&call(0x2000, 0x7000), words(0), GRAPH).unwrap().commit(0xb, &[], GRAPH).unwrap();
         let pop = |stack: &ShadowStack| {
             let base = stack.innermost_base().unwrap();
             // SAFETY: the innermost frame and its header, nothing above.
@@ -871,11 +931,11 @@ mod tests {
     #[test]
     fn dropping_a_pending_hook_takes_it_back() {
         let stack = ShadowStack::new(256);
-        stack.begin(&call(0x1000, 0x8000), words(2)).unwrap().commit(0xa, &[5, 6], false).unwrap();
+        stack.begin(&call(0x1000, 0x8000), words(2), GRAPH).unwrap().commit(0xa, &[5, 6], GRAPH).unwrap();
         let used = stack.used();
-        drop(stack.begin(&call(0x1000, 0x8000), words(3)).unwrap());
+        drop(stack.begin(&call(0x1000, 0x8000), words(3), GRAPH).unwrap());
         assert_eq!(stack.used(), used, "joined entry taken back");
-        drop(stack.begin(&call(0x2000, 0x7000), words(3)).unwrap());
+        drop(stack.begin(&call(0x2000, 0x7000), words(3), GRAPH).unwrap());
         assert_eq!((stack.used(), stack.frames()), (used, 1), "new frame taken back");
         let frame = stack.innermost().unwrap();
         assert_eq!(frame.header.func, 0x1000);
@@ -887,17 +947,17 @@ mod tests {
         let stack = ShadowStack::new(256);
         assert_eq!(DataWords::new(MAX_DATA_WORDS + 1), None, "more than a hook may reserve");
         assert_eq!(DataWords::new(MAX_DATA_WORDS).map(DataWords::get), Some(MAX_DATA_WORDS));
-        let pending = stack.begin(&call(1, 2), words(1)).unwrap();
-        assert_eq!(pending.commit(0xa, &[1, 2], false), Err(HookError::TooLarge));
+        let pending = stack.begin(&call(1, 2), words(1), GRAPH).unwrap();
+        assert_eq!(pending.commit(0xa, &[1, 2], GRAPH), Err(HookError::TooLarge));
         assert_eq!((stack.used(), stack.frames()), (0, 0));
     }
 
     #[test]
     fn a_full_stack_counts_overruns() {
         let stack = ShadowStack::new(HEADER + ENTRY_HEADER + 1);
-        stack.begin(&call(1, 100), words(1)).unwrap().commit(0xa, &[9], false).unwrap();
-        assert_eq!(stack.begin(&call(2, 90), words(0)).err(), Some(HookError::Overrun));
-        assert_eq!(stack.begin(&call(1, 100), words(0)).err(), Some(HookError::Overrun), "no room to join either");
+        stack.begin(&call(1, 100), words(1), GRAPH).unwrap().commit(0xa, &[9], GRAPH).unwrap();
+        assert_eq!(stack.begin(&call(2, 90), words(0), GRAPH).err(), Some(HookError::Overrun));
+        assert_eq!(stack.begin(&call(1, 100), words(0), GRAPH).err(), Some(HookError::Overrun), "no room to join either");
         assert_eq!(stack.overruns(), 2);
         assert_eq!(stack.frames(), 1);
     }
@@ -908,17 +968,18 @@ mod tests {
         // own above the reservation; the task then commits. Both frames come
         // out intact.
         let stack = ShadowStack::new(256);
-        let pending = stack.begin(&call(0x1000, 0x8000), words(4)).unwrap();
+        let pending = stack.begin(&call(0x1000, 0x8000), words(4), GRAPH).unwrap();
         {
-            let irq = stack.begin(&call(0x3000, 0x7000), words(1)).unwrap();
+            let irq = stack.begin(&call(0x3000, 0x7000), words(1), GRAPH).unwrap();
             assert_eq!(irq.depth(), 1, "the interrupt sees the task's call below it");
-            irq.commit(0xb, &[42], false).unwrap();
+            irq.commit(0xb, &[42], GRAPH).unwrap();
+            assert_eq!(stack.frames(), 2, "the interrupt's call is above the task's");
             let frame = stack.innermost().unwrap();
             assert_eq!(users(&stack, &frame), alloc::vec![(0xb, alloc::vec![42])]);
             // SAFETY: the innermost frame, nothing above.
             unsafe { stack.pop_innermost(frame.base, &frame.header) };
         }
-        pending.commit(0xa, &[1], false).unwrap();
+        pending.commit(0xa, &[1], GRAPH).unwrap();
         let frame = stack.innermost().unwrap();
         assert_eq!(frame.header.func, 0x1000);
         assert_eq!(users(&stack, &frame), alloc::vec![(0xa, alloc::vec![1])]);
@@ -928,8 +989,8 @@ mod tests {
     #[test]
     fn walks_find_return_addresses() {
         let stack = ShadowStack::new(256);
-        stack.begin(&call(0x1000, 0x8000), words(0)).unwrap().commit(0xa, &[], false).unwrap();
-        stack.begin(&call(0x2000, 0x7000), words(0)).unwrap().commit(0xb, &[], false).unwrap();
+        stack.begin(&call(0x1000, 0x8000), words(0), GRAPH).unwrap().commit(0xa, &[], GRAPH).unwrap();
+        stack.begin(&call(0x2000, 0x7000), words(0), GRAPH).unwrap().commit(0xb, &[], GRAPH).unwrap();
         assert_eq!(stack.return_address_for(0x8040), Some(0x1100));
         assert_eq!(stack.return_address_for(0x7040), Some(0x2100));
         assert_eq!(stack.return_address_for(0x1234), None);

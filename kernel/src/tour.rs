@@ -32,7 +32,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use arch::ftrace::{CALL_OFFSET, INSN_LEN};
 use arch::ftrace_abi::{FtraceRegs, RegsSnapshot, ReturnAddress, SavedRegs};
 use arch::sync::SpinLock;
-use ftrace::retstack::{ReturnInfo, ReturnUser};
+use ftrace::retstack::{FrameNeeds, ReturnInfo, ReturnUser};
 use ftrace::shadow::FrameHeader;
 use ftrace::{FilterKind, FilterMode, FtraceOps, OpsFlags};
 
@@ -123,7 +123,8 @@ static RETVAL: AtomicU64 = AtomicU64::new(0);
 static DURATION_NS: AtomicU64 = AtomicU64::new(0);
 static RETURNED_TO: AtomicUsize = AtomicUsize::new(0);
 
-static RETURN_USER: ReturnUser = ReturnUser { on_return: at_return, on_missed: missed_return, full_regs: false };
+static RETURN_USER: ReturnUser =
+    ReturnUser { on_return: at_return, on_missed: missed_return, needs: FrameNeeds::new(false, true) };
 
 extern "C" fn hook_return(ip: usize, _parent_ip: usize, _ops: &FtraceOps, fregs: &mut FtraceRegs) {
     if HOOKED.swap(true, Ordering::Relaxed) {

@@ -7,7 +7,7 @@ use arch::ftrace_abi::FtraceRegs;
 use arch::irq::IrqGuard;
 use arch::{cpu, MAX_CPUS};
 use ftrace::deferred::{Deferred, Refs};
-use ftrace::retstack::{self, HookError, ReturnInfo, ReturnUser};
+use ftrace::retstack::{self, FrameNeeds, HookError, ReturnInfo, ReturnUser};
 
 use crate::pool::ObjPool;
 
@@ -139,7 +139,11 @@ impl Rethook {
     pub fn new(handler: RethookHandler, data: usize, nodes: usize, words_per_node: usize, mode: RethookMode) -> Rethook {
         let words_per_node = words_per_node.max(1);
         let inner = Box::new(Inner {
-            user: ReturnUser { on_return: rethook_return, on_missed: rethook_missed, full_regs: mode == RethookMode::FullRegs },
+            user: ReturnUser {
+                on_return: rethook_return,
+                on_missed: rethook_missed,
+                needs: FrameNeeds::new(mode == RethookMode::FullRegs, false),
+            },
             handler,
             data,
             words_per_node,

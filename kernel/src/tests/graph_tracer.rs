@@ -105,6 +105,53 @@ fn max_graph_depth_limits_the_tree() {
     assert_eq!(events.len(), 6);
 }
 
+/// Calls fib: a caller to hook the return of.
+#[inline(never)]
+fn calls_fib(n: u64) -> u64 {
+    black_box(fib(black_box(n))) + 1
+}
+
+fn ignore_kretprobe_return(_: &kprobes::kretprobe::Kretprobe, _: usize, _: &ftrace::PtRegs, _: &[u64]) {}
+
+fn ignore_fprobe_exit(_: &fprobe::Fprobe, _: usize, _: usize, _: &mut ftrace::FtraceRegs, _: &mut fprobe::EntryData) {}
+
+/// A kretprobe on a caller leaves the depths of the graph tracer's calls
+/// alone (in Linux kretprobes keep a return stack of their own), while an
+/// fprobe's return hook counts (Linux 6.14 and later run fprobes on the
+/// function-graph return stack).
+#[ktest]
+fn only_function_graph_users_count_toward_the_graph_depth() {
+    use kprobes::kretprobe::KretprobeConfig;
+    let graphed = || {
+        assert_eq!(calls_fib(black_box(3)), 3);
+        let events = graph_events();
+        tracefs::write("trace", "", FilterMode::Replace).unwrap();
+        events
+    };
+    tracer_setup("*::fib", "", "1");
+    let config =
+        KretprobeConfig { entry_handler: None, handler: ignore_kretprobe_return, data_words: 0, maxactive: 4, private: 0 };
+    let probe = kprobes::register_kretprobe(&kprobes::Location::Address(calls_fib as *const () as usize), config).unwrap();
+    let under_kretprobe = graphed();
+    assert_eq!(probe.hits(), 1);
+    drop(probe);
+    let config = fprobe::FprobeConfig {
+        entry: None,
+        exit: Some(ignore_fprobe_exit),
+        entry_data_words: 0,
+        save_args: false,
+        private: 0,
+        free_private: None,
+    };
+    let probe = fprobe::register(config, fprobe::Target::Addresses(&[calls_fib as *const () as usize])).unwrap();
+    let under_fprobe = graphed();
+    let unregistered = probe.unregister();
+    tracer_cleanup();
+    assert!(unregistered.is_ok());
+    assert_eq!(names(&under_kretprobe), ["kernel::workload::fib"], "fib(3) at depth 0, the calls it makes too deep");
+    assert!(under_fprobe.is_empty(), "fib(3) at depth 1, past max_graph_depth: {:?}", names(&under_fprobe));
+}
+
 #[ktest]
 fn set_graph_function_and_set_graph_notrace() {
     tracer_setup("kernel::workload::fs::*", "*::fs::unlink", "0");

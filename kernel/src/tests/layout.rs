@@ -22,7 +22,7 @@ const FRAME_HEADER: StructLayout = StructLayout {
         FieldLayout { name: "func: the function called", offset: offset_of!(FrameHeader, func) },
         FieldLayout { name: "fp: the frame pointer at entry", offset: offset_of!(FrameHeader, fp) },
         FieldLayout { name: "sp: the caller's sp after the return", offset: offset_of!(FrameHeader, sp) },
-        FieldLayout { name: "info: depth | full-registers bit", offset: offset_of!(FrameHeader, info) },
+        FieldLayout { name: "info: depth | full, counted bits", offset: offset_of!(FrameHeader, info) },
         FieldLayout { name: "prev_base: the frame below", offset: offset_of!(FrameHeader, prev_base) },
     ],
 };
