@@ -33,7 +33,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arch::ftrace_abi::FtraceRegs;
 use ftrace::deferred::{Deferred, Refs};
-use ftrace::retstack::{self, DataWords, FrameNeeds, ReturnInfo, ReturnUser, MAX_DATA_WORDS};
+use ftrace::retstack::{self, DataWords, Depth, FrameNeeds, ReturnInfo, ReturnPath, ReturnUser, MAX_DATA_WORDS};
 use ftrace::{Callback, FilterKind, FilterMode, FtraceError, FtraceOps, OpsFlags};
 
 /// The most `entry_data` words a probe may ask for.
@@ -49,7 +49,7 @@ const _: () = assert!(MAX_ENTRY_DATA_WORDS + SAVED_ARGS <= MAX_DATA_WORDS);
 /// What a probe's exit asks of the calls it hooks: the return registers, and
 /// the call counts toward the function-graph depth, as in Linux 6.14 and
 /// later, where fprobes run on the function-graph return stack.
-const FPROBE_NEEDS: FrameNeeds = FrameNeeds::new(false, true);
+const FPROBE_NEEDS: FrameNeeds = FrameNeeds::new(ReturnPath::Sparse, Depth::Counted);
 
 /// A call's per-call data, as handlers see it: the probe's own words, and the
 /// entry arguments if the probe saves them.

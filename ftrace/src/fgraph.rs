@@ -25,18 +25,19 @@ use arch::ftrace_abi::FtraceRegs;
 
 use crate::ops::{Callback, FtraceOps, OpsFlags};
 use crate::registry::{self, FtraceError};
-use crate::retstack::{self, DataWords, FrameNeeds, HookError, ReturnFunc, ReturnInfo, ReturnUser};
+use crate::retstack::{self, DataWords, Depth, FrameNeeds, HookError, ReturnFunc, ReturnInfo, ReturnPath, ReturnUser};
 
 /// What a graph user asks of the calls it hooks: the return registers, and
 /// the call counts toward the depth.
-const GRAPH_NEEDS: FrameNeeds = FrameNeeds::new(false, true);
+const GRAPH_NEEDS: FrameNeeds = FrameNeeds::new(ReturnPath::Sparse, Depth::Counted);
 
 /// A call at entry, as an entry callback sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FgraphEntry {
     pub func: usize,
     pub parent_ip: usize,
-    /// Hooked calls below this one on the shadow stack.
+    /// Counted hooked calls below this one on the shadow stack (graph
+    /// users' and fprobes', not kretprobes': see `retstack::Depth`).
     pub depth: usize,
 }
 
@@ -44,6 +45,7 @@ pub struct FgraphEntry {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FgraphReturn {
     pub func: usize,
+    /// The call's depth, as its entry saw it.
     pub depth: usize,
     pub retval: u64,
     /// Calls the shadow stack had no room for so far.

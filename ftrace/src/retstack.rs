@@ -43,11 +43,13 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use arch::ftrace_abi::{return_trampoline_address, FtraceRegs, ReturnTrampoline};
 use arch::println;
 
-use crate::shadow::{CallSite, Committed, FrameHeader, PendingHook, ReturnPath, ShadowStack};
+use crate::shadow::{CallSite, Committed, FrameHeader, PendingHook, ShadowStack};
 use crate::task::{self, TaskTrace};
 use crate::{recursion, symbols};
 
-pub use crate::shadow::{frame_words, DataWords, FrameNeeds, HookError, Recorded, MAX_DATA_WORDS, MAX_ENTRIES};
+pub use crate::shadow::{
+    frame_words, DataWords, Depth, FrameNeeds, HookError, Recorded, ReturnPath, MAX_DATA_WORDS, MAX_ENTRIES,
+};
 pub use crate::task::STACK_WORDS;
 
 /// What runs at a hooked call's return for one user.

@@ -52,7 +52,15 @@
 //! - a pop first unlinks the frame, then lowers `top`: until then an
 //!   interrupt pushes above the dead frame and never overwrites words the pop
 //!   still reads;
-//! - an entry's words are its user's from commit until its frame is popped.
+//! - an entry's words are its user's from commit until its frame is popped;
+//! - a frame's `info` word (its depth, and whether it wants every register
+//!   and counts toward depth) changes only while an entry of its own is
+//!   pending, so by the hook of that entry: a new frame is written with its
+//!   first user's needs, a joining user that counts the call sets
+//!   `INFO_COUNTED` at once (and its drop clears it again), and one that
+//!   wants every register sets `INFO_FULL` at commit. A frame's depth is
+//!   read from the frame below when it is pushed: one more than that one's
+//!   if that one counts.
 //!
 //! Compiler fences keep those steps in program order; the counters are
 //! atomics only to be shareable, and are read and written with plain
@@ -76,11 +84,27 @@ const NO_FRAME: usize = usize::MAX;
 /// `FrameHeader::info`: the frame wants the full-registers return trampoline.
 const INFO_FULL: u64 = 1 << 32;
 /// `FrameHeader::info`: the call counts toward the depth of the calls it
-/// makes (a user that counts it hooked it).
+/// makes (a user that counts it hooked it, or is hooking it).
 const INFO_COUNTED: u64 = 1 << 33;
 /// `FrameHeader::info`: the call's depth, how many counted hooked calls
 /// are below it.
 const INFO_DEPTH: u64 = 0xffff_ffff;
+/// A pending entry's user word when its hook joined a frame and set the
+/// frame's `INFO_COUNTED` (for a drop to take back); 0 otherwise. Never a
+/// user: users are pointers.
+const PENDING_SET_COUNTED: u64 = 1;
+
+/// Whether a hooked call counts toward the depth of the hooked calls it
+/// makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Depth {
+    /// It counts: function-graph users (the depth `function_graph` prints
+    /// and `max_graph_depth` limits, Linux's `curr_ret_depth`).
+    Counted,
+    /// It does not: a kretprobe's return hook, as in Linux, where
+    /// kretprobes keep a return stack of their own.
+    Uncounted,
+}
 
 /// What a user asks of the frames it hooks: the `info` bits it sets,
 /// worked out once when the user is made.
@@ -88,14 +112,18 @@ const INFO_DEPTH: u64 = 0xffff_ffff;
 pub struct FrameNeeds(u64);
 
 impl FrameNeeds {
-    /// `full_regs`: every register at the return (the full-registers
-    /// trampoline). `counts_depth`: the call counts toward the depth of the
-    /// hooked calls it makes. Function-graph users count (the depth
-    /// `function_graph` prints and `max_graph_depth` limits, Linux's
-    /// `curr_ret_depth`); a kretprobe's return hook does not, as in Linux,
-    /// where kretprobes keep a return stack of their own.
-    pub const fn new(full_regs: bool, counts_depth: bool) -> FrameNeeds {
-        FrameNeeds(if full_regs { INFO_FULL } else { 0 } | if counts_depth { INFO_COUNTED } else { 0 })
+    /// A user that wants the return registers `path` gives, and whose calls
+    /// count toward depth or not.
+    pub const fn new(path: ReturnPath, depth: Depth) -> FrameNeeds {
+        let full = match path {
+            ReturnPath::Sparse => 0,
+            ReturnPath::Full => INFO_FULL,
+        };
+        let counted = match depth {
+            Depth::Counted => INFO_COUNTED,
+            Depth::Uncounted => 0,
+        };
+        FrameNeeds(full | counted)
     }
 
     /// Whether every register is wanted at the return.
@@ -222,6 +250,7 @@ impl Frame {
     }
 
     /// Whether a user asked for the full-registers return trampoline.
+    #[cfg(test)]
     pub fn wants_full(&self) -> bool {
         self.header.info & INFO_FULL != 0
     }
@@ -519,7 +548,7 @@ impl ShadowStack {
         // SAFETY: `below` is the innermost frame's base, under the top.
         if below != NO_FRAME && unsafe { self.is_frame_of(below, call) } {
             // SAFETY: as just said.
-            return self.join(Frame { base: below, header: unsafe { self.header_at(below) } }, top, max_data);
+            return self.join(Frame { base: below, header: unsafe { self.header_at(below) } }, top, max_data, needs);
         }
         let len = HEADER + ENTRY_HEADER + max_data;
         if len > self.capacity() - top {
@@ -566,9 +595,12 @@ impl ShadowStack {
         unsafe { self.word(base + FUNC_WORD) == call.func as u64 && self.word(base + SP_WORD) == call.sp as u64 }
     }
 
-    /// [`begin`](Self::begin) for a second user of the innermost frame.
+    /// [`begin`](Self::begin) for a second user of the innermost frame. A
+    /// user that counts the call makes it count from now on, as a new frame
+    /// does (until it is committed, an interrupt's calls are deeper); its
+    /// pending entry remembers that, for a drop to take back.
     #[inline(never)]
-    fn join(&self, frame: Frame, top: usize, max_data: usize) -> Result<PendingHook<'_>, HookError> {
+    fn join(&self, frame: Frame, top: usize, max_data: usize, needs: FrameNeeds) -> Result<PendingHook<'_>, HookError> {
         let needed = ENTRY_HEADER + max_data;
         if needed > self.capacity() - top {
             self.overruns.fetch_add(1, Ordering::Relaxed);
@@ -578,10 +610,15 @@ impl ShadowStack {
             return Err(HookError::TooLarge);
         }
         let entry = self.reserve(needed);
-        // SAFETY: the two words were just reserved (room checked above).
+        let sets_counted = needs.0 & !frame.header.info & INFO_COUNTED != 0;
+        // SAFETY: the two words were just reserved (room checked above);
+        // the frame's header is under them.
         unsafe {
             self.set_word(entry, max_data as u64);
-            self.set_word(entry + 1, 0);
+            self.set_word(entry + 1, if sets_counted { PENDING_SET_COUNTED } else { 0 });
+            if sets_counted {
+                self.set_word(frame.base + INFO_WORD, frame.header.info | INFO_COUNTED);
+            }
         }
         Ok(PendingHook { stack: self, entry })
     }
@@ -648,8 +685,9 @@ pub enum Recorded {
 pub struct Committed {
     /// The call's depth.
     pub depth: usize,
-    /// Whether the return address must now lead to the return trampoline
-    /// (a new frame), and to which one.
+    /// Whether the return address must now lead to a return trampoline,
+    /// and to which one: a new frame's, or the full-registers one when a
+    /// joining user is the first to want every register.
     pub redirect: Option<ReturnPath>,
 }
 
@@ -713,16 +751,21 @@ impl PendingHook<'_> {
         unsafe { self.stack.word(self.base() + INFO_WORD) }
     }
 
-    /// Adds `needs` the frame lacks to its `info` word, and answers them.
+    /// Sets `bits` in the frame's `info` word.
     #[inline(always)]
-    fn add_needs(&self, needs: FrameNeeds) -> FrameNeeds {
+    fn set_info_bits(&self, bits: u64) {
         let base = self.base();
-        let info = self.info();
-        let added = FrameNeeds(needs.0 & !info);
         // SAFETY: the frame's header (new, or the innermost one this hook
         // joined): below the entry, under the top.
-        unsafe { self.stack.set_word(base + INFO_WORD, info | added.0) };
-        added
+        unsafe { self.stack.set_word(base + INFO_WORD, self.info() | bits) };
+    }
+
+    /// Clears `bits` in the frame's `info` word.
+    #[inline(always)]
+    fn clear_info_bits(&self, bits: u64) {
+        let base = self.base();
+        // SAFETY: as in `set_info_bits`.
+        unsafe { self.stack.set_word(base + INFO_WORD, self.info() & !bits) };
     }
 
     /// The words reserved for the entry's data, to fill in place before
@@ -773,14 +816,18 @@ impl PendingHook<'_> {
         }
 
         let redirect = if new_frame {
-            // The first user of the call: its return is redirected now. (Its
-            // needs are in the frame since `begin`.)
-            debug_assert_eq!(this.info() & !INFO_DEPTH, needs.0, "the needs given to begin");
+            // The first user of the call: its return is redirected now, to
+            // the trampoline its needs ask for (in the frame since `begin`:
+            // the same needs, the caller's promise).
+            debug_assert_eq!(this.info() & INFO_FULL, needs.0 & INFO_FULL, "the needs given to begin");
             Some(if needs.full_regs() { ReturnPath::Full } else { ReturnPath::Sparse })
+        } else if needs.full_regs() && this.info() & INFO_FULL == 0 {
+            // A later user is the first to want every register: to the
+            // full trampoline instead. (Counting was settled at `begin`.)
+            this.set_info_bits(INFO_FULL);
+            Some(ReturnPath::Full)
         } else {
-            // A later user may be the first to count the call, or the first
-            // to want every register: to the full trampoline instead.
-            this.add_needs(needs).full_regs().then_some(ReturnPath::Full)
+            None
         };
         let depth = this.depth();
         Ok(Committed { depth, redirect })
@@ -800,6 +847,10 @@ impl Drop for PendingHook<'_> {
             compiler_fence(Ordering::SeqCst);
             stack.top.store(base, Ordering::Relaxed);
         } else {
+            // SAFETY: the entry's user word, reserved by this hook.
+            if unsafe { stack.word(self.entry + 1) } == PENDING_SET_COUNTED {
+                self.clear_info_bits(INFO_COUNTED);
+            }
             compiler_fence(Ordering::SeqCst);
             stack.top.store(self.entry, Ordering::Relaxed);
         }
@@ -812,10 +863,10 @@ mod tests {
     use alloc::vec::Vec;
 
     /// A function-graph user: sparse registers, counts toward depth.
-    const GRAPH: FrameNeeds = FrameNeeds::new(false, true);
-    const FULL: FrameNeeds = FrameNeeds::new(true, true);
+    const GRAPH: FrameNeeds = FrameNeeds::new(ReturnPath::Sparse, Depth::Counted);
+    const FULL: FrameNeeds = FrameNeeds::new(ReturnPath::Full, Depth::Counted);
     /// A kretprobe's: does not count toward depth.
-    const KRETPROBE: FrameNeeds = FrameNeeds::new(false, false);
+    const KRETPROBE: FrameNeeds = FrameNeeds::new(ReturnPath::Sparse, Depth::Uncounted);
 
     fn words(n: usize) -> DataWords {
         DataWords::new(n).unwrap()
@@ -879,9 +930,13 @@ mod tests {
         assert_eq!(middle.depth, 0, "a kretprobe's call below does not count");
         // A graph user joining the middle call makes it count for the calls
         // it makes; a graph user that takes its hook back does not.
-        drop(stack.begin(&call(0x2000, 0x7000), words(0), GRAPH).unwrap());
+        let joining = stack.begin(&call(0x2000, 0x7000), words(0), GRAPH).unwrap();
+        let irq = stack.begin(&call(0x3000, 0x6000), words(0), GRAPH).unwrap();
+        assert_eq!(irq.depth(), 1, "an interrupt during the join sees the call counted");
+        drop(irq);
+        drop(joining);
         let inner = stack.begin(&call(0x3000, 0x6000), words(0), GRAPH).unwrap();
-        assert_eq!(inner.depth(), 0, "taken back: still not counted");
+        assert_eq!(inner.depth(), 0, "taken back: not counted again");
         drop(inner);
         let joined = stack.begin(&call(0x2000, 0x7000), words(0), GRAPH).unwrap().commit(0xc, &[], GRAPH).unwrap();
         assert_eq!(joined.depth, 0);

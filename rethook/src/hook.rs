@@ -7,7 +7,7 @@ use arch::ftrace_abi::FtraceRegs;
 use arch::irq::IrqGuard;
 use arch::{cpu, MAX_CPUS};
 use ftrace::deferred::{Deferred, Refs};
-use ftrace::retstack::{self, FrameNeeds, HookError, ReturnInfo, ReturnUser};
+use ftrace::retstack::{self, Depth, FrameNeeds, HookError, ReturnInfo, ReturnPath, ReturnUser};
 
 use crate::pool::ObjPool;
 
@@ -142,7 +142,15 @@ impl Rethook {
             user: ReturnUser {
                 on_return: rethook_return,
                 on_missed: rethook_missed,
-                needs: FrameNeeds::new(mode == RethookMode::FullRegs, false),
+                // Kretprobes run on rethooks: their calls do not count
+                // toward the function-graph depth.
+                needs: FrameNeeds::new(
+                    match mode {
+                        RethookMode::Sparse => ReturnPath::Sparse,
+                        RethookMode::FullRegs => ReturnPath::Full,
+                    },
+                    Depth::Uncounted,
+                ),
             },
             handler,
             data,

@@ -4,7 +4,9 @@
 //! return stack and rethook, and its developers want them to be one. Here
 //! they are: a rethook is one more user of ftrace's shadow return stack
 //! ([`ftrace::retstack`]), next to the function-graph users, with the same
-//! return trampoline.
+//! return trampoline. One difference stays visible: a rethook's calls do not
+//! count toward the function-graph depth (`retstack::Depth::Uncounted`), as
+//! Linux's kretprobes, on rethook, leave `function_graph`'s depth alone.
 //!
 //! A [`Rethook`] owns a pool of nodes allocated when it is created, so the
 //! traced path never allocates or locks: an entry callback takes a node
