@@ -19,7 +19,7 @@
 //! counts one in [`missed`](FgraphOps::missed) if it ever does).
 
 use core::marker::PhantomData;
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use arch::ftrace_abi::FtraceRegs;
 
@@ -140,6 +140,9 @@ pub struct FgraphOps {
     /// instance) waits for zero. (A scan of every task's shadow stack
     /// cannot tell: the running ones change under it.)
     hooked_calls: AtomicUsize,
+    /// Between `register` and `unregister`: a return callback that runs
+    /// after may want to do less (Linux gives such returns a stub).
+    registered: AtomicBool,
 }
 
 impl FgraphOps {
@@ -180,6 +183,7 @@ impl FgraphOps {
             overruns: AtomicU64::new(0),
             missed_returns: AtomicU64::new(0),
             hooked_calls: AtomicUsize::new(0),
+            registered: AtomicBool::new(false),
         }
     }
 
@@ -202,12 +206,23 @@ impl FgraphOps {
     /// Starts tracing.
     pub fn register(&'static self) -> Result<(), FtraceError> {
         self.ops.set_container(self);
-        registry::register(&self.ops)
+        self.registered.store(true, Ordering::Relaxed);
+        registry::register(&self.ops).inspect_err(|_| self.registered.store(false, Ordering::Relaxed))
     }
 
-    /// Stops tracing. Calls already hooked still get their return callback.
+    /// Stops tracing. Calls already hooked still get their return callback
+    /// (their state to undo), which [`is_registered`](Self::is_registered)
+    /// tells they come late.
     pub fn unregister(&'static self) -> Result<(), FtraceError> {
-        registry::unregister(&self.ops)
+        self.registered.store(false, Ordering::Relaxed);
+        registry::unregister(&self.ops).inspect_err(|_| self.registered.store(true, Ordering::Relaxed))
+    }
+
+    /// Whether the ops is registered: a return callback that finds it is
+    /// not belongs to a call hooked before `unregister`.
+    #[inline]
+    pub fn is_registered(&self) -> bool {
+        self.registered.load(Ordering::Relaxed)
     }
 
     /// The private data word.

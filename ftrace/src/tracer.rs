@@ -349,7 +349,10 @@ fn graph_trace_return(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _freg
     let array = array_of_graph_ops(gops);
     // Every hooked call's entry reserved both words.
     let &[mark, calltime, ..] = data else { return };
-    if !graph_trace_unmark(array, mark) {
+    // A call that returns after the tracer stopped records nothing: its
+    // entry went with the buffer the switch emptied (Linux stubs out an
+    // unregistered graph user's returns).
+    if !graph_trace_unmark(array, mark) || !gops.is_registered() {
         return;
     }
     let thresh = THRESH_NS.load(Ordering::Relaxed);

@@ -152,6 +152,27 @@ fn only_function_graph_users_count_toward_the_graph_depth() {
     assert!(under_fprobe.is_empty(), "fib(3) at depth 1, past max_graph_depth: {:?}", names(&under_fprobe));
 }
 
+/// Switches the tracer off from inside a call the graph tracer hooked.
+#[inline(never)]
+fn stops_the_graph_tracer() {
+    tracefs::write("current_tracer", "nop", FilterMode::Replace).unwrap();
+}
+
+/// A call that returns after the tracer switched away records nothing: its
+/// entry went with the emptied buffer (as Linux stubs out the returns of an
+/// unregistered graph user), so no lone exit is left to print.
+#[ktest]
+fn a_call_returning_after_the_tracer_stops_records_nothing() {
+    tracer_setup("*::stops_the_graph_tracer", "", "0");
+    stops_the_graph_tracer();
+    let events = graph_events();
+    let mut trace = String::new();
+    tracefs::read("trace", &mut trace).unwrap();
+    tracer_cleanup();
+    assert!(events.is_empty(), "{events:?}");
+    assert!(!trace.contains("Unknown type"), "{trace}");
+}
+
 #[ktest]
 fn set_graph_function_and_set_graph_notrace() {
     tracer_setup("kernel::workload::fs::*", "*::fs::unlink", "0");
