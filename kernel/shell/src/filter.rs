@@ -95,7 +95,15 @@ pub enum Flow {
     More,
     /// No further line can change the output: stop producing.
     Done,
+    /// A filter holds more than [`HELD_MAX`] bytes of lines (a `tail` with a
+    /// large count over an endless `trace_pipe`): stop producing, and say
+    /// so, rather than run the kernel out of memory.
+    TooMuchHeld,
 }
+
+/// The most bytes of text a pipeline may hold back, and a pipeline's
+/// output into a file may come to.
+pub const HELD_MAX: usize = 4 << 20;
 
 /// The lines `head` and `tail` keep when not told.
 const DEFAULT_LINES: usize = 10;
@@ -279,6 +287,8 @@ enum Stage {
     Tail {
         keep: usize,
         lines: VecDeque<String>,
+        /// The bytes `lines` hold.
+        bytes: usize,
     },
     /// `tail -n +N`: lines before `skip` are dropped, the rest pass.
     TailFrom {
@@ -298,7 +308,7 @@ impl Stage {
         match filter {
             Filter::Grep { pattern, invert, count } => Stage::Grep { pattern, invert, count: count.then_some(0) },
             Filter::Head(lines) => Stage::Head { left: lines },
-            Filter::Tail(TailLines::Last(lines)) => Stage::Tail { keep: lines, lines: VecDeque::new() },
+            Filter::Tail(TailLines::Last(lines)) => Stage::Tail { keep: lines, lines: VecDeque::new(), bytes: 0 },
             Filter::Tail(TailLines::From(line)) => Stage::TailFrom { skip: line.saturating_sub(1) },
             Filter::Wc { counts, file } => Stage::Wc { counts, file, lines: 0, words: 0, bytes: 0 },
         }
@@ -321,11 +331,12 @@ impl Stage {
                     next(line);
                 }
             }
-            Stage::Tail { keep, lines } => {
+            Stage::Tail { keep, lines, bytes } => {
                 if *keep > 0 {
                     if lines.len() == *keep {
-                        lines.pop_front();
+                        *bytes -= lines.pop_front().map_or(0, |line| line.len());
                     }
+                    *bytes += line.len();
                     lines.push_back(line.to_string());
                 }
             }
@@ -371,6 +382,11 @@ impl Stage {
     fn is_done(&self) -> bool {
         matches!(self, Stage::Head { left: 0 })
     }
+
+    /// Whether it holds more than [`HELD_MAX`] bytes.
+    fn holds_too_much(&self) -> bool {
+        matches!(self, Stage::Tail { bytes, .. } if *bytes > HELD_MAX)
+    }
 }
 
 /// Filters chained, first to last.
@@ -392,9 +408,12 @@ impl Pipeline {
     /// filter goes to `out`.
     pub fn push(&mut self, line: &str, out: &mut dyn FnMut(&str)) -> Flow {
         feed(&mut self.stages, line, out);
-        match self.stages.iter().any(Stage::is_done) {
-            true => Flow::Done,
-            false => Flow::More,
+        if self.stages.iter().any(Stage::holds_too_much) {
+            Flow::TooMuchHeld
+        } else if self.stages.iter().any(Stage::is_done) {
+            Flow::Done
+        } else {
+            Flow::More
         }
     }
 
@@ -462,6 +481,20 @@ mod tests {
             pipeline.push(line, &mut |l| out.push(l.to_string()));
         }
         assert_eq!(out, vec!["kernel::workload::fib", "kernel::workload::run"]);
+    }
+
+    #[test]
+    fn a_tail_holds_at_most_held_max_bytes() {
+        let (filter, _) = Filter::parse(&words("tail -n 99999999")).unwrap();
+        let mut pipeline = Pipeline::new(vec![filter]);
+        let line = "x".repeat(1023);
+        let mut flows = (0..=HELD_MAX / 1023).map(|_| pipeline.push(&line, &mut |_| panic!("tail passes nothing on")));
+        assert!(flows.by_ref().take(HELD_MAX / 1023).all(|flow| flow == Flow::More));
+        assert_eq!(flows.next(), Some(Flow::TooMuchHeld));
+        // A small count keeps dropping the oldest: never too much.
+        let (filter, _) = Filter::parse(&words("tail -n 3")).unwrap();
+        let mut pipeline = Pipeline::new(vec![filter]);
+        assert!((0..2 * HELD_MAX / 1023).all(|_| pipeline.push(&line, &mut |_| {}) == Flow::More));
     }
 
     #[test]

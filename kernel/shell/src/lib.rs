@@ -21,6 +21,6 @@ pub mod path;
 pub mod pattern;
 mod words;
 
-pub use filter::{Filter, FilterError, Flow, Pipeline};
+pub use filter::{Filter, FilterError, Flow, Pipeline, HELD_MAX};
 pub use line::{LineError, LineEvent, LineReader};
 pub use words::{parse, CommandLine, ParseError, Redirect};

@@ -13,7 +13,7 @@
 //! `/sys/kernel/tracing` (or `/sys/kernel/debug/tracing`), as on Linux.
 
 mod commands;
-mod output;
+pub(crate) mod output;
 
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -143,7 +143,7 @@ fn run_line(line: &str, output: fn(Pipeline) -> Output) -> Result<Option<String>
         let out = RefCell::new(output(Pipeline::new(filters)));
         let result = (command.run)(&Invocation { args, redirect: parsed.redirect.as_ref(), out: &out });
         let text = out.into_inner().finish();
-        return result.map(|()| text);
+        return result.and(text);
     }
     if !command.pipes {
         return Err(ShellError::Failed(format!("'{}' prints to the console as it goes: it cannot be piped", command.name)));
@@ -165,6 +165,7 @@ fn run_line(line: &str, output: fn(Pipeline) -> Output) -> Result<Option<String>
     let result = (command.run)(&Invocation { args, redirect: None, out: &out });
     let text = out.into_inner().finish();
     result?;
+    let text = text?;
     let Some((file, mode)) = into_file else { return Ok(text) };
     crate::tracefs::write(&file, text.as_deref().unwrap_or_default(), mode).map_err(|e| failed(&e))?;
     Ok(None)

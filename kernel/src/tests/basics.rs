@@ -176,6 +176,25 @@ fn kernel_text_is_read_only() {
     unsafe { core::ptr::write_volatile(text, 0xcc) };
 }
 
+/// Output going into a file is held whole before the write: past
+/// `HELD_MAX` bytes it stops with an error instead of running the heap out
+/// (`cat trace_pipe | grep . > trace_marker` would never end otherwise).
+#[ktest]
+fn a_pipeline_into_a_file_holds_a_bounded_amount() {
+    use core::fmt::Write;
+    let mut out = shell::output::Output::to_text(::shell::Pipeline::new(alloc::vec![]));
+    let line = alloc::format!("{}\n", "y".repeat(1023));
+    assert!((0..::shell::HELD_MAX / 1024).all(|_| out.write_str(&line).is_ok()));
+    assert!(!out.is_closed(), "exactly the bound fits");
+    let _ = out.write_str(&line);
+    assert!(out.is_closed(), "the line past the bound closes the output");
+    assert!(out.write_str(&line).is_err());
+    assert!(matches!(out.finish(), Err(ShellError::Failed(message)) if message.contains("4096 KiB")));
+    let mut out = shell::output::Output::to_text(::shell::Pipeline::new(alloc::vec![]));
+    out.write_str("fits\n").unwrap();
+    assert_eq!(out.finish().unwrap().as_deref(), Some("fits\n"));
+}
+
 #[ktest]
 fn output_pipes_through_grep_head_tail_and_wc_as_on_linux() {
     let run = |line: &str| shell::execute_to_text(line).unwrap_or_else(|error| panic!("{line}: {error}"));
