@@ -179,6 +179,26 @@ fn make_rings(pages: usize, settings: RingSettings) -> Option<*mut RingBuffer> {
     Some(Box::into_raw(rings.into_boxed_slice()) as *mut RingBuffer)
 }
 
+/// Whether the heap still has room to read a buffer of `pages` pages a CPU
+/// (`cat trace`, `snapshot`: the copy and the list of its events, about
+/// twice its size). Checked whenever rings are made, while a refusal still
+/// changes nothing: a buffer the heap could hold but not read would make
+/// every read fail.
+fn room_to_read(pages: usize) -> bool {
+    alloc::vec::Vec::<u8>::new().try_reserve_exact(2 * pages * PAGE_SIZE * cpus()).is_ok()
+}
+
+/// Makes rings as [`make_rings`] does, if room to read them is left after.
+fn make_readable_rings(pages: usize, settings: RingSettings) -> Option<*mut RingBuffer> {
+    let rings = make_rings(pages, settings)?;
+    if !room_to_read(pages) {
+        // SAFETY: just made, never published.
+        unsafe { free_rings(rings) };
+        return None;
+    }
+    Some(rings)
+}
+
 /// Frees rings made by [`make_rings`].
 ///
 /// # Safety
@@ -215,7 +235,7 @@ impl TraceBuffer {
     /// A buffer of `pages` pages for each CPU, recording; `None` if the
     /// heap cannot hold it.
     pub fn try_new(pages: usize) -> Option<TraceBuffer> {
-        let rings = make_rings(pages, RingSettings { cpumask: all_cpus(), overwrite: true })?;
+        let rings = make_readable_rings(pages, RingSettings { cpumask: all_cpus(), overwrite: true })?;
         Some(TraceBuffer {
             rings: AtomicPtr::new(rings),
             cpus: cpus(),
@@ -248,21 +268,11 @@ impl TraceBuffer {
         }
         let _readers = self.readers.lock();
         let settings = self.settings();
-        let new = make_rings(pages, settings).ok_or(ResizeError::NoMemory)?;
-        // Reading the buffer (`cat trace`, `snapshot`) copies it and lists
-        // its events, about twice its size: a buffer the heap could hold
-        // but not read would make every read fail. Room for that is
-        // checked now, while a refusal still changes nothing.
-        let read_room = 2 * pages * PAGE_SIZE * cpus();
-        if alloc::vec::Vec::<u8>::new().try_reserve_exact(read_room).is_err() {
-            // SAFETY: just made, never published.
-            unsafe { free_rings(new) };
-            return Err(ResizeError::NoMemory);
-        }
+        let new = make_readable_rings(pages, settings).ok_or(ResizeError::NoMemory)?;
         // A snapshot buffer is resized too (and emptied).
         let new_spare = match self.spare.load(Ordering::Acquire).is_null() {
             true => core::ptr::null_mut(),
-            false => match make_rings(pages, settings) {
+            false => match make_readable_rings(pages, settings) {
                 Some(spare) => spare,
                 None => {
                     // SAFETY: just made, never published.
@@ -297,7 +307,7 @@ impl TraceBuffer {
     pub fn alloc_snapshot(&self) -> Result<(), ResizeError> {
         let _readers = self.readers.lock();
         if self.spare.load(Ordering::Acquire).is_null() {
-            let spare = make_rings(self.pages_per_cpu(), self.settings()).ok_or(ResizeError::NoMemory)?;
+            let spare = make_readable_rings(self.pages_per_cpu(), self.settings()).ok_or(ResizeError::NoMemory)?;
             self.spare.store(spare, Ordering::Release);
         }
         Ok(())

@@ -147,6 +147,31 @@ fn buffer_size_kb_resizes_every_cpu_and_keeps_the_tracer() {
     assert_eq!(read("buffer_size_kb"), original);
 }
 
+/// A snapshot's rings are refused when the heap could hold them but then
+/// not read the buffer (the copy and its event list, about twice its
+/// size): every read would run the heap out.
+#[ktest]
+fn a_snapshot_the_heap_could_not_read_is_refused() {
+    let original = read("buffer_size_kb");
+    write("buffer_size_kb", "8");
+    // Rings of `size` bytes in all, with room to read them (2 x size), fit
+    // in 3 x size; a snapshot's rings too would need 4 x size.
+    let size = crate::heap::stats().free * 2 / 7;
+    let per_cpu_kb = size / ftrace::buffer::cpus() / 4096 * 4;
+    write("buffer_size_kb", &per_cpu_kb.to_string());
+    assert_eq!(read("buffer_size_kb"), format!("{per_cpu_kb}\n"));
+    let refused = tracefs::write("snapshot", "1", FilterMode::Replace);
+    let allocated = read("snapshot").contains("Snapshot is allocated");
+    write("snapshot", "0");
+    write("buffer_size_kb", original.trim());
+    assert!(matches!(refused, Err(TracefsError::Invalid(_))), "{refused:?}");
+    assert!(!allocated, "a refusal changes nothing");
+    // At the usual size a snapshot is made as before.
+    write("snapshot", "1");
+    assert!(read("snapshot").contains("Snapshot is allocated"));
+    write("snapshot", "0");
+}
+
 /// `stat` summed over every CPU's `per_cpu/cpuN/stats`.
 fn stat_sum(field: &str) -> u64 {
     (0..ftrace::buffer::cpus()).map(|cpu| stat(&read(&format!("per_cpu/cpu{cpu}/stats")), field)).sum()
