@@ -159,7 +159,8 @@ extern "C" fn run_command(ip: usize, _parent: usize, ops: &FtraceOps, fregs: &mu
     match &probe.command {
         Command::TraceOff if buffer.is_on() && take() => buffer.set_on(false),
         Command::TraceOn if !buffer.is_on() && take() => buffer.set_on(true),
-        Command::StackTrace if take() => record_stack(probe.array, ip, fregs),
+        // As Linux's: while tracing is off, nothing, and the count is kept.
+        Command::StackTrace if buffer.is_on() && take() => record_stack(probe.array, ip, fregs),
         Command::Snapshot if take() => {
             buffer.swap_snapshot();
         }

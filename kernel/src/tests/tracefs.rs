@@ -753,6 +753,12 @@ fn function_commands_switch_tracing_and_record_stacks() {
 
     write("trace", "");
     tracefs::write("set_ftrace_filter", "fib:stacktrace:1", FilterMode::Append).unwrap();
+    // While tracing is off a stack trace does nothing and keeps its count,
+    // as Linux's `ftrace_stacktrace_count`.
+    write("tracing_on", "0");
+    assert_eq!(fib(2), 1);
+    write("tracing_on", "1");
+    assert!(read("set_ftrace_filter").ends_with(":stacktrace:count=1\n"), "{}", read("set_ftrace_filter"));
     assert_eq!(fib(2), 1);
     let trace = read("trace");
     let lines: alloc::vec::Vec<&str> = trace.lines().filter(|line| !line.starts_with('#')).collect();
