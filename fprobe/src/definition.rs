@@ -29,6 +29,8 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
 
+use ftrace::number::c_ulong as c_number;
+
 pub use kprobes::location::{Location, LocationError};
 
 /// The default event group.
@@ -281,7 +283,8 @@ pub enum DefinitionError {
         syntax: Syntax,
     },
     BadLocation(LocationError),
-    BadMaxactive(String),
+    /// The head (`r0:NAME`) and what is wrong with its MAXACTIVE.
+    BadMaxactive(String, Maxactive),
     BadName(String),
     MissingSymbol,
     BadSymbol(String),
@@ -318,8 +321,14 @@ impl fmt::Display for DefinitionError {
                 "unknown probe type '{head}' (expected 'p' or 'r' to define, '-:' to remove; fprobe events go to dynamic_events)"
             ),
             DefinitionError::BadLocation(error) => write!(f, "{error}"),
-            DefinitionError::BadMaxactive(head) => {
-                write!(f, "invalid '{head}': MAXACTIVE is a number of calls, after 'r' only")
+            DefinitionError::BadMaxactive(head, Maxactive::OnlyForReturn) => {
+                write!(f, "invalid '{head}': MAXACTIVE is only for function exit ('r')")
+            }
+            DefinitionError::BadMaxactive(head, Maxactive::Invalid) => {
+                write!(f, "invalid '{head}': MAXACTIVE is a number of calls, 1 to {MAX_MAXACTIVE}")
+            }
+            DefinitionError::BadMaxactive(head, Maxactive::TooBig) => {
+                write!(f, "invalid '{head}': MAXACTIVE is too big (at most {MAX_MAXACTIVE})")
             }
             DefinitionError::BadName(name) => write!(f, "invalid group or event name '{name}'"),
             DefinitionError::MissingSymbol => write!(f, "missing function symbol"),
@@ -364,6 +373,18 @@ enum Head {
     Kretprobe(usize),
 }
 
+/// What is wrong with a head's MAXACTIVE (Linux's `BAD_MAXACT_TYPE`,
+/// `BAD_MAXACT`, `MAXACT_TOO_BIG`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Maxactive {
+    /// On a `p:` probe.
+    OnlyForReturn,
+    /// Not a number, or 0.
+    Invalid,
+    /// Over [`MAX_MAXACTIVE`].
+    TooBig,
+}
+
 fn parse_head(kind: &str, head: &str, syntax: Syntax) -> Result<Head, DefinitionError> {
     match kind {
         "f" if syntax == Syntax::Dynamic => Ok(Head::Fprobe),
@@ -373,16 +394,15 @@ fn parse_head(kind: &str, head: &str, syntax: Syntax) -> Result<Head, Definition
             // A number as C writes it (`r16`, `r0x10`, `r020`), as
             // Linux reads MAXACTIVE (kstrtouint, base 0).
             Some(digits) if digits.starts_with(|c: char| c.is_ascii_digit()) => {
-                let maxactive = c_number(digits)
-                    .and_then(|n| usize::try_from(n).ok())
-                    .ok_or_else(|| DefinitionError::BadMaxactive(head.into()))?;
-                if maxactive == 0 || maxactive > MAX_MAXACTIVE {
-                    return Err(DefinitionError::BadMaxactive(head.into()));
+                let bad = |why| DefinitionError::BadMaxactive(head.into(), why);
+                match c_number(digits).map(|n| usize::try_from(n).unwrap_or(usize::MAX)) {
+                    None | Some(0) => Err(bad(Maxactive::Invalid)),
+                    Some(maxactive) if maxactive > MAX_MAXACTIVE => Err(bad(Maxactive::TooBig)),
+                    Some(maxactive) => Ok(Head::Kretprobe(maxactive)),
                 }
-                Ok(Head::Kretprobe(maxactive))
             }
             _ if kind.starts_with('p') && kind[1..].starts_with(|c: char| c.is_ascii_digit()) => {
-                Err(DefinitionError::BadMaxactive(head.into()))
+                Err(DefinitionError::BadMaxactive(head.into(), Maxactive::OnlyForReturn))
             }
             _ => Err(DefinitionError::UnknownType { head: head.into(), syntax }),
         },
@@ -660,21 +680,6 @@ fn parse_offset(text: &str) -> Option<i64> {
     Some(sign * value)
 }
 
-/// An unsigned number as C (and Linux's `kstrtoul` with base 0) reads it:
-/// `0x` (or `0X`) hex, a leading `0` octal, else decimal; digits only, no
-/// sign.
-fn c_number(text: &str) -> Option<u64> {
-    let (digits, radix) = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
-        Some(hex) => (hex, 16),
-        None if text.len() > 1 && text.starts_with('0') => (&text[1..], 8),
-        None => (text, 10),
-    };
-    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
-        return None;
-    }
-    u64::from_str_radix(digits, radix).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -811,11 +816,19 @@ mod tests {
         assert!(matches!(parse("p:a fib+zz"), Err(BadLocation(_))));
         assert!(matches!(parse("p:a fib-4"), Err(BadLocation(_))));
         assert_eq!(parse("p:a fib $retval"), Err(RetvalAtEntry("$retval".into())));
-        assert_eq!(parse("p4:a fib"), Err(BadMaxactive("p4:a".into())));
-        assert_eq!(parse("r0:a fib"), Err(BadMaxactive("r0:a".into())));
-        assert_eq!(parse("r99999:a fib"), Err(BadMaxactive("r99999:a".into())));
-        assert_eq!(parse("r1x:a fib"), Err(BadMaxactive("r1x:a".into())));
-        assert_eq!(parse("p0x10:a fib"), Err(BadMaxactive("p0x10:a".into())), "MAXACTIVE on a p: probe");
+        assert_eq!(parse("p4:a fib"), Err(BadMaxactive("p4:a".into(), Maxactive::OnlyForReturn)));
+        assert_eq!(parse("r0:a fib"), Err(BadMaxactive("r0:a".into(), Maxactive::Invalid)));
+        assert_eq!(parse("r99999:a fib"), Err(BadMaxactive("r99999:a".into(), Maxactive::TooBig)));
+        assert_eq!(
+            parse("r99999999999999999999999:a fib"),
+            Err(BadMaxactive("r99999999999999999999999:a".into(), Maxactive::Invalid))
+        );
+        assert_eq!(parse("r1x:a fib"), Err(BadMaxactive("r1x:a".into(), Maxactive::Invalid)));
+        assert_eq!(
+            parse("p0x10:a fib"),
+            Err(BadMaxactive("p0x10:a".into(), Maxactive::OnlyForReturn)),
+            "MAXACTIVE on a p: probe"
+        );
         // As C writes numbers, as Linux reads MAXACTIVE: 0x10 is 16, 020 is 16.
         for head in ["r16", "r0x10", "r020"] {
             match parse(&format!("{head}:a fib")) {

@@ -381,13 +381,8 @@ fn parse_hist(remove: bool, rest: &str, fields: &[FilterField]) -> Result<Reques
 }
 
 fn parse_count(text: &str) -> Result<u64, TriggerError> {
-    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
-        Some(hex) => u64::from_str_radix(hex, 16),
-        None if text.len() > 1 && text.starts_with('0') => u64::from_str_radix(&text[1..], 8),
-        None => text.parse(),
-    };
     // The largest count means "unlimited" here: refused, not misread.
-    parsed.ok().filter(|&n| n != UNLIMITED).ok_or_else(|| TriggerError::BadCount(text.to_string()))
+    crate::number::c_ulong(text).filter(|&n| n != UNLIMITED).ok_or_else(|| TriggerError::BadCount(text.to_string()))
 }
 
 /// What `cat trigger` prints for an event with no trigger.
@@ -701,6 +696,7 @@ mod tests {
         assert_eq!(error("!nosuch"), TriggerError::UnknownCommand("nosuch".into()));
         assert_eq!(error("traceoff:5x"), TriggerError::BadCount("5x".into()));
         assert_eq!(error("traceoff:09"), TriggerError::BadCount("09".into()));
+        assert_eq!(error("traceoff:0+5"), TriggerError::BadCount("0+5".into()), "no sign, as kstrtoul");
         assert_eq!(error("traceoff:18446744073709551615"), TriggerError::BadCount("18446744073709551615".into()));
         assert_eq!(error("traceoff:abc"), TriggerError::Malformed("abc".into()));
         assert_eq!(error("traceoff if"), TriggerError::Malformed("if".into()));

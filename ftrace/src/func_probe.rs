@@ -120,7 +120,7 @@ impl Drop for EventHook {
 }
 
 /// No count: every call acts.
-const UNLIMITED: u64 = u64::MAX;
+pub const UNLIMITED: u64 = u64::MAX;
 
 /// One attached command.
 struct FuncProbe {
@@ -202,6 +202,9 @@ pub(crate) fn record_frames(array: &TraceArray, frames: impl Iterator<Item = usi
 pub enum ProbeError {
     /// `FUNC:NAME` with a NAME that is no command.
     UnknownCommand(String),
+    /// `FUNC:COMMAND:N` with an N that is no count (a number as C writes
+    /// it, below the largest, which means unlimited).
+    BadCount(String),
     /// Removing a command that is not attached.
     NotAttached(String),
     /// Adding a command every function the glob matches already has.
@@ -222,6 +225,7 @@ impl fmt::Display for ProbeError {
                     "unknown command '{name}' (traceoff, traceon, stacktrace, snapshot, enable_event:GRP:EVENT, disable_event:GRP:EVENT)"
                 )
             }
+            ProbeError::BadCount(count) => write!(f, "bad count '{count}': a number of calls (decimal, 0x hex or 0 octal)"),
             ProbeError::NotAttached(what) => write!(f, "'{what}' is not attached"),
             ProbeError::AlreadyAttached(what) => write!(f, "'{what}' is already attached to every function it matches"),
             ProbeError::Tracing(error) => write!(f, "{error}"),

@@ -321,12 +321,8 @@ fn sort_key(text: &str, keys: &[HistField], vals: &[HistField]) -> Result<SortKe
 /// `size=N`: decimal, `0x` hex or `0` octal (as Linux's `kstrtouint`
 /// reads it), rounded up to a power of two, which must be 128 to 131072.
 fn parse_size(text: &str) -> Result<usize, HistError> {
-    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
-        Some(hex) => usize::from_str_radix(hex, 16),
-        None if text.len() > 1 && text.starts_with('0') => usize::from_str_radix(&text[1..], 8),
-        None => text.parse(),
-    };
-    let size = parsed.ok().and_then(usize::checked_next_power_of_two);
+    let parsed = crate::number::c_ulong(text).and_then(|n| usize::try_from(n).ok());
+    let size = parsed.and_then(usize::checked_next_power_of_two);
     size.filter(|size| (MIN_SIZE..=MAX_SIZE).contains(size)).ok_or_else(|| HistError::BadSize(text.to_string()))
 }
 
@@ -797,6 +793,7 @@ mod tests {
         assert_eq!(error("keys=ip:size=0"), HistError::BadSize("0".into()));
         assert_eq!(error("keys=ip:size=64"), HistError::BadSize("64".into()), "under 128, as Linux refuses it");
         assert_eq!(error("keys=ip:size=200000"), HistError::BadSize("200000".into()));
+        assert_eq!(error("keys=ip:size=0+400"), HistError::BadSize("0+400".into()), "no sign, as kstrtouint");
         assert_eq!(error("keys=ip:name=foo"), HistError::Unknown("name=foo".into()));
         assert_eq!(error("keys=ip:onmax($x).save(ip)"), HistError::Unknown("onmax($x).save(ip)".into()));
     }

@@ -57,6 +57,7 @@ pub mod event_trigger;
 pub mod glob;
 pub mod hist;
 pub mod kallsyms;
+pub mod number;
 pub mod output;
 pub mod payload;
 pub mod pid_list;

@@ -710,15 +710,23 @@ fn parse_command(word: &str) -> Option<Result<(bool, &str, ftrace::func_probe::C
     };
     let split = ftrace::glob::split_last_colon;
     let (head, last) = split(word)?;
-    let (head, name, count) = match last.parse::<u64>() {
-        Ok(count) => {
+    // A count is read as Linux reads it (`kstrtoul`, base 0).
+    let (head, name, count) = match ftrace::number::c_ulong(last) {
+        Some(count) => {
             let (head, name) = split(head)?;
             (head, name, Some(count))
         }
-        Err(_) => (head, last, None),
+        None => (head, last, None),
     };
     if let Some(command) = Command::from_name(name) {
+        if count == Some(ftrace::func_probe::UNLIMITED) {
+            return Some(Err(TracefsError::Invalid(ProbeError::BadCount(last.into()).to_string())));
+        }
         return Some(Ok((remove, head, command, count)));
+    }
+    // `FUNC:traceoff:abc`: a command, then no count.
+    if split(head).is_some_and(|(_, before)| Command::from_name(before).is_some()) {
+        return Some(Err(TracefsError::Invalid(ProbeError::BadCount(name.into()).to_string())));
     }
     let names_event = |name: &str| Command::switching(name, "", "").is_some();
     if names_event(name) || split(head).is_some_and(|(_, before)| names_event(before)) {

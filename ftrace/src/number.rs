@@ -1,0 +1,36 @@
+//! Numbers as tracefs reads them: as C writes them, the way Linux's
+//! `kstrtoul(text, 0, ...)` parses a count, a size or a probe's offset.
+//! One reader for every file, so `traceoff:0x10`, `size=0x800` and
+//! `+0x10(%sp)` mean the same everywhere.
+
+/// An unsigned number: `0x` (or `0X`) hex, a leading `0` octal, else
+/// decimal; digits only (no sign, no spaces), and it must fit 64 bits.
+pub fn c_ulong(text: &str) -> Option<u64> {
+    let (digits, radix) = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => (hex, 16),
+        None if text.len() > 1 && text.starts_with('0') => (&text[1..], 8),
+        None => (text, 10),
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    u64::from_str_radix(digits, radix).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_numbers_as_c_writes_them() {
+        assert_eq!(c_ulong("16"), Some(16));
+        assert_eq!(c_ulong("0x10"), Some(16));
+        assert_eq!(c_ulong("0X1f"), Some(31));
+        assert_eq!(c_ulong("020"), Some(16));
+        assert_eq!(c_ulong("0"), Some(0));
+        assert_eq!(c_ulong("18446744073709551615"), Some(u64::MAX));
+        for bad in ["", "0x", "+5", "0+400", "-1", "08", "1a", " 1", "18446744073709551616", "0x-1"] {
+            assert_eq!(c_ulong(bad), None, "{bad:?}");
+        }
+    }
+}
