@@ -246,7 +246,9 @@ pub fn parse(attrs: &str, fields: &[FilterField]) -> Result<HistSpec, HistError>
             ("size", number) => size = parse_size(number)?,
             (name @ ("keys" | "key" | "vals" | "val" | "values" | "sort"), "") => return Err(HistError::Empty(name.to_string())),
             ("pause", "") => control = Some(HistControl::Pause),
-            ("cont" | "continue", "") => control = Some(HistControl::Cont),
+            // `pause` wins over `cont`, whatever their order, as in Linux.
+            ("cont" | "continue", "") if control != Some(HistControl::Pause) => control = Some(HistControl::Cont),
+            ("cont" | "continue", "") => {}
             ("clear", "") => control = Some(HistControl::Clear),
             _ => return Err(HistError::Unknown(attr.to_string())),
         }
@@ -772,6 +774,8 @@ mod tests {
         assert_eq!(spec("key=ip.hex:size=65").line(), "hist:keys=ip.hex:vals=hitcount:sort=hitcount:size=128");
         assert_eq!(spec("keys=ip:size=0x800").line(), "hist:keys=ip:vals=hitcount:sort=hitcount:size=2048", "hex, as kstrtouint");
         assert_eq!(spec("keys=prev_pid:pause").control, Some(HistControl::Pause));
+        assert_eq!(spec("keys=prev_pid:pause:cont").control, Some(HistControl::Pause), "pause wins, as in Linux");
+        assert_eq!(spec("keys=prev_pid:cont:pause").control, Some(HistControl::Pause));
         assert!(spec("keys=prev_pid:size=4096:clear").same_as(&spec("keys=prev_pid")), "size and control do not count");
         assert!(!spec("keys=prev_pid").same_as(&spec("keys=prev_pid.hex")));
     }
