@@ -100,6 +100,7 @@ fi
 if run_session instances 'mkdir instances/foo\nls instances\nls instances/foo\nls instances/foo/options\necho *fib* > instances/foo/set_ftrace_filter\necho function > instances/foo/current_tracer\nrun fib 3\ncat instances/foo/trace\ncat trace\nmkdir instances/foo\nmkdir instances/a/b\nrmdir instances/foo\nrmdir instances/foo\nls instances\ncat enabled_functions\npoweroff\n'; then
     expect "ls instances lists it" grep -qx "instances/foo/" <<<"$out"
     expect "its files" grep -qx "instances/foo/current_tracer" <<<"$out"
+    expect "ls of it lists its options directory, not what is in it" test "$(sed -n '/^> ls instances\/foo$/,/^> /p' <<<"$out" | grep -c '^instances/foo/options')" -eq 1
     expect "ls of a directory in it: its 20 options" test "$(sed -n '/^> ls instances\/foo\/options$/,/^> /p' <<<"$out" | grep -c '^instances/foo/options/[a-z_-]*$')" -eq 20
     # Each file's own output: what `cat FILE` printed, up to the next prompt.
     output_of() { awk -v cmd="> cat $1" '$0 == cmd {on = 1; next} on && /^> / {exit} on' <<<"$out"; }

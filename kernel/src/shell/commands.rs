@@ -144,16 +144,9 @@ fn ls(invocation: &Invocation) -> Result<(), ShellError> {
         }),
         dir if dir.starts_with("instances/") => {
             let path = dir.strip_prefix("instances/").unwrap_or("");
-            let (name, below) = path.split_once('/').unwrap_or((path, ""));
+            let name = path.split_once('/').map_or(path, |(name, _)| name);
             let no_such = || ShellError::Failed(format!("no such directory: {dir}"));
-            let names = tracefs::instance_names(name).ok_or_else(no_such)?;
-            if below.is_empty() {
-                names.for_each(|name| {
-                    let _ = writeln!(out, "{name}");
-                });
-            } else {
-                print_entries_under(names, dir, out)?;
-            }
+            print_entries_under(tracefs::instance_names(name).ok_or_else(no_such)?, dir, out)?;
         }
         dir => print_entries_under(tracefs::names(), dir, out)?,
     }
