@@ -223,6 +223,10 @@ impl Refs {
 /// the last one the object is freed right here (normal context, after a
 /// grace period, and no call is in flight); otherwise the last return frees
 /// it through `put`.
+///
+/// # Safety
+/// `node` is the node of a `Refs` whose owner's reference it holds, queued
+/// by `retire` once, run after a grace period.
 unsafe fn drop_owner_reference(node: *const Deferred) {
     let refs = Refs::of_node(node);
     // SAFETY: `retire` queued the node inside a `Refs`, whose object the
@@ -302,6 +306,10 @@ impl<T> Drop for Published<T> {
 }
 
 /// The deferred action of [`Published::replace`].
+///
+/// # Safety
+/// `node` is the node of a `Snapshot<T>` leaked from a box and no longer
+/// published, queued by `replace`, run after a grace period.
 unsafe fn free_snapshot<T>(node: *const Deferred) {
     let snapshot = crate::container_of!(node, Snapshot<T>, node) as *mut Snapshot<T>;
     // SAFETY: `replace` queued the node of a snapshot leaked from a box, no

@@ -770,6 +770,10 @@ pub fn remove(name: &str) -> Result<(), InstanceError> {
 }
 
 /// Frees a removed instance once no hooked call can return into it.
+///
+/// # Safety
+/// `node` is the node of a `TraceArray` leaked from a box by `create` and
+/// unlisted by `remove`, which queued it; run after a grace period.
 unsafe fn free_instance(node: *const Deferred) {
     let array = crate::container_of!(node, TraceArray, node);
     // SAFETY: queued by `remove` with the node of a leaked, unlisted array.

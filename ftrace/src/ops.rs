@@ -243,6 +243,10 @@ impl SiteList {
 }
 
 /// The deferred action of [`SiteList::retire`].
+///
+/// # Safety
+/// `node` is the `retired` node of a `SiteList` leaked from a box, queued
+/// by `retire` once no site pointed at the list, run after a grace period.
 unsafe fn free_site_list(node: *const Deferred) {
     let list = crate::container_of!(node, SiteList, retired) as *mut SiteList;
     // SAFETY: `retire` queued the node of a list it leaked from a box.

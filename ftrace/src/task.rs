@@ -84,6 +84,9 @@ pub struct TaskTrace {
     name_seq: AtomicU64,
 }
 
+// The trampolines add the counters' own offsets to the state's address.
+const _: () = assert!(core::mem::offset_of!(TaskTrace, counters) == 0, "TaskTrace::counters must stay first");
+
 impl TaskTrace {
     /// Fresh state for task `pid` called `name` (cut to [`COMM_LEN`] bytes).
     pub fn new(pid: i32, name: &str) -> TaskTrace {

@@ -80,7 +80,7 @@ global_asm!(
 x86_64_exception_stubs:
     .set vector, 0
     .rept {stub_count}
-    .p2align 4
+0:
     .if vector == 3
     jmp x86_64_int3_entry
     .else
@@ -92,6 +92,9 @@ x86_64_exception_stubs:
     pushq $vector
     jmp x86_64_exception_common
     .endif
+    /* Each stub is exactly STUB_SIZE bytes (the IDT points at stubs +
+       vector * STUB_SIZE): padded with int3, an error if longer. */
+    .org 0b + {stub_size}, 0xcc
     .set vector, vector + 1
     .endr
     .size x86_64_exception_stubs, . - x86_64_exception_stubs
@@ -160,12 +163,13 @@ x86_64_trap_returned:
     movq {rsi}(%rsp), %rsi
     movq {rdi}(%rsp), %rdi
     /* Drop the general registers, the vector and the error code. */
-    addq ${gpr_area} + 16, %rsp
+    addq ${rip}, %rsp
     iretq
     .size x86_64_exception_common, . - x86_64_exception_common
     .popsection
 "#,
     stub_count = const STUB_COUNT,
+    stub_size = const STUB_SIZE,
     int3_pad = const INT3_PAD,
     hardware_frame = const HARDWARE_FRAME,
     gpr_area = const GPR_AREA,
