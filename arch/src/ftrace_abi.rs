@@ -728,6 +728,10 @@ pub struct SiteCall {
 /// The offset of the handler in [`SiteCall`] (for the trampolines).
 pub const SITE_CALL_FUNC: usize = offset_of!(SiteCall, func);
 
+/// Bytes of the ops literal in front of every traced function: a pointer
+/// to a [`SiteCall`] (the trampolines load it from there).
+pub const LITERAL_BYTES: usize = core::mem::size_of::<*const SiteCall>();
+
 /// Which return trampoline a hooked call returns through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReturnTrampoline {

@@ -10,3 +10,7 @@
 /// Bytes of the ops literal before every traced function, on both
 /// architectures.
 pub const LITERAL_BYTES: usize = 8;
+
+// The trampolines' view of it.
+#[cfg(target_os = "none")]
+const _: () = assert!(LITERAL_BYTES == arch::ftrace_abi::LITERAL_BYTES);

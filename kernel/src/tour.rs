@@ -30,7 +30,7 @@ use core::hint::black_box;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use arch::ftrace::{CALL_OFFSET, INSN_LEN};
-use arch::ftrace_abi::{FtraceRegs, RegsSnapshot, ReturnAddress, SavedRegs};
+use arch::ftrace_abi::{FtraceRegs, RegsSnapshot, ReturnAddress, SavedRegs, LITERAL_BYTES};
 use arch::sync::SpinLock;
 use ftrace::retstack::{Depth, FrameNeeds, ReturnInfo, ReturnPath, ReturnUser};
 use ftrace::shadow::FrameHeader;
@@ -204,8 +204,8 @@ fn site_bytes(function: usize) -> Vec<u8> {
 
 /// The literal before the function.
 fn literal(function: usize) -> u64 {
-    let bytes = text(function - 8, 8);
-    u64::from_le_bytes(bytes.try_into().unwrap_or([0; 8]))
+    let bytes = text(function - LITERAL_BYTES, LITERAL_BYTES);
+    u64::from_le_bytes(bytes.try_into().unwrap_or([0; LITERAL_BYTES]))
 }
 
 /// Prints the literal and the instructions from the function's start to
@@ -219,7 +219,7 @@ fn show_site(out: &mut dyn Write, function: usize) -> fmt::Result {
             None => format!("-> {pointer:#x}: no ops of the tour; unused while the slot is a NOP"),
         },
     };
-    writeln!(out, "  {:#x}:  .quad {value:#018x}   ops literal ({meaning})", function - 8)?;
+    writeln!(out, "  {:#x}:  .quad {value:#018x}   ops literal ({meaning})", function - LITERAL_BYTES)?;
     let bytes = site_bytes(function);
     let slot_end = CALL_OFFSET + INSN_LEN;
     let mut at = 0;

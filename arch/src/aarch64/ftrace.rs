@@ -94,9 +94,16 @@ pub fn call_insn(at: usize, target: usize) -> Result<Insn, OutOfRange> {
 struct CallerFrame {
     fregs: FtraceRegs,
     /// Frame record of the traced function: (caller record, F+8).
-    function_record: [u64; 2],
+    function_record: FrameRecord,
     /// Frame record of the caller: (caller's x29, parent ip).
-    callsite_record: [u64; 2],
+    callsite_record: FrameRecord,
+}
+
+/// An AAPCS64 frame record, as `stp x29, x30` stores it.
+#[repr(C)]
+struct FrameRecord {
+    fp: u64,
+    lr: u64,
 }
 
 /// The return trampolines' stack frame, lowest address first.
@@ -104,7 +111,7 @@ struct CallerFrame {
 struct ReturnFrame {
     fregs: FtraceRegs,
     /// Frame record: (caller's x29, address inside the trampoline).
-    record: [u64; 2],
+    record: FrameRecord,
 }
 
 /// The entry trampolines' frame, for the documentation's diagram.
@@ -220,13 +227,13 @@ global_asm!(
     add x10, sp, #{frame}
     mov x11, #\saved
     stp x11, x10, [sp, #{saved}]        /* saved, entry_sp: adjacent (checked in ftrace_abi) */
-    sub x0, x30, #8                     /* ip = F (x0 is saved already) */
+    sub x0, x30, #{call_end}            /* ip = F (x0 is saved already) */
     stp x10, x0, [sp, #({pt} + {sp})]   /* sp, pc: adjacent (checked above) */
     stp x29, x9, [sp, #{callsite}]
     add x29, sp, #{callsite}
     stp x29, x30, [sp, #{function_record}]
     add x29, sp, #{function_record}
-    ldur x2, [x30, #-16]                /* the ops literal at F-8 */
+    ldur x2, [x30, #-({call_end} + {literal_bytes})] /* the ops literal at F-8 */
     mov x1, x9
     mov x3, sp
     ldr x4, [x2, #{func}]
@@ -243,8 +250,8 @@ global_asm!(
        register restore: it uses x10 and x11. */
     .macro ftrace_resume_target
     ldr x9, [sp, #({pt} + {pc})]
-    ldr x10, [sp, #({function_record} + 8)]
-    sub x11, x10, #8
+    ldr x10, [sp, #{function_record_lr}]
+    sub x11, x10, #{call_end}
     cmp x9, x11
     csel x9, x10, x9, eq
     .endm
@@ -343,6 +350,9 @@ return_to_handler_regs:
     saved_return_full = const Saved::ReturnFull as u64,
     callsite = const offset_of!(CallerFrame, callsite_record),
     function_record = const offset_of!(CallerFrame, function_record),
+    function_record_lr = const offset_of!(CallerFrame, function_record) + offset_of!(FrameRecord, lr),
+    call_end = const CALL_OFFSET + INSN_LEN,
+    literal_bytes = const crate::ftrace_abi::LITERAL_BYTES,
     record = const offset_of!(ReturnFrame, record),
     func = const SITE_CALL_FUNC,
     active = const COUNTERS_ACTIVE,

@@ -215,7 +215,7 @@ global_asm!(
     movq %rbp, {function_record}(%rsp)
     movq %rax, {function_record}+8(%rsp)
     leaq {function_record}(%rsp), %rbp
-    movq -({insn_len} + 8)(%rax), %rdx  /* the ops literal at F-8 */
+    movq -({insn_len} + {literal_bytes})(%rax), %rdx  /* the ops literal at F-8 */
     leaq -{insn_len}(%rax), %rdi        /* ip = F */
     movq %rdi, {pt}+{rip}(%rsp)
     movq %rsp, %rcx                     /* &fregs */
@@ -335,6 +335,7 @@ return_to_handler_regs:
     function_record = const offset_of!(CallerFrame, function_record),
     record = const offset_of!(ReturnFrame, record),
     insn_len = const INSN_LEN,
+    literal_bytes = const crate::ftrace_abi::LITERAL_BYTES,
     func = const SITE_CALL_FUNC,
     task_trace = const TASK_TRACE,
     active = const COUNTERS_ACTIVE,
