@@ -10,6 +10,7 @@
 //! backtraces end there.
 
 use core::arch::naked_asm;
+use core::mem::{offset_of, size_of};
 
 /// A switched-out task: its stack pointer.
 #[repr(C)]
@@ -18,8 +19,38 @@ pub struct TaskContext {
     sp: usize,
 }
 
-/// Registers a switch saves on the stack, then the return address.
-const SAVED_WORDS: usize = 6;
+/// What a switched-out task keeps on top of its stack, lowest address
+/// first: the callee-saved registers a switch pushes (last pushed first),
+/// then where the switch returns to.
+#[repr(C)]
+#[derive(Default)]
+struct SwitchFrame {
+    r15: u64,
+    r14: u64,
+    /// A new task's argument.
+    r13: u64,
+    /// A new task's entry function.
+    r12: u64,
+    rbx: u64,
+    /// Null for a new task, so backtraces end.
+    rbp: u64,
+    /// Where the switch returns to (`task_entry` for a new task).
+    ret: u64,
+    /// Leaves a new task's stack as a call would: 8 below the aligned top.
+    pad: u64,
+}
+
+// `switch` pushes rbp, rbx, r12-r15 in that order, and pops them back.
+const _: () = {
+    assert!(offset_of!(SwitchFrame, r15) == 0);
+    assert!(offset_of!(SwitchFrame, r14) == 8);
+    assert!(offset_of!(SwitchFrame, r13) == 16);
+    assert!(offset_of!(SwitchFrame, r12) == 24);
+    assert!(offset_of!(SwitchFrame, rbx) == 32);
+    assert!(offset_of!(SwitchFrame, rbp) == 40);
+    assert!(offset_of!(SwitchFrame, ret) == 48);
+    assert!(size_of::<SwitchFrame>().is_multiple_of(16));
+};
 
 impl TaskContext {
     /// A task that will start `entry(arg)` on the stack whose top (16-byte
@@ -30,11 +61,16 @@ impl TaskContext {
     /// `stack_top` is the top of a stack no one else uses, with room for the
     /// task.
     pub unsafe fn new(stack_top: usize, entry: extern "C" fn(usize) -> !, arg: usize) -> TaskContext {
-        let words = [0u64, 0, arg as u64, entry as *const () as u64, 0, 0, task_entry as *const () as u64, 0];
-        let sp = stack_top - words.len() * 8;
-        // SAFETY: the caller gives us the stack; `sp` is inside it.
-        unsafe { core::ptr::copy_nonoverlapping(words.as_ptr(), sp as *mut u64, words.len()) };
-        const _: () = assert!(SAVED_WORDS + 2 == 8);
+        let frame = SwitchFrame {
+            r13: arg as u64,
+            r12: entry as *const () as u64,
+            ret: task_entry as *const () as u64,
+            ..SwitchFrame::default()
+        };
+        let sp = stack_top - size_of::<SwitchFrame>();
+        // SAFETY: the caller gives us the stack; `sp` is inside it, aligned
+        // (the top is, and the frame's size is a multiple of 16).
+        unsafe { (sp as *mut SwitchFrame).write(frame) };
         TaskContext { sp }
     }
 }
@@ -61,8 +97,8 @@ pub unsafe extern "C" fn switch(prev: *mut TaskContext, next: *const TaskContext
         "push r13",
         "push r14",
         "push r15",
-        "mov [rdi], rsp",
-        "mov rsp, [rsi]",
+        "mov [rdi + {sp}], rsp",
+        "mov rsp, [rsi + {sp}]",
         "pop r15",
         "pop r14",
         "pop r13",
@@ -70,5 +106,6 @@ pub unsafe extern "C" fn switch(prev: *mut TaskContext, next: *const TaskContext
         "pop rbx",
         "pop rbp",
         "ret",
+        sp = const offset_of!(TaskContext, sp),
     )
 }
