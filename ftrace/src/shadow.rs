@@ -629,19 +629,29 @@ impl ShadowStack {
         Ok(PendingHook { stack: self, entry })
     }
 
-    /// Starts the return of the innermost frame, the one at `base`: from
-    /// now on it no longer counts toward depth, so that calls made during
-    /// its return callbacks (an interrupt's) are as deep as it, not deeper,
-    /// as Linux lowers the depth before the return callbacks run.
+    /// Starts the return of the innermost frame, the one at `base`, and
+    /// answers its header in place (as [`header_in_place`](Self::header_in_place)):
+    /// from now on the call no longer counts toward depth, so that calls
+    /// made during its return callbacks (an interrupt's) are as deep as it,
+    /// not deeper, as Linux lowers the depth before the return callbacks
+    /// run.
     ///
     /// # Safety
-    /// `base` is the innermost frame's, and nothing borrows its header.
+    /// `base` is the innermost frame's, nothing borrows its header yet, and
+    /// nothing may write it while the reference lives (as for
+    /// `header_in_place`).
     #[inline(always)]
-    pub(crate) unsafe fn begin_return(&self, base: usize) {
-        debug_assert!(base + INFO_WORD < self.capacity());
-        // SAFETY: a byte of the innermost frame's header, under the top (the
-        // caller's promise): the one that holds only `INFO_COUNTED`.
-        unsafe { (self.words_ptr().add(base + INFO_WORD) as *mut u8).add(COUNTED_BYTE).write(0) };
+    pub(crate) unsafe fn begin_return(&self, base: usize) -> &FrameHeader {
+        debug_assert!(base + HEADER <= self.capacity());
+        // SAFETY: inside the stack (the caller's promise).
+        let header = unsafe { self.words_ptr().add(base) };
+        // SAFETY: a byte of that header, not borrowed yet: the one that
+        // holds only `INFO_COUNTED`.
+        unsafe { (header.add(INFO_WORD) as *mut u8).add(COUNTED_BYTE).write(0) };
+        // SAFETY: the header, unwritten from now on while borrowed (the
+        // caller's promise); `FrameHeader` is six `u64`s, `repr(C)`, word
+        // aligned.
+        unsafe { &*(header as *const FrameHeader) }
     }
 
     /// Pops the innermost frame, the one at `base` whose header is
@@ -977,7 +987,7 @@ mod tests {
         let returning = stack.innermost().unwrap();
         assert_eq!(returning.depth(), 1);
         // SAFETY: the innermost frame; no header borrowed.
-        unsafe { stack.begin_return(returning.base) };
+        let _ = unsafe { stack.begin_return(returning.base) };
         let irq = stack.begin(&call(0x3000, 0x6000), words(0), GRAPH).unwrap();
         assert_eq!(irq.depth(), 1, "an interrupt during the return callbacks is a sibling");
         drop(irq);
