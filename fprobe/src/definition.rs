@@ -29,7 +29,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
 
-use ftrace::number::c_ulong as c_number;
+use ftrace::number::c_digits as c_number;
 
 pub use kprobes::location::{Location, LocationError};
 

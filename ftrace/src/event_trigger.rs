@@ -570,14 +570,15 @@ mod kernel_side {
         let Some(hist) = &trigger.hist else { return Ok(Some(trigger)) };
         let filter = trigger.filter.as_ref().map(|filter| filter.text());
         let existing = list.iter().find(|other| other.is_hist(hist.spec(), filter)).and_then(|other| other.hist.as_ref());
-        match (existing, hist.spec().control) {
+        let controls = hist.spec().controls;
+        match (existing, controls.on_existing()) {
             (Some(existing), Some(HistControl::Pause)) => existing.set_paused(true),
             (Some(existing), Some(HistControl::Cont)) => existing.set_paused(false),
             // A hit that saw it running is done once every CPU has taken
             // an interrupt (the hit path masks them).
             (Some(existing), Some(HistControl::Clear)) => existing.clear(arch::smp::sync_all),
             (Some(_), None) => return Err(TriggerError::Hist(HistError::Exists(hist.spec().line()))),
-            (None, Some(HistControl::Cont | HistControl::Clear)) => return Err(TriggerError::NoSuchHist),
+            (None, _) if controls.needs_existing() => return Err(TriggerError::NoSuchHist),
             (None, _) => return Ok(Some(trigger)),
         }
         Ok(None)
@@ -696,7 +697,7 @@ mod tests {
         assert_eq!(error("!nosuch"), TriggerError::UnknownCommand("nosuch".into()));
         assert_eq!(error("traceoff:5x"), TriggerError::BadCount("5x".into()));
         assert_eq!(error("traceoff:09"), TriggerError::BadCount("09".into()));
-        assert_eq!(error("traceoff:0+5"), TriggerError::BadCount("0+5".into()), "no sign, as kstrtoul");
+        assert_eq!(error("traceoff:0+5"), TriggerError::BadCount("0+5".into()), "a sign only first, as kstrtoul");
         assert_eq!(error("traceoff:18446744073709551615"), TriggerError::BadCount("18446744073709551615".into()));
         assert_eq!(error("traceoff:abc"), TriggerError::Malformed("abc".into()));
         assert_eq!(error("traceoff if"), TriggerError::Malformed("if".into()));

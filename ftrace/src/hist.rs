@@ -145,6 +145,36 @@ pub enum HistControl {
     Clear,
 }
 
+/// The `pause`, `cont` and `clear` words of a line, as Linux's `attrs`
+/// keeps them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HistControls {
+    pub pause: bool,
+    pub cont: bool,
+    pub clear: bool,
+}
+
+impl HistControls {
+    /// What the line does to the same histogram already there: one thing,
+    /// `pause` before `cont` before `clear`, as Linux's
+    /// `hist_register_trigger` tests them; `None` for a plain line (which
+    /// would add it again: refused).
+    pub fn on_existing(self) -> Option<HistControl> {
+        match self {
+            HistControls { pause: true, .. } => Some(HistControl::Pause),
+            HistControls { cont: true, .. } => Some(HistControl::Cont),
+            HistControls { clear: true, .. } => Some(HistControl::Clear),
+            _ => None,
+        }
+    }
+
+    /// Whether the line only makes sense on a histogram already there
+    /// (`cont`, `clear`): Linux refuses it otherwise, even with `pause`.
+    pub fn needs_existing(self) -> bool {
+        self.cont || self.clear
+    }
+}
+
 /// A parsed `hist:` line (without its filter).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HistSpec {
@@ -152,8 +182,8 @@ pub struct HistSpec {
     vals: Vec<HistField>,
     sort: Vec<SortKey>,
     size: usize,
-    /// `pause`, `cont` or `clear`, if the line has one.
-    pub control: Option<HistControl>,
+    /// The line's `pause`, `cont` and `clear`.
+    pub controls: HistControls,
 }
 
 /// Why a `hist:` line was refused.
@@ -221,7 +251,7 @@ pub fn parse(attrs: &str, fields: &[FilterField]) -> Result<HistSpec, HistError>
     let mut vals = Vec::new();
     let mut sort_text = None;
     let mut size = DEFAULT_SIZE;
-    let mut control = None;
+    let mut controls = HistControls::default();
     for attr in attrs.split(':').filter(|attr| !attr.is_empty()) {
         let (name, value) = attr.split_once('=').unwrap_or((attr, ""));
         match (name, value) {
@@ -245,11 +275,9 @@ pub fn parse(attrs: &str, fields: &[FilterField]) -> Result<HistSpec, HistError>
             ("sort", list) if !list.is_empty() => sort_text = Some(list),
             ("size", number) => size = parse_size(number)?,
             (name @ ("keys" | "key" | "vals" | "val" | "values" | "sort"), "") => return Err(HistError::Empty(name.to_string())),
-            ("pause", "") => control = Some(HistControl::Pause),
-            // `pause` wins over `cont`, whatever their order, as in Linux.
-            ("cont" | "continue", "") if control != Some(HistControl::Pause) => control = Some(HistControl::Cont),
-            ("cont" | "continue", "") => {}
-            ("clear", "") => control = Some(HistControl::Clear),
+            ("pause", "") => controls.pause = true,
+            ("cont" | "continue", "") => controls.cont = true,
+            ("clear", "") => controls.clear = true,
             _ => return Err(HistError::Unknown(attr.to_string())),
         }
     }
@@ -264,7 +292,7 @@ pub fn parse(attrs: &str, fields: &[FilterField]) -> Result<HistSpec, HistError>
             sort
         }
     };
-    Ok(HistSpec { keys, vals, sort, size, control })
+    Ok(HistSpec { keys, vals, sort, size, controls })
 }
 
 /// `NAME[.MODIFIER]`: the field and its modifier.
@@ -571,7 +599,7 @@ impl Histogram {
     /// allocate); paused from the start if the line said `pause`.
     pub fn try_new(spec: HistSpec) -> Result<Histogram, HistError> {
         let map = HistMap::try_new(spec.size, spec.key_words(), 1 + spec.vals.len()).ok_or(HistError::NoMemory)?;
-        let paused = AtomicBool::new(spec.control == Some(HistControl::Pause));
+        let paused = AtomicBool::new(spec.controls.pause);
         Ok(Histogram { spec, map, paused })
     }
 
@@ -773,9 +801,13 @@ mod tests {
         );
         assert_eq!(spec("key=ip.hex:size=65").line(), "hist:keys=ip.hex:vals=hitcount:sort=hitcount:size=128");
         assert_eq!(spec("keys=ip:size=0x800").line(), "hist:keys=ip:vals=hitcount:sort=hitcount:size=2048", "hex, as kstrtouint");
-        assert_eq!(spec("keys=prev_pid:pause").control, Some(HistControl::Pause));
-        assert_eq!(spec("keys=prev_pid:pause:cont").control, Some(HistControl::Pause), "pause wins, as in Linux");
-        assert_eq!(spec("keys=prev_pid:cont:pause").control, Some(HistControl::Pause));
+        assert_eq!(spec("keys=prev_pid:pause").controls.on_existing(), Some(HistControl::Pause));
+        for line in ["keys=prev_pid:pause:cont", "keys=prev_pid:cont:pause", "keys=prev_pid:clear:pause"] {
+            assert_eq!(spec(line).controls.on_existing(), Some(HistControl::Pause), "pause first, as in Linux: {line}");
+        }
+        assert_eq!(spec("keys=prev_pid:clear:cont").controls.on_existing(), Some(HistControl::Cont), "then cont");
+        assert!(spec("keys=prev_pid:pause:cont").controls.needs_existing(), "cont: on an existing one only");
+        assert!(!spec("keys=prev_pid:pause").controls.needs_existing());
         assert!(spec("keys=prev_pid:size=4096:clear").same_as(&spec("keys=prev_pid")), "size and control do not count");
         assert!(!spec("keys=prev_pid").same_as(&spec("keys=prev_pid.hex")));
     }
@@ -797,7 +829,7 @@ mod tests {
         assert_eq!(error("keys=ip:size=0"), HistError::BadSize("0".into()));
         assert_eq!(error("keys=ip:size=64"), HistError::BadSize("64".into()), "under 128, as Linux refuses it");
         assert_eq!(error("keys=ip:size=200000"), HistError::BadSize("200000".into()));
-        assert_eq!(error("keys=ip:size=0+400"), HistError::BadSize("0+400".into()), "no sign, as kstrtouint");
+        assert_eq!(error("keys=ip:size=0+400"), HistError::BadSize("0+400".into()), "a sign only first, as kstrtouint");
         assert_eq!(error("keys=ip:name=foo"), HistError::Unknown("name=foo".into()));
         assert_eq!(error("keys=ip:onmax($x).save(ip)"), HistError::Unknown("onmax($x).save(ip)".into()));
     }

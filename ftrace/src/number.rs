@@ -3,9 +3,15 @@
 //! One reader for every file, so `traceoff:0x10`, `size=0x800` and
 //! `+0x10(%sp)` mean the same everywhere.
 
-/// An unsigned number: `0x` (or `0X`) hex, a leading `0` octal, else
-/// decimal; digits only (no sign, no spaces), and it must fit 64 bits.
+/// An unsigned number: an optional `+`, then [`c_digits`].
 pub fn c_ulong(text: &str) -> Option<u64> {
+    c_digits(text.strip_prefix('+').unwrap_or(text))
+}
+
+/// An unsigned number with no sign: `0x` (or `0X`) hex, a leading `0`
+/// octal, else decimal; digits only (no spaces), and it must fit 64 bits.
+/// (For a caller that reads the sign itself.)
+pub fn c_digits(text: &str) -> Option<u64> {
     let (digits, radix) = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
         Some(hex) => (hex, 16),
         None if text.len() > 1 && text.starts_with('0') => (&text[1..], 8),
@@ -29,7 +35,10 @@ mod tests {
         assert_eq!(c_ulong("020"), Some(16));
         assert_eq!(c_ulong("0"), Some(0));
         assert_eq!(c_ulong("18446744073709551615"), Some(u64::MAX));
-        for bad in ["", "0x", "+5", "0+400", "-1", "08", "1a", " 1", "18446744073709551616", "0x-1"] {
+        assert_eq!(c_ulong("+5"), Some(5), "one plus, as kstrtoul skips it");
+        assert_eq!(c_ulong("+0x10"), Some(16));
+        assert_eq!(c_digits("+5"), None, "no sign");
+        for bad in ["", "0x", "++5", "+", "0+400", "-1", "08", "1a", " 1", "18446744073709551616", "0x-1"] {
             assert_eq!(c_ulong(bad), None, "{bad:?}");
         }
     }

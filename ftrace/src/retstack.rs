@@ -244,10 +244,9 @@ pub unsafe extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usi
     let Some(base) = stack.innermost_base() else {
         stop_and_report(task, "the shadow stack is empty", fregs);
     };
-    // SAFETY: the innermost frame's base; nothing borrows its header yet,
-    // and it is not written again before the pop below (callbacks push and
-    // pop above it).
-    let header = unsafe { stack.begin_return(base) };
+    // SAFETY: the innermost frame's base; its header is not written again
+    // before the pop below (callbacks push and pop above it).
+    let header = unsafe { stack.header_in_place(base) };
     if header.fp != fregs.frame_pointer() as u64 || header.sp != fregs.stack_pointer() as u64 {
         stop_and_report(task, "the frame does not match the registers", fregs);
     }

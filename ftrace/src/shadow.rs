@@ -58,10 +58,11 @@
 //!   pending, so by the hook of that entry: a new frame is written with its
 //!   first user's needs, a joining user that counts the call sets
 //!   `INFO_COUNTED` at once (and its drop clears it again), and one that
-//!   wants every register sets `INFO_FULL` at commit; and when its call
-//!   returns, before the return callbacks run, it stops counting. A frame's
-//!   depth is read from the frame below when it is pushed: one more than
-//!   that one's if that one counts.
+//!   wants every register sets `INFO_FULL` at commit. A frame's depth is
+//!   read from the frame below when it is pushed: one more than that one's
+//!   if that one counts. A returning call still counts while its return
+//!   callbacks run (an interrupt then is deeper), as in Linux since 6.9,
+//!   whose `curr_ret_depth` drops after them.
 //!
 //! Compiler fences keep those steps in program order; the counters are
 //! atomics only to be shareable, and are read and written with plain
@@ -85,13 +86,8 @@ const NO_FRAME: usize = usize::MAX;
 /// `FrameHeader::info`: the frame wants the full-registers return trampoline.
 const INFO_FULL: u64 = 1 << 32;
 /// `FrameHeader::info`: the call counts toward the depth of the calls it
-/// makes (a user that counts it hooked it, or is hooking it). Alone in its
-/// byte ([`COUNTED_BYTE`]), so that a return clears it with one store.
-const INFO_COUNTED: u64 = 1 << 40;
-/// The byte of the `info` word that holds `INFO_COUNTED`, in memory order.
-const COUNTED_BYTE: usize = if cfg!(target_endian = "little") { 5 } else { 2 };
-const _: () = assert!(INFO_COUNTED.to_ne_bytes()[COUNTED_BYTE] != 0, "the byte holds the bit");
-const _: () = assert!((INFO_FULL | INFO_DEPTH) & (0xff << 40) == 0, "and nothing else");
+/// makes (a user that counts it hooked it, or is hooking it).
+const INFO_COUNTED: u64 = 1 << 33;
 /// `FrameHeader::info`: the call's depth, how many counted hooked calls
 /// are below it.
 const INFO_DEPTH: u64 = 0xffff_ffff;
@@ -629,31 +625,6 @@ impl ShadowStack {
         Ok(PendingHook { stack: self, entry })
     }
 
-    /// Starts the return of the innermost frame, the one at `base`, and
-    /// answers its header in place (as [`header_in_place`](Self::header_in_place)):
-    /// from now on the call no longer counts toward depth, so that calls
-    /// made during its return callbacks (an interrupt's) are as deep as it,
-    /// not deeper, as Linux lowers the depth before the return callbacks
-    /// run.
-    ///
-    /// # Safety
-    /// `base` is the innermost frame's, nothing borrows its header yet, and
-    /// nothing may write it while the reference lives (as for
-    /// `header_in_place`).
-    #[inline(always)]
-    pub(crate) unsafe fn begin_return(&self, base: usize) -> &FrameHeader {
-        debug_assert!(base + HEADER <= self.capacity());
-        // SAFETY: inside the stack (the caller's promise).
-        let header = unsafe { self.words_ptr().add(base) };
-        // SAFETY: a byte of that header, not borrowed yet: the one that
-        // holds only `INFO_COUNTED`.
-        unsafe { (header.add(INFO_WORD) as *mut u8).add(COUNTED_BYTE).write(0) };
-        // SAFETY: the header, unwritten from now on while borrowed (the
-        // caller's promise); `FrameHeader` is six `u64`s, `repr(C)`, word
-        // aligned.
-        unsafe { &*(header as *const FrameHeader) }
-    }
-
     /// Pops the innermost frame, the one at `base` whose header is
     /// `header`, after its return callbacks ran, and answers its return
     /// address: unlinks it first, lowers the top last. (The return handler
@@ -977,21 +948,6 @@ mod tests {
         assert_eq!(innermost.depth(), 2);
         drop(innermost);
         assert_eq!(stack.frames(), 3, "every hooked call, counted or not");
-    }
-
-    #[test]
-    fn calls_made_during_a_return_are_as_deep_as_the_returning_call() {
-        let stack = ShadowStack::new(256);
-        stack.begin(&call(0x1000, 0x8000), words(0), GRAPH).unwrap().commit(0xa, &[], GRAPH).unwrap();
-        stack.begin(&call(0x2000, 0x7000), words(0), GRAPH).unwrap().commit(0xb, &[], GRAPH).unwrap();
-        let returning = stack.innermost().unwrap();
-        assert_eq!(returning.depth(), 1);
-        // SAFETY: the innermost frame; no header borrowed.
-        let _ = unsafe { stack.begin_return(returning.base) };
-        let irq = stack.begin(&call(0x3000, 0x6000), words(0), GRAPH).unwrap();
-        assert_eq!(irq.depth(), 1, "an interrupt during the return callbacks is a sibling");
-        drop(irq);
-        assert_eq!(stack.innermost().unwrap().depth(), 1, "the returning call keeps its own depth");
     }
 
     #[test]

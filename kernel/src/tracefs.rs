@@ -709,39 +709,52 @@ fn parse_command(word: &str) -> Option<Result<(bool, &str, ftrace::func_probe::C
         None => (false, word),
     };
     let split = ftrace::glob::split_last_colon;
+    let refuse = |error: ProbeError| Some(Err(TracefsError::Invalid(error.to_string())));
+    let names_event = |name: &str| Command::switching(name, "", "").is_some();
+    // Whether `head` is a command with its function, so that what follows
+    // it is a count: `FUNC:traceoff`, `FUNC:enable_event:GRP:EVENT`.
+    let ends_with_command = |head: &str| {
+        split(head).is_some_and(|(_, name)| Command::from_name(name).is_some())
+            || split(head)
+                .and_then(|(rest, _event)| split(rest))
+                .and_then(|(rest, _group)| split(rest))
+                .is_some_and(|(_, name)| names_event(name))
+    };
+    // `FUNC:COMMAND:`: an empty count is no count, as in Linux.
+    let word = word.strip_suffix(':').filter(|before| ends_with_command(before)).unwrap_or(word);
     let (head, last) = split(word)?;
-    // A count is read as Linux reads it (`kstrtoul`, base 0).
+    // A count is read as Linux reads it (`kstrtoul`, base 0); what follows
+    // a command and is no number is refused.
     let (head, name, count) = match ftrace::number::c_ulong(last) {
         Some(count) => {
             let (head, name) = split(head)?;
             (head, name, Some(count))
         }
+        None if ends_with_command(head) => return refuse(ProbeError::BadCount(last.into())),
         None => (head, last, None),
     };
+    // The largest count means unlimited here: refused, not misread.
+    let count_ok = count != Some(ftrace::func_probe::UNLIMITED);
     if let Some(command) = Command::from_name(name) {
-        if count == Some(ftrace::func_probe::UNLIMITED) {
-            return Some(Err(TracefsError::Invalid(ProbeError::BadCount(last.into()).to_string())));
+        if !count_ok {
+            return refuse(ProbeError::BadCount(last.into()));
         }
         return Some(Ok((remove, head, command, count)));
     }
-    // `FUNC:traceoff:abc`: a command, then no count.
-    if split(head).is_some_and(|(_, before)| Command::from_name(before).is_some()) {
-        return Some(Err(TracefsError::Invalid(ProbeError::BadCount(name.into()).to_string())));
-    }
-    let names_event = |name: &str| Command::switching(name, "", "").is_some();
     if names_event(name) || split(head).is_some_and(|(_, before)| names_event(before)) {
         // `FUNC:enable_event` or `FUNC:enable_event:GRP`: no event named.
-        return Some(Err(TracefsError::Invalid(ProbeError::NoEvent.to_string())));
+        return refuse(ProbeError::NoEvent);
     }
     // `FUNC:enable_event:GRP:EVENT`: `name` was the event.
     let switching = split(head).and_then(|(rest, group)| {
         let (glob, command) = split(rest)?;
         Some((glob, Command::switching(command, group, name)?))
     });
-    Some(match switching {
-        Some((glob, command)) => Ok((remove, glob, command, count)),
-        None => Err(TracefsError::Invalid(ProbeError::UnknownCommand(name.into()).to_string())),
-    })
+    match switching {
+        Some(_) if !count_ok => refuse(ProbeError::BadCount(last.into())),
+        Some((glob, command)) => Some(Ok((remove, glob, command, count))),
+        None => refuse(ProbeError::UnknownCommand(name.into())),
+    }
 }
 
 fn write_ftrace_notrace(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {

@@ -65,6 +65,8 @@ pub const INSN_LEN: usize = 5;
 pub type Insn = [u8; INSN_LEN];
 /// Where the patchable instruction sits, from the function's address.
 pub const CALL_OFFSET: usize = 0;
+// The trampolines find F as their return address minus INSN_LEN alone.
+const _: () = assert!(CALL_OFFSET == 0);
 /// The compiled NOP at the call slot.
 pub const NOP: Insn = [0x0f, 0x1f, 0x44, 0x00, 0x08];
 /// The bytes of an unused ops literal (the compiler's prefix NOPs).

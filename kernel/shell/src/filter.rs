@@ -287,7 +287,7 @@ enum Stage {
     Tail {
         keep: usize,
         lines: VecDeque<String>,
-        /// The bytes `lines` hold.
+        /// The bytes `lines` take ([`held_bytes`]).
         bytes: usize,
     },
     /// `tail -n +N`: lines before `skip` are dropped, the rest pass.
@@ -334,9 +334,9 @@ impl Stage {
             Stage::Tail { keep, lines, bytes } => {
                 if *keep > 0 {
                     if lines.len() == *keep {
-                        *bytes -= lines.pop_front().map_or(0, |line| line.len());
+                        *bytes -= lines.pop_front().map_or(0, |line| held_bytes(&line));
                     }
-                    *bytes += line.len();
+                    *bytes += held_bytes(line);
                     lines.push_back(line.to_string());
                 }
             }
@@ -387,6 +387,12 @@ impl Stage {
     fn holds_too_much(&self) -> bool {
         matches!(self, Stage::Tail { bytes, .. } if *bytes > HELD_MAX)
     }
+}
+
+/// The memory a held line takes: its text, its `String`, and about what
+/// the allocator adds to a block (so that short or empty lines count too).
+fn held_bytes(line: &str) -> usize {
+    line.len() + core::mem::size_of::<String>() + 16
 }
 
 /// Filters chained, first to last.
@@ -487,10 +493,14 @@ mod tests {
     fn a_tail_holds_at_most_held_max_bytes() {
         let (filter, _) = Filter::parse(&words("tail -n 99999999")).unwrap();
         let mut pipeline = Pipeline::new(vec![filter]);
-        let line = "x".repeat(1023);
+        let line = "x".repeat(1023 - core::mem::size_of::<String>() - 16);
         let mut flows = (0..=HELD_MAX / 1023).map(|_| pipeline.push(&line, &mut |_| panic!("tail passes nothing on")));
         assert!(flows.by_ref().take(HELD_MAX / 1023).all(|flow| flow == Flow::More));
         assert_eq!(flows.next(), Some(Flow::TooMuchHeld));
+        // Empty lines take memory too.
+        let (filter, _) = Filter::parse(&words("tail -n 99999999")).unwrap();
+        let mut pipeline = Pipeline::new(vec![filter]);
+        assert!((0..HELD_MAX).any(|_| pipeline.push("", &mut |_| {}) == Flow::TooMuchHeld));
         // A small count keeps dropping the oldest: never too much.
         let (filter, _) = Filter::parse(&words("tail -n 3")).unwrap();
         let mut pipeline = Pipeline::new(vec![filter]);

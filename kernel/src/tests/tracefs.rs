@@ -769,16 +769,26 @@ fn function_commands_switch_tracing_and_record_stacks() {
     tracefs::write("set_ftrace_filter", "!fib:stacktrace", FilterMode::Append).unwrap();
 
     for bad in
-        ["fib:bogus", "fib:bogus:3", "!fib:traceon", "fib:traceoff:abc", "fib:traceoff:+5", "fib:traceoff:18446744073709551615"]
+        ["fib:bogus", "fib:bogus:3", "!fib:traceon", "fib:traceoff:abc", "fib:traceoff:0+5", "fib:traceoff:18446744073709551615"]
     {
         assert!(matches!(tracefs::write("set_ftrace_filter", bad, FilterMode::Append), Err(TracefsError::Invalid(_))), "{bad}");
     }
     let bad_count = tracefs::write("set_ftrace_filter", "fib:traceoff:abc", FilterMode::Append);
     assert!(matches!(&bad_count, Err(TracefsError::Invalid(message)) if message.starts_with("bad count 'abc'")), "{bad_count:?}");
-    // Counts as C writes them, as Linux's kstrtoul reads them.
-    tracefs::write("set_ftrace_filter", "fib:traceoff:0x10", FilterMode::Append).unwrap();
-    assert!(read("set_ftrace_filter").ends_with("fib:traceoff:count=16\n"), "{}", read("set_ftrace_filter"));
-    tracefs::write("set_ftrace_filter", "!fib:traceoff", FilterMode::Append).unwrap();
+    for bad in ["fib:enable_event:sched:sched_switch:abc", "fib:enable_event:sched:sched_switch:18446744073709551615"] {
+        let refused = tracefs::write("set_ftrace_filter", bad, FilterMode::Append);
+        assert!(
+            matches!(&refused, Err(TracefsError::Invalid(message)) if message.starts_with("bad count")),
+            "{bad}: {refused:?}"
+        );
+    }
+    // Counts as C writes them, as Linux's kstrtoul reads them; an empty
+    // one is no count.
+    for (count, shown) in [("0x10", "count=16"), ("+5", "count=5"), ("", "unlimited")] {
+        tracefs::write("set_ftrace_filter", &format!("fib:traceoff:{count}"), FilterMode::Append).unwrap();
+        assert!(read("set_ftrace_filter").ends_with(&format!("fib:traceoff:{shown}\n")), "{}", read("set_ftrace_filter"));
+        tracefs::write("set_ftrace_filter", "!fib:traceoff", FilterMode::Append).unwrap();
+    }
     assert_eq!(read("set_ftrace_filter"), "kernel::workload::fib\n", "no command left");
     write("current_tracer", "nop");
     write("set_ftrace_filter", "");

@@ -313,6 +313,15 @@ fn hist_triggers_count_hits_per_key_as_linux_prints_them() {
     assert!(text.contains("    Hits: 3\n"));
     let refused = add_trigger(trigger, "hist:keys=n:cont");
     assert!(matches!(refused, Err(TracefsError::Invalid(_))), "cont of a histogram that is not there: {refused:?}");
+    let refused = add_trigger(trigger, "hist:keys=n:pause:cont");
+    assert!(matches!(refused, Err(TracefsError::Invalid(_))), "with pause too, as in Linux: {refused:?}");
+    // On one that is there, pause comes first, then cont, then clear.
+    add_trigger(trigger, &format!("{line}:clear:pause")).unwrap();
+    assert_eq!(read(trigger), format!("{shown} [paused]\n"), "paused, not cleared");
+    assert!(read(hist).contains("    Hits: 3\n"));
+    add_trigger(trigger, &format!("{line}:clear:cont")).unwrap();
+    assert_eq!(read(trigger), format!("{shown} [active]\n"), "continued, not cleared");
+    assert!(read(hist).contains("    Hits: 3\n"));
 
     // A second histogram on the event: filtered, by task name, hit from
     // tasks on several CPUs at once.
