@@ -19,7 +19,7 @@
 //! counts one in [`missed`](FgraphOps::missed) if it ever does).
 
 use core::marker::PhantomData;
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use arch::ftrace_abi::FtraceRegs;
 
@@ -140,9 +140,11 @@ pub struct FgraphOps {
     /// instance) waits for zero. (A scan of every task's shadow stack
     /// cannot tell: the running ones change under it.)
     hooked_calls: AtomicUsize,
-    /// Between `register` and `unregister`: a return callback that runs
-    /// after may want to do less (Linux gives such returns a stub).
-    registered: AtomicBool,
+    /// Counts registrations and unregistrations (odd while registered): a
+    /// return callback can tell a call hooked in an earlier registration,
+    /// whose state may be gone (Linux gives such returns a stub, and a
+    /// re-registered user a fresh slot).
+    generation: AtomicU32,
 }
 
 impl FgraphOps {
@@ -183,7 +185,7 @@ impl FgraphOps {
             overruns: AtomicU64::new(0),
             missed_returns: AtomicU64::new(0),
             hooked_calls: AtomicUsize::new(0),
-            registered: AtomicBool::new(false),
+            generation: AtomicU32::new(0),
         }
     }
 
@@ -206,23 +208,34 @@ impl FgraphOps {
     /// Starts tracing.
     pub fn register(&'static self) -> Result<(), FtraceError> {
         self.ops.set_container(self);
-        self.registered.store(true, Ordering::Relaxed);
-        registry::register(&self.ops).inspect_err(|_| self.registered.store(false, Ordering::Relaxed))
+        // First, so that the first calls hooked already carry it.
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        registry::register(&self.ops).inspect_err(|_| {
+            self.generation.fetch_add(1, Ordering::Relaxed);
+        })
     }
 
     /// Stops tracing. Calls already hooked still get their return callback
-    /// (their state to undo), which [`is_registered`](Self::is_registered)
-    /// tells they come late.
+    /// (their state to undo); [`generation`](Self::generation) tells them
+    /// they come late.
     pub fn unregister(&'static self) -> Result<(), FtraceError> {
-        self.registered.store(false, Ordering::Relaxed);
-        registry::unregister(&self.ops).inspect_err(|_| self.registered.store(true, Ordering::Relaxed))
+        // First, so that a return in the meantime already sees it.
+        let registered = self.generation.load(Ordering::Relaxed) % 2 == 1;
+        if registered {
+            self.generation.fetch_add(1, Ordering::Relaxed);
+        }
+        registry::unregister(&self.ops).inspect_err(|_| {
+            if registered {
+                self.generation.fetch_add(1, Ordering::Relaxed);
+            }
+        })
     }
 
-    /// Whether the ops is registered: a return callback that finds it is
-    /// not belongs to a call hooked before `unregister`.
+    /// Which registration this is (odd while registered, even after): an
+    /// entry callback can keep it in its data, and the return compare.
     #[inline]
-    pub fn is_registered(&self) -> bool {
-        self.registered.load(Ordering::Relaxed)
+    pub fn generation(&self) -> u32 {
+        self.generation.load(Ordering::Relaxed)
     }
 
     /// The private data word.

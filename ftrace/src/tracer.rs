@@ -173,6 +173,10 @@ const MARK_GRAPH_FUNCTION: u64 = 2;
 /// With a mark: record the call's entry event once it is hooked
 /// ([`graph_trace_hooked`]). The return ignores it.
 const RECORD_ENTRY: u64 = 1 << 8;
+/// The mark word's bits that say the mark.
+const MARK_KIND: u64 = 0xff;
+/// Where the mark word keeps the graph ops' generation at the entry.
+const GENERATION_SHIFT: u32 = 32;
 
 /// `Some(whether ip is in the list)`, or `None` for an empty list. On the
 /// traced path: no lock.
@@ -184,7 +188,8 @@ fn in_list(list: &Published<Vec<usize>>, ip: usize) -> Option<bool> {
 #[inline(always)]
 fn graph_trace_entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, _fregs: &mut FtraceRegs) -> bool {
     let array = array_of_graph_ops(gops);
-    let Some(words) = data.reserve_with([MARK_PLAIN | RECORD_ENTRY, 0]) else { return false };
+    let generation = u64::from(gops.generation()) << GENERATION_SHIFT;
+    let Some(words) = data.reserve_with([MARK_PLAIN | RECORD_ENTRY | generation, 0]) else { return false };
     if array.graph.plain.load(Ordering::Relaxed) {
         // Nothing to check: no pid filter, list, depth limit or threshold,
         // and interrupts traced too.
@@ -192,8 +197,8 @@ fn graph_trace_entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData,
     }
     // The call by value: so the usual case above builds nothing in memory.
     match graph_trace_entry_checked(array, *call) {
-        Some(checked) => {
-            *words = checked;
+        Some([mark, time]) => {
+            *words = [mark | generation, time];
             true
         }
         None => false,
@@ -322,7 +327,7 @@ pub fn tracing_thresh_us() -> u64 {
 /// Undoes what the entry's mark set; answers whether the call was recorded.
 #[inline(always)]
 fn graph_trace_unmark(array: &TraceArray, mark: u64) -> bool {
-    match mark & !RECORD_ENTRY {
+    match mark & MARK_KIND {
         mark @ (MARK_NOTRACE | MARK_GRAPH_FUNCTION) => graph_trace_clear_mark(array, mark),
         mark => {
             debug_assert!(mark == MARK_PLAIN);
@@ -349,10 +354,12 @@ fn graph_trace_return(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _freg
     let array = array_of_graph_ops(gops);
     // Every hooked call's entry reserved both words.
     let &[mark, calltime, ..] = data else { return };
-    // A call that returns after the tracer stopped records nothing: its
-    // entry went with the buffer the switch emptied (Linux stubs out an
-    // unregistered graph user's returns).
-    if !graph_trace_unmark(array, mark) || !gops.is_registered() {
+    // A call hooked in another registration of the tracer records
+    // nothing: its entry went with the buffer a switch emptied (Linux stubs
+    // out an unregistered graph user's returns, and gives a re-registered
+    // one a fresh slot).
+    let hooked_now = mark >> GENERATION_SHIFT == u64::from(gops.generation());
+    if !graph_trace_unmark(array, mark) || !hooked_now {
         return;
     }
     let thresh = THRESH_NS.load(Ordering::Relaxed);

@@ -158,9 +158,18 @@ fn stops_the_graph_tracer() {
     tracefs::write("current_tracer", "nop", FilterMode::Replace).unwrap();
 }
 
+/// Switches the tracer off and on again from inside a hooked call.
+#[inline(never)]
+fn restarts_the_graph_tracer() {
+    tracefs::write("current_tracer", "nop", FilterMode::Replace).unwrap();
+    tracefs::write("current_tracer", "function_graph", FilterMode::Replace).unwrap();
+}
+
 /// A call that returns after the tracer switched away records nothing: its
 /// entry went with the emptied buffer (as Linux stubs out the returns of an
-/// unregistered graph user), so no lone exit is left to print.
+/// unregistered graph user), so no lone exit is left to print; nor when
+/// the tracer is back by then (Linux gives a re-registered user a fresh
+/// slot).
 #[ktest]
 fn a_call_returning_after_the_tracer_stops_records_nothing() {
     tracer_setup("*::stops_the_graph_tracer", "", "0");
@@ -171,6 +180,11 @@ fn a_call_returning_after_the_tracer_stops_records_nothing() {
     tracer_cleanup();
     assert!(events.is_empty(), "{events:?}");
     assert!(!trace.contains("Unknown type"), "{trace}");
+    tracer_setup("*::restarts_the_graph_tracer", "", "0");
+    restarts_the_graph_tracer();
+    let events = graph_events();
+    tracer_cleanup();
+    assert!(events.is_empty(), "the call hooked before the restart left no exit: {events:?}");
 }
 
 #[ktest]
