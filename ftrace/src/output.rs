@@ -323,6 +323,28 @@ impl Default for GraphOptions {
     }
 }
 
+/// A function-graph event's text when the trace is read under another
+/// tracer (a snapshot or a buffer kept across a switch): the call nested as
+/// the graph tracer would nest it, an entry `fib() {`, a return
+/// `} /* fib */` (Linux prints these events with the graph printer
+/// whatever the tracer; never as an unknown type).
+pub fn write_graph_event(out: &mut dyn Write, event: &Event, names: Namer) -> fmt::Result {
+    match event {
+        Event::GraphEntry(entry) => {
+            indent(out, entry.depth)?;
+            write_symbol(out, entry.func as usize, names)?;
+            out.write_str("() {")
+        }
+        Event::GraphExit(exit) => {
+            indent(out, exit.depth)?;
+            out.write_str("} /* ")?;
+            write_symbol(out, exit.func as usize, names)?;
+            out.write_str(" */")
+        }
+        _ => Ok(()),
+    }
+}
+
 fn indent(out: &mut dyn Write, depth: i32) -> fmt::Result {
     for _ in 0..depth.max(0) * 2 {
         out.write_char(' ')?;
@@ -424,8 +446,12 @@ pub fn write_graph(
                 write_closing(out, exit, names, options)?
             }
             Event::Function(event) => {
+                // As Linux prints a function event inside a graph: its
+                // own text, `func <-parent`, as a comment.
                 open_comment(out, options, comment_depth.get(cpu).copied().unwrap_or(0))?;
                 write_symbol(out, event.ip as usize, names)?;
+                out.write_str(" <-")?;
+                write_symbol(out, event.parent_ip as usize, names)?;
                 out.write_str(" */")?;
             }
             Event::SchedSwitch(event) => {

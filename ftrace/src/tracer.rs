@@ -545,6 +545,12 @@ fn write_events(array: &TraceArray, tracer: Tracer, events: &[(u64, usize, &[u8]
                 output::write_sched_wakeup(out, &event)?;
                 writeln!(out)?;
             }
+            Some(event @ (Event::GraphEntry(_) | Event::GraphExit(_))) => {
+                let common = Common::decode(payload).unwrap_or_default();
+                output::write_context(out, cpu, time, &common, &comms, context)?;
+                output::write_graph_event(out, &event, &names)?;
+                writeln!(out)?;
+            }
             _ => {
                 let common = Common::decode(payload).unwrap_or_default();
                 output::write_context(out, cpu, time, &common, &comms, context)?;

@@ -187,6 +187,35 @@ fn a_call_returning_after_the_tracer_stops_records_nothing() {
     assert!(events.is_empty(), "the call hooked before the restart left no exit: {events:?}");
 }
 
+/// A snapshot taken under one tracer reads under another: graph events
+/// nest as the graph tracer nests them (never "Unknown type"), and function
+/// events inside a graph are comments with their parent, as in Linux.
+#[ktest]
+fn a_snapshot_reads_under_another_tracer() {
+    let read = |file: &str| {
+        let mut text = String::new();
+        tracefs::read(file, &mut text).unwrap();
+        text
+    };
+    tracer_setup("kernel::workload::fib", "", "0");
+    assert_eq!(fib(black_box(2)), 1);
+    tracefs::write("snapshot", "1", FilterMode::Replace).unwrap();
+    tracefs::write("current_tracer", "nop", FilterMode::Replace).unwrap();
+    let graph_under_nop = read("snapshot");
+    tracefs::write("current_tracer", "function", FilterMode::Replace).unwrap();
+    assert_eq!(fib(black_box(1)), 1);
+    tracefs::write("snapshot", "1", FilterMode::Replace).unwrap();
+    tracefs::write("current_tracer", "function_graph", FilterMode::Replace).unwrap();
+    let function_under_graph = read("snapshot");
+    tracefs::write("snapshot", "0", FilterMode::Replace).unwrap();
+    tracer_cleanup();
+    assert!(!graph_under_nop.contains("Unknown type"), "{graph_under_nop}");
+    assert!(graph_under_nop.contains(": kernel::workload::fib() {\n"), "{graph_under_nop}");
+    assert!(graph_under_nop.contains(":   kernel::workload::fib() {\n"), "the inner call nested: {graph_under_nop}");
+    assert!(graph_under_nop.contains(": } /* kernel::workload::fib */\n"), "{graph_under_nop}");
+    assert!(function_under_graph.contains("/* kernel::workload::fib <-"), "{function_under_graph}");
+}
+
 #[ktest]
 fn set_graph_function_and_set_graph_notrace() {
     tracer_setup("kernel::workload::fs::*", "*::fs::unlink", "0");
