@@ -570,7 +570,11 @@ pub const MARKER_MAX: usize = 1000;
 pub fn write_marker(array: &TraceArray, text: &str) -> bool {
     let mut bytes = alloc::vec::Vec::with_capacity(text.len().min(MARKER_MAX) + 1);
     bytes.extend_from_slice(&text.as_bytes()[..text.len().min(MARKER_MAX)]);
-    bytes.push(b'\n');
+    // One newline at the end, as Linux's `tracing_mark_write` adds it only
+    // when the text has none.
+    if bytes.last() != Some(&b'\n') {
+        bytes.push(b'\n');
+    }
     let common = event_common(crate::event::TRACE_PRINT);
     let size = crate::event::print_event_size(&bytes);
     array.buffer().write_with(size, |_, out| crate::event::encode_print(common, 0, &bytes, out)).is_some()

@@ -933,10 +933,11 @@ fn read_tracing_thresh(_array: Array, out: &mut dyn Write) -> fmt::Result {
 /// `echo US > tracing_thresh`: function_graph records only calls of at
 /// least US microseconds (0: every call).
 fn write_tracing_thresh(_array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
-    let us = text
-        .trim()
-        .parse()
-        .map_err(|_| TracefsError::Invalid(format!("expected microseconds (0 for off), not '{}'", text.trim())))?;
+    // Kept in nanoseconds: a number of microseconds whose nanoseconds
+    // overflow could not read back as written.
+    let us = ftrace::number::c_ulong(text.trim())
+        .filter(|us| us.checked_mul(1000).is_some())
+        .ok_or_else(|| TracefsError::Invalid(format!("expected microseconds (0 for off), not '{}'", text.trim())))?;
     ftrace::tracer::set_tracing_thresh_us(us);
     Ok(())
 }

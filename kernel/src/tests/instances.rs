@@ -119,6 +119,10 @@ fn tracing_thresh_holds_in_every_instance() {
     }
     assert_eq!(fib(4), 3);
     let long_only = (fib_graph_records("before"), fib_graph_records("after"));
+    // Microseconds whose nanoseconds would overflow are refused, and
+    // change nothing.
+    assert!(tracefs::write("tracing_thresh", "18446744073709551615", FilterMode::Replace).is_err());
+    assert_eq!(read("tracing_thresh"), "10000000\n");
     write("tracing_thresh", "0");
     assert_eq!(fib(4), 3);
     let every = (fib_graph_records("before"), fib_graph_records("after"));

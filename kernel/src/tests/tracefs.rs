@@ -481,7 +481,9 @@ fn trace_marker_lines_land_among_the_events() {
     write("current_tracer", "function");
     write("trace_marker", "before fib");
     assert_eq!(fib(2), 1);
-    write("trace_marker", "after");
+    // A text that ends with its newline keeps just that one, as in Linux:
+    // no blank line after it.
+    write("trace_marker", "after\n");
     write("tracing_on", "0");
     write("trace_marker", "not recorded while tracing is off");
     write("tracing_on", "1");
@@ -493,6 +495,7 @@ fn trace_marker_lines_land_among_the_events() {
         lines[1].ends_with(": kernel::workload::fib <-kernel::workload::fib") || lines[1].contains(": kernel::workload::fib <-")
     );
     assert!(lines[4].ends_with(": tracing_mark_write: after"), "{}", lines[4]);
+    assert!(trace.ends_with(": tracing_mark_write: after\n"), "{trace}");
     assert!(matches!(tracefs::read("trace_marker", &mut String::new()), Err(TracefsError::NotReadable(_))));
     write("current_tracer", "function_graph");
     write("trace_marker", "in graph");
