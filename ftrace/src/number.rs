@@ -1,7 +1,9 @@
-//! Numbers as tracefs reads them: as C writes them, the way Linux's
-//! `kstrtoul(text, 0, ...)` parses a count, a size or a probe's offset.
-//! One reader for every file, so `traceoff:0x10`, `size=0x800` and
-//! `+0x10(%sp)` mean the same everywhere.
+//! Numbers as C writes them, the way Linux's `kstrtoul(text, 0, ...)`
+//! parses a function command's or a trigger's count, a hist size, a probe's
+//! MAXACTIVE or offset: one reader for every place Linux reads base 0, so
+//! `traceoff:0x10`, `size=0x800` and `+0x10(%sp)` mean the same everywhere.
+//! (Files Linux reads in base 10, `buffer_size_kb` or `tracing_thresh`,
+//! parse decimal.)
 
 /// An unsigned number: an optional `+`, then [`c_digits`].
 pub fn c_ulong(text: &str) -> Option<u64> {

@@ -358,7 +358,10 @@ fn graph_trace_return(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _freg
     // nothing: its entry went with the buffer a switch emptied (Linux stubs
     // out an unregistered graph user's returns, and gives a re-registered
     // one a fresh slot).
-    let hooked_now = mark >> GENERATION_SHIFT == u64::from(gops.generation());
+    // (An even generation is an unregistration's: a call that came in while
+    // the tracer was going records nothing either.)
+    let generation = mark >> GENERATION_SHIFT;
+    let hooked_now = generation % 2 == 1 && generation == u64::from(gops.generation());
     if !graph_trace_unmark(array, mark) || !hooked_now {
         return;
     }

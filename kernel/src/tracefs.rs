@@ -933,9 +933,12 @@ fn read_tracing_thresh(_array: Array, out: &mut dyn Write) -> fmt::Result {
 /// `echo US > tracing_thresh`: function_graph records only calls of at
 /// least US microseconds (0: every call).
 fn write_tracing_thresh(_array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
-    // Kept in nanoseconds: a number of microseconds whose nanoseconds
-    // overflow could not read back as written.
-    let us = ftrace::number::c_ulong(text.trim())
+    // Decimal, as Linux reads it; kept in nanoseconds: a number of
+    // microseconds whose nanoseconds overflow could not read back as written.
+    let us = text
+        .trim()
+        .parse::<u64>()
+        .ok()
         .filter(|us| us.checked_mul(1000).is_some())
         .ok_or_else(|| TracefsError::Invalid(format!("expected microseconds (0 for off), not '{}'", text.trim())))?;
     ftrace::tracer::set_tracing_thresh_us(us);

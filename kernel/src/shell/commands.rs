@@ -136,9 +136,7 @@ fn ls(invocation: &Invocation) -> Result<(), ShellError> {
         return Ok(());
     }
     match dir.as_str() {
-        "" => tracefs::names().for_each(|name| {
-            let _ = writeln!(out, "{name}");
-        }),
+        "" => print_entries_under(tracefs::names(), "", out)?,
         "instances" => ftrace::instance::names().iter().for_each(|name| {
             let _ = writeln!(out, "instances/{name}/");
         }),
@@ -156,7 +154,10 @@ fn ls(invocation: &Invocation) -> Result<(), ShellError> {
 /// Prints what of `names` is directly under `dir`: files, and directories
 /// with a `/`; none is an error.
 fn print_entries_under(names: impl Iterator<Item = String>, dir: &str, out: &mut dyn Write) -> Result<(), ShellError> {
-    let prefix = format!("{dir}/");
+    let prefix = match dir {
+        "" => String::new(),
+        dir => format!("{dir}/"),
+    };
     let mut entries: Vec<String> = Vec::new();
     for name in names {
         let Some(rest) = name.strip_prefix(&prefix) else { continue };

@@ -220,4 +220,10 @@ fn cd_and_absolute_paths_reach_instance_files_as_on_linux() {
     run("cd");
     assert_eq!(crate::shell::working_directory(), "");
     assert!(instance::find("here").is_none());
+    // ls lists one level: the root's files and directories, not theirs.
+    let root = text("ls");
+    let entries: Vec<&str> = root.lines().collect();
+    assert!(entries.contains(&"trace") && entries.contains(&"options/") && entries.contains(&"events/"), "{root}");
+    assert!(!root.contains("options/print-parent") && !root.contains("events/sched"), "{root}");
+    assert_eq!(entries.iter().filter(|entry| **entry == "options/").count(), 1);
 }
