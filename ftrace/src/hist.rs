@@ -47,8 +47,11 @@ pub const MAX_VALS: usize = 3;
 pub const DEFAULT_SIZE: usize = 2048;
 pub const MIN_SIZE: usize = 128;
 pub const MAX_SIZE: usize = 131_072;
-/// A string key keeps this many bytes (a task name is 16).
-const STRING_KEY_BYTES: usize = 32;
+/// A string key keeps this many bytes: a `:symstr`
+/// (`function+0xOFF/0xSIZE`) fits whole, so two strings that differ late
+/// are two keys. (Linux keeps up to `MAX_FILTER_STR_VAL`, 256; half that
+/// keeps a default table of one string key near half a MiB.)
+const STRING_KEY_BYTES: usize = 128;
 const STRING_KEY_WORDS: usize = STRING_KEY_BYTES / 8;
 /// How long a hit waits for a slot another CPU is filling in.
 const CLAIM_SPINS: usize = 10_000;
@@ -855,6 +858,17 @@ mod tests {
     }
 
     #[test]
+    fn string_keys_that_differ_late_are_two_keys() {
+        let histogram = Histogram::try_new(spec("keys=prev_comm")).unwrap();
+        hit(&histogram, 1, b"kernel::workload::napping_fib+0x20/0x4c\0", 0);
+        hit(&histogram, 1, b"kernel::workload::napping_fib+0x3c/0x4c\0", 0);
+        hit(&histogram, 1, b"kernel::workload::napping_fib+0x3c/0x4c\0", 0);
+        let text = output(&histogram);
+        assert!(text.contains("    Hits: 3\n    Entries: 2\n"), "{text}");
+        assert!(text.contains("{ prev_comm: kernel::workload::napping_fib+0x3c/0x4c"), "{text}");
+    }
+
+    #[test]
     fn counts_sums_and_prints_as_linux() {
         let histogram = Histogram::try_new(spec("keys=prev_pid:vals=bytes")).unwrap();
         for (pid, bytes) in [(7, 10), (3, 1), (7, 20), (7, 30), (-1, 5)] {
@@ -943,11 +957,11 @@ mod tests {
 
     #[test]
     fn tables_together_stay_within_their_budget() {
-        // One string key at the largest size: about 10 MiB; three: 26 MiB,
-        // over the budget whole.
+        // One string key in 32768 entries: about 9 MiB; three at the
+        // largest size: over the budget whole.
         let big = spec("keys=prev_comm,prev_comm,prev_comm:size=131072");
         assert_eq!(Histogram::try_new(big).map(drop), Err(HistError::NoMemory));
-        let large = spec("keys=prev_comm:size=131072");
+        let large = spec("keys=prev_comm:size=32768");
         let first = Histogram::try_new(large.clone()).unwrap();
         assert_eq!(Histogram::try_new(large.clone()).map(drop), Err(HistError::NoMemory), "two would pass the budget");
         drop(first);
