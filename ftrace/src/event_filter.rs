@@ -340,10 +340,9 @@ fn parse_number(text: &str) -> Option<i128> {
         Some(rest) => (true, rest),
         None => (false, text),
     };
-    let magnitude = match digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
-        Some(hex) => u64::from_str_radix(hex, 16).ok()?,
-        None => digits.parse::<u64>().ok()?,
-    };
+    // As C writes it, as Linux's filter reads it (`kstrtoull`, base 0):
+    // `010` is 8, `08` no number.
+    let magnitude = crate::number::c_ulong(digits)?;
     Some(if negative { -i128::from(magnitude) } else { i128::from(magnitude) })
 }
 
@@ -501,6 +500,8 @@ mod tests {
         assert!(!check("pid > 3", 3, "a", 0));
         assert!(check("pid <= -1", -2, "a", 0));
         assert!(check("state & 0x2", 0, "a", 6));
+        assert!(check("pid == 010", 8, "a", 0), "octal, as C writes it");
+        assert!(check("pid == -010", -8, "a", 0));
         assert!(!check("state & 1", 0, "a", 6));
         assert!(check("comm ~ \"kw*\"", 0, "kworker", 0));
         assert!(check("comm ~ kw*", 0, "kworker", 0));

@@ -32,12 +32,10 @@ impl fmt::Display for LocationError {
     }
 }
 
+/// A number as C writes it, as Linux reads a probe's offset or address
+/// (`kstrtoul`, base 0: `0x10`, `020` and `16` are the same).
 fn parse_number(text: &str) -> Option<usize> {
-    match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
-        Some(hex) if !hex.is_empty() => usize::from_str_radix(hex, 16).ok(),
-        Some(_) => None,
-        None => text.parse().ok(),
-    }
+    ftrace::number::c_digits(text).and_then(|n| usize::try_from(n).ok())
 }
 
 impl Location {
@@ -83,6 +81,7 @@ mod tests {
         assert_eq!(Location::parse("kernel::workload::fib"), at("kernel::workload::fib", 0));
         assert_eq!(Location::parse("kernel::workload::fib+16"), at("kernel::workload::fib", 16));
         assert_eq!(Location::parse("fib+0x1c"), at("fib", 0x1c));
+        assert_eq!(Location::parse("fib+010"), at("fib", 8), "octal, as Linux's kstrtoul reads it");
         assert_eq!(Location::parse("0xffff800000081000"), Ok(Location::Address(0xffff_8000_0008_1000)));
         assert_eq!(Location::parse("fib+0x1c").unwrap().to_string(), "fib+28");
         assert_eq!(Location::parse("fib+0").unwrap().to_string(), "fib");
