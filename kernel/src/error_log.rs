@@ -57,8 +57,10 @@ pub fn location(name: &str, text: &str, message: &str) -> Option<String> {
         _ => "trace_kprobe",
     };
     let is_probe_file = matches!(name, "kprobe_events" | "dynamic_events");
-    if is_probe_file && text.trim_start().starts_with('-') {
-        return None; // a removal: Linux answers ENOENT and logs nothing
+    if is_probe_file && (text.trim_start().starts_with('-') || text.trim().is_empty()) {
+        // A removal, or `echo > kprobe_events` emptying the file: Linux
+        // answers ENOENT or EBUSY and logs nothing.
+        return None;
     }
     let event = name.strip_prefix("events/");
     let location = match name {

@@ -179,6 +179,13 @@ fn bad_kprobe_definitions_are_refused_and_change_nothing() {
     assert!(last[0].starts_with('[') && last[0].contains("] trace_kprobe: error: "), "{log}");
     assert_eq!(last[1], "  Command: p:kprobes/keep kernel::workload::fib", "a failed removal is not logged, as in Linux: {log}");
     assert_eq!(last[2], "             ^", "under the word the message quotes");
+    // Emptying the file while one of its events is enabled is refused, and
+    // not logged either (Linux answers EBUSY).
+    write("events/kprobes/keep/enable", "1");
+    let busy = tracefs::write("kprobe_events", "", FilterMode::Replace);
+    write("events/kprobes/keep/enable", "0");
+    assert!(busy.is_err());
+    assert_eq!(read("error_log"), log, "the refused emptying is not logged");
     let unknown = tracefs::write("kprobe_events", "p:a nosuch_function", FilterMode::Append);
     assert!(unknown.is_err());
     let fetch = tracefs::write("kprobe_events", "p:fib kernel::workload::fib fib=%bogus", FilterMode::Append);
