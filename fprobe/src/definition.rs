@@ -542,6 +542,9 @@ fn split_array(ty: &str) -> Result<(&str, usize), &'static str> {
     }
 }
 
+/// The longest argument name, as Linux's `MAX_ARG_NAME_LEN` allows.
+const MAX_ARG_NAME: usize = 32;
+
 /// `[NAME=]FETCHARG[:TYPE]`.
 fn parse_arg(text: &str, position: usize, exit: bool) -> Result<FetchArg, DefinitionError> {
     let bad = |why| DefinitionError::BadFetchArg { arg: text.into(), why };
@@ -549,6 +552,9 @@ fn parse_arg(text: &str, position: usize, exit: bool) -> Result<FetchArg, Defini
         Some((name, rest)) => {
             if !is_identifier(name) || name.starts_with("__probe") || name.starts_with("common_") {
                 return Err(bad("invalid argument name"));
+            }
+            if name.len() > MAX_ARG_NAME {
+                return Err(bad("argument name too long (at most 32 characters)"));
             }
             (name.to_string(), rest)
         }
@@ -898,6 +904,9 @@ mod tests {
             assert_eq!(parse(&format!("f:ev sym {arg}")), Err(BadArgType { arg, ty: bad.into() }), "{bad}");
         }
         assert_eq!(parse("f:ev sym a=$arg1 a=$arg2"), Err(DuplicateArgName("a".into())));
+        let longest = format!("{}=$arg1", "a".repeat(MAX_ARG_NAME));
+        assert!(parse(&format!("f:ev sym {longest}")).is_ok());
+        assert!(matches!(parse(&format!("f:ev sym a{longest}")), Err(BadFetchArg { .. })), "33 characters: too long");
         let many: String = (1..=17).map(|i| alloc::format!(" a{i}=$arg1")).collect();
         assert_eq!(parse(&alloc::format!("f:ev sym{many}")), Err(TooManyArgs));
         let long = alloc::format!("f:ev sym {}", "x".repeat(MAX_DEFINITION));
