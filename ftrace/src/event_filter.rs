@@ -340,9 +340,9 @@ fn parse_number(text: &str) -> Option<i128> {
         Some(rest) => (true, rest),
         None => (false, text),
     };
-    // As C writes it, as Linux's filter reads it (`kstrtoull`, base 0):
-    // `010` is 8, `08` no number.
-    let magnitude = crate::number::c_ulong(digits)?;
+    // As C writes it, as Linux's filter reads it (`kstrtoll`, base 0):
+    // `010` is 8, `08` no number; a sign is `-` alone.
+    let magnitude = crate::number::c_digits(digits)?;
     Some(if negative { -i128::from(magnitude) } else { i128::from(magnitude) })
 }
 

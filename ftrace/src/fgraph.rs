@@ -207,6 +207,9 @@ impl FgraphOps {
 
     /// Starts tracing.
     pub fn register(&'static self) -> Result<(), FtraceError> {
+        if self.generation() % 2 == 1 {
+            return Err(FtraceError::AlreadyRegistered);
+        }
         self.ops.set_container(self);
         // First, so that the first calls hooked already carry it.
         self.generation.fetch_add(1, Ordering::Relaxed);
@@ -219,16 +222,12 @@ impl FgraphOps {
     /// (their state to undo); [`generation`](Self::generation) tells them
     /// they come late.
     pub fn unregister(&'static self) -> Result<(), FtraceError> {
-        // First, so that a return in the meantime already sees it.
-        let registered = self.generation.load(Ordering::Relaxed) % 2 == 1;
-        if registered {
-            self.generation.fetch_add(1, Ordering::Relaxed);
-        }
-        registry::unregister(&self.ops).inspect_err(|_| {
-            if registered {
-                self.generation.fetch_add(1, Ordering::Relaxed);
-            }
-        })
+        // After: a call hooked meanwhile keeps the old generation, and its
+        // return finds the new one; one that returns meanwhile records into
+        // the buffer a tracer switch empties next. A refusal changes nothing.
+        registry::unregister(&self.ops)?;
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Which registration this is (odd while registered, even after): an

@@ -404,6 +404,7 @@ impl TraceArray {
             thresh: crate::tracer::tracing_thresh_us() != 0,
             tail: self.option(TraceOption::FuncgraphTail),
             context_info: self.option(TraceOption::ContextInfo),
+            print_parent: self.option(TraceOption::PrintParent),
         }
     }
 

@@ -292,6 +292,9 @@ pub struct GraphOptions {
     /// duration columns (whatever the options above say), and the output
     /// no column header.
     pub context_info: bool,
+    /// `options/print-parent`: a function event inside the graph names
+    /// its caller too (on by default).
+    pub print_parent: bool,
 }
 
 impl GraphOptions {
@@ -319,6 +322,7 @@ impl Default for GraphOptions {
             thresh: false,
             tail: false,
             context_info: true,
+            print_parent: true,
         }
     }
 }
@@ -450,8 +454,10 @@ pub fn write_graph(
                 // own text, `func <-parent`, as a comment.
                 open_comment(out, options, comment_depth.get(cpu).copied().unwrap_or(0))?;
                 write_symbol(out, event.ip as usize, names)?;
-                out.write_str(" <-")?;
-                write_symbol(out, event.parent_ip as usize, names)?;
+                if options.print_parent && event.parent_ip != 0 {
+                    out.write_str(" <-")?;
+                    write_symbol(out, event.parent_ip as usize, names)?;
+                }
                 out.write_str(" */")?;
             }
             Event::SchedSwitch(event) => {

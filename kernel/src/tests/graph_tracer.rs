@@ -207,6 +207,9 @@ fn a_snapshot_reads_under_another_tracer() {
     tracefs::write("snapshot", "1", FilterMode::Replace).unwrap();
     tracefs::write("current_tracer", "function_graph", FilterMode::Replace).unwrap();
     let function_under_graph = read("snapshot");
+    tracefs::write("options/print-parent", "0", FilterMode::Replace).unwrap();
+    let without_parent = read("snapshot");
+    tracefs::write("options/print-parent", "1", FilterMode::Replace).unwrap();
     tracefs::write("snapshot", "0", FilterMode::Replace).unwrap();
     tracer_cleanup();
     assert!(!graph_under_nop.contains("Unknown type"), "{graph_under_nop}");
@@ -214,6 +217,7 @@ fn a_snapshot_reads_under_another_tracer() {
     assert!(graph_under_nop.contains(":   kernel::workload::fib() {\n"), "the inner call nested: {graph_under_nop}");
     assert!(graph_under_nop.contains(": } /* kernel::workload::fib */\n"), "{graph_under_nop}");
     assert!(function_under_graph.contains("/* kernel::workload::fib <-"), "{function_under_graph}");
+    assert!(without_parent.contains("/* kernel::workload::fib */"), "print-parent off: {without_parent}");
 }
 
 #[ktest]
