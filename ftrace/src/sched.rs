@@ -31,6 +31,10 @@ use crate::tracer::event_common;
 
 /// `prev_state` of a preempted task (`R+`).
 pub const STATE_PREEMPTED: u64 = STATE_REPORT_MAX;
+/// `prev_state` of a task that gives the CPU up still runnable, as an idle
+/// task does when work comes (`R`: Linux's `schedule_idle` is no
+/// preemption).
+pub const STATE_RUNNING: u64 = 0;
 /// `prev_state` of a task going to sleep (`S`).
 pub const STATE_SLEEPING: u64 = 0x1;
 /// `prev_state` of a task blocking (`D`).

@@ -299,7 +299,10 @@ fn switch_away(park: Option<State>, sleep_until: Option<u64>) {
         s.cpus[me].dead = Some(prev.clone());
     }
     s.cpus[me].current = Some(next.clone());
-    ftrace::sched::trace_switch(prev.trace(), prev.state().report(), next.trace());
+    // An idle task leaves the CPU to work that came, as Linux's
+    // `schedule_idle`: runnable, not preempted (`R`, not `R+`).
+    let prev_state = if prev.is_idle() { ftrace::sched::STATE_RUNNING } else { prev.state().report() };
+    ftrace::sched::trace_switch(prev.trace(), prev_state, next.trace());
     let (prev_context, next_context) = (prev.context_ptr(), next.context_ptr());
     let next_task = Arc::as_ptr(&next);
     // The Arcs live on in the scheduler's tables (`current`, the queue, or

@@ -130,6 +130,10 @@ fn every_wakeup_is_recorded_before_the_woken_task_runs() {
     assert_eq!(trace.matches(&new).count(), 1, "{trace}");
     assert!(wakeups_before_switch_ins(&trace, pid.into(), &["S"]) >= 1, "its sleep ended in a wake-up: {trace}");
     assert!(wakeups_before_switch_ins(&trace, me.into(), &["D", "S"]) >= 1, "the join ended in a wake-up: {trace}");
+    // An idle task leaves the CPU runnable, not preempted, as in Linux.
+    let idle_out: Vec<&str> = switches(&trace).into_iter().filter(|line| line.contains(" prev_pid=0 ")).collect();
+    assert!(!idle_out.is_empty(), "an idle CPU took the woken work: {trace}");
+    assert!(idle_out.iter().all(|line| line.contains(" prev_state=R ==> ")), "{idle_out:?}");
 }
 
 #[ktest]
