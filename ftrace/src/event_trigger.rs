@@ -146,8 +146,8 @@ pub enum Phase {
     AfterRecord,
 }
 
-/// No count: every hit acts.
-const UNLIMITED: u64 = u64::MAX;
+// No count: every hit acts.
+use crate::number::UNLIMITED;
 
 /// One trigger of an event.
 pub struct Trigger {
@@ -381,8 +381,7 @@ fn parse_hist(remove: bool, rest: &str, fields: &[FilterField]) -> Result<Reques
 }
 
 fn parse_count(text: &str) -> Result<u64, TriggerError> {
-    // The largest count means "unlimited" here: refused, not misread.
-    crate::number::c_ulong(text).filter(|&n| n != UNLIMITED).ok_or_else(|| TriggerError::BadCount(text.to_string()))
+    crate::number::c_count(text).ok_or_else(|| TriggerError::BadCount(text.to_string()))
 }
 
 /// What `cat trigger` prints for an event with no trigger.

@@ -119,8 +119,8 @@ impl Drop for EventHook {
     }
 }
 
-/// No count: every call acts.
-pub const UNLIMITED: u64 = u64::MAX;
+// No count: every call acts.
+use crate::number::UNLIMITED;
 
 /// One attached command.
 struct FuncProbe {

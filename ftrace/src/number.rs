@@ -5,6 +5,17 @@
 //! (Files Linux reads in base 10, `buffer_size_kb` or `tracing_thresh`,
 //! parse decimal.)
 
+/// A count of actions that means "every one": a trigger's or a function
+/// command's count with none given.
+pub const UNLIMITED: u64 = u64::MAX;
+
+/// A count (of a trigger or a function command), as [`c_ulong`] reads it;
+/// the largest number means [`UNLIMITED`] here, so it is refused, not
+/// misread.
+pub fn c_count(text: &str) -> Option<u64> {
+    c_ulong(text).filter(|&count| count != UNLIMITED)
+}
+
 /// An unsigned number: an optional `+`, then [`c_digits`].
 pub fn c_ulong(text: &str) -> Option<u64> {
     c_digits(text.strip_prefix('+').unwrap_or(text))

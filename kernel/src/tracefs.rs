@@ -724,8 +724,9 @@ fn parse_command(word: &str) -> Option<Result<(bool, &str, ftrace::func_probe::C
     let word = word.strip_suffix(':').filter(|before| ends_with_command(before)).unwrap_or(word);
     let (head, last) = split(word)?;
     // A count is read as Linux reads it (`kstrtoul`, base 0); what follows
-    // a command and is no number is refused.
-    let (head, name, count) = match ftrace::number::c_ulong(last) {
+    // a command and is no count (the largest number means unlimited) is
+    // refused.
+    let (head, name, count) = match ftrace::number::c_count(last) {
         Some(count) => {
             let (head, name) = split(head)?;
             (head, name, Some(count))
@@ -733,12 +734,7 @@ fn parse_command(word: &str) -> Option<Result<(bool, &str, ftrace::func_probe::C
         None if ends_with_command(head) => return refuse(ProbeError::BadCount(last.into())),
         None => (head, last, None),
     };
-    // The largest count means unlimited here: refused, not misread.
-    let count_ok = count != Some(ftrace::func_probe::UNLIMITED);
     if let Some(command) = Command::from_name(name) {
-        if !count_ok {
-            return refuse(ProbeError::BadCount(last.into()));
-        }
         return Some(Ok((remove, head, command, count)));
     }
     if names_event(name) || split(head).is_some_and(|(_, before)| names_event(before)) {
@@ -751,7 +747,6 @@ fn parse_command(word: &str) -> Option<Result<(bool, &str, ftrace::func_probe::C
         Some((glob, Command::switching(command, group, name)?))
     });
     match switching {
-        Some(_) if !count_ok => refuse(ProbeError::BadCount(last.into())),
         Some((glob, command)) => Some(Ok((remove, glob, command, count))),
         None => refuse(ProbeError::UnknownCommand(name.into())),
     }

@@ -130,7 +130,7 @@ fn ls(invocation: &Invocation) -> Result<(), ShellError> {
     let dir = directory_argument(invocation, "ls", super::working_directory())?;
     let mut out = invocation.out();
     let out = &mut *out;
-    if !is_directory(&dir) && is_file(&dir) {
+    if !is_directory(&dir) && tracefs::exists(&dir) {
         // A file: its name as given, as ls prints one.
         let _ = writeln!(out, "{}", invocation.args.first().map_or(dir.as_str(), String::as_str));
         return Ok(());
@@ -192,14 +192,6 @@ fn pwd(invocation: &Invocation) -> Result<(), ShellError> {
     no_arguments("pwd", invocation)?;
     let _ = writeln!(invocation.out(), "{}", ::shell::path::absolute(&super::working_directory()));
     Ok(())
-}
-
-/// Whether `path` (inside tracefs) is a file.
-fn is_file(path: &str) -> bool {
-    match path.strip_prefix("instances/").and_then(|rest| rest.split_once('/')) {
-        Some((name, _)) => tracefs::instance_names(name).is_some_and(|mut names| names.any(|file| file == path)),
-        None => tracefs::names().any(|file| file == path),
-    }
 }
 
 /// Whether `dir` (a path inside tracefs) is a directory: the root,
