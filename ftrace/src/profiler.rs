@@ -4,8 +4,12 @@
 //! prints CPU N's counts (`crate::profile`), as Linux's profiler does.
 //!
 //! It is a function-graph user: the entry callback counts the hit and keeps
-//! the entry time in the call's one data word, the return callback adds the
-//! call's duration (children included, Linux's default `graph-time`). Each
+//! the entry time in the call's data words, the return callback adds the
+//! call's duration (children included, Linux's default `graph-time`). A
+//! call hooked before profiling last stopped adds nothing when it returns:
+//! its entry was counted in tables since emptied, and its duration would
+//! span the pause (the data words keep the registration the call came in
+//! under, [`FgraphOps::generation`]). Each
 //! CPU has its own [`ProfileTable`], made on first use and kept, emptied
 //! whenever profiling starts. Callbacks take no lock: the tables are
 //! reached through a `Once`, updated with atomics.
@@ -18,10 +22,10 @@ use arch::sync::Mutex;
 use spin::Once;
 
 use crate::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn};
-use crate::profile::{self, ProfileTable};
+use crate::profile::{self, FunctionStat, ProfileTable};
 use crate::{clock, registry, symbols, FtraceError, FtraceOps};
 
-static PROFILER: FgraphOps = FgraphOps::new(profile_entry, profile_return).with_data_words(1);
+static PROFILER: FgraphOps = FgraphOps::new(profile_entry, profile_return).with_data_words(2);
 
 /// One table per CPU.
 static TABLES: Once<Vec<ProfileTable>> = Once::new();
@@ -55,15 +59,21 @@ fn table() -> Option<&'static ProfileTable> {
     tables.get(arch::cpu::id() % tables.len())
 }
 
-fn profile_entry(_gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, _fregs: &mut FtraceRegs) -> bool {
-    let (Some(table), Some(start)) = (table(), data.reserve(1)) else { return false };
+fn profile_entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, _fregs: &mut FtraceRegs) -> bool {
+    let Some(table) = table() else { return false };
+    if data.reserve_with([clock::now_ns(), u64::from(gops.generation())]).is_none() {
+        return false;
+    }
     table.hit(call.func);
-    start[0] = clock::now_ns();
     true
 }
 
-fn profile_return(_gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _fregs: &mut FtraceRegs) {
-    if let (Some(table), Some(&start)) = (table(), data.first()) {
+fn profile_return(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _fregs: &mut FtraceRegs) {
+    let &[start, generation, ..] = data else { return };
+    if generation != u64::from(gops.generation()) {
+        return;
+    }
+    if let Some(table) = table() {
         table.add_time(call.func, clock::now_ns().saturating_sub(start));
     }
 }
@@ -113,8 +123,13 @@ pub fn follow_filters(from: &FtraceOps) -> Result<(), FtraceError> {
     registry::copy_filters(from, PROFILER.ops())
 }
 
+/// CPU `cpu`'s counts, the most time first (none before profiling first
+/// started).
+pub fn cpu_stats(cpu: usize) -> Vec<FunctionStat> {
+    TABLES.get().and_then(|tables| tables.get(cpu)).map(ProfileTable::stats).unwrap_or_default()
+}
+
 /// `cat trace_stat/functionN`: CPU `cpu`'s counts.
 pub fn write_cpu_stats(cpu: usize, out: &mut dyn Write) -> fmt::Result {
-    let stats = TABLES.get().and_then(|tables| tables.get(cpu)).map(ProfileTable::stats).unwrap_or_default();
-    profile::write_stats(out, &stats, &symbols::name_of)
+    profile::write_stats(out, &cpu_stats(cpu), &symbols::name_of)
 }

@@ -260,6 +260,39 @@ fn the_function_profiler_counts_fib_calls_and_times_them() {
     assert_eq!(read("enabled_functions"), "", "nothing left enabled");
 }
 
+/// Stops and restarts the profiler from inside a call it profiles, the
+/// first time; returns at once after that.
+#[inline(never)]
+fn restarts_the_profiler(restart: bool) {
+    if restart {
+        write("function_profile_enabled", "0");
+        write("function_profile_enabled", "1");
+    }
+}
+
+/// A call hooked before the profiler stopped adds no duration to the counts
+/// it starts again with: one call after the restart is one duration.
+#[ktest]
+fn a_call_hooked_before_a_restart_adds_no_time_to_the_new_counts() {
+    write("set_ftrace_filter", "*::restarts_the_profiler");
+    write("function_profile_enabled", "1");
+    restarts_the_profiler(true);
+    restarts_the_profiler(false);
+    write("function_profile_enabled", "0");
+    write("set_ftrace_filter", "");
+    let name = Some("kernel::tests::tracefs::restarts_the_profiler");
+    let stats: alloc::vec::Vec<_> = (0..ftrace::buffer::cpus())
+        .flat_map(ftrace::profiler::cpu_stats)
+        .filter(|stat| ftrace::symbols::name_of(stat.ip) == name)
+        .collect();
+    let hits: u64 = stats.iter().map(|stat| stat.hits).sum();
+    let time: u64 = stats.iter().map(|stat| stat.time_ns).sum();
+    let squares: u64 = stats.iter().map(|stat| stat.time_squared).sum();
+    assert_eq!(hits, 1, "the call after the restart: {stats:?}");
+    assert!(time > 0, "{stats:?}");
+    assert_eq!(squares, time * time, "one duration added, not the hooked call's too: {stats:?}");
+}
+
 /// A stack deepest inside the timer interrupt goes through the exception
 /// entry: the frame after its call into the handler is the interrupted pc.
 #[ktest]
