@@ -14,6 +14,12 @@
 //! or `0x` hex (a quoted value is a string, refused there); strings with
 //! `==`, `!=` and `~` (a glob: `*`, `?` and `[...]` classes, see
 //! [`crate::glob`]), quoted or not.
+//!
+//! A name the event has no field for may be one of Linux's generic fields,
+//! which every event offers: `CPU` (also `cpu`, `common_cpu`), the CPU the
+//! event is recorded on, and `COMM` (also `comm`), the running task's name.
+//! The event's own field comes first: `comm` in `sched_wakeup` is the woken
+//! task's, as in Linux.
 
 use alloc::boxed::Box;
 use alloc::string::{String, ToString};
@@ -88,13 +94,70 @@ impl Op {
     }
 }
 
+/// Where a comparison reads its value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    /// The event's field at this index.
+    Field(usize),
+    /// The CPU recording the event (`CPU`, `cpu`, `common_cpu`).
+    Cpu,
+    /// The running task's name (`COMM`, `comm`).
+    Comm,
+}
+
+impl Source {
+    /// The source `name` names for an event with `fields`, and its kind.
+    fn find(name: &str, fields: &[FilterField]) -> Option<(Source, FieldKind)> {
+        if let Some(index) = fields.iter().position(|field| field.name == name) {
+            return Some((Source::Field(index), fields[index].kind));
+        }
+        match name {
+            "CPU" | "cpu" | "common_cpu" => Some((Source::Cpu, FieldKind::Signed)),
+            "COMM" | "comm" => Some((Source::Comm, FieldKind::String)),
+            _ => None,
+        }
+    }
+
+    fn read<'a>(self, value: &dyn Fn(usize) -> FieldValue<'a>) -> FieldValue<'a> {
+        match self {
+            Source::Field(index) => value(index),
+            Source::Cpu => FieldValue::Signed(generic::cpu() as i64),
+            Source::Comm => generic::comm().map_or(FieldValue::Missing, |comm| FieldValue::Str(comm)),
+        }
+    }
+}
+
+/// The generic fields' values where the event is recorded.
+#[cfg(target_os = "none")]
+mod generic {
+    pub fn cpu() -> usize {
+        arch::cpu::id()
+    }
+
+    pub fn comm() -> Option<&'static [u8]> {
+        crate::task::try_current().map(|task| &task.comm_bytes()[..])
+    }
+}
+
+/// The host tests' stand-ins: CPU 1, task `host`.
+#[cfg(not(target_os = "none"))]
+mod generic {
+    pub fn cpu() -> usize {
+        1
+    }
+
+    pub fn comm() -> Option<&'static [u8]> {
+        Some(b"host\0")
+    }
+}
+
 #[derive(Debug)]
 enum Node {
     Or(Box<Node>, Box<Node>),
     And(Box<Node>, Box<Node>),
     Not(Box<Node>),
-    Number { field: usize, op: Op, value: i128 },
-    Text { field: usize, op: Op, value: String },
+    Number { source: Source, op: Op, value: i128 },
+    Text { source: Source, op: Op, value: String },
 }
 
 /// A parsed filter: the text as written, and its tree.
@@ -301,7 +364,7 @@ impl Parser<'_> {
         }
         let Some(Token::Word(name)) = self.peek().cloned() else { return Err(self.error_here()) };
         self.at += 1;
-        let field = self.fields.iter().position(|f| f.name == name).ok_or(FilterError::UnknownField(name.clone()))?;
+        let (source, kind) = Source::find(&name, self.fields).ok_or(FilterError::UnknownField(name.clone()))?;
         let Some(Token::Op(op)) = self.peek().cloned() else { return Err(self.error_here()) };
         self.at += 1;
         let (value, quoted) = match self.next() {
@@ -313,10 +376,10 @@ impl Parser<'_> {
             }
         };
         let bad_operator = || FilterError::BadOperator { field: name.clone(), op: op.symbol() };
-        match self.fields[field].kind {
+        match kind {
             FieldKind::Array => Err(FilterError::NotComparable(name.clone())),
             FieldKind::String => match op {
-                Op::Eq | Op::Ne | Op::Glob => Ok(Node::Text { field, op, value }),
+                Op::Eq | Op::Ne | Op::Glob => Ok(Node::Text { source, op, value }),
                 _ => Err(bad_operator()),
             },
             FieldKind::Unsigned | FieldKind::Signed => match op {
@@ -324,7 +387,7 @@ impl Parser<'_> {
                 // A quoted value is a string, even one that spells a
                 // number: refused, as Linux expects a numeric literal.
                 _ => match parse_number(&value).filter(|_| !quoted) {
-                    Some(number) => Ok(Node::Number { field, op, value: number }),
+                    Some(number) => Ok(Node::Number { source, op, value: number }),
                     None => Err(FilterError::BadNumber {
                         field: name.clone(),
                         value: if quoted { alloc::format!("\"{value}\"") } else { value },
@@ -367,7 +430,8 @@ impl EventFilter {
         &self.text
     }
 
-    /// Whether an event whose field `i` holds `value(i)` passes.
+    /// Whether an event whose field `i` holds `value(i)` passes (the
+    /// generic fields are read here, where the event is recorded).
     pub fn matches<'a>(&self, value: &dyn Fn(usize) -> FieldValue<'a>) -> bool {
         eval(&self.root, value)
     }
@@ -378,8 +442,8 @@ fn eval<'a>(node: &Node, value: &dyn Fn(usize) -> FieldValue<'a>) -> bool {
         Node::Or(left, right) => eval(left, value) || eval(right, value),
         Node::And(left, right) => eval(left, value) && eval(right, value),
         Node::Not(inner) => !eval(inner, value),
-        Node::Number { field, op, value: operand } => {
-            let actual = match value(*field) {
+        Node::Number { source, op, value: operand } => {
+            let actual = match source.read(value) {
                 FieldValue::Unsigned(n) => i128::from(n),
                 FieldValue::Signed(n) => i128::from(n),
                 FieldValue::Str(_) | FieldValue::Missing => return false,
@@ -395,8 +459,8 @@ fn eval<'a>(node: &Node, value: &dyn Fn(usize) -> FieldValue<'a>) -> bool {
                 Op::Glob => false,
             }
         }
-        Node::Text { field, op, value: operand } => {
-            let FieldValue::Str(bytes) = value(*field) else { return false };
+        Node::Text { source, op, value: operand } => {
+            let FieldValue::Str(bytes) = source.read(value) else { return false };
             // Fixed-size fields (`comm`) end at their first NUL.
             let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
             let Ok(actual) = core::str::from_utf8(&bytes[..end]) else { return false };
@@ -527,7 +591,9 @@ mod tests {
     fn bad_filters_are_refused_with_the_reason() {
         let parse = |text| EventFilter::parse(text, &fields()).unwrap_err();
         assert_eq!(parse(""), FilterError::Empty);
-        assert_eq!(parse("cpu == 1"), FilterError::UnknownField("cpu".into()));
+        assert_eq!(parse("cpus == 1"), FilterError::UnknownField("cpus".into()));
+        assert_eq!(parse("CPU ~ 1"), FilterError::BadOperator { field: "CPU".into(), op: "~" });
+        assert_eq!(parse("COMM < 1"), FilterError::BadOperator { field: "COMM".into(), op: "<" });
         assert_eq!(parse("comm < 3"), FilterError::BadOperator { field: "comm".into(), op: "<" });
         assert_eq!(parse("pid ~ 3*"), FilterError::BadOperator { field: "pid".into(), op: "~" });
         assert_eq!(parse("pid == x"), FilterError::BadNumber { field: "pid".into(), value: "x".into() });
@@ -537,6 +603,17 @@ mod tests {
         assert_eq!(parse("pid == 1 pid"), FilterError::Syntax("pid".into()));
         assert_eq!(parse("pid = 1"), FilterError::Syntax("= 1".into()));
         assert_eq!(parse("comm == \"open"), FilterError::Syntax("\"open".into()));
+    }
+
+    #[test]
+    fn generic_fields_read_the_recording_cpu_and_task_after_the_events_own() {
+        // The host's stand-ins: CPU 1, task "host"; the event's comm is "ev".
+        assert!(check("CPU == 1 && cpu == 1 && common_cpu < 2", 0, "ev", 0));
+        assert!(!check("CPU == 0", 0, "ev", 0));
+        assert!(check("COMM == host && COMM ~ \"ho*\"", 0, "ev", 0));
+        assert!(check("comm == ev", 0, "ev", 0), "the event's own field first");
+        let no_comm = EventFilter::parse("comm == host", &fields()[..1]).unwrap();
+        assert!(no_comm.matches(&|_| FieldValue::Signed(0)), "generic where the event has none");
     }
 
     #[test]

@@ -146,7 +146,7 @@ fn a_filter_on_sched_switch_compares_strings_and_numbers() {
     let kept = switches(&trace);
     assert!(kept.len() >= 2, "each worker was switched to: {trace}");
     assert!(kept.iter().all(|line| line.contains("next_comm=fib/")), "{trace}");
-    for bad in ["next_comm < 3", "prev_pid ~ 1", "next_comm", "cpu == 1"] {
+    for bad in ["next_comm < 3", "prev_pid ~ 1", "next_comm", "cpus == 1", "CPU ~ 1"] {
         assert!(refused(filter, bad), "{bad}");
     }
     write(filter, "0");
@@ -154,6 +154,36 @@ fn a_filter_on_sched_switch_compares_strings_and_numbers() {
     run_parallel(2, "fib", &["12"]).unwrap();
     let trace = read("trace");
     assert!(switches(&trace).iter().any(|line| !line.contains("next_comm=fib/")), "unfiltered: {trace}");
+    write("events/sched/sched_switch/enable", "0");
+    write("trace", "");
+}
+
+/// Linux's generic fields, which every event has: `CPU` is the CPU the
+/// event is recorded on, `COMM` the running task (on `sched_switch`, the
+/// one switched away from).
+#[ktest]
+fn generic_fields_filter_by_the_recording_cpu_and_the_running_task() {
+    let filter = "events/sched/sched_switch/filter";
+    write("events/sched/sched_switch/enable", "1");
+    let mut recorded = 0;
+    for (expression, on_cpu0) in [("CPU == 0", true), ("cpu != 0", false)] {
+        write(filter, expression);
+        write("trace", "");
+        run_parallel(2, "fib", &["12"]).unwrap();
+        let trace = read("trace");
+        let kept = switches(&trace);
+        assert!(kept.iter().all(|line| line.contains(" [000] ") == on_cpu0), "{expression}: {trace}");
+        recorded += kept.len();
+    }
+    assert!(recorded > 0, "each switch is on CPU 0 or not");
+    write(filter, "COMM ~ \"fib/*\" && common_cpu >= 0");
+    write("trace", "");
+    run_parallel(2, "fib", &["12"]).unwrap();
+    let trace = read("trace");
+    let kept = switches(&trace);
+    assert!(kept.len() >= 2, "each worker was switched away from: {trace}");
+    assert!(kept.iter().all(|line| line.contains(" prev_comm=fib/")), "{trace}");
+    write(filter, "0");
     write("events/sched/sched_switch/enable", "0");
     write("trace", "");
 }
