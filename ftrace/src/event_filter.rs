@@ -10,10 +10,17 @@
 //!
 //! The grammar: `expr := and ('||' and)*`, `and := unary ('&&' unary)*`,
 //! `unary := '!' unary | '(' expr ')' | FIELD OP VALUE`. Numbers compare
-//! with `==`, `!=`, `<`, `<=`, `>`, `>=` and `&` (some bit set), in decimal
-//! or `0x` hex (a quoted value is a string, refused there); strings with
-//! `==`, `!=` and `~` (a glob: `*`, `?` and `[...]` classes, see
-//! [`crate::glob`]), quoted or not.
+//! with `==`, `!=`, `<`, `<=`, `>`, `>=` and `&` (some bit set), written
+//! as C writes them (`0x` hex, `0` octal; `-` only for a signed field);
+//! strings, quoted (`"..."` or `'...'`), with `==`, `!=` and `~` (a glob:
+//! `*`, `?` and `[...]` classes, see [`crate::glob`]; `"!GLOB"` matches what
+//! `GLOB` does not). A value neither quoted nor a number is refused, as
+//! Linux refuses it ("did you forget quotes"?).
+//!
+//! A refused filter says why in Linux's words ([`FilterErrorKind`]) and
+//! where, at the byte Linux's parser reports (`error_log` puts its caret
+//! there): the quotes and parentheses are checked first, as Linux's first
+//! look does, then each comparison.
 //!
 //! A name the event has no field for may be one of Linux's generic fields,
 //! which every event offers: `CPU` (also `cpu`, `common_cpu`), the CPU the
@@ -27,9 +34,6 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use crate::glob::glob_match;
-
-/// Where a [`FilterError::Syntax`] is when the filter ended too soon.
-pub const END_OF_FILTER: &str = "end of filter";
 
 /// What a field holds, for choosing operators and reading operands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,21 +83,6 @@ enum Op {
     Glob,
 }
 
-impl Op {
-    fn symbol(self) -> &'static str {
-        match self {
-            Op::Eq => "==",
-            Op::Ne => "!=",
-            Op::Lt => "<",
-            Op::Le => "<=",
-            Op::Gt => ">",
-            Op::Ge => ">=",
-            Op::BitAnd => "&",
-            Op::Glob => "~",
-        }
-    }
-}
-
 /// Where a comparison reads its value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Source {
@@ -122,7 +111,7 @@ impl Source {
         match self {
             Source::Field(index) => value(index),
             Source::Cpu => FieldValue::Signed(generic::cpu() as i64),
-            Source::Comm => generic::comm().map_or(FieldValue::Missing, |comm| FieldValue::Str(comm)),
+            Source::Comm => generic::comm().map_or(FieldValue::Missing, FieldValue::Str),
         }
     }
 }
@@ -167,122 +156,153 @@ pub struct EventFilter {
     root: Node,
 }
 
-/// Why a filter was refused; the event's filter is as it was.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum FilterError {
+/// Why a filter was refused: Linux's reasons (`FILT_ERR_*`, whose texts
+/// [`text`](Self::text) gives), and two of ours.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FilterErrorKind {
+    InvalidOp,
+    /// An unmatched `(`.
+    TooManyOpen,
+    /// An unmatched `)`.
+    TooManyClose,
+    MissingQuote,
+    OperandTooLong,
+    /// A number compared with a string field.
+    ExpectString,
+    /// A string compared with a number field.
+    ExpectDigit,
+    IllegalFieldOp,
+    FieldNotFound,
+    IllegalIntval,
+    /// Something other than `&&`, `||` or `)` after a comparison, or more
+    /// than [`MAX_PREDICATES`] comparisons.
+    TooManyPreds,
+    /// An operator with nothing after it.
+    InvalidFilter,
+    /// A value neither quoted nor a number.
+    InvalidValue,
+    /// Nothing to filter on (`!` alone).
+    NoFilter,
+    /// A field name missing where one goes: Linux's parser answers with a
+    /// bare `-EINVAL`, logged as `Error`.
+    Error,
+    /// Ours: nothing written (`0` clears a filter).
     Empty,
-    UnknownField(String),
-    /// An operator the field's type has no meaning for.
-    BadOperator {
-        field: String,
-        op: &'static str,
-    },
-    BadNumber {
-        field: String,
-        value: String,
-    },
-    /// A field no filter compares (an array).
-    NotComparable(String),
-    /// Anything else the grammar does not allow, at this token.
-    Syntax(String),
-    /// More than [`MAX_NESTING`] levels of `(` and `!`, or more than
-    /// [`MAX_PREDICATES`] comparisons: the parser and the traced path's
-    /// evaluation recurse that deep.
-    TooComplex,
+    /// Ours: more than [`MAX_NESTING`] levels of `(` and `!` (the parser
+    /// and the traced path's evaluation recurse that deep).
+    TooDeep,
+}
+
+impl FilterErrorKind {
+    /// What Linux's `error_log` says (ours, for our two).
+    pub fn text(self) -> &'static str {
+        match self {
+            FilterErrorKind::InvalidOp => "Invalid operator",
+            FilterErrorKind::TooManyOpen => "Too many '('",
+            FilterErrorKind::TooManyClose => "Too few '('",
+            FilterErrorKind::MissingQuote => "Missing matching quote",
+            FilterErrorKind::OperandTooLong => "Operand too long",
+            FilterErrorKind::ExpectString => "Expecting string field",
+            FilterErrorKind::ExpectDigit => "Expecting numeric field",
+            FilterErrorKind::IllegalFieldOp => "Illegal operation for field type",
+            FilterErrorKind::FieldNotFound => "Field not found",
+            FilterErrorKind::IllegalIntval => "Illegal integer value",
+            FilterErrorKind::TooManyPreds => "Too many terms in predicate expression",
+            FilterErrorKind::InvalidFilter => "Meaningless filter expression",
+            FilterErrorKind::InvalidValue => "Invalid value (did you forget quotes)?",
+            FilterErrorKind::NoFilter => "No filter found",
+            FilterErrorKind::Error | FilterErrorKind::Empty => "Error",
+            FilterErrorKind::TooDeep => "Too many levels of '(' and '!'",
+        }
+    }
+}
+
+/// A refused filter: why, where (a byte offset into the filter as
+/// written, trimmed: where Linux's parser puts its caret), and the word
+/// there. The event's filter is as it was.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilterError {
+    pub kind: FilterErrorKind,
+    pub at: usize,
+    pub word: String,
 }
 
 /// The deepest nesting of `(` and `!` a filter may have.
 pub const MAX_NESTING: usize = 16;
 /// The most comparisons one filter may hold.
 pub const MAX_PREDICATES: usize = 32;
+/// The longest string value (Linux's `MAX_FILTER_STR_VAL` less its NUL).
+const MAX_STRING: usize = 255;
+/// The longest number as written (Linux's buffer for one, less its NUL).
+const MAX_NUMBER: usize = 23;
 
 impl fmt::Display for FilterError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FilterError::Empty => write!(f, "empty filter (write 0 to clear it)"),
-            FilterError::UnknownField(name) => write!(f, "no field '{name}' in this event (see its format)"),
-            FilterError::NotComparable(name) => write!(f, "field '{name}' is an array: filters compare single values"),
-            FilterError::BadOperator { field, op } => write!(f, "'{op}' does not apply to field '{field}'"),
-            FilterError::BadNumber { field, value } => write!(f, "'{value}' is not a number for field '{field}'"),
-            FilterError::Syntax(at) => write!(f, "syntax error at '{at}'"),
-            FilterError::TooComplex => {
-                write!(f, "filter too complex (at most {MAX_NESTING} levels of '(' and '!', {MAX_PREDICATES} comparisons)")
-            }
+        f.write_str(self.kind.text())?;
+        match self.kind {
+            FilterErrorKind::Empty => f.write_str(": an empty filter (write 0 to clear it)"),
+            FilterErrorKind::FieldNotFound => write!(f, ": '{}' (see the event's format)", self.word),
+            FilterErrorKind::TooManyPreds if self.word.is_empty() => write!(f, " (at most {MAX_PREDICATES})"),
+            _ if self.word.is_empty() => Ok(()),
+            _ => write!(f, ": '{}'", self.word),
         }
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Token {
-    Word(String),
-    Quoted(String),
-    Op(Op),
-    And,
-    Or,
-    Not,
-    Open,
-    Close,
-}
-
-impl fmt::Display for Token {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Token::Word(word) => write!(f, "{word}"),
-            Token::Quoted(text) => write!(f, "\"{text}\""),
-            Token::Op(op) => write!(f, "{}", op.symbol()),
-            Token::And => write!(f, "&&"),
-            Token::Or => write!(f, "||"),
-            Token::Not => write!(f, "!"),
-            Token::Open => write!(f, "("),
-            Token::Close => write!(f, ")"),
-        }
-    }
-}
-
-fn tokenize(text: &str) -> Result<Vec<Token>, FilterError> {
+/// The filter's first look, as Linux's (`calc_stack`): quotes closed and
+/// parentheses balanced, or where not.
+fn check_balance(text: &str) -> Result<(), FilterError> {
     let bytes = text.as_bytes();
-    let mut tokens = Vec::new();
-    let mut i = 0;
-    while let Some(c) = text[i..].chars().next() {
-        // Any whitespace separates, as the word scanner below treats it:
-        // a word there would be empty, and the scan would not move.
-        if c.is_whitespace() {
-            i += c.len_utf8();
-            continue;
+    let mut open = Vec::new();
+    let mut quote: Option<(u8, usize)> = None;
+    for (i, &byte) in bytes.iter().enumerate() {
+        match (quote, byte) {
+            (Some((q, _)), _) if byte == q => quote = None,
+            (Some(_), _) => {}
+            (None, b'"' | b'\'') => quote = Some((byte, i)),
+            (None, b'(') => open.push(i),
+            (None, b')') => {
+                open.pop().ok_or_else(|| error_at(text, FilterErrorKind::TooManyClose, i))?;
+            }
+            _ => {}
         }
-        let next = bytes.get(i + 1).copied();
-        let (token, len) = match (bytes[i], next) {
-            (b'&', Some(b'&')) => (Token::And, 2),
-            (b'|', Some(b'|')) => (Token::Or, 2),
-            (b'=', Some(b'=')) => (Token::Op(Op::Eq), 2),
-            (b'!', Some(b'=')) => (Token::Op(Op::Ne), 2),
-            (b'<', Some(b'=')) => (Token::Op(Op::Le), 2),
-            (b'>', Some(b'=')) => (Token::Op(Op::Ge), 2),
-            (b'<', _) => (Token::Op(Op::Lt), 1),
-            (b'>', _) => (Token::Op(Op::Gt), 1),
-            (b'&', _) => (Token::Op(Op::BitAnd), 1),
-            (b'~', _) => (Token::Op(Op::Glob), 1),
-            (b'!', _) => (Token::Not, 1),
-            (b'(', _) => (Token::Open, 1),
-            (b')', _) => (Token::Close, 1),
-            (quote @ (b'"' | b'\''), _) => {
-                let end = text[i + 1..].find(quote as char).ok_or_else(|| FilterError::Syntax(text[i..].into()))?;
-                (Token::Quoted(text[i + 1..i + 1 + end].into()), end + 2)
-            }
-            (b'=' | b'|', _) => return Err(FilterError::Syntax(text[i..].into())),
-            _ => {
-                let len = text[i..].find(|c: char| c.is_whitespace() || "()&|=!<>~\"'".contains(c)).unwrap_or(text.len() - i);
-                (Token::Word(text[i..i + len].into()), len)
-            }
-        };
-        tokens.push(token);
-        i += len;
     }
-    Ok(tokens)
+    if let Some((_, at)) = quote {
+        return Err(error_at(text, FilterErrorKind::MissingQuote, at));
+    }
+    match open.last() {
+        Some(&at) => Err(error_at(text, FilterErrorKind::TooManyOpen, at)),
+        None => Ok(()),
+    }
 }
 
+/// An error of `kind` at byte `at` of `text`, naming the word there.
+fn error_at(text: &str, kind: FilterErrorKind, at: usize) -> FilterError {
+    let rest = text.get(at..).unwrap_or_default();
+    let word = match rest.chars().next() {
+        Some(c @ ('(' | ')' | '"' | '\'')) => c.to_string(),
+        _ => rest.split(char::is_whitespace).next().unwrap_or_default().to_string(),
+    };
+    FilterError { kind, at, word }
+}
+
+/// The comparison operators, longest first where one starts another.
+const OPS: [(&str, Op); 8] = [
+    ("~", Op::Glob),
+    ("!=", Op::Ne),
+    ("==", Op::Eq),
+    ("<=", Op::Le),
+    ("<", Op::Lt),
+    (">=", Op::Ge),
+    (">", Op::Gt),
+    ("&", Op::BitAnd),
+];
+
+/// A recursive-descent parser over the filter's text. Errors carry the
+/// offsets Linux's parser reports (its comparisons' are one byte past the
+/// place, as Linux counts them from one past a comparison's start).
 struct Parser<'a> {
-    tokens: Vec<Token>,
+    text: &'a str,
     at: usize,
     fields: &'a [FilterField],
     /// Levels of `(` and `!` open now.
@@ -292,27 +312,39 @@ struct Parser<'a> {
 }
 
 impl Parser<'_> {
-    fn peek(&self) -> Option<&Token> {
-        self.tokens.get(self.at)
+    fn rest(&self) -> &str {
+        &self.text[self.at..]
     }
 
-    fn next(&mut self) -> Option<Token> {
-        let token = self.tokens.get(self.at).cloned();
-        self.at += 1;
-        token
+    fn skip_spaces(&mut self) {
+        let rest = self.rest();
+        self.at += rest.len() - rest.trim_start().len();
     }
 
-    fn error_here(&self) -> FilterError {
-        match self.tokens.get(self.at.min(self.tokens.len())) {
-            Some(token) => FilterError::Syntax(token.to_string()),
-            None => FilterError::Syntax(END_OF_FILTER.into()),
+    fn error(&self, kind: FilterErrorKind, at: usize) -> FilterError {
+        error_at(self.text, kind, at)
+    }
+
+    /// An error in a comparison, about the word at `place`: Linux reports
+    /// it one byte further on (its comparison parser counts from one past
+    /// the comparison's start), and so does this.
+    fn misplaced(&self, kind: FilterErrorKind, place: usize) -> FilterError {
+        FilterError { at: place + 1, ..error_at(self.text, kind, place) }
+    }
+
+    /// Takes `token` if the text goes on with it (after spaces).
+    fn take(&mut self, token: &str) -> bool {
+        self.skip_spaces();
+        let taken = self.rest().starts_with(token);
+        if taken {
+            self.at += token.len();
         }
+        taken
     }
 
     fn or(&mut self) -> Result<Node, FilterError> {
         let mut node = self.and()?;
-        while self.peek() == Some(&Token::Or) {
-            self.at += 1;
+        while self.take("||") {
             node = Node::Or(Box::new(node), Box::new(self.and()?));
         }
         Ok(node)
@@ -320,107 +352,152 @@ impl Parser<'_> {
 
     fn and(&mut self) -> Result<Node, FilterError> {
         let mut node = self.unary()?;
-        while self.peek() == Some(&Token::And) {
-            self.at += 1;
+        while self.take("&&") {
             node = Node::And(Box::new(node), Box::new(self.unary()?));
         }
         Ok(node)
     }
 
     fn unary(&mut self) -> Result<Node, FilterError> {
-        if matches!(self.peek(), Some(Token::Not | Token::Open)) {
-            if self.depth == MAX_NESTING {
-                return Err(FilterError::TooComplex);
-            }
-            self.depth += 1;
-            let node = self.nested();
-            self.depth -= 1;
-            return node;
+        self.skip_spaces();
+        let rest = self.rest();
+        let not = rest.starts_with('!') && !rest.starts_with("!=") && !rest.starts_with("!~");
+        if !not && !rest.starts_with('(') {
+            return self.predicate();
         }
-        self.predicate()
+        if self.depth == MAX_NESTING {
+            return Err(self.error(FilterErrorKind::TooDeep, self.at));
+        }
+        self.at += 1;
+        self.depth += 1;
+        let node = match not {
+            true => self.unary().map(|inner| Node::Not(Box::new(inner))),
+            // The first look balanced the parentheses, and a comparison is
+            // followed by `&&`, `||`, `)` or the end: here, `)`.
+            false => self.or().and_then(|inner| {
+                self.take(")");
+                self.connective_follows().map(|_| inner)
+            }),
+        };
+        self.depth -= 1;
+        node
     }
 
-    /// `!` or `(`, one level down.
-    fn nested(&mut self) -> Result<Node, FilterError> {
-        match self.next() {
-            Some(Token::Not) => Ok(Node::Not(Box::new(self.unary()?))),
-            _ => {
-                let node = self.or()?;
-                match self.next() {
-                    Some(Token::Close) => Ok(node),
-                    _ => {
-                        self.at -= 1;
-                        Err(self.error_here())
-                    }
-                }
-            }
+    /// What may follow a comparison or a `)`: `&&`, `||`, `)` or the end.
+    fn connective_follows(&mut self) -> Result<(), FilterError> {
+        self.skip_spaces();
+        let rest = self.rest();
+        match rest.is_empty() || rest.starts_with(')') || rest.starts_with("&&") || rest.starts_with("||") {
+            true => Ok(()),
+            false => Err(self.error(FilterErrorKind::TooManyPreds, self.at)),
         }
     }
 
+    /// `FIELD OP VALUE`, then `&&`, `||`, `)` or the end.
     fn predicate(&mut self) -> Result<Node, FilterError> {
+        let start = self.at;
+        if self.rest().is_empty() {
+            let kind = if self.predicates == 0 { FilterErrorKind::NoFilter } else { FilterErrorKind::InvalidFilter };
+            return Err(self.error(kind, self.text.len()));
+        }
         self.predicates += 1;
         if self.predicates > MAX_PREDICATES {
-            return Err(FilterError::TooComplex);
+            return Err(FilterError { kind: FilterErrorKind::TooManyPreds, at: start, word: String::new() });
         }
-        let Some(Token::Word(name)) = self.peek().cloned() else { return Err(self.error_here()) };
-        self.at += 1;
-        let (source, kind) = Source::find(&name, self.fields).ok_or(FilterError::UnknownField(name.clone()))?;
-        let Some(Token::Op(op)) = self.peek().cloned() else { return Err(self.error_here()) };
-        self.at += 1;
-        let (value, quoted) = match self.next() {
-            Some(Token::Word(value)) => (value, false),
-            Some(Token::Quoted(value)) => (value, true),
-            _ => {
-                self.at -= 1;
-                return Err(self.error_here());
-            }
+        let name_len = self.rest().find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(self.rest().len());
+        if name_len == 0 {
+            // No field name where one goes: Linux reports no place.
+            return Err(FilterError { at: 0, ..self.error(FilterErrorKind::Error, start) });
+        }
+        let name = &self.text[start..start + name_len];
+        let Some((source, kind)) = Source::find(name, self.fields) else {
+            let at = start + name_len + 1;
+            return Err(FilterError { kind: FilterErrorKind::FieldNotFound, at, word: name.to_string() });
         };
-        let bad_operator = || FilterError::BadOperator { field: name.clone(), op: op.symbol() };
-        match kind {
-            FieldKind::Array => Err(FilterError::NotComparable(name.clone())),
-            FieldKind::String => match op {
-                Op::Eq | Op::Ne | Op::Glob => Ok(Node::Text { source, op, value }),
-                _ => Err(bad_operator()),
-            },
-            FieldKind::Unsigned | FieldKind::Signed => match op {
-                Op::Glob => Err(bad_operator()),
-                // A quoted value is a string, even one that spells a
-                // number: refused, as Linux expects a numeric literal.
-                _ => match parse_number(&value).filter(|_| !quoted) {
-                    Some(number) => Ok(Node::Number { source, op, value: number }),
-                    None => Err(FilterError::BadNumber {
-                        field: name.clone(),
-                        value: if quoted { alloc::format!("\"{value}\"") } else { value },
-                    }),
-                },
-            },
-        }
+        self.at += name_len;
+        self.skip_spaces();
+        let Some(&(symbol, op)) = OPS.iter().find(|(symbol, _)| self.rest().starts_with(symbol)) else {
+            return Err(self.misplaced(FilterErrorKind::InvalidOp, self.at));
+        };
+        self.at += symbol.len();
+        self.skip_spaces();
+        let value_at = self.at;
+        let node = match self.rest().as_bytes().first() {
+            Some(&quote @ (b'"' | b'\'')) => {
+                if !matches!(op, Op::Eq | Op::Ne | Op::Glob) {
+                    return Err(self.misplaced(FilterErrorKind::IllegalFieldOp, value_at));
+                }
+                if kind != FieldKind::String {
+                    return Err(self.misplaced(FilterErrorKind::ExpectDigit, value_at));
+                }
+                // The first look found the closing quote.
+                let len = self.text[value_at + 1..].find(quote as char).unwrap_or(self.text.len() - value_at - 1);
+                self.at = value_at + 1 + len + 1;
+                if len > MAX_STRING {
+                    return Err(self.misplaced(FilterErrorKind::OperandTooLong, self.at - 1));
+                }
+                let value = &self.text[value_at + 1..value_at + 1 + len];
+                // A glob starting with `!` matches what the rest does not.
+                match (op, value.strip_prefix('!')) {
+                    (Op::Glob, Some(pattern)) => Node::Not(Box::new(Node::Text { source, op, value: pattern.to_string() })),
+                    _ => Node::Text { source, op, value: value.to_string() },
+                }
+            }
+            Some(&first) if first.is_ascii_digit() || first == b'-' => {
+                if kind == FieldKind::String {
+                    return Err(self.misplaced(FilterErrorKind::ExpectString, value_at));
+                }
+                if op == Op::Glob || kind == FieldKind::Array {
+                    return Err(self.misplaced(FilterErrorKind::IllegalFieldOp, value_at));
+                }
+                let digits = &self.rest()[usize::from(first == b'-')..];
+                let len = usize::from(first == b'-') + digits.find(|c: char| !c.is_ascii_alphanumeric()).unwrap_or(digits.len());
+                self.at += len;
+                if len > MAX_NUMBER {
+                    return Err(self.misplaced(FilterErrorKind::OperandTooLong, self.at));
+                }
+                let number = &self.text[value_at..self.at];
+                match parse_number(number, kind == FieldKind::Signed) {
+                    Some(value) => Node::Number { source, op, value },
+                    None => return Err(self.misplaced(FilterErrorKind::IllegalIntval, value_at)),
+                }
+            }
+            _ => return Err(self.misplaced(FilterErrorKind::InvalidValue, value_at)),
+        };
+        self.connective_follows()?;
+        Ok(node)
     }
 }
 
-fn parse_number(text: &str) -> Option<i128> {
+/// A number as C writes it, as Linux's filter reads it (`kstrtoll` for a
+/// signed field, `kstrtoull` for an unsigned one, base 0): `010` is 8, `08`
+/// no number; a sign is `-` alone, and only for a signed field.
+fn parse_number(text: &str, signed: bool) -> Option<i128> {
     let (negative, digits) = match text.strip_prefix('-') {
-        Some(rest) => (true, rest),
+        Some(rest) if signed => (true, rest),
+        Some(_) => return None,
         None => (false, text),
     };
-    // As C writes it, as Linux's filter reads it (`kstrtoll`, base 0):
-    // `010` is 8, `08` no number; a sign is `-` alone.
-    let magnitude = crate::number::c_digits(digits)?;
-    Some(if negative { -i128::from(magnitude) } else { i128::from(magnitude) })
+    let magnitude = i128::from(crate::number::c_digits(digits)?);
+    let value = if negative { -magnitude } else { magnitude };
+    (!signed || i64::try_from(value).is_ok()).then_some(value)
 }
 
 impl EventFilter {
     /// Parses `text` against an event's `fields`.
     pub fn parse(text: &str, fields: &[FilterField]) -> Result<EventFilter, FilterError> {
         let text = text.trim();
-        let tokens = tokenize(text)?;
-        if tokens.is_empty() {
-            return Err(FilterError::Empty);
+        if text.is_empty() {
+            return Err(FilterError { kind: FilterErrorKind::Empty, at: 0, word: String::new() });
         }
-        let mut parser = Parser { tokens, at: 0, fields, depth: 0, predicates: 0 };
+        check_balance(text)?;
+        let mut parser = Parser { text, at: 0, fields, depth: 0, predicates: 0 };
         let root = parser.or()?;
-        if parser.at < parser.tokens.len() {
-            return Err(parser.error_here());
+        // Each comparison and `)` checked what follows it, and the
+        // parentheses balance: only a stray `)` could be left, which the
+        // first look refused.
+        if !parser.rest().is_empty() {
+            return Err(parser.error(FilterErrorKind::TooManyPreds, parser.at));
         }
         Ok(EventFilter { text: text.to_string(), root })
     }
@@ -568,41 +645,81 @@ mod tests {
         assert!(check("pid == -010", -8, "a", 0));
         assert!(!check("state & 1", 0, "a", 6));
         assert!(check("comm ~ \"kw*\"", 0, "kworker", 0));
-        assert!(check("comm ~ kw*", 0, "kworker", 0));
         assert!(!check("comm == 'kw'", 0, "kworker", 0));
-        assert!(check("comm != kw", 0, "kworker", 0));
+        assert!(check("comm != 'kw'", 0, "kworker", 0));
+        assert!(check("state == 0xffffffffffffffff", 0, "a", u64::MAX), "the whole unsigned range");
+    }
+
+    #[test]
+    fn a_glob_starting_with_a_bang_matches_what_the_rest_does_not() {
+        assert!(!check("comm ~ \"!kw*\"", 0, "kworker", 0));
+        assert!(check("comm ~ \"!kw*\"", 0, "shell", 0));
+        assert!(!check("comm == \"!kw\"", 0, "kw", 0), "only a glob: == compares the text");
+        assert!(check("comm == \"!kw\"", 0, "!kw", 0));
     }
 
     #[test]
     fn and_binds_tighter_than_or_and_parentheses_group() {
-        assert!(check("pid == 1 || pid == 2 && comm == x", 1, "y", 0));
-        assert!(!check("(pid == 1 || pid == 2) && comm == x", 1, "y", 0));
+        assert!(check("pid == 1 || pid == 2 && comm == 'x'", 1, "y", 0));
+        assert!(!check("(pid == 1 || pid == 2) && comm == 'x'", 1, "y", 0));
         assert!(check("!(pid == 1)", 2, "y", 0));
+        assert!(check("!pid == 1 && (comm == 'y')", 2, "y", 0));
     }
 
     #[test]
     fn nul_padded_strings_compare_up_to_the_nul() {
-        let filter = EventFilter::parse("comm == sh", &fields()).unwrap();
+        let filter = EventFilter::parse("comm == \"sh\"", &fields()).unwrap();
         assert!(filter.matches(&|_| FieldValue::Str(b"sh\0\0\0\0")));
         assert!(!filter.matches(&|_| FieldValue::Missing));
     }
 
+    /// The kind, the offset Linux reports (its caret) and the word there.
+    fn refusal(text: &str) -> (FilterErrorKind, usize, String) {
+        let error = EventFilter::parse(text, &fields()).unwrap_err();
+        (error.kind, error.at, error.word)
+    }
+
     #[test]
-    fn bad_filters_are_refused_with_the_reason() {
-        let parse = |text| EventFilter::parse(text, &fields()).unwrap_err();
-        assert_eq!(parse(""), FilterError::Empty);
-        assert_eq!(parse("cpus == 1"), FilterError::UnknownField("cpus".into()));
-        assert_eq!(parse("CPU ~ 1"), FilterError::BadOperator { field: "CPU".into(), op: "~" });
-        assert_eq!(parse("COMM < 1"), FilterError::BadOperator { field: "COMM".into(), op: "<" });
-        assert_eq!(parse("comm < 3"), FilterError::BadOperator { field: "comm".into(), op: "<" });
-        assert_eq!(parse("pid ~ 3*"), FilterError::BadOperator { field: "pid".into(), op: "~" });
-        assert_eq!(parse("pid == x"), FilterError::BadNumber { field: "pid".into(), value: "x".into() });
-        assert_eq!(parse("pid == \"1\""), FilterError::BadNumber { field: "pid".into(), value: "\"1\"".into() }, "a string");
-        assert_eq!(parse("pid == 1 &&"), FilterError::Syntax("end of filter".into()));
-        assert_eq!(parse("(pid == 1"), FilterError::Syntax("end of filter".into()));
-        assert_eq!(parse("pid == 1 pid"), FilterError::Syntax("pid".into()));
-        assert_eq!(parse("pid = 1"), FilterError::Syntax("= 1".into()));
-        assert_eq!(parse("comm == \"open"), FilterError::Syntax("\"open".into()));
+    fn bad_filters_are_refused_with_linuxs_reason_and_place() {
+        use FilterErrorKind::*;
+        let refused = |text, kind, at, word: &str| assert_eq!(refusal(text), (kind, at, word.into()), "{text}");
+        refused("", Empty, 0, "");
+        // A comparison's places one byte on, as Linux's parser counts them.
+        refused("cpus == 1", FieldNotFound, 5, "cpus");
+        refused("pid == 1 && nosuch == 1", FieldNotFound, 19, "nosuch");
+        refused("CPU ~ 1", IllegalFieldOp, 7, "1");
+        refused("COMM < 1", ExpectString, 8, "1");
+        refused("comm == 3", ExpectString, 9, "3");
+        refused("comm < \"x\"", IllegalFieldOp, 8, "\"");
+        refused("pid ~ 3*", IllegalFieldOp, 7, "3*");
+        refused("pid == x", InvalidValue, 8, "x");
+        refused("comm == sh", InvalidValue, 9, "sh");
+        refused("pid == \"1\"", ExpectDigit, 8, "\"");
+        refused("state == -1", IllegalIntval, 10, "-1");
+        refused("pid == 0x", IllegalIntval, 8, "0x");
+        refused("pid == 9223372036854775808", IllegalIntval, 8, "9223372036854775808");
+        refused("pid = 1", InvalidOp, 5, "=");
+        refused("pid", InvalidOp, 4, "");
+        // The first look: quotes and parentheses, where they are.
+        refused("(pid == 1", TooManyOpen, 0, "(");
+        refused("(pid == 1) && ((pid == 2)", TooManyOpen, 14, "(");
+        refused("pid == 0)", TooManyClose, 8, ")");
+        refused("comm == \"open", MissingQuote, 8, "\"");
+        // What follows a comparison, at its place.
+        refused("pid == 1 pid", TooManyPreds, 9, "pid");
+        refused("(pid == 1) pid == 2", TooManyPreds, 11, "pid");
+        refused("pid == 1 & pid == 2", TooManyPreds, 9, "&");
+        refused("pid == 1 &&", InvalidFilter, 11, "");
+        refused("!", NoFilter, 1, "");
+        refused("pid == 1 && == 2", Error, 0, "==");
+    }
+
+    #[test]
+    fn an_error_says_linuxs_reason_and_the_word() {
+        let message = |text| EventFilter::parse(text, &fields()).unwrap_err().to_string();
+        assert_eq!(message("nosuch == 1"), "Field not found: 'nosuch' (see the event's format)");
+        assert_eq!(message("comm == sh"), "Invalid value (did you forget quotes)?: 'sh'");
+        assert_eq!(message(" "), "Error: an empty filter (write 0 to clear it)");
     }
 
     #[test]
@@ -610,9 +727,9 @@ mod tests {
         // The host's stand-ins: CPU 1, task "host"; the event's comm is "ev".
         assert!(check("CPU == 1 && cpu == 1 && common_cpu < 2", 0, "ev", 0));
         assert!(!check("CPU == 0", 0, "ev", 0));
-        assert!(check("COMM == host && COMM ~ \"ho*\"", 0, "ev", 0));
-        assert!(check("comm == ev", 0, "ev", 0), "the event's own field first");
-        let no_comm = EventFilter::parse("comm == host", &fields()[..1]).unwrap();
+        assert!(check("COMM == 'host' && COMM ~ \"ho*\"", 0, "ev", 0));
+        assert!(check("comm == 'ev'", 0, "ev", 0), "the event's own field first");
+        let no_comm = EventFilter::parse("comm == 'host'", &fields()[..1]).unwrap();
         assert!(no_comm.matches(&|_| FieldValue::Signed(0)), "generic where the event has none");
     }
 
@@ -629,11 +746,12 @@ mod tests {
         let parse = |text: &str| EventFilter::parse(text, &fields());
         let nested = |depth: usize| format!("{}pid == 1{}", "(".repeat(depth), ")".repeat(depth));
         assert!(parse(&nested(MAX_NESTING)).is_ok());
-        assert_eq!(parse(&nested(MAX_NESTING + 1)).unwrap_err(), FilterError::TooComplex);
-        assert_eq!(parse(&format!("{}pid == 1", "!".repeat(200))).unwrap_err(), FilterError::TooComplex);
-        assert_eq!(parse(&"(".repeat(300)).unwrap_err(), FilterError::TooComplex, "refused before the missing ')'");
+        let kind = |text: &str| parse(text).unwrap_err().kind;
+        assert_eq!(kind(&nested(MAX_NESTING + 1)), FilterErrorKind::TooDeep);
+        assert_eq!(kind(&format!("{}pid == 1", "!".repeat(200))), FilterErrorKind::TooDeep);
+        assert_eq!(kind(&"(".repeat(300)), FilterErrorKind::TooManyOpen, "found without recursing");
         let chain = |n: usize| alloc::vec!["pid == 1"; n].join(" && ");
         assert!(parse(&chain(MAX_PREDICATES)).is_ok());
-        assert_eq!(parse(&chain(MAX_PREDICATES + 1)).unwrap_err(), FilterError::TooComplex);
+        assert_eq!(kind(&chain(MAX_PREDICATES + 1)), FilterErrorKind::TooManyPreds);
     }
 }

@@ -263,7 +263,11 @@ pub enum TriggerError {
     BadCount(String),
     /// Text after the command that is neither a count nor `if FILTER`.
     Malformed(String),
-    Filter(FilterError),
+    /// The filter after `if`, as written (trimmed), and why it was refused.
+    Filter {
+        expression: String,
+        error: FilterError,
+    },
     /// The event has a trigger of that kind already (Linux: EEXIST): its
     /// name (with the event it names, for `enable_event`).
     Exists(String),
@@ -286,7 +290,7 @@ impl fmt::Display for TriggerError {
             }
             TriggerError::BadCount(count) => write!(f, "bad trigger count '{count}'"),
             TriggerError::Malformed(text) => write!(f, "expected ':COUNT' or 'if FILTER', found '{text}'"),
-            TriggerError::Filter(error) => write!(f, "trigger filter: {error}"),
+            TriggerError::Filter { error, .. } => write!(f, "trigger filter: {error}"),
             TriggerError::Exists(name) => write!(f, "the event has a '{name}' trigger already (remove it with '!{name}')"),
             TriggerError::NoMemory => write!(f, "not enough memory for the snapshot buffer"),
             TriggerError::MissingEvent(name) => write!(f, "'{name}' needs the event to switch: {name}:GRP:EVENT"),
@@ -360,7 +364,9 @@ fn parse_filter(text: &str, fields: &[FilterField]) -> Result<Option<EventFilter
         .map(str::trim)
         .filter(|expression| !expression.is_empty())
         .ok_or_else(|| TriggerError::Malformed(text.to_string()))?;
-    EventFilter::parse(expression, fields).map(Some).map_err(TriggerError::Filter)
+    EventFilter::parse(expression, fields)
+        .map(Some)
+        .map_err(|error| TriggerError::Filter { expression: expression.to_string(), error })
 }
 
 /// `[!]hist:ATTRS [if FILTER]` (`rest`: what follows `hist:`). An added
@@ -701,7 +707,12 @@ mod tests {
         assert_eq!(error("traceoff:abc"), TriggerError::Malformed("abc".into()));
         assert_eq!(error("traceoff if"), TriggerError::Malformed("if".into()));
         assert_eq!(error("traceoff:3 when x"), TriggerError::Malformed("when x".into()));
-        assert!(matches!(error("traceoff if nosuch == 1"), TriggerError::Filter(_)));
+        match error("traceoff if  nosuch == 1 ") {
+            TriggerError::Filter { expression, error } => {
+                assert_eq!((expression.as_str(), error.at), ("nosuch == 1", 7), "the filter alone, and the place in it")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

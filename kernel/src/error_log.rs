@@ -10,8 +10,11 @@
 //!
 //! Linux logs probe definitions (`kprobe_events`, `dynamic_events`),
 //! event filters and `hist` triggers (under `hist:GRP:EVENT`); so does this.
-//! The caret marks where Linux's parser stopped; ours marks the word the
-//! message quotes (`unknown symbol 'nosuch'`: under `nosuch`); for a probe
+//! An event filter's entry (a trigger's filter's too) is Linux's: its
+//! words, the filter alone, the caret where Linux's parser puts it
+//! ([`log_filter`]). Elsewhere the caret marks where Linux's parser
+//! stopped; ours marks the word the message quotes (`unknown symbol
+//! 'nosuch'`: under `nosuch`); for a probe
 //! whose place is refused (`0x0 is not inside a kernel function`, a return
 //! probe away from an entry), the place, as Linux marks it; for a refused
 //! `$` variable (`$arg9: ...`), the argument using it; otherwise the
@@ -32,8 +35,8 @@ const KEPT: usize = 8;
 /// One refused command, as `cat error_log` prints it.
 struct Entry {
     time_ns: u64,
-    /// Who refused it (`trace_kprobe`, `trace_fprobe`, `event filter parser`,
-    /// `hist:GRP:EVENT`).
+    /// Who refused it (`trace_kprobe`, `trace_fprobe`, `event filter parse
+    /// error`, `hist:GRP:EVENT`).
     location: String,
     message: String,
     command: String,
@@ -43,14 +46,12 @@ struct Entry {
 
 static LOG: Mutex<VecDeque<Entry>> = Mutex::new(VecDeque::new());
 
-/// How a trigger's refused filter is reported (`ftrace::event_trigger`).
-const TRIGGER_FILTER: &str = "trigger filter: ";
 /// How a refused `hist` trigger is reported (`ftrace::hist`).
 const HIST: &str = "hist: ";
 
 /// Which parser Linux would name for a write of `text` to the tracefs file
 /// `name` refused with `message`, if Linux logs such errors at all (of a
-/// trigger, its filter's and a `hist` trigger's).
+/// trigger, a `hist` trigger's; filters have [`log_filter`]).
 pub fn location(name: &str, text: &str, message: &str) -> Option<String> {
     let probe = || match text.trim_start().chars().next() {
         Some('f') => "trace_fprobe",
@@ -66,8 +67,6 @@ pub fn location(name: &str, text: &str, message: &str) -> Option<String> {
     let location = match name {
         "kprobe_events" => "trace_kprobe",
         "dynamic_events" => probe(),
-        _ if event.is_some() && name.ends_with("/filter") => "event filter parser",
-        _ if event.is_some() && name.ends_with("/trigger") && message.starts_with(TRIGGER_FILTER) => "event filter parser",
         _ if name.ends_with("/trigger") && message.starts_with(HIST) => {
             let (group, event) = event?.strip_suffix("/trigger")?.split_once('/')?;
             return Some(format!("hist:{group}:{event}"));
@@ -77,17 +76,35 @@ pub fn location(name: &str, text: &str, message: &str) -> Option<String> {
     Some(String::from(location))
 }
 
-/// Logs a refused command, dropping the oldest entry past [`KEPT`].
+/// Logs a refused command.
 pub fn log(location: String, message: &str, command: &str) {
     let command = command.trim();
     let probe = location.starts_with("trace_");
     // The location already says it: `hist:GRP:EVENT: error: hist: ...`
     // would say it twice.
-    let message = message.strip_prefix(HIST).or_else(|| message.strip_prefix(TRIGGER_FILTER)).unwrap_or(message);
+    let message = message.strip_prefix(HIST).unwrap_or(message);
     let column = fault_column(message, command)
         .or_else(|| probe.then(|| place_column(message, command).or_else(|| variable_column(message, command))).flatten())
         .unwrap_or(0);
-    let entry = Entry { time_ns: ftrace::clock::now_ns(), location, message: message.into(), command: command.into(), column };
+    push(Entry { time_ns: ftrace::clock::now_ns(), location, message: message.into(), command: command.into(), column });
+}
+
+/// Logs a refused event filter (`command`, as written) as Linux does:
+/// `event filter parse error`, Linux's words for why, and the caret at the
+/// byte Linux's parser reports (past the end: at the end).
+pub fn log_filter(command: &str, error: &ftrace::event_filter::FilterError) {
+    let column = command.char_indices().take_while(|&(at, _)| at < error.at).count();
+    push(Entry {
+        time_ns: ftrace::clock::now_ns(),
+        location: String::from("event filter parse error"),
+        message: error.kind.text().into(),
+        command: command.into(),
+        column,
+    });
+}
+
+/// Keeps `entry`, dropping the oldest past [`KEPT`].
+fn push(entry: Entry) {
     let mut log = LOG.lock();
     if log.len() == KEPT {
         log.pop_front();
@@ -97,13 +114,9 @@ pub fn log(location: String, message: &str, command: &str) {
 
 /// Where the first word the message quotes (`'...'`) starts in `command`,
 /// as a word of its own (not inside a longer one) and the last such place
-/// (a probe's symbol and arguments come after its name); the end for a
-/// filter that ended too soon.
+/// (a probe's symbol and arguments come after its name).
 fn fault_column(message: &str, command: &str) -> Option<usize> {
     let quoted = message.split('\'').nth(1).filter(|quoted| !quoted.is_empty())?;
-    if quoted == ftrace::event_filter::END_OF_FILTER {
-        return Some(command.chars().count()); // after the last word
-    }
     word_places(command, quoted).map(|at| command[..at].chars().count()).last() // columns, not bytes
 }
 

@@ -10,7 +10,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt::Write;
 
-use ftrace::event_trigger::{Applied, EventName, Request};
+use ftrace::event_trigger::{Applied, EventName, Request, TriggerError};
 use ftrace::sched::SchedEvent;
 use ftrace::FilterMode;
 
@@ -20,6 +20,11 @@ use ftrace::sched::GROUP as SCHED;
 
 fn invalid(error: impl ToString) -> TracefsError {
     TracefsError::Invalid(error.to_string())
+}
+
+/// A refused event filter, `text` as written.
+fn refused_filter(text: &str, error: ftrace::event_filter::FilterError) -> TracefsError {
+    TracefsError::Filter { command: text.trim().into(), error, trigger: false }
 }
 
 fn output_failed(_: core::fmt::Error) -> TracefsError {
@@ -62,8 +67,11 @@ pub fn set_enabled(group: &str, event: &str, on: bool) -> Result<(), TracefsErro
 /// changes nothing.
 pub fn set_filter(group: &str, event: &str, text: &str) -> Result<(), TracefsError> {
     match SchedEvent::find(group, event) {
-        Some(sched) => sched.set_filter(text).map_err(invalid),
-        None => fprobe::events::set_filter(group, event, text).map_err(invalid),
+        Some(sched) => sched.set_filter(text).map_err(|error| refused_filter(text, error)),
+        None => fprobe::events::set_filter(group, event, text).map_err(|error| match error {
+            fprobe::events::EventError::Filter(error) => refused_filter(text, error),
+            other => invalid(other),
+        }),
     }
 }
 
@@ -81,7 +89,11 @@ pub fn write_trigger(group: &str, event: &str, text: &str) -> Result<(), Tracefs
         Some(sched) => sched.filter_fields(),
         None => fprobe::events::filter_fields(group, event).map_err(invalid)?,
     };
-    let (request, acquired) = match ftrace::event_trigger::parse(text, &fields).map_err(invalid)? {
+    let parsed = ftrace::event_trigger::parse(text, &fields).map_err(|error| match error {
+        TriggerError::Filter { expression, error } => TracefsError::Filter { command: expression, error, trigger: true },
+        other => invalid(other),
+    })?;
+    let (request, acquired) = match parsed {
         Request::Add(trigger) => match trigger.target().cloned() {
             Some(target) => {
                 let switch = acquire_soft(&target)?;

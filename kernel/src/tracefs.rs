@@ -26,6 +26,14 @@ pub enum TracefsError {
     NotWritable(&'static str),
     /// The text written is not valid for this file.
     Invalid(String),
+    /// An event filter (or a trigger's, `trigger`) that was refused:
+    /// `command` is the filter as written, `error` why and where, which
+    /// `error_log` keeps in Linux's words with a caret there.
+    Filter {
+        command: String,
+        error: ftrace::event_filter::FilterError,
+        trigger: bool,
+    },
 }
 
 impl fmt::Display for TracefsError {
@@ -35,6 +43,8 @@ impl fmt::Display for TracefsError {
             TracefsError::NotReadable(name) => write!(f, "{name} is write-only"),
             TracefsError::NotWritable(name) => write!(f, "{name} is read-only"),
             TracefsError::Invalid(message) => f.write_str(message),
+            TracefsError::Filter { error, trigger: false, .. } => write!(f, "{error}"),
+            TracefsError::Filter { error, trigger: true, .. } => write!(f, "trigger filter: {error}"),
         }
     }
 }
@@ -541,10 +551,14 @@ pub fn write(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsErro
 /// One write, its refusal kept in `error_log`.
 fn write_logged(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
     let result = write_file(name, text, mode);
-    if let Err(TracefsError::Invalid(message)) = &result {
-        if let Some(location) = crate::error_log::location(name, text, message) {
-            crate::error_log::log(location, message, text);
+    match &result {
+        Err(TracefsError::Invalid(message)) => {
+            if let Some(location) = crate::error_log::location(name, text, message) {
+                crate::error_log::log(location, message, text);
+            }
         }
+        Err(TracefsError::Filter { command, error, .. }) => crate::error_log::log_filter(command, error),
+        _ => {}
     }
     result
 }

@@ -218,9 +218,23 @@ fn bad_kprobe_definitions_are_refused_and_change_nothing() {
     let carets: Vec<String> = log.lines().rev().step_by(3).take(2).map(String::from).collect();
     let under_dollar = |command: &str| format!("{:width$}^", "", width = 11 + command.rfind('$').unwrap());
     assert_eq!(carets, [under_dollar(&variables[1]), under_dollar(&variables[0])], "{log}");
-    let bad_filter = tracefs::write("events/sched/sched_switch/filter", "prev_pid ==", FilterMode::Replace);
-    assert!(bad_filter.is_err());
-    assert!(read("error_log").contains("] event filter parser: error: "), "{}", read("error_log"));
+    // A refused filter: Linux's words, and its caret (past the place, as
+    // Linux's comparison parser counts).
+    for (filter, why, caret) in [
+        ("prev_pid == 0)", "Too few '('", 13),
+        ("prev_pid == abc", "Invalid value (did you forget quotes)?", 13),
+        ("prev_comm == 3", "Expecting string field", 14),
+        ("prev_pid == 1 && bogus == 2", "Field not found", 23),
+    ] {
+        let bad_filter = tracefs::write("events/sched/sched_switch/filter", filter, FilterMode::Replace);
+        assert!(bad_filter.is_err(), "{filter}");
+        let log = read("error_log");
+        let entry: Vec<&str> = log.lines().rev().take(3).collect();
+        assert!(entry[2].ends_with(&format!("] event filter parse error: error: {why}")), "{log}");
+        assert_eq!(entry[1], format!("  Command: {filter}"), "{log}");
+        assert_eq!(entry[0], format!("{:width$}^", "", width = 11 + caret), "{log}");
+    }
+    assert_eq!(read("events/sched/sched_switch/filter"), "none\n", "each refusal changed nothing");
     write("error_log", "");
     assert_eq!(read("error_log"), "");
     write("kprobe_events", "");
