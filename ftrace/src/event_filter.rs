@@ -83,9 +83,9 @@ enum Op {
     Glob,
 }
 
-/// Where a comparison reads its value.
+/// Where a comparison (or a `hist` key or value) reads its value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Source {
+pub enum Source {
     /// The event's field at this index.
     Field(usize),
     /// The CPU recording the event (`CPU`, `cpu`, `common_cpu`).
@@ -96,7 +96,7 @@ enum Source {
 
 impl Source {
     /// The source `name` names for an event with `fields`, and its kind.
-    fn find(name: &str, fields: &[FilterField]) -> Option<(Source, FieldKind)> {
+    pub fn find(name: &str, fields: &[FilterField]) -> Option<(Source, FieldKind)> {
         if let Some(index) = fields.iter().position(|field| field.name == name) {
             return Some((Source::Field(index), fields[index].kind));
         }
@@ -107,7 +107,10 @@ impl Source {
         }
     }
 
-    fn read<'a>(self, value: &dyn Fn(usize) -> FieldValue<'a>) -> FieldValue<'a> {
+    /// Its value in an event whose field `i` holds `value(i)`, read where
+    /// the event is recorded.
+    #[inline]
+    pub fn read<'a>(self, value: &dyn Fn(usize) -> FieldValue<'a>) -> FieldValue<'a> {
         match self {
             Source::Field(index) => value(index),
             Source::Cpu => FieldValue::Signed(generic::cpu() as i64),

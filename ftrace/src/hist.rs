@@ -36,7 +36,7 @@ use alloc::vec::Vec;
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
-use crate::event_filter::{FieldKind, FieldValue, FilterField};
+use crate::event_filter::{FieldKind, FieldValue, FilterField, Source};
 use crate::kallsyms::Symbol;
 
 /// The most key fields, as in Linux.
@@ -104,8 +104,8 @@ impl Modifier {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HistField {
     name: String,
-    /// Its index in the event's fields (what the hit path reads).
-    index: usize,
+    /// What the hit path reads: a field of the event, or a generic one.
+    source: Source,
     kind: FieldKind,
     modifier: Modifier,
 }
@@ -304,11 +304,23 @@ fn field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError> {
         Some((name, modifier)) => (name, Modifier::from_name(modifier).ok_or_else(|| HistError::BadModifier(text.to_string()))?),
         None => (text, Modifier::Plain),
     };
-    let index = fields.iter().position(|field| field.name == name).ok_or_else(|| HistError::NoSuchField(name.to_string()))?;
-    if fields[index].kind == FieldKind::Array {
+    // Linux's generic keys: `common_cpu` and `common_comm`, and (where the
+    // event has no field of the name) `cpu`, `CPU`, `comm`, `COMM`, all
+    // shown by their `common_` name.
+    let (source, kind) = match name {
+        "common_cpu" => (Source::Cpu, FieldKind::Signed),
+        "common_comm" => (Source::Comm, FieldKind::String),
+        _ => Source::find(name, fields).ok_or_else(|| HistError::NoSuchField(name.to_string()))?,
+    };
+    let name = match source {
+        Source::Field(_) => name,
+        Source::Cpu => "common_cpu",
+        Source::Comm => "common_comm",
+    };
+    if kind == FieldKind::Array {
         return Err(HistError::ArrayField(name.to_string()));
     }
-    Ok(HistField { name: name.to_string(), index, kind: fields[index].kind, modifier })
+    Ok(HistField { name: name.to_string(), source, kind, modifier })
 }
 
 fn key_field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError> {
@@ -620,7 +632,7 @@ impl Histogram {
         let mut key = [0u64; MAX_KEYS * STRING_KEY_WORDS];
         let mut at = 0;
         for field in &self.spec.keys {
-            match value(field.index) {
+            match field.source.read(value) {
                 FieldValue::Str(bytes) => {
                     let bytes = bytes.split(|&b| b == 0).next().unwrap_or(&[]);
                     for (n, chunk) in bytes.chunks(8).take(STRING_KEY_WORDS).enumerate() {
@@ -635,7 +647,7 @@ impl Histogram {
         }
         let mut vals = [0u64; MAX_VALS];
         for (slot, field) in vals.iter_mut().zip(&self.spec.vals) {
-            *slot = number(value(field.index), Modifier::Plain);
+            *slot = number(field.source.read(value), Modifier::Plain);
         }
         self.map.insert(&key[..at], &vals[..self.spec.vals.len()]);
     }
@@ -912,6 +924,27 @@ mod tests {
         let keys: Vec<&str> = out.lines().filter(|line| line.starts_with('{')).map(|line| &line[..16]).collect();
         assert_eq!(keys, ["{ bytes: ~ 2^0  ", "{ bytes: ~ 2^2  ", "{ bytes: ~ 2^3  ", "{ bytes: ~ 2^10 "]);
         assert_eq!((log2_bucket(u64::MAX), log2_bucket(1 << 63)), (64, 63), "no overflow at the top");
+    }
+
+    #[test]
+    fn generic_keys_read_the_recording_cpu_and_task() {
+        // The host's stand-ins: CPU 1, task "host".
+        let histogram = Histogram::try_new(spec("keys=cpu,comm:vals=bytes")).unwrap();
+        assert_eq!(histogram.spec().line(), "hist:keys=common_cpu,common_comm:vals=hitcount,bytes:sort=hitcount:size=2048");
+        hit(&histogram, 7, b"worker", 5);
+        let out = output(&histogram);
+        let line = out.lines().find(|line| line.starts_with('{')).unwrap();
+        assert!(line.starts_with("{ common_cpu:          1, common_comm: host "), "{line}");
+        assert!(line.ends_with("} hitcount:          1  bytes:          5"), "{line}");
+        let own = parse("keys=prev_comm,common_cpu,common_comm", &fields()).unwrap();
+        assert_eq!(own.line(), "hist:keys=prev_comm,common_cpu,common_comm:vals=hitcount:sort=hitcount:size=2048");
+        let with_comm = [FilterField::new("comm", FieldKind::String)];
+        assert_eq!(
+            parse("keys=comm", &with_comm).unwrap().line(),
+            "hist:keys=comm:vals=hitcount:sort=hitcount:size=2048",
+            "its own first"
+        );
+        assert_eq!(parse("keys=cpus", &fields()).unwrap_err(), HistError::NoSuchField("cpus".into()));
     }
 
     #[test]

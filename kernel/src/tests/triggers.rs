@@ -287,6 +287,27 @@ fn hist_entries(text: &str) -> Vec<&str> {
     text.lines().filter(|line| line.starts_with('{')).collect()
 }
 
+/// Linux's generic keys: `common_cpu` (written `cpu` here) is the CPU a
+/// switch was recorded on, `common_comm` the task switched away from.
+#[ktest]
+fn hist_keys_may_be_the_recording_cpu_and_the_running_task() {
+    let (trigger, hist) = ("events/sched/sched_switch/trigger", "events/sched/sched_switch/hist");
+    add_trigger(trigger, "hist:keys=cpu,common_comm if prev_comm ~ \"fib/*\"").unwrap();
+    let shown = "hist:keys=common_cpu,common_comm:vals=hitcount:sort=hitcount:size=2048 if prev_comm ~ \"fib/*\"";
+    assert_eq!(read(trigger), format!("{shown} [active]\n"));
+    run_parallel(2, "fib", &["12"]).unwrap();
+    let text = read(hist);
+    let entries = hist_entries(&text);
+    assert!(!entries.is_empty(), "{text}");
+    for entry in &entries {
+        let cpu: usize = entry["{ common_cpu:".len()..].split(',').next().unwrap().trim().parse().unwrap();
+        assert!(cpu < ftrace::buffer::cpus(), "{entry}");
+        assert!(entry.contains(", common_comm: fib/"), "the task switched away from: {entry}");
+    }
+    add_trigger(trigger, "!hist:keys=cpu,common_comm if prev_comm ~ \"fib/*\"").unwrap();
+    assert_eq!(read(trigger), AVAILABLE);
+}
+
 #[ktest]
 fn hist_triggers_count_hits_per_key_as_linux_prints_them() {
     tracefs::write("dynamic_events", "f:fibt fib n=$arg1", FilterMode::Append).unwrap();
