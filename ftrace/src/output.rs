@@ -242,10 +242,11 @@ fn duration_mark(ns: u64) -> char {
     MARKS.iter().find(|(limit, _)| ns > *limit).map_or(' ', |(_, mark)| *mark)
 }
 
-/// The duration column: `  0.812 us    |  ` (mark, microseconds with up to
-/// three decimals, padded to Linux's width); without `overhead`, a blank
-/// where the mark goes.
-fn write_duration(out: &mut dyn Write, ns: u64, overhead: bool) -> fmt::Result {
+/// A duration as Linux's `trace_print_graph_duration` writes it:
+/// microseconds with up to three decimals (no more than 7 digits in all),
+/// ` us `, then blanks up to Linux's width: `0.812 us    `. The graph's
+/// duration column and the profiler's `trace_stat` times.
+pub(crate) fn write_graph_duration(out: &mut dyn Write, ns: u64) -> fmt::Result {
     let (micros, rest) = (ns / 1_000, ns % 1_000);
     let mut text = alloc::format!("{micros}");
     if text.len() < 7 {
@@ -254,11 +255,20 @@ fn write_duration(out: &mut dyn Write, ns: u64, overhead: bool) -> fmt::Result {
         text.push('.');
         text.push_str(&decimals[..keep]);
     }
-    let mark = if overhead { duration_mark(ns) } else { ' ' };
-    write!(out, "{mark} {text} us ")?;
+    write!(out, "{text} us ")?;
     for _ in text.len()..8 {
         out.write_char(' ')?;
     }
+    Ok(())
+}
+
+/// The duration column: `  0.812 us    |  ` (mark, then
+/// [`write_graph_duration`]); without `overhead`, a blank where the mark
+/// goes.
+fn write_duration(out: &mut dyn Write, ns: u64, overhead: bool) -> fmt::Result {
+    let mark = if overhead { duration_mark(ns) } else { ' ' };
+    write!(out, "{mark} ")?;
+    write_graph_duration(out, ns)?;
     out.write_str("|  ")
 }
 

@@ -14,6 +14,8 @@ use alloc::vec::Vec;
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+use crate::output::write_graph_duration;
+
 /// One function's counters.
 struct Slot {
     /// The function's address; 0 while free.
@@ -136,23 +138,28 @@ impl ProfileTable {
     }
 }
 
-/// Writes `ns` as Linux's profiler does: microseconds with three decimals.
-fn write_us(out: &mut dyn Write, ns: u64) -> fmt::Result {
-    write!(out, "{:>12}.{:03} us", ns / 1000, ns % 1000)
-}
-
 /// Prints `stats` as Linux's `trace_stat/functionN`: a header, then one
-/// line per function (name, hits, total time, average, variance s^2 in
-/// the way Linux computes it).
-pub fn write_stats<'a>(out: &mut dyn Write, stats: &[FunctionStat], name_of: &dyn Fn(usize) -> Option<&'a str>) -> fmt::Result {
+/// line per function (name cut to 30 characters, hits, total time,
+/// average, variance s^2 in the way Linux computes it, each time as the
+/// graph tracer prints a duration). With `thresh_ns` (`tracing_thresh`)
+/// set, a function whose average is below it is left out, as in Linux.
+pub fn write_stats<'a>(
+    out: &mut dyn Write,
+    stats: &[FunctionStat],
+    thresh_ns: u64,
+    name_of: &dyn Fn(usize) -> Option<&'a str>,
+) -> fmt::Result {
     writeln!(out, "  Function                               Hit    Time            Avg             s^2")?;
     writeln!(out, "  --------                               ---    ----            ---             ---")?;
     for stat in stats {
-        match name_of(stat.ip) {
-            Some(name) => write!(out, "  {name:<30}  {:>10}", stat.hits)?,
-            None => write!(out, "  {:<30}  {:>10}", alloc::format!("{:#x}", stat.ip), stat.hits)?,
-        }
         let avg = stat.time_ns / stat.hits.max(1);
+        if thresh_ns != 0 && avg < thresh_ns {
+            continue;
+        }
+        match name_of(stat.ip) {
+            Some(name) => write!(out, "  {name:<30.30}  {:>10}", stat.hits)?,
+            None => write!(out, "  {:<30.30}  {:>10}", alloc::format!("{:#x}", stat.ip), stat.hits)?,
+        }
         // Linux: (n * sum(t^2) - sum(t)^2) / (n * (n - 1)) in ns^2, printed
         // as a duration of a thousandth of that: us^2 shown as "us".
         let variance = if stat.hits <= 1 {
@@ -163,11 +170,11 @@ pub fn write_stats<'a>(out: &mut dyn Write, stats: &[FunctionStat], name_of: &dy
             (spread / (n * (n - 1))) as u64
         };
         out.write_str("    ")?;
-        write_us(out, stat.time_ns)?;
+        write_graph_duration(out, stat.time_ns)?;
         out.write_str("    ")?;
-        write_us(out, avg)?;
+        write_graph_duration(out, avg)?;
         out.write_str("    ")?;
-        write_us(out, variance / 1000)?;
+        write_graph_duration(out, variance / 1000)?;
         writeln!(out)?;
     }
     Ok(())
@@ -210,13 +217,45 @@ mod tests {
     fn prints_linux_columns() {
         let stats = [FunctionStat { ip: 0x1000, hits: 3, time_ns: 6000, time_squared: 14_000_000 }];
         let mut out = String::new();
-        write_stats(&mut out, &stats, &|ip| (ip == 0x1000).then_some("kernel::workload::fib")).unwrap();
+        write_stats(&mut out, &stats, 0, &|ip| (ip == 0x1000).then_some("kernel::workload::fib")).unwrap();
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines[0], "  Function                               Hit    Time            Avg             s^2");
-        // Times 1, 2, 3 us: total 6, average 2, variance 1 us^2.
-        assert_eq!(
-            lines[2],
-            "  kernel::workload::fib                    3               6.000 us               2.000 us               1.000 us"
-        );
+        assert_eq!(lines[1], "  --------                               ---    ----            ---             ---");
+        // Times 1, 2, 3 us: total 6, average 2, variance 1 us^2; each
+        // duration padded to Linux's width after its " us ".
+        assert_eq!(lines[2], "  kernel::workload::fib                    3    6.000 us        2.000 us        1.000 us    ");
+    }
+
+    #[test]
+    fn cuts_names_to_30_and_prints_durations_as_the_graph_does() {
+        let long = "kernel::workload::a_function_with_a_long_name";
+        // 12.345678 ms in 1 call; 1234.567891 s in 2 calls (7 digits of
+        // microseconds and more: no decimals).
+        let stats = [
+            FunctionStat { ip: 0x1000, hits: 1, time_ns: 12_345_678, time_squared: 0 },
+            FunctionStat { ip: 0x2000, hits: 2, time_ns: 1_234_567_891_000, time_squared: 0 },
+        ];
+        let mut out = String::new();
+        write_stats(&mut out, &stats, 0, &|ip| (ip == 0x1000).then_some(long)).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[2], "  kernel::workload::a_function_w           1    12345.67 us     12345.67 us     0.000 us    ");
+        assert_eq!(lines[3], "  0x2000                                   2    1234567891 us     617283945 us     0.000 us    ");
+    }
+
+    #[test]
+    fn tracing_thresh_leaves_out_functions_with_a_shorter_average() {
+        let stats = [
+            FunctionStat { ip: 0x1000, hits: 2, time_ns: 9_998, time_squared: 0 },
+            FunctionStat { ip: 0x2000, hits: 2, time_ns: 10_000, time_squared: 0 },
+        ];
+        let names = |ip| Some(if ip == 0x1000 { "short" } else { "long" });
+        let mut out = String::new();
+        write_stats(&mut out, &stats, 5_000, &names).unwrap();
+        let rows: Vec<&str> = out.lines().skip(2).collect();
+        assert_eq!(rows.len(), 1, "{out}");
+        assert!(rows[0].starts_with("  long "), "{out}");
+        out.clear();
+        write_stats(&mut out, &stats, 0, &names).unwrap();
+        assert_eq!(out.lines().count(), 4, "0 is off: every function: {out}");
     }
 }

@@ -129,7 +129,8 @@ pub fn cpu_stats(cpu: usize) -> Vec<FunctionStat> {
     TABLES.get().and_then(|tables| tables.get(cpu)).map(ProfileTable::stats).unwrap_or_default()
 }
 
-/// `cat trace_stat/functionN`: CPU `cpu`'s counts.
+/// `cat trace_stat/functionN`: CPU `cpu`'s counts (but for functions
+/// whose average is below `tracing_thresh`, as in Linux).
 pub fn write_cpu_stats(cpu: usize, out: &mut dyn Write) -> fmt::Result {
-    profile::write_stats(out, &cpu_stats(cpu), &symbols::name_of)
+    profile::write_stats(out, &cpu_stats(cpu), crate::tracer::tracing_thresh_ns(), &symbols::name_of)
 }

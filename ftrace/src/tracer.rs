@@ -324,6 +324,11 @@ pub fn tracing_thresh_us() -> u64 {
     THRESH_NS.load(Ordering::Relaxed) / 1000
 }
 
+/// `tracing_thresh`, in nanoseconds (0: off).
+pub(crate) fn tracing_thresh_ns() -> u64 {
+    THRESH_NS.load(Ordering::Relaxed)
+}
+
 /// Undoes what the entry's mark set; answers whether the call was recorded.
 #[inline(always)]
 fn graph_trace_unmark(array: &TraceArray, mark: u64) -> bool {

@@ -260,6 +260,31 @@ fn the_function_profiler_counts_fib_calls_and_times_them() {
     assert_eq!(read("enabled_functions"), "", "nothing left enabled");
 }
 
+/// A `trace_stat/functionN` row has Linux's columns: the name in 30, the
+/// hits in 10, then each duration right after its 4 blanks; and a
+/// function whose average is below `tracing_thresh` is not shown.
+#[ktest]
+fn trace_stat_rows_have_linux_widths_and_honour_tracing_thresh() {
+    write("set_ftrace_filter", "fib");
+    write("function_profile_enabled", "1");
+    crate::workload::run("fib", &["10"]).unwrap();
+    write("function_profile_enabled", "0");
+    write("set_ftrace_filter", "");
+    let stats = (0..ftrace::buffer::cpus()).map(|cpu| read(&format!("trace_stat/function{cpu}"))).collect::<String>();
+    let line = stats.lines().find(|line| line.starts_with("  kernel::workload::fib ")).unwrap();
+    assert_eq!(&line[32..34], "  ", "{line:?}");
+    assert!(line[34..44].trim_start().parse::<u64>().is_ok(), "hits in 10 columns: {line:?}");
+    assert_eq!(&line[44..48], "    ", "{line:?}");
+    assert!(line.as_bytes()[48].is_ascii_digit(), "the total starts after 4 blanks: {line:?}");
+    // Averages of fib(10)'s calls are far below 1 s: hidden, then shown
+    // again once the threshold is off (the counts were kept).
+    write("tracing_thresh", "1000000");
+    let hidden = profiled_hits("kernel::workload::fib");
+    write("tracing_thresh", "0");
+    assert_eq!(hidden, 0, "below tracing_thresh");
+    assert_eq!(profiled_hits("kernel::workload::fib"), 177);
+}
+
 /// Stops and restarts the profiler from inside a call it profiles, the
 /// first time; returns at once after that.
 #[inline(never)]
