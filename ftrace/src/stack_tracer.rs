@@ -14,7 +14,7 @@
 
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 
 use arch::ftrace_abi::FtraceRegs;
 use arch::sync::SpinLock;
@@ -26,7 +26,8 @@ pub const MAX_ENTRIES: usize = 64;
 
 static STACK_OPS: FtraceOps = FtraceOps::new(check_stack, OpsFlags::RECURSION);
 
-static ENABLED: AtomicBool = AtomicBool::new(false);
+/// `stack_tracer_enabled` as written (Linux's sysctl int): not 0 is on.
+static ENABLED: AtomicI32 = AtomicI32::new(0);
 /// Bytes of the deepest stack use seen.
 static MAX_SIZE: AtomicUsize = AtomicUsize::new(0);
 
@@ -70,23 +71,30 @@ extern "C" fn check_stack(ip: usize, _parent: usize, _ops: &FtraceOps, fregs: &m
     MAX_SIZE.store(depth, Ordering::Relaxed);
 }
 
-/// `echo 0|1 > stack_tracer_enabled`.
-pub fn set_enabled(on: bool) -> Result<(), FtraceError> {
-    if ENABLED.load(Ordering::Acquire) == on {
-        return Ok(());
+/// `echo N > stack_tracer_enabled`, as Linux's sysctl int: any value not
+/// 0 turns the tracer on, and the value itself is what reads back. A
+/// refused (un)registration changes nothing.
+pub fn set_enabled(value: i32) -> Result<(), FtraceError> {
+    let on = value != 0;
+    if is_enabled() != on {
+        if on {
+            registry::register(&STACK_OPS)?;
+        } else {
+            registry::unregister(&STACK_OPS)?;
+        }
     }
-    if on {
-        registry::register(&STACK_OPS)?;
-    } else {
-        registry::unregister(&STACK_OPS)?;
-    }
-    ENABLED.store(on, Ordering::Release);
+    ENABLED.store(value, Ordering::Release);
     Ok(())
+}
+
+/// `stack_tracer_enabled`: the value last written (0 is off).
+pub fn enabled_value() -> i32 {
+    ENABLED.load(Ordering::Acquire)
 }
 
 /// Whether the stack tracer runs.
 pub fn is_enabled() -> bool {
-    ENABLED.load(Ordering::Acquire)
+    enabled_value() != 0
 }
 
 /// The ops whose filter is `stack_trace_filter`.

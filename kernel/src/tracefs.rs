@@ -251,17 +251,22 @@ fn read_function_profile_enabled(_array: Array, out: &mut dyn Write) -> fmt::Res
     writeln!(out, "{}", u8::from(ftrace::profiler::is_enabled()))
 }
 
+/// Any decimal number, not 0 on (Linux's `kstrtoul` then `!!val`): reads
+/// back 0 or 1.
 fn write_function_profile_enabled(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
-    array.set_function_profile(parse_switch(text)?).map_err(|error| TracefsError::Invalid(error.to_string()))
+    let on = parse_ulong(text)? != 0;
+    array.set_function_profile(on).map_err(|error| TracefsError::Invalid(error.to_string()))
 }
 
-/// Linux's `/proc/sys/kernel/stack_tracer_enabled`, as a tracefs file here.
+/// Linux's `/proc/sys/kernel/stack_tracer_enabled`, as a tracefs file here:
+/// the int last written.
 fn read_stack_tracer_enabled(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    writeln!(out, "{}", u8::from(ftrace::stack_tracer::is_enabled()))
+    writeln!(out, "{}", ftrace::stack_tracer::enabled_value())
 }
 
+/// Any int (not 0 is on), read as Linux's `proc_dointvec` does.
 fn write_stack_tracer_enabled(_array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
-    Ok(ftrace::stack_tracer::set_enabled(parse_switch(text)?)?)
+    Ok(ftrace::stack_tracer::set_enabled(parse_sysctl_int(text)?)?)
 }
 
 fn read_stack_max_size(_array: Array, out: &mut dyn Write) -> fmt::Result {
@@ -894,10 +899,30 @@ fn read_tracing_on(array: Array, out: &mut dyn Write) -> fmt::Result {
 
 /// Any number: not 0 is on, as in Linux.
 fn write_tracing_on(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
-    let value: u64 =
-        text.trim().parse().map_err(|_| TracefsError::Invalid(format!("expected a number, not '{}'", text.trim())))?;
-    array.buffer().set_on(value != 0);
+    array.buffer().set_on(parse_ulong(text)? != 0);
     Ok(())
+}
+
+/// An unsigned decimal number, as Linux's `kstrtoul(text, 10, ...)` reads
+/// a file's value (an optional `+`, no `-`).
+fn parse_ulong(text: &str) -> Result<u64, TracefsError> {
+    text.trim().parse().map_err(|_| TracefsError::Invalid(format!("expected a number, not '{}'", text.trim())))
+}
+
+/// An int as Linux's `proc_dointvec` reads a sysctl: an optional `-`, then
+/// digits as C writes them (`0x` hex, a leading `0` octal), within an int.
+fn parse_sysctl_int(text: &str) -> Result<i32, TracefsError> {
+    let text = text.trim();
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(digits) => (true, digits),
+        None => (false, text),
+    };
+    ftrace::number::c_digits(digits)
+        .and_then(|magnitude| {
+            let value = if negative { -i64::try_from(magnitude).ok()? } else { i64::try_from(magnitude).ok()? };
+            i32::try_from(value).ok()
+        })
+        .ok_or_else(|| TracefsError::Invalid(format!("expected an int, not '{text}'")))
 }
 
 fn read_ftrace_enabled(_array: Array, out: &mut dyn Write) -> fmt::Result {

@@ -253,9 +253,27 @@ fn the_function_profiler_counts_fib_calls_and_times_them() {
     write("function_profile_enabled", "0");
     assert_eq!(profiled_hits("kernel::workload::fib"), 0, "counts start from zero");
     assert_eq!(profiled_hits("kernel::workload::fs::run"), 1);
-    assert!(matches!(tracefs::write("function_profile_enabled", "2", FilterMode::Replace), Err(TracefsError::Invalid(_))));
-    assert_eq!(read("function_profile_enabled"), "0\n");
     assert!(tracefs::write("trace_stat/function0", "1", FilterMode::Replace).is_err());
+    write("set_ftrace_filter", "");
+    assert_eq!(read("enabled_functions"), "", "nothing left enabled");
+}
+
+/// `function_profile_enabled` reads a decimal number as Linux's `kstrtoul`
+/// does and turns the profiler on for any but 0; it reads back 0 or 1.
+#[ktest]
+fn function_profile_enabled_takes_any_decimal_number() {
+    write("set_ftrace_filter", "fib");
+    for (text, on) in [("2", "1\n"), ("0", "0\n"), ("+7", "1\n"), ("00", "0\n")] {
+        write("function_profile_enabled", text);
+        assert_eq!(read("function_profile_enabled"), on, "{text}");
+    }
+    write("function_profile_enabled", "1");
+    for bad in ["-1", "on", "0x1", "1 2", ""] {
+        let result = tracefs::write("function_profile_enabled", bad, FilterMode::Replace);
+        assert!(matches!(result, Err(TracefsError::Invalid(_))), "{bad:?}: {result:?}");
+        assert_eq!(read("function_profile_enabled"), "1\n", "{bad:?} changes nothing");
+    }
+    write("function_profile_enabled", "0");
     write("set_ftrace_filter", "");
     assert_eq!(read("enabled_functions"), "", "nothing left enabled");
 }
@@ -372,6 +390,31 @@ fn the_stack_tracer_finds_the_deepest_fib_frame() {
     assert_eq!(read("stack_max_size"), "0\n");
     write("stack_trace_filter", "");
     assert_eq!(read("stack_trace_filter"), "#### all functions enabled ####\n");
+    assert_eq!(read("enabled_functions"), "");
+}
+
+/// `stack_tracer_enabled` is Linux's sysctl int (`proc_dointvec`): any
+/// int, negative or in C's bases, is kept as written; not 0 is on.
+#[ktest]
+fn stack_tracer_enabled_takes_any_int_as_the_sysctl_does() {
+    write("stack_trace_filter", "fib");
+    for (text, back, on) in [("2", "2", true), ("-1", "-1", true), ("0x10", "16", true), ("010", "8", true), ("0", "0", false)] {
+        write("stack_tracer_enabled", text);
+        assert_eq!(read("stack_tracer_enabled"), format!("{back}\n"), "{text}");
+        assert_eq!(ftrace::stack_tracer::is_enabled(), on, "{text}");
+        assert_eq!(read("enabled_functions").is_empty(), !on, "{text}: the ops follows");
+    }
+    write("stack_tracer_enabled", "5");
+    for bad in ["on", "+1", "2147483648", "-2147483649", "08", "-", "1x", ""] {
+        let result = tracefs::write("stack_tracer_enabled", bad, FilterMode::Replace);
+        assert!(matches!(result, Err(TracefsError::Invalid(_))), "{bad:?}: {result:?}");
+        assert_eq!(read("stack_tracer_enabled"), "5\n", "{bad:?} changes nothing");
+    }
+    write("stack_tracer_enabled", "-2147483648");
+    assert_eq!(read("stack_tracer_enabled"), "-2147483648\n", "the smallest int");
+    write("stack_tracer_enabled", "0");
+    write("stack_max_size", "0");
+    write("stack_trace_filter", "");
     assert_eq!(read("enabled_functions"), "");
 }
 
