@@ -117,8 +117,23 @@ pub fn set_max_size(bytes: usize) {
     MAX_SIZE.store(bytes, Ordering::Relaxed);
 }
 
+/// Linux's note, under `stack_trace`'s header, that the tracer is off and
+/// has kept nothing (its `print_disabled`, word for word).
+fn write_disabled(out: &mut dyn Write) -> fmt::Result {
+    out.write_str(
+        "#\n\
+         #  Stack tracer disabled\n\
+         #\n\
+         # To enable the stack tracer, either add 'stacktrace' to the\n\
+         # kernel command line\n\
+         # or 'echo 1 > /proc/sys/kernel/stack_tracer_enabled'\n\
+         #\n",
+    )
+}
+
 /// `cat stack_trace`, as Linux prints it: depth, the frame's own size and
-/// its location, innermost first.
+/// its location, innermost first; the disabled note when the tracer is off
+/// with no maximum.
 pub fn write_trace(out: &mut dyn Write) -> fmt::Result {
     let frames: Vec<Frame> = {
         let trace = TRACE.lock();
@@ -126,6 +141,9 @@ pub fn write_trace(out: &mut dyn Write) -> fmt::Result {
     };
     writeln!(out, "        Depth    Size   Location    ({} entries)", frames.len())?;
     writeln!(out, "        -----    ----   --------")?;
+    if !is_enabled() && max_size() == 0 {
+        write_disabled(out)?;
+    }
     for (i, frame) in frames.iter().enumerate() {
         let size = frame.depth - frames.get(i + 1).map_or(0, |outer| outer.depth);
         write!(out, "{i:>3}) {:>8}   {size:>5}   ", frame.depth)?;

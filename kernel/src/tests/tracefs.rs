@@ -418,6 +418,36 @@ fn stack_tracer_enabled_takes_any_int_as_the_sysctl_does() {
     assert_eq!(read("enabled_functions"), "");
 }
 
+/// With the tracer off and no maximum, `stack_trace` says how to turn it
+/// on, after the header, as Linux's does.
+#[ktest]
+fn stack_trace_says_the_tracer_is_disabled() {
+    write("stack_tracer_enabled", "0");
+    write("stack_max_size", "0");
+    assert_eq!(
+        read("stack_trace"),
+        "        Depth    Size   Location    (0 entries)\n\
+         \x20       -----    ----   --------\n\
+         #\n\
+         #  Stack tracer disabled\n\
+         #\n\
+         # To enable the stack tracer, either add 'stacktrace' to the\n\
+         # kernel command line\n\
+         # or 'echo 1 > /proc/sys/kernel/stack_tracer_enabled'\n\
+         #\n"
+    );
+    // A maximum kept (or the tracer on) is not "disabled".
+    write("stack_max_size", "100");
+    assert!(!read("stack_trace").contains("disabled"));
+    write("stack_max_size", "0");
+    write("stack_trace_filter", "fib");
+    write("stack_tracer_enabled", "1");
+    assert!(!read("stack_trace").contains("disabled"));
+    write("stack_tracer_enabled", "0");
+    write("stack_max_size", "0");
+    write("stack_trace_filter", "");
+}
+
 #[ktest]
 fn trace_pipe_streams_a_workload_running_in_another_task() {
     write("set_ftrace_filter", "fib");
