@@ -937,14 +937,19 @@ fn read_trace(array: Array, out: &mut dyn Write) -> fmt::Result {
     ftrace::tracer::write_trace(array, out)
 }
 
-/// `echo TEXT > trace_marker`: TEXT becomes a `tracing_mark_write` event
-/// (nothing is recorded while `tracing_on` is 0, as in Linux); refused
-/// while `options/markers` is off, as Linux refuses it.
+/// `echo TEXT > trace_marker`: TEXT becomes a `tracing_mark_write` event;
+/// refused while `options/markers` is off or the buffer records nothing
+/// (`tracing_on` is 0), as Linux refuses it.
 fn write_trace_marker(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
     if !array.option(TraceOption::Markers) {
         return Err(TracefsError::Invalid("trace_marker is off (options/markers is 0)".into()));
     }
-    ftrace::tracer::write_marker(array, text);
+    // Linux's `tracing_mark_write` fails (EBADF) when the buffer takes no
+    // event, rather than drop the text silently.
+    if !ftrace::tracer::write_marker(array, text) {
+        let why = if array.buffer().is_on() { "the buffer has no room for it" } else { "tracing_on is 0" };
+        return Err(TracefsError::Invalid(format!("trace_marker: nothing recorded, {why}")));
+    }
     Ok(())
 }
 

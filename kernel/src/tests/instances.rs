@@ -65,6 +65,26 @@ fn an_instance_has_its_own_tracer_filter_and_buffer() {
     assert!(matches!(tracefs::read("instances/foo/trace", &mut String::new()), Err(TracefsError::NoSuchFile(_))));
 }
 
+/// An instance's `trace_marker` writes to its own buffer, and refuses the
+/// write when that buffer is off (Linux: EBADF), whatever the top level's
+/// `tracing_on` says.
+#[ktest]
+fn an_instance_trace_marker_is_refused_while_its_buffer_is_off() {
+    tracefs::mkdir("instances/mark").unwrap();
+    write("instances/mark/tracing_on", "0");
+    let refused = tracefs::write("instances/mark/trace_marker", "hidden", FilterMode::Replace);
+    write("trace_marker", "top");
+    write("instances/mark/tracing_on", "1");
+    write("instances/mark/trace_marker", "shown");
+    let trace = read("instances/mark/trace");
+    let top = read("trace");
+    write("trace", "");
+    tracefs::rmdir("instances/mark").unwrap();
+    assert!(matches!(&refused, Err(TracefsError::Invalid(message)) if message.contains("tracing_on is 0")), "{refused:?}");
+    assert!(!trace.contains("hidden") && trace.contains("tracing_mark_write: shown"), "{trace}");
+    assert!(!trace.contains(": top") && top.contains("tracing_mark_write: top"), "{top}");
+}
+
 #[ktest]
 fn the_top_level_and_two_instances_trace_one_function_at_once() {
     tracefs::mkdir("instances/a").unwrap();

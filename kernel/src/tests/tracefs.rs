@@ -616,7 +616,9 @@ fn trace_marker_lines_land_among_the_events() {
     // no blank line after it.
     write("trace_marker", "after\n");
     write("tracing_on", "0");
-    write("trace_marker", "not recorded while tracing is off");
+    // Refused with an error, as Linux's write fails (EBADF).
+    let refused = tracefs::write("trace_marker", "not recorded while tracing is off", FilterMode::Replace);
+    assert!(matches!(&refused, Err(TracefsError::Invalid(message)) if message.contains("tracing_on is 0")), "{refused:?}");
     write("tracing_on", "1");
     let trace = read("trace");
     let lines: alloc::vec::Vec<&str> = trace.lines().filter(|line| !line.starts_with('#')).collect();
