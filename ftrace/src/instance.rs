@@ -460,10 +460,13 @@ impl TraceArray {
     }
 }
 
-/// The pids of a write to a pid file (`set_ftrace_pid`, `set_event_pid`).
+/// The pids of a write to a pid file (`set_ftrace_pid`, `set_event_pid`
+/// and their `notrace` twins): each word a number as C writes it (`0x`
+/// hex, a leading `0` octal), as Linux's `trace_pid_write` reads it with
+/// `kstrtoul(word, 0, ...)`, within a pid's range.
 pub(crate) fn parse_pids(text: &str) -> Result<Vec<i32>, PidError> {
     text.split_whitespace()
-        .map(|word| word.parse::<i32>().ok().filter(|&pid| pid >= 0).ok_or_else(|| PidError(word.into())))
+        .map(|word| crate::number::c_ulong(word).and_then(|pid| i32::try_from(pid).ok()).ok_or_else(|| PidError(word.into())))
         .collect()
 }
 

@@ -448,6 +448,25 @@ fn stack_trace_says_the_tracer_is_disabled() {
     write("stack_trace_filter", "");
 }
 
+/// Every pid file reads its numbers as C writes them, as Linux's
+/// `trace_pid_write` (`kstrtoul(word, 0, ...)`): `0x` hex, `010` octal.
+#[ktest]
+fn pid_files_read_numbers_in_c_bases() {
+    for file in ["set_ftrace_pid", "set_ftrace_notrace_pid", "set_event_pid", "set_event_notrace_pid"] {
+        write(file, "1 8 31");
+        let decimal = read(file);
+        write(file, "");
+        write(file, "0x1 010 +0X1f");
+        assert_eq!(read(file), decimal, "{file}");
+        for bad in ["08", "0x", "-1", "2147483648", "1x"] {
+            let result = tracefs::write(file, bad, FilterMode::Replace);
+            assert!(matches!(result, Err(TracefsError::Invalid(_))), "{file} <- {bad:?}: {result:?}");
+            assert_eq!(read(file), decimal, "{file} <- {bad:?} changes nothing");
+        }
+        write(file, "");
+    }
+}
+
 #[ktest]
 fn trace_pipe_streams_a_workload_running_in_another_task() {
     write("set_ftrace_filter", "fib");
