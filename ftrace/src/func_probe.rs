@@ -214,6 +214,9 @@ pub enum ProbeError {
     NoMemory,
     /// `enable_event`/`disable_event` without the event resolved.
     NoEvent,
+    /// `FUNC:mod:MODULE`: Linux's module filter; this kernel has no
+    /// modules.
+    NoModules,
 }
 
 impl fmt::Display for ProbeError {
@@ -231,6 +234,7 @@ impl fmt::Display for ProbeError {
             ProbeError::Tracing(error) => write!(f, "{error}"),
             ProbeError::NoMemory => write!(f, "not enough memory for the snapshot buffer"),
             ProbeError::NoEvent => write!(f, "enable_event and disable_event need their event (GRP:EVENT)"),
+            ProbeError::NoModules => write!(f, "':mod:' (module filtering) is not supported: this kernel has no modules"),
         }
     }
 }

@@ -765,8 +765,12 @@ fn parse_command(word: &str) -> Option<Result<(bool, &str, ftrace::func_probe::C
         let (glob, command) = split(rest)?;
         Some((glob, Command::switching(command, group, name)?))
     });
+    // Linux's `FUNC:mod:MODULE` (`:mod:MODULE` for all of a module's
+    // functions) selects by module; there are none here.
+    let names_module = name == "mod" || head == ":mod" || split(head).is_some_and(|(_, before)| before == "mod");
     match switching {
         Some((glob, command)) => Some(Ok((remove, glob, command, count))),
+        None if names_module => refuse(ProbeError::NoModules),
         None => refuse(ProbeError::UnknownCommand(name.into())),
     }
 }

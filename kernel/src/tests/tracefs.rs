@@ -950,6 +950,31 @@ fn function_commands_switch_tracing_and_record_stacks() {
     assert_eq!(read("enabled_functions"), "");
 }
 
+/// Linux's `:mod:` module filter is refused with its own message (this
+/// kernel has no modules), not as an unknown command; nothing changes.
+#[ktest]
+fn a_module_filter_is_refused_as_unsupported() {
+    write("set_ftrace_filter", "fib");
+    let before = read("set_ftrace_filter");
+    for mode in [FilterMode::Append, FilterMode::Replace] {
+        for bad in ["*fib:mod:kernel", "!*fib:mod:kernel", ":mod:kernel", "fib:mod"] {
+            let refused = tracefs::write("set_ftrace_filter", bad, mode);
+            assert!(
+                matches!(&refused, Err(TracefsError::Invalid(message)) if message.contains("':mod:' (module filtering) is not supported")),
+                "{bad}: {refused:?}"
+            );
+            assert_eq!(read("set_ftrace_filter"), before, "{bad} changes nothing");
+        }
+    }
+    // Other unknown commands keep their message.
+    let unknown = tracefs::write("set_ftrace_filter", "fib:bogus", FilterMode::Append);
+    assert!(
+        matches!(&unknown, Err(TracefsError::Invalid(message)) if message.starts_with("unknown command 'bogus'")),
+        "{unknown:?}"
+    );
+    write("set_ftrace_filter", "");
+}
+
 #[ktest]
 fn function_commands_attach_once_per_function_and_come_off_by_function() {
     let commands = || -> alloc::vec::Vec<String> { read("set_ftrace_filter").lines().skip(1).map(String::from).collect() };
