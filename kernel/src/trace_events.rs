@@ -192,7 +192,42 @@ pub fn filter_text(group: &str, event: &str) -> Result<String, TracefsError> {
     }
 }
 
-/// `cat events/GRP/EVENT/format`.
+/// `cat events/GRP/filter`: Linux's note, whatever was written (a group's
+/// filter goes to its events; Linux keeps no text of it either).
+pub const GROUP_FILTER_NOTE: &str = "### global filter ###\n\
+    # Use this to set filters for multiple events.\n\
+    # Only events with the given fields will be affected.\n\
+    # If no events are modified, an error message will be displayed here\n";
+
+/// `cat events/GRP/filter`, for a group that exists.
+pub fn group_filter_text(group: &str) -> Result<&'static str, TracefsError> {
+    events_of(Some(group)).map(|_| GROUP_FILTER_NOTE)
+}
+
+/// `echo EXPR > events/GRP/filter`: EXPR becomes the filter of each event
+/// of the group that has the fields it names (as Linux's subsystem filter;
+/// the others keep theirs, where Linux would drop them); `0` clears every
+/// one. Refused, changing nothing, when no event takes it: with the first
+/// event's reason.
+pub fn set_group_filter(group: &str, text: &str) -> Result<(), TracefsError> {
+    let events = events_of(Some(group))?;
+    let mut refusal = None;
+    let mut taken = 0;
+    for (group, event) in &events {
+        match set_filter(group, event, text) {
+            Ok(()) => taken += 1,
+            Err(error) => {
+                refusal.get_or_insert(error);
+            }
+        }
+    }
+    match (taken, refusal) {
+        (0, Some(error)) => Err(error),
+        _ => Ok(()),
+    }
+}
+
+/// `cat events/GRP/EVENT/format`./// `cat events/GRP/EVENT/format`.
 pub fn write_format(group: &str, event: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
     let Some(sched) = SchedEvent::find(group, event) else {
         return fprobe::events::write_format(group, event, out).map_err(invalid);

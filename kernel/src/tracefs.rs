@@ -167,7 +167,7 @@ fn find(resolved: &Resolved, path: &str) -> Result<&'static File, TracefsError> 
 /// each instance's directory.
 pub fn names() -> impl Iterator<Item = String> {
     let groups: alloc::collections::BTreeSet<String> = trace_events::all().into_iter().map(|(group, _)| group).collect();
-    let group_files = groups.into_iter().map(|group| format!("events/{group}/enable"));
+    let group_files = groups.into_iter().flat_map(|group| ["enable", "filter"].map(|file| format!("events/{group}/{file}")));
     let events = trace_events::all().into_iter().flat_map(|(group, event)| {
         ["enable", "filter", "format", "hist", "id", "trigger"].map(|file| format!("events/{group}/{event}/{file}"))
     });
@@ -452,6 +452,8 @@ enum EventFile<'a> {
     Hist(&'a str, &'a str),
     /// `events/enable` (`None`) or `events/GRP/enable`.
     EnableAll(Option<&'a str>),
+    /// `events/GRP/filter`.
+    GroupFilter(&'a str),
     /// `events/header_page`, `events/header_event`: the ring buffer's
     /// page and event headers, as tools that read raw pages parse them.
     HeaderPage,
@@ -465,6 +467,7 @@ fn event_file(name: &str) -> Option<EventFile<'_>> {
         ["header_page"] => Some(EventFile::HeaderPage),
         ["header_event"] => Some(EventFile::HeaderEvent),
         [group, "enable"] => Some(EventFile::EnableAll(Some(group))),
+        [group, "filter"] => Some(EventFile::GroupFilter(group)),
         [group, event, "enable"] => Some(EventFile::Enable(group, event)),
         [group, event, "format"] => Some(EventFile::Format(group, event)),
         [group, event, "filter"] => Some(EventFile::Filter(group, event)),
@@ -504,6 +507,10 @@ pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
         Some(EventFile::Hist(group, event)) => {
             let text = trace_events::hist_text(group, event)?;
             return out.write_str(&text).map_err(|_| TracefsError::Invalid("output failed".into()));
+        }
+        Some(EventFile::GroupFilter(group)) => {
+            let note = trace_events::group_filter_text(group)?;
+            return out.write_str(note).map_err(|_| TracefsError::Invalid("output failed".into()));
         }
         Some(EventFile::EnableAll(group)) => {
             let state = trace_events::enabled_all(group)?;
@@ -579,6 +586,7 @@ fn write_file(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsErr
         Some(EventFile::HeaderPage) => return Err(TracefsError::NotWritable("header_page")),
         Some(EventFile::HeaderEvent) => return Err(TracefsError::NotWritable("header_event")),
         Some(EventFile::Filter(group, event)) => return trace_events::set_filter(group, event, text),
+        Some(EventFile::GroupFilter(group)) => return trace_events::set_group_filter(group, text),
         // `>` and `>>` both add, as in Linux (its trigger file clears
         // nothing on a truncating open).
         Some(EventFile::Trigger(group, event)) => return trace_events::write_trigger(group, event, text),

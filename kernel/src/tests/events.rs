@@ -188,6 +188,30 @@ fn generic_fields_filter_by_the_recording_cpu_and_the_running_task() {
     write("trace", "");
 }
 
+/// `events/GRP/filter` filters each of the group's events that has the
+/// fields (Linux's subsystem filter), and reads as Linux's note.
+#[ktest]
+fn a_group_filter_goes_to_each_event_with_its_fields() {
+    let note = "### global filter ###\n# Use this to set filters for multiple events.\n";
+    assert!(read("events/sched/filter").starts_with(note), "{}", read("events/sched/filter"));
+    write("events/sched/filter", "prev_pid == 0");
+    assert_eq!(read("events/sched/sched_switch/filter"), "prev_pid == 0\n");
+    assert_eq!(read("events/sched/sched_wakeup/filter"), "none\n", "no prev_pid there: as it was");
+    assert!(read("events/sched/filter").starts_with(note), "the note still, as in Linux");
+    write("events/sched/filter", "common_pid > 0");
+    for event in ["sched_switch", "sched_wakeup", "sched_wakeup_new"] {
+        assert_eq!(read(&alloc::format!("events/sched/{event}/filter")), "common_pid > 0\n", "{event}");
+    }
+    let refused = tracefs::write("events/sched/filter", "nosuch == 1", FilterMode::Replace);
+    assert!(matches!(&refused, Err(TracefsError::Filter { .. })), "no event has the field: {refused:?}");
+    assert_eq!(read("events/sched/sched_wakeup/filter"), "common_pid > 0\n", "a refusal changes nothing");
+    write("events/sched/filter", "0");
+    for event in ["sched_switch", "sched_wakeup", "sched_wakeup_new"] {
+        assert_eq!(read(&alloc::format!("events/sched/{event}/filter")), "none\n", "{event}");
+    }
+    assert!(matches!(tracefs::read("events/nosuch/filter", &mut alloc::string::String::new()), Err(_)));
+}
+
 #[ktest]
 fn set_event_pid_records_only_the_listed_tasks_events() {
     tracefs::write("dynamic_events", "f:mine fib n=$arg1", FilterMode::Append).unwrap();
