@@ -198,7 +198,7 @@ pub fn instance_names(name: &str) -> Option<impl Iterator<Item = String>> {
 }
 
 /// The files each CPU has under `per_cpu/cpuN/`.
-const PER_CPU_FILES: [&str; 3] = ["trace", "trace_pipe", "stats"];
+const PER_CPU_FILES: [&str; 4] = ["trace", "trace_pipe", "stats", "buffer_size_kb"];
 
 fn per_cpu_names(prefix: &str) -> impl Iterator<Item = String> + '_ {
     (0..ftrace::buffer::cpus())
@@ -212,13 +212,17 @@ fn per_cpu_file(name: &str) -> Option<(usize, &'static str)> {
     PER_CPU_FILES.iter().find(|&&known| known == file).map(|&file| (cpu, file))
 }
 
-/// Reads `per_cpu/cpuN/trace` or `per_cpu/cpuN/stats`.
+/// Reads `per_cpu/cpuN/FILE`.
 fn read_per_cpu(array: Array, cpu: usize, file: &str, out: &mut dyn Write) -> fmt::Result {
     if file == "trace" {
         return ftrace::tracer::write_trace_of(array, Some(cpu), out);
     }
     if file == "trace_pipe" {
         return pipe(array, Some(cpu), out, &mut until_key);
+    }
+    if file == "buffer_size_kb" {
+        // Every CPU's ring has the same size here.
+        return read_buffer_size_kb(array, out);
     }
     // Linux's layout (`tracing_stats_read`), timestamps in seconds; read
     // without pausing the CPU's writer, as Linux does (a pause would drop
@@ -602,6 +606,9 @@ fn write_file(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsErr
             resolved.array.buffer().reset_cpu(cpu);
         }
         return Ok(());
+    }
+    if let Some((_, "buffer_size_kb")) = per_cpu_file(resolved.name) {
+        return Err(TracefsError::Invalid("one CPU's ring cannot be resized alone here: write buffer_size_kb".into()));
     }
     if let Some((_, file)) = per_cpu_file(resolved.name) {
         return Err(TracefsError::NotWritable(file));

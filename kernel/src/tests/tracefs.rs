@@ -49,6 +49,12 @@ fn per_cpu_trace_and_stats_split_the_buffer_by_cpu() {
         let refused = tracefs::write(&format!("per_cpu/cpu0/{file}"), "1", FilterMode::Replace);
         assert!(matches!(refused, Err(TracefsError::NotWritable(name)) if name == file), "{refused:?}");
     }
+    // Each CPU's ring size, the same for all here.
+    let size = read("buffer_size_kb");
+    assert!((0..cpus).all(|cpu| read(&format!("per_cpu/cpu{cpu}/buffer_size_kb")) == size), "{size}");
+    let refused = tracefs::write("per_cpu/cpu0/buffer_size_kb", "64", FilterMode::Replace);
+    assert!(matches!(&refused, Err(TracefsError::Invalid(why)) if why.contains("write buffer_size_kb")), "{refused:?}");
+    assert_eq!(read("per_cpu/cpu0/buffer_size_kb"), size, "a refusal changes nothing");
     write("tracing_on", "1");
     write("current_tracer", "nop");
     write("set_ftrace_filter", "");
