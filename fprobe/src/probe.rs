@@ -33,7 +33,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arch::ftrace_abi::FtraceRegs;
 use ftrace::deferred::{Deferred, Refs};
-use ftrace::retstack::{self, DataWords, Depth, FrameNeeds, ReturnInfo, ReturnPath, ReturnUser, MAX_DATA_WORDS};
+use ftrace::retstack::{self, DataWords, Depth, FrameNeeds, ReturnInfo, ReturnPath, ReturnUser, Skipped, MAX_DATA_WORDS};
 use ftrace::{Callback, FilterKind, FilterMode, FtraceError, FtraceOps, OpsFlags};
 
 /// The most `entry_data` words a probe may ask for.
@@ -291,7 +291,7 @@ pub fn register_of<H: Handlers>(config: FprobeConfig, target: Target) -> Result<
     };
     let probe = Box::new(Fprobe {
         ops,
-        user: ReturnUser { on_return, on_missed: fprobe_missed, needs: FPROBE_NEEDS },
+        user: ReturnUser { on_return, on_skipped: fprobe_skipped, needs: FPROBE_NEEDS },
         config,
         data_words,
         disabled: AtomicBool::new(false),
@@ -473,7 +473,7 @@ fn fprobe_entry<H: Handlers, const EXIT: bool, const DATA: bool>(
     // is safe: this callback runs before the registration is retired.
     probe.refs.get();
     // SAFETY: the reference keeps the probe alive until `fprobe_exit` or
-    // `fprobe_missed`, and the user pointer is made from the whole probe.
+    // `fprobe_skipped`, and the user pointer is made from the whole probe.
     // The pending hook has room for exactly `used` words, all written.
     let committed = unsafe { pending.commit_in_place(fregs, probe.return_user(), used) };
     debug_assert!(committed.is_ok());
@@ -531,11 +531,14 @@ fn fprobe_exit<H: Handlers, const DATA: bool>(
     unsafe { probe.refs.put() };
 }
 
-/// An exit that could not run its handler (inside another return callback):
-/// counted, and the call's reference released.
-fn fprobe_missed(user: *const ReturnUser, _call: &ReturnInfo, _data: &mut [u64]) {
+/// An exit whose handler will not run: the call's reference released, and
+/// counted missed if it returned inside another return callback (not if its
+/// task exited: see [`Skipped`]).
+fn fprobe_skipped(user: *const ReturnUser, _call: &ReturnInfo, _data: &mut [u64], why: Skipped) {
     let probe = probe_of(user);
-    probe.missed.fetch_add(1, Ordering::Relaxed);
+    if why == Skipped::Recursion {
+        probe.missed.fetch_add(1, Ordering::Relaxed);
+    }
     // SAFETY: as in `fprobe_exit`.
     unsafe { probe.refs.put() };
 }

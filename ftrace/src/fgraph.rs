@@ -15,8 +15,10 @@
 //!
 //! Graph entries run under the recursion guard, so a graph user only hooks
 //! calls made outside callbacks, and those return outside callbacks too: the
-//! return hook's `on_missed` never has a graph user's return to skip (it
-//! counts one in [`missed`](FgraphOps::missed) if it ever does).
+//! return hook never has a graph user's return to skip for recursion (it
+//! counts one in [`missed`](FgraphOps::missed) if it ever does). A call
+//! whose task exited never returns: it is given back uncounted, as Linux's
+//! fgraph counts nothing for a dead task's shadow stack.
 
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -25,7 +27,7 @@ use arch::ftrace_abi::FtraceRegs;
 
 use crate::ops::{Callback, FtraceOps, OpsFlags};
 use crate::registry::{self, FtraceError};
-use crate::retstack::{self, DataWords, Depth, FrameNeeds, HookError, ReturnFunc, ReturnInfo, ReturnPath, ReturnUser};
+use crate::retstack::{self, DataWords, Depth, FrameNeeds, HookError, ReturnFunc, ReturnInfo, ReturnPath, ReturnUser, Skipped};
 
 /// What a graph user asks of the calls it hooks: the return registers, and
 /// the call counts toward the depth.
@@ -134,7 +136,7 @@ pub struct FgraphOps {
     private: AtomicUsize,
     overruns: AtomicU64,
     missed_returns: AtomicU64,
-    /// Hooked calls whose return callback (or `on_missed`) has not run
+    /// Hooked calls whose return callback (or `on_skipped`) has not run
     /// yet: counted at the commit, and given back as the last thing the
     /// return does with the ops. What frees an ops' owner (a removed
     /// instance) waits for zero. (A scan of every task's shadow stack
@@ -176,7 +178,7 @@ impl FgraphOps {
     ) -> Self {
         FgraphOps {
             ops,
-            user: ReturnUser { on_return, on_missed: graph_missed, needs: GRAPH_NEEDS },
+            user: ReturnUser { on_return, on_skipped: graph_skipped, needs: GRAPH_NEEDS },
             entry,
             hooked,
             ret,
@@ -376,8 +378,10 @@ fn graph_return_with<G: GraphCallbacks>(user: *const ReturnUser, call: &ReturnIn
     gops.hooked_calls.fetch_sub(1, Ordering::Release);
 }
 
-fn graph_missed(user: *const ReturnUser, _call: &ReturnInfo, _data: &mut [u64]) {
+fn graph_skipped(user: *const ReturnUser, _call: &ReturnInfo, _data: &mut [u64], why: Skipped) {
     let gops = gops_of(user);
-    gops.missed_returns.fetch_add(1, Ordering::Relaxed);
+    if why == Skipped::Recursion {
+        gops.missed_returns.fetch_add(1, Ordering::Relaxed);
+    }
     gops.hooked_calls.fetch_sub(1, Ordering::Release);
 }

@@ -26,9 +26,10 @@
 //! 2. runs every entry's return callback, in hook order, under the return
 //!    recursion bit (see [`crate::recursion`]). If that bit is already held
 //!    (a return inside a return callback) the callbacks cannot run: each
-//!    user's `on_missed` runs instead, which counts the miss and releases
-//!    what its entry reserved. Either way every hooked return reaches its
-//!    user exactly once;
+//!    user's `on_skipped` runs instead ([`Skipped::Recursion`]), which
+//!    counts the miss and releases what its entry reserved. Either way
+//!    every hooked return reaches its user exactly once (a call that never
+//!    returns, because its task exited, reaches it through [`flush`]);
 //! 3. pops the frame and answers the real return address.
 //!
 //! The frame stays on the stack while its callbacks run: interrupts and
@@ -58,9 +59,10 @@ pub struct ReturnUser {
     /// The return callback: the user, the call, the user's data words, the
     /// return registers.
     pub on_return: ReturnFunc,
-    /// Runs instead of `on_return` when the return callbacks cannot run
-    /// (recursion): counts the miss and releases what the entry reserved.
-    pub on_missed: MissedFunc,
+    /// Runs instead of `on_return` when the return callback will not run
+    /// (see [`Skipped`]): releases what the entry reserved and, for a
+    /// recursion, counts the miss.
+    pub on_skipped: SkippedFunc,
     /// What it asks of the calls it hooks: every register at the return
     /// or not, and whether they count toward depth.
     pub needs: FrameNeeds,
@@ -73,8 +75,21 @@ pub struct ReturnUser {
 /// frame is popped.
 pub type ReturnFunc = fn(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fregs: &mut FtraceRegs);
 
-/// A missed return: the user, the call and its data words.
-pub type MissedFunc = fn(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64]);
+/// A hooked call whose return callback will not run: the user, the call,
+/// its data words and why.
+pub type SkippedFunc = fn(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], why: Skipped);
+
+/// Why a hooked call's return callback is skipped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Skipped {
+    /// The call returned inside another return callback, where callbacks
+    /// cannot run: a miss, which the user counts (Linux's `nmissed`).
+    Recursion,
+    /// The call's task exited: it never returns. Not a miss (Linux's
+    /// `rethook_flush_task` and fgraph's exit count nothing): the user
+    /// only gives back what the entry reserved.
+    TaskExited,
+}
 
 /// A call, as its return callbacks see it: its frame's header, read where
 /// the entry wrote it (the frame stays on the shadow stack, unchanged,
@@ -158,7 +173,7 @@ impl Pending {
     /// more is `TooLarge` and takes the hook back). Returns the call's depth.
     ///
     /// # Safety
-    /// `user` must stay valid until its `on_return` or `on_missed` has run
+    /// `user` must stay valid until its `on_return` or `on_skipped` has run
     /// for this call. Its callbacks get this same pointer back; if they
     /// reach an object `user` is part of, the pointer must have been made
     /// from a pointer to that whole object. `fregs` must be the save
@@ -230,7 +245,7 @@ pub unsafe fn hook(fregs: &mut FtraceRegs, func: usize, user: *const ReturnUser,
 }
 
 /// Called by the return trampolines: runs the return callbacks of the
-/// innermost frame (or, under recursion, their `on_missed`), pops it, and
+/// innermost frame (or, under recursion, their `on_skipped`), pops it, and
 /// answers the real return address. See the module documentation.
 ///
 /// # Safety
@@ -267,35 +282,36 @@ pub unsafe extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usi
             })
         },
         // SAFETY: as just said.
-        None => unsafe { missed_returns(stack, base, info) },
+        None => unsafe { skip_returns(stack, base, info, Skipped::Recursion) },
     }
     // SAFETY: the innermost frame (at `base`, its header `header`) is
     // still on the stack: its callbacks popped whatever they pushed.
     unsafe { stack.pop_innermost(base, header) as usize }
 }
 
-/// A return inside a return callback: each user of the innermost frame
-/// (at `base`) counts the miss and releases what its entry reserved.
+/// A return whose callbacks will not run (`why`): each user of the
+/// innermost frame (at `base`) gets `on_skipped`.
 ///
 /// # Safety
 /// As for [`ShadowStack::for_each_entry_of_innermost`].
 #[cold]
 #[inline(never)]
-unsafe fn missed_returns(stack: &ShadowStack, base: usize, info: &ReturnInfo) {
+unsafe fn skip_returns(stack: &ShadowStack, base: usize, info: &ReturnInfo, why: Skipped) {
     // SAFETY: the caller's promise; the user pointers as in the handler.
     unsafe {
         stack.for_each_entry_of_innermost(base, |user, data| {
             let user = user as *const ReturnUser;
-            ((*user).on_missed)(user, info, data)
+            ((*user).on_skipped)(user, info, data, why)
         })
     }
 }
 
 /// Gives back every hooked call of a task that exited: the calls on its
 /// shadow stack (its entry function, `exit`, the switch away) will never
-/// return, so each entry's user gets `on_missed`, innermost first (a
-/// rethook's node goes back to its pool, a probe's reference is dropped,
-/// as Linux's `rethook_flush_task` does), and the stack is emptied.
+/// return, so each entry's user gets `on_skipped` with
+/// [`Skipped::TaskExited`], innermost first (a rethook's node goes back to
+/// its pool, a probe's reference is dropped, nothing is counted missed, as
+/// Linux's `rethook_flush_task` does), and the stack is emptied.
 ///
 /// # Safety
 /// The task runs no more, nor anything on its behalf, and no other CPU
@@ -307,7 +323,7 @@ pub unsafe fn flush(state: &TaskTrace) {
         let info = ReturnInfo::of(unsafe { stack.header_in_place(base) });
         // SAFETY: a stopped task's frames: every entry committed (its hooks
         // were made and finished in callbacks that returned), nothing above.
-        unsafe { missed_returns(stack, base, info) };
+        unsafe { skip_returns(stack, base, info, Skipped::TaskExited) };
         // SAFETY: the innermost frame and its header.
         unsafe { stack.pop_innermost(base, &info.0) };
     }

@@ -167,7 +167,7 @@ impl TaskTrace {
     /// calls, recursion bits and graph markers.
     ///
     /// The users of the calls dropped this way are not told (no
-    /// `on_missed`): what they hold for those calls (a rethook's node, a
+    /// `on_skipped`): what they hold for those calls (a rethook's node, a
     /// probe's reference) stays taken. Only the test harness resets, after
     /// a test panicked.
     ///

@@ -32,7 +32,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use arch::ftrace::{CALL_OFFSET, INSN_LEN};
 use arch::ftrace_abi::{FtraceRegs, RegsSnapshot, ReturnAddress, SavedRegs, LITERAL_BYTES};
 use arch::sync::SpinLock;
-use ftrace::retstack::{Depth, FrameNeeds, ReturnInfo, ReturnPath, ReturnUser};
+use ftrace::retstack::{Depth, FrameNeeds, ReturnInfo, ReturnPath, ReturnUser, Skipped};
 use ftrace::shadow::FrameHeader;
 use ftrace::{FilterKind, FilterMode, FtraceOps, OpsFlags};
 
@@ -124,7 +124,7 @@ static DURATION_NS: AtomicU64 = AtomicU64::new(0);
 static RETURNED_TO: AtomicUsize = AtomicUsize::new(0);
 
 static RETURN_USER: ReturnUser =
-    ReturnUser { on_return: at_return, on_missed: missed_return, needs: FrameNeeds::new(ReturnPath::Sparse, Depth::Counted) };
+    ReturnUser { on_return: at_return, on_skipped: skipped_return, needs: FrameNeeds::new(ReturnPath::Sparse, Depth::Counted) };
 
 extern "C" fn hook_return(ip: usize, _parent_ip: usize, _ops: &FtraceOps, fregs: &mut FtraceRegs) {
     if HOOKED.swap(true, Ordering::Relaxed) {
@@ -153,7 +153,7 @@ fn at_return(_user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], freg
     RETURNED.store(true, Ordering::Release);
 }
 
-fn missed_return(_user: *const ReturnUser, _call: &ReturnInfo, _data: &mut [u64]) {}
+fn skipped_return(_user: *const ReturnUser, _call: &ReturnInfo, _data: &mut [u64], _why: Skipped) {}
 
 // ---- printing ----
 

@@ -7,7 +7,7 @@ use arch::ftrace_abi::FtraceRegs;
 use arch::irq::IrqGuard;
 use arch::{cpu, MAX_CPUS};
 use ftrace::deferred::{Deferred, Refs};
-use ftrace::retstack::{self, Depth, FrameNeeds, HookError, ReturnInfo, ReturnPath, ReturnUser};
+use ftrace::retstack::{self, Depth, FrameNeeds, HookError, ReturnInfo, ReturnPath, ReturnUser, Skipped};
 
 use crate::pool::ObjPool;
 
@@ -94,7 +94,7 @@ impl RethookNode {
         // the return callback can step back to the rest of it.
         let user: *const ReturnUser = ftrace::field_of!(node.inner.as_ptr(), Inner, user);
         // SAFETY: the node's reference keeps its `Inner` alive until the
-        // return callback (or `on_missed`) releases it; `user` points at the
+        // return callback (or `on_skipped`) releases it; `user` points at the
         // whole `Inner`.
         let result = unsafe { retstack::hook(fregs, func, user, &index) };
         result.map(|_| ()).inspect_err(|error| {
@@ -141,7 +141,7 @@ impl Rethook {
         let inner = Box::new(Inner {
             user: ReturnUser {
                 on_return: rethook_return,
-                on_missed: rethook_missed,
+                on_skipped: rethook_skipped,
                 // Kretprobes run on rethooks: their calls do not count
                 // toward the function-graph depth.
                 needs: FrameNeeds::new(
@@ -284,10 +284,14 @@ fn rethook_return(user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], 
     unsafe { release(inner, index) };
 }
 
-/// A return that could not run the handler: counted, and the node released.
-fn rethook_missed(user: *const ReturnUser, _call: &ReturnInfo, data: &mut [u64]) {
+/// A return whose handler will not run: the node released, and counted
+/// missed if it returned inside another return callback (a node of a task
+/// that exited is only recycled, as Linux's `rethook_flush_task` does).
+fn rethook_skipped(user: *const ReturnUser, _call: &ReturnInfo, data: &mut [u64], why: Skipped) {
     let inner = inner_of(user);
-    inner.missed.fetch_add(1, Ordering::Relaxed);
+    if why == Skipped::Recursion {
+        inner.missed.fetch_add(1, Ordering::Relaxed);
+    }
     // SAFETY: as in `rethook_return`.
     unsafe { release(inner, data.first().copied().unwrap_or(0) as usize) };
 }

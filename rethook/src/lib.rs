@@ -31,8 +31,10 @@
 //! the rethook is freed right there (normal context, the grace period
 //! over); if a return's goes last, it queues the free (`ftrace::deferred`),
 //! which runs in normal context after another grace period. A return that cannot run the handler (inside another return
-//! callback) counts a miss and releases its node the same way. The return
-//! path never allocates or frees.
+//! callback) counts a miss and releases its node the same way. A call whose
+//! task exits never returns: its node is released when the task is, and no
+//! miss is counted (as Linux's `rethook_flush_task`). The return path never
+//! allocates or frees.
 #![no_std]
 
 extern crate alloc;

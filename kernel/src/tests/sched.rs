@@ -9,7 +9,9 @@ use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use fprobe::{EntryData, Fprobe, FprobeConfig, Target};
 use ftrace::event::Event;
 use ftrace::fgraph::{EntryData as GraphData, FgraphEntry, FgraphOps, FgraphReturn};
-use ftrace::{FilterKind, FilterMode, FtraceOps, FtraceRegs, OpsFlags};
+use ftrace::{FilterKind, FilterMode, FtraceOps, FtraceRegs, OpsFlags, PtRegs};
+use kprobes::kretprobe::{Kretprobe, KretprobeConfig};
+use kprobes::{register_kretprobe, Location};
 use ktest_macros::ktest;
 
 use crate::sched;
@@ -279,21 +281,42 @@ fn an_fprobe_unregistered_while_a_call_sleeps_in_it_outlives_that_call() {
     assert!(after <= heap + 512, "the probe was freed once the call returned: {heap} -> {after} bytes");
 }
 
+fn never_returns(_rp: &Kretprobe, _ret_addr: usize, _regs: &PtRegs, _data: &[u64]) {}
+
+fn hook_every_call(_gops: &FgraphOps, _call: &FgraphEntry, _data: &mut GraphData, _fregs: &mut FtraceRegs) -> bool {
+    true
+}
+
+fn ignore_return(_gops: &FgraphOps, _call: &FgraphReturn, _data: &[u64], _fregs: &mut FtraceRegs) {}
+
+static EXIT_GRAPH: FgraphOps = FgraphOps::new(hook_every_call, ignore_return);
+
 #[ktest]
 fn an_exited_task_gives_back_the_calls_it_never_returns_from() {
     // A task's `exit` never returns: hooked, its frame outlives the task.
-    // Releasing the task gives it back (`on_missed`), as Linux flushes a
-    // dead task's return hooks, so the probe is not held for ever.
-    let config = exit_counting();
-    let probe = fprobe::register(config, Target::Symbols(&["kernel::sched::exit"])).unwrap();
-    let missed = probe.nmissed();
+    // Releasing the task gives it back, as Linux flushes a dead task's
+    // return hooks, so nothing is held for ever; and, as in Linux, a call
+    // that never returns is not a miss (`kprobe_profile` would count one per
+    // exited task). One frame with an fprobe's, a kretprobe's and a graph
+    // user's entry.
+    const EXIT: &str = "kernel::sched::exit";
+    let probe = fprobe::register(exit_counting(), Target::Symbols(&[EXIT])).unwrap();
+    let config = KretprobeConfig { entry_handler: None, handler: never_returns, data_words: 0, maxactive: 4, private: 0 };
+    let kretprobe = register_kretprobe(&Location::parse(EXIT).unwrap(), config).unwrap();
+    ftrace::set_filter(EXIT_GRAPH.ops(), FilterKind::Filter, EXIT, FilterMode::Replace).unwrap();
+    EXIT_GRAPH.register().unwrap();
+    let missed = (probe.nmissed(), kretprobe.nmissed(), EXIT_GRAPH.missed());
     assert_eq!(sched::spawn("exits-hooked", || 5).unwrap().join(), 5);
     let deadline = arch::time::ticks() + arch::time::HZ;
-    while probe.in_flight() && arch::time::ticks() < deadline {
+    while (probe.in_flight() || kretprobe.in_flight() != 0 || EXIT_GRAPH.in_flight()) && arch::time::ticks() < deadline {
         sched::sleep_ms(1);
     }
-    assert!(!probe.in_flight(), "the dead task's hooked exit() was given back");
-    assert!(probe.nmissed() > missed, "and counted as missed");
+    EXIT_GRAPH.unregister().unwrap();
+    assert!(!probe.in_flight(), "the dead task's hooked exit() gave back the fprobe's reference");
+    assert_eq!(kretprobe.in_flight(), 0, "and the kretprobe's node");
+    assert!(!EXIT_GRAPH.in_flight(), "and the graph user's call");
+    assert_eq!((probe.nmissed(), kretprobe.nmissed(), EXIT_GRAPH.missed()), missed, "none of them counted a miss");
+    drop(kretprobe);
     drop(probe);
 }
 
