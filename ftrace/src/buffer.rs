@@ -218,6 +218,16 @@ pub enum ResizeError {
     NoMemory,
 }
 
+/// Why [`TraceBuffer::swap_snapshot`] took no snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwapRefused {
+    /// No snapshot buffer is allocated (`echo 0 > snapshot` freed it).
+    NotAllocated,
+    /// Another swap (or the snapshot's allocation, emptying or freeing) is
+    /// under way.
+    Busy,
+}
+
 /// A `tracing_cpumask` with a CPU this machine does not have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CpuMaskError {
@@ -388,17 +398,16 @@ impl TraceBuffer {
 
     /// Takes a snapshot: the recorded events become the snapshot's, and
     /// recording goes on in what was the snapshot. No allocation and no
-    /// waiting: callable from a callback. `false` if no snapshot buffer is
-    /// allocated, or another swap is under way.
-    pub fn swap_snapshot(&self) -> bool {
+    /// waiting: callable from a callback.
+    pub fn swap_snapshot(&self) -> Result<(), SwapRefused> {
         let _irq = IrqGuard::new();
-        let Some(_swap) = SwapGuard::try_new(&self.swapping) else { return false };
+        let Some(_swap) = SwapGuard::try_new(&self.swapping) else { return Err(SwapRefused::Busy) };
         let spare = self.spare.load(Ordering::Acquire);
         if spare.is_null() {
-            return false;
+            return Err(SwapRefused::NotAllocated);
         }
         self.swap_rings(spare);
-        true
+        Ok(())
     }
 
     /// Makes `spare` (the snapshot's rings) the live ones, and the live

@@ -42,18 +42,54 @@ pub fn decode_stack(bytes: &[u8]) -> Option<impl Iterator<Item = u64> + '_> {
     Some(frames.chunks_exact(8).map(|chunk| u64::from_ne_bytes(chunk.try_into().unwrap())))
 }
 
-/// A line written to `trace_marker` (Linux's `TRACE_PRINT`).
+/// A line of text in the trace (Linux's `TRACE_PRINT`): a `trace_marker`
+/// line, or what the kernel itself says there (see [`PrintWriter`]).
 pub const TRACE_PRINT: u16 = 5;
 
 /// Where a print event's text starts (after the header and `ip`).
 const PRINT_TEXT: usize = COMMON_SIZE + 8;
 
+/// Who wrote a print event. Linux keeps the writer's address in `ip` and
+/// prints its name before the text; ours keeps which writer it was there
+/// ([`ip`](Self::ip)), and prints Linux's name for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrintWriter {
+    /// `echo TEXT > trace_marker`.
+    Marker,
+    /// A `snapshot` trigger or function command that found no snapshot
+    /// buffer.
+    Snapshot,
+}
+
+impl PrintWriter {
+    /// What the event's `ip` holds.
+    pub const fn ip(self) -> u64 {
+        match self {
+            PrintWriter::Marker => 0,
+            PrintWriter::Snapshot => 1,
+        }
+    }
+
+    /// The writer whose `ip` this is.
+    pub fn of_ip(ip: u64) -> Option<PrintWriter> {
+        [PrintWriter::Marker, PrintWriter::Snapshot].into_iter().find(|writer| writer.ip() == ip)
+    }
+
+    /// The name `trace` shows before the text: Linux's writer's.
+    pub const fn name(self) -> &'static str {
+        match self {
+            PrintWriter::Marker => "tracing_mark_write",
+            PrintWriter::Snapshot => "tracing_snapshot_instance_cond",
+        }
+    }
+}
+
 /// Writes a print event (`struct print_entry`: the header, `ip`, then the
 /// text, NUL-terminated) into `out`, which must be
 /// [`print_event_size`] bytes.
-pub fn encode_print(common: Common, ip: u64, text: &[u8], out: &mut Payload) {
+pub fn encode_print(common: Common, writer: PrintWriter, text: &[u8], out: &mut Payload) {
     common.encode(out);
-    out.put_u64(8, ip);
+    out.put_u64(8, writer.ip());
     out.put_slice(PRINT_TEXT, text);
     out.put_u8(PRINT_TEXT + text.len(), 0);
 }
@@ -63,14 +99,15 @@ pub fn print_event_size(text: &[u8]) -> usize {
     PRINT_TEXT + text.len() + 1
 }
 
-/// A print event's text (without its NUL), if `bytes` holds one.
-pub fn decode_print(bytes: &[u8]) -> Option<&[u8]> {
+/// A print event's writer and text (without its NUL), if `bytes` holds one.
+pub fn decode_print(bytes: &[u8]) -> Option<(PrintWriter, &[u8])> {
     let common = Common::decode(bytes)?;
     if common.kind != TRACE_PRINT {
         return None;
     }
+    let writer = PrintWriter::of_ip(u64_at(bytes, 8)?)?;
     let text = bytes.get(PRINT_TEXT..)?;
-    Some(&text[..text.iter().position(|&b| b == 0).unwrap_or(text.len())])
+    Some((writer, &text[..text.iter().position(|&b| b == 0).unwrap_or(text.len())]))
 }
 /// `sched:sched_switch` (Linux numbers tracepoints at boot; so do we).
 pub const SCHED_SWITCH: u16 = 300;
@@ -537,8 +574,10 @@ mod tests {
     #[test]
     fn print_events_round_trip() {
         let common = Common { kind: TRACE_PRINT, pid: 7, ..Common::default() };
-        let out = encode_to_vec(print_event_size(b"hello\n"), |out| encode_print(common, 0, b"hello\n", out));
-        assert_eq!(decode_print(&out), Some(&b"hello\n"[..]));
+        let out = encode_to_vec(print_event_size(b"hello\n"), |out| encode_print(common, PrintWriter::Marker, b"hello\n", out));
+        assert_eq!(decode_print(&out), Some((PrintWriter::Marker, &b"hello\n"[..])));
+        let out = encode_to_vec(print_event_size(b"x"), |out| encode_print(common, PrintWriter::Snapshot, b"x", out));
+        assert_eq!(decode_print(&out), Some((PrintWriter::Snapshot, &b"x"[..])), "the writer is kept");
         assert_eq!(Common::decode(&out).unwrap().pid, 7);
         assert_eq!(decode_print(&[0u8; 24]), None, "another type");
         assert!(ftrace_formats()[3].1.contains("\tfield:char buf[];\toffset:16;"));

@@ -28,8 +28,10 @@
 //! as in Linux. `traceon`/`traceoff` and `enable_event`/`disable_event`
 //! count only the hits that change what they switch;
 //! `snapshot`/`stacktrace` count every hit they act on (not a stack trace
-//! while tracing is off, nor a snapshot with no snapshot buffer: those do
-//! nothing and keep their count).
+//! while tracing is off: it does nothing and keeps its count). A snapshot
+//! with no snapshot buffer (`echo 0 > snapshot` freed it) writes `***
+//! SNAPSHOT NOT ALLOCATED ***` into the trace and turns tracing off, as
+//! Linux's does.
 //!
 //! Failure modes: a bad line (an unknown command or event, a malformed
 //! count, a bad filter, a second trigger of a kind) changes nothing and
@@ -598,13 +600,10 @@ mod kernel_side {
         match trigger.command {
             TriggerCommand::TraceOff if buffer.is_on() && trigger.take() => buffer.set_on(false),
             TriggerCommand::TraceOn if !buffer.is_on() && trigger.take() => buffer.set_on(true),
-            // A snapshot that cannot be taken (`echo 0 > snapshot` freed
-            // its buffer) and a stack trace while tracing is off record
-            // nothing: they keep their count, as in Linux (where they
-            // would not run).
-            TriggerCommand::Snapshot if buffer.snapshot_allocated() && trigger.take() => {
-                buffer.swap_snapshot();
-            }
+            // As Linux's, a snapshot with no snapshot buffer (`echo 0 >
+            // snapshot` freed it) spends a count too, saying so in the
+            // trace and turning tracing off.
+            TriggerCommand::Snapshot if trigger.take() => array.snapshot_or_stop(),
             // As Linux counts them: only the hits that change the switch.
             TriggerCommand::EnableEvent | TriggerCommand::DisableEvent => {
                 let on = trigger.command == TriggerCommand::EnableEvent;
@@ -614,6 +613,8 @@ mod kernel_side {
                     }
                 }
             }
+            // As Linux's, a stack trace while tracing is off records
+            // nothing and keeps its count.
             TriggerCommand::StackTrace if buffer.is_on() && trigger.take() => stack.record(array),
             _ => {}
         }

@@ -14,7 +14,9 @@
 //! the first N calls that change it count (as Linux counts them).
 //! `stacktrace` records the call chain as a `<stack trace>` event.
 //! `snapshot` takes a snapshot (the array's snapshot buffer is allocated
-//! when the command is attached, so the callback only swaps two pointers).
+//! when the command is attached, so the callback only swaps two pointers;
+//! if `echo 0 > snapshot` freed it since, the command says so in the trace
+//! and turns tracing off, as Linux's does).
 //! `enable_event:GRP:EVENT` and `disable_event:GRP:EVENT` switch an event
 //! (the caller resolves it into an [`EventHook`]: the event's soft switch,
 //! which keeps it in soft mode until the hook is dropped, as an event
@@ -161,9 +163,9 @@ extern "C" fn run_command(ip: usize, _parent: usize, ops: &FtraceOps, fregs: &mu
         Command::TraceOn if !buffer.is_on() && take() => buffer.set_on(true),
         // As Linux's: while tracing is off, nothing, and the count is kept.
         Command::StackTrace if buffer.is_on() && take() => record_stack(probe.array, ip, fregs),
-        Command::Snapshot if take() => {
-            buffer.swap_snapshot();
-        }
+        // As Linux's: with no snapshot buffer, a note in the trace and
+        // tracing off.
+        Command::Snapshot if take() => probe.array.snapshot_or_stop(),
         // As Linux counts them: only the calls that change the switch.
         Command::EnableEvent(_) | Command::DisableEvent(_) => {
             let on = matches!(probe.command, Command::EnableEvent(_));

@@ -30,8 +30,9 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use arch::sync::Mutex;
 use spin::Once;
 
-use crate::buffer::{TraceBuffer, INSTANCE_PAGES_PER_CPU, PAGES_PER_CPU};
+use crate::buffer::{SwapRefused, TraceBuffer, INSTANCE_PAGES_PER_CPU, PAGES_PER_CPU};
 use crate::deferred::{self, Deferred, Published};
+use crate::event::PrintWriter;
 use crate::fgraph::FgraphOps;
 use crate::glob::FilterMode;
 use crate::ops::{FtraceOps, OpsFlags};
@@ -345,6 +346,21 @@ impl TraceArray {
             _ => buffer.reset_snapshot(),
         }
         Ok(())
+    }
+
+    /// A `snapshot` trigger's or function command's snapshot, as Linux's
+    /// `tracing_snapshot_instance_cond`: with no snapshot buffer (`echo 0 >
+    /// snapshot` freed it) it says so in the trace and turns tracing off,
+    /// which keeps the trace as it was there. Neither allocates nor waits:
+    /// callable from a callback.
+    pub fn snapshot_or_stop(&self) {
+        let buffer = self.buffer();
+        if buffer.swap_snapshot() == Err(SwapRefused::NotAllocated) {
+            for line in ["*** SNAPSHOT NOT ALLOCATED ***\n", "*** stopping trace here!   ***\n"] {
+                tracer::write_print(self, PrintWriter::Snapshot, line.as_bytes());
+            }
+            buffer.set_on(false);
+        }
     }
 
     /// Whether trace option `option` is on.

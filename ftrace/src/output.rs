@@ -483,9 +483,9 @@ pub fn write_graph(
             Event::Other(_) => {
                 open_comment(out, options, comment_depth.get(cpu).copied().unwrap_or(0))?;
                 match crate::event::decode_print(payload) {
-                    // A trace_marker line: only its text, as Linux's graph
+                    // A line of text: only the text, as Linux's graph
                     // output shows a message.
-                    Some(text) => {
+                    Some((_, text)) => {
                         let text = core::str::from_utf8(text).unwrap_or("(not UTF-8)");
                         out.write_str(text.strip_suffix('\n').unwrap_or(text))?;
                     }

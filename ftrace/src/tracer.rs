@@ -20,7 +20,8 @@ use arch::ftrace_abi::FtraceRegs;
 
 use crate::deferred::Published;
 use crate::event::{
-    flags, Common, Event, FixedEvent, FunctionEvent, GraphEntryEvent, GraphExitEvent, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET,
+    flags, Common, Event, FixedEvent, FunctionEvent, GraphEntryEvent, GraphExitEvent, PrintWriter, TRACE_FN, TRACE_GRAPH_ENT,
+    TRACE_GRAPH_RET,
 };
 use crate::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn, GraphCallbacks};
 use crate::instance::{TraceArray, TraceOption};
@@ -439,11 +440,11 @@ fn print_other(payload: &[u8], out: &mut dyn Write) -> fmt::Result {
         }
         return Ok(());
     }
-    if let Some(text) = crate::event::decode_print(payload) {
-        // A trace_marker line, printed as Linux prints it (the text keeps
-        // the newline it was written with; the caller adds one).
+    if let Some((writer, text)) = crate::event::decode_print(payload) {
+        // A line of text, printed as Linux prints it (the text keeps the
+        // newline it was written with; the caller adds one).
         let text = core::str::from_utf8(text).unwrap_or("(not UTF-8)");
-        return write!(out, "tracing_mark_write: {}", text.strip_suffix('\n').unwrap_or(text));
+        return write!(out, "{}: {}", writer.name(), text.strip_suffix('\n').unwrap_or(text));
     }
     let printer = EVENT_PRINTER.load();
     match printer.and_then(|print| print(payload, out)) {
@@ -583,9 +584,16 @@ pub fn write_marker(array: &TraceArray, text: &str) -> bool {
     if bytes.last() != Some(&b'\n') {
         bytes.push(b'\n');
     }
+    write_print(array, PrintWriter::Marker, &bytes)
+}
+
+/// Records `text` (ending in a newline) as a print event of `writer`, if
+/// the array is recording. Answers whether it was. Neither allocates nor
+/// waits: callable from a callback.
+pub(crate) fn write_print(array: &TraceArray, writer: PrintWriter, text: &[u8]) -> bool {
     let common = event_common(crate::event::TRACE_PRINT);
-    let size = crate::event::print_event_size(&bytes);
-    array.buffer().write_with(size, |_, out| crate::event::encode_print(common, 0, &bytes, out)).is_some()
+    let size = crate::event::print_event_size(text);
+    array.buffer().write_with(size, |_, out| crate::event::encode_print(common, writer, text, out)).is_some()
 }
 
 /// `cat trace_pipe`'s reader. A consuming read, as Linux's: what it takes

@@ -1165,6 +1165,25 @@ fn a_snapshot_command_swaps_the_buffer_when_its_function_runs() {
 }
 
 #[ktest]
+fn a_snapshot_command_without_a_snapshot_buffer_says_so_and_stops_tracing() {
+    tracefs::write("set_ftrace_filter", "snapshot_trigger:snapshot", FilterMode::Append).unwrap();
+    write("snapshot", "0");
+    snapshot_trigger();
+    snapshot_trigger();
+    let trace = read("trace");
+    assert_eq!(
+        super::triggers::snapshot_not_allocated(&trace),
+        ["*** SNAPSHOT NOT ALLOCATED ***", "*** stopping trace here!   ***"],
+        "said once, as Linux's function command says it: {trace}"
+    );
+    assert_eq!(read("tracing_on"), "0\n", "and tracing stopped there");
+    tracefs::write("set_ftrace_filter", "!snapshot_trigger:snapshot", FilterMode::Append).unwrap();
+    write("set_ftrace_filter", "");
+    write("tracing_on", "1");
+    write("trace", "");
+}
+
+#[ktest]
 fn func_stack_trace_follows_each_function_with_its_callers() {
     write("set_ftrace_filter", "fib");
     write("current_tracer", "function");

@@ -145,6 +145,36 @@ fn kprobe_stack_names_the_caller(name: &str, place: &str) {
     write("trace", "");
 }
 
+/// The lines Linux's `tracing_snapshot_instance_cond` writes for a
+/// snapshot with no snapshot buffer, as `trace` shows them.
+pub(super) fn snapshot_not_allocated(trace: &str) -> Vec<&str> {
+    trace.lines().filter_map(|line| line.split_once(" tracing_snapshot_instance_cond: ")).map(|(_, text)| text).collect()
+}
+
+#[ktest]
+fn a_snapshot_trigger_without_a_snapshot_buffer_says_so_and_stops_tracing() {
+    tracefs::write("dynamic_events", "f:fe kernel::workload::fib n=$arg1", FilterMode::Append).unwrap();
+    let trigger = "events/fprobes/fe/trigger";
+    add_trigger(trigger, "snapshot:2").unwrap();
+    write("snapshot", "0");
+    write("events/fprobes/fe/enable", "1");
+    assert_eq!(fib(3), 2);
+    let trace = read("trace");
+    assert_eq!(
+        snapshot_not_allocated(&trace),
+        ["*** SNAPSHOT NOT ALLOCATED ***", "*** stopping trace here!   ***"],
+        "said once, as Linux says it: {trace}"
+    );
+    assert_eq!(read("tracing_on"), "0\n", "and tracing stopped there");
+    assert_eq!(super::events::event_values(&trace, "fe"), [], "before the first event (an unfiltered snapshot acts first)");
+    assert_eq!(read(trigger), "snapshot:count=0\n", "each hit spent a count, as in Linux");
+    add_trigger(trigger, "!snapshot").unwrap();
+    write("events/fprobes/fe/enable", "0");
+    tracefs::write("dynamic_events", "-:fe", FilterMode::Append).unwrap();
+    write("tracing_on", "1");
+    write("trace", "");
+}
+
 #[ktest]
 fn an_exit_event_snapshot_trigger_swaps_once_the_function_returns() {
     tracefs::write("dynamic_events", "f:fibr fib%return r=$retval", FilterMode::Append).unwrap();
@@ -207,7 +237,8 @@ fn sched_switch_triggers_fire_while_the_event_is_disabled() {
     assert_eq!(read("events/sched/enable"), "0\n");
 
     // While tracing is off a stack trace records nothing and keeps its
-    // count; a snapshot with no snapshot buffer likewise.
+    // count. A snapshot with no snapshot buffer spends its count, says so
+    // and stops tracing, as Linux's.
     add_trigger(trigger, "stacktrace:1").unwrap();
     write("tracing_on", "0");
     run_parallel(2, "fib", &["8"]).unwrap();
@@ -217,8 +248,11 @@ fn sched_switch_triggers_fire_while_the_event_is_disabled() {
     add_trigger(trigger, "snapshot:1").unwrap();
     write("snapshot", "0");
     run_parallel(2, "fib", &["8"]).unwrap();
-    assert_eq!(read(trigger), "snapshot:count=1\n", "no snapshot buffer: nothing taken");
+    assert_eq!(read(trigger), "snapshot:count=0\n", "no snapshot buffer: spent all the same");
+    assert_eq!(read("tracing_on"), "0\n", "and tracing stopped");
+    assert_eq!(snapshot_not_allocated(&read("trace")).len(), 2, "after saying why");
     add_trigger(trigger, "!snapshot").unwrap();
+    write("tracing_on", "1");
     write("trace", "");
 }
 
