@@ -208,23 +208,30 @@ impl Trigger {
     /// `stacktrace:count=2 if prev_pid == 0`,
     /// `hist:keys=pid:vals=hitcount:sort=hitcount:size=2048 [active]`.
     pub fn line(&self) -> String {
+        let mut line = self.command_line();
         if let Some(hist) = &self.hist {
-            let mut line = hist.spec().line();
-            if let Some(filter) = &self.filter {
-                line.push_str(" if ");
-                line.push_str(filter.text());
-            }
             line.push_str(if hist.is_paused() { " [paused]" } else { " [active]" });
-            return line;
         }
-        let mut line = String::from(self.command.name());
-        if let Some(target) = &self.target {
-            line.push_str(&alloc::format!(":{}:{}", target.group, target.event));
-        }
-        match self.left.load(Ordering::Relaxed) {
-            UNLIMITED => line.push_str(":unlimited"),
-            n => line.push_str(&alloc::format!(":count={n}")),
-        }
+        line
+    }
+
+    /// [`line`](Self::line) without a histogram's state: a line that,
+    /// written after `!`, removes this trigger.
+    fn command_line(&self) -> String {
+        let mut line = match &self.hist {
+            Some(hist) => hist.spec().line(),
+            None => {
+                let mut line = String::from(self.command.name());
+                if let Some(target) = &self.target {
+                    line.push_str(&alloc::format!(":{}:{}", target.group, target.event));
+                }
+                match self.left.load(Ordering::Relaxed) {
+                    UNLIMITED => line.push_str(":unlimited"),
+                    n => line.push_str(&alloc::format!(":count={n}")),
+                }
+                line
+            }
+        };
         if let Some(filter) = &self.filter {
             line.push_str(" if ");
             line.push_str(filter.text());
@@ -576,15 +583,20 @@ mod kernel_side {
     fn add_hist(list: &[Arc<Trigger>], trigger: Trigger) -> Result<Option<Trigger>, TriggerError> {
         let Some(hist) = &trigger.hist else { return Ok(Some(trigger)) };
         let filter = trigger.filter.as_ref().map(|filter| filter.text());
-        let existing = list.iter().find(|other| other.is_hist(hist.spec(), filter)).and_then(|other| other.hist.as_ref());
+        let existing = list.iter().find_map(|other| match &other.hist {
+            Some(table) if other.is_hist(hist.spec(), filter) => Some((other, table)),
+            _ => None,
+        });
         let controls = hist.spec().controls;
         match (existing, controls.on_existing()) {
-            (Some(existing), Some(HistControl::Pause)) => existing.set_paused(true),
-            (Some(existing), Some(HistControl::Cont)) => existing.set_paused(false),
+            (Some((_, table)), Some(HistControl::Pause)) => table.set_paused(true),
+            (Some((_, table)), Some(HistControl::Cont)) => table.set_paused(false),
             // A hit that saw it running is done once every CPU has taken
             // an interrupt (the hit path masks them).
-            (Some(existing), Some(HistControl::Clear)) => existing.clear(arch::smp::sync_all),
-            (Some(_), None) => return Err(TriggerError::Hist(HistError::Exists(hist.spec().line()))),
+            (Some((_, table)), Some(HistControl::Clear)) => table.clear(arch::smp::sync_all),
+            // Named as the trigger there reads (its size may not be the
+            // refused line's), so that `!` and its line remove it.
+            (Some((other, _)), None) => return Err(TriggerError::Hist(HistError::Exists(other.command_line()))),
             (None, _) if controls.needs_existing() => return Err(TriggerError::NoSuchHist),
             (None, _) => return Ok(Some(trigger)),
         }

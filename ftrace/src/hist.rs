@@ -215,7 +215,8 @@ pub enum HistError {
     /// The heap cannot hold the table, or the tables would take more than
     /// [`TABLES_BUDGET`].
     NoMemory,
-    /// The event has this histogram already (its line).
+    /// The event has this histogram already: the line of the trigger
+    /// there, as `cat trigger` shows it without its state.
     Exists(String),
 }
 

@@ -363,8 +363,11 @@ fn hist_triggers_count_hits_per_key_as_linux_prints_them() {
     assert_eq!(hist_entries(&text), expected);
     assert!(text.ends_with("\nTotals:\n    Hits: 25\n    Entries: 7\n    Dropped: 0\n"), "{text}");
 
-    // The same histogram again is refused; pause, cont and clear act on it.
+    // The same histogram again is refused, whatever its size, naming the
+    // one there as `cat trigger` shows it; pause, cont and clear act on it.
     assert!(matches!(add_trigger(trigger, line), Err(TracefsError::Invalid(_))));
+    let error = add_trigger(trigger, &format!("{line}:size=0x100")).unwrap_err();
+    assert!(format!("{error}").ends_with(&format!("(remove it with '!{shown}')")), "{error}");
     add_trigger(trigger, &format!("{line}:pause")).unwrap();
     assert_eq!(read(trigger), format!("{shown} [paused]\n"));
     assert_eq!(fib(6), 8);
@@ -390,6 +393,9 @@ fn hist_triggers_count_hits_per_key_as_linux_prints_them() {
     // A second histogram on the event: filtered, by task name, hit from
     // tasks on several CPUs at once.
     add_trigger(trigger, "hist:keys=common_pid.execname if n >= 5").unwrap();
+    let error = add_trigger(trigger, "hist:keys=common_pid.execname:size=256 if n >= 5").unwrap_err();
+    let removal = "!hist:keys=common_pid.execname:vals=hitcount:sort=hitcount:size=2048 if n >= 5";
+    assert!(format!("{error}").ends_with(&format!("(remove it with '{removal}')")), "with its filter: {error}");
     run_parallel(4, "fib", &["6"]).unwrap();
     let text = read(hist);
     let by_task: Vec<&str> = hist_entries(&text).into_iter().filter(|entry| entry.starts_with("{ common_pid: ")).collect();
