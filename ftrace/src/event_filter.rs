@@ -20,7 +20,10 @@
 //! A refused filter says why in Linux's words ([`FilterErrorKind`]) and
 //! where, at the byte Linux's parser reports (`error_log` puts its caret
 //! there): the quotes and parentheses are checked first, as Linux's first
-//! look does, then each comparison.
+//! look does, then each comparison. Where this parser differs from Linux's,
+//! it is on purpose and said so: any Unicode whitespace separates (a
+//! pasted no-break space), a trailing `&&`, `||` or `!` is refused, and so
+//! is `CPU & N` (Linux's never matches).
 //!
 //! A name the event has no field for may be one of Linux's generic fields,
 //! which every event offers: `CPU` (also `cpu`, `common_cpu`), the CPU the
@@ -81,6 +84,9 @@ enum Op {
     Ge,
     BitAnd,
     Glob,
+    /// `~ "!GLOB"`: a string `GLOB` does not match (a string that could
+    /// not be read matches neither).
+    NotGlob,
 }
 
 /// Where a comparison (or a `hist` key or value) reads its value.
@@ -160,7 +166,7 @@ pub struct EventFilter {
 }
 
 /// Why a filter was refused: Linux's reasons (`FILT_ERR_*`, whose texts
-/// [`text`](Self::text) gives), and two of ours.
+/// [`text`](Self::text) gives), and three of ours.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FilterErrorKind {
     InvalidOp,
@@ -180,8 +186,9 @@ pub enum FilterErrorKind {
     /// Something other than `&&`, `||` or `)` after a comparison, or more
     /// than [`MAX_PREDICATES`] comparisons.
     TooManyPreds,
-    /// An operator with nothing after it.
-    InvalidFilter,
+    /// Ours: `&&`, `||` or `!` with no comparison after it (Linux's
+    /// parser takes `pid == 1 &&` as `pid == 1`; a typo, refused here).
+    Unfinished,
     /// A value neither quoted nor a number.
     InvalidValue,
     /// Nothing to filter on (`!` alone).
@@ -189,7 +196,8 @@ pub enum FilterErrorKind {
     /// A field name missing where one goes: Linux's parser answers with a
     /// bare `-EINVAL`, logged as `Error`.
     Error,
-    /// Ours: nothing written (`0` clears a filter).
+    /// Ours: nothing written (`0` clears a filter; Linux's parser answers
+    /// `Error`).
     Empty,
     /// Ours: more than [`MAX_NESTING`] levels of `(` and `!` (the parser
     /// and the traced path's evaluation recurse that deep).
@@ -211,7 +219,7 @@ impl FilterErrorKind {
             FilterErrorKind::FieldNotFound => "Field not found",
             FilterErrorKind::IllegalIntval => "Illegal integer value",
             FilterErrorKind::TooManyPreds => "Too many terms in predicate expression",
-            FilterErrorKind::InvalidFilter => "Meaningless filter expression",
+            FilterErrorKind::Unfinished => "Nothing after '&&', '||' or '!'",
             FilterErrorKind::InvalidValue => "Invalid value (did you forget quotes)?",
             FilterErrorKind::NoFilter => "No filter found",
             FilterErrorKind::Error | FilterErrorKind::Empty => "Error",
@@ -400,7 +408,7 @@ impl Parser<'_> {
     fn predicate(&mut self) -> Result<Node, FilterError> {
         let start = self.at;
         if self.rest().is_empty() {
-            let kind = if self.predicates == 0 { FilterErrorKind::NoFilter } else { FilterErrorKind::InvalidFilter };
+            let kind = if self.predicates == 0 { FilterErrorKind::NoFilter } else { FilterErrorKind::Unfinished };
             return Err(self.error(kind, self.text.len()));
         }
         self.predicates += 1;
@@ -442,7 +450,7 @@ impl Parser<'_> {
                 let value = &self.text[value_at + 1..value_at + 1 + len];
                 // A glob starting with `!` matches what the rest does not.
                 match (op, value.strip_prefix('!')) {
-                    (Op::Glob, Some(pattern)) => Node::Not(Box::new(Node::Text { source, op, value: pattern.to_string() })),
+                    (Op::Glob, Some(pattern)) => Node::Text { source, op: Op::NotGlob, value: pattern.to_string() },
                     _ => Node::Text { source, op, value: value.to_string() },
                 }
             }
@@ -450,7 +458,8 @@ impl Parser<'_> {
                 if kind == FieldKind::String {
                     return Err(self.misplaced(FilterErrorKind::ExpectString, value_at));
                 }
-                if op == Op::Glob || kind == FieldKind::Array {
+                // Linux's CPU comparison has no `&` (it never matches there).
+                if op == Op::Glob || kind == FieldKind::Array || (source == Source::Cpu && op == Op::BitAnd) {
                     return Err(self.misplaced(FilterErrorKind::IllegalFieldOp, value_at));
                 }
                 let digits = &self.rest()[usize::from(first == b'-')..];
@@ -536,7 +545,7 @@ fn eval<'a>(node: &Node, value: &dyn Fn(usize) -> FieldValue<'a>) -> bool {
                 Op::Gt => actual > *operand,
                 Op::Ge => actual >= *operand,
                 Op::BitAnd => actual & *operand != 0,
-                Op::Glob => false,
+                Op::Glob | Op::NotGlob => false,
             }
         }
         Node::Text { source, op, value: operand } => {
@@ -548,6 +557,7 @@ fn eval<'a>(node: &Node, value: &dyn Fn(usize) -> FieldValue<'a>) -> bool {
                 Op::Eq => actual == operand,
                 Op::Ne => actual != operand,
                 Op::Glob => glob_match(operand, actual),
+                Op::NotGlob => !glob_match(operand, actual),
                 _ => false,
             }
         }
@@ -659,6 +669,8 @@ mod tests {
         assert!(check("comm ~ \"!kw*\"", 0, "shell", 0));
         assert!(!check("comm == \"!kw\"", 0, "kw", 0), "only a glob: == compares the text");
         assert!(check("comm == \"!kw\"", 0, "!kw", 0));
+        let filter = EventFilter::parse("comm ~ \"!kw*\"", &fields()).unwrap();
+        assert!(!filter.matches(&|_| FieldValue::Missing), "a value not read matches neither");
     }
 
     #[test]
@@ -712,7 +724,9 @@ mod tests {
         refused("pid == 1 pid", TooManyPreds, 9, "pid");
         refused("(pid == 1) pid == 2", TooManyPreds, 11, "pid");
         refused("pid == 1 & pid == 2", TooManyPreds, 9, "&");
-        refused("pid == 1 &&", InvalidFilter, 11, "");
+        refused("pid == 1 &&", Unfinished, 11, "");
+        refused("pid == 1 && !", Unfinished, 13, "");
+        refused("CPU & 1", IllegalFieldOp, 7, "1");
         refused("!", NoFilter, 1, "");
         refused("pid == 1 && == 2", Error, 0, "==");
     }

@@ -227,7 +227,7 @@ pub fn set_group_filter(group: &str, text: &str) -> Result<(), TracefsError> {
     }
 }
 
-/// `cat events/GRP/EVENT/format`./// `cat events/GRP/EVENT/format`.
+/// `cat events/GRP/EVENT/format`.
 pub fn write_format(group: &str, event: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
     let Some(sched) = SchedEvent::find(group, event) else {
         return fprobe::events::write_format(group, event, out).map_err(invalid);

@@ -966,7 +966,7 @@ fn write_trace_marker(array: Array, text: &str, _mode: FilterMode) -> Result<(),
     // Linux's `tracing_mark_write` fails (EBADF) when the buffer takes no
     // event, rather than drop the text silently.
     if !ftrace::tracer::write_marker(array, text) {
-        let why = if array.buffer().is_on() { "the buffer has no room for it" } else { "tracing_on is 0" };
+        let why = if array.buffer().is_on() { "the buffer took no event" } else { "tracing_on is 0" };
         return Err(TracefsError::Invalid(format!("trace_marker: nothing recorded, {why}")));
     }
     Ok(())
