@@ -485,14 +485,10 @@ impl Parser<'_> {
 /// signed field, `kstrtoull` for an unsigned one, base 0): `010` is 8, `08`
 /// no number; a sign is `-` alone, and only for a signed field.
 fn parse_number(text: &str, signed: bool) -> Option<i128> {
-    let (negative, digits) = match text.strip_prefix('-') {
-        Some(rest) if signed => (true, rest),
-        Some(_) => return None,
-        None => (false, text),
-    };
-    let magnitude = i128::from(crate::number::c_digits(digits)?);
-    let value = if negative { -magnitude } else { magnitude };
-    (!signed || i64::try_from(value).is_ok()).then_some(value)
+    match signed {
+        true => crate::number::c_long(text).map(i128::from),
+        false => crate::number::c_digits(text).map(i128::from),
+    }
 }
 
 impl EventFilter {

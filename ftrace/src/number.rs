@@ -36,6 +36,18 @@ pub fn c_digits(text: &str) -> Option<u64> {
     u64::from_str_radix(digits, radix).ok()
 }
 
+/// A signed number: an optional `-`, then [`c_digits`], within 64 bits (as
+/// Linux's `kstrtoll` reads a filter's number, and `proc_dointvec` a
+/// sysctl's before its own range check).
+pub fn c_long(text: &str) -> Option<i64> {
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(digits) => (true, digits),
+        None => (false, text),
+    };
+    let magnitude = i128::from(c_digits(digits)?);
+    i64::try_from(if negative { -magnitude } else { magnitude }).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,6 +65,12 @@ mod tests {
         assert_eq!(c_digits("+5"), None, "no sign");
         for bad in ["", "0x", "++5", "+", "0+400", "-1", "08", "1a", " 1", "18446744073709551616", "0x-1"] {
             assert_eq!(c_ulong(bad), None, "{bad:?}");
+        }
+        assert_eq!(c_long("-0x10"), Some(-16));
+        assert_eq!(c_long("-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(c_long("9223372036854775807"), Some(i64::MAX));
+        for bad in ["9223372036854775808", "--1", "-", "+1", "-08"] {
+            assert_eq!(c_long(bad), None, "{bad:?}");
         }
     }
 }

@@ -932,15 +932,8 @@ fn parse_ulong(text: &str) -> Result<u64, TracefsError> {
 /// digits as C writes them (`0x` hex, a leading `0` octal), within an int.
 fn parse_sysctl_int(text: &str) -> Result<i32, TracefsError> {
     let text = text.trim();
-    let (negative, digits) = match text.strip_prefix('-') {
-        Some(digits) => (true, digits),
-        None => (false, text),
-    };
-    ftrace::number::c_digits(digits)
-        .and_then(|magnitude| {
-            let value = if negative { -i64::try_from(magnitude).ok()? } else { i64::try_from(magnitude).ok()? };
-            i32::try_from(value).ok()
-        })
+    ftrace::number::c_long(text)
+        .and_then(|value| i32::try_from(value).ok())
         .ok_or_else(|| TracefsError::Invalid(format!("expected an int, not '{text}'")))
 }
 
