@@ -19,7 +19,9 @@ pub fn ticks() -> u64 {
     TICKS.load(Ordering::Relaxed)
 }
 
-/// Installs `hook` to run on every timer interrupt (replacing any earlier one).
+/// Installs `hook` as the tick's softirq-like work (replacing any earlier
+/// one): interrupt exit runs it when a tick is pending (see the module
+/// documentation).
 pub fn set_tick_hook(hook: fn()) {
     TICK_HOOK.store(hook);
 }

@@ -15,8 +15,9 @@
 //! `$stackN`, `$stack`, `$comm`, `%REG`, `+|-OFFS(FETCHARG)` (memory at the
 //! address), `@ADDR` and `@SYM[+|-OFFS]` (memory at an address, or at a
 //! static's or a function's), each optionally `NAME=` before and `:TYPE` after (`u8`..`u64`,
-//! `s8`..`s64`, `x8`..`x64`, `string`, `symbol`, `char`,
-//! `b<width>@<offset>/<size>`; `x64` by default). The group defaults to
+//! `s8`..`s64`, `x8`..`x64`, `string`, `symbol`, `symstr`, `char`,
+//! `b<width>@<offset>/<size>`; `x64` by default; `TYPE[N]` for N values in a
+//! row, on a memory fetch). The group defaults to
 //! `fprobes`, the event to `SYM__entry` / `SYM__exit` (made a valid name);
 //! for kprobes to `kprobes` and `p_SYM_OFFS` / `r_SYM_OFFS`, as Linux.
 //!

@@ -1,8 +1,9 @@
 //! Every event tracefs names, under one scheme: the scheduler's static
 //! events (`sched:sched_switch`, `sched:sched_wakeup`, `sched:sched_wakeup_new`, from
 //! `ftrace::sched`) and the dynamic ones (`fprobes:NAME`, from
-//! `fprobe::events`). `events/GRP/EVENT/{enable,filter,format,id,trigger}`,
-//! `events/GRP/enable`, `events/enable`, `available_events` and `set_event`
+//! `fprobe::events`, `GRP:NAME` in `fprobes`, `kprobes` or a group the
+//! definition names). `events/GRP/EVENT/{enable,filter,format,hist,id,trigger}`,
+//! `events/GRP/{enable,filter}`, `events/enable`, `available_events` and `set_event`
 //! all go through here, so a name means the same event in every file.
 
 use alloc::format;

@@ -1,4 +1,5 @@
-//! The PL011 UART of QEMU `virt` at 0x0900_0000, polled in both directions.
+//! The PL011 UART of QEMU `virt` at 0x0900_0000, transmit polled,
+//! receive interrupt-driven (see `crate::input`).
 //! QEMU's model needs no set-up: it is enabled at reset.
 
 use core::ptr::{read_volatile, write_volatile};

@@ -1,4 +1,5 @@
-//! The 16550 UART on COM1 (I/O port 0x3f8), polled in both directions.
+//! The 16550 UART on COM1 (I/O port 0x3f8), transmit polled, receive
+//! interrupt-driven (see `crate::input`).
 
 use x86_64::instructions::port::Port;
 

@@ -13,7 +13,9 @@
 //!
 //! Invariants: every offset the assembly uses comes from `offset_of!`; the
 //! stack is 16-byte aligned at the call (checked below). Handlers run with
-//! interrupts masked (interrupt gates) and never re-enable them. Double faults
+//! interrupts masked (interrupt gates); after a hardware interrupt,
+//! `crate::irq::exit` may enable them for the tick's softirq-like work and
+//! may switch tasks, as Linux's `irq_exit` does. Double faults
 //! run on their own stack (IST), so a kernel stack overflow is still reported.
 //!
 //! Failure modes: an exception without a handler or an exception-table fixup

@@ -1,4 +1,6 @@
-//! x86_64 under QEMU: PVH boot, 16550 console, 8259 PIC + PIT timer, TSC.
+//! x86_64 under QEMU: PVH boot, 16550 console, 8259 PIC (the UART's interrupt;
+//! the PIT's, only while it calibrates at boot), local APIC timers and IPIs,
+//! TSC.
 
 pub const NAME: &str = "x86_64";
 

@@ -1,6 +1,6 @@
 //! Our side of the side-by-side benchmark against Linux (`bench vs-linux`,
-//! or `./qemu-run.sh ARCH --icount --bench=vs-linux`; `bench/vs-linux.sh`
-//! runs both sides).
+//! or `./qemu-run.sh ARCH --icount --bench-vs-linux`; `bench/side-by-side.sh`
+//! runs both sides, `bench/vs-linux.sh` being Linux's).
 //!
 //! The job is the one `bench/linux-init.c` gives Linux: a loop of calls of
 //! one never-inlined function ([`traced_call`], standing in for the

@@ -48,7 +48,7 @@ const COMMANDS: &[Command] = &[
     Command { name: "cpus", usage: "cpus", summary: "the CPUs online and what runs on each", run: cpus, pipes: true },
     Command {
         name: "bench",
-        usage: "bench [vs-linux|attach MODE|detach]",
+        usage: BENCH_USAGE,
         summary: "benchmark every tracing mode (vs-linux: Linux's job; attach: one mode on fib)",
         run: bench,
         pipes: false,
@@ -321,6 +321,9 @@ fn poweroff(invocation: &Invocation) -> Result<(), ShellError> {
     arch::exit(arch::ExitCode::Success)
 }
 
+/// `bench`'s usage, in `help` and in its refusal.
+const BENCH_USAGE: &str = "bench [vs-linux [MODE...]|attach MODE|detach]";
+
 fn bench(invocation: &Invocation) -> Result<(), ShellError> {
     if invocation.redirect.is_some() {
         return Err(ShellError::NoRedirect("bench"));
@@ -346,7 +349,7 @@ fn bench(invocation: &Invocation) -> Result<(), ShellError> {
             let client = crate::bench::detach().map_err(ShellError::Failed)?;
             println!("bench: {} detached", client.name());
         }
-        _ => return Err(ShellError::Usage("bench [vs-linux [MODE...] | attach MODE | detach]")),
+        _ => return Err(ShellError::Usage(BENCH_USAGE)),
     }
     Ok(())
 }
