@@ -417,7 +417,6 @@ impl TraceArray {
             abstime: self.option(TraceOption::FuncgraphAbstime),
             duration: self.option(TraceOption::FuncgraphDuration),
             overhead: self.option(TraceOption::FuncgraphOverhead),
-            thresh: crate::tracer::tracing_thresh_us() != 0,
             tail: self.option(TraceOption::FuncgraphTail),
             context_info: self.option(TraceOption::ContextInfo),
             print_parent: self.option(TraceOption::PrintParent),

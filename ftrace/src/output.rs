@@ -293,9 +293,6 @@ pub struct GraphOptions {
     /// `options/funcgraph-overhead`: a long call's duration gets its mark
     /// (`+`, `!`, `#`...; on by default).
     pub overhead: bool,
-    /// `tracing_thresh` is set: only returns were recorded, so a closing
-    /// brace names its function.
-    pub thresh: bool,
     /// `options/funcgraph-tail`: every closing brace names its function.
     pub tail: bool,
     /// `options/context-info`: off, a line has no time, CPU, task or
@@ -329,7 +326,6 @@ impl Default for GraphOptions {
             abstime: false,
             duration: true,
             overhead: true,
-            thresh: false,
             tail: false,
             context_info: true,
             print_parent: true,
@@ -385,13 +381,36 @@ pub type OtherPrinter<'a> = &'a dyn Fn(&[u8], &mut dyn Write) -> fmt::Result;
 /// and raw payload.
 pub type GraphLine<'a> = (u64, usize, Event, &'a [u8]);
 
+/// What the graph output remembers from the lines it printed, per CPU, to
+/// print the next ones (Linux's `fgraph_data`, kept while a reader has the
+/// file open): a reader that prints a buffer in parts (`trace_pipe`) keeps
+/// one for all of them.
+pub struct GraphState {
+    /// The task of the last line.
+    last_pid: [Option<i32>; 64],
+    /// The depth of the call a comment is inside of.
+    comment_depth: [i32; 64],
+    /// The calls opened and not closed yet.
+    opened: OpenCalls,
+}
+
+impl Default for GraphState {
+    fn default() -> Self {
+        GraphState { last_pid: [None; 64], comment_depth: [0; 64], opened: OpenCalls::default() }
+    }
+}
+
 /// `function_graph` lines for `events` (merged from every CPU, by time): a
 /// call whose return is the next event on its CPU is one `func();` line
 /// with its duration; other calls open `func() {` and close with `}`; other
 /// events appear as `/* ... */` comments, indented inside the call they
 /// happen in; and where the task on a CPU changes, a ` => ` line says so,
-/// as Linux prints them.
+/// as Linux prints them. A return whose call this output did not open on
+/// its CPU (lost, overwritten, or never recorded: `tracing_thresh`) names
+/// its function, `} /* fib */`, as Linux's does. `state` is what the lines
+/// printed before (by this reader) left.
 pub fn write_graph(
+    state: &mut GraphState,
     out: &mut dyn Write,
     events: &[GraphLine],
     names: Namer,
@@ -400,9 +419,7 @@ pub fn write_graph(
     other: OtherPrinter,
 ) -> fmt::Result {
     let options = options.columns();
-    let mut last_pid: [Option<i32>; 64] = [None; 64];
-    // Per CPU, the depth of the call a comment there is inside of.
-    let mut comment_depth = [0i32; 64];
+    let GraphState { last_pid, comment_depth, opened } = state;
     let mut skip = alloc::vec![false; events.len()];
     for i in 0..events.len() {
         if skip[i] {
@@ -432,6 +449,7 @@ pub fn write_graph(
                 if let Some(slot) = comment_depth.get_mut(cpu) {
                     *slot = if leaf.is_some() { entry.depth - 1 } else { entry.depth };
                 }
+                opened.set(cpu, entry.depth, leaf.is_none().then_some(entry.func));
                 match leaf {
                     Some((j, exit)) => {
                         write_duration_column(out, Some(exit.duration()), options)?;
@@ -457,7 +475,8 @@ pub fn write_graph(
                 if let Some(slot) = comment_depth.get_mut(cpu) {
                     *slot = exit.depth - 1;
                 }
-                write_closing(out, exit, names, options)?
+                let matched = opened.take(cpu, exit.depth) == Some(exit.func);
+                write_closing(out, exit, matched, names, options)?
             }
             Event::Function(event) => {
                 // As Linux prints a function event inside a graph: its
@@ -578,7 +597,31 @@ fn write_duration_column(out: &mut dyn Write, ns: Option<u64>, options: GraphOpt
     }
 }
 
-fn write_closing(out: &mut dyn Write, exit: &GraphExitEvent, names: Namer, options: GraphOptions) -> fmt::Result {
+/// The calls [`write_graph`] opened (`func() {`) and has not closed yet:
+/// per CPU and depth, the function (Linux's `enter_funcs`).
+#[derive(Default)]
+struct OpenCalls(alloc::collections::BTreeMap<(usize, i32), u64>);
+
+impl OpenCalls {
+    /// Records what is open at `depth` on `cpu` now (`None`: nothing, after
+    /// a leaf).
+    fn set(&mut self, cpu: usize, depth: i32, func: Option<u64>) {
+        match func {
+            Some(func) => self.0.insert((cpu, depth), func),
+            None => self.0.remove(&(cpu, depth)),
+        };
+    }
+
+    /// The function open at `depth` on `cpu`, which a return there closes.
+    fn take(&mut self, cpu: usize, depth: i32) -> Option<u64> {
+        self.0.remove(&(cpu, depth))
+    }
+}
+
+/// A return's line: `}`, naming the function when asked to
+/// (`funcgraph-tail`, `funcgraph-retval`) or when its call was not
+/// `matched` by an opening line.
+fn write_closing(out: &mut dyn Write, exit: &GraphExitEvent, matched: bool, names: Namer, options: GraphOptions) -> fmt::Result {
     write_duration_column(out, Some(exit.duration()), options)?;
     indent(out, exit.depth)?;
     out.write_char('}')?;
@@ -587,7 +630,7 @@ fn write_closing(out: &mut dyn Write, exit: &GraphExitEvent, names: Namer, optio
         write_symbol(out, exit.func as usize, names)?;
         write_retval(out, exit.retval, options)?;
         out.write_str(" */")?;
-    } else if options.thresh || options.tail {
+    } else if options.tail || !matched {
         out.write_str(" /* ")?;
         write_symbol(out, exit.func as usize, names)?;
         out.write_str(" */")?;
@@ -709,7 +752,7 @@ mod graph_tests {
         let other = |_: &[u8], _: &mut dyn Write| Ok(());
         let comms = |_: i32| None;
         let mut text = String::new();
-        write_graph(&mut text, &events, &names, &comms, GraphOptions::default(), &other).unwrap();
+        write_graph(&mut GraphState::default(), &mut text, &events, &names, &comms, GraphOptions::default(), &other).unwrap();
         assert_eq!(
             text,
             " 0)               |  kernel::workload::fib() {\n\
@@ -717,17 +760,39 @@ mod graph_tests {
              \x200)   2.431 us    |  }\n"
                 .replace("\x20\x200)", " 0)")
         );
-        let mut with_retval = String::new();
-        write_graph(&mut with_retval, &events, &names, &comms, GraphOptions { retval: true, ..GraphOptions::default() }, &other)
-            .unwrap();
+        let print = |options: GraphOptions| {
+            let mut text = String::new();
+            write_graph(&mut GraphState::default(), &mut text, &events, &names, &comms, options, &other).unwrap();
+            text
+        };
+        let with_retval = print(GraphOptions { retval: true, ..GraphOptions::default() });
         assert!(with_retval.contains("kernel::workload::fib(); /* ret=0x1 */\n"), "{with_retval}");
         assert!(with_retval.ends_with("|  } /* kernel::workload::fib ret=0x5 */\n"), "{with_retval}");
         // funcgraph-tail: every closing brace names its function.
-        let mut with_tail = String::new();
-        write_graph(&mut with_tail, &events, &names, &comms, GraphOptions { tail: true, ..GraphOptions::default() }, &other)
-            .unwrap();
+        let with_tail = print(GraphOptions { tail: true, ..GraphOptions::default() });
         assert!(with_tail.ends_with(" 0)   2.431 us    |  } /* kernel::workload::fib */\n"), "{with_tail}");
         assert!(with_tail.contains("|    kernel::workload::fib();\n"), "a leaf has no brace: {with_tail}");
+    }
+
+    #[test]
+    fn a_return_without_its_opening_line_names_its_function() {
+        let names = super::tests::test_names;
+        let other = |_: &[u8], _: &mut dyn Write| Ok(());
+        let comms = |_: i32| None;
+        // CPU 1's call at depth 0 began before the buffer's first event;
+        // CPU 0's call is opened, then closed after CPU 1's return.
+        let events: Vec<GraphLine> = vec![
+            (0, 0, entry(0), &[]),
+            (1, 0, entry(1), &[]),
+            (2, 0, exit(1, 1_000, 1_812, 0), &[]),
+            (3, 1, exit(0, 0, 900, 0), &[]),
+            (4, 0, exit(0, 0, 2_431, 0), &[]),
+        ];
+        let mut text = String::new();
+        write_graph(&mut GraphState::default(), &mut text, &events, &names, &comms, GraphOptions::default(), &other).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[2], " 1)   0.900 us    |  } /* kernel::workload::fib */", "{text}");
+        assert_eq!(lines[3], " 0)   2.431 us    |  }", "{text}");
     }
 
     #[test]
@@ -754,7 +819,7 @@ mod graph_tests {
         ];
         let print = |options: GraphOptions| {
             let mut text = String::new();
-            write_graph(&mut text, &events, &names, &comms, options, &other).unwrap();
+            write_graph(&mut GraphState::default(), &mut text, &events, &names, &comms, options, &other).unwrap();
             let mut header = String::new();
             write_graph_header(&mut header, options).unwrap();
             (String::from(header.lines().nth(2).unwrap()), String::from(text.lines().next().unwrap()))
@@ -769,7 +834,7 @@ mod graph_tests {
         let int_errno = GraphOptions { retval: true, ..plain };
         let mut text = String::new();
         let int_events: Vec<GraphLine> = vec![(0, 0, entry(0), &[]), (1, 0, exit(0, 0, 812, 0xffff_ffea), &[])];
-        write_graph(&mut text, &int_events, &names, &comms, int_errno, &other).unwrap();
+        write_graph(&mut GraphState::default(), &mut text, &int_events, &names, &comms, int_errno, &other).unwrap();
         assert!(text.ends_with("/* ret=-22 */\n"), "an int's error code too: {text}");
         assert_eq!(
             print(GraphOptions { duration: false, ..plain }),
@@ -788,7 +853,7 @@ mod graph_tests {
         // context-info off: no columns before the function, no column header.
         let bare = GraphOptions { context_info: false, proc: true, abstime: true, ..plain };
         let mut text = String::new();
-        write_graph(&mut text, &events, &names, &comms, bare, &other).unwrap();
+        write_graph(&mut GraphState::default(), &mut text, &events, &names, &comms, bare, &other).unwrap();
         assert_eq!(text.lines().next(), Some("kernel::workload::fib();"));
         let mut header = String::new();
         write_graph_header(&mut header, bare).unwrap();
@@ -820,7 +885,7 @@ mod graph_tests {
         let other = |_: &[u8], _: &mut dyn Write| Ok(());
         let comms = |pid: i32| (pid == 5).then(|| String::from("fib/0"));
         let mut text = String::new();
-        write_graph(&mut text, &events, &names, &comms, GraphOptions::default(), &other).unwrap();
+        write_graph(&mut GraphState::default(), &mut text, &events, &names, &comms, GraphOptions::default(), &other).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], " 0)   0.900 us    |  kernel::workload::fib();", "{text}");
         assert_eq!(lines[1], " 1)               |  kernel::workload::fib() {");
@@ -846,7 +911,7 @@ mod graph_tests {
         let other = |_: &[u8], out: &mut dyn Write| out.write_str("event");
         let comms = |_: i32| None;
         let mut text = String::new();
-        write_graph(&mut text, &events, &names, &comms, GraphOptions::default(), &other).unwrap();
+        write_graph(&mut GraphState::default(), &mut text, &events, &names, &comms, GraphOptions::default(), &other).unwrap();
         let comments: Vec<&str> = text.lines().filter(|line| line.contains("/* event */")).collect();
         assert_eq!(
             comments,

@@ -487,7 +487,7 @@ fn write_snapshots(array: &TraceArray, tracer: Tracer, snapshots: &[buffer::Snap
     let events = merged(snapshots);
     if tracer == Tracer::FunctionGraph {
         output::write_graph_header(out, array.graph_options())?;
-        return write_events(array, tracer, &events, out);
+        return write_events(array, tracer, &events, &mut output::GraphState::default(), out);
     }
     let mut stats = crate::ring_buffer::Stats::default();
     for snapshot in snapshots {
@@ -496,7 +496,7 @@ fn write_snapshots(array: &TraceArray, tracer: Tracer, snapshots: &[buffer::Snap
         stats.overrun += snapshot.stats.overrun;
     }
     output::write_header(out, tracer.name(), stats, array.buffer().cpus(), array.context_options())?;
-    write_events(array, tracer, &events, out)
+    write_events(array, tracer, &events, &mut output::GraphState::default(), out)
 }
 
 /// `cat snapshot`: the events the last snapshot took, as `trace` prints
@@ -526,8 +526,15 @@ const SNAPSHOT_COMMANDS: &str = "\
 ";
 
 /// Prints `events` (time, CPU, payload; oldest first) as `trace` shows them
-/// under the array's tracer, without the header.
-fn write_events(array: &TraceArray, tracer: Tracer, events: &[(u64, usize, &[u8])], out: &mut dyn Write) -> fmt::Result {
+/// under the array's tracer, without the header; under function_graph,
+/// going on from the lines `graph` remembers.
+fn write_events(
+    array: &TraceArray,
+    tracer: Tracer,
+    events: &[(u64, usize, &[u8])],
+    graph: &mut output::GraphState,
+    out: &mut dyn Write,
+) -> fmt::Result {
     let names = |address: usize| symbols::table().ok()?.lookup(address);
     let comms = |pid: i32| crate::sched::comm_of(pid);
     if tracer == Tracer::FunctionGraph {
@@ -536,7 +543,7 @@ fn write_events(array: &TraceArray, tracer: Tracer, events: &[(u64, usize, &[u8]
             .filter_map(|&(time, cpu, payload)| Event::decode(payload).map(|record| (time, cpu, record, payload)))
             .collect();
         let options = array.graph_options();
-        return output::write_graph(out, &lines, &names, &comms, options, &print_other);
+        return output::write_graph(graph, out, &lines, &names, &comms, options, &print_other);
     }
     let context = array.context_options();
     for &(time, cpu, payload) in events {
@@ -618,6 +625,9 @@ pub struct PipeReader {
     /// when they were taken: emptied since (`echo > trace`, a resize, a
     /// clock change), the held events go too.
     emptied: u64,
+    /// What the graph output printed so far remembers (the calls it
+    /// opened), for the next pass.
+    graph: output::GraphState,
 }
 
 /// What one [`PipeReader::pass`] did.
@@ -683,16 +693,21 @@ impl PipeReader {
             }
         }
         let printed: Vec<(u64, usize, Vec<u8>)> = self.held.drain(..ready).collect();
-        write_held(array, &printed, out)?;
+        write_held(array, &printed, &mut self.graph, out)?;
         let more = cpus.into_iter().any(|cpu| buffer.has_finished_pages(cpu));
         Ok(Pass { printed: printed.len(), took, more })
     }
 }
 
 /// Prints events a [`PipeReader`] took out, as `trace` does.
-fn write_held(array: &TraceArray, held: &[(u64, usize, Vec<u8>)], out: &mut dyn Write) -> fmt::Result {
+fn write_held(
+    array: &TraceArray,
+    held: &[(u64, usize, Vec<u8>)],
+    graph: &mut output::GraphState,
+    out: &mut dyn Write,
+) -> fmt::Result {
     let events: Vec<(u64, usize, &[u8])> = held.iter().map(|(time, cpu, payload)| (*time, *cpu, &payload[..])).collect();
-    write_events(array, array.current_tracer(), &events, out)
+    write_events(array, array.current_tracer(), &events, graph, out)
 }
 
 /// Takes out and prints what the buffer holds now, for one CPU or all
@@ -711,7 +726,7 @@ pub fn consume_events(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Writ
         }
     }
     // Whatever the last pass held back: no more taking.
-    write_held(array, &reader.held, out)?;
+    write_held(array, &reader.held, &mut reader.graph, out)?;
     Ok(printed + reader.held.len())
 }
 
