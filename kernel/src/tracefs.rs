@@ -339,19 +339,31 @@ fn write_stack_trace_filter(_array: Array, text: &str, mode: FilterMode) -> Resu
     Ok(ftrace::set_filter(ftrace::stack_tracer::ops(), FilterKind::Filter, text, mode)?)
 }
 
-/// A ring page's data, in KiB: what `buffer_size_kb` counts.
-const PAGE_DATA_KB: usize = 4;
-
-fn read_buffer_size_kb(array: Array, out: &mut dyn Write) -> fmt::Result {
-    writeln!(out, "{}", array.buffer().pages_per_cpu() * PAGE_DATA_KB)
+/// The KiB `pages` ring pages hold: their data bytes, not their headers,
+/// rounded down, as Linux's `buffer_size_kb` counts them (1024 pages of
+/// 4080 data bytes: 4080).
+fn pages_to_kb(pages: usize) -> usize {
+    pages * ftrace::ring_buffer::PAGE_DATA_SIZE / 1024
 }
 
-/// `echo KB > buffer_size_kb`: every CPU's ring becomes KB KiB (rounded up
-/// to whole pages, at least `MIN_PAGES_PER_CPU`, as Linux rounds a smaller size up); the tracer stays on, the events
-/// so far go.
+/// The ring pages that hold `kb` KiB of data, as Linux rounds a size up
+/// (`DIV_ROUND_UP(size, BUF_PAGE_SIZE)`, at least two pages).
+fn kb_to_pages(kb: usize) -> usize {
+    use ftrace::buffer::MIN_PAGES_PER_CPU;
+    kb.saturating_mul(1024).div_ceil(ftrace::ring_buffer::PAGE_DATA_SIZE).max(MIN_PAGES_PER_CPU)
+}
+
+fn read_buffer_size_kb(array: Array, out: &mut dyn Write) -> fmt::Result {
+    writeln!(out, "{}", pages_to_kb(array.buffer().pages_per_cpu()))
+}
+
+/// `echo KB > buffer_size_kb`: every CPU's ring becomes KB KiB of data
+/// (rounded up to whole pages, at least `MIN_PAGES_PER_CPU`, as Linux
+/// rounds it; reading it back gives what the pages hold); the tracer stays
+/// on, the events so far go.
 fn write_buffer_size_kb(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
-    use ftrace::buffer::{ResizeError, MAX_PAGES_PER_CPU, MIN_PAGES_PER_CPU};
-    let range = || format!("1 to {}", MAX_PAGES_PER_CPU * PAGE_DATA_KB);
+    use ftrace::buffer::{ResizeError, MAX_PAGES_PER_CPU};
+    let range = || format!("1 to {}", pages_to_kb(MAX_PAGES_PER_CPU));
     let kb: usize = text
         .trim()
         .parse()
@@ -359,7 +371,7 @@ fn write_buffer_size_kb(array: Array, text: &str, _mode: FilterMode) -> Result<(
     if kb == 0 {
         return Err(TracefsError::Invalid(format!("0 KiB is out of range ({})", range())));
     }
-    match array.buffer().resize(kb.div_ceil(PAGE_DATA_KB).max(MIN_PAGES_PER_CPU)) {
+    match array.buffer().resize(kb_to_pages(kb)) {
         Ok(()) => Ok(()),
         Err(ResizeError::BadSize) => Err(TracefsError::Invalid(format!("{kb} KiB is out of range ({})", range()))),
         Err(ResizeError::NoMemory) => {
@@ -402,7 +414,7 @@ fn parse_cpumask(text: &str) -> Option<u64> {
 
 fn read_buffer_total_size_kb(array: Array, out: &mut dyn Write) -> fmt::Result {
     let buffer = array.buffer();
-    writeln!(out, "{}", buffer.pages_per_cpu() * PAGE_DATA_KB * buffer.cpus())
+    writeln!(out, "{}", pages_to_kb(buffer.pages_per_cpu()) * buffer.cpus())
 }
 
 /// Whether `path` names a file or an instance directory.

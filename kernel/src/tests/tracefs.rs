@@ -122,13 +122,14 @@ fn tracing_cpumask_records_only_its_cpus() {
 fn buffer_size_kb_resizes_every_cpu_and_keeps_the_tracer() {
     let cpus = ftrace::buffer::cpus();
     let original = read("buffer_size_kb");
-    assert_eq!(original, "4096\n");
-    assert_eq!(read("buffer_total_size_kb"), format!("{}\n", 4096 * cpus));
+    // 1024 pages of 4080 data bytes, as Linux counts a ring's size.
+    assert_eq!(original, "4080\n");
+    assert_eq!(read("buffer_total_size_kb"), format!("{}\n", 4080 * cpus));
     write("set_ftrace_filter", "fib");
     write("current_tracer", "function");
     write("buffer_size_kb", "8");
-    assert_eq!(read("buffer_size_kb"), "8\n");
-    assert_eq!(read("buffer_total_size_kb"), format!("{}\n", 8 * cpus));
+    assert_eq!(read("buffer_size_kb"), "11\n", "8 KiB take 3 pages, which hold 11 KiB");
+    assert_eq!(read("buffer_total_size_kb"), format!("{}\n", 11 * cpus));
     assert_eq!(read("current_tracer"), "function\n", "the tracer stays on");
     assert_eq!(fib(20), 6765);
     let (mut entries, mut overrun) = (0, 0);
@@ -138,15 +139,15 @@ fn buffer_size_kb_resizes_every_cpu_and_keeps_the_tracer() {
         overrun += stat(&stats, "overrun");
     }
     assert_eq!(entries + overrun, 21891, "fib(20)'s calls, kept or overwritten");
-    assert!(entries <= 2 * 4096 / 28 * cpus as u64, "two 4 KiB pages a CPU hold them: {entries}");
+    assert!(entries <= 3 * 4096 / 28 * cpus as u64, "three 4 KiB pages a CPU hold them: {entries}");
     for bad in ["0", "abc", "99999999", "-8"] {
         assert!(matches!(tracefs::write("buffer_size_kb", bad, FilterMode::Replace), Err(TracefsError::Invalid(_))), "{bad}");
     }
-    assert_eq!(read("buffer_size_kb"), "8\n", "a refused size changes nothing");
+    assert_eq!(read("buffer_size_kb"), "11\n", "a refused size changes nothing");
     write("buffer_size_kb", "1");
-    assert_eq!(read("buffer_size_kb"), "8\n", "a size under two pages is rounded up, as in Linux");
-    write("buffer_size_kb", "9");
-    assert_eq!(read("buffer_size_kb"), "12\n", "rounded up to whole pages");
+    assert_eq!(read("buffer_size_kb"), "7\n", "a size under two pages is rounded up, as in Linux");
+    write("buffer_size_kb", "1408");
+    assert_eq!(read("buffer_size_kb"), "1410\n", "Linux's default size, rounded up to whole pages as Linux shows it");
     write("current_tracer", "nop");
     write("set_ftrace_filter", "");
     write("buffer_size_kb", original.trim());
@@ -163,7 +164,7 @@ fn a_snapshot_the_heap_could_not_read_is_refused() {
     // Rings of `size` bytes in all, with room to read them (2 x size), fit
     // in 3 x size; a snapshot's rings too would need 4 x size.
     let size = crate::heap::stats().free * 2 / 7;
-    let per_cpu_kb = size / ftrace::buffer::cpus() / 4096 * 4;
+    let per_cpu_kb = size / ftrace::buffer::cpus() / 4096 * ftrace::ring_buffer::PAGE_DATA_SIZE / 1024;
     write("buffer_size_kb", &per_cpu_kb.to_string());
     assert_eq!(read("buffer_size_kb"), format!("{per_cpu_kb}\n"));
     let refused = tracefs::write("snapshot", "1", FilterMode::Replace);
@@ -197,7 +198,7 @@ fn without_overwrite_a_full_buffer_keeps_its_first_events() {
     assert_eq!(fib(20), 6765);
     let (entries, overrun, dropped) = (stat_sum("entries"), stat_sum("overrun"), stat_sum("dropped events"));
     assert_eq!((entries + dropped, overrun), (21891, 0), "fib(20)'s calls, kept or dropped, none overwritten");
-    assert!(dropped > 0 && entries <= 2 * 4096 / 28 * ftrace::buffer::cpus() as u64, "{entries} kept, {dropped} dropped");
+    assert!(dropped > 0 && entries <= 3 * 4096 / 28 * ftrace::buffer::cpus() as u64, "{entries} kept, {dropped} dropped");
     let first = |trace: &str| trace.lines().find(|line| line.contains(": kernel::workload::fib <-")).map(String::from);
     let kept = first(&read("trace")).unwrap();
     assert!(!kept.ends_with("<-kernel::workload::fib"), "the first call is kept, from its caller: {kept}");
