@@ -593,28 +593,29 @@ pub enum TraceOption {
 }
 
 impl TraceOption {
-    /// Every option, in `trace_options` order.
+    /// Every option, in `trace_options` order: Linux's generic ones in its
+    /// order, then the function tracer's, then function_graph's.
     pub const ALL: [TraceOption; 20] = [
         TraceOption::PrintParent,
         TraceOption::SymOffset,
         TraceOption::SymAddr,
         TraceOption::ContextInfo,
+        TraceOption::Overwrite,
         TraceOption::IrqInfo,
         TraceOption::Markers,
-        TraceOption::Overwrite,
-        TraceOption::FuncgraphRetval,
-        TraceOption::FuncgraphRetvalHex,
+        TraceOption::EventFork,
+        TraceOption::FunctionFork,
+        TraceOption::StackTrace,
+        TraceOption::FuncStackTrace,
         TraceOption::FuncgraphCpu,
         TraceOption::FuncgraphOverhead,
         TraceOption::FuncgraphProc,
-        TraceOption::FuncgraphAbstime,
         TraceOption::FuncgraphDuration,
+        TraceOption::FuncgraphAbstime,
         TraceOption::FuncgraphIrqs,
         TraceOption::FuncgraphTail,
-        TraceOption::FunctionFork,
-        TraceOption::EventFork,
-        TraceOption::FuncStackTrace,
-        TraceOption::StackTrace,
+        TraceOption::FuncgraphRetval,
+        TraceOption::FuncgraphRetvalHex,
     ];
     /// The options a new trace array starts with.
     const DEFAULTS: u32 = TraceOption::PrintParent.bit()
@@ -650,6 +651,25 @@ impl TraceOption {
             TraceOption::FuncgraphRetvalHex => "funcgraph-retval-hex",
             TraceOption::FuncgraphIrqs => "funcgraph-irqs",
             TraceOption::FuncgraphOverhead => "funcgraph-overhead",
+        }
+    }
+
+    /// The tracer whose option it is (Linux's tracer flags: `trace_options`
+    /// lists them, and takes them, only while that tracer is current), or
+    /// `None` for a generic one.
+    pub fn tracer(self) -> Option<Tracer> {
+        match self {
+            TraceOption::FuncStackTrace => Some(Tracer::Function),
+            TraceOption::FuncgraphTail
+            | TraceOption::FuncgraphRetval
+            | TraceOption::FuncgraphProc
+            | TraceOption::FuncgraphAbstime
+            | TraceOption::FuncgraphDuration
+            | TraceOption::FuncgraphCpu
+            | TraceOption::FuncgraphRetvalHex
+            | TraceOption::FuncgraphIrqs
+            | TraceOption::FuncgraphOverhead => Some(Tracer::FunctionGraph),
+            _ => None,
         }
     }
 

@@ -1125,15 +1125,24 @@ fn option_file(name: &str) -> Option<TraceOption> {
 }
 
 /// `cat trace_options`: every option, `no` in front of those that are off.
+/// The generic options, then the current tracer's, as Linux lists them
+/// (another tracer's are only in `options/`).
 fn read_trace_options(array: Array, out: &mut dyn Write) -> fmt::Result {
-    for option in TraceOption::ALL {
+    for option in TraceOption::ALL.into_iter().filter(|option| of_current_tracer(array, *option)) {
         let no = if array.option(option) { "" } else { "no" };
         writeln!(out, "{no}{}", option.name())?;
     }
     Ok(())
 }
 
-/// `echo NAME > trace_options` sets it, `echo noNAME > trace_options` clears it.
+/// Whether `option` is generic or the current tracer's.
+fn of_current_tracer(array: Array, option: TraceOption) -> bool {
+    option.tracer().is_none_or(|tracer| tracer == array.current_tracer())
+}
+
+/// `echo NAME > trace_options` sets it, `echo noNAME > trace_options` clears
+/// it; a tracer's option only while that tracer is current, as in Linux
+/// (`options/NAME` takes it whenever).
 fn write_trace_options(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
     let word = text.trim();
     let (name, on) = match word.strip_prefix("no") {
@@ -1142,6 +1151,12 @@ fn write_trace_options(array: Array, text: &str, _mode: FilterMode) -> Result<()
     };
     let option = TraceOption::from_name(name)
         .ok_or_else(|| TracefsError::Invalid(format!("no such option '{name}' (see trace_options)")))?;
+    if !of_current_tracer(array, option) {
+        let tracer = option.tracer().map_or("", |tracer| tracer.name());
+        return Err(TracefsError::Invalid(format!(
+            "'{name}' is an option of the {tracer} tracer, which is not current (or write options/{name})"
+        )));
+    }
     set_option(array, option, on)
 }
 

@@ -276,7 +276,7 @@ fn tick_returns_recorded(option: &str, graph_function: &str, ticks: u64) -> (usi
     }
     let events = graph_events();
     tracer_cleanup();
-    tracefs::write("trace_options", "funcgraph-irqs", FilterMode::Replace).unwrap();
+    tracefs::write("options/funcgraph-irqs", "1", FilterMode::Replace).unwrap();
     (returns_of(&events, "kernel_sched_tick"), returns_of(&events, "kernel::tick::on_tick"))
 }
 
@@ -318,7 +318,7 @@ fn interrupts_inside_a_set_graph_function_call_are_recorded() {
         waits_two_ticks();
         let events = graph_events();
         tracer_cleanup();
-        tracefs::write("trace_options", "funcgraph-irqs", FilterMode::Replace).unwrap();
+        tracefs::write("options/funcgraph-irqs", "1", FilterMode::Replace).unwrap();
         assert_eq!(returns_of(&events, "kernel::tests::graph_tracer::waits_two_ticks"), 1, "{option}");
         let ticks = returns_of(&events, "kernel_sched_tick");
         match recorded {
@@ -385,7 +385,7 @@ fn a_listed_interrupt_handler_keeps_its_calls_inside_another_listed_call() {
         }
     }
     tracer_cleanup();
-    tracefs::write("trace_options", "funcgraph-irqs", FilterMode::Replace).unwrap();
+    tracefs::write("options/funcgraph-irqs", "1", FilterMode::Replace).unwrap();
     crate::sched::set_affinity(u64::MAX);
     assert!(woken_inside, "the tick's enqueue recorded inside the wait: {last}");
 }

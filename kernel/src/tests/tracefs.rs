@@ -666,15 +666,15 @@ fn trace_marker_lines_land_among_the_events() {
 
 #[ktest]
 fn trace_options_change_how_trace_prints() {
-    assert_eq!(
-        read("trace_options"),
-        "print-parent\nnosym-offset\nnosym-addr\ncontext-info\nirq-info\nmarkers\noverwrite\nnofuncgraph-retval\nnofuncgraph-retval-hex\n\
-         funcgraph-cpu\nfuncgraph-overhead\nnofuncgraph-proc\nnofuncgraph-abstime\nfuncgraph-duration\nfuncgraph-irqs\n\
-         nofuncgraph-tail\nnofunction-fork\n\
-         noevent-fork\nnofunc_stack_trace\nnostacktrace\n"
-    );
+    // The generic options in Linux's order, then the current tracer's.
+    let generic = "print-parent\nnosym-offset\nnosym-addr\ncontext-info\noverwrite\nirq-info\nmarkers\nnoevent-fork\n\
+                   nofunction-fork\nnostacktrace\n";
+    assert_eq!(read("trace_options"), generic, "nop has no options of its own");
+    let refused = tracefs::write("trace_options", "funcgraph-proc", FilterMode::Replace);
+    assert!(matches!(refused, Err(TracefsError::Invalid(_))), "not function_graph's while nop is current: {refused:?}");
     write("set_ftrace_filter", "fib");
     write("current_tracer", "function");
+    assert_eq!(read("trace_options"), format!("{generic}nofunc_stack_trace\n"));
     assert_eq!(fib(1), 1);
     let line = |text: String| text.lines().find(|line| line.contains(": kernel::workload::fib")).unwrap().to_string();
     assert!(line(read("trace")).contains(": kernel::workload::fib <-"), "the parent by default");
@@ -689,7 +689,13 @@ fn trace_options_change_how_trace_prints() {
     }
     assert!(tracefs::write("options/sym-offset", "2", FilterMode::Replace).is_err());
     write("current_tracer", "function_graph");
-    write("options/funcgraph-proc", "1");
+    // print-parent off and sym-offset on by now; function_graph's own
+    // options in Linux's order.
+    let changed = generic.replacen("print-parent", "noprint-parent", 1).replace("nosym-offset", "sym-offset");
+    let graph_options = "funcgraph-cpu\nfuncgraph-overhead\nnofuncgraph-proc\nfuncgraph-duration\nnofuncgraph-abstime\n\
+                         funcgraph-irqs\nnofuncgraph-tail\nnofuncgraph-retval\nnofuncgraph-retval-hex\n";
+    assert_eq!(read("trace_options"), format!("{changed}{graph_options}"));
+    write("trace_options", "funcgraph-proc");
     write("options/funcgraph-abstime", "1");
     assert_eq!(fib(1), 1);
     let graph = read("trace");
