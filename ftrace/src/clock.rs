@@ -9,11 +9,13 @@
 //! (the above, the default), `global` (the same, but never behind a
 //! timestamp any CPU took before: one shared atomic per event), `counter`
 //! (an event count, not a time, printed raw) or `uptime` (timer ticks,
-//! Linux's jiffies, printed raw). Linux's `perf`, `mono`, `mono_raw` and
-//! `boot` are there too, under what they come to in this kernel, which
-//! neither suspends nor corrects its clock's rate: `perf` reads as `local`
-//! does, the other three as `global` does. Switching empties that buffer,
-//! as Linux does, so no ring mixes two clocks.
+//! Linux's jiffies, printed raw). Linux's `perf`, `mono`, `mono_raw`,
+//! `boot` and `tai` are there too, under what they come to in this kernel,
+//! which neither suspends nor corrects its clock's rate: `perf` reads as
+//! `local` does, the others as `global` does; and so is the architecture's
+//! own clock where Linux has one (the raw cycle counter, printed raw, under
+//! the name `arch::timer::TRACE_CLOCK` gives it). Switching empties that
+//! buffer, as Linux does, so no ring mixes two clocks.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -60,11 +62,17 @@ pub enum TraceClock {
     MonoRaw,
     /// Linux's `boot` (time in suspend included): here, as `mono`.
     Boot,
+    /// Linux's `tai` (international atomic time): here, as `mono`.
+    Tai,
+    /// The architecture's cycle counter, raw (Linux's `x86-tsc`); offered
+    /// only where the architecture names it.
+    Arch,
 }
 
 impl TraceClock {
-    /// Every clock, in `trace_clock` order.
-    pub const ALL: [TraceClock; 8] = [
+    /// Every clock, in `trace_clock` order ([`TraceClock::Arch`] even
+    /// where the architecture has none: see [`TraceClock::available`]).
+    pub const ALL: [TraceClock; 10] = [
         TraceClock::Local,
         TraceClock::Global,
         TraceClock::Counter,
@@ -73,7 +81,14 @@ impl TraceClock {
         TraceClock::Mono,
         TraceClock::MonoRaw,
         TraceClock::Boot,
+        TraceClock::Tai,
+        TraceClock::Arch,
     ];
+
+    /// The clocks `trace_clock` offers here, in its order.
+    pub fn available() -> impl Iterator<Item = TraceClock> {
+        Self::ALL.into_iter().filter(|clock| *clock != TraceClock::Arch || arch::timer::TRACE_CLOCK.is_some())
+    }
 
     /// Its name in `trace_clock`.
     pub fn name(self) -> &'static str {
@@ -86,17 +101,19 @@ impl TraceClock {
             TraceClock::Mono => "mono",
             TraceClock::MonoRaw => "mono_raw",
             TraceClock::Boot => "boot",
+            TraceClock::Tai => "tai",
+            TraceClock::Arch => arch::timer::TRACE_CLOCK.unwrap_or("arch"),
         }
     }
 
-    /// The clock called `name`.
+    /// The clock called `name`, if offered here.
     pub fn from_name(name: &str) -> Option<TraceClock> {
-        Self::ALL.into_iter().find(|clock| clock.name() == name)
+        Self::available().find(|clock| clock.name() == name)
     }
 
     /// Whether its readings are nanoseconds (printed as seconds).
     pub fn in_ns(self) -> bool {
-        !matches!(self, TraceClock::Counter | TraceClock::Uptime)
+        !matches!(self, TraceClock::Counter | TraceClock::Uptime | TraceClock::Arch)
     }
 
     /// Whether it reads the local clock itself (`local`, `perf`).
@@ -132,11 +149,12 @@ pub fn now(clock: TraceClock) -> u64 {
 pub fn now_other(clock: TraceClock) -> u64 {
     match clock {
         TraceClock::Local | TraceClock::Perf => now_ns(),
-        TraceClock::Global | TraceClock::Mono | TraceClock::MonoRaw | TraceClock::Boot => {
+        TraceClock::Global | TraceClock::Mono | TraceClock::MonoRaw | TraceClock::Boot | TraceClock::Tai => {
             let now = now_ns();
             GLOBAL_LAST.fetch_max(now, Ordering::Relaxed).max(now)
         }
         TraceClock::Counter => COUNTER.fetch_add(1, Ordering::Relaxed) + 1,
         TraceClock::Uptime => arch::time::ticks(),
+        TraceClock::Arch => arch::timer::cycles(),
     }
 }

@@ -835,9 +835,8 @@ fn write_ftrace_notrace_pid(array: Array, text: &str, mode: FilterMode) -> Resul
 /// `cat trace_clock`: every clock, the array's in brackets.
 fn read_trace_clock(array: Array, out: &mut dyn Write) -> fmt::Result {
     let current = array.buffer().clock();
-    let names: alloc::vec::Vec<String> = ftrace::clock::TraceClock::ALL
-        .iter()
-        .map(|&clock| match clock == current {
+    let names: alloc::vec::Vec<String> = ftrace::clock::TraceClock::available()
+        .map(|clock| match clock == current {
             true => format!("[{}]", clock.name()),
             false => String::from(clock.name()),
         })

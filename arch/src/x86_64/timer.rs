@@ -81,6 +81,10 @@ pub(crate) fn delay_us(us: u64) {
     }
 }
 
+/// The name `trace_clock` gives [`cycles`] read raw: Linux's x86 trace
+/// clock (its `ARCH_TRACE_CLOCKS`), the TSC.
+pub const TRACE_CLOCK: Option<&str> = Some("x86-tsc");
+
 /// The cycle counter (RDTSC).
 #[inline(always)]
 pub fn cycles() -> u64 {

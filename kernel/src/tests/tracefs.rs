@@ -1246,12 +1246,12 @@ fn function_graph_durations_are_times_under_every_trace_clock() {
 
 #[ktest]
 fn trace_clock_switches_between_local_global_and_counter() {
-    assert_eq!(read("trace_clock"), "[local] global counter uptime perf mono mono_raw boot\n");
+    assert_eq!(read("trace_clock"), clocks("local"));
     write("set_ftrace_filter", "fib");
     write("current_tracer", "function");
     assert_eq!(fib(1), 1);
     write("trace_clock", "counter");
-    assert_eq!(read("trace_clock"), "local global [counter] uptime perf mono mono_raw boot\n");
+    assert_eq!(read("trace_clock"), clocks("counter"));
     assert_eq!(fib_lines(&read("trace")), 0, "switching empties the buffer");
     assert_eq!(fib(3), 2);
     let trace = read("trace");
@@ -1275,28 +1275,69 @@ fn trace_clock_switches_between_local_global_and_counter() {
     let now = arch::time::ticks();
     assert!(ticks.iter().all(|&t| t > 0 && t <= now) && ticks.windows(2).all(|w| w[1] >= w[0]), "ticks: {trace}");
     write("trace_clock", "mono");
-    assert_eq!(read("trace_clock"), "local global counter uptime perf [mono] mono_raw boot\n");
+    assert_eq!(read("trace_clock"), clocks("mono"));
     assert_eq!(fib(2), 1);
     let trace = read("trace");
     assert!(fib_timestamps(&trace).iter().all(|t| t.split_once('.').is_some_and(|(_, us)| us.len() == 6)), "seconds: {trace}");
     write("trace_clock", "global");
     assert_eq!(fib(2), 1);
-    assert_eq!(read("trace_clock"), "local [global] counter uptime perf mono mono_raw boot\n", "a refused write changes nothing");
+    assert_eq!(read("trace_clock"), clocks("global"), "a refused write changes nothing");
     // Each trace array has its own clock, as in Linux: an instance's
     // switch leaves the top level's clock and events alone.
     tracefs::mkdir("instances/clocks").unwrap();
-    assert_eq!(read("instances/clocks/trace_clock"), "[local] global counter uptime perf mono mono_raw boot\n");
+    assert_eq!(read("instances/clocks/trace_clock"), clocks("local"));
     write("instances/clocks/set_ftrace_filter", "fib");
     write("instances/clocks/current_tracer", "function");
     write("instances/clocks/trace_clock", "counter");
     assert_eq!(fib(1), 1);
-    assert_eq!(read("trace_clock"), "local [global] counter uptime perf mono mono_raw boot\n");
+    assert_eq!(read("trace_clock"), clocks("global"));
     assert_eq!(fib_lines(&read("trace")), 4, "the top level's 3 and this one, its buffer kept");
     let counted = read("instances/clocks/trace");
     let stamps = fib_timestamps(&counted);
     assert!(stamps.len() == 1 && !stamps[0].contains('.'), "a count there: {counted}");
     write("instances/clocks/current_tracer", "nop");
     tracefs::rmdir("instances/clocks").unwrap();
+    write("trace_clock", "local");
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+}
+
+/// `trace_clock` as Linux lists it on this architecture, `current` in
+/// brackets: its generic clocks, then the architecture's (x86_64:
+/// `x86-tsc`; arm64 has none).
+fn clocks(current: &str) -> String {
+    let arch: &[&str] = if cfg!(target_arch = "x86_64") { &["x86-tsc"] } else { &[] };
+    let names = ["local", "global", "counter", "uptime", "perf", "mono", "mono_raw", "boot", "tai"].iter().chain(arch);
+    let shown: alloc::vec::Vec<String> =
+        names.map(|name| if *name == current { format!("[{name}]") } else { String::from(*name) }).collect();
+    format!("{}\n", shown.join(" "))
+}
+
+/// Linux's `tai` (read here as `global` is), and on x86_64 its `x86-tsc`:
+/// the raw TSC, printed raw, as Linux prints a clock not in nanoseconds.
+#[ktest]
+fn trace_clock_offers_tai_and_the_architecture_clock() {
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    write("trace_clock", "tai");
+    assert_eq!(read("trace_clock"), clocks("tai"));
+    assert_eq!(fib(1), 1);
+    let trace = read("trace");
+    let stamps = fib_timestamps(&trace);
+    assert!(stamps.len() == 1 && stamps[0].split_once('.').is_some_and(|(_, us)| us.len() == 6), "seconds: {trace}");
+    let tsc = tracefs::write("trace_clock", "x86-tsc", FilterMode::Replace);
+    if cfg!(target_arch = "x86_64") {
+        tsc.unwrap();
+        assert_eq!(read("trace_clock"), clocks("x86-tsc"));
+        let before = arch::timer::cycles();
+        assert_eq!(fib(1), 1);
+        let after = arch::timer::cycles();
+        let trace = read("trace");
+        let stamps: alloc::vec::Vec<u64> = fib_timestamps(&trace).iter().map(|t| t.parse().unwrap()).collect();
+        assert!(stamps.len() == 1 && (before..=after).contains(&stamps[0]), "the TSC, raw ({before}..{after}): {trace}");
+    } else {
+        assert!(matches!(tsc, Err(TracefsError::Invalid(_))), "no x86-tsc here: {tsc:?}");
+    }
     write("trace_clock", "local");
     write("current_tracer", "nop");
     write("set_ftrace_filter", "");
