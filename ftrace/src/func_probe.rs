@@ -3,6 +3,12 @@
 //! `set_ftrace_filter` attach an action to the functions FUNC matches,
 //! apart from the array's tracer and its filter.
 //!
+//! As in Linux, a command written with a count (`FUNC:traceoff:N`) and one
+//! without (`FUNC:traceoff`) are two commands (Linux's
+//! `traceoff_count_probe_ops` and `traceoff_probe_ops`): both can be
+//! attached to a function, and `!FUNC:traceoff` takes off the one without
+//! a count, `!FUNC:traceoff:N` (whatever N says) the one with.
+//!
 //! Each command is its own ops (with [`OpsFlags::RECURSION`]) whose filter
 //! is the functions FUNC matched, found again from the callback through the
 //! ops's container. As in Linux, a function has a command at most once
@@ -129,6 +135,8 @@ struct FuncProbe {
     ops: FtraceOps,
     array: &'static TraceArray,
     command: Command,
+    /// Written with a count: apart from the same command without one.
+    counted: bool,
     /// Per function (sorted by address): the actions left, or
     /// [`UNLIMITED`].
     left: Box<[(usize, AtomicU64)]>,
@@ -246,11 +254,23 @@ fn functions(glob: &str) -> Result<Vec<usize>, ProbeError> {
     registry::match_functions(&[], glob, FilterMode::Replace).map_err(ProbeError::Tracing)
 }
 
-/// The functions `command` is attached to in `array`.
-fn attached(probes: &[&'static FuncProbe], array: &TraceArray, command: &Command) -> Vec<usize> {
+impl FuncProbe {
+    /// Whether it is `command` (`counted`: written with a count) of `array`.
+    fn is(&self, array: &TraceArray, command: &Command, counted: bool) -> bool {
+        core::ptr::eq(self.array, array) && self.command == *command && self.counted == counted
+    }
+}
+
+/// `FUNC:COMMAND`, or `FUNC:COMMAND:N` for a `counted` one, for messages.
+fn written(glob: &str, command: &Command, counted: bool) -> String {
+    format!("{glob}:{}{}", command.spec(), if counted { ":N" } else { "" })
+}
+
+/// The functions `command` (`counted` or not) is attached to in `array`.
+fn attached(probes: &[&'static FuncProbe], array: &TraceArray, command: &Command, counted: bool) -> Vec<usize> {
     let mut ips: Vec<usize> = probes
         .iter()
-        .filter(|p| core::ptr::eq(p.array, array) && p.command == *command)
+        .filter(|p| p.is(array, command, counted))
         .flat_map(|p| registry::filter_ips(&p.ops, FilterKind::Filter))
         .collect();
     ips.sort_unstable();
@@ -259,34 +279,35 @@ fn attached(probes: &[&'static FuncProbe], array: &TraceArray, command: &Command
 
 /// The functions an `add` would attach `command` to: those `glob` matches
 /// that do not have it yet.
-fn to_attach(array: &TraceArray, glob: &str, command: &Command) -> Result<Vec<usize>, ProbeError> {
-    newly_attached(&attached(&PROBES.lock(), array, command), glob, command)
+fn to_attach(array: &TraceArray, glob: &str, command: &Command, counted: bool) -> Result<Vec<usize>, ProbeError> {
+    newly_attached(&attached(&PROBES.lock(), array, command, counted), glob, command, counted)
 }
 
 /// The functions `glob` matches that are not in `have` (sorted), or the
 /// error an add gets when there are none.
-fn newly_attached(have: &[usize], glob: &str, command: &Command) -> Result<Vec<usize>, ProbeError> {
+fn newly_attached(have: &[usize], glob: &str, command: &Command, counted: bool) -> Result<Vec<usize>, ProbeError> {
     let new: Vec<usize> = functions(glob)?.into_iter().filter(|ip| have.binary_search(ip).is_err()).collect();
     if new.is_empty() {
-        return Err(ProbeError::AlreadyAttached(format!("{glob}:{}", command.spec())));
+        return Err(ProbeError::AlreadyAttached(written(glob, command, counted)));
     }
     Ok(new)
 }
 
-/// One command of a write: `!`, its glob and the command.
-pub type Change<'a> = (bool, &'a str, &'a Command);
+/// One command of a write: `!`, its glob, the command, and whether it was
+/// written with a count.
+pub type Change<'a> = (bool, &'a str, &'a Command, bool);
 
 /// Checks that [`add`] (or, with `remove`, [`remove`]) would succeed for
 /// each of `changes` in turn, each seeing what the ones before it did,
 /// changing nothing: a write of several commands checks them all first.
 pub fn check(array: &TraceArray, changes: &[Change]) -> Result<(), ProbeError> {
     // What each command would be attached to as the changes go.
-    let mut would: Vec<(&Command, Vec<usize>)> = Vec::new();
-    for &(remove, glob, command) in changes {
-        let index = match would.iter().position(|(c, _)| *c == command) {
+    let mut would: Vec<((&Command, bool), Vec<usize>)> = Vec::new();
+    for &(remove, glob, command, counted) in changes {
+        let index = match would.iter().position(|(key, _)| *key == (command, counted)) {
             Some(index) => index,
             None => {
-                would.push((command, attached(&PROBES.lock(), array, command)));
+                would.push(((command, counted), attached(&PROBES.lock(), array, command, counted)));
                 would.len() - 1
             }
         };
@@ -294,11 +315,11 @@ pub fn check(array: &TraceArray, changes: &[Change]) -> Result<(), ProbeError> {
         if remove {
             let matched = functions(glob)?;
             if !matched.iter().any(|ip| have.binary_search(ip).is_ok()) {
-                return Err(ProbeError::NotAttached(format!("{glob}:{}", command.spec())));
+                return Err(ProbeError::NotAttached(written(glob, command, counted)));
             }
             have.retain(|ip| matched.binary_search(ip).is_err());
         } else {
-            let new = newly_attached(have, glob, command)?;
+            let new = newly_attached(have, glob, command, counted)?;
             have.extend(new);
             have.sort_unstable();
         }
@@ -307,7 +328,8 @@ pub fn check(array: &TraceArray, changes: &[Change]) -> Result<(), ProbeError> {
 }
 
 /// Attaches `command` to the functions `glob` matches in `array` that do
-/// not have it yet, for `count` actions (`None`: every call). An
+/// not have it yet, for `count` actions (`None`: every call; a command
+/// with a count and one without are two, as in Linux). An
 /// `enable_event`/`disable_event` needs its event's `hook` (dropped, and
 /// so released, if the command is refused).
 pub fn add(
@@ -320,7 +342,7 @@ pub fn add(
     if command.target().is_some() && hook.is_none() {
         return Err(ProbeError::NoEvent);
     }
-    let ips = to_attach(array, glob, &command)?;
+    let ips = to_attach(array, glob, &command, count.is_some())?;
     if command == Command::Snapshot {
         // Allocated now (a callback cannot allocate); kept when the command
         // goes, as Linux keeps it, until `echo 0 > snapshot`.
@@ -330,6 +352,7 @@ pub fn add(
         ops: FtraceOps::new(run_command, OpsFlags::RECURSION),
         array,
         command,
+        counted: count.is_some(),
         left: ips.iter().map(|&ip| (ip, AtomicU64::new(count.unwrap_or(UNLIMITED)))).collect(),
         hook,
     }));
@@ -346,12 +369,12 @@ pub fn add(
 }
 
 /// Takes `command` off the functions `glob` matches in `array`
-/// (`!FUNC:NAME`): a probe left with no function goes.
-pub fn remove(array: &'static TraceArray, glob: &str, command: &Command) -> Result<(), ProbeError> {
-    check(array, &[(true, glob, command)])?;
+/// (`!FUNC:NAME`; `counted`: the one written with a count,
+/// `!FUNC:NAME:N`): a probe left with no function goes.
+pub fn remove(array: &'static TraceArray, glob: &str, command: &Command, counted: bool) -> Result<(), ProbeError> {
+    check(array, &[(true, glob, command, counted)])?;
     let matched = functions(glob)?;
-    let mine: Vec<&'static FuncProbe> =
-        PROBES.lock().iter().copied().filter(|p| core::ptr::eq(p.array, array) && p.command == *command).collect();
+    let mine: Vec<&'static FuncProbe> = PROBES.lock().iter().copied().filter(|p| p.is(array, command, counted)).collect();
     for probe in mine {
         let ips = registry::filter_ips(&probe.ops, FilterKind::Filter);
         let left: Vec<usize> = ips.iter().copied().filter(|ip| matched.binary_search(ip).is_err()).collect();
@@ -374,11 +397,11 @@ pub fn remove(array: &'static TraceArray, glob: &str, command: &Command) -> Resu
 
 /// Detaches every command of `array` (an instance going away).
 pub fn remove_all(array: &'static TraceArray) {
-    let mut commands: Vec<Command> =
-        PROBES.lock().iter().filter(|p| core::ptr::eq(p.array, array)).map(|p| p.command.clone()).collect();
+    let mut commands: Vec<(Command, bool)> =
+        PROBES.lock().iter().filter(|p| core::ptr::eq(p.array, array)).map(|p| (p.command.clone(), p.counted)).collect();
     commands.dedup();
-    for command in commands {
-        let _ = remove(array, "*", &command);
+    for (command, counted) in commands {
+        let _ = remove(array, "*", &command, counted);
     }
 }
 

@@ -714,7 +714,7 @@ fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(),
     // Every command is checked, in order, before anything changes (a
     // refused write changes nothing).
     let changes: alloc::vec::Vec<ftrace::func_probe::Change> =
-        commands.iter().map(|(remove, glob, command, _)| (*remove, *glob, command)).collect();
+        commands.iter().map(|(remove, glob, command, count)| (*remove, *glob, command, count.is_some())).collect();
     ftrace::func_probe::check(array, &changes).map_err(|error| TracefsError::Invalid(error.to_string()))?;
     if commands.iter().any(|(_, _, command, _)| command.target().is_some()) && !core::ptr::eq(array, instance::top()) {
         return Err(TracefsError::Invalid("enable_event and disable_event: events are the top level's".into()));
@@ -735,8 +735,8 @@ fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(),
     }
     for ((remove, glob, command, count), hook) in commands.into_iter().zip(hooks) {
         let done = match remove {
-            true => ftrace::func_probe::remove(array, glob, &command),
-            false => ftrace::func_probe::add(array, glob, command, count, hook),
+            true => ftrace::func_probe::remove(array, glob, &command, count.is_some()),
+            false => ftrace::func_probe::add(array, glob, command, count.flatten(), hook),
         };
         done.map_err(|error| TracefsError::Invalid(error.to_string()))?;
     }
@@ -747,8 +747,12 @@ fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(),
 /// `[!]FUNC:COMMAND[:COUNT]` or `[!]FUNC:enable_event:GRP:EVENT[:COUNT]`
 /// (and `disable_event`), or `None` for a plain glob. The `:` before
 /// COMMAND is a single one: FUNC's own `::` separate path segments.
+/// COUNT is `Some` when one was written (the command with a count, apart
+/// from the one without, as in Linux), and holds the number it reads as;
+/// a removal does not read it (`!FUNC:traceoff:count=3`, as `cat` lists
+/// it, takes the counted one off), as Linux does not.
 #[allow(clippy::type_complexity)]
-fn parse_command(word: &str) -> Option<Result<(bool, &str, ftrace::func_probe::Command, Option<u64>), TracefsError>> {
+fn parse_command(word: &str) -> Option<Result<(bool, &str, ftrace::func_probe::Command, Option<Option<u64>>), TracefsError>> {
     use ftrace::func_probe::{Command, ProbeError};
     let (remove, word) = match word.strip_prefix('!') {
         Some(rest) => (true, rest),
@@ -775,7 +779,11 @@ fn parse_command(word: &str) -> Option<Result<(bool, &str, ftrace::func_probe::C
     let (head, name, count) = match ftrace::number::c_count(last) {
         Some(count) => {
             let (head, name) = split(head)?;
-            (head, name, Some(count))
+            (head, name, Some(Some(count)))
+        }
+        None if ends_with_command(head) && remove => {
+            let (head, name) = split(head)?;
+            (head, name, Some(None))
         }
         None if ends_with_command(head) => return refuse(ProbeError::BadCount(last.into())),
         None => (head, last, None),

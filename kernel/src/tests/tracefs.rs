@@ -917,7 +917,7 @@ fn function_commands_switch_tracing_and_record_stacks() {
     write("tracing_on", "1");
     assert_eq!(fib(1), 1);
     assert_eq!(read("tracing_on"), "1\n", "the count is spent");
-    tracefs::write("set_ftrace_filter", "!fib:traceoff", FilterMode::Append).unwrap();
+    tracefs::write("set_ftrace_filter", "!fib:traceoff:1", FilterMode::Append).unwrap();
 
     write("trace", "");
     tracefs::write("set_ftrace_filter", "fib:stacktrace:1", FilterMode::Append).unwrap();
@@ -934,7 +934,7 @@ fn function_commands_switch_tracing_and_record_stacks() {
     assert_eq!(lines[at + 1], " => kernel::workload::fib", "{trace}");
     assert!(lines[at + 2].starts_with(" => kernel::tests::tracefs::"), "then its caller: {trace}");
     assert_eq!(lines.iter().filter(|line| line.ends_with("<stack trace>")).count(), 1, "one, as counted");
-    tracefs::write("set_ftrace_filter", "!fib:stacktrace", FilterMode::Append).unwrap();
+    tracefs::write("set_ftrace_filter", "!fib:stacktrace:1", FilterMode::Append).unwrap();
 
     for bad in
         ["fib:bogus", "fib:bogus:3", "!fib:traceon", "fib:traceoff:abc", "fib:traceoff:0+5", "fib:traceoff:18446744073709551615"]
@@ -955,7 +955,7 @@ fn function_commands_switch_tracing_and_record_stacks() {
     for (count, shown) in [("0x10", "count=16"), ("+5", "count=5"), ("", "unlimited")] {
         tracefs::write("set_ftrace_filter", &format!("fib:traceoff:{count}"), FilterMode::Append).unwrap();
         assert!(read("set_ftrace_filter").ends_with(&format!("fib:traceoff:{shown}\n")), "{}", read("set_ftrace_filter"));
-        tracefs::write("set_ftrace_filter", "!fib:traceoff", FilterMode::Append).unwrap();
+        tracefs::write("set_ftrace_filter", &format!("!fib:traceoff:{count}"), FilterMode::Append).unwrap();
     }
     assert_eq!(read("set_ftrace_filter"), "kernel::workload::fib\n", "no command left");
     write("current_tracer", "nop");
@@ -1019,6 +1019,18 @@ fn function_commands_attach_once_per_function_and_come_off_by_function() {
     assert_eq!(read("set_ftrace_filter"), before, "refused whole");
     tracefs::write("set_ftrace_filter", "fib:traceoff !fib:traceoff", FilterMode::Append).unwrap();
     assert_eq!(read("set_ftrace_filter"), before);
+    // With a count and without, a command is two, as Linux's two probe ops
+    // are: both attach, and each comes off alone (a count, read or not,
+    // names the counted one: `!FUNC:traceoff:count=2`, as it is listed).
+    tracefs::write("set_ftrace_filter", "fib:traceoff:2 fib:traceoff", FilterMode::Append).unwrap();
+    let listed = commands();
+    assert!(
+        listed.ends_with(&["kernel::workload::fib:traceoff:count=2".into(), "kernel::workload::fib:traceoff:unlimited".into()])
+    );
+    tracefs::write("set_ftrace_filter", "!fib:traceoff", FilterMode::Append).unwrap();
+    assert_eq!(commands().last().map(String::as_str), Some("kernel::workload::fib:traceoff:count=2"), "the counted one stays");
+    tracefs::write("set_ftrace_filter", "!fib:traceoff:count=2", FilterMode::Append).unwrap();
+    assert_eq!(read("set_ftrace_filter"), before, "and comes off as listed");
     // A write with one bad command changes nothing, the filter included.
     let before = read("set_ftrace_filter");
     let mixed = tracefs::write("set_ftrace_filter", "fib kernel::workload::run:traceoff nosuch_fn:traceoff", FilterMode::Replace);
@@ -1032,7 +1044,7 @@ fn function_commands_attach_once_per_function_and_come_off_by_function() {
     let stacks = read("trace").lines().filter(|line| line.ends_with(": <stack trace>")).count();
     let spent = commands().iter().filter(|line| line.ends_with(":stacktrace:count=0")).count();
     assert!(stacks >= 5 && stacks == spent, "{stacks} stack traces, {spent} counts spent: {:?}", commands());
-    tracefs::write("set_ftrace_filter", "!*:stacktrace", FilterMode::Append).unwrap();
+    tracefs::write("set_ftrace_filter", "!*:stacktrace:1", FilterMode::Append).unwrap();
     write("trace", "");
     tracefs::write("set_ftrace_filter", "!*:traceon", FilterMode::Append).unwrap();
     assert_eq!(read("set_ftrace_filter"), "#### all functions enabled ####\n");
@@ -1164,7 +1176,7 @@ fn a_snapshot_command_swaps_the_buffer_when_its_function_runs() {
     assert_eq!(fib_lines(&read("trace")), 3, "recording went on in the empty buffer");
     snapshot_trigger();
     assert_eq!(fib_lines(&read("trace")), 3, "the count is spent");
-    tracefs::write("set_ftrace_filter", "!snapshot_trigger:snapshot", FilterMode::Append).unwrap();
+    tracefs::write("set_ftrace_filter", "!snapshot_trigger:snapshot:1", FilterMode::Append).unwrap();
     assert_eq!(fib_lines(&read("snapshot")), 5, "the snapshot stays after the command goes");
     write("snapshot", "0");
     write("current_tracer", "nop");
@@ -1379,7 +1391,7 @@ fn stack_traces_under_the_graph_tracer_name_the_real_callers() {
     let test = "kernel::tests::tracefs::stack_traces_under_the_graph_tracer_name_the_real_callers";
     assert_eq!(chains[0][..2], ["kernel::workload::fib", test], "fib(3), called by the test: {trace}");
     assert_eq!(chains[1][..3], ["kernel::workload::fib", "kernel::workload::fib", test], "fib(2), by fib(3): {trace}");
-    tracefs::write("set_ftrace_filter", "!fib:stacktrace", FilterMode::Append).unwrap();
+    tracefs::write("set_ftrace_filter", "!fib:stacktrace:2", FilterMode::Append).unwrap();
     write("set_ftrace_filter", "");
     write("trace", "");
 }
@@ -1483,6 +1495,6 @@ fn every_listed_name_can_be_written_back_to_set_ftrace_filter() {
     tracefs::write("set_ftrace_filter", &format!("{spaced}:traceoff:1"), FilterMode::Append).unwrap();
     assert!(read("set_ftrace_filter").contains(&format!("{spaced}:traceoff:count=1")), "{}", read("set_ftrace_filter"));
     write("set_ftrace_filter", "");
-    tracefs::write("set_ftrace_filter", &format!("!{spaced}:traceoff"), FilterMode::Append).unwrap();
+    tracefs::write("set_ftrace_filter", &format!("!{spaced}:traceoff:1"), FilterMode::Append).unwrap();
     assert_eq!(read("set_ftrace_filter"), "#### all functions enabled ####\n");
 }

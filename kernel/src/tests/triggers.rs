@@ -503,7 +503,7 @@ fn function_commands_switch_an_event_in_soft_mode() {
         let refused = tracefs::write("set_ftrace_filter", bad, FilterMode::Append);
         assert!(matches!(refused, Err(TracefsError::Invalid(_))), "{bad}: {refused:?}");
     }
-    tracefs::write("set_ftrace_filter", "!kernel::workload::run:enable_event:fprobes:fibt", FilterMode::Append).unwrap();
+    tracefs::write("set_ftrace_filter", "!kernel::workload::run:enable_event:fprobes:fibt:1", FilterMode::Append).unwrap();
     tracefs::write("set_ftrace_filter", "!kernel::workload::napping_fib:disable_event:fprobes:fibt", FilterMode::Append).unwrap();
     assert_eq!(read(enable), "0\n", "out of soft mode, as the commands left it");
     assert_eq!(read("enabled_functions"), "", "nothing armed any more");
