@@ -117,6 +117,7 @@ const FILES: &[File] = &[
     per_array("trace_options", Some(read_trace_options), Some(write_trace_options)),
     per_array("buffer_size_kb", Some(read_buffer_size_kb), Some(write_buffer_size_kb)),
     per_array("buffer_total_size_kb", Some(read_buffer_total_size_kb), None),
+    per_array("free_buffer", None, Some(write_free_buffer)),
     top("dynamic_events", Some(read_dynamic_events), Some(write_dynamic_events)),
     top("kprobe_events", Some(read_kprobe_events), Some(write_kprobe_events)),
     top("kprobe_profile", Some(read_kprobe_profile), None),
@@ -378,6 +379,17 @@ fn write_buffer_size_kb(array: Array, text: &str, _mode: FilterMode) -> Result<(
             Err(TracefsError::Invalid(format!("not enough memory for {kb} KiB per CPU (and a copy to read it)")))
         }
     }
+}
+
+/// `echo > free_buffer`: the array's rings shrink to the fewest pages
+/// (what Linux's close of the file does: a resize to 0, which it rounds up
+/// to two pages; `buffer_size_kb` then reads 7), whatever was written; the
+/// tracer stays, the events go.
+fn write_free_buffer(array: Array, _text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+    array
+        .buffer()
+        .resize(ftrace::buffer::MIN_PAGES_PER_CPU)
+        .map_err(|_| TracefsError::Invalid("the buffer could not be shrunk".into()))
 }
 
 /// The CPUs that record, in hex as Linux prints a CPU mask: one digit per

@@ -154,6 +154,23 @@ fn buffer_size_kb_resizes_every_cpu_and_keeps_the_tracer() {
     assert_eq!(read("buffer_size_kb"), original);
 }
 
+/// `free_buffer`, as in Linux: write-only; a write (its close, in Linux)
+/// shrinks the rings to the fewest pages, in the top level and in an
+/// instance alike.
+#[ktest]
+fn free_buffer_shrinks_the_rings() {
+    let original = read("buffer_size_kb");
+    assert!(matches!(tracefs::read("free_buffer", &mut String::new()), Err(TracefsError::NotReadable(_))));
+    write("free_buffer", "");
+    assert_eq!(read("buffer_size_kb"), "7\n", "two pages of 4080 bytes");
+    write("buffer_size_kb", original.trim());
+    tracefs::mkdir("instances/freed").unwrap();
+    write("instances/freed/free_buffer", "1");
+    assert_eq!(read("instances/freed/buffer_size_kb"), "7\n");
+    assert_eq!(read("buffer_size_kb"), original, "the top level's rings are its own");
+    tracefs::rmdir("instances/freed").unwrap();
+}
+
 /// A snapshot's rings are refused when the heap could hold them but then
 /// not read the buffer (the copy and its event list, about twice its
 /// size): every read would run the heap out.
