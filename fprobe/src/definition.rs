@@ -12,7 +12,7 @@
 //! `kprobe_events` takes only `p`, `r` and `-` ([`Syntax::Kprobe`]).
 //!
 //! Fetch args: `$argN` (1-based; also at exit), `$retval` (exit only),
-//! `$stackN`, `$stack`, `$comm`, `%REG`, `+|-OFFS(FETCHARG)` (memory at the
+//! `$stackN`, `$stack`, `$comm` (or `$COMM`), `%REG`, `+|-OFFS(FETCHARG)` (memory at the
 //! address), `@ADDR` and `@SYM[+|-OFFS]` (memory at an address, or at a
 //! static's or a function's), each optionally `NAME=` before and `:TYPE` after (`u8`..`u64`,
 //! `s8`..`s64`, `x8`..`x64`, `string`, `symbol`, `symstr`, `char`,
@@ -610,8 +610,9 @@ fn parse_source(text: &str, depth: usize) -> Result<Source, &'static str> {
         return match rest {
             "retval" => Ok(Source::Retval),
             "stack" => Ok(Source::StackPointer),
-            "comm" if depth > 0 => Err("$comm is a string, not an address"),
-            "comm" => Ok(Source::Comm),
+            // Linux takes `$COMM` too.
+            "comm" | "COMM" if depth > 0 => Err("$comm is a string, not an address"),
+            "comm" | "COMM" => Ok(Source::Comm),
             _ => {
                 if let Some(n) = rest.strip_prefix("arg") {
                     let n = parse_index(n).ok_or("expected $argN with N from 1")?;
@@ -935,5 +936,16 @@ mod tests {
         assert_eq!(comm.args[1].ty, ArgType::String);
         assert!(matches!(parse("f:ev fib $comm:u32"), Err(BadFetchArg { .. })));
         assert!(matches!(parse("f:ev fib +0($comm)"), Err(BadFetchArg { .. })));
+    }
+
+    #[test]
+    fn comm_in_capitals_is_comm() {
+        use DefinitionError::*;
+        let spec = define("p:ev fib c=$COMM d=$COMM:string");
+        assert_eq!((spec.args[0].source.clone(), spec.args[0].ty), (Source::Comm, ArgType::String));
+        assert_eq!(spec.args[1].ty, ArgType::String);
+        assert_eq!(spec.to_string(), "p:kprobes/ev fib c=$COMM d=$COMM:string");
+        assert!(matches!(parse("p:ev fib $COMM:u32"), Err(BadFetchArg { .. })));
+        assert!(matches!(parse("p:ev fib +0($COMM)"), Err(BadFetchArg { .. })));
     }
 }
