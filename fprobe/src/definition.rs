@@ -17,7 +17,8 @@
 //! static's or a function's), each optionally `NAME=` before and `:TYPE` after (`u8`..`u64`,
 //! `s8`..`s64`, `x8`..`x64`, `string`, `symbol`, `symstr`, `char`,
 //! `b<width>@<offset>/<size>`; `x64` by default; `TYPE[N]` for N values in a
-//! row, on a memory fetch). The group defaults to
+//! row, on a memory fetch). A definition's name may be `GRP.EVENT` too (a
+//! removal's only `GRP/EVENT`). The group defaults to
 //! `fprobes`, the event to `SYM__entry` / `SYM__exit` (made a valid name);
 //! for kprobes to `kprobes` and `p_SYM_OFFS` / `r_SYM_OFFS`, as Linux.
 //!
@@ -424,7 +425,7 @@ pub fn parse_as(line: &str, syntax: Syntax) -> Result<Command, DefinitionError> 
     let mut words = line.split_whitespace();
     let head = words.next().ok_or(DefinitionError::Empty)?;
     if let Some(name) = head.strip_prefix("-:") {
-        let (group, event) = split_name(name)?;
+        let (group, event) = split_name(name, Naming::Removal)?;
         // `-:GRP/` names every event of the group, as in Linux; `-:`
         // alone names nothing.
         let event = match (&group, event) {
@@ -441,7 +442,7 @@ pub fn parse_as(line: &str, syntax: Syntax) -> Result<Command, DefinitionError> 
     if head.ends_with(':') {
         return Err(DefinitionError::NoEventName);
     }
-    let (group, event) = split_name(name)?;
+    let (group, event) = split_name(name, Naming::Definition)?;
     let symbol_word = words.next().ok_or(DefinitionError::MissingSymbol)?;
     let (symbol, exit, kind) = match head_kind {
         Head::Fprobe => {
@@ -504,9 +505,23 @@ fn default_event_name(kind: &ProbeKind, symbol: &str, exit: bool) -> String {
     }
 }
 
+/// Which command a `[GRP/][EVENT]` name is read for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Naming {
+    /// A definition: `GRP.EVENT` also separates the two, as Linux reads
+    /// it (since 5.15; `/` comes first if there are both).
+    Definition,
+    /// A removal (`-:`): only `/` separates them, as in Linux.
+    Removal,
+}
+
 /// `[GRP/][EVENT]` -> (group, event), each optional.
-fn split_name(name: &str) -> Result<(Option<String>, Option<String>), DefinitionError> {
-    let (group, event) = match name.split_once('/') {
+fn split_name(name: &str, naming: Naming) -> Result<(Option<String>, Option<String>), DefinitionError> {
+    let split = match name.split_once('/') {
+        None if naming == Naming::Definition => name.split_once('.'),
+        split => split,
+    };
+    let (group, event) = match split {
         Some((group, event)) => (Some(group), event),
         None => (None, name),
     };
@@ -947,5 +962,19 @@ mod tests {
         assert_eq!(spec.to_string(), "p:kprobes/ev fib c=$COMM d=$COMM:string");
         assert!(matches!(parse("p:ev fib $COMM:u32"), Err(BadFetchArg { .. })));
         assert!(matches!(parse("p:ev fib +0($COMM)"), Err(BadFetchArg { .. })));
+    }
+
+    #[test]
+    fn a_dot_separates_group_and_event_in_a_definition() {
+        use DefinitionError::*;
+        let spec = define("p:mygrp.ev fib");
+        assert_eq!((spec.group.as_str(), spec.event.as_str()), ("mygrp", "ev"));
+        assert_eq!(spec.to_string(), "p:mygrp/ev fib");
+        let spec = define("f:mygrp. fib");
+        assert_eq!((spec.group.as_str(), spec.event.as_str()), ("mygrp", "fib__entry"));
+        assert_eq!(parse("p:.ev fib"), Err(BadName(".ev".into())));
+        assert_eq!(parse("p:a/b.c fib"), Err(BadName("a/b.c".into())), "'/' first, then the event must be a name");
+        // A removal splits at '/' only, as Linux's does.
+        assert!(matches!(parse("-:mygrp.ev"), Err(BadName(_))));
     }
 }
