@@ -13,7 +13,7 @@ use alloc::vec::Vec;
 use core::fmt::{self, Write};
 
 use ftrace::event::{Common, COMMON_SIZE};
-use ftrace::output::{write_code_address, write_symbol, Namer};
+use ftrace::output::{write_code_address, write_sym_addr, write_symbol, Namer};
 use ftrace::payload::Payload;
 
 use crate::definition::{ArgType, EventSpec};
@@ -178,16 +178,22 @@ impl Layout {
     }
 
     /// Prints a record as Linux does:
-    /// `EVENT: (fib+0x0/0x60) n=0x5` or `EVENT: (run+0x1c/0x80 <- fib) n=0x5 ret=0x5`.
-    pub fn write(&self, event: &str, payload: &[u8], names: Namer, out: &mut dyn Write) -> fmt::Result {
+    /// `EVENT: (fib+0x0/0x60) n=0x5` or `EVENT: (run+0x1c/0x80 <- fib) n=0x5 ret=0x5`;
+    /// with `sym_addr` (`options/sym-addr`) each address's value follows
+    /// its name: `(fib+0x0/0x60 <0000000040228778>)`.
+    pub fn write(&self, event: &str, payload: &[u8], names: Namer, sym_addr: bool, out: &mut dyn Write) -> fmt::Result {
         let word = |at: usize| payload.get(at..at + 8).map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap()));
+        let value = |out: &mut dyn Write, at: usize| if sym_addr { write_sym_addr(out, word(at)) } else { Ok(()) };
         write!(out, "{event}: (")?;
         if self.exit {
             write_code_address(out, word(Self::RET_IP) as usize, names)?;
+            value(out, Self::RET_IP)?;
             out.write_str(" <- ")?;
             write_symbol(out, word(Self::IP) as usize, names)?;
+            value(out, Self::IP)?;
         } else {
             write_code_address(out, word(Self::IP) as usize, names)?;
+            value(out, Self::IP)?;
         }
         out.write_char(')')?;
         let faults_at = self.faults_offset();
@@ -331,14 +337,34 @@ mod tests {
         let len = entry.encode(common, &[0x1000], &[Value::Int(5)], &mut buf);
         assert_eq!(len, 8 + 8 + 4 + 8);
         let mut text = String::new();
-        entry.write("fibent", &buf[..len], &names, &mut text).unwrap();
+        entry.write("fibent", &buf[..len], &names, false, &mut text).unwrap();
         assert_eq!(text, "fibent: (kernel::workload::fib+0x0/0x60) n=0x5");
 
         let exit = layout("f:fibret kernel::workload::fib%return n=$arg1 ret=$retval");
         let len = exit.encode(common, &[0x1000, 0x201c], &[Value::Int(5), Value::Int(5)], &mut buf);
         let mut text = String::new();
-        exit.write("fibret", &buf[..len], &names, &mut text).unwrap();
+        exit.write("fibret", &buf[..len], &names, false, &mut text).unwrap();
         assert_eq!(text, "fibret: (kernel::workload::run+0x1c/0x80 <- kernel::workload::fib) n=0x5 ret=0x5");
+    }
+
+    #[test]
+    fn sym_addr_follows_each_address_with_its_value() {
+        let common = Common { kind: 1001, ..Common::default() };
+        let mut buf = [0u8; MAX_RECORD];
+        let entry = layout("f:fibent kernel::workload::fib n=$arg1");
+        let len = entry.encode(common, &[0x1000], &[Value::Int(5)], &mut buf);
+        let mut text = String::new();
+        entry.write("fibent", &buf[..len], &names, true, &mut text).unwrap();
+        assert_eq!(text, "fibent: (kernel::workload::fib+0x0/0x60 <0000000000001000>) n=0x5");
+
+        let exit = layout("f:fibret kernel::workload::fib%return");
+        let len = exit.encode(common, &[0x1000, 0x201c], &[], &mut buf);
+        let mut text = String::new();
+        exit.write("fibret", &buf[..len], &names, true, &mut text).unwrap();
+        assert_eq!(
+            text,
+            "fibret: (kernel::workload::run+0x1c/0x80 <000000000000201c> <- kernel::workload::fib <0000000000001000>)"
+        );
     }
 
     #[test]
@@ -359,7 +385,7 @@ mod tests {
         let len = l.encode(Common::default(), &[0x1000], &values, &mut buf);
         assert!(len > 0);
         let mut text = String::new();
-        l.write("e", &buf[..len], &names, &mut text).unwrap();
+        l.write("e", &buf[..len], &names, false, &mut text).unwrap();
         assert_eq!(
             text,
             "e: (kernel::workload::fib+0x0/0x60) a=255 b=-2 c=0xdeadbeef d=\"hello\\x0a\" e=kernel::workload::fib+0x4/0x60 f=(fault) g=(fault)"
@@ -379,7 +405,7 @@ mod tests {
         let len = l.encode(Common::default(), &[0x1000], &values, &mut buf);
         assert_eq!(len, l.fixed_size);
         let mut text = String::new();
-        l.write("e", &buf[..len], &names, &mut text).unwrap();
+        l.write("e", &buf[..len], &names, false, &mut text).unwrap();
         let symbols = "{kernel::workload::fib+0x4/0x60,kernel::workload::run+0x0/0x80}";
         assert_eq!(
             text,
@@ -390,7 +416,7 @@ mod tests {
         let values = [Value::Array(&a[..3]), Value::Int(1), Value::Int(7), Value::Fault];
         let len = l.encode(Common::default(), &[0x1000], &values, &mut buf);
         let mut text = String::new();
-        l.write("e", &buf[..len], &names, &mut text).unwrap();
+        l.write("e", &buf[..len], &names, false, &mut text).unwrap();
         assert!(text.ends_with(" a=(fault) b=(fault) n=7 c=(fault)"), "{text}");
     }
 

@@ -155,6 +155,12 @@ pub fn write_code_address(out: &mut dyn Write, address: usize, names: Namer) -> 
     }
 }
 
+/// What `options/sym-addr` adds after a name: ` <ADDRESS>`, 16 hex digits
+/// (Linux's `seq_print_ip_sym`).
+pub fn write_sym_addr(out: &mut dyn Write, address: u64) -> fmt::Result {
+    write!(out, " <{address:016x}>")
+}
+
 /// How the function tracer's lines look (`options/sym-offset`,
 /// `options/sym-addr`, `options/print-parent`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,7 +197,7 @@ pub fn write_function(
             false => write_symbol(out, address as usize, names)?,
         }
         match options.sym_addr {
-            true => write!(out, " <{address:016x}>"),
+            true => write_sym_addr(out, address),
             false => Ok(()),
         }
     };

@@ -402,8 +402,10 @@ pub fn reset_graph_state() {
 // ---- cat trace ----
 
 /// Prints an event type the tracers do not know (dynamic events): `None` if
-/// the printer does not know it either.
-pub type EventPrinter = fn(payload: &[u8], out: &mut dyn Write) -> Option<fmt::Result>;
+/// the printer does not know it either. `sym_addr`: `options/sym-addr` is
+/// on (each code address is followed by its value, as Linux prints a probe
+/// event's).
+pub type EventPrinter = fn(payload: &[u8], sym_addr: bool, out: &mut dyn Write) -> Option<fmt::Result>;
 
 static EVENT_PRINTER: arch::cell::AtomicFn<EventPrinter> = arch::cell::AtomicFn::none();
 
@@ -413,7 +415,7 @@ pub fn set_event_printer(printer: EventPrinter) {
 }
 
 /// Prints `payload` with the installed printer, or says its type.
-fn print_other(payload: &[u8], out: &mut dyn Write) -> fmt::Result {
+fn print_other(payload: &[u8], sym_addr: bool, out: &mut dyn Write) -> fmt::Result {
     if let Some(frames) = crate::event::decode_stack(payload) {
         // Linux's `<stack trace>`: one ` => function` line per frame (the
         // caller adds the last newline).
@@ -447,7 +449,7 @@ fn print_other(payload: &[u8], out: &mut dyn Write) -> fmt::Result {
         return write!(out, "{}: {}", writer.name(), text.strip_suffix('\n').unwrap_or(text));
     }
     let printer = EVENT_PRINTER.load();
-    match printer.and_then(|print| print(payload, out)) {
+    match printer.and_then(|print| print(payload, sym_addr, out)) {
         Some(result) => result,
         // Linux's words for a record whose event is gone.
         None => write!(out, "Unknown type {}", Common::decode(payload).unwrap_or_default().kind),
@@ -543,9 +545,12 @@ fn write_events(
             .filter_map(|&(time, cpu, payload)| Event::decode(payload).map(|record| (time, cpu, record, payload)))
             .collect();
         let options = array.graph_options();
-        return output::write_graph(graph, out, &lines, &names, &comms, options, &print_other);
+        let sym_addr = array.function_options().sym_addr;
+        let other = |payload: &[u8], out: &mut dyn Write| print_other(payload, sym_addr, out);
+        return output::write_graph(graph, out, &lines, &names, &comms, options, &other);
     }
     let context = array.context_options();
+    let sym_addr = array.function_options().sym_addr;
     for &(time, cpu, payload) in events {
         match Event::decode(payload) {
             Some(Event::Function(event)) => {
@@ -570,7 +575,7 @@ fn write_events(
             _ => {
                 let common = Common::decode(payload).unwrap_or_default();
                 output::write_context(out, cpu, time, &common, &comms, context)?;
-                print_other(payload, out)?;
+                print_other(payload, sym_addr, out)?;
                 writeln!(out)?;
             }
         }

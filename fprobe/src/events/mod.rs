@@ -638,13 +638,14 @@ pub fn write_format(group: &str, event: &str, out: &mut dyn Write) -> Result<(),
     Ok(())
 }
 
-/// Prints a dynamic event's record for `cat trace` (None: not one of ours).
-pub fn print_event(payload: &[u8], out: &mut dyn Write) -> Option<fmt::Result> {
+/// Prints a dynamic event's record for `cat trace` (None: not one of ours);
+/// `sym_addr`: with each address's value too (`options/sym-addr`).
+pub fn print_event(payload: &[u8], sym_addr: bool, out: &mut dyn Write) -> Option<fmt::Result> {
     let kind = u16::from_ne_bytes(payload.get(0..2)?.try_into().ok()?);
     let events = EVENTS.lock();
     let compiled = events.iter().map(|e| &e.compiled).find(|c| c.id == kind)?;
     let names = |address: usize| ftrace::symbols::table().ok()?.lookup(address);
-    Some(compiled.layout.write(&compiled.event, payload, &names, out))
+    Some(compiled.layout.write(&compiled.event, payload, &names, sym_addr, out))
 }
 
 /// `echo EXPR > events/GRP/EVENT/filter` (`0` clears it); a bad filter

@@ -118,6 +118,40 @@ fn a_kretprobe_event_records_the_return_value_and_an_entry_argument() {
 }
 
 #[ktest]
+fn sym_addr_shows_a_probe_events_addresses() {
+    write("kprobe_events", "p:kprobes/fibaddr kernel::workload::fib\nr:kprobes/fibaddrret kernel::workload::fib");
+    write("options/sym-addr", "1");
+    write("trace", "");
+    write("events/kprobes/enable", "1");
+    assert_eq!(fib(black_box(1)), 1);
+    write("events/kprobes/enable", "0");
+    let trace = read("trace");
+    write("options/sym-addr", "0");
+    write("kprobe_events", "-:fibaddr");
+    write("kprobe_events", "-:fibaddrret");
+    // As Linux's `seq_print_ip_sym`: ` <ADDRESS>` after every name.
+    let fib_address = crate::workload::fib as fn(u64) -> u64 as usize;
+    let entry = lines_of(&trace, "fibaddr");
+    assert_eq!(entry.len(), 1, "{trace}");
+    assert!(entry[0].ends_with(&format!("(kernel::workload::fib+0x0/{:#x} <{fib_address:016x}>)", fib_size())), "{trace}");
+    let exit = lines_of(&trace, "fibaddrret");
+    assert_eq!(exit.len(), 1, "{trace}");
+    assert!(exit[0].ends_with(&format!(" <- kernel::workload::fib <{fib_address:016x}>)")), "{trace}");
+    let ret = exit[0].split(" (").nth(1).unwrap().split(" <- ").next().unwrap();
+    let (place, value) = ret.split_once(" <").unwrap();
+    let value = usize::from_str_radix(value.strip_suffix('>').unwrap(), 16).unwrap();
+    let table = ftrace::symbols::table().unwrap();
+    let caller = table.lookup(value).unwrap();
+    assert_eq!(place, format!("{}+{:#x}/{:#x}", caller.name, value - caller.address, caller.size), "{trace}");
+}
+
+/// fib's size in bytes, as its symbol says.
+fn fib_size() -> usize {
+    let fib_address = crate::workload::fib as fn(u64) -> u64 as usize;
+    ftrace::symbols::table().unwrap().lookup(fib_address).unwrap().size
+}
+
+#[ktest]
 fn a_kprobe_event_at_fibs_entry_rides_on_the_ftrace_site() {
     write("kprobe_events", "p:kprobes/fibent kernel::workload::fib");
     write("events/kprobes/fibent/enable", "1");
