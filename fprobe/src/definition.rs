@@ -456,9 +456,11 @@ pub fn parse_as(line: &str, syntax: Syntax) -> Result<Command, DefinitionError> 
             (symbol, exit, ProbeKind::Fprobe)
         }
         Head::Kprobe | Head::Kretprobe(_) => {
-            // `p SYM%return` is a kretprobe, as Linux reads it (since 5.11).
+            // `p SYM%return` is a kretprobe, as Linux reads it (since 5.11);
+            // `r SYM%return` says so twice, which Linux takes too.
             let (symbol_word, head_kind) = match (symbol_word.strip_suffix("%return"), head_kind) {
                 (Some(symbol), Head::Kprobe) => (symbol, Head::Kretprobe(0)),
+                (Some(symbol), Head::Kretprobe(maxactive)) => (symbol, Head::Kretprobe(maxactive)),
                 _ => (symbol_word, head_kind),
             };
             let location = Location::parse(symbol_word).map_err(DefinitionError::BadLocation)?;
@@ -827,7 +829,7 @@ mod tests {
         assert_eq!(parse_as("p:a fib", Syntax::Kprobe).map(|_| ()), Ok(()));
         let spec = define("p:pret fib%return r=$retval");
         assert_eq!(spec.to_string(), "r:kprobes/pret fib r=$retval", "p SYM%return is a kretprobe, as Linux lists it");
-        assert!(matches!(parse("r:a fib%return"), Err(DefinitionError::BadLocation(_))));
+        assert!(matches!(parse("r:a fib%ret"), Err(DefinitionError::BadLocation(_))));
     }
 
     #[test]
@@ -951,6 +953,20 @@ mod tests {
         assert_eq!(comm.args[1].ty, ArgType::String);
         assert!(matches!(parse("f:ev fib $comm:u32"), Err(BadFetchArg { .. })));
         assert!(matches!(parse("f:ev fib +0($comm)"), Err(BadFetchArg { .. })));
+    }
+
+    #[test]
+    fn a_kretprobe_may_say_percent_return_too() {
+        for (line, shown) in [
+            ("r:ev fib%return n=$retval", "r:kprobes/ev fib n=$retval"),
+            ("r8:ev fib+0%return", "r8:kprobes/ev fib"),
+            ("p:ev fib%return", "r:kprobes/ev fib"),
+        ] {
+            let spec = define(line);
+            assert!(spec.exit, "{line}");
+            assert_eq!(spec.to_string(), shown);
+        }
+        assert_eq!(define("r fib%return").event, "r_fib_0");
     }
 
     #[test]
