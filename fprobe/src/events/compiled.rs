@@ -342,6 +342,9 @@ pub(super) fn write_format_of(compiled: &Compiled, out: &mut dyn Write) -> fmt::
         )?;
     }
     writeln!(out)?;
+    // The place as `trace` prints it, so that trace-cmd's report of an
+    // exported trace reads the same (Linux's says `(%lx)` and `(%lx <-
+    // %lx)`, the function first: its reports show bare hex there).
     let mut fmt_text = String::from(if layout.exit { "(%pS <- %ps)" } else { "(%pS)" });
     let mut fmt_args = String::from(if layout.exit {
         "(void *)REC->__probe_ret_ip, (void *)REC->__probe_func"
@@ -349,11 +352,12 @@ pub(super) fn write_format_of(compiled: &Compiled, out: &mut dyn Write) -> fmt::
         "(void *)REC->__probe_ip"
     });
     for field in &layout.fields {
+        // Each type's format, as Linux's fetch types print it.
         let spec = match field.ty {
-            ArgType::Unsigned(64) | ArgType::Bitfield { container: 64, .. } => "%llu",
+            ArgType::Unsigned(64) | ArgType::Bitfield { container: 64, .. } => "%Lu",
             ArgType::Unsigned(_) | ArgType::Bitfield { .. } => "%u",
             ArgType::Char => "'%c'",
-            ArgType::Signed(64) => "%lld",
+            ArgType::Signed(64) => "%Ld",
             ArgType::Signed(_) => "%d",
             ArgType::Hex(64) => "0x%Lx",
             ArgType::Hex(_) => "0x%x",

@@ -145,6 +145,23 @@ fn sym_addr_shows_a_probe_events_addresses() {
     assert_eq!(place, format!("{}+{:#x}/{:#x}", caller.name, value - caller.address, caller.size), "{trace}");
 }
 
+/// A probe event's `print fmt` prints each type in Linux's format for it
+/// (the place stays `%pS`, as `trace` shows it, for trace-cmd's reports).
+#[ktest]
+fn a_probe_events_print_fmt_has_linuxs_type_formats() {
+    write("kprobe_events", "p:kprobes/fmtent kernel::workload::fib a=$arg1:u64 b=$arg1:s64 c=$arg1\nr:kprobes/fmtret kernel::workload::fib r=$retval:u32");
+    let print_fmt = |event: &str| {
+        let format = read(&format!("events/kprobes/{event}/format"));
+        String::from(format.lines().find_map(|line| line.strip_prefix("print fmt: ")).unwrap())
+    };
+    let entry = print_fmt("fmtent");
+    let exit = print_fmt("fmtret");
+    write("kprobe_events", "-:fmtent");
+    write("kprobe_events", "-:fmtret");
+    assert_eq!(entry, r#""(%pS) a=%Lu b=%Ld c=0x%Lx", (void *)REC->__probe_ip, REC->a, REC->b, REC->c"#);
+    assert_eq!(exit, r#""(%pS <- %ps) r=%u", (void *)REC->__probe_ret_ip, (void *)REC->__probe_func, REC->r"#);
+}
+
 /// fib's size in bytes, as its symbol says.
 fn fib_size() -> usize {
     let fib_address = crate::workload::fib as fn(u64) -> u64 as usize;
