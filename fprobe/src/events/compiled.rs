@@ -325,7 +325,9 @@ pub(super) fn write_format_of(compiled: &Compiled, out: &mut dyn Write) -> fmt::
         let (c_type, signed) = match field.ty {
             ArgType::Unsigned(bits) | ArgType::Hex(bits) | ArgType::Bitfield { container: bits, .. } => (format!("u{bits}"), 0),
             ArgType::Signed(bits) => (format!("s{bits}"), 1),
-            ArgType::Symbol => ("unsigned long".to_string(), 0),
+            // Linux's symbol is an alias of the address-sized unsigned
+            // type, and its format says so (`u64`).
+            ArgType::Symbol => (format!("u{}", usize::BITS), 0),
             ArgType::String | ArgType::SymStr => ("__data_loc char[]".to_string(), 0),
             // Linux's char is an alias of u8, and its format says so.
             ArgType::Char => ("u8".to_string(), 0),

@@ -146,19 +146,26 @@ fn sym_addr_shows_a_probe_events_addresses() {
 }
 
 /// A probe event's `print fmt` prints each type in Linux's format for it
-/// (the place stays `%pS`, as `trace` shows it, for trace-cmd's reports).
+/// (the place stays `%pS`, as `trace` shows it, for trace-cmd's reports);
+/// a symbol's field is a `u64`, as Linux's format names it.
 #[ktest]
 fn a_probe_events_print_fmt_has_linuxs_type_formats() {
-    write("kprobe_events", "p:kprobes/fmtent kernel::workload::fib a=$arg1:u64 b=$arg1:s64 c=$arg1\nr:kprobes/fmtret kernel::workload::fib r=$retval:u32");
+    write(
+        "kprobe_events",
+        "p:kprobes/fmtent kernel::workload::fib a=$arg1:u64 b=$arg1:s64 c=$arg1 s=$arg1:symbol\n\
+         r:kprobes/fmtret kernel::workload::fib r=$retval:u32",
+    );
     let print_fmt = |event: &str| {
         let format = read(&format!("events/kprobes/{event}/format"));
         String::from(format.lines().find_map(|line| line.strip_prefix("print fmt: ")).unwrap())
     };
     let entry = print_fmt("fmtent");
     let exit = print_fmt("fmtret");
+    let symbol_field = read("events/kprobes/fmtent/format").lines().any(|line| line.starts_with("\tfield:u64 s;"));
     write("kprobe_events", "-:fmtent");
     write("kprobe_events", "-:fmtret");
-    assert_eq!(entry, r#""(%pS) a=%Lu b=%Ld c=0x%Lx", (void *)REC->__probe_ip, REC->a, REC->b, REC->c"#);
+    assert_eq!(entry, r#""(%pS) a=%Lu b=%Ld c=0x%Lx s=%pS", (void *)REC->__probe_ip, REC->a, REC->b, REC->c, REC->s"#);
+    assert!(symbol_field, "a symbol is a u64 field");
     assert_eq!(exit, r#""(%pS <- %ps) r=%u", (void *)REC->__probe_ret_ip, (void *)REC->__probe_func, REC->r"#);
 }
 
