@@ -31,7 +31,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
 
-use ftrace::number::c_digits as c_number;
+use ftrace::number::{c_digits as c_number, c_long};
 
 pub use kprobes::location::{Location, LocationError};
 
@@ -696,13 +696,12 @@ fn parse_index(text: &str) -> Option<usize> {
 /// `+8`, `-0x10`: one sign, then decimal or `0x` hex digits only (so
 /// neither `+-8` nor `+0x-8`, and no magnitude that overflows).
 fn parse_offset(text: &str) -> Option<i64> {
-    let (sign, digits) = match text.split_at_checked(1)? {
-        ("+", digits) => (1, digits),
-        ("-", digits) => (-1, digits),
-        _ => return None,
-    };
-    let value = i64::try_from(c_number(digits)?).ok()?;
-    Some(sign * value)
+    match text.split_at_checked(1)? {
+        ("+", digits) => i64::try_from(c_number(digits)?).ok(),
+        // Down to `-0x8000000000000000`, as Linux's `kstrtol` reads it.
+        ("-", _) => c_long(text),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -869,12 +868,22 @@ mod tests {
     #[test]
     fn numbers_in_fetch_args_take_one_sign_and_digits() {
         let accepted = |arg: &str| parse(&format!("f:a fib x={arg}")).is_ok();
-        for good in ["+8($arg1)", "-0x10(%di)", "$stack4095", "$arg12"] {
+        for good in
+            ["+8($arg1)", "-0x10(%di)", "$stack4095", "$arg12", "-0x8000000000000000($arg1)", "-9223372036854775808($arg1)"]
+        {
             assert!(accepted(good), "{good}");
         }
-        for bad in
-            ["+-8($arg1)", "--8($arg1)", "+0x-8($arg1)", "--9223372036854775808($arg1)", "$arg+1", "$stack+2", "$stack4096"]
-        {
+        for bad in [
+            "+-8($arg1)",
+            "--8($arg1)",
+            "+0x-8($arg1)",
+            "--9223372036854775808($arg1)",
+            "+0x8000000000000000($arg1)",
+            "-0x8000000000000001($arg1)",
+            "$arg+1",
+            "$stack+2",
+            "$stack4096",
+        ] {
             assert!(!accepted(bad), "{bad}");
         }
     }
