@@ -138,7 +138,7 @@ fn ls(invocation: &Invocation) -> Result<(), ShellError> {
     match dir.as_str() {
         "" => print_entries_under(tracefs::names(), "", out)?,
         "instances" => ftrace::instance::names().iter().for_each(|name| {
-            let _ = writeln!(out, "instances/{name}/");
+            let _ = writeln!(out, "{name}/");
         }),
         dir if dir.starts_with("instances/") => {
             let path = dir.strip_prefix("instances/").unwrap_or("");
@@ -151,8 +151,9 @@ fn ls(invocation: &Invocation) -> Result<(), ShellError> {
     Ok(())
 }
 
-/// Prints what of `names` is directly under `dir`: files, and directories
-/// with a `/`; none is an error.
+/// Prints what of `names` is directly under `dir`, named as in `dir` (as
+/// Linux's `ls DIR` names them): files, and directories with a `/`; none is
+/// an error.
 fn print_entries_under(names: impl Iterator<Item = String>, dir: &str, out: &mut dyn Write) -> Result<(), ShellError> {
     let prefix = match dir {
         "" => String::new(),
@@ -162,8 +163,8 @@ fn print_entries_under(names: impl Iterator<Item = String>, dir: &str, out: &mut
     for name in names {
         let Some(rest) = name.strip_prefix(&prefix) else { continue };
         let entry = match rest.split_once('/') {
-            Some((first, _)) => format!("{prefix}{first}/"),
-            None => name.clone(),
+            Some((first, _)) => format!("{first}/"),
+            None => String::from(rest),
         };
         if !entries.contains(&entry) {
             entries.push(entry);

@@ -235,7 +235,15 @@ fn cd_and_absolute_paths_reach_instance_files_as_on_linux() {
         "/sys/kernel/tracing/../tracing/instances/here/trace\n"
     );
 
+    // ls names entries as in the directory listed, as Linux's ls does: the
+    // names work from where they are listed.
+    let options = text("ls options");
+    assert!(options.lines().any(|entry| entry == "print-parent"), "{options}");
+    assert!(options.lines().all(|entry| !entry.contains('/')), "{options}");
+
     run("cd ..");
+    assert!(text("ls").lines().any(|entry| entry == "here/"), "ls in instances names the instance");
+    assert_eq!(text("cat here/current_tracer"), "nop\n", "a listed name reads from where it was listed");
     run("rmdir here");
     run("cd");
     assert_eq!(crate::shell::working_directory(), "");
