@@ -818,6 +818,11 @@ fn parse_command(word: &str) -> Option<Result<(bool, &str, ftrace::func_probe::C
     match switching {
         Some((glob, command)) => Some(Ok((remove, glob, command, count))),
         None if names_module => refuse(ProbeError::NoModules),
+        // `FUNC:traceoff:3:4`: two counts. (Linux reads the first and drops
+        // the rest unseen; a mistyped count is better told.)
+        None if count.is_some() && ftrace::number::c_count(name).is_some() && ends_with_command(head) => {
+            refuse(ProbeError::BadCount(format!("{name}:{last}")))
+        }
         None => refuse(ProbeError::UnknownCommand(name.into())),
     }
 }

@@ -1002,6 +1002,11 @@ fn a_module_filter_is_refused_as_unsupported() {
         matches!(&unknown, Err(TracefsError::Invalid(message)) if message.starts_with("unknown command 'bogus'")),
         "{unknown:?}"
     );
+    // Two counts: the count named, not taken for a command.
+    let before = read("set_ftrace_filter");
+    let two = tracefs::write("set_ftrace_filter", "kernel::workload::fib:traceoff:3:4", FilterMode::Append);
+    assert!(matches!(&two, Err(TracefsError::Invalid(message)) if message.starts_with("bad count '3:4'")), "{two:?}");
+    assert_eq!(read("set_ftrace_filter"), before, "a refused count changes nothing");
     write("set_ftrace_filter", "");
 }
 
