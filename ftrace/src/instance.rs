@@ -381,7 +381,7 @@ impl TraceArray {
             // Tracing refused the other ops: the option stays as it was.
             Err(_) => self.options.store(before, Ordering::Relaxed),
             Ok(()) if option == TraceOption::Overwrite => self.buffer().set_overwrite(on),
-            Ok(()) if option == TraceOption::FuncgraphIrqs => self.refresh_graph_plain(),
+            Ok(()) if matches!(option, TraceOption::FuncgraphIrqs | TraceOption::SleepTime) => self.refresh_graph_plain(),
             Ok(()) => {}
         }
         swapped
@@ -418,6 +418,7 @@ impl TraceArray {
             duration: self.option(TraceOption::FuncgraphDuration),
             overhead: self.option(TraceOption::FuncgraphOverhead),
             tail: self.option(TraceOption::FuncgraphTail),
+            overrun: self.option(TraceOption::FuncgraphOverrun),
             context_info: self.option(TraceOption::ContextInfo),
             print_parent: self.option(TraceOption::PrintParent),
         }
@@ -434,6 +435,7 @@ impl TraceArray {
         let _one_at_a_time = self.graph.refreshing.lock();
         let plain = !self.pids.lock().is_active()
             && self.option(TraceOption::FuncgraphIrqs)
+            && self.option(TraceOption::SleepTime)
             && crate::tracer::tracing_thresh_us() == 0
             && self.graph.max_depth.load(Ordering::Relaxed) == 0
             && self.graph.functions.read(|list| list.is_none())
@@ -590,12 +592,19 @@ pub enum TraceOption {
     /// A long call's duration gets its overhead mark (`+`, `!`, `#`...;
     /// function_graph; on by default).
     FuncgraphOverhead,
+    /// After each closing brace, ` (Overruns: N)`: the calls the task's
+    /// shadow stack had no room for (function_graph).
+    FuncgraphOverrun,
+    /// A call's duration counts the time its task spent switched out
+    /// (function_graph and the function profiler; on by default). Off, it
+    /// is taken out, as Linux's `sleep-time` does.
+    SleepTime,
 }
 
 impl TraceOption {
     /// Every option, in `trace_options` order: Linux's generic ones in its
     /// order, then the function tracer's, then function_graph's.
-    pub const ALL: [TraceOption; 20] = [
+    pub const ALL: [TraceOption; 22] = [
         TraceOption::PrintParent,
         TraceOption::SymOffset,
         TraceOption::SymAddr,
@@ -607,6 +616,7 @@ impl TraceOption {
         TraceOption::FunctionFork,
         TraceOption::StackTrace,
         TraceOption::FuncStackTrace,
+        TraceOption::FuncgraphOverrun,
         TraceOption::FuncgraphCpu,
         TraceOption::FuncgraphOverhead,
         TraceOption::FuncgraphProc,
@@ -616,6 +626,7 @@ impl TraceOption {
         TraceOption::FuncgraphTail,
         TraceOption::FuncgraphRetval,
         TraceOption::FuncgraphRetvalHex,
+        TraceOption::SleepTime,
     ];
     /// The options a new trace array starts with.
     const DEFAULTS: u32 = TraceOption::PrintParent.bit()
@@ -626,7 +637,8 @@ impl TraceOption {
         | TraceOption::FuncgraphDuration.bit()
         | TraceOption::FuncgraphCpu.bit()
         | TraceOption::FuncgraphIrqs.bit()
-        | TraceOption::FuncgraphOverhead.bit();
+        | TraceOption::FuncgraphOverhead.bit()
+        | TraceOption::SleepTime.bit();
 
     /// Its file name under `options/`.
     pub fn name(self) -> &'static str {
@@ -651,6 +663,8 @@ impl TraceOption {
             TraceOption::FuncgraphRetvalHex => "funcgraph-retval-hex",
             TraceOption::FuncgraphIrqs => "funcgraph-irqs",
             TraceOption::FuncgraphOverhead => "funcgraph-overhead",
+            TraceOption::FuncgraphOverrun => "funcgraph-overrun",
+            TraceOption::SleepTime => "sleep-time",
         }
     }
 
@@ -668,7 +682,9 @@ impl TraceOption {
             | TraceOption::FuncgraphCpu
             | TraceOption::FuncgraphRetvalHex
             | TraceOption::FuncgraphIrqs
-            | TraceOption::FuncgraphOverhead => Some(Tracer::FunctionGraph),
+            | TraceOption::FuncgraphOverhead
+            | TraceOption::FuncgraphOverrun
+            | TraceOption::SleepTime => Some(Tracer::FunctionGraph),
             _ => None,
         }
     }

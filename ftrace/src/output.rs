@@ -301,6 +301,9 @@ pub struct GraphOptions {
     pub overhead: bool,
     /// `options/funcgraph-tail`: every closing brace names its function.
     pub tail: bool,
+    /// `options/funcgraph-overrun`: after each closing brace, a line with
+    /// the task's shadow-stack overruns then.
+    pub overrun: bool,
     /// `options/context-info`: off, a line has no time, CPU, task or
     /// duration columns (whatever the options above say), and the output
     /// no column header.
@@ -333,6 +336,7 @@ impl Default for GraphOptions {
             duration: true,
             overhead: true,
             tail: false,
+            overrun: false,
             context_info: true,
             print_parent: true,
         }
@@ -482,7 +486,11 @@ pub fn write_graph(
                     *slot = exit.depth - 1;
                 }
                 let matched = opened.take(cpu, exit.depth) == Some(exit.func);
-                write_closing(out, exit, matched, names, options)?
+                write_closing(out, exit, matched, names, options)?;
+                if options.overrun {
+                    // Linux's own line after the brace's.
+                    write!(out, "\n (Overruns: {})", exit.overrun)?;
+                }
             }
             Event::Function(event) => {
                 // As Linux prints a function event inside a graph: its

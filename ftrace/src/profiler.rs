@@ -5,7 +5,9 @@
 //!
 //! It is a function-graph user: the entry callback counts the hit and keeps
 //! the entry time in the call's data words, the return callback adds the
-//! call's duration (children included, Linux's default `graph-time`). A
+//! call's duration (children included, Linux's default `graph-time`; the
+//! time its task spent switched out too, unless the top level's
+//! `sleep-time` is off). A
 //! call hooked before profiling last stopped adds nothing when it returns:
 //! its entry was counted in tables since emptied, and its duration would
 //! span the pause (the data words keep the registration the call came in
@@ -22,10 +24,13 @@ use arch::sync::Mutex;
 use spin::Once;
 
 use crate::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn};
+use crate::instance::TraceOption;
 use crate::profile::{self, FunctionStat, ProfileTable};
-use crate::{clock, registry, symbols, FtraceError, FtraceOps};
+use crate::{clock, registry, symbols, task, FtraceError, FtraceOps};
 
-static PROFILER: FgraphOps = FgraphOps::new(profile_entry, profile_return).with_data_words(2);
+/// Per call: the entry time, the registration, and with `sleep-time` off
+/// the task's sleep time at the entry.
+static PROFILER: FgraphOps = FgraphOps::new(profile_entry, profile_return).with_data_words(3);
 
 /// One table per CPU.
 static TABLES: Once<Vec<ProfileTable>> = Once::new();
@@ -64,6 +69,11 @@ fn profile_entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, _fr
     if data.reserve_with([clock::now_ns(), u64::from(gops.generation())]).is_none() {
         return false;
     }
+    // The profiler is the top level's (its files are there): its
+    // `sleep-time` says whether a call's time counts its task's sleep.
+    if !crate::instance::top().option(TraceOption::SleepTime) {
+        let _ = data.reserve_with([task::current().slept_ns()]);
+    }
     table.hit(call.func);
     true
 }
@@ -73,8 +83,9 @@ fn profile_return(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _fregs: &
     if generation != u64::from(gops.generation()) {
         return;
     }
+    let slept = data.get(2).map_or(0, |&at_entry| task::current().slept_ns().wrapping_sub(at_entry));
     if let Some(table) = table() {
-        table.add_time(call.func, clock::now_ns().saturating_sub(start));
+        table.add_time(call.func, clock::now_ns().saturating_sub(start).saturating_sub(slept));
     }
 }
 

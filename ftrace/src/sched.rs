@@ -284,6 +284,8 @@ fn wakeup_field(event: &SchedWakeupEvent, field: usize) -> FieldValue<'_> {
 /// function's frame record, at its caller.
 #[inline(never)]
 pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
+    // For `sleep-time` off: the time a task spends switched out.
+    TaskTrace::switched(prev, next, crate::clock::now_ns());
     keep_name(prev);
     keep_name(next);
     let on = SchedEvent::Switch.records();

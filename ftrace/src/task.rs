@@ -82,6 +82,13 @@ pub struct TaskTrace {
     /// The sequence number of the last save of its name in
     /// `saved_cmdlines` (see `crate::cmdlines`).
     name_seq: AtomicU64,
+    /// When it was last switched out ([`TaskTrace::switched`]), in the
+    /// graph tracer's clock; 0 before its first switch out.
+    switched_out_at: AtomicU64,
+    /// How long it has spent switched out since it was made, in
+    /// nanoseconds: Linux's `ftrace_sleeptime`, which `sleep-time` off
+    /// takes out of a call's duration.
+    slept_ns: AtomicU64,
 }
 
 // The trampolines add the counters' own offsets to the state's address.
@@ -104,6 +111,30 @@ impl TaskTrace {
             ignored: AtomicU32::new(0),
             event_ignored: AtomicBool::new(false),
             name_seq: AtomicU64::new(0),
+            switched_out_at: AtomicU64::new(0),
+            slept_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// How long the task has spent switched out, in nanoseconds (see
+    /// [`switched`](Self::switched)). It only grows: the time a call spent
+    /// off the CPU is the difference of two readings.
+    #[inline]
+    pub fn slept_ns(&self) -> u64 {
+        self.slept_ns.load(Ordering::Relaxed)
+    }
+
+    /// Accounts a context switch at `now_ns` (the graph tracer's clock)
+    /// from `prev` to `next`: `prev` leaves now, and `next` was away since
+    /// it left (its sleep time grows by that). Only the switching CPU
+    /// writes either task's fields then: `prev` is its current task, and
+    /// `next` runs nowhere until the switch.
+    pub fn switched(prev: &TaskTrace, next: &TaskTrace, now_ns: u64) {
+        prev.switched_out_at.store(now_ns, Ordering::Relaxed);
+        let left = next.switched_out_at.load(Ordering::Relaxed);
+        if left != 0 {
+            let away = now_ns.saturating_sub(left);
+            next.slept_ns.store(next.slept_ns.load(Ordering::Relaxed).wrapping_add(away), Ordering::Relaxed);
         }
     }
 

@@ -59,9 +59,10 @@ impl Tracer {
 /// The graph tracer's per-call data: two words, its mark (below) and the
 /// call time, which is the timestamp of the call's entry event, so the
 /// duration an exit event carries is exactly the distance between the two
-/// events' timestamps.
+/// events' timestamps; and with `sleep-time` off a third, the task's sleep
+/// time at the entry ([`TaskTrace::slept_ns`](task::TaskTrace::slept_ns)).
 pub(crate) const fn graph_ops() -> FgraphOps {
-    FgraphOps::of::<GraphTrace>().with_data_words(2)
+    FgraphOps::of::<GraphTrace>().with_data_words(3)
 }
 
 /// The function-graph tracer's callbacks, run inline by its graph ops.
@@ -200,6 +201,10 @@ fn graph_trace_entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData,
     match graph_trace_entry_checked(array, *call) {
         Some([mark, time]) => {
             *words = [mark | generation, time];
+            if !array.option(TraceOption::SleepTime) {
+                // The return takes out what the task sleeps from now on.
+                let _ = data.reserve_with([task::current().slept_ns()]);
+            }
             true
         }
         None => false,
@@ -360,6 +365,12 @@ fn graph_trace_return(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _freg
     let array = array_of_graph_ops(gops);
     // Every hooked call's entry reserved both words.
     let &[mark, calltime, ..] = data else { return };
+    // `sleep-time` off at the entry: the call starts later by the time its
+    // task has spent switched out since (Linux's `handle_nosleeptime`).
+    let calltime = match data.get(2) {
+        Some(&slept) => calltime.wrapping_add(task::current().slept_ns().wrapping_sub(slept)),
+        None => calltime,
+    };
     // A call hooked in another registration of the tracer records
     // nothing: its entry went with the buffer a switch emptied (Linux stubs
     // out an unregistered graph user's returns, and gives a re-registered

@@ -430,3 +430,89 @@ fn read(path: &str) -> String {
     tracefs::read(path, &mut text).unwrap();
     text
 }
+
+/// Sleeps 20 ms, then returns: a call that is mostly time switched out.
+#[inline(never)]
+fn sleeps_twenty_ms() {
+    crate::sched::sleep_ms(20);
+}
+
+/// The durations of `name`'s returns in the buffer, in nanoseconds.
+fn durations_of(name: &str) -> Vec<u64> {
+    let returns = graph_events().into_iter().filter_map(|event| match event {
+        ftrace::event::Event::GraphExit(exit) if ftrace::symbols::name_of(exit.func as usize) == Some(name) => {
+            Some(exit.duration())
+        }
+        _ => None,
+    });
+    returns.collect()
+}
+
+/// `options/sleep-time` (on by default): a call's duration counts the time
+/// its task spent switched out; off, that time is taken out, as Linux's
+/// does, for the graph tracer and for the function profiler.
+#[ktest]
+fn sleep_time_off_takes_the_time_switched_out_out_of_a_duration() {
+    const NAME: &str = "kernel::tests::graph_tracer::sleeps_twenty_ms";
+    const MS: u64 = 1_000_000;
+    assert_eq!(read("options/sleep-time"), "1\n", "on by default");
+    tracer_setup(NAME, "", "0");
+    sleeps_twenty_ms();
+    let with_sleep = durations_of(NAME);
+    tracefs::write("options/sleep-time", "0", FilterMode::Replace).unwrap();
+    tracefs::write("trace", "", FilterMode::Replace).unwrap();
+    sleeps_twenty_ms();
+    let without_sleep = durations_of(NAME);
+    tracer_cleanup();
+
+    // The profiler follows the top level's option.
+    tracefs::write("set_ftrace_filter", NAME, FilterMode::Replace).unwrap();
+    let profiled = |sleep_time: &str| {
+        tracefs::write("options/sleep-time", sleep_time, FilterMode::Replace).unwrap();
+        tracefs::write("function_profile_enabled", "1", FilterMode::Replace).unwrap();
+        sleeps_twenty_ms();
+        tracefs::write("function_profile_enabled", "0", FilterMode::Replace).unwrap();
+        let stats: String = (0..ftrace::buffer::cpus()).map(|cpu| read(&alloc::format!("trace_stat/function{cpu}"))).collect();
+        // The profiler prints the first 30 characters of a name, as Linux's.
+        let line = stats.lines().find(|line| line.trim_start().starts_with(&NAME[..30])).map(String::from);
+        line.unwrap_or_else(|| panic!("{NAME} not profiled:\n{stats}"))
+    };
+    let profiled_without = profiled("0");
+    let profiled_with = profiled("1");
+    tracefs::write("set_ftrace_filter", "", FilterMode::Replace).unwrap();
+    assert_eq!(read("options/sleep-time"), "1\n");
+
+    assert!(matches!(with_sleep[..], [ns] if ns >= 20 * MS), "the sleep counts: {with_sleep:?}");
+    assert!(matches!(without_sleep[..], [ns] if ns < 5 * MS), "the sleep taken out: {without_sleep:?}");
+    // "  kernel::...::sleeps_twenty_ms    1    20345.67 us    ..."
+    let time_us = |line: &str| -> f64 {
+        let columns: Vec<&str> = line.split_whitespace().collect();
+        columns.get(2).and_then(|time| time.parse().ok()).unwrap_or_else(|| panic!("no time in {line:?}"))
+    };
+    assert!(time_us(&profiled_with) >= 20_000.0, "{profiled_with}");
+    assert!(time_us(&profiled_without) < 5_000.0, "{profiled_without}");
+}
+
+/// `options/funcgraph-overrun` (off by default): after each closing brace,
+/// Linux's ` (Overruns: N)` line with the task's shadow-stack overruns.
+#[ktest]
+fn funcgraph_overrun_prints_the_overruns_after_each_closing_brace() {
+    tracer_setup("kernel::workload::fib", "", "0");
+    assert_eq!(fib(3), 2);
+    let plain = read("trace");
+    tracefs::write("options/funcgraph-overrun", "1", FilterMode::Replace).unwrap();
+    let with_overruns = read("trace");
+    tracefs::write("options/funcgraph-overrun", "0", FilterMode::Replace).unwrap();
+    tracer_cleanup();
+    let is_overrun_line = |line: &str| {
+        line.strip_prefix(" (Overruns: ").and_then(|rest| rest.strip_suffix(')')).is_some_and(|n| n.parse::<u64>().is_ok())
+    };
+    assert!(!plain.lines().any(|line| line.contains("Overruns")), "{plain}");
+    let lines: Vec<&str> = with_overruns.lines().collect();
+    let braces: Vec<usize> = (0..lines.len()).filter(|&i| lines[i].trim_end().ends_with('}')).collect();
+    assert_eq!(braces.len(), 2, "fib(3) closes two calls: {with_overruns}");
+    for i in braces {
+        assert!(lines.get(i + 1).is_some_and(|line| is_overrun_line(line)), "after {:?}: {with_overruns}", lines[i]);
+    }
+    assert_eq!(lines.iter().filter(|line| is_overrun_line(line)).count(), 2, "none after a leaf: {with_overruns}");
+}
