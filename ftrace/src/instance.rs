@@ -599,12 +599,15 @@ pub enum TraceOption {
     /// (function_graph and the function profiler; on by default). Off, it
     /// is taken out, as Linux's `sleep-time` does.
     SleepTime,
+    /// The function profiler's time for a function counts the calls it
+    /// makes (on by default); off, only its own, as Linux's `graph-time`.
+    GraphTime,
 }
 
 impl TraceOption {
     /// Every option, in `trace_options` order: Linux's generic ones in its
     /// order, then the function tracer's, then function_graph's.
-    pub const ALL: [TraceOption; 22] = [
+    pub const ALL: [TraceOption; 23] = [
         TraceOption::PrintParent,
         TraceOption::SymOffset,
         TraceOption::SymAddr,
@@ -627,6 +630,7 @@ impl TraceOption {
         TraceOption::FuncgraphRetval,
         TraceOption::FuncgraphRetvalHex,
         TraceOption::SleepTime,
+        TraceOption::GraphTime,
     ];
     /// The options a new trace array starts with.
     const DEFAULTS: u32 = TraceOption::PrintParent.bit()
@@ -638,7 +642,8 @@ impl TraceOption {
         | TraceOption::FuncgraphCpu.bit()
         | TraceOption::FuncgraphIrqs.bit()
         | TraceOption::FuncgraphOverhead.bit()
-        | TraceOption::SleepTime.bit();
+        | TraceOption::SleepTime.bit()
+        | TraceOption::GraphTime.bit();
 
     /// Its file name under `options/`.
     pub fn name(self) -> &'static str {
@@ -665,6 +670,7 @@ impl TraceOption {
             TraceOption::FuncgraphOverhead => "funcgraph-overhead",
             TraceOption::FuncgraphOverrun => "funcgraph-overrun",
             TraceOption::SleepTime => "sleep-time",
+            TraceOption::GraphTime => "graph-time",
         }
     }
 
@@ -684,7 +690,8 @@ impl TraceOption {
             | TraceOption::FuncgraphIrqs
             | TraceOption::FuncgraphOverhead
             | TraceOption::FuncgraphOverrun
-            | TraceOption::SleepTime => Some(Tracer::FunctionGraph),
+            | TraceOption::SleepTime
+            | TraceOption::GraphTime => Some(Tracer::FunctionGraph),
             _ => None,
         }
     }

@@ -5,8 +5,8 @@
 //!
 //! It is a function-graph user: the entry callback counts the hit and keeps
 //! the entry time in the call's data words, the return callback adds the
-//! call's duration (children included, Linux's default `graph-time`; the
-//! time its task spent switched out too, unless the top level's
+//! call's duration (children included, unless the top level's `graph-time`
+//! is off; the time its task spent switched out too, unless its
 //! `sleep-time` is off). A
 //! call hooked before profiling last stopped adds nothing when it returns:
 //! its entry was counted in tables since emptied, and its duration would
@@ -28,9 +28,10 @@ use crate::instance::TraceOption;
 use crate::profile::{self, FunctionStat, ProfileTable};
 use crate::{clock, registry, symbols, task, FtraceError, FtraceOps};
 
-/// Per call: the entry time, the registration, and with `sleep-time` off
-/// the task's sleep time at the entry.
-static PROFILER: FgraphOps = FgraphOps::new(profile_entry, profile_return).with_data_words(3);
+/// Per call: the entry time, the registration, the task's sleep time at
+/// the entry (for `sleep-time` off) and the time of the calls it made (for
+/// `graph-time` off).
+static PROFILER: FgraphOps = FgraphOps::new(profile_entry, profile_return).with_data_words(4);
 
 /// One table per CPU.
 static TABLES: Once<Vec<ProfileTable>> = Once::new();
@@ -66,26 +67,41 @@ fn table() -> Option<&'static ProfileTable> {
 
 fn profile_entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, _fregs: &mut FtraceRegs) -> bool {
     let Some(table) = table() else { return false };
-    if data.reserve_with([clock::now_ns(), u64::from(gops.generation())]).is_none() {
+    let slept = task::current().slept_ns();
+    if data.reserve_with([clock::now_ns(), u64::from(gops.generation()), slept, 0]).is_none() {
         return false;
-    }
-    // The profiler is the top level's (its files are there): its
-    // `sleep-time` says whether a call's time counts its task's sleep.
-    if !crate::instance::top().option(TraceOption::SleepTime) {
-        let _ = data.reserve_with([task::current().slept_ns()]);
     }
     table.hit(call.func);
     true
 }
 
+/// A call's time, as the top level's options (the profiler's files are
+/// there) say: `sleep-time` off takes out the time its task spent switched
+/// out, `graph-time` off the time of the calls it made, which each of them
+/// added to it here as it returned (as Linux's profiler does).
 fn profile_return(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _fregs: &mut FtraceRegs) {
-    let &[start, generation, ..] = data else { return };
+    let &[start, generation, slept_at_entry, inner] = data else { return };
     if generation != u64::from(gops.generation()) {
         return;
     }
-    let slept = data.get(2).map_or(0, |&at_entry| task::current().slept_ns().wrapping_sub(at_entry));
+    let top = crate::instance::top();
+    let mut time = clock::now_ns().saturating_sub(start);
+    if !top.option(TraceOption::SleepTime) {
+        time = time.saturating_sub(task::current().slept_ns().wrapping_sub(slept_at_entry));
+    }
+    if !top.option(TraceOption::GraphTime) {
+        // SAFETY: the profiler's own return callback.
+        unsafe {
+            gops.with_outer_call_data(|outer| {
+                if let Some(outer_inner) = outer.get_mut(3) {
+                    *outer_inner = outer_inner.wrapping_add(time);
+                }
+            })
+        };
+        time = time.saturating_sub(inner);
+    }
     if let Some(table) = table() {
-        table.add_time(call.func, clock::now_ns().saturating_sub(start).saturating_sub(slept));
+        table.add_time(call.func, time);
     }
 }
 

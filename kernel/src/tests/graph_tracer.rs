@@ -466,31 +466,63 @@ fn sleep_time_off_takes_the_time_switched_out_out_of_a_duration() {
     tracer_cleanup();
 
     // The profiler follows the top level's option.
-    tracefs::write("set_ftrace_filter", NAME, FilterMode::Replace).unwrap();
     let profiled = |sleep_time: &str| {
         tracefs::write("options/sleep-time", sleep_time, FilterMode::Replace).unwrap();
-        tracefs::write("function_profile_enabled", "1", FilterMode::Replace).unwrap();
-        sleeps_twenty_ms();
-        tracefs::write("function_profile_enabled", "0", FilterMode::Replace).unwrap();
-        let stats: String = (0..ftrace::buffer::cpus()).map(|cpu| read(&alloc::format!("trace_stat/function{cpu}"))).collect();
-        // The profiler prints the first 30 characters of a name, as Linux's.
-        let line = stats.lines().find(|line| line.trim_start().starts_with(&NAME[..30])).map(String::from);
-        line.unwrap_or_else(|| panic!("{NAME} not profiled:\n{stats}"))
+        profiled_times(NAME, sleeps_twenty_ms, &[NAME])[0]
     };
     let profiled_without = profiled("0");
     let profiled_with = profiled("1");
-    tracefs::write("set_ftrace_filter", "", FilterMode::Replace).unwrap();
     assert_eq!(read("options/sleep-time"), "1\n");
 
     assert!(matches!(with_sleep[..], [ns] if ns >= 20 * MS), "the sleep counts: {with_sleep:?}");
     assert!(matches!(without_sleep[..], [ns] if ns < 5 * MS), "the sleep taken out: {without_sleep:?}");
-    // "  kernel::...::sleeps_twenty_ms    1    20345.67 us    ..."
-    let time_us = |line: &str| -> f64 {
-        let columns: Vec<&str> = line.split_whitespace().collect();
-        columns.get(2).and_then(|time| time.parse().ok()).unwrap_or_else(|| panic!("no time in {line:?}"))
+    assert!(profiled_with >= 20_000.0, "{profiled_with} us");
+    assert!(profiled_without < 5_000.0, "{profiled_without} us");
+}
+
+/// Profiles the functions `filter` selects while `run` runs; answers the
+/// time `trace_stat` gives each of `names`, in microseconds (each must be
+/// profiled on one CPU only, and differ from the others in its first 30
+/// characters, which is what the profiler prints of a name, as Linux's).
+fn profiled_times(filter: &str, run: fn(), names: &[&str]) -> Vec<f64> {
+    tracefs::write("set_ftrace_filter", filter, FilterMode::Replace).unwrap();
+    tracefs::write("function_profile_enabled", "1", FilterMode::Replace).unwrap();
+    run();
+    tracefs::write("function_profile_enabled", "0", FilterMode::Replace).unwrap();
+    tracefs::write("set_ftrace_filter", "", FilterMode::Replace).unwrap();
+    let stats: String = (0..ftrace::buffer::cpus()).map(|cpu| read(&alloc::format!("trace_stat/function{cpu}"))).collect();
+    // "  kernel::tests::graph_tracer::s    1    20345.67 us    ..."
+    let time_of = |name: &str| {
+        let line = stats.lines().find(|line| line.trim_start().starts_with(&name[..30]));
+        let columns: Vec<&str> = line.unwrap_or_else(|| panic!("{name} not profiled:\n{stats}")).split_whitespace().collect();
+        columns.get(2).and_then(|time| time.parse().ok()).unwrap_or_else(|| panic!("no time for {name}:\n{stats}"))
     };
-    assert!(time_us(&profiled_with) >= 20_000.0, "{profiled_with}");
-    assert!(time_us(&profiled_without) < 5_000.0, "{profiled_without}");
+    names.iter().map(|name| time_of(name)).collect()
+}
+
+/// Waits two ticks inside: a call whose time is nearly all its callee's.
+#[inline(never)]
+fn calls_waits_two_ticks() {
+    waits_two_ticks();
+}
+
+/// `options/graph-time` (on by default): the profiler's time for a
+/// function counts the calls it makes; off, only its own, as Linux's.
+#[ktest]
+fn graph_time_off_leaves_a_functions_calls_out_of_its_profiled_time() {
+    const OUTER: &str = "kernel::tests::graph_tracer::calls_waits_two_ticks";
+    const INNER: &str = "kernel::tests::graph_tracer::waits_two_ticks";
+    let filter = alloc::format!("{OUTER}\n{INNER}");
+    assert_eq!(read("options/graph-time"), "1\n", "on by default");
+    let with_calls = profiled_times(&filter, calls_waits_two_ticks, &[OUTER, INNER]);
+    tracefs::write("options/graph-time", "0", FilterMode::Replace).unwrap();
+    let own_only = profiled_times(&filter, calls_waits_two_ticks, &[OUTER, INNER]);
+    tracefs::write("options/graph-time", "1", FilterMode::Replace).unwrap();
+    // Waiting for a second tick takes most of a tick (a millisecond).
+    assert!(with_calls[1] >= 500.0 && with_calls[0] >= with_calls[1], "the callee's time counts: {with_calls:?}");
+    // Its own: the tracing of the inner call around the inner call's time
+    // (under emulation, a first run's code translation too).
+    assert!(own_only[1] >= 500.0 && own_only[0] * 4.0 < own_only[1], "only the caller's own time: {own_only:?}");
 }
 
 /// `options/funcgraph-overrun` (off by default): after each closing brace,

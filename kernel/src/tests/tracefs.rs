@@ -711,7 +711,7 @@ fn trace_options_change_how_trace_prints() {
     let changed = generic.replacen("print-parent", "noprint-parent", 1).replace("nosym-offset", "sym-offset");
     let graph_options =
         "nofuncgraph-overrun\nfuncgraph-cpu\nfuncgraph-overhead\nnofuncgraph-proc\nfuncgraph-duration\nnofuncgraph-abstime\n\
-                         funcgraph-irqs\nnofuncgraph-tail\nnofuncgraph-retval\nnofuncgraph-retval-hex\nsleep-time\n";
+                         funcgraph-irqs\nnofuncgraph-tail\nnofuncgraph-retval\nnofuncgraph-retval-hex\nsleep-time\ngraph-time\n";
     assert_eq!(read("trace_options"), format!("{changed}{graph_options}"));
     write("trace_options", "funcgraph-proc");
     write("options/funcgraph-abstime", "1");
