@@ -264,22 +264,6 @@ impl FgraphOps {
     pub fn missed(&self) -> u64 {
         self.ops.missed() + self.missed_returns.load(Ordering::Relaxed)
     }
-
-    /// From a return callback of this user: runs `f` with the data words
-    /// it keeps for the call the returning one was made in (the nearest
-    /// hooked call below it that this user hooked too), for example to add
-    /// the returning call's time to its caller's (Linux's
-    /// `fgraph_retrieve_parent_data`). `None` if there is no such call.
-    ///
-    /// # Safety
-    /// Call it only from a return callback of this user.
-    pub unsafe fn with_outer_call_data<R>(&self, f: impl FnOnce(&mut [u64]) -> R) -> Option<R> {
-        let user: *const ReturnUser = crate::field_of!(self, FgraphOps, user);
-        // SAFETY: a return callback runs on the task whose call returns;
-        // the outer call's words are this user's, and only `f` uses them,
-        // before the callback (and so the innermost frame) is done.
-        unsafe { crate::task::current().stack.outer_data_of(user as u64) }.map(f)
-    }
 }
 
 extern "C" fn graph_entry(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {

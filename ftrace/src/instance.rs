@@ -596,11 +596,12 @@ pub enum TraceOption {
     /// shadow stack had no room for (function_graph).
     FuncgraphOverrun,
     /// A call's duration counts the time its task spent switched out
-    /// (function_graph and the function profiler; on by default). Off, it
-    /// is taken out, as Linux's `sleep-time` does.
+    /// (function_graph, and the function profiler through the top level's;
+    /// on by default). Off, it is taken out, as Linux's `sleep-time` does.
     SleepTime,
-    /// The function profiler's time for a function counts the calls it
-    /// makes (on by default); off, only its own, as Linux's `graph-time`.
+    /// The function profiler's time for a function counts the profiled
+    /// calls it makes (on by default); off, not, as Linux's `graph-time`.
+    /// Only the top level's counts: the profiler is the top level's.
     GraphTime,
 }
 

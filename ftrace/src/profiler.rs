@@ -18,6 +18,7 @@
 
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
+use core::sync::atomic::Ordering;
 
 use arch::ftrace_abi::FtraceRegs;
 use arch::sync::Mutex;
@@ -28,9 +29,8 @@ use crate::instance::TraceOption;
 use crate::profile::{self, FunctionStat, ProfileTable};
 use crate::{clock, registry, symbols, task, FtraceError, FtraceOps};
 
-/// Per call: the entry time, the registration, the task's sleep time at
-/// the entry (for `sleep-time` off) and the time of the calls it made (for
-/// `graph-time` off).
+/// Per call: the entry time, the registration, and the task's sleep time
+/// and profiled time at the entry (for `sleep-time` and `graph-time` off).
 static PROFILER: FgraphOps = FgraphOps::new(profile_entry, profile_return).with_data_words(4);
 
 /// One table per CPU.
@@ -67,8 +67,9 @@ fn table() -> Option<&'static ProfileTable> {
 
 fn profile_entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, _fregs: &mut FtraceRegs) -> bool {
     let Some(table) = table() else { return false };
-    let slept = task::current().slept_ns();
-    if data.reserve_with([clock::now_ns(), u64::from(gops.generation()), slept, 0]).is_none() {
+    let state = task::current();
+    let at_entry = [state.slept_ns(), state.profiled_ns.load(Ordering::Relaxed)];
+    if data.reserve_with([clock::now_ns(), u64::from(gops.generation()), at_entry[0], at_entry[1]]).is_none() {
         return false;
     }
     table.hit(call.func);
@@ -77,27 +78,31 @@ fn profile_entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, _fr
 
 /// A call's time, as the top level's options (the profiler's files are
 /// there) say: `sleep-time` off takes out the time its task spent switched
-/// out, `graph-time` off the time of the calls it made, which each of them
-/// added to it here as it returned (as Linux's profiler does).
+/// out, `graph-time` off the time of the profiled calls it made.
+///
+/// For the second, the task keeps a running sum, `profiled_ns`: each
+/// profiled return sets it to what it was at the call's entry plus the
+/// call's own time, so what it grew by between a call's entry and its
+/// return is the time of the calls that returned directly inside it (each
+/// replaced what its own inner calls added). Interrupts nest strictly, so
+/// an interrupt's calls count as calls of the code they interrupted, as
+/// with Linux's shadow-stack parent. (Linux since 6.9 also shows a
+/// function with no profiled calls inside as taking no time when
+/// `graph-time` is off; here it keeps its time.)
 fn profile_return(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _fregs: &mut FtraceRegs) {
-    let &[start, generation, slept_at_entry, inner] = data else { return };
+    let &[start, generation, slept_at_entry, profiled_at_entry] = data else { return };
     if generation != u64::from(gops.generation()) {
         return;
     }
     let top = crate::instance::top();
+    let state = task::current();
     let mut time = clock::now_ns().saturating_sub(start);
     if !top.option(TraceOption::SleepTime) {
-        time = time.saturating_sub(task::current().slept_ns().wrapping_sub(slept_at_entry));
+        time = time.saturating_sub(state.slept_ns().wrapping_sub(slept_at_entry));
     }
+    let inner = state.profiled_ns.load(Ordering::Relaxed).wrapping_sub(profiled_at_entry);
+    state.profiled_ns.store(profiled_at_entry.wrapping_add(time), Ordering::Relaxed);
     if !top.option(TraceOption::GraphTime) {
-        // SAFETY: the profiler's own return callback.
-        unsafe {
-            gops.with_outer_call_data(|outer| {
-                if let Some(outer_inner) = outer.get_mut(3) {
-                    *outer_inner = outer_inner.wrapping_add(time);
-                }
-            })
-        };
         time = time.saturating_sub(inner);
     }
     if let Some(table) = table() {

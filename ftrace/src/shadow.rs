@@ -421,9 +421,8 @@ impl ShadowStack {
         core::iter::successors(self.innermost(), |frame| self.below(frame))
     }
 
-    /// The entries of `frame` (up to `end`: the top when it was read, for the
-    /// innermost frame; the base of the frame above, for another), in the
-    /// order their users hooked the call.
+    /// The entries of the innermost frame `frame` (up to `end`, the top when
+    /// it was read), in the order their users hooked the call.
     #[inline]
     pub fn entries(&self, frame: &Frame, end: usize) -> impl Iterator<Item = Entry> + '_ {
         // `end` and `frame` are the caller's: the walk stays inside the stack.
@@ -527,32 +526,6 @@ impl ShadowStack {
         // SAFETY: `entries` gave only entries under the top, inside the
         // stack; the caller guarantees exclusive use of these words.
         unsafe { core::slice::from_raw_parts_mut(self.words_ptr().add(entry.data), entry.len) }
-    }
-
-    /// The data of `user`'s entry in the nearest frame below the innermost
-    /// that has one: in a return callback, the data of the hooked call the
-    /// returning one was made inside, for the same user (Linux's
-    /// `fgraph_retrieve_parent_data` one level up). `None` if no frame below
-    /// has an entry of `user`.
-    ///
-    /// # Safety
-    /// As for [`data`](Self::data): nothing else may use the entry's words
-    /// while the slice lives. A return callback of `user` on the stack's own
-    /// flow of control may: the frames below the innermost do not change
-    /// until it is popped, and their entries are their users'.
-    #[allow(clippy::mut_from_ref)]
-    pub unsafe fn outer_data_of(&self, user: u64) -> Option<&mut [u64]> {
-        let innermost = self.innermost()?;
-        let (mut end, mut frame) = (innermost.base, self.below(&innermost)?);
-        loop {
-            if let Some(entry) = self.entries(&frame, end).find(|entry| entry.user == user) {
-                // SAFETY: an entry of a frame on the stack; the caller's
-                // promise for its words.
-                return Some(unsafe { self.data(&entry) });
-            }
-            end = frame.base;
-            frame = self.below(&frame)?;
-        }
     }
 
     /// Reserves a frame for `call` (or joins the innermost frame when it is
@@ -948,29 +921,6 @@ mod tests {
         let nested = stack.begin(&call(0x1000, 0x7000), words(0), GRAPH).unwrap().commit(0xa, &[], GRAPH).unwrap();
         assert_eq!(nested.depth, 1);
         assert_eq!(stack.frames(), 2);
-    }
-
-    #[test]
-    fn a_users_outer_data_is_in_the_nearest_frame_below_it_hooked() {
-        let stack = ShadowStack::new(256);
-        stack.begin(&call(0x1000, 0x8000), words(1), GRAPH).unwrap().commit(0xa, &[1], GRAPH).unwrap();
-        stack.begin(&call(0x1000, 0x8000), words(1), GRAPH).unwrap().commit(0xb, &[2], GRAPH).unwrap();
-        stack.begin(&call(0x2000, 0x7000), words(1), GRAPH).unwrap().commit(0xb, &[3], GRAPH).unwrap();
-        stack.begin(&call(0x3000, 0x6000), words(1), GRAPH).unwrap().commit(0xa, &[4], GRAPH).unwrap();
-        // SAFETY: the test owns the stack; one slice at a time.
-        unsafe {
-            assert_eq!(stack.outer_data_of(0xa).unwrap(), [1], "skips the frame 0xa has no entry in");
-            stack.outer_data_of(0xa).unwrap()[0] = 5;
-            assert_eq!(stack.outer_data_of(0xa).unwrap(), [5], "writable");
-            assert!(stack.outer_data_of(0xc).is_none(), "a user with no frame below");
-        }
-        let innermost = stack.innermost().unwrap();
-        // SAFETY: the innermost frame, nothing above.
-        unsafe { stack.pop_innermost(innermost.base, &innermost.header) };
-        // SAFETY: as above.
-        assert_eq!(unsafe { stack.outer_data_of(0xb) }.unwrap(), [2], "the joined frame's second entry");
-        let users = users(&stack, &stack.innermost().unwrap());
-        assert_eq!(users, alloc::vec![(0xb, alloc::vec![3])], "the innermost frame untouched");
     }
 
     #[test]

@@ -89,6 +89,9 @@ pub struct TaskTrace {
     /// nanoseconds: Linux's `ftrace_sleeptime`, which `sleep-time` off
     /// takes out of a call's duration.
     slept_ns: AtomicU64,
+    /// The function profiler's running sum of returned calls' times, for
+    /// `graph-time` off (see `crate::profiler`).
+    pub(crate) profiled_ns: AtomicU64,
 }
 
 // The trampolines add the counters' own offsets to the state's address.
@@ -113,6 +116,7 @@ impl TaskTrace {
             name_seq: AtomicU64::new(0),
             switched_out_at: AtomicU64::new(0),
             slept_ns: AtomicU64::new(0),
+            profiled_ns: AtomicU64::new(0),
         }
     }
 

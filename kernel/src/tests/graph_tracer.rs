@@ -475,9 +475,9 @@ fn sleep_time_off_takes_the_time_switched_out_out_of_a_duration() {
     assert_eq!(read("options/sleep-time"), "1\n");
 
     assert!(matches!(with_sleep[..], [ns] if ns >= 20 * MS), "the sleep counts: {with_sleep:?}");
-    assert!(matches!(without_sleep[..], [ns] if ns < 5 * MS), "the sleep taken out: {without_sleep:?}");
+    assert!(matches!(without_sleep[..], [ns] if ns < 10 * MS), "the sleep taken out: {without_sleep:?}");
     assert!(profiled_with >= 20_000.0, "{profiled_with} us");
-    assert!(profiled_without < 5_000.0, "{profiled_without} us");
+    assert!(profiled_without < 10_000.0, "{profiled_without} us");
 }
 
 /// Profiles the functions `filter` selects while `run` runs; answers the
@@ -487,7 +487,12 @@ fn sleep_time_off_takes_the_time_switched_out_out_of_a_duration() {
 fn profiled_times(filter: &str, run: fn(), names: &[&str]) -> Vec<f64> {
     tracefs::write("set_ftrace_filter", filter, FilterMode::Replace).unwrap();
     tracefs::write("function_profile_enabled", "1", FilterMode::Replace).unwrap();
+    // On one CPU: the profiler adds a return's time to the returning CPU's
+    // table, which drops it if the call was counted on another (as Linux's
+    // per-CPU tables do), and a sleeping task may wake elsewhere.
+    crate::sched::set_affinity(1);
     run();
+    crate::sched::set_affinity(u64::MAX);
     tracefs::write("function_profile_enabled", "0", FilterMode::Replace).unwrap();
     tracefs::write("set_ftrace_filter", "", FilterMode::Replace).unwrap();
     let stats: String = (0..ftrace::buffer::cpus()).map(|cpu| read(&alloc::format!("trace_stat/function{cpu}"))).collect();
