@@ -126,6 +126,7 @@ const FILES: &[File] = &[
     top("set_event_pid", Some(read_event_pid), Some(write_event_pid)),
     top("set_event_notrace_pid", Some(read_event_notrace_pid), Some(write_event_notrace_pid)),
     per_array("trace_clock", Some(read_trace_clock), Some(write_trace_clock)),
+    per_array("timestamp_mode", Some(read_timestamp_mode), None),
     per_array("tracing_cpumask", Some(read_tracing_cpumask), Some(write_tracing_cpumask)),
     top("function_profile_enabled", Some(read_function_profile_enabled), Some(write_function_profile_enabled)),
     top("tracing_thresh", Some(read_tracing_thresh), Some(write_tracing_thresh)),
@@ -867,6 +868,15 @@ fn read_trace_clock(array: Array, out: &mut dyn Write) -> fmt::Result {
         })
         .collect();
     writeln!(out, "{}", names.join(" "))
+}
+
+/// `cat timestamp_mode`: how the ring buffer stamps events, Linux's two
+/// modes with the one in use in brackets. Here always `delta`: each event
+/// holds its distance from the one before (`ftrace::ring_buffer`); Linux
+/// switches a buffer to `absolute` for hist variables, which this kernel
+/// has not. Read-only, as in Linux.
+fn read_timestamp_mode(_array: Array, out: &mut dyn Write) -> fmt::Result {
+    writeln!(out, "[delta] absolute")
 }
 
 /// `echo NAME > trace_clock`: switches the array's clock (and empties its

@@ -1348,6 +1348,19 @@ fn clocks(current: &str) -> String {
     format!("{}\n", shown.join(" "))
 }
 
+/// `timestamp_mode`: Linux's two modes, ours (`delta`) in brackets, in
+/// every trace array; read-only.
+#[ktest]
+fn timestamp_mode_shows_delta_stamps_and_is_read_only() {
+    assert_eq!(read("timestamp_mode"), "[delta] absolute\n");
+    tracefs::mkdir("instances/stamps").unwrap();
+    assert_eq!(read("instances/stamps/timestamp_mode"), "[delta] absolute\n");
+    let refused = tracefs::write("timestamp_mode", "absolute", FilterMode::Replace);
+    tracefs::rmdir("instances/stamps").unwrap();
+    assert!(matches!(refused, Err(TracefsError::NotWritable(_))), "{refused:?}");
+    assert_eq!(read("timestamp_mode"), "[delta] absolute\n");
+}
+
 /// Linux's `tai` (read here as `global` is), and on x86_64 its `x86-tsc`:
 /// the raw TSC, printed raw, as Linux prints a clock not in nanoseconds.
 #[ktest]
