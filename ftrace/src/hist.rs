@@ -74,6 +74,9 @@ pub enum Modifier {
     Execname,
     /// The power of two at or above the value: `~ 2^N`.
     Log2,
+    /// `buckets=SIZE`: the value rounded down to a multiple of SIZE (not
+    /// 0), shown as the range `~ FROM-TO`.
+    Buckets(u64),
 }
 
 impl Modifier {
@@ -84,18 +87,25 @@ impl Modifier {
             "sym-offset" => Modifier::SymOffset,
             "execname" => Modifier::Execname,
             "log2" => Modifier::Log2,
-            _ => return None,
+            _ => {
+                let size = crate::number::c_count(name.strip_prefix("buckets=")?)?;
+                Modifier::Buckets((size != 0).then_some(size)?)
+            }
         })
     }
+}
 
-    fn suffix(self) -> &'static str {
+/// The modifier as a field's spec ends with it (`.hex`, `.buckets=10`).
+impl fmt::Display for Modifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Modifier::Plain => "",
-            Modifier::Hex => ".hex",
-            Modifier::Sym => ".sym",
-            Modifier::SymOffset => ".sym-offset",
-            Modifier::Execname => ".execname",
-            Modifier::Log2 => ".log2",
+            Modifier::Plain => Ok(()),
+            Modifier::Hex => f.write_str(".hex"),
+            Modifier::Sym => f.write_str(".sym"),
+            Modifier::SymOffset => f.write_str(".sym-offset"),
+            Modifier::Execname => f.write_str(".execname"),
+            Modifier::Log2 => f.write_str(".log2"),
+            Modifier::Buckets(size) => write!(f, ".buckets={size}"),
         }
     }
 }
@@ -120,7 +130,7 @@ impl HistField {
     }
 
     fn spec(&self) -> String {
-        format!("{}{}", self.name, self.modifier.suffix())
+        format!("{}{}", self.name, self.modifier)
     }
 }
 
@@ -230,7 +240,7 @@ impl fmt::Display for HistError {
             HistError::NoSuchField(name) => write!(f, "hist: the event has no field '{name}'"),
             HistError::BadModifier(text) => write!(
                 f,
-                "hist: bad modifier in '{text}' (hex, sym, sym-offset, log2 on numbers; execname on common_pid; values: hex)"
+                "hist: bad modifier in '{text}' (hex, sym, sym-offset, log2, buckets=SIZE on numbers; execname on common_pid; values: hex)"
             ),
             HistError::NotANumber(name) => write!(f, "hist: '{name}' is a string: only numbers are summed"),
             HistError::BadSortKey(name) => write!(f, "hist: sort key '{name}' is neither hitcount nor a key or value"),
@@ -748,6 +758,7 @@ impl Histogram {
                     write!(out, "{name}: {comm:<16}[{value:>10}]")?
                 }
                 (_, Modifier::Log2) => write!(out, "{name}: ~ 2^{value:<2}")?,
+                (_, Modifier::Buckets(size)) => write!(out, "{name}: ~ {value}-{}", value.saturating_add(size - 1))?,
                 // Every number as unsigned, as Linux prints it (a signed key
                 // sorts as signed all the same).
                 _ => write!(out, "{name}: {value:>10}")?,
@@ -773,6 +784,7 @@ fn number(value: FieldValue, modifier: Modifier) -> u64 {
     };
     match modifier {
         Modifier::Log2 => log2_bucket(value),
+        Modifier::Buckets(size) => value - value % size,
         _ => value,
     }
 }
@@ -838,6 +850,14 @@ mod tests {
         assert_eq!(error("keys=prev_pid.bogus"), HistError::BadModifier("prev_pid.bogus".into()));
         assert_eq!(error("keys=prev_pid.execname"), HistError::BadModifier("prev_pid.execname".into()));
         assert_eq!(error("keys=prev_comm.hex"), HistError::BadModifier("prev_comm.hex".into()));
+        for bad in ["prev_pid.buckets=0", "prev_pid.buckets=", "prev_pid.buckets=x", "prev_pid.buckets", "prev_comm.buckets=4"] {
+            assert_eq!(error(&format!("keys={bad}")), HistError::BadModifier(bad.into()));
+        }
+        assert_eq!(
+            error("keys=prev_pid:vals=prev_pid.buckets=4"),
+            HistError::BadModifier("prev_pid.buckets=4".into()),
+            "keys only"
+        );
         assert_eq!(error("keys=ip:vals=prev_comm"), HistError::NotANumber("prev_comm".into()));
         assert_eq!(error("keys=ip,bytes,prev_pid,common_pid"), HistError::TooManyKeys);
         assert_eq!(error("keys=ip:vals=bytes,ip,prev_pid,common_pid"), HistError::TooManyVals);
@@ -925,6 +945,18 @@ mod tests {
         let keys: Vec<&str> = out.lines().filter(|line| line.starts_with('{')).map(|line| &line[..16]).collect();
         assert_eq!(keys, ["{ bytes: ~ 2^0  ", "{ bytes: ~ 2^2  ", "{ bytes: ~ 2^3  ", "{ bytes: ~ 2^10 "]);
         assert_eq!((log2_bucket(u64::MAX), log2_bucket(1 << 63)), (64, 63), "no overflow at the top");
+        // buckets=SIZE: a range of SIZE values per key, as Linux prints it.
+        let buckets = Histogram::try_new(spec("keys=bytes.buckets=10:sort=bytes")).unwrap();
+        assert_eq!(buckets.spec().line(), "hist:keys=bytes.buckets=10:vals=hitcount:sort=bytes.buckets=10:size=2048");
+        for bytes in [0, 9, 10, 19, 25, u64::MAX] {
+            hit(&buckets, 1, b"", bytes);
+        }
+        let out = output(&buckets);
+        let keys: Vec<&str> =
+            out.lines().filter(|line| line.starts_with('{')).map(|line| line.split(" }").next().unwrap()).collect();
+        let top = format!("{{ bytes: ~ {}-{}", u64::MAX - u64::MAX % 10, u64::MAX);
+        assert_eq!(keys, ["{ bytes: ~ 0-9", "{ bytes: ~ 10-19", "{ bytes: ~ 20-29", &top]);
+        assert!(out.contains("{ bytes: ~ 0-9 } hitcount:          2"), "{out}");
     }
 
     #[test]
