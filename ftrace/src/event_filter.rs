@@ -14,8 +14,10 @@
 //! as C writes them (`0x` hex, `0` octal; `-` only for a signed field);
 //! strings, quoted (`"..."` or `'...'`), with `==`, `!=` and `~` (a glob:
 //! `*`, `?` and `[...]` classes, see [`crate::glob`]; `"!GLOB"` matches what
-//! `GLOB` does not). A value neither quoted nor a number is refused, as
-//! Linux refuses it ("did you forget quotes"?).
+//! `GLOB` does not). A number holding a CPU also compares with Linux's
+//! `CPUS{LIST}` (`CPU & CPUS{0-1,3}`: one of those CPUs; `==`, `!=`; a
+//! list of one CPU is that CPU). A value neither quoted nor a number is
+//! refused, as Linux refuses it ("did you forget quotes"?).
 //!
 //! A refused filter says why in Linux's words ([`FilterErrorKind`]) and
 //! where, at the byte Linux's parser reports (`error_log` puts its caret
@@ -154,8 +156,55 @@ enum Node {
     Or(Box<Node>, Box<Node>),
     And(Box<Node>, Box<Node>),
     Not(Box<Node>),
-    Number { source: Source, op: Op, value: i128 },
-    Text { source: Source, op: Op, value: String },
+    Number {
+        source: Source,
+        op: Op,
+        value: i128,
+    },
+    Text {
+        source: Source,
+        op: Op,
+        value: String,
+    },
+    /// A number against a `CPUS{...}` list of two CPUs or more: `&` holds
+    /// when the number is one of them; `==` never (the number is one CPU),
+    /// `!=` always, as Linux's `do_filter_scalar_cpumask`.
+    Cpus {
+        source: Source,
+        op: Op,
+        cpus: CpuList,
+    },
+}
+
+/// The CPUs a `CPUS{...}` names: inclusive ranges, as written.
+#[derive(Debug)]
+struct CpuList(Vec<(u64, u64)>);
+
+impl CpuList {
+    /// A cpulist as Linux's `cpulist_parse` reads the common forms: CPUs
+    /// and ranges (`2,4,6,8-32`), in decimal. (Its `A-B:USED/GROUP` form
+    /// is refused.)
+    fn parse(text: &str) -> Option<CpuList> {
+        let number = |text: &str| -> Option<u64> {
+            (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())).then(|| text.parse().ok()).flatten()
+        };
+        let ranges = text.split(',').map(|part| {
+            let (from, to) = part.split_once('-').unwrap_or((part, part));
+            let (from, to) = (number(from)?, number(to)?);
+            (from <= to).then_some((from, to))
+        });
+        Some(CpuList(ranges.collect::<Option<Vec<_>>>()?))
+    }
+
+    /// The one CPU it names, if it names exactly one.
+    fn single(&self) -> Option<u64> {
+        let first = self.0.first()?.0;
+        self.0.iter().all(|&(from, to)| from == first && to == first).then_some(first)
+    }
+
+    fn contains(&self, cpu: u64) -> bool {
+        self.0.iter().any(|&(from, to)| (from..=to).contains(&cpu))
+    }
 }
 
 /// A parsed filter: the text as written, and its tree.
@@ -202,6 +251,12 @@ pub enum FilterErrorKind {
     /// Ours: more than [`MAX_NESTING`] levels of `(` and `!` (the parser
     /// and the traced path's evaluation recurse that deep).
     TooDeep,
+    /// `CPUS` not followed by `{`.
+    MissingBraceOpen,
+    /// `CPUS{` with no `}`.
+    MissingBraceClose,
+    /// `CPUS{}` empty, or not a list of CPUs and ranges.
+    InvalidCpulist,
 }
 
 impl FilterErrorKind {
@@ -224,6 +279,9 @@ impl FilterErrorKind {
             FilterErrorKind::NoFilter => "No filter found",
             FilterErrorKind::Error | FilterErrorKind::Empty => "Error",
             FilterErrorKind::TooDeep => "Too many levels of '(' and '!'",
+            FilterErrorKind::MissingBraceOpen => "Missing '{'",
+            FilterErrorKind::MissingBraceClose => "Missing '}'",
+            FilterErrorKind::InvalidCpulist => "Invalid cpulist",
         }
     }
 }
@@ -433,6 +491,11 @@ impl Parser<'_> {
         self.at += symbol.len();
         self.skip_spaces();
         let value_at = self.at;
+        if self.rest().starts_with("CPUS") {
+            let node = self.cpus(source, kind, op)?;
+            self.connective_follows()?;
+            return Ok(node);
+        }
         let node = match self.rest().as_bytes().first() {
             Some(&quote @ (b'"' | b'\'')) => {
                 if !matches!(op, Op::Eq | Op::Ne | Op::Glob) {
@@ -478,6 +541,37 @@ impl Parser<'_> {
         };
         self.connective_follows()?;
         Ok(node)
+    }
+}
+
+impl Parser<'_> {
+    /// `FIELD OP CPUS{LIST}` (Linux 6.6): a number field (the generic `CPU`
+    /// or a field holding a CPU, `target_cpu`) against a list of CPUs, with
+    /// `&` (one of them), `==` or `!=`. A list of one CPU is that CPU: `&`
+    /// then means `==`, as in Linux.
+    fn cpus(&mut self, source: Source, kind: FieldKind, op: Op) -> Result<Node, FilterError> {
+        let value_at = self.at;
+        if !matches!(kind, FieldKind::Unsigned | FieldKind::Signed) || !matches!(op, Op::Eq | Op::Ne | Op::BitAnd) {
+            return Err(self.misplaced(FilterErrorKind::IllegalFieldOp, value_at));
+        }
+        let open = value_at + "CPUS".len();
+        if !self.text[open..].starts_with('{') {
+            return Err(self.misplaced(FilterErrorKind::MissingBraceOpen, open));
+        }
+        let Some(len) = self.text[open + 1..].find('}') else {
+            return Err(self.misplaced(FilterErrorKind::MissingBraceClose, self.text.len()));
+        };
+        let close = open + 1 + len;
+        let list = CpuList::parse(&self.text[open + 1..close]);
+        let Some(cpus) = list else { return Err(self.misplaced(FilterErrorKind::InvalidCpulist, close)) };
+        self.at = close + 1;
+        Ok(match cpus.single() {
+            Some(cpu) => {
+                let op = if op == Op::BitAnd { Op::Eq } else { op };
+                Node::Number { source, op, value: i128::from(cpu) }
+            }
+            None => Node::Cpus { source, op, cpus },
+        })
     }
 }
 
@@ -542,6 +636,18 @@ fn eval<'a>(node: &Node, value: &dyn Fn(usize) -> FieldValue<'a>) -> bool {
                 Op::Ge => actual >= *operand,
                 Op::BitAnd => actual & *operand != 0,
                 Op::Glob | Op::NotGlob => false,
+            }
+        }
+        Node::Cpus { source, op, cpus } => {
+            let cpu = match source.read(value) {
+                FieldValue::Unsigned(n) => Some(n),
+                FieldValue::Signed(n) => u64::try_from(n).ok(),
+                FieldValue::Str(_) | FieldValue::Missing => return false,
+            };
+            match op {
+                Op::BitAnd => cpu.is_some_and(|cpu| cpus.contains(cpu)),
+                Op::Ne => true,
+                _ => false,
             }
         }
         Node::Text { source, op, value: operand } => {
@@ -744,6 +850,46 @@ mod tests {
         assert!(check("comm == 'ev'", 0, "ev", 0), "the event's own field first");
         let no_comm = EventFilter::parse("comm == 'host'", &fields()[..1]).unwrap();
         assert!(no_comm.matches(&|_| FieldValue::Signed(0)), "generic where the event has none");
+    }
+
+    #[test]
+    fn cpus_lists_match_a_cpu_field_or_the_recording_cpu_as_linux() {
+        // The host's stand-in CPU is 1; `state` holds a CPU number here,
+        // `pid` a negative one (no CPU).
+        let cases = [
+            ("CPU & CPUS{0-1,3}", 0, true),
+            ("CPU & CPUS{2-3,5}", 0, false),
+            ("state & CPUS{2,4,6,8-32}", 17, true),
+            ("state & CPUS{2,4,6,8-32}", 7, false),
+            // One CPU is that CPU: `&` is `==`.
+            ("CPU & CPUS{1}", 0, true),
+            ("CPU == CPUS{1}", 0, true),
+            ("CPU & CPUS{0}", 0, false),
+            ("CPU != CPUS{0}", 0, true),
+            // Several CPUs: a number is never equal to them all.
+            ("state == CPUS{1-2}", 1, false),
+            ("state != CPUS{1-2}", 1, true),
+            ("pid & CPUS{0-3}", 0, false),
+            ("(CPU & CPUS{1,2}) && state == 3", 3, true),
+        ];
+        for (filter, state, matches) in cases {
+            assert_eq!(check(filter, -1, "a", state), matches, "{filter} with state {state}");
+        }
+        assert_eq!(EventFilter::parse("CPU & CPUS{0-1}", &fields()).unwrap().text(), "CPU & CPUS{0-1}");
+    }
+
+    #[test]
+    fn bad_cpus_lists_are_refused_with_linuxs_reason_and_place() {
+        // Linux's places, one past the byte (see `Parser::misplaced`).
+        assert_eq!(refusal("comm & CPUS{1}"), (FilterErrorKind::IllegalFieldOp, 8, "CPUS{1}".into()));
+        assert_eq!(refusal("CPU < CPUS{1}").0, FilterErrorKind::IllegalFieldOp);
+        assert_eq!(refusal("CPU & CPUS 1").0, FilterErrorKind::MissingBraceOpen);
+        assert_eq!(refusal("CPU & CPUS{1"), (FilterErrorKind::MissingBraceClose, 13, String::new()));
+        for bad in ["CPU & CPUS{}", "CPU & CPUS{a}", "CPU & CPUS{3-1}", "CPU & CPUS{1,}", "CPU & CPUS{0-9:2/5}"] {
+            assert_eq!(refusal(bad).0, FilterErrorKind::InvalidCpulist, "{bad}");
+        }
+        assert_eq!(refusal("CPU & CPUS{}").1, 12, "at the closing brace");
+        assert_eq!(FilterErrorKind::InvalidCpulist.text(), "Invalid cpulist");
     }
 
     #[test]

@@ -166,7 +166,10 @@ fn generic_fields_filter_by_the_recording_cpu_and_the_running_task() {
     let filter = "events/sched/sched_switch/filter";
     write("events/sched/sched_switch/enable", "1");
     let mut recorded = 0;
-    for (expression, on_cpu0) in [("CPU == 0", true), ("cpu != 0", false)] {
+    // `CPUS{...}` (Linux 6.6): a list of one CPU is that CPU; of several,
+    // `&` is "one of them".
+    let cases = [("CPU == 0", true), ("cpu != 0", false), ("CPU & CPUS{0}", true), ("CPU & CPUS{1-2,3}", false)];
+    for (expression, on_cpu0) in cases {
         write(filter, expression);
         write("trace", "");
         run_parallel(2, "fib", &["12"]).unwrap();
