@@ -50,6 +50,7 @@ events/sched/sched_switch/filter|next_pid > 0
 events/sched/sched_switch/filter|prev_comm == "shell" && next_pid != 1
 events/sched/sched_switch/filter|(next_pid & 1) || prev_prio < 100
 events/sched/sched_switch/filter|prev_comm ~ "sh*"
+events/sched/sched_switch/filter|CPU & CPUS{0-1,3} && prev_pid != 0
 events/sched/sched_switch/trigger|traceoff:3
 events/sched/sched_switch/trigger|stacktrace if next_pid > 1
 events/sched/sched_switch/trigger|hist:keys=next_pid:vals=hitcount:sort=hitcount.descending:size=256
@@ -61,6 +62,7 @@ events/sched/sched_switch/trigger|hist:keys=common_pid.execname:pause
 events/kprobes/kx/trigger|hist:keys=a:vals=b
 events/kprobes/kx/trigger|stacktrace:2 if a > 1
 events/kprobes/kx/trigger|hist:keys=a.log2
+events/kprobes/kx/trigger|hist:keys=a.buckets=16:vals=b
 events/kprobes/kx/filter|b == 0x10 || a < 1
 events/fprobes/fx/filter|c ~ "sh*"
 events/fprobes/fx/trigger|hist:keys=a:sort=a
