@@ -6,8 +6,10 @@
 //! A line is `hist:keys=K[,K...][:vals=V[,V...]][:sort=S[,S]][:size=N]`
 //! `[:pause|:cont|:clear] [if FILTER]`: up to three keys, each a field with
 //! an optional modifier (`.hex`, `.sym`, `.sym-offset`, `.execname` on
-//! `common_pid`, `.log2`); up to three numeric values to sum (`hitcount`,
-//! every entry's count, is always there); up to two sort keys, each
+//! `common_pid`, `.log2`, `.buckets=SIZE`); up to three numeric values to
+//! sum (`hitcount`, every entry's count, is always there), shown plain,
+//! `.hex`, `.percent` (a share of the column's total) or `.graph` (a bar,
+//! full for the column's largest); up to two sort keys, each
 //! `hitcount` or a key or value field, `.descending` or (the default)
 //! `.ascending`; a table of `size` entries (128 to 131072, rounded up to a
 //! power of two; 2048 by default).
@@ -77,6 +79,10 @@ pub enum Modifier {
     /// `buckets=SIZE`: the value rounded down to a multiple of SIZE (not
     /// 0), shown as the range `~ FROM-TO`.
     Buckets(u64),
+    /// A value (or `hitcount`) as a share of its column's total: `(%)`.
+    Percent,
+    /// A value (or `hitcount`) as a bar of `#`, 20 for its column's most.
+    Graph,
 }
 
 impl Modifier {
@@ -87,6 +93,8 @@ impl Modifier {
             "sym-offset" => Modifier::SymOffset,
             "execname" => Modifier::Execname,
             "log2" => Modifier::Log2,
+            "percent" => Modifier::Percent,
+            "graph" => Modifier::Graph,
             _ => {
                 let size = crate::number::c_count(name.strip_prefix("buckets=")?)?;
                 Modifier::Buckets((size != 0).then_some(size)?)
@@ -106,6 +114,8 @@ impl fmt::Display for Modifier {
             Modifier::Execname => f.write_str(".execname"),
             Modifier::Log2 => f.write_str(".log2"),
             Modifier::Buckets(size) => write!(f, ".buckets={size}"),
+            Modifier::Percent => f.write_str(".percent"),
+            Modifier::Graph => f.write_str(".graph"),
         }
     }
 }
@@ -192,6 +202,8 @@ impl HistControls {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HistSpec {
     keys: Vec<HistField>,
+    /// How `hitcount` is shown: plain, `.percent` or `.graph`.
+    hitcount: Modifier,
     vals: Vec<HistField>,
     sort: Vec<SortKey>,
     size: usize,
@@ -240,7 +252,7 @@ impl fmt::Display for HistError {
             HistError::NoSuchField(name) => write!(f, "hist: the event has no field '{name}'"),
             HistError::BadModifier(text) => write!(
                 f,
-                "hist: bad modifier in '{text}' (hex, sym, sym-offset, log2, buckets=SIZE on numbers; execname on common_pid; values: hex)"
+                "hist: bad modifier in '{text}' (keys: hex, sym, sym-offset, log2, buckets=SIZE on numbers, execname on common_pid; values: hex, percent, graph)"
             ),
             HistError::NotANumber(name) => write!(f, "hist: '{name}' is a string: only numbers are summed"),
             HistError::BadSortKey(name) => write!(f, "hist: sort key '{name}' is neither hitcount nor a key or value"),
@@ -263,6 +275,7 @@ impl fmt::Display for HistError {
 pub fn parse(attrs: &str, fields: &[FilterField]) -> Result<HistSpec, HistError> {
     let mut keys = None;
     let mut vals = Vec::new();
+    let mut hitcount = Modifier::Plain;
     let mut sort_text = None;
     let mut size = DEFAULT_SIZE;
     let mut controls = HistControls::default();
@@ -277,9 +290,18 @@ pub fn parse(attrs: &str, fields: &[FilterField]) -> Result<HistSpec, HistError>
                 keys = Some(parsed);
             }
             ("vals" | "val" | "values", list) if !list.is_empty() => {
+                let is_hitcount = |field: &&str| field.split('.').next() == Some("hitcount");
+                if let Some(field) = list.split(',').rfind(is_hitcount) {
+                    hitcount = match field.split_once('.') {
+                        None => Modifier::Plain,
+                        Some((_, "percent")) => Modifier::Percent,
+                        Some((_, "graph")) => Modifier::Graph,
+                        Some(_) => return Err(HistError::BadModifier(field.to_string())),
+                    };
+                }
                 vals = list
                     .split(',')
-                    .filter(|field| *field != "hitcount")
+                    .filter(|field| !is_hitcount(field))
                     .map(|field| val_field(field, fields))
                     .collect::<Result<Vec<_>, _>>()?;
                 if vals.len() > MAX_VALS {
@@ -306,7 +328,7 @@ pub fn parse(attrs: &str, fields: &[FilterField]) -> Result<HistSpec, HistError>
             sort
         }
     };
-    Ok(HistSpec { keys, vals, sort, size, controls })
+    Ok(HistSpec { keys, hitcount, vals, sort, size, controls })
 }
 
 /// `NAME[.MODIFIER]`: the field and its modifier.
@@ -339,6 +361,7 @@ fn key_field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError>
     let fits = match field.modifier {
         Modifier::Plain => true,
         Modifier::Execname => field.name == "common_pid",
+        Modifier::Percent | Modifier::Graph => false,
         _ => field.kind != FieldKind::String,
     };
     fits.then_some(field).ok_or_else(|| HistError::BadModifier(text.to_string()))
@@ -349,7 +372,7 @@ fn val_field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError>
     if field.kind == FieldKind::String {
         return Err(HistError::NotANumber(field.name));
     }
-    matches!(field.modifier, Modifier::Plain | Modifier::Hex)
+    matches!(field.modifier, Modifier::Plain | Modifier::Hex | Modifier::Percent | Modifier::Graph)
         .then_some(field)
         .ok_or_else(|| HistError::BadModifier(text.to_string()))
 }
@@ -387,7 +410,7 @@ impl HistSpec {
     /// add collides with and a removal, `pause`, `cont` or `clear` finds
     /// (the size and the control word do not count, as in Linux).
     pub fn same_as(&self, other: &HistSpec) -> bool {
-        self.keys == other.keys && self.vals == other.vals && self.sort == other.sort
+        self.keys == other.keys && self.hitcount == other.hitcount && self.vals == other.vals && self.sort == other.sort
     }
 
     /// `hist:keys=...:vals=...:sort=...:size=N`, as `cat trigger` shows it.
@@ -615,6 +638,33 @@ pub struct Histogram {
     paused: AtomicBool,
 }
 
+/// `value` as a share of `total`, in hundredths of a percent, as Linux's
+/// `__get_percentage` works it out; `None` (Linux's `[ERROR]`) for a value
+/// of a zero total.
+fn hundredths_of_percent(value: u64, total: u64) -> Option<u64> {
+    if total == 0 {
+        return (value == 0).then_some(0);
+    }
+    if value < u64::MAX / 10_000 {
+        return Some(value * 10_000 / total);
+    }
+    let total = total / 10_000;
+    (total != 0).then(|| value / total)
+}
+
+/// A `.graph` bar: `#` for the share of `most` the value is, 20 for all of
+/// it, padded to 20 with spaces (Linux's `__fill_bar_str`).
+struct Bar(u64, u64);
+
+impl fmt::Display for Bar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const WIDTH: u64 = 20;
+        let Some(pc) = hundredths_of_percent(self.0, self.1) else { return write!(f, "{:>20}", "[ERROR]") };
+        let hashes = (pc * WIDTH / 10_000).min(WIDTH) as usize;
+        write!(f, "{:#<hashes$}{:<rest$}", "", "", rest = WIDTH as usize - hashes)
+    }
+}
+
 /// `log2` keys: the power of two at or above `value` (0 and 1 are 2^0).
 fn log2_bucket(value: u64) -> u64 {
     value.max(1).checked_next_power_of_two().map_or(64, |power| u64::from(power.trailing_zeros()))
@@ -707,8 +757,15 @@ impl Histogram {
                 .find(|order| order.is_ne())
                 .unwrap_or(core::cmp::Ordering::Equal)
         });
+        // Each column's total and most, for `.percent` and `.graph`.
+        let mut columns = [(0u64, 0u64); MAX_VALS + 1];
+        for (_, sums) in &entries {
+            for (column, &sum) in columns.iter_mut().zip(sums.iter()) {
+                *column = (column.0.saturating_add(sum), column.1.max(sum));
+            }
+        }
         for (key, sums) in &entries {
-            self.write_entry(out, key, sums, names, comms)?;
+            self.write_entry(out, key, sums, &columns, names, comms)?;
         }
         let (hits, drops) = self.map.totals();
         write!(out, "\nTotals:\n    Hits: {hits}\n    Entries: {}\n    Dropped: {drops}\n", entries.len())
@@ -730,7 +787,15 @@ impl Histogram {
         }
     }
 
-    fn write_entry(&self, out: &mut dyn Write, key: &[u64], sums: &[u64], names: Namer, comms: Comms) -> fmt::Result {
+    fn write_entry(
+        &self,
+        out: &mut dyn Write,
+        key: &[u64],
+        sums: &[u64],
+        columns: &[(u64, u64)],
+        names: Namer,
+        comms: Comms,
+    ) -> fmt::Result {
         out.write_str("{ ")?;
         for (n, field) in self.spec.keys.iter().enumerate() {
             if n > 0 {
@@ -764,11 +829,19 @@ impl Histogram {
                 _ => write!(out, "{name}: {value:>10}")?,
             }
         }
-        write!(out, " }} hitcount: {:>10}", sums[0])?;
-        for (field, sum) in self.spec.vals.iter().zip(&sums[1..]) {
-            match field.modifier {
-                Modifier::Hex => write!(out, "  {}: {sum:>10x}", field.name)?,
-                _ => write!(out, "  {}: {sum:>10}", field.name)?,
+        out.write_str(" }")?;
+        let shown = core::iter::once(("hitcount", self.spec.hitcount, " "))
+            .chain(self.spec.vals.iter().map(|field| (field.name.as_str(), field.modifier, "  ")));
+        for ((name, modifier, space), (&sum, &(total, most))) in shown.zip(sums.iter().zip(columns)) {
+            out.write_str(space)?;
+            match modifier {
+                Modifier::Percent => match hundredths_of_percent(sum, total) {
+                    Some(pc) => write!(out, "{name} (%): {:>3}.{:02}", pc / 100, pc % 100)?,
+                    None => write!(out, "{name} (%):[ERROR]")?,
+                },
+                Modifier::Graph => write!(out, "{name}: {}", Bar(sum, most))?,
+                Modifier::Hex => write!(out, "{name}: {sum:>10x}")?,
+                _ => write!(out, "{name}: {sum:>10}")?,
             }
         }
         writeln!(out)
@@ -920,6 +993,33 @@ mod tests {
         histogram.set_paused(true);
         hit(&histogram, 1, b"x", 1);
         assert_eq!(histogram.map.totals(), (0, 0), "a paused histogram counts nothing");
+    }
+
+    #[test]
+    fn percent_and_graph_show_a_values_share_of_its_column() {
+        let histogram = Histogram::try_new(spec("keys=prev_pid:vals=hitcount.percent,bytes.graph:sort=prev_pid")).unwrap();
+        // As Linux prints the line: `hitcount` bare, the others with theirs.
+        assert_eq!(histogram.spec().line(), "hist:keys=prev_pid:vals=hitcount,bytes.graph:sort=prev_pid:size=2048");
+        for (pid, bytes) in [(1, 40), (2, 10), (2, 0), (3, 20)] {
+            hit(&histogram, pid, b"", bytes);
+        }
+        let out = output(&histogram);
+        let lines: Vec<&str> = out.lines().filter(|line| line.starts_with('{')).collect();
+        let bar = |hashes: usize| format!("{}{}", "#".repeat(hashes), " ".repeat(20 - hashes));
+        assert_eq!(lines[0], format!("{{ prev_pid:          1 }} hitcount (%):  25.00  bytes: {}", bar(20)));
+        assert_eq!(lines[1], format!("{{ prev_pid:          2 }} hitcount (%):  50.00  bytes: {}", bar(5)));
+        assert_eq!(lines[2], format!("{{ prev_pid:          3 }} hitcount (%):  25.00  bytes: {}", bar(10)));
+        let plain = spec("keys=prev_pid:vals=hitcount,bytes");
+        assert!(!plain.same_as(&spec("keys=prev_pid:vals=hitcount.percent,bytes")), "a removal names the modifier too");
+        assert_eq!(
+            (hundredths_of_percent(0, 0), hundredths_of_percent(1, 3), hundredths_of_percent(u64::MAX, u64::MAX)),
+            (Some(0), Some(3333), Some(10_000))
+        );
+        for bad in
+            ["keys=prev_pid.percent", "keys=prev_pid.graph", "keys=prev_pid:vals=hitcount.hex", "keys=prev_pid:vals=bytes.log2"]
+        {
+            assert!(matches!(parse(bad, &fields()), Err(HistError::BadModifier(_))), "{bad}");
+        }
     }
 
     #[test]
