@@ -556,7 +556,8 @@ impl Parser<'_> {
         }
         let open = value_at + "CPUS".len();
         if !self.text[open..].starts_with('{') {
-            return Err(self.misplaced(FilterErrorKind::MissingBraceOpen, open));
+            // Linux reports it past the byte that is not `{`.
+            return Err(self.misplaced(FilterErrorKind::MissingBraceOpen, open + 1));
         }
         let Some(len) = self.text[open + 1..].find('}') else {
             return Err(self.misplaced(FilterErrorKind::MissingBraceClose, self.text.len()));
@@ -883,7 +884,7 @@ mod tests {
         // Linux's places, one past the byte (see `Parser::misplaced`).
         assert_eq!(refusal("comm & CPUS{1}"), (FilterErrorKind::IllegalFieldOp, 8, "CPUS{1}".into()));
         assert_eq!(refusal("CPU < CPUS{1}").0, FilterErrorKind::IllegalFieldOp);
-        assert_eq!(refusal("CPU & CPUS 1").0, FilterErrorKind::MissingBraceOpen);
+        assert_eq!(refusal("CPU & CPUS 1"), (FilterErrorKind::MissingBraceOpen, 12, "1".into()));
         assert_eq!(refusal("CPU & CPUS{1"), (FilterErrorKind::MissingBraceClose, 13, String::new()));
         for bad in ["CPU & CPUS{}", "CPU & CPUS{a}", "CPU & CPUS{3-1}", "CPU & CPUS{1,}", "CPU & CPUS{0-9:2/5}"] {
             assert_eq!(refusal(bad).0, FilterErrorKind::InvalidCpulist, "{bad}");

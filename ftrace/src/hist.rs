@@ -79,9 +79,10 @@ pub enum Modifier {
     /// `buckets=SIZE`: the value rounded down to a multiple of SIZE (not
     /// 0), shown as the range `~ FROM-TO`.
     Buckets(u64),
-    /// A value (or `hitcount`) as a share of its column's total: `(%)`.
+    /// A value (`hitcount` too, as a column of its own) as a share of its
+    /// column's total: `(%)`.
     Percent,
-    /// A value (or `hitcount`) as a bar of `#`, 20 for its column's most.
+    /// A value (`hitcount` too) as a bar of `#`, 20 for its column's most.
     Graph,
 }
 
@@ -128,6 +129,9 @@ pub struct HistField {
     source: Source,
     kind: FieldKind,
     modifier: Modifier,
+    /// A value column that counts hits (`hitcount.percent`,
+    /// `hitcount.graph`): each hit adds 1, whatever `source` says.
+    counts_hits: bool,
 }
 
 impl HistField {
@@ -202,8 +206,6 @@ impl HistControls {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HistSpec {
     keys: Vec<HistField>,
-    /// How `hitcount` is shown: plain, `.percent` or `.graph`.
-    hitcount: Modifier,
     vals: Vec<HistField>,
     sort: Vec<SortKey>,
     size: usize,
@@ -275,7 +277,6 @@ impl fmt::Display for HistError {
 pub fn parse(attrs: &str, fields: &[FilterField]) -> Result<HistSpec, HistError> {
     let mut keys = None;
     let mut vals = Vec::new();
-    let mut hitcount = Modifier::Plain;
     let mut sort_text = None;
     let mut size = DEFAULT_SIZE;
     let mut controls = HistControls::default();
@@ -290,18 +291,11 @@ pub fn parse(attrs: &str, fields: &[FilterField]) -> Result<HistSpec, HistError>
                 keys = Some(parsed);
             }
             ("vals" | "val" | "values", list) if !list.is_empty() => {
-                let is_hitcount = |field: &&str| field.split('.').next() == Some("hitcount");
-                if let Some(field) = list.split(',').rfind(is_hitcount) {
-                    hitcount = match field.split_once('.') {
-                        None => Modifier::Plain,
-                        Some((_, "percent")) => Modifier::Percent,
-                        Some((_, "graph")) => Modifier::Graph,
-                        Some(_) => return Err(HistError::BadModifier(field.to_string())),
-                    };
-                }
+                // The raw `hitcount` is always there; `hitcount.percent`
+                // and `hitcount.graph` are columns of their own, as Linux's.
                 vals = list
                     .split(',')
-                    .filter(|field| !is_hitcount(field))
+                    .filter(|field| *field != "hitcount")
                     .map(|field| val_field(field, fields))
                     .collect::<Result<Vec<_>, _>>()?;
                 if vals.len() > MAX_VALS {
@@ -328,7 +322,7 @@ pub fn parse(attrs: &str, fields: &[FilterField]) -> Result<HistSpec, HistError>
             sort
         }
     };
-    Ok(HistSpec { keys, hitcount, vals, sort, size, controls })
+    Ok(HistSpec { keys, vals, sort, size, controls })
 }
 
 /// `NAME[.MODIFIER]`: the field and its modifier.
@@ -341,11 +335,15 @@ fn field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError> {
     // event has no field of the name) `cpu`, `CPU`, `comm`, `COMM`, all
     // shown by their `common_` name.
     let (source, kind) = match name {
+        // A value column of hits (`val_field` takes it, with a modifier).
+        "hitcount" => (Source::Cpu, FieldKind::Unsigned),
         "common_cpu" => (Source::Cpu, FieldKind::Signed),
         "common_comm" => (Source::Comm, FieldKind::String),
         _ => Source::find(name, fields).ok_or_else(|| HistError::NoSuchField(name.to_string()))?,
     };
+    let counts_hits = name == "hitcount";
     let name = match source {
+        _ if counts_hits => name,
         Source::Field(_) => name,
         Source::Cpu => "common_cpu",
         Source::Comm => "common_comm",
@@ -353,11 +351,14 @@ fn field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError> {
     if kind == FieldKind::Array {
         return Err(HistError::ArrayField(name.to_string()));
     }
-    Ok(HistField { name: name.to_string(), source, kind, modifier })
+    Ok(HistField { name: name.to_string(), source, kind, modifier, counts_hits })
 }
 
 fn key_field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError> {
     let field = field(text, fields)?;
+    if field.counts_hits {
+        return Err(HistError::NoSuchField(field.name));
+    }
     let fits = match field.modifier {
         Modifier::Plain => true,
         Modifier::Execname => field.name == "common_pid",
@@ -410,7 +411,7 @@ impl HistSpec {
     /// add collides with and a removal, `pause`, `cont` or `clear` finds
     /// (the size and the control word do not count, as in Linux).
     pub fn same_as(&self, other: &HistSpec) -> bool {
-        self.keys == other.keys && self.hitcount == other.hitcount && self.vals == other.vals && self.sort == other.sort
+        self.keys == other.keys && self.vals == other.vals && self.sort == other.sort
     }
 
     /// `hist:keys=...:vals=...:sort=...:size=N`, as `cat trigger` shows it.
@@ -708,7 +709,7 @@ impl Histogram {
         }
         let mut vals = [0u64; MAX_VALS];
         for (slot, field) in vals.iter_mut().zip(&self.spec.vals) {
-            *slot = number(field.source.read(value), Modifier::Plain);
+            *slot = if field.counts_hits { 1 } else { number(field.source.read(value), Modifier::Plain) };
         }
         self.map.insert(&key[..at], &vals[..self.spec.vals.len()]);
     }
@@ -829,12 +830,11 @@ impl Histogram {
                 _ => write!(out, "{name}: {value:>10}")?,
             }
         }
-        out.write_str(" }")?;
-        let shown = core::iter::once(("hitcount", self.spec.hitcount, " "))
-            .chain(self.spec.vals.iter().map(|field| (field.name.as_str(), field.modifier, "  ")));
-        for ((name, modifier, space), (&sum, &(total, most))) in shown.zip(sums.iter().zip(columns)) {
-            out.write_str(space)?;
-            match modifier {
+        write!(out, " }} hitcount: {:>10}", sums[0])?;
+        for (field, (&sum, &(total, most))) in self.spec.vals.iter().zip(sums[1..].iter().zip(&columns[1..])) {
+            let name = &field.name;
+            out.write_str("  ")?;
+            match field.modifier {
                 Modifier::Percent => match hundredths_of_percent(sum, total) {
                     Some(pc) => write!(out, "{name} (%): {:>3}.{:02}", pc / 100, pc % 100)?,
                     None => write!(out, "{name} (%):[ERROR]")?,
@@ -998,28 +998,41 @@ mod tests {
     #[test]
     fn percent_and_graph_show_a_values_share_of_its_column() {
         let histogram = Histogram::try_new(spec("keys=prev_pid:vals=hitcount.percent,bytes.graph:sort=prev_pid")).unwrap();
-        // As Linux prints the line: `hitcount` bare, the others with theirs.
-        assert_eq!(histogram.spec().line(), "hist:keys=prev_pid:vals=hitcount,bytes.graph:sort=prev_pid:size=2048");
+        // As Linux has it: the raw hitcount first, `hitcount.percent` a
+        // column of its own.
+        assert_eq!(
+            histogram.spec().line(),
+            "hist:keys=prev_pid:vals=hitcount,hitcount.percent,bytes.graph:sort=prev_pid:size=2048"
+        );
         for (pid, bytes) in [(1, 40), (2, 10), (2, 0), (3, 20)] {
             hit(&histogram, pid, b"", bytes);
         }
         let out = output(&histogram);
         let lines: Vec<&str> = out.lines().filter(|line| line.starts_with('{')).collect();
         let bar = |hashes: usize| format!("{}{}", "#".repeat(hashes), " ".repeat(20 - hashes));
-        assert_eq!(lines[0], format!("{{ prev_pid:          1 }} hitcount (%):  25.00  bytes: {}", bar(20)));
-        assert_eq!(lines[1], format!("{{ prev_pid:          2 }} hitcount (%):  50.00  bytes: {}", bar(5)));
-        assert_eq!(lines[2], format!("{{ prev_pid:          3 }} hitcount (%):  25.00  bytes: {}", bar(10)));
+        assert_eq!(
+            lines[0],
+            format!("{{ prev_pid:          1 }} hitcount:          1  hitcount (%):  25.00  bytes: {}", bar(20))
+        );
+        assert_eq!(lines[1], format!("{{ prev_pid:          2 }} hitcount:          2  hitcount (%):  50.00  bytes: {}", bar(5)));
+        assert_eq!(
+            lines[2],
+            format!("{{ prev_pid:          3 }} hitcount:          1  hitcount (%):  25.00  bytes: {}", bar(10))
+        );
         let plain = spec("keys=prev_pid:vals=hitcount,bytes");
         assert!(!plain.same_as(&spec("keys=prev_pid:vals=hitcount.percent,bytes")), "a removal names the modifier too");
         assert_eq!(
             (hundredths_of_percent(0, 0), hundredths_of_percent(1, 3), hundredths_of_percent(u64::MAX, u64::MAX)),
             (Some(0), Some(3333), Some(10_000))
         );
+        let again = spec("keys=prev_pid:vals=hitcount.percent,bytes.graph:sort=prev_pid");
+        assert!(again.same_as(&spec(&histogram.spec().line()["hist:".len()..])), "the line it shows names it");
         for bad in
-            ["keys=prev_pid.percent", "keys=prev_pid.graph", "keys=prev_pid:vals=hitcount.hex", "keys=prev_pid:vals=bytes.log2"]
+            ["keys=prev_pid.percent", "keys=prev_pid.graph", "keys=prev_pid:vals=hitcount.log2", "keys=prev_pid:vals=bytes.log2"]
         {
             assert!(matches!(parse(bad, &fields()), Err(HistError::BadModifier(_))), "{bad}");
         }
+        assert_eq!(parse("keys=hitcount", &fields()).unwrap_err(), HistError::NoSuchField("hitcount".into()));
     }
 
     #[test]

@@ -68,8 +68,13 @@ fn table() -> Option<&'static ProfileTable> {
 fn profile_entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, _fregs: &mut FtraceRegs) -> bool {
     let Some(table) = table() else { return false };
     let state = task::current();
-    let at_entry = [state.slept_ns(), state.profiled_ns.load(Ordering::Relaxed)];
-    if data.reserve_with([clock::now_ns(), u64::from(gops.generation()), at_entry[0], at_entry[1]]).is_none() {
+    // The clock, then the sums, with interrupts masked: an interrupt's
+    // calls land either before the call or inside it, in both.
+    let at_entry = {
+        let _irq = arch::irq::IrqGuard::new();
+        [clock::now_ns(), state.slept_ns(), state.profiled_ns.load(Ordering::Relaxed)]
+    };
+    if data.reserve_with([at_entry[0], u64::from(gops.generation()), at_entry[1], at_entry[2]]).is_none() {
         return false;
     }
     table.hit(call.func);
@@ -82,13 +87,16 @@ fn profile_entry(gops: &FgraphOps, call: &FgraphEntry, data: &mut EntryData, _fr
 ///
 /// For the second, the task keeps a running sum, `profiled_ns`: each
 /// profiled return sets it to what it was at the call's entry plus the
-/// call's own time, so what it grew by between a call's entry and its
+/// call's whole time, so what it grew by between a call's entry and its
 /// return is the time of the calls that returned directly inside it (each
 /// replaced what its own inner calls added). Interrupts nest strictly, so
 /// an interrupt's calls count as calls of the code they interrupted, as
-/// with Linux's shadow-stack parent. (Linux since 6.9 also shows a
-/// function with no profiled calls inside as taking no time when
-/// `graph-time` is off; here it keeps its time.)
+/// with Linux's shadow-stack parent. The clock and the sum are read and
+/// the sum written with interrupts masked, so an interrupt's calls are
+/// wholly inside the call or outside it. (Recent Linux, since its profiler
+/// keeps the inner time in fgraph data, also shows a function with no
+/// profiled calls inside as taking no time when `graph-time` is off; here
+/// it keeps its time.)
 fn profile_return(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _fregs: &mut FtraceRegs) {
     let &[start, generation, slept_at_entry, profiled_at_entry] = data else { return };
     if generation != u64::from(gops.generation()) {
@@ -96,12 +104,14 @@ fn profile_return(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _fregs: &
     }
     let top = crate::instance::top();
     let state = task::current();
+    let irq = arch::irq::IrqGuard::new();
     let mut time = clock::now_ns().saturating_sub(start);
     if !top.option(TraceOption::SleepTime) {
         time = time.saturating_sub(state.slept_ns().wrapping_sub(slept_at_entry));
     }
     let inner = state.profiled_ns.load(Ordering::Relaxed).wrapping_sub(profiled_at_entry);
     state.profiled_ns.store(profiled_at_entry.wrapping_add(time), Ordering::Relaxed);
+    drop(irq);
     if !top.option(TraceOption::GraphTime) {
         time = time.saturating_sub(inner);
     }
