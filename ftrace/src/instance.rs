@@ -25,7 +25,7 @@ use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 use arch::sync::Mutex;
 use spin::Once;
@@ -124,6 +124,23 @@ static INSTANCES: Mutex<Vec<&'static TraceArray>> = Mutex::new(Vec::new());
 
 /// Graph-marker slots in use, a bit each (the top level's is slot 0).
 static SLOTS: AtomicU32 = AtomicU32::new(1);
+
+/// The instance in each slot, for tracing code that knows an array by its
+/// slot (an event enabled in instances, `crate::event_arrays`): set once
+/// the instance is made, emptied by `rmdir` before its grace period.
+static IN_SLOT: [AtomicPtr<TraceArray>; GRAPH_SLOTS] = [const { AtomicPtr::new(core::ptr::null_mut()) }; GRAPH_SLOTS];
+
+/// The instance in `slot`, if there is one. Tracing code reads it with
+/// interrupts masked: the grace period before the instance is freed waits
+/// for that (see `crate::event_arrays`).
+pub(crate) fn in_slot(slot: usize) -> Option<&'static TraceArray> {
+    let array = IN_SLOT.get(slot)?.load(Ordering::Acquire);
+    // SAFETY: a non-null pointer here is a live instance leaked by
+    // `create`; `remove` empties the slot before the grace period after
+    // which the instance is freed, and the caller masked interrupts, which
+    // that grace period waits for.
+    unsafe { array.as_ref() }
+}
 
 impl TraceArray {
     const fn new(name: String, slot: usize) -> TraceArray {
@@ -810,13 +827,16 @@ pub fn create(name: &str) -> Result<(), InstanceError> {
     array.buffer.call_once(|| buffer);
     // A global setting may already make it check (`tracing_thresh`).
     array.refresh_graph_plain();
+    IN_SLOT[slot].store(array as *const TraceArray as *mut TraceArray, Ordering::Release);
     list.push(array);
     Ok(())
 }
 
 /// `rmdir instances/NAME`: stops its tracer and removes it; refused while
-/// it is held.
-pub fn remove(name: &str) -> Result<(), InstanceError> {
+/// it is held. Once the removal is sure, `forget` runs with the array, so
+/// what names it by its slot lets go first (the events it enabled:
+/// `crate::event_arrays`).
+pub fn remove(name: &str, forget: impl FnOnce(&'static TraceArray)) -> Result<(), InstanceError> {
     let mut list = INSTANCES.lock();
     let index = list.iter().position(|array| array.name == name).ok_or_else(|| InstanceError::NoSuchInstance(name.into()))?;
     let array = list[index];
@@ -825,6 +845,8 @@ pub fn remove(name: &str) -> Result<(), InstanceError> {
     }
     array.set_current_tracer(Tracer::Nop).map_err(InstanceError::Tracing)?;
     crate::func_probe::remove_all(array);
+    forget(array);
+    IN_SLOT[array.slot].store(core::ptr::null_mut(), Ordering::Release);
     list.remove(index);
     // SAFETY: the array was leaked from a box by `create` and is unlisted:
     // nothing new can reach it; `free_instance` waits for what still can.

@@ -78,6 +78,8 @@ pub mod clock;
 #[cfg(target_os = "none")]
 pub mod deferred;
 #[cfg(target_os = "none")]
+pub mod event_arrays;
+#[cfg(target_os = "none")]
 pub mod event_pid;
 #[cfg(target_os = "none")]
 pub mod export;

@@ -24,6 +24,7 @@ use crate::cmdlines::{Cmdlines, SAVED_CMDLINES};
 use crate::event::{
     FixedEvent, SchedSwitchEvent, SchedWakeupEvent, DEFAULT_PRIO, SCHED_SWITCH, SCHED_WAKEUP, SCHED_WAKEUP_NEW, STATE_REPORT_MAX,
 };
+use crate::event_arrays::EventArrays;
 use crate::event_filter::{FieldKind, FieldValue, FilterError, FilterField, FilterSlot};
 use crate::event_trigger::{Applied, EventSwitch, Phase, Request, StackStart, TriggerError, Triggers};
 use crate::task::TaskTrace;
@@ -137,6 +138,12 @@ impl SchedEvent {
         &self.state().triggers
     }
 
+    /// The instances it records into (`instances/NAME/events/sched/...`),
+    /// with their filters.
+    pub fn arrays(self) -> &'static EventArrays {
+        &self.state().arrays
+    }
+
     /// A parsed line written to `events/sched/NAME/trigger`.
     pub fn apply_trigger(self, request: Request) -> Result<Applied, TriggerError> {
         self.triggers().apply(crate::instance::top(), request)
@@ -220,6 +227,8 @@ struct EventState {
     /// how many such triggers name the event.
     soft_on: AtomicBool,
     soft_refs: AtomicUsize,
+    /// Its copies in instances.
+    arrays: EventArrays,
 }
 
 impl EventState {
@@ -230,6 +239,7 @@ impl EventState {
             triggers: Triggers::new(),
             soft_on: AtomicBool::new(false),
             soft_refs: AtomicUsize::new(0),
+            arrays: EventArrays::new(),
         }
     }
 }
@@ -290,7 +300,8 @@ pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
     keep_name(next);
     let on = SchedEvent::Switch.records();
     let triggered = SchedEvent::Switch.triggers().is_set();
-    if !on && !triggered {
+    let in_instances = !SchedEvent::Switch.arrays().is_empty();
+    if !on && !triggered && !in_instances {
         return;
     }
     let mut common = event_common(SCHED_SWITCH);
@@ -306,6 +317,9 @@ pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
         next_prio: DEFAULT_PRIO,
     };
     let fields = |field| switch_field(&event, field);
+    if in_instances {
+        SchedEvent::Switch.arrays().record(&fields, SchedSwitchEvent::SIZE, &|bytes| event.encode_into(bytes));
+    }
     let pid_kept = crate::event_pid::records(prev) || crate::event_pid::records(next);
     let records = on && pid_kept && SchedEvent::Switch.filter_slot().passes(&fields);
     record_with_triggers(SchedEvent::Switch.triggers(), triggered, pid_kept, &fields, || {
@@ -336,7 +350,8 @@ pub fn trace_wakeup_new(task: &TaskTrace, target_cpu: usize) {
 fn wakeup_event(kind: SchedEvent, task: &TaskTrace, target_cpu: usize) {
     let on = kind.records();
     let triggered = kind.triggers().is_set();
-    if !on && !triggered {
+    let in_instances = !kind.arrays().is_empty();
+    if !on && !triggered && !in_instances {
         return;
     }
     let event = SchedWakeupEvent {
@@ -347,6 +362,9 @@ fn wakeup_event(kind: SchedEvent, task: &TaskTrace, target_cpu: usize) {
         target_cpu: target_cpu as i32,
     };
     let fields = |field| wakeup_field(&event, field);
+    if in_instances {
+        kind.arrays().record(&fields, SchedWakeupEvent::SIZE, &|bytes| event.encode_into(bytes));
+    }
     let pid_kept = crate::event_pid::records(task) || crate::event_pid::records_current();
     let records = on && pid_kept && kind.filter_slot().passes(&fields);
     record_with_triggers(kind.triggers(), triggered, pid_kept, &fields, || {

@@ -5,6 +5,11 @@
 //! definition names). `events/GRP/EVENT/{enable,filter,format,hist,id,trigger}`,
 //! `events/GRP/{enable,filter}`, `events/enable`, `available_events` and `set_event`
 //! all go through here, so a name means the same event in every file.
+//!
+//! An instance has its own copy of each event's `enable` and `filter`
+//! (`instances/NAME/events/...`, `instances/NAME/set_event`), kept by
+//! `ftrace::event_arrays`; triggers, `hist` and soft mode are the top
+//! level's.
 
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -12,6 +17,7 @@ use alloc::vec::Vec;
 use core::fmt::Write;
 
 use ftrace::event_trigger::{Applied, EventName, Request, TriggerError};
+use ftrace::instance::TraceArray;
 use ftrace::sched::SchedEvent;
 use ftrace::FilterMode;
 
@@ -45,31 +51,54 @@ pub fn all() -> Vec<(String, String)> {
 // Each operation below goes to the static event `group/event` names, and
 // to the dynamic events otherwise (they may share the `sched` group).
 
+// Each one that takes an `array` acts on that trace array's copy of the
+// event: the top level's, or an instance's (`instances/NAME/events/`).
+
+fn is_top(array: &TraceArray) -> bool {
+    core::ptr::eq(array, ftrace::instance::top())
+}
+
 /// Whether `events/GRP/EVENT/enable` is 1.
-pub fn is_enabled(group: &str, event: &str) -> Result<bool, TracefsError> {
+pub fn is_enabled(array: &TraceArray, group: &str, event: &str) -> Result<bool, TracefsError> {
     match SchedEvent::find(group, event) {
-        Some(sched) => Ok(sched.is_enabled()),
-        None => fprobe::events::is_enabled(group, event).map_err(invalid),
+        Some(sched) if is_top(array) => Ok(sched.is_enabled()),
+        Some(sched) => Ok(sched.arrays().contains(array)),
+        None => fprobe::events::is_enabled(array, group, event).map_err(invalid),
     }
 }
 
 /// `echo 0|1 > events/GRP/EVENT/enable`.
-pub fn set_enabled(group: &str, event: &str, on: bool) -> Result<(), TracefsError> {
+pub fn set_enabled(array: &TraceArray, group: &str, event: &str, on: bool) -> Result<(), TracefsError> {
     match SchedEvent::find(group, event) {
-        Some(sched) => {
+        Some(sched) if is_top(array) => {
             sched.set_enabled(on);
             Ok(())
         }
-        None => fprobe::events::set_enabled(group, event, on).map_err(invalid),
+        Some(sched) => {
+            sched.arrays().set(array, on);
+            Ok(())
+        }
+        None => fprobe::events::set_enabled(array, group, event, on).map_err(invalid),
     }
+}
+
+/// `rmdir instances/NAME`: no event records into the instance any more.
+pub fn forget_array(array: &TraceArray) {
+    for sched in SchedEvent::ALL {
+        sched.arrays().forget(array);
+    }
+    fprobe::events::forget_array(array);
 }
 
 /// `echo EXPR > events/GRP/EVENT/filter` (`0` clears it); a bad filter
 /// changes nothing.
-pub fn set_filter(group: &str, event: &str, text: &str) -> Result<(), TracefsError> {
+pub fn set_filter(array: &TraceArray, group: &str, event: &str, text: &str) -> Result<(), TracefsError> {
     match SchedEvent::find(group, event) {
-        Some(sched) => sched.set_filter(text).map_err(|error| refused_filter(text, error)),
-        None => fprobe::events::set_filter(group, event, text).map_err(|error| match error {
+        Some(sched) if is_top(array) => sched.set_filter(text).map_err(|error| refused_filter(text, error)),
+        Some(sched) => {
+            sched.arrays().set_filter(array, text, &sched.filter_fields()).map_err(|error| refused_filter(text, error))
+        }
+        None => fprobe::events::set_filter(array, group, event, text).map_err(|error| match error {
             fprobe::events::EventError::Filter(error) => refused_filter(text, error),
             other => invalid(other),
         }),
@@ -150,10 +179,12 @@ fn release_soft(target: &EventName) {
 /// What `cat events/GRP/EVENT/enable` shows, as Linux: whether the event
 /// records, and whether triggers keep it armed (its own, or another
 /// event's `enable_event` naming it: soft mode, marked `*`).
-pub fn enable_state(group: &str, event: &str) -> Result<(bool, bool), TracefsError> {
+pub fn enable_state(array: &TraceArray, group: &str, event: &str) -> Result<(bool, bool), TracefsError> {
     match SchedEvent::find(group, event) {
-        Some(sched) => Ok((sched.records(), sched.in_soft_mode())),
-        None => fprobe::events::enable_state(group, event).map_err(invalid),
+        Some(sched) if is_top(array) => Ok((sched.records(), sched.in_soft_mode())),
+        // Triggers act on the top level only: never soft mode here.
+        Some(sched) => Ok((sched.arrays().contains(array), false)),
+        None => fprobe::events::enable_state(array, group, event).map_err(invalid),
     }
 }
 
@@ -186,10 +217,11 @@ pub fn id(group: &str, event: &str) -> Result<u16, TracefsError> {
 }
 
 /// `cat events/GRP/EVENT/filter`: the filter, or `none`.
-pub fn filter_text(group: &str, event: &str) -> Result<String, TracefsError> {
+pub fn filter_text(array: &TraceArray, group: &str, event: &str) -> Result<String, TracefsError> {
     match SchedEvent::find(group, event) {
-        Some(sched) => Ok(sched.filter_text()),
-        None => fprobe::events::filter_text(group, event).map_err(invalid),
+        Some(sched) if is_top(array) => Ok(sched.filter_text()),
+        Some(sched) => Ok(sched.arrays().filter(array).text()),
+        None => fprobe::events::filter_text(array, group, event).map_err(invalid),
     }
 }
 
@@ -210,12 +242,12 @@ pub fn group_filter_text(group: &str) -> Result<&'static str, TracefsError> {
 /// the others keep theirs, where Linux would drop them); `0` clears every
 /// one. Refused, changing nothing, when no event takes it: with the first
 /// event's reason.
-pub fn set_group_filter(group: &str, text: &str) -> Result<(), TracefsError> {
+pub fn set_group_filter(array: &TraceArray, group: &str, text: &str) -> Result<(), TracefsError> {
     let events = events_of(Some(group))?;
     let mut refusal = None;
     let mut taken = 0;
     for (group, event) in &events {
-        match set_filter(group, event, text) {
+        match set_filter(array, group, event, text) {
             Ok(()) => taken += 1,
             Err(error) => {
                 refusal.get_or_insert(error);
@@ -249,24 +281,24 @@ fn events_of(group: Option<&str>) -> Result<Vec<(String, String)>, TracefsError>
 }
 
 /// `echo 0|1 > events/enable` or `events/GRP/enable`.
-pub fn set_enabled_all(group: Option<&str>, on: bool) -> Result<(), TracefsError> {
-    events_of(group)?.iter().try_for_each(|(group, event)| set_enabled(group, event, on))
+pub fn set_enabled_all(array: &TraceArray, group: Option<&str>, on: bool) -> Result<(), TracefsError> {
+    events_of(group)?.iter().try_for_each(|(group, event)| set_enabled(array, group, event, on))
 }
 
 /// Whether the event is on as `set_event` and the group `enable` files
 /// count it: enabled, or armed in soft mode (by its own triggers, or by
 /// another event's `enable_event` naming it), as Linux's
 /// `EVENT_FILE_FL_ENABLED` is set in both cases.
-fn is_on(group: &str, event: &str) -> Result<bool, TracefsError> {
-    Ok(is_enabled(group, event)? || enable_state(group, event)?.1)
+fn is_on(array: &TraceArray, group: &str, event: &str) -> Result<bool, TracefsError> {
+    Ok(is_enabled(array, group, event)? || enable_state(array, group, event)?.1)
 }
 
 /// `cat events/enable` or `events/GRP/enable`: `0` none on, `1` all, `X`
 /// some, as Linux prints it (an event in soft mode counts as on).
-pub fn enabled_all(group: Option<&str>) -> Result<char, TracefsError> {
+pub fn enabled_all(array: &TraceArray, group: Option<&str>) -> Result<char, TracefsError> {
     let (mut on, mut off) = (false, false);
     for (group, event) in events_of(group)? {
-        match is_on(&group, &event)? {
+        match is_on(array, &group, &event)? {
             true => on = true,
             false => off = true,
         }
@@ -285,9 +317,9 @@ pub fn write_available(out: &mut dyn Write) -> core::fmt::Result {
 
 /// `cat set_event`: the events that are on (enabled, or in soft mode, as
 /// Linux lists them), `GRP:EVENT` lines.
-pub fn write_enabled(out: &mut dyn Write) -> core::fmt::Result {
+pub fn write_enabled(array: &TraceArray, out: &mut dyn Write) -> core::fmt::Result {
     for (group, event) in all() {
-        if is_on(&group, &event).unwrap_or(false) {
+        if is_on(array, &group, &event).unwrap_or(false) {
             writeln!(out, "{group}:{event}")?;
         }
     }
@@ -311,7 +343,7 @@ fn event_matches(pattern: &str, group: &str, event: &str) -> bool {
 /// every event called `NAME` (globs allowed), enables what it matches;
 /// `!WORD` disables it. A word matching nothing is an error, and then
 /// nothing changed.
-pub fn set_events(text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+pub fn set_events(array: &TraceArray, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
     let events = all();
     let mut changes: Vec<(usize, bool)> = Vec::new();
     for word in text.split_whitespace() {
@@ -327,11 +359,11 @@ pub fn set_events(text: &str, mode: FilterMode) -> Result<(), TracefsError> {
         changes.extend(matched.into_iter().map(|index| (index, on)));
     }
     if mode == FilterMode::Replace {
-        set_enabled_all(None, false)?;
+        set_enabled_all(array, None, false)?;
     }
     for (index, on) in changes {
         let (group, event) = &events[index];
-        set_enabled(group, event, on)?;
+        set_enabled(array, group, event, on)?;
     }
     Ok(())
 }

@@ -6,7 +6,8 @@
 //!
 //! `mkdir instances/NAME` makes an instance (`ftrace::instance`): a
 //! directory `instances/NAME/` with its own copy of the per-array files
-//! (its own buffer, tracer, filters, `tracing_on`); `rmdir` removes it.
+//! (its own buffer, tracer, filters, `tracing_on`, and `events/` and
+//! `set_event` for the events it records); `rmdir` removes it.
 
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -122,7 +123,7 @@ const FILES: &[File] = &[
     top("kprobe_events", Some(read_kprobe_events), Some(write_kprobe_events)),
     top("kprobe_profile", Some(read_kprobe_profile), None),
     top("available_events", Some(read_available_events), None),
-    top("set_event", Some(read_set_event), Some(write_set_event)),
+    per_array("set_event", Some(read_set_event), Some(write_set_event)),
     top("set_event_pid", Some(read_event_pid), Some(write_event_pid)),
     top("set_event_notrace_pid", Some(read_event_notrace_pid), Some(write_event_notrace_pid)),
     per_array("trace_clock", Some(read_trace_clock), Some(write_trace_clock)),
@@ -168,13 +169,7 @@ fn find(resolved: &Resolved, path: &str) -> Result<&'static File, TracefsError> 
 /// The file names, for `ls`: the fixed ones, each dynamic event's, then
 /// each instance's directory.
 pub fn names() -> impl Iterator<Item = String> {
-    let groups: alloc::collections::BTreeSet<String> = trace_events::all().into_iter().map(|(group, _)| group).collect();
-    let group_files = groups.into_iter().flat_map(|group| ["enable", "filter"].map(|file| format!("events/{group}/{file}")));
-    let events = trace_events::all().into_iter().flat_map(|(group, event)| {
-        ["enable", "filter", "format", "hist", "id", "trigger"].map(|file| format!("events/{group}/{event}/{file}"))
-    });
-    let headers = ["events/header_page", "events/header_event"].map(String::from);
-    let events = core::iter::once(String::from("events/enable")).chain(headers).chain(group_files).chain(events);
+    let events = event_names("", &TOP_EVENT_FILES);
     // The directory itself is always there, as Linux's is.
     let instances = core::iter::once(String::from("instances/"))
         .chain(instance::names().into_iter().map(|name| format!("instances/{name}/")));
@@ -196,7 +191,26 @@ pub fn instance_names(name: &str) -> Option<impl Iterator<Item = String>> {
     let prefix = format!("instances/{name}/");
     let files = FILES.iter().filter(|file| file.scope == Scope::Array).map(|file| format!("{prefix}{}", file.name));
     let options = TraceOption::ALL.into_iter().map(|option| format!("{prefix}options/{}", option.name()));
-    Some(files.chain(options).chain(per_cpu_names(&prefix)).collect::<alloc::vec::Vec<_>>().into_iter())
+    let events = event_names(&prefix, &INSTANCE_EVENT_FILES);
+    Some(files.chain(options).chain(per_cpu_names(&prefix)).chain(events).collect::<alloc::vec::Vec<_>>().into_iter())
+}
+
+/// Each event's files at the top level.
+const TOP_EVENT_FILES: [&str; 6] = ["enable", "filter", "format", "hist", "id", "trigger"];
+/// Each event's files in an instance: triggers and `hist` act on the top
+/// level only here.
+const INSTANCE_EVENT_FILES: [&str; 4] = ["enable", "filter", "format", "id"];
+
+/// The files under `{prefix}events/`, each event with `per_event` files.
+fn event_names(prefix: &str, per_event: &'static [&'static str]) -> alloc::vec::Vec<String> {
+    let groups: alloc::collections::BTreeSet<String> = trace_events::all().into_iter().map(|(group, _)| group).collect();
+    let group_files =
+        groups.into_iter().flat_map(|group| ["enable", "filter"].map(|file| format!("{prefix}events/{group}/{file}")));
+    let events = trace_events::all()
+        .into_iter()
+        .flat_map(|(group, event)| per_event.iter().map(move |file| format!("{prefix}events/{group}/{event}/{file}")));
+    let headers = ["header_page", "header_event"].map(|file| format!("{prefix}events/{file}"));
+    core::iter::once(format!("{prefix}events/enable")).chain(headers).chain(group_files).chain(events).collect()
 }
 
 /// The files each CPU has under `per_cpu/cpuN/`.
@@ -434,14 +448,13 @@ fn read_buffer_total_size_kb(array: Array, out: &mut dyn Write) -> fmt::Result {
 pub fn exists(path: &str) -> bool {
     match path.strip_prefix("instances/").map(|rest| rest.trim_end_matches('/')) {
         Some(name) if !name.contains('/') => instance::find(name).is_some(),
-        _ => {
-            resolve(path).is_ok_and(|resolved| {
-                find(&resolved, path).is_ok()
-                    || per_cpu_file(resolved.name).is_some()
-                    || option_file(resolved.name).is_some()
-                    || (resolved.hold.is_none() && trace_stat_file(resolved.name).is_some())
-            }) || event_file(path).is_some()
-        }
+        _ => resolve(path).is_ok_and(|resolved| {
+            find(&resolved, path).is_ok()
+                || per_cpu_file(resolved.name).is_some()
+                || option_file(resolved.name).is_some()
+                || (resolved.hold.is_none() && trace_stat_file(resolved.name).is_some())
+                || matches!(event_file_of(&resolved, path), Ok(Some(_)))
+        }),
     }
 }
 
@@ -452,7 +465,7 @@ pub fn mkdir(path: &str) -> Result<(), TracefsError> {
 
 /// `rmdir instances/NAME`.
 pub fn rmdir(path: &str) -> Result<(), TracefsError> {
-    Ok(instance::remove(instance_dir(path)?)?)
+    Ok(instance::remove(instance_dir(path)?, trace_events::forget_array)?)
 }
 
 /// The NAME of `instances/NAME` (the only directories one makes). `path`
@@ -507,22 +520,35 @@ fn event_file(name: &str) -> Option<EventFile<'_>> {
     }
 }
 
+/// The event file `resolved` names, if it names one: at the top level,
+/// any; in an instance, those it has (no `trigger` or `hist`).
+fn event_file_of<'a>(resolved: &Resolved<'a>, path: &str) -> Result<Option<EventFile<'a>>, TracefsError> {
+    match event_file(resolved.name) {
+        Some(EventFile::Trigger(..) | EventFile::Hist(..)) if resolved.hold.is_some() => {
+            Err(TracefsError::NoSuchFile(path.to_string()))
+        }
+        file => Ok(file),
+    }
+}
+
 fn event_error(error: fprobe::events::EventError) -> TracefsError {
     TracefsError::Invalid(error.to_string())
 }
 
 /// `cat NAME`.
 pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
-    match event_file(name) {
+    let resolved = resolve(name)?;
+    let array = resolved.array;
+    match event_file_of(&resolved, name)? {
         Some(EventFile::Enable(group, event)) => {
             // `*`: triggers keep the event armed (Linux's soft mode).
-            let (records, soft_mode) = trace_events::enable_state(group, event)?;
+            let (records, soft_mode) = trace_events::enable_state(array, group, event)?;
             let star = if soft_mode { "*" } else { "" };
             return writeln!(out, "{}{star}", u8::from(records)).map_err(|_| TracefsError::Invalid("output failed".into()));
         }
         Some(EventFile::Format(group, event)) => return trace_events::write_format(group, event, out),
         Some(EventFile::Filter(group, event)) => {
-            let text = trace_events::filter_text(group, event)?;
+            let text = trace_events::filter_text(array, group, event)?;
             return writeln!(out, "{text}").map_err(|_| TracefsError::Invalid("output failed".into()));
         }
         Some(EventFile::Id(group, event)) => {
@@ -542,7 +568,7 @@ pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
             return out.write_str(note).map_err(|_| TracefsError::Invalid("output failed".into()));
         }
         Some(EventFile::EnableAll(group)) => {
-            let state = trace_events::enabled_all(group)?;
+            let state = trace_events::enabled_all(array, group)?;
             return writeln!(out, "{state}").map_err(|_| TracefsError::Invalid("output failed".into()));
         }
         Some(EventFile::HeaderPage) => {
@@ -553,7 +579,6 @@ pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
         }
         None => {}
     }
-    let resolved = resolve(name)?;
     if let Some((cpu, file)) = per_cpu_file(resolved.name) {
         return read_per_cpu(resolved.array, cpu, file, out).map_err(|_| TracefsError::Invalid("output failed".into()));
     }
@@ -605,26 +630,27 @@ fn write_logged(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsE
 }
 
 fn write_file(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
-    match event_file(name) {
+    let resolved = resolve(name)?;
+    let array = resolved.array;
+    match event_file_of(&resolved, name)? {
         Some(EventFile::Enable(group, event)) => {
-            return trace_events::set_enabled(group, event, parse_switch(text)?);
+            return trace_events::set_enabled(array, group, event, parse_switch(text)?);
         }
         Some(EventFile::Format(..)) => return Err(TracefsError::NotWritable("format")),
         Some(EventFile::Id(..)) => return Err(TracefsError::NotWritable("id")),
         Some(EventFile::Hist(..)) => return Err(TracefsError::NotWritable("hist")),
         Some(EventFile::HeaderPage) => return Err(TracefsError::NotWritable("header_page")),
         Some(EventFile::HeaderEvent) => return Err(TracefsError::NotWritable("header_event")),
-        Some(EventFile::Filter(group, event)) => return trace_events::set_filter(group, event, text),
-        Some(EventFile::GroupFilter(group)) => return trace_events::set_group_filter(group, text),
+        Some(EventFile::Filter(group, event)) => return trace_events::set_filter(array, group, event, text),
+        Some(EventFile::GroupFilter(group)) => return trace_events::set_group_filter(array, group, text),
         // `>` and `>>` both add, as in Linux (its trigger file clears
         // nothing on a truncating open).
         Some(EventFile::Trigger(group, event)) => return trace_events::write_trigger(group, event, text),
         Some(EventFile::EnableAll(group)) => {
-            return trace_events::set_enabled_all(group, parse_switch(text)?);
+            return trace_events::set_enabled_all(array, group, parse_switch(text)?);
         }
         None => {}
     }
-    let resolved = resolve(name)?;
     if let Some((cpu, "trace")) = per_cpu_file(resolved.name) {
         // Emptied by `>` (an open that truncates), as `trace` is.
         if mode == FilterMode::Replace {
@@ -1015,12 +1041,12 @@ fn read_available_events(_array: Array, out: &mut dyn Write) -> fmt::Result {
     trace_events::write_available(out)
 }
 
-fn read_set_event(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    trace_events::write_enabled(out)
+fn read_set_event(array: Array, out: &mut dyn Write) -> fmt::Result {
+    trace_events::write_enabled(array, out)
 }
 
-fn write_set_event(_array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
-    trace_events::set_events(text, mode)
+fn write_set_event(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    trace_events::set_events(array, text, mode)
 }
 
 fn read_tracing_thresh(_array: Array, out: &mut dyn Write) -> fmt::Result {

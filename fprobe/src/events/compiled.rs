@@ -12,6 +12,7 @@ use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arch::ftrace_abi::{FtraceRegs, RegisterArgument, Saved};
+use ftrace::event_arrays::EventArrays;
 use ftrace::event_filter::{FieldKind, FieldValue, FilterField, FilterSlot};
 use ftrace::event_trigger::{EventSwitch, Triggers};
 use ftrace::kallsyms::NameError;
@@ -82,6 +83,9 @@ pub(super) struct Compiled {
     pub(super) filter: FilterSlot,
     /// `events/GRP/EVENT/trigger`.
     pub(super) triggers: Triggers,
+    /// `instances/NAME/events/GRP/EVENT/{enable,filter}`: the instances it
+    /// records into, with their filters.
+    pub(super) arrays: EventArrays,
     /// `events/GRP/EVENT/enable`.
     pub(super) enabled: AtomicBool,
     /// Soft mode: another event's `enable_event`/`disable_event` trigger
@@ -92,7 +96,7 @@ pub(super) struct Compiled {
     /// writes set it too.
     pub(super) soft_on: AtomicBool,
     /// Whether a hit takes the short path: enabled, with no strings, no
-    /// filter, no trigger and not in soft mode (set by [`super::refresh_fast`]
+    /// filter, no trigger, in no instance and not in soft mode (set by [`super::refresh_fast`]
     /// under the events' lock whenever one of those changes).
     pub(super) fast: AtomicBool,
     /// Times a handler recorded or tried to (`kprobe_profile`'s hits).
@@ -228,6 +232,7 @@ pub(super) fn compile(spec: &EventSpec) -> Result<(usize, Compiled), EventError>
         exit: spec.exit,
         filter: FilterSlot::new(),
         triggers: Triggers::new(),
+        arrays: EventArrays::new(),
         enabled: AtomicBool::new(false),
         soft_mode: AtomicBool::new(false),
         soft_on: AtomicBool::new(false),

@@ -17,12 +17,13 @@
 //! record to the trace buffer, with no allocation and no lock on the traced
 //! path.
 //!
-//! An event's probe is registered while the event is enabled or has
-//! triggers (which fire whether or not it is enabled, as in Linux); the
-//! handler takes the short path (straight into the ring buffer) only when
-//! the event is enabled with nothing to check (`Compiled::fast`), and
+//! An event's probe is registered while the event is enabled (at the top
+//! level or in an instance, `ftrace::event_arrays`) or has triggers (which
+//! fire whether or not it is enabled, as in Linux); the handler takes the
+//! short path (straight into the top level's ring buffer) only when the
+//! event is enabled there with nothing to check (`Compiled::fast`), and
 //! otherwise fetches every value first, then fires the triggers, filters
-//! and records.
+//! and records, into each array that records it.
 //!
 //! An event's compiled form is shared (`Arc`) by its definition and by each
 //! probe that records it: a probe owns one reference and drops it when the
@@ -46,7 +47,7 @@ use core::sync::atomic::{AtomicU16, Ordering};
 use arch::ftrace_abi::RegisterError;
 use ftrace::event_filter::{FilterError, FilterField};
 use ftrace::event_trigger::{Applied, EventSwitch, Request, TriggerError};
-use ftrace::instance::TraceOption;
+use ftrace::instance::{TraceArray, TraceOption};
 use ftrace::FilterMode;
 
 use kprobes::kretprobe::{KretprobeConfig, RegisteredKretprobe};
@@ -182,7 +183,7 @@ impl Event {
     /// by another event's trigger, or still has its probe (one that could
     /// not be unregistered).
     fn check_removable(&self) -> Result<(), EventError> {
-        if self.compiled.enabled.load(Ordering::Relaxed) {
+        if self.compiled.enabled.load(Ordering::Relaxed) || !self.compiled.arrays.is_empty() {
             return Err(EventError::Busy(self.name()));
         }
         if self.compiled.triggers.is_set() {
@@ -368,10 +369,20 @@ fn find<'a>(events: &'a mut [Event], group: &str, event: &str) -> Result<&'a mut
         .ok_or_else(|| EventError::NoSuchEvent(full_name(group, event)))
 }
 
-/// `echo 0|1 > events/GRP/EVENT/enable`.
-pub fn set_enabled(group: &str, event: &str, enabled: bool) -> Result<(), EventError> {
+/// `echo 0|1 > events/GRP/EVENT/enable`, in trace array `array` (the
+/// top level, or an instance's `events/`).
+pub fn set_enabled(array: &TraceArray, group: &str, event: &str, enabled: bool) -> Result<(), EventError> {
     let mut events = EVENTS.lock();
     let entry = find(&mut events, group, event)?;
+    if !is_top(array) {
+        let before = entry.compiled.arrays.contains(array);
+        entry.compiled.arrays.set(array, enabled);
+        refresh_fast(&entry.compiled);
+        return update_probe(entry).inspect_err(|_| {
+            entry.compiled.arrays.set(array, before);
+            refresh_fast(&entry.compiled);
+        });
+    }
     let before = entry.compiled.enabled.swap(enabled, Ordering::Relaxed);
     // In soft mode, `enable` sets the switch too, as Linux's write clears
     // or sets SOFT_DISABLED.
@@ -383,6 +394,26 @@ pub fn set_enabled(group: &str, event: &str, enabled: bool) -> Result<(), EventE
     })
 }
 
+fn is_top(array: &TraceArray) -> bool {
+    core::ptr::eq(array, ftrace::instance::top())
+}
+
+/// `rmdir instances/NAME`: no event records into `array` any more, and
+/// their probes go if nothing else keeps them. (A probe that cannot be
+/// unregistered now stays armed, recording only where enabled, and goes
+/// with its event.)
+pub fn forget_array(array: &TraceArray) {
+    for entry in EVENTS.lock().iter_mut() {
+        if entry.compiled.arrays.contains(array) {
+            entry.compiled.arrays.forget(array);
+            refresh_fast(&entry.compiled);
+            let _ = update_probe(entry);
+        } else {
+            entry.compiled.arrays.forget(array);
+        }
+    }
+}
+
 /// Sets [`Compiled::fast`] from what the event has now.
 fn refresh_fast(compiled: &Compiled) {
     let fast = compiled.enabled.load(Ordering::Relaxed)
@@ -390,6 +421,7 @@ fn refresh_fast(compiled: &Compiled) {
         && !compiled.filter.is_set()
         && !compiled.triggers.is_set()
         && !compiled.soft_mode.load(Ordering::Relaxed)
+        && compiled.arrays.is_empty()
         && !ftrace::instance::top().option(TraceOption::StackTrace);
     compiled.fast.store(fast, Ordering::Relaxed);
 }
@@ -402,10 +434,15 @@ pub fn stack_trace_option_changed() {
     }
 }
 
-/// Registers the event's probe if it is enabled or has triggers, and
+/// Registers the event's probe if it is enabled (at the top level or in
+/// an instance) or has triggers, and
 /// unregisters it otherwise.
 fn update_probe(entry: &mut Event) -> Result<(), EventError> {
-    let wanted = entry.compiled.enabled.load(Ordering::Relaxed) || entry.compiled.triggers.is_set() || entry.soft_refs > 0;
+    let compiled = &entry.compiled;
+    let wanted = compiled.enabled.load(Ordering::Relaxed)
+        || !compiled.arrays.is_empty()
+        || compiled.triggers.is_set()
+        || entry.soft_refs > 0;
     match (wanted, entry.probe.take()) {
         (true, Some(probe)) => entry.probe = Some(probe),
         (true, None) => {
@@ -508,9 +545,14 @@ fn release(entry: &mut Event) {
 /// What `cat enable` shows, as Linux: whether the event records, and
 /// whether triggers keep it armed (its own, or another event's naming it:
 /// the `*` of soft mode).
-pub fn enable_state(group: &str, event: &str) -> Result<(bool, bool), EventError> {
+pub fn enable_state(array: &TraceArray, group: &str, event: &str) -> Result<(bool, bool), EventError> {
     let mut events = EVENTS.lock();
     let entry = find(&mut events, group, event)?;
+    if !is_top(array) {
+        // Triggers act on the top level only: an instance's copy is never
+        // in soft mode.
+        return Ok((entry.compiled.arrays.contains(array), false));
+    }
     Ok((entry.compiled.records(), entry.compiled.triggers.is_set() || entry.soft_refs > 0))
 }
 
@@ -576,50 +618,13 @@ fn arm(entry: &Event) -> Result<Armed, EventError> {
     }
 }
 
-/// Whether `events/GRP/EVENT/enable` is 1.
-pub fn is_enabled(group: &str, event: &str) -> Result<bool, EventError> {
+/// Whether `events/GRP/EVENT/enable` is 1 in trace array `array`.
+pub fn is_enabled(array: &TraceArray, group: &str, event: &str) -> Result<bool, EventError> {
     let mut events = EVENTS.lock();
-    Ok(find(&mut events, group, event)?.compiled.enabled.load(Ordering::Relaxed))
-}
-
-/// `echo 0|1 > events/enable` (every event) or `events/GRP/enable` (the
-/// group's). Stops at the first event that cannot change; an unknown group
-/// is an error.
-pub fn set_enabled_all(group: Option<&str>, enabled: bool) -> Result<(), EventError> {
-    let names: Vec<(String, String)> = {
-        let events = EVENTS.lock();
-        events
-            .iter()
-            .filter(|e| group.is_none_or(|group| e.spec.group == group))
-            .map(|e| (e.spec.group.clone(), e.spec.event.clone()))
-            .collect()
-    };
-    if let (Some(group), true) = (group, names.is_empty()) {
-        return Err(EventError::NoSuchEvent(String::from(group)));
-    }
-    names.iter().try_for_each(|(group, event)| set_enabled(group, event, enabled))
-}
-
-/// What `cat events/enable` (or `events/GRP/enable`) prints: `0` none
-/// enabled, `1` all, `X` some (as Linux).
-pub fn enabled_all(group: Option<&str>) -> Result<char, EventError> {
-    let events = EVENTS.lock();
-    let mut matching = events.iter().filter(|e| group.is_none_or(|group| e.spec.group == group)).peekable();
-    if matching.peek().is_none() && group.is_some() {
-        return Err(EventError::NoSuchEvent(String::from(group.unwrap_or_default())));
-    }
-    let (mut on, mut off) = (false, false);
-    for event in matching {
-        if event.compiled.enabled.load(Ordering::Relaxed) {
-            on = true
-        } else {
-            off = true
-        }
-    }
-    Ok(match (on, off) {
-        (true, true) => 'X',
-        (true, false) => '1',
-        _ => '0',
+    let compiled = &find(&mut events, group, event)?.compiled;
+    Ok(match is_top(array) {
+        true => compiled.enabled.load(Ordering::Relaxed),
+        false => compiled.arrays.contains(array),
     })
 }
 
@@ -648,12 +653,13 @@ pub fn print_event(payload: &[u8], sym_addr: bool, out: &mut dyn Write) -> Optio
     Some(compiled.layout.write(&compiled.event, payload, &names, sym_addr, out))
 }
 
-/// `echo EXPR > events/GRP/EVENT/filter` (`0` clears it); a bad filter
-/// changes nothing.
-pub fn set_filter(group: &str, event: &str, text: &str) -> Result<(), EventError> {
+/// `echo EXPR > events/GRP/EVENT/filter` (`0` clears it) in trace array
+/// `array`; a bad filter changes nothing.
+pub fn set_filter(array: &TraceArray, group: &str, event: &str, text: &str) -> Result<(), EventError> {
     let mut events = EVENTS.lock();
     let compiled = &find(&mut events, group, event)?.compiled;
-    compiled.filter.set(text, &compiled.filter_fields()).map_err(EventError::Filter)?;
+    let slot = if is_top(array) { &compiled.filter } else { compiled.arrays.filter(array) };
+    slot.set(text, &compiled.filter_fields()).map_err(EventError::Filter)?;
     refresh_fast(compiled);
     Ok(())
 }
@@ -664,10 +670,12 @@ pub fn id(group: &str, event: &str) -> Result<u16, EventError> {
     Ok(find(&mut events, group, event)?.compiled.id)
 }
 
-/// `cat events/GRP/EVENT/filter`: the filter, or `none`.
-pub fn filter_text(group: &str, event: &str) -> Result<String, EventError> {
+/// `cat events/GRP/EVENT/filter` in trace array `array`: the filter, or
+/// `none`.
+pub fn filter_text(array: &TraceArray, group: &str, event: &str) -> Result<String, EventError> {
     let mut events = EVENTS.lock();
-    Ok(find(&mut events, group, event)?.compiled.filter.text())
+    let compiled = &find(&mut events, group, event)?.compiled;
+    Ok(if is_top(array) { compiled.filter.text() } else { compiled.arrays.filter(array).text() })
 }
 
 /// Every event's format, as (group, `format` text), for the trace stream.

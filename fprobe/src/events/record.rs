@@ -6,7 +6,7 @@
 //! A hit takes one of three paths ([`record`]): a record of word fields
 //! written by a writer made for its shape ([`write_words`]), another record
 //! of fixed size fetched in place ([`record_fixed`]), or, when strings,
-//! a filter, triggers or a pid filter need the values first,
+//! a filter, triggers, a pid filter or instances need the values first,
 //! [`record_by_values`].
 
 use alloc::sync::Arc;
@@ -193,8 +193,8 @@ fn fetch_word_of(fetch: &Fetch, ty: ArgType, context: &Context) -> Option<u64> {
 
 /// [`record`] for an event with string fetch args (their lengths make the
 /// record's), a filter or triggers (they need the values), a disabled
-/// event with triggers, or while `set_event_pid` or
-/// `set_event_notrace_pid` is set: everything is
+/// event with triggers, an event enabled in an instance, or while
+/// `set_event_pid` or `set_event_notrace_pid` is set: everything is
 /// fetched first. Out of line: its buffers would weigh on the common
 /// case's frame.
 #[inline(never)]
@@ -204,7 +204,8 @@ fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
     // (see `ftrace::sched`'s `record_with_triggers`).
     let pid_kept = ftrace::event_pid::records_current();
     let records = compiled.records() && pid_kept;
-    if !records && !triggered {
+    let in_instances = !compiled.arrays.is_empty();
+    if !records && !triggered && !in_instances {
         return;
     }
     let mut strings = [0u8; MAX_RECORD];
@@ -300,11 +301,18 @@ fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
     if triggered {
         compiled.triggers.fire(top, Phase::BeforeRecord, &fields, stack);
     }
-    if records && compiled.filter.passes(&fields) {
+    // Filled once, written into the top level and each instance that
+    // records the event.
+    let to_top = records && compiled.filter.passes(&fields);
+    if to_top || in_instances {
         let mut out = [0u8; MAX_RECORD];
         let len = compiled.layout.encode(common, ips, &values[..count], &mut out);
-        if len > 0 && top.buffer().write(&out[..len]) && top.option(TraceOption::StackTrace) {
+        let record = &out[..len];
+        if len > 0 && to_top && top.buffer().write(record) && top.option(TraceOption::StackTrace) {
             stack.record(top);
+        }
+        if len > 0 && in_instances {
+            compiled.arrays.record(&fields, len, &|payload| payload.put_slice(0, record));
         }
     }
     if triggered && pid_kept {

@@ -255,3 +255,74 @@ fn cd_and_absolute_paths_reach_instance_files_as_on_linux() {
     assert!(!root.contains("options/print-parent") && !root.contains("events/sched"), "{root}");
     assert_eq!(entries.iter().filter(|entry| **entry == "options/").count(), 1);
 }
+
+/// The lines of an array's `trace` that are records of `event`.
+fn event_lines(trace: &str, event: &str) -> usize {
+    trace.lines().filter(|line| line.contains(&alloc::format!(": {event}: "))).count()
+}
+
+/// An instance has its own `events/` and `set_event`: an event enabled
+/// there records into its buffer alone, through its own filter, as in
+/// Linux; the top level's switch and filter are another copy.
+#[ktest]
+fn an_instance_records_the_events_it_enables_through_its_own_filter() {
+    tracefs::mkdir("instances/ev").unwrap();
+    tracefs::write("dynamic_events", "f:inst_fib fib n=$arg1", FilterMode::Append).unwrap();
+    assert_eq!(read("instances/ev/events/fprobes/inst_fib/enable"), "0\n");
+    write("instances/ev/events/fprobes/inst_fib/filter", "n < 3");
+    write("instances/ev/events/fprobes/inst_fib/enable", "1");
+    assert_eq!(read("instances/ev/set_event"), "fprobes:inst_fib\n");
+    assert_eq!(read("set_event"), "", "the top level's copy is still off");
+    assert_eq!(read("events/fprobes/inst_fib/filter"), "none\n", "and unfiltered");
+    assert_eq!(read("instances/ev/events/fprobes/enable"), "1\n");
+    assert_eq!(read("events/fprobes/enable"), "0\n");
+    assert_eq!(fib(5), 5);
+    // fib(5)'s 15 calls: 11 with n < 3 (three of 2, five of 1, three of 0).
+    assert_eq!(event_lines(&read("instances/ev/trace"), "inst_fib"), 11, "{}", read("instances/ev/trace"));
+    assert_eq!(event_lines(&read("trace"), "inst_fib"), 0);
+
+    // Both copies on, each through its own filter, from one hit.
+    write("events/fprobes/inst_fib/filter", "n >= 3");
+    write("events/fprobes/inst_fib/enable", "1");
+    write("instances/ev/trace", "");
+    assert_eq!(fib(5), 5);
+    assert_eq!(event_lines(&read("instances/ev/trace"), "inst_fib"), 11);
+    assert_eq!(event_lines(&read("trace"), "inst_fib"), 4, "n = 5, 4, 3, 3");
+    write("events/fprobes/inst_fib/enable", "0");
+    write("events/fprobes/inst_fib/filter", "0");
+    write("trace", "");
+
+    // A scheduler event, by set_event, which `>` first clears.
+    write("instances/ev/set_event", "sched:sched_switch");
+    assert_eq!(read("instances/ev/set_event"), "sched:sched_switch\n");
+    assert_eq!(read("instances/ev/events/sched/enable"), "X\n");
+    write("instances/ev/trace", "");
+    crate::workload::run_parallel(2, "fib", &["12"]).unwrap();
+    assert!(event_lines(&read("instances/ev/trace"), "sched_switch") >= 2, "{}", read("instances/ev/trace"));
+    assert_eq!(event_lines(&read("trace"), "sched_switch"), 0);
+    write("instances/ev/events/sched/sched_switch/filter", "prev_pid == -5");
+    write("instances/ev/trace", "");
+    crate::workload::run_parallel(2, "fib", &["12"]).unwrap();
+    assert_eq!(event_lines(&read("instances/ev/trace"), "sched_switch"), 0, "the instance's filter drops every switch");
+
+    // Triggers and hist are the top level's.
+    for file in ["trigger", "hist"] {
+        let path = alloc::format!("instances/ev/events/sched/sched_switch/{file}");
+        assert!(matches!(tracefs::read(&path, &mut String::new()), Err(TracefsError::NoSuchFile(_))), "{path}");
+        assert!(!tracefs::exists(&path));
+    }
+    // An event enabled in an instance cannot be removed.
+    write("instances/ev/events/fprobes/inst_fib/enable", "1");
+    assert!(tracefs::write("dynamic_events", "-:inst_fib", FilterMode::Append).is_err());
+
+    // rmdir lets every event go: a new instance in the same slot starts
+    // with none, and the event can be removed.
+    tracefs::rmdir("instances/ev").unwrap();
+    tracefs::mkdir("instances/ev2").unwrap();
+    assert_eq!(read("instances/ev2/set_event"), "");
+    assert_eq!(read("instances/ev2/events/sched/sched_switch/filter"), "none\n");
+    assert_eq!(read("instances/ev2/events/fprobes/inst_fib/filter"), "none\n");
+    tracefs::rmdir("instances/ev2").unwrap();
+    tracefs::write("dynamic_events", "-:inst_fib", FilterMode::Append).unwrap();
+    assert_eq!(read("enabled_functions"), "", "its probe went with the instance's switch");
+}
