@@ -112,6 +112,18 @@ if run_session instances 'mkdir instances/foo\nls instances\nls instances/foo\nl
     expect "rmdir stopped its tracer" test "$(sed -n '/^> cat enabled_functions$/,/^> poweroff$/p' <<<"$out" | wc -l)" -eq 2
 fi
 
+# Events in an instance, typed from inside it as a Linux user would.
+if run_session instance-events 'mkdir instances/foo\necho '"'"'f:myprobe fib n=$arg1'"'"' >> dynamic_events\ncd instances/foo\nls events/fprobes/myprobe\necho myprobe >> set_event\necho '"'"'n < 3'"'"' > events/fprobes/myprobe/filter\ncat set_event\ncat events/enable\nrun fib 5\ncat trace | grep -c myprobe\ncat events/fprobes/myprobe/trigger\ncd /sys/kernel/tracing\ncat set_event\ncat trace | grep -c myprobe\necho -:myprobe >> dynamic_events\nrmdir instances/foo\necho -:myprobe >> dynamic_events\ncat dynamic_events\npoweroff\n'; then
+    after() { awk -v cmd="> $1" '$0 == cmd {on = 1; next} on && /^> / {exit} on' <<<"$out"; }
+    expect "an instance's event has enable, filter, format and id" test "$(after 'ls events/fprobes/myprobe' | tr '\n' ' ')" = "enable filter format id "
+    expect "its set_event lists it" test "$(after 'cat set_event' | head -1)" = "fprobes:myprobe"
+    expect "some of its events are on" test "$(after 'cat events/enable')" = "X"
+    expect "fib(5)'s 11 calls with n < 3 in its trace" test "$(sed -n '/^> cat trace | grep -c myprobe$/{n;p}' <<<"$out" | tr '\n' ' ')" = "11 0 "
+    expect "no trigger file in an instance" grep -q "^error: no such file: instances/foo/events/fprobes/myprobe/trigger" <<<"$out"
+    expect "an event enabled in an instance cannot be removed" grep -q "^error: event 'fprobes/myprobe' is enabled; disable it first" <<<"$out"
+    expect "rmdir lets it go" test -z "$(after 'cat dynamic_events')"
+fi
+
 # Files a Linux tracing user types: per-CPU stats and trace, the buffer
 # size, bare function names in filters and probe definitions.
 if run_session tracefs-files 'echo fib > set_ftrace_filter\ncat set_ftrace_filter\necho function > current_tracer\nrun fib 5\ncat per_cpu/cpu0/stats\ncat buffer_size_kb\necho 8 > buffer_size_kb\ncat buffer_size_kb\ncat buffer_total_size_kb\necho bogus > buffer_size_kb\necho nop > current_tracer\necho 4080 > buffer_size_kb\necho '"'"'f:fibent fib n=$arg1'"'"' >> dynamic_events\necho '"'"'f:runent run'"'"' >> dynamic_events\ncat dynamic_events\necho 1 > function_profile_enabled\nrun fib 10\necho 0 > function_profile_enabled\ncat trace_stat/function0 trace_stat/function1 trace_stat/function2 trace_stat/function3\necho fib > stack_trace_filter\necho 1 > stack_tracer_enabled\nrun fib 12\necho 0 > stack_tracer_enabled\ncat stack_max_size\ncat stack_trace\necho function > current_tracer\necho mark it > trace_marker\necho 1 > options/sym-offset\necho noprint-parent > trace_options\nrun fib 1\ncat trace\ncat trace_options\necho nosuch > trace_options\necho 1 > snapshot\ncat snapshot\necho 0 > snapshot\ncat snapshot\necho nop > current_tracer\necho 100000000 > tracing_thresh\ncat tracing_thresh\necho 0 > tracing_thresh\necho fib > set_ftrace_filter\necho function > current_tracer\necho fib:traceoff:1 >> set_ftrace_filter\ncat set_ftrace_filter\nrun fib 4\ncat tracing_on\necho fib:nosuch >> set_ftrace_filter\necho !fib:traceoff:1 >> set_ftrace_filter\necho 1 > tracing_on\necho nop > current_tracer\ncat available_events\necho sched:sched_switch > set_event\ncat set_event\ncat events/sched/enable\necho nosuch:event >> set_event\necho > set_event\necho fib > set_ftrace_filter\necho function > current_tracer\necho 1 > set_ftrace_pid\ncat set_ftrace_pid\nrun par 2 fib 3\necho notapid > set_ftrace_pid\necho > set_ftrace_pid\necho nop > current_tracer\ncat set_ftrace_pid\npoweroff\n'; then
