@@ -109,6 +109,8 @@ pub struct TraceArray {
     pub(crate) checking_ops: FtraceOps,
     /// `set_ftrace_pid` and `set_ftrace_notrace_pid`.
     pids: Mutex<PidLists>,
+    /// `set_event_pid` and `set_event_notrace_pid` (`crate::event_pid`).
+    event_pids: Mutex<PidLists>,
     /// The trace options that are on, a [`TraceOption::bit`] each.
     options: AtomicU32,
     /// Handles out: `rmdir` is refused while there are any.
@@ -154,6 +156,7 @@ impl TraceArray {
             graph: GraphSettings::new(),
             checking_ops: FtraceOps::new(tracer::function_trace_call_checking, OpsFlags::RECURSION),
             pids: Mutex::new(PidLists::new()),
+            event_pids: Mutex::new(PidLists::new()),
             options: AtomicU32::new(TraceOption::DEFAULTS),
             users: AtomicUsize::new(0),
             node: Deferred::new(),
@@ -301,6 +304,11 @@ impl TraceArray {
     /// `options/funcgraph-retval`.
     pub fn graph_retval(&self) -> bool {
         self.option(TraceOption::FuncgraphRetval)
+    }
+
+    /// `set_event_pid` and `set_event_notrace_pid`, for `crate::event_pid`.
+    pub(crate) fn event_pids(&self) -> &Mutex<PidLists> {
+        &self.event_pids
     }
 
     /// `set_ftrace_pid` (`notrace` false) or `set_ftrace_notrace_pid`: the
@@ -522,7 +530,7 @@ pub(crate) fn refresh_every_graph_plain() {
 
 /// Runs `f` on the top level and every instance, under the instance
 /// list's lock: no instance is removed (and freed) meanwhile.
-fn for_each_array(mut f: impl FnMut(&'static TraceArray)) {
+pub(crate) fn for_each_array(mut f: impl FnMut(&'static TraceArray)) {
     let instances = INSTANCES.lock();
     for array in core::iter::once(top()).chain(instances.iter().copied()) {
         f(array);
@@ -759,6 +767,20 @@ impl Drop for InstanceRef {
     }
 }
 
+/// Empties the buffers, live and snapshot, of the arrays in `slots` (a
+/// bit per slot; the top level's is bit 0): the arrays an event that went
+/// may have recorded into.
+pub fn reset_buffers_of_slots(slots: u32) {
+    let reset = |array: &TraceArray| {
+        array.buffer().reset();
+        array.buffer().reset_snapshot();
+    };
+    if slots & 1 != 0 {
+        reset(top());
+    }
+    INSTANCES.lock().iter().filter(|array| slots & (1 << array.slot) != 0).for_each(|array| reset(array));
+}
+
 /// Holds instance `name`, if there is one.
 pub fn find(name: &str) -> Option<InstanceRef> {
     let list = INSTANCES.lock();
@@ -875,6 +897,7 @@ unsafe fn free_instance(node: *const Deferred) {
     task::for_each(|state| {
         state.reset_graph_slot(slot);
         state.set_ignored(slot, false);
+        state.set_event_ignored(slot, false);
     });
     release_slot(slot);
     // SAFETY: leaked from a box by `create`; nothing refers to it any more.

@@ -16,7 +16,7 @@
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use arch::context::Context;
 use arch::ftrace_abi::TrampolineCounters;
@@ -77,8 +77,9 @@ pub struct TaskTrace {
     /// Per trace array slot, a bit: that array's pid filter leaves this
     /// task out (`set_ftrace_pid`, `set_ftrace_notrace_pid`).
     ignored: AtomicU32,
-    /// `set_event_pid` leaves this task out.
-    event_ignored: AtomicBool,
+    /// Per trace array slot, a bit: that array's `set_event_pid` (or
+    /// `set_event_notrace_pid`) leaves this task out.
+    event_ignored: AtomicU32,
     /// The sequence number of the last save of its name in
     /// `saved_cmdlines` (see `crate::cmdlines`).
     name_seq: AtomicU64,
@@ -92,6 +93,14 @@ pub struct TaskTrace {
     /// The function profiler's running sum of returned calls' times, for
     /// `graph-time` off (see `crate::profiler`).
     pub(crate) profiled_ns: AtomicU64,
+}
+
+/// Sets or clears trace array `slot`'s bit of a per-slot verdict word.
+fn set_slot_bit(bits: &AtomicU32, slot: usize, on: bool) {
+    match on {
+        true => bits.fetch_or(1 << slot, Ordering::Relaxed),
+        false => bits.fetch_and(!(1 << slot), Ordering::Relaxed),
+    };
 }
 
 // The trampolines add the counters' own offsets to the state's address.
@@ -112,7 +121,7 @@ impl TaskTrace {
             comm,
             kernel_stack: 0..0,
             ignored: AtomicU32::new(0),
-            event_ignored: AtomicBool::new(false),
+            event_ignored: AtomicU32::new(0),
             name_seq: AtomicU64::new(0),
             switched_out_at: AtomicU64::new(0),
             slept_ns: AtomicU64::new(0),
@@ -160,21 +169,19 @@ impl TaskTrace {
 
     /// Sets whether trace array `slot`'s pid filter leaves this task out.
     pub(crate) fn set_ignored(&self, slot: usize, ignored: bool) {
-        match ignored {
-            true => self.ignored.fetch_or(1 << slot, Ordering::Relaxed),
-            false => self.ignored.fetch_and(!(1 << slot), Ordering::Relaxed),
-        };
+        set_slot_bit(&self.ignored, slot, ignored);
     }
 
-    /// Whether `set_event_pid` leaves this task out.
+    /// Whether trace array `slot`'s `set_event_pid` leaves this task out.
     #[inline]
-    pub fn is_event_ignored(&self) -> bool {
-        self.event_ignored.load(Ordering::Relaxed)
+    pub fn is_event_ignored(&self, slot: usize) -> bool {
+        self.event_ignored.load(Ordering::Relaxed) & (1 << slot) != 0
     }
 
-    /// Sets whether `set_event_pid` leaves this task out.
-    pub(crate) fn set_event_ignored(&self, ignored: bool) {
-        self.event_ignored.store(ignored, Ordering::Relaxed);
+    /// Sets whether trace array `slot`'s `set_event_pid` leaves this task
+    /// out.
+    pub(crate) fn set_event_ignored(&self, slot: usize, ignored: bool) {
+        set_slot_bit(&self.event_ignored, slot, ignored);
     }
 
     /// Its kernel stack's address range (empty if unknown).

@@ -220,7 +220,7 @@ pub fn id(group: &str, event: &str) -> Result<u16, TracefsError> {
 pub fn filter_text(array: &TraceArray, group: &str, event: &str) -> Result<String, TracefsError> {
     match SchedEvent::find(group, event) {
         Some(sched) if is_top(array) => Ok(sched.filter_text()),
-        Some(sched) => Ok(sched.arrays().filter(array).text()),
+        Some(sched) => Ok(sched.arrays().filter_text(array)),
         None => fprobe::events::filter_text(array, group, event).map_err(invalid),
     }
 }

@@ -124,8 +124,8 @@ const FILES: &[File] = &[
     top("kprobe_profile", Some(read_kprobe_profile), None),
     top("available_events", Some(read_available_events), None),
     per_array("set_event", Some(read_set_event), Some(write_set_event)),
-    top("set_event_pid", Some(read_event_pid), Some(write_event_pid)),
-    top("set_event_notrace_pid", Some(read_event_notrace_pid), Some(write_event_notrace_pid)),
+    per_array("set_event_pid", Some(read_event_pid), Some(write_event_pid)),
+    per_array("set_event_notrace_pid", Some(read_event_notrace_pid), Some(write_event_notrace_pid)),
     per_array("trace_clock", Some(read_trace_clock), Some(write_trace_clock)),
     per_array("timestamp_mode", Some(read_timestamp_mode), None),
     per_array("tracing_cpumask", Some(read_tracing_cpumask), Some(write_tracing_cpumask)),
@@ -916,21 +916,21 @@ fn write_trace_clock(array: Array, text: &str, _mode: FilterMode) -> Result<(), 
 }
 
 /// `cat set_event_pid`: the pids (nothing when empty, as Linux prints it).
-fn read_event_pid(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    ftrace::event_pid::pids(false).iter().try_for_each(|pid| writeln!(out, "{pid}"))
+fn read_event_pid(array: Array, out: &mut dyn Write) -> fmt::Result {
+    ftrace::event_pid::pids(array, false).iter().try_for_each(|pid| writeln!(out, "{pid}"))
 }
 
-fn write_event_pid(_array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
-    ftrace::event_pid::set_pids(false, text, mode).map_err(|error| TracefsError::Invalid(error.to_string()))
+fn write_event_pid(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    ftrace::event_pid::set_pids(array, false, text, mode).map_err(|error| TracefsError::Invalid(error.to_string()))
 }
 
 /// `cat set_event_notrace_pid`, as `set_event_pid`.
-fn read_event_notrace_pid(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    ftrace::event_pid::pids(true).iter().try_for_each(|pid| writeln!(out, "{pid}"))
+fn read_event_notrace_pid(array: Array, out: &mut dyn Write) -> fmt::Result {
+    ftrace::event_pid::pids(array, true).iter().try_for_each(|pid| writeln!(out, "{pid}"))
 }
 
-fn write_event_notrace_pid(_array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
-    ftrace::event_pid::set_pids(true, text, mode).map_err(|error| TracefsError::Invalid(error.to_string()))
+fn write_event_notrace_pid(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    ftrace::event_pid::set_pids(array, true, text, mode).map_err(|error| TracefsError::Invalid(error.to_string()))
 }
 
 fn read_enabled_functions(_array: Array, out: &mut dyn Write) -> fmt::Result {

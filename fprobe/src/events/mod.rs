@@ -169,8 +169,10 @@ struct Event {
     soft_refs: usize,
     /// Misses of the probes this event rode on before the current one.
     missed_before: u64,
-    /// Whether its probe was ever registered, so records of it may be in
-    /// the buffers (Linux's `WAS_ENABLED`).
+    /// Whether its probe was ever registered for the top level (enabled
+    /// there, or triggers), so records of it may be in the top level's
+    /// buffers (Linux's `WAS_ENABLED`; an instance's is
+    /// `EventArrays::ever_enabled`).
     was_armed: bool,
 }
 
@@ -234,25 +236,29 @@ pub fn write_kprobe_events(text: &str, mode: FilterMode) -> Result<(), EventErro
 }
 
 fn write_probe_events(text: &str, mode: FilterMode, syntax: Syntax) -> Result<(), EventError> {
-    let mut stale = false;
+    let mut stale = Stale(0);
     let result = edit_probe_events(&mut EVENTS.lock(), text, mode, syntax, &mut stale);
     // Records of a removed event that recorded would have no format left
-    // to print them with: the top level's buffers are emptied, live and
-    // snapshot, as Linux resets a trace array when an event it enabled
-    // goes. (After the events' lock: `cat trace` prints under the
-    // buffer's lock and takes the events' one.)
-    if stale {
-        let buffer = ftrace::instance::top().buffer();
-        buffer.reset();
-        buffer.reset_snapshot();
+    // to print them with: the buffers of each array it was enabled in
+    // are emptied, live and snapshot, as Linux resets a trace array when
+    // an event it enabled goes. (After the events' lock: `cat trace`
+    // prints under the buffer's lock and takes the events' one.)
+    if stale.0 != 0 {
+        ftrace::instance::reset_buffers_of_slots(stale.0);
     }
     result
 }
 
-/// Removes the events `doomed` picks; `stale` is set if one of them ever
-/// recorded.
-fn remove_events(events: &mut Vec<Event>, doomed: impl Fn(&Event) -> bool, stale: &mut bool) {
-    *stale |= events.iter().any(|e| doomed(e) && e.was_armed);
+/// The trace arrays whose buffers may hold records of removed events: a
+/// bit per array slot (the top level's is bit 0).
+struct Stale(u32);
+
+/// Removes the events `doomed` picks, adding the arrays each one may have
+/// recorded into to `stale`.
+fn remove_events(events: &mut Vec<Event>, doomed: impl Fn(&Event) -> bool, stale: &mut Stale) {
+    for event in events.iter().filter(|e| doomed(e)) {
+        stale.0 |= u32::from(event.was_armed) | event.compiled.arrays.ever_enabled();
+    }
     events.retain(|e| !doomed(e));
 }
 
@@ -261,7 +267,7 @@ fn edit_probe_events(
     text: &str,
     mode: FilterMode,
     syntax: Syntax,
-    stale: &mut bool,
+    stale: &mut Stale,
 ) -> Result<(), EventError> {
     // A `#` starts a comment, as Linux reads these files: a line of only
     // a comment defines nothing (and, written with `>`, still clears).
@@ -443,12 +449,12 @@ fn update_probe(entry: &mut Event) -> Result<(), EventError> {
         || !compiled.arrays.is_empty()
         || compiled.triggers.is_set()
         || entry.soft_refs > 0;
+    // For the top level: enabled there, or triggers (soft mode records
+    // there too).
+    let for_top = compiled.enabled.load(Ordering::Relaxed) || compiled.triggers.is_set() || entry.soft_refs > 0;
     match (wanted, entry.probe.take()) {
         (true, Some(probe)) => entry.probe = Some(probe),
-        (true, None) => {
-            entry.probe = Some(arm(entry)?);
-            entry.was_armed = true;
-        }
+        (true, None) => entry.probe = Some(arm(entry)?),
         (false, None) => {}
         (false, Some(armed)) => {
             entry.missed_before += armed.nmissed();
@@ -464,6 +470,7 @@ fn update_probe(entry: &mut Event) -> Result<(), EventError> {
             }
         }
     }
+    entry.was_armed |= for_top && entry.probe.is_some();
     Ok(())
 }
 
@@ -658,8 +665,12 @@ pub fn print_event(payload: &[u8], sym_addr: bool, out: &mut dyn Write) -> Optio
 pub fn set_filter(array: &TraceArray, group: &str, event: &str, text: &str) -> Result<(), EventError> {
     let mut events = EVENTS.lock();
     let compiled = &find(&mut events, group, event)?.compiled;
-    let slot = if is_top(array) { &compiled.filter } else { compiled.arrays.filter(array) };
-    slot.set(text, &compiled.filter_fields()).map_err(EventError::Filter)?;
+    let fields = compiled.filter_fields();
+    match is_top(array) {
+        true => compiled.filter.set(text, &fields),
+        false => compiled.arrays.set_filter(array, text, &fields),
+    }
+    .map_err(EventError::Filter)?;
     refresh_fast(compiled);
     Ok(())
 }
@@ -675,7 +686,7 @@ pub fn id(group: &str, event: &str) -> Result<u16, EventError> {
 pub fn filter_text(array: &TraceArray, group: &str, event: &str) -> Result<String, EventError> {
     let mut events = EVENTS.lock();
     let compiled = &find(&mut events, group, event)?.compiled;
-    Ok(if is_top(array) { compiled.filter.text() } else { compiled.arrays.filter(array).text() })
+    Ok(if is_top(array) { compiled.filter.text() } else { compiled.arrays.filter_text(array) })
 }
 
 /// Every event's format, as (group, `format` text), for the trace stream.

@@ -312,7 +312,8 @@ fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
             stack.record(top);
         }
         if len > 0 && in_instances {
-            compiled.arrays.record(&fields, len, &|payload| payload.put_slice(0, record));
+            let pid_kept = ftrace::event_pid::records_current_in;
+            compiled.arrays.record(&pid_kept, &fields, len, &|payload| payload.put_slice(0, record));
         }
     }
     if triggered && pid_kept {

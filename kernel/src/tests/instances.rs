@@ -288,6 +288,15 @@ fn an_instance_records_the_events_it_enables_through_its_own_filter() {
     assert_eq!(fib(5), 5);
     assert_eq!(event_lines(&read("instances/ev/trace"), "inst_fib"), 11);
     assert_eq!(event_lines(&read("trace"), "inst_fib"), 4, "n = 5, 4, 3, 3");
+    // Neither filtered: the top level's copy alone would take the short
+    // path, which does not reach instances.
+    write("events/fprobes/inst_fib/filter", "0");
+    write("instances/ev/events/fprobes/inst_fib/filter", "0");
+    write("trace", "");
+    write("instances/ev/trace", "");
+    assert_eq!(fib(5), 5);
+    assert_eq!(event_lines(&read("instances/ev/trace"), "inst_fib"), 15);
+    assert_eq!(event_lines(&read("trace"), "inst_fib"), 15);
     write("events/fprobes/inst_fib/enable", "0");
     write("events/fprobes/inst_fib/filter", "0");
     write("trace", "");
@@ -315,14 +324,86 @@ fn an_instance_records_the_events_it_enables_through_its_own_filter() {
     write("instances/ev/events/fprobes/inst_fib/enable", "1");
     assert!(tracefs::write("dynamic_events", "-:inst_fib", FilterMode::Append).is_err());
 
-    // rmdir lets every event go: a new instance in the same slot starts
-    // with none, and the event can be removed.
+    // rmdir lets every event go: a new instance in the same slot (freed
+    // once its grace period is over) starts with none, and the event can
+    // be removed.
+    write("instances/ev/events/sched/sched_switch/enable", "1");
     tracefs::rmdir("instances/ev").unwrap();
+    ftrace::deferred::reclaim();
     tracefs::mkdir("instances/ev2").unwrap();
     assert_eq!(read("instances/ev2/set_event"), "");
     assert_eq!(read("instances/ev2/events/sched/sched_switch/filter"), "none\n");
     assert_eq!(read("instances/ev2/events/fprobes/inst_fib/filter"), "none\n");
+    assert_eq!(fib(5), 5);
+    crate::workload::run_parallel(2, "fib", &["12"]).unwrap();
+    let trace = read("instances/ev2/trace");
+    assert_eq!(event_lines(&trace, "inst_fib") + event_lines(&trace, "sched_switch"), 0, "{trace}");
     tracefs::rmdir("instances/ev2").unwrap();
     tracefs::write("dynamic_events", "-:inst_fib", FilterMode::Append).unwrap();
     assert_eq!(read("enabled_functions"), "", "its probe went with the instance's switch");
+}
+
+/// An exit event in an instance records the return values, and removing
+/// an event empties the buffers of the arrays it recorded into, and only
+/// those (their records would have no format left), as Linux does.
+#[ktest]
+fn removing_an_event_empties_the_arrays_it_recorded_into() {
+    tracefs::mkdir("instances/gone").unwrap();
+    tracefs::mkdir("instances/kept").unwrap();
+    tracefs::write("dynamic_events", "f:inst_ret fib%return r=$retval", FilterMode::Append).unwrap();
+    write("instances/gone/events/fprobes/inst_ret/enable", "1");
+    write("trace_marker", "top");
+    write("instances/kept/trace_marker", "kept");
+    assert_eq!(fib(5), 5);
+    let trace = read("instances/gone/trace");
+    assert_eq!(event_lines(&trace, "inst_ret"), 15, "{trace}");
+    assert!(trace.contains(" r=0x5\n"), "fib(5) returned 5: {trace}");
+    write("instances/gone/events/fprobes/inst_ret/enable", "0");
+    tracefs::write("dynamic_events", "-:inst_ret", FilterMode::Append).unwrap();
+    assert_eq!(event_lines(&read("instances/gone/trace"), "inst_ret"), 0, "its records went with it");
+    assert!(read("trace").contains("tracing_mark_write: top"), "the top level never recorded it: kept");
+    assert!(read("instances/kept/trace").contains("tracing_mark_write: kept"), "nor did kept");
+    tracefs::rmdir("instances/gone").unwrap();
+    tracefs::rmdir("instances/kept").unwrap();
+    write("trace", "");
+}
+
+/// Each array has its own `set_event_pid` and `set_event_notrace_pid`, as
+/// in Linux: an instance's lists choose the tasks whose events it records,
+/// whatever the top level's say.
+#[ktest]
+fn an_instance_has_its_own_event_pid_lists() {
+    tracefs::mkdir("instances/pids").unwrap();
+    tracefs::write("dynamic_events", "f:pid_fib fib n=$arg1", FilterMode::Append).unwrap();
+    write("events/fprobes/pid_fib/enable", "1");
+    write("instances/pids/events/fprobes/pid_fib/enable", "1");
+    let me = ftrace::task::current().pid();
+    write("instances/pids/set_event_pid", &alloc::format!("{me}"));
+    assert_eq!(read("instances/pids/set_event_pid"), alloc::format!("{me}\n"));
+    assert_eq!(read("set_event_pid"), "", "the top level's list is another");
+    write("trace", "");
+    assert_eq!(fib(5), 5);
+    // Two workers, other tasks, make 15 calls each.
+    crate::workload::run_parallel(2, "fib", &["5"]).unwrap();
+    assert_eq!(event_lines(&read("instances/pids/trace"), "pid_fib"), 15, "this task's calls only");
+    assert_eq!(event_lines(&read("trace"), "pid_fib"), 45, "every task's");
+
+    write("instances/pids/set_event_pid", "");
+    write("instances/pids/set_event_notrace_pid", &alloc::format!("{me}"));
+    write("trace", "");
+    write("instances/pids/trace", "");
+    assert_eq!(fib(5), 5);
+    assert_eq!(event_lines(&read("instances/pids/trace"), "pid_fib"), 0, "this task is left out there");
+    assert_eq!(event_lines(&read("trace"), "pid_fib"), 15);
+    assert!(refused_write("instances/pids/set_event_pid", "1 x"), "a bad pid is refused");
+    assert_eq!(read("instances/pids/set_event_pid"), "", "and changes nothing");
+
+    write("events/fprobes/pid_fib/enable", "0");
+    tracefs::rmdir("instances/pids").unwrap();
+    tracefs::write("dynamic_events", "-:pid_fib", FilterMode::Append).unwrap();
+    write("trace", "");
+}
+
+fn refused_write(path: &str, text: &str) -> bool {
+    matches!(tracefs::write(path, text, FilterMode::Replace), Err(TracefsError::Invalid(_)))
 }
