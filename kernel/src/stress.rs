@@ -18,8 +18,10 @@
 //!   events (defined, enabled, disabled, removed), an fprobe with entry and
 //!   exit handlers, an ops with a rethook, an ops on the ARGS trampoline,
 //!   and a breakpoint kprobe inside the leaf (the instruction after its
-//!   ftrace site, stepped out of line) with a kretprobe on the leaf. Every
-//!   callback checks the arguments and return values it sees.
+//!   ftrace site, stepped out of line) with a kretprobe on the leaf, and an
+//!   instance recording the scheduler's events and the fprobe events
+//!   (made, then removed while they fire). Every callback checks the
+//!   arguments and return values it sees.
 //!
 //! # What it reports
 //!
@@ -190,10 +192,21 @@ enum Switch {
     ArgsOps,
     /// A breakpoint kprobe inside the leaf and a kretprobe on it.
     Kprobes,
+    /// An instance recording the scheduler's events (and the fprobe
+    /// events while they are enabled): made, then removed under load.
+    Instance,
 }
 
-const SWITCHES: [Switch; 7] =
-    [Switch::Tracer, Switch::Filter, Switch::Events, Switch::Fprobe, Switch::Rethook, Switch::ArgsOps, Switch::Kprobes];
+const SWITCHES: [Switch; 8] = [
+    Switch::Tracer,
+    Switch::Filter,
+    Switch::Events,
+    Switch::Fprobe,
+    Switch::Rethook,
+    Switch::ArgsOps,
+    Switch::Kprobes,
+    Switch::Instance,
+];
 
 /// Where each switch is.
 struct Controller {
@@ -205,11 +218,13 @@ struct Controller {
     rethook: bool,
     args_ops: bool,
     kprobes: Option<(RegisteredKprobe, RegisteredKretprobe)>,
+    instance: bool,
     functions: [usize; 3],
 }
 
 const EVENT_ENABLES: [&str; 2] = ["events/stress/add/enable", "events/stress/add_ret/enable"];
 const TRACERS: [&str; 3] = ["nop", "function", "function_graph"];
+const INSTANCE: &str = "instances/stress";
 const EVENT_DEFINITIONS: [&str; 2] =
     ["f:stress/add kernel::stress::stress_add a=$arg1 b=$arg2", "f:stress/add_ret kernel::stress::stress_add%return ret=$retval"];
 
@@ -228,6 +243,7 @@ impl Controller {
             rethook: false,
             args_ops: false,
             kprobes: None,
+            instance: false,
             functions,
         }
     }
@@ -246,8 +262,9 @@ impl Controller {
                 self.events = (self.events + 1) % 4;
                 match self.events {
                     1 => EVENT_DEFINITIONS.iter().try_for_each(|line| append("dynamic_events", line)),
-                    2 => EVENT_ENABLES.iter().try_for_each(|file| write(file, "1")),
-                    3 => EVENT_ENABLES.iter().try_for_each(|file| write(file, "0")),
+                    2 => self.event_enables().try_for_each(|file| write(&file, "1")),
+                    // In the instance too, so the events can be removed.
+                    3 => self.event_enables().try_for_each(|file| write(&file, "0")),
                     _ => ["-:stress/add", "-:stress/add_ret"].iter().try_for_each(|line| append("dynamic_events", line)),
                 }
             }
@@ -297,6 +314,20 @@ impl Controller {
                     ftrace::unregister(&ARGS_OPS).map_err(|e| format!("args ops: {e}"))
                 }
             }
+            Switch::Instance => {
+                self.instance = !self.instance;
+                if !self.instance {
+                    // With its events on, while the workers hit them.
+                    return tracefs::rmdir(INSTANCE).map_err(|error| format!("rmdir: {error}"));
+                }
+                tracefs::mkdir(INSTANCE).map_err(|error| format!("mkdir: {error}"))?;
+                write(&format!("{INSTANCE}/events/sched/sched_switch/filter"), "prev_pid != 0")?;
+                write(&format!("{INSTANCE}/set_event"), "sched:*")?;
+                match self.events {
+                    2 => EVENT_ENABLES.iter().try_for_each(|file| write(&format!("{INSTANCE}/{file}"), "1")),
+                    _ => Ok(()),
+                }
+            }
             Switch::Kprobes => match self.kprobes.take() {
                 Some((kprobe, kretprobe)) => {
                     kprobe.unregister();
@@ -324,8 +355,18 @@ impl Controller {
         }
     }
 
+    /// The fprobe events' `enable` files: the top level's, and the
+    /// instance's while it exists.
+    fn event_enables(&self) -> impl Iterator<Item = String> {
+        let instance = self.instance.then(|| EVENT_ENABLES.map(|file| format!("{INSTANCE}/{file}")));
+        EVENT_ENABLES.map(String::from).into_iter().chain(instance.into_iter().flatten())
+    }
+
     /// Flips everything back off.
     fn settle(&mut self) -> Result<(), String> {
+        if self.instance {
+            self.flip(Switch::Instance)?;
+        }
         while self.tracer != 0 {
             self.flip(Switch::Tracer)?;
         }
