@@ -179,6 +179,11 @@ impl Trigger {
         self.target.as_ref()
     }
 
+    /// Its command.
+    pub fn command(&self) -> TriggerCommand {
+        self.command
+    }
+
     /// With the switch of its target, resolved by the caller.
     pub fn with_switch(mut self, switch: Arc<dyn EventSwitch>) -> Trigger {
         self.switch = Some(switch);
@@ -472,6 +477,18 @@ mod kernel_side {
         /// (by [`super::parse`]; an `enable_event`'s switch resolved), for the
         /// events of `array`: what it added or removed.
         pub fn apply(&self, array: &TraceArray, request: Request) -> Result<Applied, TriggerError> {
+            self.apply_noting(array, request, |_| ())
+        }
+
+        /// [`apply`](Self::apply), then `note(whether triggers are left)`
+        /// before another writer can change them: for a caller that keeps
+        /// that fact elsewhere (`crate::event_arrays`' bits).
+        pub fn apply_noting(
+            &self,
+            array: &TraceArray,
+            request: Request,
+            note: impl FnOnce(bool),
+        ) -> Result<Applied, TriggerError> {
             let _writers = self.writers.lock();
             let mut list: Vec<Arc<Trigger>> = self.list.read(|list| list.cloned().unwrap_or_default());
             let applied = match request {
@@ -519,6 +536,7 @@ mod kernel_side {
                     added
                 }
             };
+            note(!list.is_empty());
             self.list.replace((!list.is_empty()).then_some(list));
             Ok(applied)
         }
@@ -540,12 +558,27 @@ mod kernel_side {
             })
         }
 
+        /// Removes every trigger: their trace array went. (Only for lists
+        /// with no `enable_event`/`disable_event`, whose switches' owners
+        /// must be told: an instance's.)
+        pub fn clear(&self) {
+            let _writers = self.writers.lock();
+            self.list.replace(None);
+        }
+
         /// Removes the trigger of `command`'s kind (and target), if there is
         /// one: a caller that could not go on after adding it.
         pub fn remove(&self, command: TriggerCommand, target: Option<&EventName>) {
+            self.remove_noting(command, target, |_| ());
+        }
+
+        /// [`remove`](Self::remove), noting what is left as
+        /// [`apply_noting`](Self::apply_noting) does.
+        pub fn remove_noting(&self, command: TriggerCommand, target: Option<&EventName>, note: impl FnOnce(bool)) {
             let _writers = self.writers.lock();
             let mut list: Vec<Arc<Trigger>> = self.list.read(|list| list.cloned().unwrap_or_default());
             list.retain(|trigger| !trigger.is_kind(command, target));
+            note(!list.is_empty());
             self.list.replace((!list.is_empty()).then_some(list));
         }
 

@@ -319,7 +319,9 @@ pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
     let fields = |field| switch_field(&event, field);
     if in_instances {
         let pid_kept = |slot| crate::event_pid::records_in(slot, prev) || crate::event_pid::records_in(slot, next);
-        SchedEvent::Switch.arrays().record(&pid_kept, &fields, SchedSwitchEvent::SIZE, &|bytes| event.encode_into(bytes));
+        let stack = StackStart { addresses: [0; 2], fp: arch::cpu::frame_pointer() };
+        let arrays = SchedEvent::Switch.arrays();
+        arrays.hit(&pid_kept, &fields, stack, SchedSwitchEvent::SIZE, &|bytes| event.encode_into(bytes));
     }
     let pid_kept = crate::event_pid::records(prev) || crate::event_pid::records(next);
     let records = on && pid_kept && SchedEvent::Switch.filter_slot().passes(&fields);
@@ -365,7 +367,8 @@ fn wakeup_event(kind: SchedEvent, task: &TaskTrace, target_cpu: usize) {
     let fields = |field| wakeup_field(&event, field);
     if in_instances {
         let pid_kept = |slot| crate::event_pid::records_in(slot, task) || crate::event_pid::records_current_in(slot);
-        kind.arrays().record(&pid_kept, &fields, SchedWakeupEvent::SIZE, &|bytes| event.encode_into(bytes));
+        let stack = StackStart { addresses: [0; 2], fp: arch::cpu::frame_pointer() };
+        kind.arrays().hit(&pid_kept, &fields, stack, SchedWakeupEvent::SIZE, &|bytes| event.encode_into(bytes));
     }
     let pid_kept = crate::event_pid::records(task) || crate::event_pid::records_current();
     let records = on && pid_kept && kind.filter_slot().passes(&fields);

@@ -63,7 +63,10 @@ pub fn location(name: &str, text: &str, message: &str) -> Option<String> {
         // answers ENOENT or EBUSY and logs nothing.
         return None;
     }
-    let event = name.strip_prefix("events/");
+    // An instance's event files log as the top level's do (instances have
+    // no `error_log` of their own here).
+    let in_array = name.strip_prefix("instances/").and_then(|rest| rest.split_once('/')).map_or(name, |(_, file)| file);
+    let event = in_array.strip_prefix("events/");
     let location = match name {
         "kprobe_events" => "trace_kprobe",
         "dynamic_events" => probe(),

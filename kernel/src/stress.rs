@@ -19,8 +19,8 @@
 //!   exit handlers, an ops with a rethook, an ops on the ARGS trampoline,
 //!   and a breakpoint kprobe inside the leaf (the instruction after its
 //!   ftrace site, stepped out of line) with a kretprobe on the leaf, and an
-//!   instance recording the scheduler's events and the fprobe events
-//!   (made, then removed while they fire). Every callback checks the
+//!   instance recording the scheduler's events and the fprobe events, with
+//!   a `hist` trigger of its own (made, then removed while they fire). Every callback checks the
 //!   arguments and return values it sees.
 //!
 //! # What it reports
@@ -323,6 +323,7 @@ impl Controller {
                 tracefs::mkdir(INSTANCE).map_err(|error| format!("mkdir: {error}"))?;
                 write(&format!("{INSTANCE}/events/sched/sched_switch/filter"), "prev_pid != 0")?;
                 write(&format!("{INSTANCE}/set_event"), "sched:*")?;
+                write(&format!("{INSTANCE}/events/sched/sched_wakeup/trigger"), "hist:keys=pid:vals=target_cpu")?;
                 match self.events {
                     2 => EVENT_ENABLES.iter().try_for_each(|file| write(&format!("{INSTANCE}/{file}"), "1")),
                     _ => Ok(()),
@@ -532,6 +533,16 @@ fn warm_up_decoder() {
     let _ = arch::kprobes::decode(leaf + arch::ftrace::CALL_OFFSET + arch::ftrace::INSN_LEN);
 }
 
+/// The instance switch gives the scheduler's events a filter and a
+/// trigger in an instance, and an event makes its per-instance tables on
+/// first use, once for good (a few KiB). Made before the heap is measured,
+/// they do not show in `heap_delta` either.
+fn warm_up_instance() -> Result<(), String> {
+    let mut controller = Controller::new();
+    controller.flip(Switch::Instance)?;
+    controller.flip(Switch::Instance)
+}
+
 /// Whether an event decodes: a common header with a pid of a task.
 fn well_formed(payload: &[u8]) -> bool {
     ftrace::event::Common::decode(payload).is_some_and(|common| common.kind != 0 && common.pid >= 0)
@@ -553,6 +564,7 @@ pub fn run(limits: Limits) -> Result<Report, String> {
     if !defined.is_empty() {
         return Err("stress: remove the dynamic events first".into());
     }
+    warm_up_instance()?;
     ftrace::deferred::reclaim();
     warm_up_decoder();
     let heap_before = crate::heap::stats().used as isize;

@@ -6,10 +6,10 @@
 //! `events/GRP/{enable,filter}`, `events/enable`, `available_events` and `set_event`
 //! all go through here, so a name means the same event in every file.
 //!
-//! An instance has its own copy of each event's `enable` and `filter`
-//! (`instances/NAME/events/...`, `instances/NAME/set_event`), kept by
-//! `ftrace::event_arrays`; triggers, `hist` and soft mode are the top
-//! level's.
+//! An instance has its own copy of each event's `enable`, `filter`,
+//! `trigger` and `hist` (`instances/NAME/events/...`,
+//! `instances/NAME/set_event`), kept by `ftrace::event_arrays`; soft mode
+//! (`enable_event`, `disable_event`) is the top level's.
 
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -82,7 +82,8 @@ pub fn set_enabled(array: &TraceArray, group: &str, event: &str, on: bool) -> Re
     }
 }
 
-/// `rmdir instances/NAME`: no event records into the instance any more.
+/// `rmdir instances/NAME`: no event records into the instance or has
+/// triggers there any more.
 pub fn forget_array(array: &TraceArray) {
     for sched in SchedEvent::ALL {
         sched.arrays().forget(array);
@@ -105,12 +106,14 @@ pub fn set_filter(array: &TraceArray, group: &str, event: &str, text: &str) -> R
     }
 }
 
-/// `echo LINE > events/GRP/EVENT/trigger` (`>>` the same): adds or
-/// (`!NAME`) removes one trigger; a bad line changes nothing. An
-/// `enable_event:GRP:EVENT` puts that event in soft mode for as long as the
-/// trigger exists (taken here, before the trigger is added, and given back
-/// if it is refused or once it is removed).
-pub fn write_trigger(group: &str, event: &str, text: &str) -> Result<(), TracefsError> {
+/// `echo LINE > events/GRP/EVENT/trigger` (`>>` the same) in trace array
+/// `array`: adds or (`!NAME`) removes one trigger; a bad line changes
+/// nothing. An `enable_event:GRP:EVENT` puts that event in soft mode for as
+/// long as the trigger exists (taken here, before the trigger is added, and
+/// given back if it is refused or once it is removed); soft mode is a
+/// switch of the top level's copy of an event, so an instance refuses
+/// `enable_event` and `disable_event`.
+pub fn write_trigger(array: &TraceArray, group: &str, event: &str, text: &str) -> Result<(), TracefsError> {
     if text.trim().is_empty() {
         return Ok(());
     }
@@ -123,6 +126,23 @@ pub fn write_trigger(group: &str, event: &str, text: &str) -> Result<(), Tracefs
         TriggerError::Filter { expression, error } => TracefsError::Filter { command: expression, error, trigger: true },
         other => invalid(other),
     })?;
+    if !is_top(array) {
+        if let Request::Add(trigger) = &parsed {
+            if let Some(target) = trigger.target() {
+                return Err(TracefsError::Invalid(format!(
+                    "{}:{}:{}: an instance takes no enable_event or disable_event here (they switch the top level's copy of an event)",
+                    trigger.command().name(),
+                    target.group,
+                    target.event
+                )));
+            }
+        }
+        let applied = match sched {
+            Some(sched) => sched.arrays().apply_trigger(array, parsed).map_err(invalid),
+            None => fprobe::events::apply_trigger(array, group, event, parsed).map_err(invalid),
+        };
+        return applied.map(drop);
+    }
     let (request, acquired) = match parsed {
         Request::Add(trigger) => match trigger.target().cloned() {
             Some(target) => {
@@ -142,7 +162,7 @@ pub fn write_trigger(group: &str, event: &str, text: &str) -> Result<(), Tracefs
     };
     let applied = match sched {
         Some(sched) => sched.apply_trigger(request).map_err(invalid),
-        None => fprobe::events::apply_trigger(group, event, request).map_err(invalid),
+        None => fprobe::events::apply_trigger(array, group, event, request).map_err(invalid),
     };
     match (&applied, acquired) {
         // Refused, or the same trigger was there: the reference goes back.
@@ -182,28 +202,31 @@ fn release_soft(target: &EventName) {
 pub fn enable_state(array: &TraceArray, group: &str, event: &str) -> Result<(bool, bool), TracefsError> {
     match SchedEvent::find(group, event) {
         Some(sched) if is_top(array) => Ok((sched.records(), sched.in_soft_mode())),
-        // Triggers act on the top level only: never soft mode here.
-        Some(sched) => Ok((sched.arrays().contains(array), false)),
+        // No `enable_event` names an instance's copy: its triggers alone
+        // keep it armed.
+        Some(sched) => Ok((sched.arrays().contains(array), sched.arrays().has_triggers(array))),
         None => fprobe::events::enable_state(array, group, event).map_err(invalid),
     }
 }
 
 /// `cat events/GRP/EVENT/trigger`.
-pub fn trigger_text(group: &str, event: &str) -> Result<String, TracefsError> {
+pub fn trigger_text(array: &TraceArray, group: &str, event: &str) -> Result<String, TracefsError> {
     match SchedEvent::find(group, event) {
-        Some(sched) => Ok(sched.trigger_text()),
-        None => fprobe::events::trigger_text(group, event).map_err(invalid),
+        Some(sched) if is_top(array) => Ok(sched.trigger_text()),
+        Some(sched) => Ok(sched.arrays().trigger_text(array)),
+        None => fprobe::events::trigger_text(array, group, event).map_err(invalid),
     }
 }
 
 /// `cat events/GRP/EVENT/hist`: its `hist` triggers' tables (nothing
 /// without one, as in Linux).
-pub fn hist_text(group: &str, event: &str) -> Result<String, TracefsError> {
+pub fn hist_text(array: &TraceArray, group: &str, event: &str) -> Result<String, TracefsError> {
     let names = |address: usize| ftrace::symbols::table().ok()?.lookup(address);
     let comms = |pid: i32| ftrace::sched::comm_of(pid);
     let text = match SchedEvent::find(group, event) {
-        Some(sched) => sched.hist_text(&names, &comms),
-        None => fprobe::events::hist_text(group, event, &names, &comms).map_err(invalid)?,
+        Some(sched) if is_top(array) => sched.hist_text(&names, &comms),
+        Some(sched) => sched.arrays().hist_text(array, &names, &comms),
+        None => fprobe::events::hist_text(array, group, event, &names, &comms).map_err(invalid)?,
     };
     Ok(text.unwrap_or_default())
 }

@@ -169,7 +169,7 @@ fn find(resolved: &Resolved, path: &str) -> Result<&'static File, TracefsError> 
 /// The file names, for `ls`: the fixed ones, each dynamic event's, then
 /// each instance's directory.
 pub fn names() -> impl Iterator<Item = String> {
-    let events = event_names("", &TOP_EVENT_FILES);
+    let events = event_names("");
     // The directory itself is always there, as Linux's is.
     let instances = core::iter::once(String::from("instances/"))
         .chain(instance::names().into_iter().map(|name| format!("instances/{name}/")));
@@ -191,24 +191,21 @@ pub fn instance_names(name: &str) -> Option<impl Iterator<Item = String>> {
     let prefix = format!("instances/{name}/");
     let files = FILES.iter().filter(|file| file.scope == Scope::Array).map(|file| format!("{prefix}{}", file.name));
     let options = TraceOption::ALL.into_iter().map(|option| format!("{prefix}options/{}", option.name()));
-    let events = event_names(&prefix, &INSTANCE_EVENT_FILES);
+    let events = event_names(&prefix);
     Some(files.chain(options).chain(per_cpu_names(&prefix)).chain(events).collect::<alloc::vec::Vec<_>>().into_iter())
 }
 
-/// Each event's files at the top level.
-const TOP_EVENT_FILES: [&str; 6] = ["enable", "filter", "format", "hist", "id", "trigger"];
-/// Each event's files in an instance: triggers and `hist` act on the top
-/// level only here.
-const INSTANCE_EVENT_FILES: [&str; 4] = ["enable", "filter", "format", "id"];
+/// Each event's files.
+const EVENT_FILES: [&str; 6] = ["enable", "filter", "format", "hist", "id", "trigger"];
 
-/// The files under `{prefix}events/`, each event with `per_event` files.
-fn event_names(prefix: &str, per_event: &'static [&'static str]) -> alloc::vec::Vec<String> {
+/// The files under `{prefix}events/`.
+fn event_names(prefix: &str) -> alloc::vec::Vec<String> {
     let groups: alloc::collections::BTreeSet<String> = trace_events::all().into_iter().map(|(group, _)| group).collect();
     let group_files =
         groups.into_iter().flat_map(|group| ["enable", "filter"].map(|file| format!("{prefix}events/{group}/{file}")));
     let events = trace_events::all()
         .into_iter()
-        .flat_map(|(group, event)| per_event.iter().map(move |file| format!("{prefix}events/{group}/{event}/{file}")));
+        .flat_map(|(group, event)| EVENT_FILES.iter().map(move |file| format!("{prefix}events/{group}/{event}/{file}")));
     let headers = ["header_page", "header_event"].map(|file| format!("{prefix}events/{file}"));
     core::iter::once(format!("{prefix}events/enable")).chain(headers).chain(group_files).chain(events).collect()
 }
@@ -453,7 +450,7 @@ pub fn exists(path: &str) -> bool {
                 || per_cpu_file(resolved.name).is_some()
                 || option_file(resolved.name).is_some()
                 || (resolved.hold.is_none() && trace_stat_file(resolved.name).is_some())
-                || matches!(event_file_of(&resolved, path), Ok(Some(_)))
+                || event_file(resolved.name).is_some()
         }),
     }
 }
@@ -520,17 +517,6 @@ fn event_file(name: &str) -> Option<EventFile<'_>> {
     }
 }
 
-/// The event file `resolved` names, if it names one: at the top level,
-/// any; in an instance, those it has (no `trigger` or `hist`).
-fn event_file_of<'a>(resolved: &Resolved<'a>, path: &str) -> Result<Option<EventFile<'a>>, TracefsError> {
-    match event_file(resolved.name) {
-        Some(EventFile::Trigger(..) | EventFile::Hist(..)) if resolved.hold.is_some() => {
-            Err(TracefsError::NoSuchFile(path.to_string()))
-        }
-        file => Ok(file),
-    }
-}
-
 fn event_error(error: fprobe::events::EventError) -> TracefsError {
     TracefsError::Invalid(error.to_string())
 }
@@ -539,7 +525,7 @@ fn event_error(error: fprobe::events::EventError) -> TracefsError {
 pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
     let resolved = resolve(name)?;
     let array = resolved.array;
-    match event_file_of(&resolved, name)? {
+    match event_file(resolved.name) {
         Some(EventFile::Enable(group, event)) => {
             // `*`: triggers keep the event armed (Linux's soft mode).
             let (records, soft_mode) = trace_events::enable_state(array, group, event)?;
@@ -556,11 +542,11 @@ pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
             return writeln!(out, "{id}").map_err(|_| TracefsError::Invalid("output failed".into()));
         }
         Some(EventFile::Trigger(group, event)) => {
-            let text = trace_events::trigger_text(group, event)?;
+            let text = trace_events::trigger_text(array, group, event)?;
             return out.write_str(&text).map_err(|_| TracefsError::Invalid("output failed".into()));
         }
         Some(EventFile::Hist(group, event)) => {
-            let text = trace_events::hist_text(group, event)?;
+            let text = trace_events::hist_text(array, group, event)?;
             return out.write_str(&text).map_err(|_| TracefsError::Invalid("output failed".into()));
         }
         Some(EventFile::GroupFilter(group)) => {
@@ -632,7 +618,7 @@ fn write_logged(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsE
 fn write_file(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
     let resolved = resolve(name)?;
     let array = resolved.array;
-    match event_file_of(&resolved, name)? {
+    match event_file(resolved.name) {
         Some(EventFile::Enable(group, event)) => {
             return trace_events::set_enabled(array, group, event, parse_switch(text)?);
         }
@@ -645,7 +631,7 @@ fn write_file(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsErr
         Some(EventFile::GroupFilter(group)) => return trace_events::set_group_filter(array, group, text),
         // `>` and `>>` both add, as in Linux (its trigger file clears
         // nothing on a truncating open).
-        Some(EventFile::Trigger(group, event)) => return trace_events::write_trigger(group, event, text),
+        Some(EventFile::Trigger(group, event)) => return trace_events::write_trigger(array, group, event, text),
         Some(EventFile::EnableAll(group)) => {
             return trace_events::set_enabled_all(array, group, parse_switch(text)?);
         }

@@ -185,10 +185,10 @@ impl Event {
     /// by another event's trigger, or still has its probe (one that could
     /// not be unregistered).
     fn check_removable(&self) -> Result<(), EventError> {
-        if self.compiled.enabled.load(Ordering::Relaxed) || !self.compiled.arrays.is_empty() {
+        if self.compiled.enabled.load(Ordering::Relaxed) || self.compiled.arrays.any_enabled() {
             return Err(EventError::Busy(self.name()));
         }
-        if self.compiled.triggers.is_set() {
+        if self.compiled.triggers.is_set() || self.compiled.arrays.any_triggers() {
             return Err(EventError::HasTriggers(self.name()));
         }
         if self.soft_refs > 0 {
@@ -404,18 +404,17 @@ fn is_top(array: &TraceArray) -> bool {
     core::ptr::eq(array, ftrace::instance::top())
 }
 
-/// `rmdir instances/NAME`: no event records into `array` any more, and
-/// their probes go if nothing else keeps them. (A probe that cannot be
+/// `rmdir instances/NAME`: no event records into `array` or has triggers
+/// there any more, and their probes go if nothing else keeps them. (A probe that cannot be
 /// unregistered now stays armed, recording only where enabled, and goes
 /// with its event.)
 pub fn forget_array(array: &TraceArray) {
     for entry in EVENTS.lock().iter_mut() {
-        if entry.compiled.arrays.contains(array) {
-            entry.compiled.arrays.forget(array);
+        let in_it = entry.compiled.arrays.contains(array) || entry.compiled.arrays.has_triggers(array);
+        entry.compiled.arrays.forget(array);
+        if in_it {
             refresh_fast(&entry.compiled);
             let _ = update_probe(entry);
-        } else {
-            entry.compiled.arrays.forget(array);
         }
     }
 }
@@ -479,15 +478,22 @@ fn update_probe(entry: &mut Event) -> Result<(), EventError> {
 /// registering the event's probe for a first trigger and unregistering it
 /// after the last one if nothing else keeps it. A refused line, or a probe
 /// that cannot be registered, changes nothing.
-pub fn apply_trigger(group: &str, event: &str, request: Request) -> Result<Applied, EventError> {
+pub fn apply_trigger(array: &TraceArray, group: &str, event: &str, request: Request) -> Result<Applied, EventError> {
     let mut events = EVENTS.lock();
     let entry = find(&mut events, group, event)?;
     let compiled = entry.compiled.clone();
-    let applied = compiled.triggers.apply(ftrace::instance::top(), request).map_err(EventError::Trigger)?;
+    let applied = match is_top(array) {
+        true => compiled.triggers.apply(array, request),
+        false => compiled.arrays.apply_trigger(array, request),
+    }
+    .map_err(EventError::Trigger)?;
     refresh_fast(&compiled);
     match (update_probe(entry), &applied) {
         (Err(error), Applied::Added(command, target)) => {
-            compiled.triggers.remove(*command, target.as_ref());
+            match is_top(array) {
+                true => compiled.triggers.remove(*command, target.as_ref()),
+                false => compiled.arrays.remove_trigger(array, *command, target.as_ref()),
+            }
             refresh_fast(&compiled);
             Err(error)
         }
@@ -556,29 +562,35 @@ pub fn enable_state(array: &TraceArray, group: &str, event: &str) -> Result<(boo
     let mut events = EVENTS.lock();
     let entry = find(&mut events, group, event)?;
     if !is_top(array) {
-        // Triggers act on the top level only: an instance's copy is never
-        // in soft mode.
-        return Ok((entry.compiled.arrays.contains(array), false));
+        // No `enable_event` names an instance's copy: its triggers alone
+        // keep it armed.
+        let arrays = &entry.compiled.arrays;
+        return Ok((arrays.contains(array), arrays.has_triggers(array)));
     }
     Ok((entry.compiled.records(), entry.compiled.triggers.is_set() || entry.soft_refs > 0))
 }
 
-/// `cat events/GRP/EVENT/trigger`.
-pub fn trigger_text(group: &str, event: &str) -> Result<String, EventError> {
+/// `cat events/GRP/EVENT/trigger` in trace array `array`.
+pub fn trigger_text(array: &TraceArray, group: &str, event: &str) -> Result<String, EventError> {
     let mut events = EVENTS.lock();
-    Ok(find(&mut events, group, event)?.compiled.triggers.text())
+    let compiled = &find(&mut events, group, event)?.compiled;
+    Ok(if is_top(array) { compiled.triggers.text() } else { compiled.arrays.trigger_text(array) })
 }
 
 /// `cat events/GRP/EVENT/hist`: its `hist` triggers' tables, if any
 /// (printed without holding the events' lock).
 pub fn hist_text(
+    array: &TraceArray,
     group: &str,
     event: &str,
     names: ftrace::hist::Namer,
     comms: ftrace::hist::Comms,
 ) -> Result<Option<String>, EventError> {
     let compiled = find(&mut EVENTS.lock(), group, event)?.compiled.clone();
-    Ok(compiled.triggers.hist_text(names, comms))
+    Ok(match is_top(array) {
+        true => compiled.triggers.hist_text(names, comms),
+        false => compiled.arrays.hist_text(array, names, comms),
+    })
 }
 
 /// Registers the probe an event rides on.

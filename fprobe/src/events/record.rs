@@ -311,9 +311,9 @@ fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
         if len > 0 && to_top && top.buffer().write(record) && top.option(TraceOption::StackTrace) {
             stack.record(top);
         }
-        if len > 0 && in_instances {
+        if in_instances {
             let pid_kept = ftrace::event_pid::records_current_in;
-            compiled.arrays.record(&pid_kept, &fields, len, &|payload| payload.put_slice(0, record));
+            compiled.arrays.hit(&pid_kept, &fields, stack, len, &|payload| payload.put_slice(0, record));
         }
     }
     if triggered && pid_kept {

@@ -314,12 +314,6 @@ fn an_instance_records_the_events_it_enables_through_its_own_filter() {
     crate::workload::run_parallel(2, "fib", &["12"]).unwrap();
     assert_eq!(event_lines(&read("instances/ev/trace"), "sched_switch"), 0, "the instance's filter drops every switch");
 
-    // Triggers and hist are the top level's.
-    for file in ["trigger", "hist"] {
-        let path = alloc::format!("instances/ev/events/sched/sched_switch/{file}");
-        assert!(matches!(tracefs::read(&path, &mut String::new()), Err(TracefsError::NoSuchFile(_))), "{path}");
-        assert!(!tracefs::exists(&path));
-    }
     // An event enabled in an instance cannot be removed.
     write("instances/ev/events/fprobes/inst_fib/enable", "1");
     assert!(tracefs::write("dynamic_events", "-:inst_fib", FilterMode::Append).is_err());
@@ -406,4 +400,78 @@ fn an_instance_has_its_own_event_pid_lists() {
 
 fn refused_write(path: &str, text: &str) -> bool {
     matches!(tracefs::write(path, text, FilterMode::Replace), Err(TracefsError::Invalid(_)))
+}
+
+/// An instance's copy of an event has triggers of its own, acting on the
+/// instance: they fire whether or not the copy records, and `hist` counts
+/// there. `enable_event` and `disable_event` switch the top level's copy
+/// of an event, so an instance refuses them.
+#[ktest]
+fn an_instance_has_its_own_event_triggers() {
+    tracefs::mkdir("instances/trig").unwrap();
+    tracefs::write("dynamic_events", "f:trig_fib fib n=$arg1", FilterMode::Append).unwrap();
+    let dir = "instances/trig/events/fprobes/trig_fib";
+    write(&alloc::format!("{dir}/trigger"), "hist:keys=n:sort=n");
+    assert_eq!(read(&alloc::format!("{dir}/enable")), "0*\n", "triggers keep it armed");
+    assert_eq!(read("events/fprobes/trig_fib/enable"), "0\n");
+    assert_eq!(fib(4), 3);
+    let hist = read(&alloc::format!("{dir}/hist"));
+    // fib(4): n=4 once, 3 once, 2 twice, 1 three times, 0 twice.
+    for (n, hits) in [(0, 2), (1, 3), (2, 2), (3, 1), (4, 1)] {
+        let line = alloc::format!("{{ n: {n:>10} }} hitcount: {hits:>10}");
+        assert!(hist.contains(&line), "{line}: {hist}");
+    }
+    assert_eq!(read("events/fprobes/trig_fib/hist"), "", "the top level's copy has no hist");
+    assert!(read("events/fprobes/trig_fib/trigger").starts_with("# Available triggers:"));
+
+    // traceoff stops the instance's buffer, not the top level's.
+    write(&alloc::format!("{dir}/trigger"), "traceoff if n == 2");
+    assert_eq!(fib(4), 3);
+    assert_eq!(read("instances/trig/tracing_on"), "0\n");
+    assert_eq!(read("tracing_on"), "1\n");
+    write("instances/trig/tracing_on", "1");
+
+    let lines = read(&alloc::format!("{dir}/trigger"));
+    assert!(lines.contains("traceoff:unlimited if n == 2\n") && lines.contains("hist:keys=n:vals=hitcount:sort=n"), "{lines}");
+    let refused = tracefs::write(&alloc::format!("{dir}/trigger"), "enable_event:sched:sched_switch", FilterMode::Append);
+    assert!(matches!(&refused, Err(TracefsError::Invalid(message)) if message.contains("top level")), "{refused:?}");
+    assert_eq!(read(&alloc::format!("{dir}/trigger")), lines, "the refusal changed nothing");
+    assert_eq!(read("events/sched/sched_switch/enable"), "0\n", "nor put sched_switch in soft mode");
+    assert!(tracefs::write("dynamic_events", "-:trig_fib", FilterMode::Append).is_err(), "it has triggers");
+
+    // Removing the last trigger there lets the probe go, the instance
+    // staying.
+    write(&alloc::format!("{dir}/trigger"), "!traceoff");
+    write(&alloc::format!("{dir}/trigger"), "!hist:keys=n:sort=n");
+    assert!(read(&alloc::format!("{dir}/trigger")).starts_with("# Available triggers:"));
+    assert_eq!(read(&alloc::format!("{dir}/enable")), "0\n");
+    assert_eq!(read("enabled_functions"), "", "nothing keeps the probe");
+
+    // A snapshot trigger swaps the instance's buffer with its snapshot.
+    write(&alloc::format!("{dir}/enable"), "1");
+    write(&alloc::format!("{dir}/trigger"), "snapshot:1 if n == 4");
+    assert_eq!(fib(4), 3);
+    let snapshot = read("instances/trig/snapshot");
+    assert_eq!(event_lines(&snapshot, "trig_fib"), 1, "the records before the n == 4 hit: {snapshot}");
+    assert_eq!(event_lines(&read("instances/trig/trace"), "trig_fib"), 8, "the 8 after it");
+    write(&alloc::format!("{dir}/trigger"), "!snapshot");
+    write(&alloc::format!("{dir}/enable"), "0");
+
+    // A refused hist trigger is logged as the top level's would be.
+    write("error_log", "");
+    assert!(tracefs::write(&alloc::format!("{dir}/trigger"), "hist:keys=nosuch", FilterMode::Append).is_err());
+    let log = read("error_log");
+    assert!(log.contains("hist:fprobes:trig_fib: error:"), "{log}");
+
+    // A trigger on a scheduler event, in the instance only.
+    write("instances/trig/events/sched/sched_switch/trigger", "traceoff");
+    crate::workload::run_parallel(2, "fib", &["8"]).unwrap();
+    assert_eq!(read("instances/trig/tracing_on"), "0\n");
+    assert_eq!(read("tracing_on"), "1\n");
+    assert!(read("events/sched/sched_switch/trigger").starts_with("# Available triggers:"));
+
+    // rmdir takes every trigger with it.
+    tracefs::rmdir("instances/trig").unwrap();
+    tracefs::write("dynamic_events", "-:trig_fib", FilterMode::Append).unwrap();
+    assert_eq!(read("enabled_functions"), "", "its probe went with the triggers");
 }
