@@ -15,9 +15,9 @@
 //! level's path does for the top level.
 //!
 //! What stays the top level's: `enable_event`/`disable_event` triggers
-//! (soft mode is a switch of the top level's copy of an event) and
-//! `options/stacktrace`. Each array has its own `set_event_pid`
-//! (`crate::event_pid`).
+//! (soft mode is a switch of the top level's copy of an event). Each array
+//! has its own `set_event_pid` (`crate::event_pid`) and
+//! `options/stacktrace`, which follows each record there with its chain.
 //!
 //! # Lifetimes
 //!
@@ -36,7 +36,7 @@ use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
 use crate::event_filter::{FieldValue, FilterError, FilterField, FilterSlot};
 use crate::event_trigger::{Applied, EventName, Phase, Request, StackStart, TriggerCommand, TriggerError, Triggers};
-use crate::instance::{self, TraceArray};
+use crate::instance::{self, TraceArray, TraceOption};
 use crate::payload::Payload;
 use crate::task::GRAPH_SLOTS;
 
@@ -223,7 +223,8 @@ impl EventArrays {
     /// records the event, its `set_event_pid` keeps the hit,
     /// `pid_kept(slot)`, and its filter passes `fields`), then fires the
     /// triggers acting after it (if `set_event_pid` keeps the hit), as the
-    /// top level's path does. A record of no bytes (one that could not be
+    /// top level's path does (with a stack trace after each record when
+    /// the instance's `options/stacktrace` is on). A record of no bytes (one that could not be
     /// encoded) is not written. Out of line: only hits of events in an
     /// instance come here.
     #[inline(never)]
@@ -251,7 +252,10 @@ impl EventArrays {
                 let kept = pid_kept(slot);
                 let passes = || state.is_none_or(|state| state.filters[slot].passes(fields));
                 if len > 0 && enabled & 1 << slot != 0 && kept && passes() {
-                    array.buffer().write_with(len, |_, out| fill(out));
+                    let written = array.buffer().write_with(len, |_, out| fill(out)).is_some();
+                    if written && array.option(TraceOption::StackTrace) {
+                        stack.record(array);
+                    }
                 }
                 if let (Some(triggers), true) = (triggers, kept) {
                     triggers.fire(array, Phase::AfterRecord, fields, stack);

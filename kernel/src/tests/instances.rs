@@ -362,15 +362,21 @@ fn removing_an_event_empties_the_arrays_it_recorded_into() {
     write("trace", "");
 }
 
+/// Makes instance `instance` and an fprobe event `event` on `fib`
+/// (`n=$arg1`), enabled there and at the top level.
+fn both_record(instance: &str, event: &str) {
+    tracefs::mkdir(&alloc::format!("instances/{instance}")).unwrap();
+    tracefs::write("dynamic_events", &alloc::format!("f:{event} fib n=$arg1"), FilterMode::Append).unwrap();
+    write(&alloc::format!("events/fprobes/{event}/enable"), "1");
+    write(&alloc::format!("instances/{instance}/events/fprobes/{event}/enable"), "1");
+}
+
 /// Each array has its own `set_event_pid` and `set_event_notrace_pid`, as
 /// in Linux: an instance's lists choose the tasks whose events it records,
 /// whatever the top level's say.
 #[ktest]
 fn an_instance_has_its_own_event_pid_lists() {
-    tracefs::mkdir("instances/pids").unwrap();
-    tracefs::write("dynamic_events", "f:pid_fib fib n=$arg1", FilterMode::Append).unwrap();
-    write("events/fprobes/pid_fib/enable", "1");
-    write("instances/pids/events/fprobes/pid_fib/enable", "1");
+    both_record("pids", "pid_fib");
     let me = ftrace::task::current().pid();
     write("instances/pids/set_event_pid", &alloc::format!("{me}"));
     assert_eq!(read("instances/pids/set_event_pid"), alloc::format!("{me}\n"));
@@ -474,4 +480,23 @@ fn an_instance_has_its_own_event_triggers() {
     tracefs::rmdir("instances/trig").unwrap();
     tracefs::write("dynamic_events", "-:trig_fib", FilterMode::Append).unwrap();
     assert_eq!(read("enabled_functions"), "", "its probe went with the triggers");
+}
+
+/// An instance's `options/stacktrace` follows each event it records with
+/// the event's call chain, in its own buffer only.
+#[ktest]
+fn an_instance_stacktrace_option_follows_its_events() {
+    both_record("stk", "stk_fib");
+    write("instances/stk/options/stacktrace", "1");
+    write("trace", "");
+    assert_eq!(fib(3), 2);
+    let trace = read("instances/stk/trace");
+    let stacks = trace.lines().filter(|line| line.contains("<stack trace>")).count();
+    assert_eq!((event_lines(&trace, "stk_fib"), stacks), (5, 5), "one chain after each of fib(3)'s 5 events: {trace}");
+    assert!(trace.contains(" => kernel::workload::fib\n"), "{trace}");
+    assert!(!read("trace").contains("<stack trace>"), "the top level's option is off");
+    write("events/fprobes/stk_fib/enable", "0");
+    tracefs::rmdir("instances/stk").unwrap();
+    tracefs::write("dynamic_events", "-:stk_fib", FilterMode::Append).unwrap();
+    write("trace", "");
 }
