@@ -14,10 +14,11 @@
 //! triggers and writes the record into each that records it, as the top
 //! level's path does for the top level.
 //!
-//! What stays the top level's: `enable_event`/`disable_event` triggers
-//! (soft mode is a switch of the top level's copy of an event). Each array
-//! has its own `set_event_pid` (`crate::event_pid`) and
-//! `options/stacktrace`, which follows each record there with its chain.
+//! An `enable_event`/`disable_event` trigger in an instance switches the
+//! instance's copy of the event it names (its *soft mode*, as the top
+//! level's triggers switch the top level's copy). Each array has its own
+//! `set_event_pid` (`crate::event_pid`) and `options/stacktrace`, which
+//! follows each record there with its chain.
 //!
 //! # Lifetimes
 //!
@@ -35,20 +36,27 @@ use alloc::string::String;
 use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
 use crate::event_filter::{FieldValue, FilterError, FilterField, FilterSlot};
-use crate::event_trigger::{Applied, EventName, Phase, Request, StackStart, TriggerCommand, TriggerError, Triggers};
+use crate::event_trigger::{Applied, EventName, EventSwitch, Phase, Request, StackStart, TriggerCommand, TriggerError, Triggers};
 use crate::instance::{self, TraceArray, TraceOption};
 use crate::payload::Payload;
 use crate::task::GRAPH_SLOTS;
 
 /// The instances an event records into or has triggers in, with their
-/// filters and triggers. Three words and a pointer, so the fields of an
+/// filters and triggers. Five words and a pointer, so the fields of an
 /// event the traced path reads stay close: the per-instance state is made
-/// the first time an instance sets a filter or a trigger.
+/// the first time an instance sets a filter, a trigger or soft mode.
 pub struct EventArrays {
-    /// A bit per instance slot (never slot 0, the top level's): records.
+    /// A bit per instance slot (never slot 0, the top level's): records
+    /// (its `enable`).
     enabled: AtomicU32,
     /// A bit per instance slot: has triggers on the event.
     triggered: AtomicU32,
+    /// A bit per instance slot: in soft mode (an `enable_event` or
+    /// `disable_event` trigger there names the event): armed, and
+    /// recording as `soft_on` says rather than `enabled`.
+    soft: AtomicU32,
+    /// A bit per instance slot: the soft switch those triggers flip.
+    soft_on: AtomicU32,
     /// The slots whose instance ever enabled the event (its buffers may
     /// hold records of it), until that instance goes.
     ever: AtomicU32,
@@ -57,10 +65,13 @@ pub struct EventArrays {
     state: AtomicPtr<PerSlot>,
 }
 
-/// A filter and a trigger list per instance slot.
+/// A filter, a trigger list and a count of the triggers that put the
+/// event in soft mode, per instance slot.
 struct PerSlot {
     filters: [FilterSlot; GRAPH_SLOTS],
     triggers: [Triggers; GRAPH_SLOTS],
+    /// Changed by the callers' writers only (they serialise them).
+    soft_refs: [AtomicU32; GRAPH_SLOTS],
 }
 
 impl Drop for EventArrays {
@@ -87,6 +98,8 @@ impl EventArrays {
         EventArrays {
             enabled: AtomicU32::new(0),
             triggered: AtomicU32::new(0),
+            soft: AtomicU32::new(0),
+            soft_on: AtomicU32::new(0),
             ever: AtomicU32::new(0),
             state: AtomicPtr::new(core::ptr::null_mut()),
         }
@@ -96,7 +109,7 @@ impl EventArrays {
     /// traced paths test this first.
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
-        self.enabled.load(Ordering::Relaxed) | self.triggered.load(Ordering::Relaxed) == 0
+        self.enabled.load(Ordering::Relaxed) | self.triggered.load(Ordering::Relaxed) | self.soft.load(Ordering::Relaxed) == 0
     }
 
     /// Whether an instance records the event.
@@ -107,6 +120,63 @@ impl EventArrays {
     /// Whether an instance has triggers on the event.
     pub fn any_triggers(&self) -> bool {
         self.triggered.load(Ordering::Relaxed) != 0
+    }
+
+    /// Whether an instance's trigger puts the event in soft mode.
+    pub fn any_soft(&self) -> bool {
+        self.soft.load(Ordering::Relaxed) != 0
+    }
+
+    /// What `cat instances/NAME/events/.../enable` shows: whether the
+    /// instance's copy records (in soft mode, as its switch says), and
+    /// whether triggers keep it armed (its own, or an `enable_event`
+    /// naming it: the `*`).
+    pub fn enable_state(&self, array: &TraceArray) -> (bool, bool) {
+        let bit = bit(array);
+        let records = records_in(
+            self.enabled.load(Ordering::Relaxed),
+            self.soft.load(Ordering::Relaxed),
+            self.soft_on.load(Ordering::Relaxed),
+            bit,
+        );
+        (records, (self.triggered.load(Ordering::Relaxed) | self.soft.load(Ordering::Relaxed)) & bit != 0)
+    }
+
+    /// For a new `enable_event`/`disable_event` trigger in instance
+    /// `array` naming this event: puts the instance's copy in soft mode
+    /// (recording on as it was until a trigger switches it) and answers
+    /// the switch. `owner` keeps the event alive for the switch, and
+    /// `arrays` finds this in it. The caller serialises the soft-mode
+    /// writers of the event, and gives the switch back with
+    /// [`release_soft`](Self::release_soft).
+    pub fn acquire_soft<O: Send + Sync + 'static>(
+        &self,
+        array: &TraceArray,
+        owner: O,
+        arrays: fn(&O) -> &EventArrays,
+    ) -> alloc::sync::Arc<dyn EventSwitch> {
+        let refs = &self.state_made().soft_refs[array.slot()];
+        if refs.fetch_add(1, Ordering::Relaxed) == 0 {
+            set_bit(&self.soft_on, array, self.contains(array));
+            set_bit(&self.ever, array, true);
+            // After the switch: a hit that sees soft mode sees its start.
+            set_bit(&self.soft, array, true);
+        }
+        alloc::sync::Arc::new(SlotSwitch { owner, arrays, bit: bit(array) })
+    }
+
+    /// A trigger naming the event in instance `array` went: the last one
+    /// takes the copy out of soft mode, leaving it as the triggers did
+    /// (switched on: enabled), as in Linux.
+    pub fn release_soft(&self, array: &TraceArray) {
+        let refs = &self.state_made().soft_refs[array.slot()];
+        if refs.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        if refs.fetch_sub(1, Ordering::Relaxed) == 1 {
+            set_bit(&self.enabled, array, self.soft_on.load(Ordering::Relaxed) & bit(array) != 0);
+            set_bit(&self.soft, array, false);
+        }
     }
 
     /// Whether instance `array` records the event (never for the top level).
@@ -148,6 +218,7 @@ impl EventArrays {
         let made = Box::into_raw(Box::new(PerSlot {
             filters: [const { FilterSlot::new() }; GRAPH_SLOTS],
             triggers: [const { Triggers::new() }; GRAPH_SLOTS],
+            soft_refs: [const { AtomicU32::new(0) }; GRAPH_SLOTS],
         }));
         match self.state.compare_exchange(core::ptr::null_mut(), made, Ordering::AcqRel, Ordering::Acquire) {
             // SAFETY: just published; freed only with `self`.
@@ -210,7 +281,10 @@ impl EventArrays {
         self.set(array, false);
         set_bit(&self.ever, array, false);
         set_bit(&self.triggered, array, false);
+        set_bit(&self.soft, array, false);
+        set_bit(&self.soft_on, array, false);
         if let Some(state) = self.state() {
+            state.soft_refs[array.slot()].store(0, Ordering::Relaxed);
             // Clearing cannot fail: "0" parses to no filter.
             let _ = state.filters[array.slot()].set("0", &[]);
             state.triggers[array.slot()].clear();
@@ -237,10 +311,11 @@ impl EventArrays {
         fill: &dyn Fn(&mut Payload),
     ) {
         arch::irq::without_interrupts(|| {
+            let (soft, soft_on) = (self.soft.load(Ordering::Acquire), self.soft_on.load(Ordering::Relaxed));
             let enabled = self.enabled.load(Ordering::Relaxed);
             let triggered = self.triggered.load(Ordering::Relaxed);
             let state = self.state();
-            let mut bits = enabled | triggered;
+            let mut bits = enabled | triggered | soft;
             while bits != 0 {
                 let slot = bits.trailing_zeros() as usize;
                 bits &= bits - 1;
@@ -251,7 +326,7 @@ impl EventArrays {
                 }
                 let kept = pid_kept(slot);
                 let passes = || state.is_none_or(|state| state.filters[slot].passes(fields));
-                if len > 0 && enabled & 1 << slot != 0 && kept && passes() {
+                if len > 0 && records_in(enabled, soft, soft_on, 1 << slot) && kept && passes() {
                     let written = array.buffer().write_with(len, |_, out| fill(out)).is_some();
                     if written && array.option(TraceOption::StackTrace) {
                         stack.record(array);
@@ -262,6 +337,37 @@ impl EventArrays {
                 }
             }
         });
+    }
+}
+
+/// Whether the copy whose bit is `bit` records: as its soft switch says in
+/// soft mode, as its `enable` says otherwise.
+fn records_in(enabled: u32, soft: u32, soft_on: u32, bit: u32) -> bool {
+    match soft & bit != 0 {
+        true => soft_on & bit != 0,
+        false => enabled & bit != 0,
+    }
+}
+
+/// An instance's soft switch of an event, for an `enable_event` or
+/// `disable_event` trigger there; `owner` keeps the event alive.
+struct SlotSwitch<O> {
+    owner: O,
+    arrays: fn(&O) -> &EventArrays,
+    bit: u32,
+}
+
+impl<O: Send + Sync> EventSwitch for SlotSwitch<O> {
+    fn soft_on(&self) -> bool {
+        (self.arrays)(&self.owner).soft_on.load(Ordering::Relaxed) & self.bit != 0
+    }
+
+    fn set_soft(&self, on: bool) {
+        let soft_on = &(self.arrays)(&self.owner).soft_on;
+        match on {
+            true => soft_on.fetch_or(self.bit, Ordering::Relaxed),
+            false => soft_on.fetch_and(!self.bit, Ordering::Relaxed),
+        };
     }
 }
 

@@ -558,9 +558,9 @@ mod kernel_side {
             })
         }
 
-        /// Removes every trigger: their trace array went. (Only for lists
-        /// with no `enable_event`/`disable_event`, whose switches' owners
-        /// must be told: an instance's.)
+        /// Removes every trigger: their trace array, an instance, went.
+        /// (Its `enable_event`/`disable_event` switches are its copies of
+        /// events, which `crate::event_arrays` forgets with it.)
         pub fn clear(&self) {
             let _writers = self.writers.lock();
             self.list.replace(None);

@@ -154,10 +154,13 @@ impl SchedEvent {
         (&state.soft_on, &state.soft_refs)
     }
 
-    /// For a new `enable_event`/`disable_event` trigger naming it: its
-    /// switch (the event is in soft mode while one exists).
-    pub fn acquire_soft(self) -> alloc::sync::Arc<dyn EventSwitch> {
+    /// For a new `enable_event`/`disable_event` trigger in `array` naming
+    /// it: the switch of `array`'s copy (in soft mode while one exists).
+    pub fn acquire_soft(self, array: &crate::instance::TraceArray) -> alloc::sync::Arc<dyn EventSwitch> {
         let _writers = SOFT_WRITERS.lock();
+        if !core::ptr::eq(array, crate::instance::top()) {
+            return self.arrays().acquire_soft(array, self, |event: &SchedEvent| event.arrays());
+        }
         let (soft_on, refs) = self.soft();
         if refs.load(Ordering::Relaxed) == 0 {
             // Recording goes on as it was until a trigger switches it.
@@ -170,8 +173,11 @@ impl SchedEvent {
 
     /// A trigger naming it went: the last one takes it out of soft mode,
     /// leaving it as the triggers did (switched on: enabled), as in Linux.
-    pub fn release_soft(self) {
+    pub fn release_soft(self, array: &crate::instance::TraceArray) {
         let _writers = SOFT_WRITERS.lock();
+        if !core::ptr::eq(array, crate::instance::top()) {
+            return self.arrays().release_soft(array);
+        }
         let (soft_on, refs) = self.soft();
         if refs.load(Ordering::Relaxed) == 1 {
             self.flag().store(soft_on.load(Ordering::Relaxed), Ordering::Relaxed);

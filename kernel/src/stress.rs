@@ -20,7 +20,8 @@
 //!   and a breakpoint kprobe inside the leaf (the instruction after its
 //!   ftrace site, stepped out of line) with a kretprobe on the leaf, and an
 //!   instance recording the scheduler's events and the fprobe events, with
-//!   a `hist` trigger of its own (made, then removed while they fire). Every callback checks the
+//!   triggers of its own (`hist`, and a `disable_event` that puts its copy
+//!   of `sched_switch` in soft mode), made, then removed while they fire. Every callback checks the
 //!   arguments and return values it sees.
 //!
 //! # What it reports
@@ -323,7 +324,9 @@ impl Controller {
                 tracefs::mkdir(INSTANCE).map_err(|error| format!("mkdir: {error}"))?;
                 write(&format!("{INSTANCE}/events/sched/sched_switch/filter"), "prev_pid != 0")?;
                 write(&format!("{INSTANCE}/set_event"), "sched:*")?;
-                write(&format!("{INSTANCE}/events/sched/sched_wakeup/trigger"), "hist:keys=pid:vals=target_cpu")?;
+                let wakeup_trigger = format!("{INSTANCE}/events/sched/sched_wakeup/trigger");
+                write(&wakeup_trigger, "hist:keys=pid:vals=target_cpu")?;
+                append(&wakeup_trigger, "disable_event:sched:sched_switch:100")?;
                 match self.events {
                     2 => EVENT_ENABLES.iter().try_for_each(|file| write(&format!("{INSTANCE}/{file}"), "1")),
                     _ => Ok(()),

@@ -8,8 +8,8 @@
 //!
 //! An instance has its own copy of each event's `enable`, `filter`,
 //! `trigger` and `hist` (`instances/NAME/events/...`,
-//! `instances/NAME/set_event`), kept by `ftrace::event_arrays`; soft mode
-//! (`enable_event`, `disable_event`) is the top level's.
+//! `instances/NAME/set_event`), kept by `ftrace::event_arrays`; its
+//! `enable_event` and `disable_event` triggers switch its own copies.
 
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -110,9 +110,8 @@ pub fn set_filter(array: &TraceArray, group: &str, event: &str, text: &str) -> R
 /// `array`: adds or (`!NAME`) removes one trigger; a bad line changes
 /// nothing. An `enable_event:GRP:EVENT` puts that event in soft mode for as
 /// long as the trigger exists (taken here, before the trigger is added, and
-/// given back if it is refused or once it is removed); soft mode is a
-/// switch of the top level's copy of an event, so an instance refuses
-/// `enable_event` and `disable_event`.
+/// given back if it is refused or once it is removed): `array`'s copy of
+/// that event.
 pub fn write_trigger(array: &TraceArray, group: &str, event: &str, text: &str) -> Result<(), TracefsError> {
     if text.trim().is_empty() {
         return Ok(());
@@ -126,27 +125,10 @@ pub fn write_trigger(array: &TraceArray, group: &str, event: &str, text: &str) -
         TriggerError::Filter { expression, error } => TracefsError::Filter { command: expression, error, trigger: true },
         other => invalid(other),
     })?;
-    if !is_top(array) {
-        if let Request::Add(trigger) = &parsed {
-            if let Some(target) = trigger.target() {
-                return Err(TracefsError::Invalid(format!(
-                    "{}:{}:{}: an instance takes no enable_event or disable_event here (they switch the top level's copy of an event)",
-                    trigger.command().name(),
-                    target.group,
-                    target.event
-                )));
-            }
-        }
-        let applied = match sched {
-            Some(sched) => sched.arrays().apply_trigger(array, parsed).map_err(invalid),
-            None => fprobe::events::apply_trigger(array, group, event, parsed).map_err(invalid),
-        };
-        return applied.map(drop);
-    }
     let (request, acquired) = match parsed {
         Request::Add(trigger) => match trigger.target().cloned() {
             Some(target) => {
-                let switch = acquire_soft(&target)?;
+                let switch = acquire_soft(array, &target)?;
                 (Request::Add(trigger.with_switch(switch)), Some(target))
             }
             None => (Request::Add(trigger), None),
@@ -161,13 +143,14 @@ pub fn write_trigger(array: &TraceArray, group: &str, event: &str, text: &str) -
         removal => (removal, None),
     };
     let applied = match sched {
-        Some(sched) => sched.apply_trigger(request).map_err(invalid),
+        Some(sched) if is_top(array) => sched.apply_trigger(request).map_err(invalid),
+        Some(sched) => sched.arrays().apply_trigger(array, request).map_err(invalid),
         None => fprobe::events::apply_trigger(array, group, event, request).map_err(invalid),
     };
     match (&applied, acquired) {
         // Refused, or the same trigger was there: the reference goes back.
-        (Err(_), Some(target)) => release_soft(&target),
-        (Ok(Applied::Removed(_, Some(target))), _) => release_soft(target),
+        (Err(_), Some(target)) => release_soft(array, &target),
+        (Ok(Applied::Removed(_, Some(target))), _) => release_soft(array, target),
         _ => {}
     }
     applied.map(drop)
@@ -177,22 +160,27 @@ pub fn write_trigger(array: &TraceArray, group: &str, event: &str, text: &str) -
 /// holds: the event's switch, the event in soft mode until the command
 /// goes (the hook is dropped).
 pub fn event_hook(target: &EventName) -> Result<ftrace::func_probe::EventHook, TracefsError> {
-    let switch = acquire_soft(target)?;
+    let top = ftrace::instance::top();
+    let switch = acquire_soft(top, target)?;
     let target = target.clone();
-    Ok(ftrace::func_probe::EventHook { switch, release: Some(alloc::boxed::Box::new(move || release_soft(&target))) })
+    Ok(ftrace::func_probe::EventHook { switch, release: Some(alloc::boxed::Box::new(move || release_soft(top, &target))) })
 }
 
-fn acquire_soft(target: &EventName) -> Result<alloc::sync::Arc<dyn ftrace::event_trigger::EventSwitch>, TracefsError> {
+/// `array`'s copy of `target` in soft mode, for a trigger there: its switch.
+fn acquire_soft(
+    array: &TraceArray,
+    target: &EventName,
+) -> Result<alloc::sync::Arc<dyn ftrace::event_trigger::EventSwitch>, TracefsError> {
     match SchedEvent::find(&target.group, &target.event) {
-        Some(sched) => Ok(sched.acquire_soft()),
-        None => fprobe::events::acquire_soft(&target.group, &target.event).map_err(invalid),
+        Some(sched) => Ok(sched.acquire_soft(array)),
+        None => fprobe::events::acquire_soft(array, &target.group, &target.event).map_err(invalid),
     }
 }
 
-fn release_soft(target: &EventName) {
+fn release_soft(array: &TraceArray, target: &EventName) {
     match SchedEvent::find(&target.group, &target.event) {
-        Some(sched) => sched.release_soft(),
-        None => fprobe::events::release_soft(&target.group, &target.event),
+        Some(sched) => sched.release_soft(array),
+        None => fprobe::events::release_soft(array, &target.group, &target.event),
     }
 }
 
@@ -202,9 +190,7 @@ fn release_soft(target: &EventName) {
 pub fn enable_state(array: &TraceArray, group: &str, event: &str) -> Result<(bool, bool), TracefsError> {
     match SchedEvent::find(group, event) {
         Some(sched) if is_top(array) => Ok((sched.records(), sched.in_soft_mode())),
-        // No `enable_event` names an instance's copy: its triggers alone
-        // keep it armed.
-        Some(sched) => Ok((sched.arrays().contains(array), sched.arrays().has_triggers(array))),
+        Some(sched) => Ok(sched.arrays().enable_state(array)),
         None => fprobe::events::enable_state(array, group, event).map_err(invalid),
     }
 }

@@ -191,7 +191,7 @@ impl Event {
         if self.compiled.triggers.is_set() || self.compiled.arrays.any_triggers() {
             return Err(EventError::HasTriggers(self.name()));
         }
-        if self.soft_refs > 0 {
+        if self.soft_refs > 0 || self.compiled.arrays.any_soft() {
             return Err(EventError::UsedByTrigger(self.name()));
         }
         if self.probe.is_some() {
@@ -410,12 +410,9 @@ fn is_top(array: &TraceArray) -> bool {
 /// with its event.)
 pub fn forget_array(array: &TraceArray) {
     for entry in EVENTS.lock().iter_mut() {
-        let in_it = entry.compiled.arrays.contains(array) || entry.compiled.arrays.has_triggers(array);
         entry.compiled.arrays.forget(array);
-        if in_it {
-            refresh_fast(&entry.compiled);
-            let _ = update_probe(entry);
-        }
+        refresh_fast(&entry.compiled);
+        let _ = update_probe(entry);
     }
 }
 
@@ -513,9 +510,20 @@ pub fn filter_fields(group: &str, event: &str) -> Result<Vec<FilterField>, Event
 /// For a new `enable_event`/`disable_event` trigger naming this event: puts
 /// it in soft mode (armed, recording while the trigger's switch is on) and
 /// answers the switch.
-pub fn acquire_soft(group: &str, event: &str) -> Result<Arc<dyn EventSwitch>, EventError> {
+pub fn acquire_soft(array: &TraceArray, group: &str, event: &str) -> Result<Arc<dyn EventSwitch>, EventError> {
     let mut events = EVENTS.lock();
     let entry = find(&mut events, group, event)?;
+    if !is_top(array) {
+        let compiled = entry.compiled.clone();
+        let switch = compiled.arrays.acquire_soft(array, compiled.clone(), |compiled: &Arc<Compiled>| &compiled.arrays);
+        refresh_fast(&compiled);
+        if let Err(error) = update_probe(entry) {
+            compiled.arrays.release_soft(array);
+            refresh_fast(&compiled);
+            return Err(error);
+        }
+        return Ok(switch);
+    }
     entry.soft_refs += 1;
     if entry.soft_refs == 1 {
         // Recording goes on as it was until a trigger switches it.
@@ -533,10 +541,16 @@ pub fn acquire_soft(group: &str, event: &str) -> Result<Arc<dyn EventSwitch>, Ev
 
 /// A trigger naming this event went (or was refused after
 /// [`acquire_soft`]): the last one takes the event out of soft mode.
-pub fn release_soft(group: &str, event: &str) {
+pub fn release_soft(array: &TraceArray, group: &str, event: &str) {
     let mut events = EVENTS.lock();
     if let Ok(entry) = find(&mut events, group, event) {
-        release(entry);
+        match is_top(array) {
+            true => release(entry),
+            false => {
+                entry.compiled.arrays.release_soft(array);
+                refresh_fast(&entry.compiled);
+            }
+        }
         // Nothing to do if it cannot be unregistered now: it stays armed,
         // recording only if enabled, and goes with the event.
         let _ = update_probe(entry);
@@ -562,10 +576,7 @@ pub fn enable_state(array: &TraceArray, group: &str, event: &str) -> Result<(boo
     let mut events = EVENTS.lock();
     let entry = find(&mut events, group, event)?;
     if !is_top(array) {
-        // No `enable_event` names an instance's copy: its triggers alone
-        // keep it armed.
-        let arrays = &entry.compiled.arrays;
-        return Ok((arrays.contains(array), arrays.has_triggers(array)));
+        return Ok(entry.compiled.arrays.enable_state(array));
     }
     Ok((entry.compiled.records(), entry.compiled.triggers.is_set() || entry.soft_refs > 0))
 }

@@ -410,8 +410,7 @@ fn refused_write(path: &str, text: &str) -> bool {
 
 /// An instance's copy of an event has triggers of its own, acting on the
 /// instance: they fire whether or not the copy records, and `hist` counts
-/// there. `enable_event` and `disable_event` switch the top level's copy
-/// of an event, so an instance refuses them.
+/// there, and `enable_event` switches the instance's copy of an event.
 #[ktest]
 fn an_instance_has_its_own_event_triggers() {
     tracefs::mkdir("instances/trig").unwrap();
@@ -439,10 +438,6 @@ fn an_instance_has_its_own_event_triggers() {
 
     let lines = read(&alloc::format!("{dir}/trigger"));
     assert!(lines.contains("traceoff:unlimited if n == 2\n") && lines.contains("hist:keys=n:vals=hitcount:sort=n"), "{lines}");
-    let refused = tracefs::write(&alloc::format!("{dir}/trigger"), "enable_event:sched:sched_switch", FilterMode::Append);
-    assert!(matches!(&refused, Err(TracefsError::Invalid(message)) if message.contains("top level")), "{refused:?}");
-    assert_eq!(read(&alloc::format!("{dir}/trigger")), lines, "the refusal changed nothing");
-    assert_eq!(read("events/sched/sched_switch/enable"), "0\n", "nor put sched_switch in soft mode");
     assert!(tracefs::write("dynamic_events", "-:trig_fib", FilterMode::Append).is_err(), "it has triggers");
 
     // Removing the last trigger there lets the probe go, the instance
@@ -454,6 +449,7 @@ fn an_instance_has_its_own_event_triggers() {
     assert_eq!(read("enabled_functions"), "", "nothing keeps the probe");
 
     // A snapshot trigger swaps the instance's buffer with its snapshot.
+    write("instances/trig/trace", "");
     write(&alloc::format!("{dir}/enable"), "1");
     write(&alloc::format!("{dir}/trigger"), "snapshot:1 if n == 4");
     assert_eq!(fib(4), 3);
@@ -468,6 +464,22 @@ fn an_instance_has_its_own_event_triggers() {
     assert!(tracefs::write(&alloc::format!("{dir}/trigger"), "hist:keys=nosuch", FilterMode::Append).is_err());
     let log = read("error_log");
     assert!(log.contains("hist:fprobes:trig_fib: error:"), "{log}");
+
+    // enable_event there switches the instance's copy of the event it
+    // names (soft mode), not the top level's.
+    let switch = "instances/trig/events/sched/sched_switch/enable";
+    write(&alloc::format!("{dir}/trigger"), "enable_event:sched:sched_switch:1 if n == 3");
+    assert_eq!(read(switch), "0*\n", "armed, off");
+    assert_eq!(read("events/sched/sched_switch/enable"), "0\n");
+    assert_eq!(fib(4), 3);
+    assert_eq!(read(switch), "1*\n", "fib(3) switched it on");
+    write("instances/trig/trace", "");
+    crate::workload::run_parallel(2, "fib", &["8"]).unwrap();
+    assert!(event_lines(&read("instances/trig/trace"), "sched_switch") > 0);
+    assert_eq!(event_lines(&read("trace"), "sched_switch"), 0);
+    write(&alloc::format!("{dir}/trigger"), "!enable_event:sched:sched_switch");
+    assert_eq!(read(switch), "1\n", "as the trigger left it, out of soft mode");
+    write(switch, "0");
 
     // A trigger on a scheduler event, in the instance only.
     write("instances/trig/events/sched/sched_switch/trigger", "traceoff");
