@@ -60,8 +60,8 @@ pub struct EventArrays {
     /// The slots whose instance ever enabled the event (its buffers may
     /// hold records of it), until that instance goes.
     ever: AtomicU32,
-    /// Null until an instance's filter or trigger is first set; then owned
-    /// here.
+    /// Null until an instance's filter, trigger or soft mode is first set;
+    /// then owned here.
     state: AtomicPtr<PerSlot>,
 }
 
@@ -160,7 +160,7 @@ impl EventArrays {
             set_bit(&self.soft_on, array, self.contains(array));
             set_bit(&self.ever, array, true);
             // After the switch: a hit that sees soft mode sees its start.
-            set_bit(&self.soft, array, true);
+            self.soft.fetch_or(bit(array), Ordering::Release);
         }
         alloc::sync::Arc::new(SlotSwitch { owner, arrays, bit: bit(array) })
     }
@@ -175,7 +175,8 @@ impl EventArrays {
         }
         if refs.fetch_sub(1, Ordering::Relaxed) == 1 {
             set_bit(&self.enabled, array, self.soft_on.load(Ordering::Relaxed) & bit(array) != 0);
-            set_bit(&self.soft, array, false);
+            // After `enabled`: a hit that sees soft mode gone sees it.
+            self.soft.fetch_and(!bit(array), Ordering::Release);
         }
     }
 
@@ -191,8 +192,12 @@ impl EventArrays {
 
     /// Switches recording into instance `array` (the top level is not one:
     /// nothing changes for it).
+    /// In soft mode the switch changes too, as the top level's `enable`
+    /// does (Linux's write clears or sets SOFT_DISABLED). The caller
+    /// serialises this with the soft-mode writers.
     pub fn set(&self, array: &TraceArray, on: bool) {
         set_bit(&self.enabled, array, on);
+        set_bit(&self.soft_on, array, on);
         if on {
             set_bit(&self.ever, array, true);
         }
@@ -247,9 +252,8 @@ impl EventArrays {
         self.state_made().filters[array.slot()].set(text, fields)
     }
 
-    /// A parsed line written to `instances/NAME/events/.../trigger`. The
-    /// caller refuses `enable_event`/`disable_event` first (they switch the
-    /// top level's copy of an event).
+    /// A parsed line written to `instances/NAME/events/.../trigger` (an
+    /// `enable_event`'s switch already resolved, in the same instance).
     pub fn apply_trigger(&self, array: &TraceArray, request: Request) -> Result<Applied, TriggerError> {
         let triggers = &self.state_made().triggers[array.slot()];
         triggers.apply_noting(array, request, |left| set_bit(&self.triggered, array, left))

@@ -216,6 +216,13 @@ impl SchedEvent {
         self.flag().load(Ordering::Relaxed)
     }
 
+    /// Switches instance `array`'s copy (in soft mode, the soft switch
+    /// too), serialised with the soft-mode writers.
+    pub fn set_enabled_in(self, array: &crate::instance::TraceArray, on: bool) {
+        let _writers = SOFT_WRITERS.lock();
+        self.arrays().set(array, on);
+    }
+
     /// Switches it (in soft mode, the soft switch too, as in Linux).
     pub fn set_enabled(self, on: bool) {
         self.flag().store(on, Ordering::Relaxed);

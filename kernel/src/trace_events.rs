@@ -75,7 +75,7 @@ pub fn set_enabled(array: &TraceArray, group: &str, event: &str, on: bool) -> Re
             Ok(())
         }
         Some(sched) => {
-            sched.arrays().set(array, on);
+            sched.set_enabled_in(array, on);
             Ok(())
         }
         None => fprobe::events::set_enabled(array, group, event, on).map_err(invalid),

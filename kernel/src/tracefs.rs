@@ -742,7 +742,10 @@ fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(),
         commands.iter().map(|(remove, glob, command, count)| (*remove, *glob, command, count.is_some())).collect();
     ftrace::func_probe::check(array, &changes).map_err(|error| TracefsError::Invalid(error.to_string()))?;
     if commands.iter().any(|(_, _, command, _)| command.target().is_some()) && !core::ptr::eq(array, instance::top()) {
-        return Err(TracefsError::Invalid("enable_event and disable_event: events are the top level's".into()));
+        return Err(TracefsError::Invalid(
+            "enable_event and disable_event function commands are the top level's here (an instance's event triggers take them)"
+                .into(),
+        ));
     }
     // The events the adds switch, resolved (and put in soft mode) before
     // anything changes: an unknown one refuses the write, and dropping the

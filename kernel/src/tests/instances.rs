@@ -473,6 +473,11 @@ fn an_instance_has_its_own_event_triggers() {
     assert_eq!(read("events/sched/sched_switch/enable"), "0\n");
     assert_eq!(fib(4), 3);
     assert_eq!(read(switch), "1*\n", "fib(3) switched it on");
+    // Its `enable` still switches it, as Linux's does in soft mode.
+    write(switch, "0");
+    assert_eq!(read(switch), "0*\n");
+    write(switch, "1");
+    assert_eq!(read(switch), "1*\n");
     write("instances/trig/trace", "");
     crate::workload::run_parallel(2, "fib", &["8"]).unwrap();
     assert!(event_lines(&read("instances/trig/trace"), "sched_switch") > 0);
@@ -511,4 +516,31 @@ fn an_instance_stacktrace_option_follows_its_events() {
     tracefs::rmdir("instances/stk").unwrap();
     tracefs::write("dynamic_events", "-:stk_fib", FilterMode::Append).unwrap();
     write("trace", "");
+}
+
+/// An fprobe event that only an instance's `enable_event` names is armed
+/// for it, cannot be removed while named, and goes back to rest with the
+/// instance.
+#[ktest]
+fn an_instance_enable_event_arms_the_event_it_names() {
+    tracefs::mkdir("instances/soft").unwrap();
+    for line in ["f:soft_src fib n=$arg1", "f:soft_tgt fib n=$arg1"] {
+        tracefs::write("dynamic_events", line, FilterMode::Append).unwrap();
+    }
+    write("instances/soft/events/fprobes/soft_src/trigger", "enable_event:fprobes:soft_tgt if n == 1");
+    assert_eq!(read("instances/soft/events/fprobes/soft_tgt/enable"), "0*\n");
+    assert_eq!(read("enabled_functions"), "kernel::workload::fib (2)\n", "both probes armed");
+    assert!(tracefs::write("dynamic_events", "-:soft_tgt", FilterMode::Append).is_err(), "a trigger names it");
+    assert_eq!(fib(3), 2);
+    // fib(3)'s calls: 3, 2, 1 (switches it on), 0, 1: the last two are
+    // recorded, and the first n == 1 too if its probe runs after the
+    // trigger's (two probes on one function run in either order).
+    let recorded = event_lines(&read("instances/soft/trace"), "soft_tgt");
+    assert!((2..=3).contains(&recorded), "{}", read("instances/soft/trace"));
+    assert_eq!(event_lines(&read("trace"), "soft_tgt"), 0);
+    tracefs::rmdir("instances/soft").unwrap();
+    assert_eq!(read("enabled_functions"), "", "nothing armed once the instance went");
+    for name in ["-:soft_tgt", "-:soft_src"] {
+        tracefs::write("dynamic_events", name, FilterMode::Append).unwrap();
+    }
 }
