@@ -14,7 +14,7 @@
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use crate::instance::{self, top, PidError, TraceArray, TraceOption};
+use crate::instance::{self, PidError, TraceArray, TraceOption};
 use crate::task::{self, TaskTrace};
 use crate::FilterMode;
 
@@ -35,7 +35,7 @@ pub fn set_pids(array: &TraceArray, notrace: bool, text: &str, mode: FilterMode)
     let mut lists = array.event_pids().lock();
     lists.write(notrace, &parsed, mode);
     task::for_each(|state| state.set_event_ignored(array.slot(), lists.ignores(state.pid())));
-    if core::ptr::eq(array, top()) {
+    if array.is_top() {
         ACTIVE.store(lists.is_active(), Ordering::Relaxed);
     }
     Ok(())
@@ -98,7 +98,7 @@ pub(crate) fn forget_task(state: &TaskTrace) {
         if array.option(TraceOption::EventFork) {
             let mut lists = array.event_pids().lock();
             lists.remove(state.pid());
-            if core::ptr::eq(array, top()) {
+            if array.is_top() {
                 ACTIVE.store(lists.is_active(), Ordering::Relaxed);
             }
         }

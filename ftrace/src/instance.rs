@@ -168,6 +168,11 @@ impl TraceArray {
         &self.name
     }
 
+    /// Whether it is the top level (not an instance).
+    pub fn is_top(&self) -> bool {
+        core::ptr::eq(self, top())
+    }
+
     /// Its slot of every task's graph markers.
     pub(crate) fn slot(&self) -> usize {
         self.slot

@@ -27,6 +27,7 @@ use crate::event::{
 use crate::event_arrays::EventArrays;
 use crate::event_filter::{FieldKind, FieldValue, FilterError, FilterField, FilterSlot};
 use crate::event_trigger::{Applied, EventSwitch, Phase, Request, StackStart, TriggerError, Triggers};
+use crate::instance::TraceArray;
 use crate::task::TaskTrace;
 use crate::tracer::event_common;
 
@@ -124,14 +125,24 @@ impl SchedEvent {
         fields.iter().map(|(name, kind)| FilterField::new(*name, *kind)).collect()
     }
 
+    // Each operation that takes an `array` acts on that trace array's copy
+    // of the event: the top level's (kept here), or an instance's (kept by
+    // its `EventArrays`).
+
     /// `echo EXPR > events/sched/NAME/filter` (`0` clears it).
-    pub fn set_filter(self, text: &str) -> Result<(), FilterError> {
-        self.filter_slot().set(text, &self.filter_fields())
+    pub fn set_filter(self, array: &TraceArray, text: &str) -> Result<(), FilterError> {
+        match array.is_top() {
+            true => self.filter_slot().set(text, &self.filter_fields()),
+            false => self.arrays().set_filter(array, text, &self.filter_fields()),
+        }
     }
 
     /// `cat events/sched/NAME/filter`.
-    pub fn filter_text(self) -> alloc::string::String {
-        self.filter_slot().text()
+    pub fn filter_text(self, array: &TraceArray) -> alloc::string::String {
+        match array.is_top() {
+            true => self.filter_slot().text(),
+            false => self.arrays().filter_text(array),
+        }
     }
 
     fn triggers(self) -> &'static Triggers {
@@ -145,8 +156,11 @@ impl SchedEvent {
     }
 
     /// A parsed line written to `events/sched/NAME/trigger`.
-    pub fn apply_trigger(self, request: Request) -> Result<Applied, TriggerError> {
-        self.triggers().apply(crate::instance::top(), request)
+    pub fn apply_trigger(self, array: &TraceArray, request: Request) -> Result<Applied, TriggerError> {
+        match array.is_top() {
+            true => self.triggers().apply(array, request),
+            false => self.arrays().apply_trigger(array, request),
+        }
     }
 
     fn soft(self) -> (&'static AtomicBool, &'static AtomicUsize) {
@@ -156,9 +170,9 @@ impl SchedEvent {
 
     /// For a new `enable_event`/`disable_event` trigger in `array` naming
     /// it: the switch of `array`'s copy (in soft mode while one exists).
-    pub fn acquire_soft(self, array: &crate::instance::TraceArray) -> alloc::sync::Arc<dyn EventSwitch> {
+    pub fn acquire_soft(self, array: &TraceArray) -> alloc::sync::Arc<dyn EventSwitch> {
         let _writers = SOFT_WRITERS.lock();
-        if !core::ptr::eq(array, crate::instance::top()) {
+        if !array.is_top() {
             return self.arrays().acquire_soft(array, self, |event: &SchedEvent| event.arrays());
         }
         let (soft_on, refs) = self.soft();
@@ -173,9 +187,9 @@ impl SchedEvent {
 
     /// A trigger naming it went: the last one takes it out of soft mode,
     /// leaving it as the triggers did (switched on: enabled), as in Linux.
-    pub fn release_soft(self, array: &crate::instance::TraceArray) {
+    pub fn release_soft(self, array: &TraceArray) {
         let _writers = SOFT_WRITERS.lock();
-        if !core::ptr::eq(array, crate::instance::top()) {
+        if !array.is_top() {
             return self.arrays().release_soft(array);
         }
         let (soft_on, refs) = self.soft();
@@ -185,15 +199,20 @@ impl SchedEvent {
         refs.fetch_sub(1, Ordering::Release);
     }
 
-    /// Whether triggers keep it armed (`cat enable` marks it `*`): its
-    /// own, or another event's naming it.
-    pub fn in_soft_mode(self) -> bool {
-        self.triggers().is_set() || self.soft().1.load(Ordering::Relaxed) > 0
+    /// What `cat events/sched/NAME/enable` shows: whether it records, and
+    /// whether triggers keep it armed (its own, or another event's naming
+    /// it: the `*`).
+    pub fn enable_state(self, array: &TraceArray) -> (bool, bool) {
+        if !array.is_top() {
+            return self.arrays().enable_state(array);
+        }
+        (self.records(), self.triggers().is_set() || self.soft().1.load(Ordering::Relaxed) > 0)
     }
 
-    /// Whether it records: as `enable` says, or in soft mode (another
-    /// event's trigger names it) as that trigger's switch says.
-    pub fn records(self) -> bool {
+    /// Whether the top level's copy records: as `enable` says, or in soft
+    /// mode (another event's trigger names it) as that trigger's switch
+    /// says.
+    fn records(self) -> bool {
         let (soft_on, refs) = self.soft();
         match refs.load(Ordering::Acquire) > 0 {
             true => soft_on.load(Ordering::Relaxed),
@@ -202,29 +221,36 @@ impl SchedEvent {
     }
 
     /// `cat events/sched/NAME/trigger`.
-    pub fn trigger_text(self) -> alloc::string::String {
-        self.triggers().text()
+    pub fn trigger_text(self, array: &TraceArray) -> alloc::string::String {
+        match array.is_top() {
+            true => self.triggers().text(),
+            false => self.arrays().trigger_text(array),
+        }
     }
 
     /// `cat events/sched/NAME/hist`: its `hist` triggers' tables, if any.
-    pub fn hist_text(self, names: crate::hist::Namer, comms: crate::hist::Comms) -> Option<String> {
-        self.triggers().hist_text(names, comms)
+    pub fn hist_text(self, array: &TraceArray, names: crate::hist::Namer, comms: crate::hist::Comms) -> Option<String> {
+        match array.is_top() {
+            true => self.triggers().hist_text(names, comms),
+            false => self.arrays().hist_text(array, names, comms),
+        }
     }
 
-    /// Whether it records.
-    pub fn is_enabled(self) -> bool {
-        self.flag().load(Ordering::Relaxed)
+    /// Whether `enable` is 1.
+    pub fn is_enabled(self, array: &TraceArray) -> bool {
+        match array.is_top() {
+            true => self.flag().load(Ordering::Relaxed),
+            false => self.arrays().contains(array),
+        }
     }
 
-    /// Switches instance `array`'s copy (in soft mode, the soft switch
-    /// too), serialised with the soft-mode writers.
-    pub fn set_enabled_in(self, array: &crate::instance::TraceArray, on: bool) {
-        let _writers = SOFT_WRITERS.lock();
-        self.arrays().set(array, on);
-    }
-
-    /// Switches it (in soft mode, the soft switch too, as in Linux).
-    pub fn set_enabled(self, on: bool) {
+    /// Switches it (in soft mode, the soft switch too, as in Linux); an
+    /// instance's copy under the soft-mode writers' lock.
+    pub fn set_enabled(self, array: &TraceArray, on: bool) {
+        if !array.is_top() {
+            let _writers = SOFT_WRITERS.lock();
+            return self.arrays().set(array, on);
+        }
         self.flag().store(on, Ordering::Relaxed);
         self.soft().0.store(on, Ordering::Relaxed);
     }

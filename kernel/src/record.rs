@@ -10,7 +10,7 @@ use crate::{cmdline, println};
 pub fn start_if_recording() {
     if cmdline::option("record").is_some() {
         for event in ftrace::sched::SchedEvent::ALL {
-            event.set_enabled(true);
+            event.set_enabled(ftrace::instance::top(), true);
         }
     }
 }

@@ -54,15 +54,10 @@ pub fn all() -> Vec<(String, String)> {
 // Each one that takes an `array` acts on that trace array's copy of the
 // event: the top level's, or an instance's (`instances/NAME/events/`).
 
-fn is_top(array: &TraceArray) -> bool {
-    core::ptr::eq(array, ftrace::instance::top())
-}
-
 /// Whether `events/GRP/EVENT/enable` is 1.
 pub fn is_enabled(array: &TraceArray, group: &str, event: &str) -> Result<bool, TracefsError> {
     match SchedEvent::find(group, event) {
-        Some(sched) if is_top(array) => Ok(sched.is_enabled()),
-        Some(sched) => Ok(sched.arrays().contains(array)),
+        Some(sched) => Ok(sched.is_enabled(array)),
         None => fprobe::events::is_enabled(array, group, event).map_err(invalid),
     }
 }
@@ -70,12 +65,8 @@ pub fn is_enabled(array: &TraceArray, group: &str, event: &str) -> Result<bool, 
 /// `echo 0|1 > events/GRP/EVENT/enable`.
 pub fn set_enabled(array: &TraceArray, group: &str, event: &str, on: bool) -> Result<(), TracefsError> {
     match SchedEvent::find(group, event) {
-        Some(sched) if is_top(array) => {
-            sched.set_enabled(on);
-            Ok(())
-        }
         Some(sched) => {
-            sched.set_enabled_in(array, on);
+            sched.set_enabled(array, on);
             Ok(())
         }
         None => fprobe::events::set_enabled(array, group, event, on).map_err(invalid),
@@ -95,10 +86,7 @@ pub fn forget_array(array: &TraceArray) {
 /// changes nothing.
 pub fn set_filter(array: &TraceArray, group: &str, event: &str, text: &str) -> Result<(), TracefsError> {
     match SchedEvent::find(group, event) {
-        Some(sched) if is_top(array) => sched.set_filter(text).map_err(|error| refused_filter(text, error)),
-        Some(sched) => {
-            sched.arrays().set_filter(array, text, &sched.filter_fields()).map_err(|error| refused_filter(text, error))
-        }
+        Some(sched) => sched.set_filter(array, text).map_err(|error| refused_filter(text, error)),
         None => fprobe::events::set_filter(array, group, event, text).map_err(|error| match error {
             fprobe::events::EventError::Filter(error) => refused_filter(text, error),
             other => invalid(other),
@@ -143,8 +131,7 @@ pub fn write_trigger(array: &TraceArray, group: &str, event: &str, text: &str) -
         removal => (removal, None),
     };
     let applied = match sched {
-        Some(sched) if is_top(array) => sched.apply_trigger(request).map_err(invalid),
-        Some(sched) => sched.arrays().apply_trigger(array, request).map_err(invalid),
+        Some(sched) => sched.apply_trigger(array, request).map_err(invalid),
         None => fprobe::events::apply_trigger(array, group, event, request).map_err(invalid),
     };
     match (&applied, acquired) {
@@ -189,8 +176,7 @@ fn release_soft(array: &TraceArray, target: &EventName) {
 /// event's `enable_event` naming it: soft mode, marked `*`).
 pub fn enable_state(array: &TraceArray, group: &str, event: &str) -> Result<(bool, bool), TracefsError> {
     match SchedEvent::find(group, event) {
-        Some(sched) if is_top(array) => Ok((sched.records(), sched.in_soft_mode())),
-        Some(sched) => Ok(sched.arrays().enable_state(array)),
+        Some(sched) => Ok(sched.enable_state(array)),
         None => fprobe::events::enable_state(array, group, event).map_err(invalid),
     }
 }
@@ -198,8 +184,7 @@ pub fn enable_state(array: &TraceArray, group: &str, event: &str) -> Result<(boo
 /// `cat events/GRP/EVENT/trigger`.
 pub fn trigger_text(array: &TraceArray, group: &str, event: &str) -> Result<String, TracefsError> {
     match SchedEvent::find(group, event) {
-        Some(sched) if is_top(array) => Ok(sched.trigger_text()),
-        Some(sched) => Ok(sched.arrays().trigger_text(array)),
+        Some(sched) => Ok(sched.trigger_text(array)),
         None => fprobe::events::trigger_text(array, group, event).map_err(invalid),
     }
 }
@@ -210,8 +195,7 @@ pub fn hist_text(array: &TraceArray, group: &str, event: &str) -> Result<String,
     let names = |address: usize| ftrace::symbols::table().ok()?.lookup(address);
     let comms = |pid: i32| ftrace::sched::comm_of(pid);
     let text = match SchedEvent::find(group, event) {
-        Some(sched) if is_top(array) => sched.hist_text(&names, &comms),
-        Some(sched) => sched.arrays().hist_text(array, &names, &comms),
+        Some(sched) => sched.hist_text(array, &names, &comms),
         None => fprobe::events::hist_text(array, group, event, &names, &comms).map_err(invalid)?,
     };
     Ok(text.unwrap_or_default())
@@ -228,8 +212,7 @@ pub fn id(group: &str, event: &str) -> Result<u16, TracefsError> {
 /// `cat events/GRP/EVENT/filter`: the filter, or `none`.
 pub fn filter_text(array: &TraceArray, group: &str, event: &str) -> Result<String, TracefsError> {
     match SchedEvent::find(group, event) {
-        Some(sched) if is_top(array) => Ok(sched.filter_text()),
-        Some(sched) => Ok(sched.arrays().filter_text(array)),
+        Some(sched) => Ok(sched.filter_text(array)),
         None => fprobe::events::filter_text(array, group, event).map_err(invalid),
     }
 }

@@ -741,7 +741,7 @@ fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(),
     let changes: alloc::vec::Vec<ftrace::func_probe::Change> =
         commands.iter().map(|(remove, glob, command, count)| (*remove, *glob, command, count.is_some())).collect();
     ftrace::func_probe::check(array, &changes).map_err(|error| TracefsError::Invalid(error.to_string()))?;
-    if commands.iter().any(|(_, _, command, _)| command.target().is_some()) && !core::ptr::eq(array, instance::top()) {
+    if commands.iter().any(|(_, _, command, _)| command.target().is_some()) && !array.is_top() {
         return Err(TracefsError::Invalid(
             "enable_event and disable_event function commands are the top level's here (an instance's event triggers take them)"
                 .into(),
@@ -1213,7 +1213,7 @@ fn write_trace_options(array: Array, text: &str, _mode: FilterMode) -> Result<()
 /// learn of `stacktrace`, which takes them off their fast path.
 fn set_option(array: Array, option: TraceOption, on: bool) -> Result<(), TracefsError> {
     array.set_option(option, on)?;
-    if option == TraceOption::StackTrace && core::ptr::eq(array, instance::top()) {
+    if option == TraceOption::StackTrace && array.is_top() {
         fprobe::events::stack_trace_option_changed();
     }
     Ok(())

@@ -380,7 +380,7 @@ fn find<'a>(events: &'a mut [Event], group: &str, event: &str) -> Result<&'a mut
 pub fn set_enabled(array: &TraceArray, group: &str, event: &str, enabled: bool) -> Result<(), EventError> {
     let mut events = EVENTS.lock();
     let entry = find(&mut events, group, event)?;
-    if !is_top(array) {
+    if !array.is_top() {
         let before = entry.compiled.arrays.contains(array);
         entry.compiled.arrays.set(array, enabled);
         refresh_fast(&entry.compiled);
@@ -398,10 +398,6 @@ pub fn set_enabled(array: &TraceArray, group: &str, event: &str, enabled: bool) 
         entry.compiled.enabled.store(before, Ordering::Relaxed);
         refresh_fast(&entry.compiled);
     })
-}
-
-fn is_top(array: &TraceArray) -> bool {
-    core::ptr::eq(array, ftrace::instance::top())
 }
 
 /// `rmdir instances/NAME`: no event records into `array` or has triggers
@@ -479,7 +475,7 @@ pub fn apply_trigger(array: &TraceArray, group: &str, event: &str, request: Requ
     let mut events = EVENTS.lock();
     let entry = find(&mut events, group, event)?;
     let compiled = entry.compiled.clone();
-    let applied = match is_top(array) {
+    let applied = match array.is_top() {
         true => compiled.triggers.apply(array, request),
         false => compiled.arrays.apply_trigger(array, request),
     }
@@ -487,7 +483,7 @@ pub fn apply_trigger(array: &TraceArray, group: &str, event: &str, request: Requ
     refresh_fast(&compiled);
     match (update_probe(entry), &applied) {
         (Err(error), Applied::Added(command, target)) => {
-            match is_top(array) {
+            match array.is_top() {
                 true => compiled.triggers.remove(*command, target.as_ref()),
                 false => compiled.arrays.remove_trigger(array, *command, target.as_ref()),
             }
@@ -513,7 +509,7 @@ pub fn filter_fields(group: &str, event: &str) -> Result<Vec<FilterField>, Event
 pub fn acquire_soft(array: &TraceArray, group: &str, event: &str) -> Result<Arc<dyn EventSwitch>, EventError> {
     let mut events = EVENTS.lock();
     let entry = find(&mut events, group, event)?;
-    if !is_top(array) {
+    if !array.is_top() {
         let compiled = entry.compiled.clone();
         let switch = compiled.arrays.acquire_soft(array, compiled.clone(), |compiled: &Arc<Compiled>| &compiled.arrays);
         refresh_fast(&compiled);
@@ -544,7 +540,7 @@ pub fn acquire_soft(array: &TraceArray, group: &str, event: &str) -> Result<Arc<
 pub fn release_soft(array: &TraceArray, group: &str, event: &str) {
     let mut events = EVENTS.lock();
     if let Ok(entry) = find(&mut events, group, event) {
-        match is_top(array) {
+        match array.is_top() {
             true => release(entry),
             false => {
                 entry.compiled.arrays.release_soft(array);
@@ -575,7 +571,7 @@ fn release(entry: &mut Event) {
 pub fn enable_state(array: &TraceArray, group: &str, event: &str) -> Result<(bool, bool), EventError> {
     let mut events = EVENTS.lock();
     let entry = find(&mut events, group, event)?;
-    if !is_top(array) {
+    if !array.is_top() {
         return Ok(entry.compiled.arrays.enable_state(array));
     }
     Ok((entry.compiled.records(), entry.compiled.triggers.is_set() || entry.soft_refs > 0))
@@ -585,7 +581,7 @@ pub fn enable_state(array: &TraceArray, group: &str, event: &str) -> Result<(boo
 pub fn trigger_text(array: &TraceArray, group: &str, event: &str) -> Result<String, EventError> {
     let mut events = EVENTS.lock();
     let compiled = &find(&mut events, group, event)?.compiled;
-    Ok(if is_top(array) { compiled.triggers.text() } else { compiled.arrays.trigger_text(array) })
+    Ok(if array.is_top() { compiled.triggers.text() } else { compiled.arrays.trigger_text(array) })
 }
 
 /// `cat events/GRP/EVENT/hist`: its `hist` triggers' tables, if any
@@ -598,7 +594,7 @@ pub fn hist_text(
     comms: ftrace::hist::Comms,
 ) -> Result<Option<String>, EventError> {
     let compiled = find(&mut EVENTS.lock(), group, event)?.compiled.clone();
-    Ok(match is_top(array) {
+    Ok(match array.is_top() {
         true => compiled.triggers.hist_text(names, comms),
         false => compiled.arrays.hist_text(array, names, comms),
     })
@@ -652,7 +648,7 @@ fn arm(entry: &Event) -> Result<Armed, EventError> {
 pub fn is_enabled(array: &TraceArray, group: &str, event: &str) -> Result<bool, EventError> {
     let mut events = EVENTS.lock();
     let compiled = &find(&mut events, group, event)?.compiled;
-    Ok(match is_top(array) {
+    Ok(match array.is_top() {
         true => compiled.enabled.load(Ordering::Relaxed),
         false => compiled.arrays.contains(array),
     })
@@ -689,7 +685,7 @@ pub fn set_filter(array: &TraceArray, group: &str, event: &str, text: &str) -> R
     let mut events = EVENTS.lock();
     let compiled = &find(&mut events, group, event)?.compiled;
     let fields = compiled.filter_fields();
-    match is_top(array) {
+    match array.is_top() {
         true => compiled.filter.set(text, &fields),
         false => compiled.arrays.set_filter(array, text, &fields),
     }
@@ -709,7 +705,7 @@ pub fn id(group: &str, event: &str) -> Result<u16, EventError> {
 pub fn filter_text(array: &TraceArray, group: &str, event: &str) -> Result<String, EventError> {
     let mut events = EVENTS.lock();
     let compiled = &find(&mut events, group, event)?.compiled;
-    Ok(if is_top(array) { compiled.filter.text() } else { compiled.arrays.filter_text(array) })
+    Ok(if array.is_top() { compiled.filter.text() } else { compiled.arrays.filter_text(array) })
 }
 
 /// Every event's format, as (group, `format` text), for the trace stream.
