@@ -88,6 +88,7 @@ max_graph_depth|3
 current_tracer|function_graph
 instances/a/current_tracer|function
 instances/a/set_ftrace_filter|*fib*
+instances/a/set_ftrace_filter|kernel::workload::run:enable_event:sched:sched_switch:2
 instances/a/set_event|sched:sched_switch fprobes:fx
 instances/a/events/fprobes/fx/filter|a < 3 && c ~ "sh*"
 instances/a/events/sched/filter|prev_pid != 0
@@ -108,7 +109,8 @@ USES=('run fib 4' 'cat trace | tail -2' 'echo 1 > events/enable' 'echo 1 > event
     'rmdir instances/a' 'mkdir instances/a' 'cat stack_trace | tail -1' 'cat kprobe_profile' 'echo 0 > tracing_on'
     'echo 1 > tracing_on' 'cat dynamic_events' 'cat set_ftrace_filter' 'cat events/sched/sched_switch/trigger'
     'echo nop > current_tracer' 'run fs' 'echo 0 > events/enable' 'cat error_log | tail -3' 'run par 2 fib 6'
-    'cat instances/a/trace | tail -2' 'echo 1 > instances/a/events/enable')
+    'cat instances/a/trace | tail -2' 'echo 1 > instances/a/events/enable' 'cat instances/a/error_log | tail -3'
+    'echo > instances/a/error_log')
 
 # pick N: a number below N, into $REPLY (a linear congruential generator,
 # its state in $STATE).

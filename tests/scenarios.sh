@@ -113,13 +113,15 @@ if run_session instances 'mkdir instances/foo\nls instances\nls instances/foo\nl
 fi
 
 # Events in an instance, typed from inside it as a Linux user would.
-if run_session instance-events 'mkdir instances/foo\necho '"'"'f:myprobe fib n=$arg1'"'"' >> dynamic_events\ncd instances/foo\nls events/fprobes/myprobe\necho myprobe >> set_event\necho '"'"'n < 3'"'"' > events/fprobes/myprobe/filter\ncat set_event\ncat events/enable\nrun fib 5\ncat trace | grep -c myprobe\ncat events/fprobes/myprobe/trigger\ncd /sys/kernel/tracing\ncat set_event\ncat trace | grep -c myprobe\necho -:myprobe >> dynamic_events\nrmdir instances/foo\necho -:myprobe >> dynamic_events\ncat dynamic_events\npoweroff\n'; then
+if run_session instance-events 'mkdir instances/foo\necho '"'"'f:myprobe fib n=$arg1'"'"' >> dynamic_events\ncd instances/foo\nls events/fprobes/myprobe\necho myprobe >> set_event\necho '"'"'n < 3'"'"' > events/fprobes/myprobe/filter\ncat set_event\ncat events/enable\nrun fib 5\ncat trace | grep -c myprobe\ncat events/fprobes/myprobe/trigger\necho '"'"'n <'"'"' > events/fprobes/myprobe/filter\ncat error_log\ncd /sys/kernel/tracing\ncat set_event\ncat /sys/kernel/tracing/error_log | wc -l\ncat trace | grep -c myprobe\necho -:myprobe >> dynamic_events\nrmdir instances/foo\necho -:myprobe >> dynamic_events\ncat dynamic_events\npoweroff\n'; then
     after() { awk -v cmd="> $1" '$0 == cmd {on = 1; next} on && /^> / {exit} on' <<<"$out"; }
     expect "an instance's event has the top level's files" test "$(after 'ls events/fprobes/myprobe' | tr '\n' ' ')" = "enable filter format hist id trigger "
     expect "its set_event lists it" test "$(after 'cat set_event' | head -1)" = "fprobes:myprobe"
     expect "some of its events are on" test "$(after 'cat events/enable')" = "X"
     expect "fib(5)'s 11 calls with n < 3 in its trace" test "$(sed -n '/^> cat trace | grep -c myprobe$/{n;p}' <<<"$out" | tr '\n' ' ')" = "11 0 "
     expect "its triggers are its own" test "$(after 'cat events/fprobes/myprobe/trigger' | head -1)" = "# Available triggers:"
+    expect "its error_log has its refused filter" grep -qE "^\[ *[0-9]+\.[0-9]{6}\] event filter parse error: error: " <<<"$(after 'cat error_log')"
+    expect "the top level's error_log has none of it" test "$(after 'cat /sys/kernel/tracing/error_log | wc -l')" = "0"
     expect "an event enabled in an instance cannot be removed" grep -q "^error: event 'fprobes/myprobe' is enabled; disable it first" <<<"$out"
     expect "rmdir lets it go" test -z "$(after 'cat dynamic_events')"
 fi

@@ -23,10 +23,12 @@
 //! when the command is attached, so the callback only swaps two pointers;
 //! if `echo 0 > snapshot` freed it since, the command says so in the trace
 //! and turns tracing off, as Linux's does).
-//! `enable_event:GRP:EVENT` and `disable_event:GRP:EVENT` switch an event
-//! (the caller resolves it into an [`EventHook`]: the event's soft switch,
-//! which keeps it in soft mode until the hook is dropped, as an event
-//! trigger's does); they count only the calls that change the switch.
+//! `enable_event:GRP:EVENT` and `disable_event:GRP:EVENT` switch the
+//! array's copy of an event (the caller resolves it into an [`EventHook`]:
+//! that copy's soft switch, which keeps it in soft mode until the hook is
+//! dropped, as an event trigger's does); they count only the calls that
+//! change the switch. An instance's commands go before the instance does
+//! ([`remove_all`]), so a hook never outlives its array.
 //! A removed command is unregistered and freed after a grace period.
 
 use alloc::boxed::Box;

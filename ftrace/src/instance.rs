@@ -1,11 +1,12 @@
 //! Trace arrays: the top level of tracefs and its instances (Linux's
 //! `struct trace_array`).
 //!
-//! Each has its own buffer, `tracing_on`, tracer, tracer filters and graph
-//! settings: `mkdir instances/NAME` makes one, `rmdir instances/NAME`
-//! removes it. A tracer is an ops embedded in its trace array, so a traced
-//! call finds the array (and its buffer) from the ops it was called with:
-//! two arrays tracing one function are two ops on the site, as in Linux.
+//! Each has its own buffer, `tracing_on`, tracer, tracer filters, graph
+//! settings and `error_log`: `mkdir instances/NAME` makes one,
+//! `rmdir instances/NAME` removes it. A tracer is an ops embedded in its
+//! trace array, so a traced call finds the array (and its buffer) from the
+//! ops it was called with: two arrays tracing one function are two ops on
+//! the site, as in Linux.
 //!
 //! # Lifetimes
 //!
@@ -32,6 +33,7 @@ use spin::Once;
 
 use crate::buffer::{SwapRefused, TraceBuffer, INSTANCE_PAGES_PER_CPU, PAGES_PER_CPU};
 use crate::deferred::{self, Deferred, Published};
+use crate::error_log::ErrorLog;
 use crate::event::PrintWriter;
 use crate::fgraph::FgraphOps;
 use crate::glob::FilterMode;
@@ -113,6 +115,8 @@ pub struct TraceArray {
     event_pids: Mutex<PidLists>,
     /// The trace options that are on, a [`TraceOption::bit`] each.
     options: AtomicU32,
+    /// Its `error_log`: the refused writes to its files.
+    error_log: ErrorLog,
     /// Handles out: `rmdir` is refused while there are any.
     users: AtomicUsize,
     /// Queues the free after `rmdir`.
@@ -158,6 +162,7 @@ impl TraceArray {
             pids: Mutex::new(PidLists::new()),
             event_pids: Mutex::new(PidLists::new()),
             options: AtomicU32::new(TraceOption::DEFAULTS),
+            error_log: ErrorLog::new(),
             users: AtomicUsize::new(0),
             node: Deferred::new(),
         }
@@ -171,6 +176,12 @@ impl TraceArray {
     /// Whether it is the top level (not an instance).
     pub fn is_top(&self) -> bool {
         core::ptr::eq(self, top())
+    }
+
+    /// Its `error_log` (the top level's keeps the probe definitions'
+    /// errors too, as Linux's does).
+    pub fn error_log(&self) -> &ErrorLog {
+        &self.error_log
     }
 
     /// Its slot of every task's graph markers.

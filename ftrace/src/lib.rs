@@ -51,6 +51,7 @@ macro_rules! field_of {
 
 pub mod bitmap;
 pub mod cmdlines;
+pub mod error_log;
 pub mod event;
 pub mod event_filter;
 pub mod event_trigger;

@@ -19,32 +19,19 @@
 //! probe away from an entry), the place, as Linux marks it; for a refused
 //! `$` variable (`$arg9: ...`), the argument using it; otherwise the
 //! command's start. A failed removal (`-:NAME`) is not logged, as in Linux.
-//! `echo > error_log` empties it. Linux keeps 8 entries per trace array;
-//! here the top level keeps 8.
+//! `echo > error_log` empties it.
+//!
+//! Each trace array keeps its own log (`ftrace::error_log`), the last 8
+//! entries, as in Linux: an instance's `error_log` has the refused filters
+//! and `hist` triggers of its own events; the top level's has its events'
+//! and every probe definition's (the probe files are the top level's).
 
-use alloc::collections::VecDeque;
 use alloc::format;
 use alloc::string::String;
 use core::fmt::{self, Write};
 
-use arch::sync::Mutex;
-
-/// Entries kept (Linux's `TRACING_LOG_ERRS_MAX`).
-const KEPT: usize = 8;
-
-/// One refused command, as `cat error_log` prints it.
-struct Entry {
-    time_ns: u64,
-    /// Who refused it (`trace_kprobe`, `trace_fprobe`, `event filter parse
-    /// error`, `hist:GRP:EVENT`).
-    location: String,
-    message: String,
-    command: String,
-    /// Where in `command` the caret goes.
-    column: usize,
-}
-
-static LOG: Mutex<VecDeque<Entry>> = Mutex::new(VecDeque::new());
+use ftrace::error_log::ErrorEntry;
+use ftrace::instance::TraceArray;
 
 /// How a refused `hist` trigger is reported (`ftrace::hist`).
 const HIST: &str = "hist: ";
@@ -63,8 +50,7 @@ pub fn location(name: &str, text: &str, message: &str) -> Option<String> {
         // answers ENOENT or EBUSY and logs nothing.
         return None;
     }
-    // An instance's event files log as the top level's do (instances have
-    // no `error_log` of their own here).
+    // An instance's event files are named as the top level's are.
     let in_array = name.strip_prefix("instances/").and_then(|rest| rest.split_once('/')).map_or(name, |(_, file)| file);
     let event = in_array.strip_prefix("events/");
     let location = match name {
@@ -79,8 +65,8 @@ pub fn location(name: &str, text: &str, message: &str) -> Option<String> {
     Some(String::from(location))
 }
 
-/// Logs a refused command.
-pub fn log(location: String, message: &str, command: &str) {
+/// Logs a refused command in `array`'s log.
+pub fn log(array: &TraceArray, location: String, message: &str, command: &str) {
     let command = command.trim();
     let probe = location.starts_with("trace_");
     // The location already says it: `hist:GRP:EVENT: error: hist: ...`
@@ -89,30 +75,27 @@ pub fn log(location: String, message: &str, command: &str) {
     let column = fault_column(message, command)
         .or_else(|| probe.then(|| place_column(message, command).or_else(|| variable_column(message, command))).flatten())
         .unwrap_or(0);
-    push(Entry { time_ns: ftrace::clock::now_ns(), location, message: message.into(), command: command.into(), column });
+    array.error_log().push(ErrorEntry {
+        time_ns: ftrace::clock::now_ns(),
+        location,
+        message: message.into(),
+        command: command.into(),
+        column,
+    });
 }
 
-/// Logs a refused event filter (`command`, as written) as Linux does:
-/// `event filter parse error`, Linux's words for why, and the caret at the
-/// byte Linux's parser reports (past the end: at the end).
-pub fn log_filter(command: &str, error: &ftrace::event_filter::FilterError) {
+/// Logs a refused event filter (`command`, as written) in `array`'s log as
+/// Linux does: `event filter parse error`, Linux's words for why, and the
+/// caret at the byte Linux's parser reports (past the end: at the end).
+pub fn log_filter(array: &TraceArray, command: &str, error: &ftrace::event_filter::FilterError) {
     let column = command.char_indices().take_while(|&(at, _)| at < error.at).count();
-    push(Entry {
+    array.error_log().push(ErrorEntry {
         time_ns: ftrace::clock::now_ns(),
         location: String::from("event filter parse error"),
         message: error.kind.text().into(),
         command: command.into(),
         column,
     });
-}
-
-/// Keeps `entry`, dropping the oldest past [`KEPT`].
-fn push(entry: Entry) {
-    let mut log = LOG.lock();
-    if log.len() == KEPT {
-        log.pop_front();
-    }
-    log.push_back(entry);
 }
 
 /// Where the first word the message quotes (`'...'`) starts in `command`,
@@ -183,18 +166,12 @@ fn variable_column(message: &str, command: &str) -> Option<usize> {
     None
 }
 
-/// `cat error_log`.
-pub fn write(out: &mut dyn Write) -> fmt::Result {
-    for entry in LOG.lock().iter() {
+/// `cat error_log` of `array`.
+pub fn write(array: &TraceArray, out: &mut dyn Write) -> fmt::Result {
+    array.error_log().try_for_each(|entry| {
         let seconds = format!("{:5}.{:06}", entry.time_ns / 1_000_000_000, entry.time_ns % 1_000_000_000 / 1_000);
         writeln!(out, "[{seconds}] {}: error: {}", entry.location, entry.message)?;
         writeln!(out, "  Command: {}", entry.command)?;
-        writeln!(out, "{:width$}^", "", width = 11 + entry.column)?;
-    }
-    Ok(())
-}
-
-/// `echo > error_log`.
-pub fn clear() {
-    LOG.lock().clear();
+        writeln!(out, "{:width$}^", "", width = 11 + entry.column)
+    })
 }

@@ -144,13 +144,13 @@ pub fn write_trigger(array: &TraceArray, group: &str, event: &str, text: &str) -
 }
 
 /// What a function command `enable_event:GRP:EVENT` (or `disable_event`)
-/// holds: the event's switch, the event in soft mode until the command
-/// goes (the hook is dropped).
-pub fn event_hook(target: &EventName) -> Result<ftrace::func_probe::EventHook, TracefsError> {
-    let top = ftrace::instance::top();
-    let switch = acquire_soft(top, target)?;
+/// written to `array`'s `set_ftrace_filter` holds: the switch of `array`'s
+/// copy of the event, in soft mode until the command goes (the hook is
+/// dropped: by its removal, or by `rmdir` before the instance goes).
+pub fn event_hook(array: &'static TraceArray, target: &EventName) -> Result<ftrace::func_probe::EventHook, TracefsError> {
+    let switch = acquire_soft(array, target)?;
     let target = target.clone();
-    Ok(ftrace::func_probe::EventHook { switch, release: Some(alloc::boxed::Box::new(move || release_soft(top, &target))) })
+    Ok(ftrace::func_probe::EventHook { switch, release: Some(alloc::boxed::Box::new(move || release_soft(array, &target))) })
 }
 
 /// `array`'s copy of `target` in soft mode, for a trigger there: its switch.

@@ -135,7 +135,7 @@ const FILES: &[File] = &[
     top("stack_max_size", Some(read_stack_max_size), Some(write_stack_max_size)),
     top("stack_trace", Some(read_stack_trace), None),
     top("stack_trace_filter", Some(read_stack_trace_filter), Some(write_stack_trace_filter)),
-    top("error_log", Some(read_error_log), Some(write_error_log)),
+    per_array("error_log", Some(read_error_log), Some(write_error_log)),
     top("saved_cmdlines", Some(read_saved_cmdlines), None),
     top("saved_cmdlines_size", Some(read_saved_cmdlines_size), Some(write_saved_cmdlines_size)),
 ];
@@ -324,14 +324,14 @@ fn write_saved_cmdlines_size(_array: Array, text: &str, _mode: FilterMode) -> Re
     ftrace::sched::set_saved_cmdlines_size(n).ok_or_else(refused)
 }
 
-fn read_error_log(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    crate::error_log::write(out)
+fn read_error_log(array: Array, out: &mut dyn Write) -> fmt::Result {
+    crate::error_log::write(array, out)
 }
 
 /// Emptied by `>`, as Linux's is by an open that truncates.
-fn write_error_log(_array: Array, _text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+fn write_error_log(array: Array, _text: &str, mode: FilterMode) -> Result<(), TracefsError> {
     if mode == FilterMode::Replace {
-        crate::error_log::clear();
+        array.error_log().clear();
     }
     Ok(())
 }
@@ -603,16 +603,27 @@ pub fn write(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsErro
 /// One write, its refusal kept in `error_log`.
 fn write_logged(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
     let result = write_file(name, text, mode);
-    match &result {
-        Err(TracefsError::Invalid(message)) => {
-            if let Some(location) = crate::error_log::location(name, text, message) {
-                crate::error_log::log(location, message, text);
-            }
-        }
-        Err(TracefsError::Filter { command, error, .. }) => crate::error_log::log_filter(command, error),
-        _ => {}
+    if let Err(error) = &result {
+        log_refusal(name, text, error);
     }
     result
+}
+
+/// Keeps the refusal `error` of `text` written to `name` in the
+/// `error_log` of the array `name` belongs to (the probe files are the top
+/// level's), if Linux logs such a refusal.
+fn log_refusal(name: &str, text: &str, error: &TracefsError) {
+    // Held while it logs; an instance removed since the write logs nothing.
+    let Ok(resolved) = resolve(name) else { return };
+    match error {
+        TracefsError::Invalid(message) => {
+            if let Some(location) = crate::error_log::location(name, text, message) {
+                crate::error_log::log(resolved.array, location, message, text);
+            }
+        }
+        TracefsError::Filter { command, error, .. } => crate::error_log::log_filter(resolved.array, command, error),
+        _ => {}
+    }
 }
 
 fn write_file(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
@@ -741,19 +752,13 @@ fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(),
     let changes: alloc::vec::Vec<ftrace::func_probe::Change> =
         commands.iter().map(|(remove, glob, command, count)| (*remove, *glob, command, count.is_some())).collect();
     ftrace::func_probe::check(array, &changes).map_err(|error| TracefsError::Invalid(error.to_string()))?;
-    if commands.iter().any(|(_, _, command, _)| command.target().is_some()) && !array.is_top() {
-        return Err(TracefsError::Invalid(
-            "enable_event and disable_event function commands are the top level's here (an instance's event triggers take them)"
-                .into(),
-        ));
-    }
     // The events the adds switch, resolved (and put in soft mode) before
     // anything changes: an unknown one refuses the write, and dropping the
     // hooks taken so far gives their soft mode back.
     let mut hooks = alloc::vec::Vec::new();
     for (remove, _, command, _) in &commands {
         hooks.push(match (remove, command.target()) {
-            (false, Some(target)) => Some(trace_events::event_hook(target)?),
+            (false, Some(target)) => Some(trace_events::event_hook(array, target)?),
             _ => None,
         });
     }

@@ -459,10 +459,11 @@ fn an_instance_has_its_own_event_triggers() {
     write(&alloc::format!("{dir}/trigger"), "!snapshot");
     write(&alloc::format!("{dir}/enable"), "0");
 
-    // A refused hist trigger is logged as the top level's would be.
-    write("error_log", "");
+    // A refused hist trigger is logged in the instance's error_log, under
+    // the name the top level's would give it.
+    write("instances/trig/error_log", "");
     assert!(tracefs::write(&alloc::format!("{dir}/trigger"), "hist:keys=nosuch", FilterMode::Append).is_err());
-    let log = read("error_log");
+    let log = read("instances/trig/error_log");
     assert!(log.contains("hist:fprobes:trig_fib: error:"), "{log}");
 
     // enable_event there switches the instance's copy of the event it
@@ -543,4 +544,66 @@ fn an_instance_enable_event_arms_the_event_it_names() {
     for name in ["-:soft_tgt", "-:soft_src"] {
         tracefs::write("dynamic_events", name, FilterMode::Append).unwrap();
     }
+}
+
+/// Each array has its own `error_log`, as in Linux: an instance's keeps the
+/// refused filters and `hist` triggers of its own events, the top level's
+/// its events' and every probe definition's; `>` empties one alone, and a
+/// new instance of a removed one's name starts with an empty log.
+#[ktest]
+fn an_instance_has_its_own_error_log() {
+    tracefs::mkdir("instances/errs").unwrap();
+    write("error_log", "");
+    let filter = "instances/errs/events/sched/sched_switch/filter";
+    assert!(matches!(tracefs::write(filter, "prev_pid ==", FilterMode::Replace), Err(TracefsError::Filter { .. })));
+    let log = read("instances/errs/error_log");
+    assert!(log.starts_with('[') && log.contains("event filter parse error: error: "), "{log}");
+    assert!(log.contains("  Command: prev_pid =="), "{log}");
+    assert_eq!(read("error_log"), "", "not the top level's");
+    assert_eq!(read(filter), "none\n", "the refused filter changed nothing");
+
+    // A probe definition is the top level's, written from anywhere.
+    assert!(refused_write("kprobe_events", "p:errs_probe nosuch_function"));
+    assert!(read("error_log").contains("trace_kprobe: error: "), "{}", read("error_log"));
+    assert_eq!(read("instances/errs/error_log"), log, "the instance's log is unchanged");
+
+    // `>` empties one log alone.
+    write("instances/errs/error_log", "");
+    assert_eq!(read("instances/errs/error_log"), "");
+    assert!(!read("error_log").is_empty());
+    write("error_log", "");
+
+    // The log goes with the instance.
+    assert!(matches!(tracefs::write(filter, "prev_pid ==", FilterMode::Replace), Err(TracefsError::Filter { .. })));
+    tracefs::rmdir("instances/errs").unwrap();
+    tracefs::mkdir("instances/errs").unwrap();
+    assert_eq!(read("instances/errs/error_log"), "", "a new instance starts with an empty log");
+    tracefs::rmdir("instances/errs").unwrap();
+    assert_eq!(read("error_log"), "");
+}
+
+/// `FUNC:enable_event:GRP:EVENT` written to an instance's
+/// `set_ftrace_filter` switches the instance's copy of the event, as
+/// Linux's function commands act on the array they were written to; `rmdir`
+/// with the command attached takes it along and lets the event go.
+#[ktest]
+fn an_instance_function_command_switches_the_instance_copy() {
+    tracefs::write("dynamic_events", "f:inst_cmd fib n=$arg1", FilterMode::Append).unwrap();
+    tracefs::mkdir("instances/fcmd").unwrap();
+    write("trace", "");
+    let enable = "instances/fcmd/events/fprobes/inst_cmd/enable";
+    write("instances/fcmd/set_ftrace_filter", "kernel::workload::run:enable_event:fprobes:inst_cmd:1");
+    assert_eq!(read(enable), "0*\n", "soft mode, off");
+    assert_eq!(read("events/fprobes/inst_cmd/enable"), "0\n", "the top level's copy is not armed");
+    let listed = read("instances/fcmd/set_ftrace_filter");
+    assert!(listed.ends_with("kernel::workload::run:enable_event:fprobes:inst_cmd:count=1\n"), "{listed}");
+    assert!(!read("set_ftrace_filter").contains("enable_event"), "not a top-level command");
+    crate::workload::run("fib", &["3"]).unwrap();
+    assert_eq!(read(enable), "1*\n", "run() switched the instance's copy on");
+    assert_eq!(event_lines(&read("instances/fcmd/trace"), "inst_cmd"), 5, "fib(3)'s calls, in the instance");
+    assert_eq!(event_lines(&read("trace"), "inst_cmd"), 0, "none at the top level");
+    assert!(tracefs::write("dynamic_events", "-:inst_cmd", FilterMode::Append).is_err(), "a command names it");
+    tracefs::rmdir("instances/fcmd").unwrap();
+    assert_eq!(read("enabled_functions"), "", "the command went with the instance");
+    tracefs::write("dynamic_events", "-:inst_cmd", FilterMode::Append).unwrap();
 }
