@@ -82,9 +82,10 @@ pub fn cpus() -> usize {
 ///
 /// Resizing (`buffer_size_kb`) replaces every CPU's ring: writers reach the
 /// rings through one pointer they load with interrupts masked, readers
-/// while holding `readers`; a resize swaps the pointer under `readers`, then
-/// waits until every CPU has unmasked interrupts once (so no write still
-/// uses the old rings) before freeing them.
+/// while holding `readers`. A resize, holding `readers`, pauses recording
+/// and waits until every CPU has unmasked interrupts once (so no write
+/// still uses the old rings), moves the events into the new rings, swaps
+/// the pointer and frees the old rings.
 pub struct TraceBuffer {
     /// The first of `cpus` rings, a leaked boxed slice.
     rings: AtomicPtr<RingBuffer>,
@@ -113,8 +114,8 @@ pub struct TraceBuffer {
     cpumask: AtomicU64,
     /// `options/overwrite`: whether full rings overwrite their oldest page.
     overwrite: AtomicBool,
-    /// How many times its rings were emptied (`echo > trace`, a resize, a
-    /// clock change): a reader holding events it took before drops them.
+    /// How many times its rings were emptied (`echo > trace`, a clock
+    /// change): a reader holding events it took before drops them.
     emptied: AtomicU64,
 }
 
@@ -199,6 +200,19 @@ fn make_readable_rings(pages: usize, settings: RingSettings) -> Option<*mut Ring
     Some(rings)
 }
 
+/// Moves each CPU's ring of `from` into its ring of `into` (a resize).
+///
+/// # Safety
+/// Both came from [`make_rings`]; nothing writes `from` any more, nor
+/// reads it, and the caller is the one writer of `into`.
+unsafe fn move_rings(from: *mut RingBuffer, into: *mut RingBuffer) {
+    for cpu in 0..cpus() {
+        // SAFETY: `cpus()` rings each (the CPU count never changes after
+        // boot); the rest is the caller's promise, passed on.
+        unsafe { (*from.add(cpu)).move_into(&*into.add(cpu)) };
+    }
+}
+
 /// Frees rings made by [`make_rings`].
 ///
 /// # Safety
@@ -269,9 +283,12 @@ impl TraceBuffer {
         unsafe { &*core::ptr::slice_from_raw_parts(self.rings.load(Ordering::Acquire), self.cpus) }
     }
 
-    /// Replaces every CPU's ring with an empty one of `pages` pages
-    /// (`echo N > buffer_size_kb`). The tracer and `tracing_on` stay as
-    /// they are; the events recorded so far go, as with `echo > trace`.
+    /// Replaces every CPU's ring with one of `pages` pages
+    /// (`echo N > buffer_size_kb`), keeping the events, as Linux does: each
+    /// CPU's unread events move into its new ring, the newest that fit when
+    /// it is smaller (see [`RingBuffer::move_into`]), and so do the
+    /// snapshot's. The tracer and `tracing_on` stay as they are; recording
+    /// pauses while the events move.
     pub fn resize(&self, pages: usize) -> Result<(), ResizeError> {
         if !(MIN_PAGES_PER_CPU..=MAX_PAGES_PER_CPU).contains(&pages) {
             return Err(ResizeError::BadSize);
@@ -279,7 +296,6 @@ impl TraceBuffer {
         let _readers = self.readers.lock();
         let settings = self.settings();
         let new = make_readable_rings(pages, settings).ok_or(ResizeError::NoMemory)?;
-        // A snapshot buffer is resized too (and emptied).
         let new_spare = match self.spare.load(Ordering::Acquire).is_null() {
             true => core::ptr::null_mut(),
             false => match make_readable_rings(pages, settings) {
@@ -291,16 +307,28 @@ impl TraceBuffer {
                 }
             },
         };
+        // Recording pauses, and no snapshot swaps the rings, while the
+        // events move. A write loads the rings and writes with interrupts
+        // masked: once every CPU has taken an interrupt, none that missed
+        // the pause is still writing into the old rings.
+        self.pause();
         let (old, old_spare) = {
             let _swap = SwapGuard::new(&self.swapping);
+            arch::smp::sync_all();
+            let (old, old_spare) = (self.rings.load(Ordering::Acquire), self.spare.load(Ordering::Acquire));
+            // SAFETY: the old rings are written no more (above) and read
+            // by no one else (`readers` is held); the new ones are not
+            // published yet: this is their one writer.
+            unsafe {
+                move_rings(old, new);
+                if !old_spare.is_null() {
+                    move_rings(old_spare, new_spare);
+                }
+            }
             (self.rings.swap(new, Ordering::AcqRel), self.spare.swap(new_spare, Ordering::AcqRel))
         };
         self.pages.store(pages, Ordering::Relaxed);
-        self.emptied.fetch_add(1, Ordering::AcqRel);
-        // A writer loads the pointer and writes with interrupts masked:
-        // once every CPU has taken an interrupt, none is still writing into
-        // the old rings.
-        arch::smp::sync_all();
+        self.resume();
         // SAFETY: made by `make_rings`; no writer (above) and no reader
         // (`readers` is held) uses them any more.
         unsafe {

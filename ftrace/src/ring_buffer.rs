@@ -768,22 +768,72 @@ impl RingBuffer {
     /// Copies every unread page, oldest first (a non-consuming read).
     pub fn snapshot(&self) -> Vec<Box<[u8; PAGE_SIZE]>> {
         let reader = self.reader.lock();
+        let mut pages = Vec::new();
         self.paused(|| {
-            let tail = self.tail.load(Ordering::Acquire);
-            let first = reader.next.max(self.oldest(tail));
-            let mut pages = Vec::with_capacity((tail + 1 - first) as usize);
-            for seq in first..=tail {
-                let (page, tag) = self.page(seq);
-                let skip = Tag::unpack(tag.load(Ordering::Acquire)).consumed as usize;
-                let mut copy = Box::new([0u8; PAGE_SIZE]);
-                page.copy_to(&mut copy);
-                drop_consumed(&mut copy, skip);
+            self.for_each_unread_page(&reader, |copy| {
                 if page_events(&copy[..]).next().is_some() {
-                    pages.push(copy);
+                    pages.push(Box::new(*copy));
                 }
+            })
+        });
+        pages
+    }
+
+    /// Calls `f` with a copy of each unread page, oldest first, without
+    /// the events a consuming reader already took. The writer must be
+    /// paused (or gone) and `reader` held.
+    fn for_each_unread_page(&self, reader: &Reader, mut f: impl FnMut(&[u8; PAGE_SIZE])) {
+        let tail = self.tail.load(Ordering::Acquire);
+        let first = reader.next.max(self.oldest(tail));
+        let mut copy = Box::new([0u8; PAGE_SIZE]);
+        for seq in first..=tail {
+            let (page, tag) = self.page(seq);
+            let skip = Tag::unpack(tag.load(Ordering::Acquire)).consumed as usize;
+            page.copy_to(&mut copy);
+            drop_consumed(&mut copy, skip);
+            f(&copy);
+        }
+    }
+
+    /// Moves this ring into `into`, a new ring (a resize, which keeps the
+    /// events, as Linux's does): its unread events go there, oldest first,
+    /// each with its time, and so do its counters, as if `into` had been
+    /// this ring all along. A smaller `into` that overwrites keeps the
+    /// newest that fit (the oldest overwritten, counted as overrun, as a
+    /// full ring counts them); one that does not overwrite keeps the oldest
+    /// (the rest counted as dropped, as its writes would be). This ring's
+    /// writer is paused for good: its CPU is to write into `into` from now
+    /// on.
+    ///
+    /// # Safety
+    /// The caller is `into`'s one writer (it is not published yet), and
+    /// nothing writes this ring any more (a write that did not see it
+    /// paused is over).
+    pub unsafe fn move_into(&self, into: &RingBuffer) {
+        let reader = self.reader.lock();
+        self.stopped.fetch_or(STOP_PAUSED, Ordering::SeqCst);
+        while self.writing.load(Ordering::SeqCst) {
+            core::hint::spin_loop();
+        }
+        let old = self.stats();
+        // A masked `into` (a CPU `tracing_cpumask` leaves out) still takes
+        // the events its CPU recorded before.
+        let masked = into.stopped.fetch_and(!STOP_MASKED, Ordering::SeqCst) & STOP_MASKED;
+        self.for_each_unread_page(&reader, |copy| {
+            for event in page_events(&copy[..]) {
+                // SAFETY: the caller is `into`'s one writer. A refused
+                // write is counted by `into`.
+                let _ = unsafe { into.write(event.time, event.payload) };
             }
-            pages
-        })
+        });
+        // What became of the events no longer here: `into` wrote the
+        // `old.entries` it got, so its `written` gains the rest.
+        into.written.fetch_add(old.written - old.entries, Ordering::AcqRel);
+        into.overrun.fetch_add(old.overrun, Ordering::AcqRel);
+        into.read.fetch_add(old.read, Ordering::AcqRel);
+        into.dropped.fetch_add(old.dropped, Ordering::Relaxed);
+        *into.before_reset.lock() = *self.before_reset.lock();
+        into.stopped.fetch_or(masked, Ordering::SeqCst);
     }
 
     /// What `per_cpu/cpuN/stats` shows besides the counters, read without
@@ -1030,6 +1080,42 @@ mod tests {
             Lifetime { written: total as u64, overrun: stats.overrun, read: 0, erased: stats.entries, entries: 0 },
             "a reset erases what was left, and says so"
         );
+    }
+
+    #[test]
+    fn a_ring_moves_into_another_with_its_events_and_counters() {
+        let (old, grown, shrunk) = (RingBuffer::new(8), RingBuffer::new(16), RingBuffer::new(2));
+        let events: Vec<(u64, Vec<u8>)> = (0..1000).map(|i| (1_000 + i as u64 * 7, payload(i, 40))).collect();
+        for (time, bytes) in &events {
+            write(&old, *time, bytes);
+        }
+        let mut page = [0u8; PAGE_SIZE];
+        let taken = old.read_page(&mut page).unwrap();
+        let before = old.stats();
+        assert!(before.overrun > 0 && before.read == taken as u64, "{before:?}");
+        let unread = old.events();
+        // SAFETY: the test is the one writer of every ring.
+        unsafe { old.move_into(&grown) };
+        assert_eq!(grown.events(), unread, "every unread event, with its time");
+        assert_eq!(grown.stats(), before, "the counters go with them");
+        write(&grown, 9_999, &payload(1, 8));
+        assert_eq!(grown.events().last().map(|(time, _)| *time), Some(9_999), "recording goes on after them");
+        // SAFETY: as above.
+        let late = unsafe { old.write(10_000, &payload(2, 8)) };
+        assert_eq!(late, Err(WriteError::Paused), "the old ring records no more");
+
+        // Smaller: the newest that fit, the rest counted as overrun.
+        let before = grown.stats();
+        // SAFETY: as above.
+        unsafe { grown.move_into(&shrunk) };
+        let kept = shrunk.events();
+        let all = grown.events();
+        assert!(!kept.is_empty() && kept.len() < all.len());
+        assert_eq!(kept[..], all[all.len() - kept.len()..], "the newest, in order");
+        let after = shrunk.stats();
+        assert_eq!(after.entries, kept.len() as u64);
+        assert_eq!(after.overrun, before.overrun + (all.len() - kept.len()) as u64);
+        assert_eq!(after.written, before.written);
     }
 
     #[test]

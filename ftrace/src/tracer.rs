@@ -638,8 +638,9 @@ pub struct PipeReader {
     /// Taken out, not printed yet: (time, CPU, payload).
     held: Vec<(u64, usize, Vec<u8>)>,
     /// The buffer's [`emptied`](crate::buffer::TraceBuffer::emptied) count
-    /// when they were taken: emptied since (`echo > trace`, a resize, a
-    /// clock change), the held events go too.
+    /// when they were taken: emptied since (`echo > trace`, a clock
+    /// change), the held events go too. (A resize keeps the events: the
+    /// held ones, taken out before it, are not in the new rings.)
     emptied: u64,
     /// What the graph output printed so far remembers (the calls it
     /// opened), for the next pass.

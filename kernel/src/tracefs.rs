@@ -373,7 +373,8 @@ fn read_buffer_size_kb(array: Array, out: &mut dyn Write) -> fmt::Result {
 /// `echo KB > buffer_size_kb`: every CPU's ring becomes KB KiB of data
 /// (rounded up to whole pages, at least `MIN_PAGES_PER_CPU`, as Linux
 /// rounds it; reading it back gives what the pages hold); the tracer stays
-/// on, the events so far go.
+/// on, and the events stay, as in Linux (the newest that fit when the
+/// rings shrink).
 fn write_buffer_size_kb(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
     use ftrace::buffer::{ResizeError, MAX_PAGES_PER_CPU};
     let range = || format!("1 to {}", pages_to_kb(MAX_PAGES_PER_CPU));
@@ -396,7 +397,7 @@ fn write_buffer_size_kb(array: Array, text: &str, _mode: FilterMode) -> Result<(
 /// `echo > free_buffer`: the array's rings shrink to the fewest pages
 /// (what Linux's close of the file does: a resize to 0, which it rounds up
 /// to two pages; `buffer_size_kb` then reads 7), whatever was written; the
-/// tracer stays, the events go.
+/// tracer stays, and the newest events that fit.
 fn write_free_buffer(array: Array, _text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
     array
         .buffer()

@@ -106,8 +106,11 @@ fn tracing_cpumask_records_only_its_cpus() {
     assert_eq!(fib_lines_per_cpu(), only_cpu0, "in the rings swapped in");
     let size = read("buffer_size_kb");
     write("buffer_size_kb", "8");
+    assert_eq!(fib_lines_per_cpu(), only_cpu0, "the resize kept them");
     fib_on_every_cpu();
-    assert_eq!(fib_lines_per_cpu(), only_cpu0, "in new rings");
+    let mut twice = only_cpu0.clone();
+    twice[0] = 6;
+    assert_eq!(fib_lines_per_cpu(), twice, "and the new rings record CPU 0 only");
     write("buffer_size_kb", size.trim());
     write("snapshot", "0");
     write("tracing_cpumask", &all);
@@ -152,6 +155,50 @@ fn buffer_size_kb_resizes_every_cpu_and_keeps_the_tracer() {
     write("set_ftrace_filter", "");
     write("buffer_size_kb", original.trim());
     assert_eq!(read("buffer_size_kb"), original);
+}
+
+/// The event lines of a `trace` (or `snapshot`) read.
+fn event_lines(trace: &str) -> alloc::vec::Vec<&str> {
+    trace.lines().filter(|line| !line.starts_with('#') && !line.is_empty()).collect()
+}
+
+/// A resize keeps the events, as Linux's does: growing keeps every one,
+/// with its time; shrinking keeps the newest that fit, counting the rest
+/// as overrun; the snapshot's events are kept too.
+#[ktest]
+fn a_resize_keeps_the_events() {
+    let original = read("buffer_size_kb");
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    write("trace", "");
+    assert_eq!(fib(15), 610);
+    write("tracing_on", "0");
+    let before = read("trace");
+    assert_eq!(fib_lines(&before), 1973, "fib(15)'s calls");
+
+    write("buffer_size_kb", "8000");
+    let grown = read("trace");
+    assert_eq!(event_lines(&grown), event_lines(&before), "growing keeps every event, with its time");
+
+    write("buffer_size_kb", "7");
+    let shrunk = read("trace");
+    let kept = event_lines(&shrunk);
+    assert!(!kept.is_empty() && kept.len() < 1973, "two pages a CPU hold some: {}", kept.len());
+    let mut rest = event_lines(&before).into_iter();
+    assert!(kept.iter().all(|line| rest.any(|old| old == *line)), "the kept ones, in order: {shrunk}");
+    assert_eq!(kept.last(), event_lines(&before).last(), "the newest among them");
+    assert_eq!(stat_sum("entries") as usize, kept.len());
+    assert_eq!(stat_sum("entries") + stat_sum("overrun"), 1973, "the rest counted as overrun");
+
+    write("snapshot", "1");
+    assert_eq!(event_lines(&read("trace")), alloc::vec::Vec::<&str>::new(), "the snapshot took them");
+    write("buffer_size_kb", "100");
+    assert_eq!(event_lines(&read("snapshot")), kept, "the snapshot's events are kept too");
+    write("snapshot", "0");
+    write("tracing_on", "1");
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+    write("buffer_size_kb", original.trim());
 }
 
 /// `free_buffer`, as in Linux: write-only; a write (its close, in Linux)
