@@ -12,6 +12,9 @@ pub const TRACE_GRAPH_RET: u16 = 10;
 pub const TRACE_GRAPH_ENT: u16 = 11;
 /// A call chain (Linux's `TRACE_STACK`): a `stacktrace` command's record.
 pub const TRACE_STACK: u16 = 4;
+/// The calls `options/func-no-repeats` left out (Linux's
+/// `TRACE_FUNC_REPEATS`, its number where `TRACE_GRAPH_ENT` is 11).
+pub const TRACE_FUNC_REPEATS: u16 = 19;
 
 /// Where a stack event's addresses start (after the header and `size`).
 const STACK_FRAMES: usize = COMMON_SIZE + 8;
@@ -217,6 +220,49 @@ impl FunctionEvent {
     }
 }
 
+/// How many times the function tracer's last call on a CPU was repeated,
+/// from the same place, before another call came (`struct
+/// func_repeats_entry`, under `options/func-no-repeats`): the function,
+/// its caller, the count, and how long before this record the last repeat
+/// came (48 bits, split as Linux splits them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FuncRepeatsEvent {
+    pub common: Common,
+    pub ip: u64,
+    pub parent_ip: u64,
+    pub count: u16,
+    /// The record's time minus the last repeat's, in the buffer's clock.
+    pub delta: u64,
+}
+
+impl FixedEvent for FuncRepeatsEvent {
+    const SIZE: usize = COMMON_SIZE + 24;
+
+    fn encode_into(&self, out: &mut Payload) {
+        self.common.encode(out);
+        out.put_u64(8, self.ip);
+        out.put_u64(16, self.parent_ip);
+        out.put_u16(24, self.count);
+        out.put_u16(26, (self.delta >> 32) as u16);
+        out.put_u32(28, self.delta as u32);
+    }
+}
+
+impl FuncRepeatsEvent {
+    /// Reads an event back, if `bytes` holds one.
+    pub fn decode(bytes: &[u8]) -> Option<FuncRepeatsEvent> {
+        let common = Common::decode(bytes)?;
+        let top = u16::from_ne_bytes(bytes.get(26..28)?.try_into().ok()?);
+        (common.kind == TRACE_FUNC_REPEATS).then_some(FuncRepeatsEvent {
+            common,
+            ip: u64_at(bytes, 8)?,
+            parent_ip: u64_at(bytes, 16)?,
+            count: u16::from_ne_bytes(bytes.get(24..26)?.try_into().ok()?),
+            delta: u64::from(top) << 32 | u64::from(u32_at(bytes, 28)?),
+        })
+    }
+}
+
 fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_ne_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
 }
@@ -415,6 +461,7 @@ impl SchedWakeupEvent {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
     Function(FunctionEvent),
+    FuncRepeats(FuncRepeatsEvent),
     GraphEntry(GraphEntryEvent),
     GraphExit(GraphExitEvent),
     SchedSwitch(SchedSwitchEvent),
@@ -429,6 +476,7 @@ impl Event {
         let common = Common::decode(bytes)?;
         Some(match common.kind {
             TRACE_FN => Event::Function(FunctionEvent::decode(bytes)?),
+            TRACE_FUNC_REPEATS => Event::FuncRepeats(FuncRepeatsEvent::decode(bytes)?),
             TRACE_GRAPH_ENT => Event::GraphEntry(GraphEntryEvent::decode(bytes)?),
             TRACE_GRAPH_RET => Event::GraphExit(GraphExitEvent::decode(bytes)?),
             SCHED_SWITCH => Event::SchedSwitch(SchedSwitchEvent::decode(bytes)?),
@@ -477,7 +525,7 @@ pub fn sched_formats() -> [(&'static str, alloc::string::String); 3] {
 
 /// The format descriptions (Linux's `events/ftrace/*/format`) of the
 /// tracers' own events: (name, text).
-pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 5] {
+pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 6] {
     let format = |name: &str, id: u16, fields: &str, print: &str| {
         alloc::format!("name: {name}\nID: {id}\nformat:\n{COMMON_FIELDS}\n{fields}\nprint fmt: {print}\n")
     };
@@ -525,6 +573,15 @@ pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 5] {
                 TRACE_STACK,
                 "\tfield:int size;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:unsigned long caller[0];\toffset:16;\tsize:0;\tsigned:0;\n",
                 "\"\\t=> %ps\\n\\t=> %ps\\n\\t=> %ps\\n\\t=> %ps\\n\", (void *)REC->caller[0], (void *)REC->caller[1], (void *)REC->caller[2], (void *)REC->caller[3]",
+            ),
+        ),
+        (
+            "func_repeats",
+            format(
+                "func_repeats",
+                TRACE_FUNC_REPEATS,
+                "\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned long parent_ip;\toffset:16;\tsize:8;\tsigned:0;\n\tfield:u16 count;\toffset:24;\tsize:2;\tsigned:0;\n\tfield:u16 top_delta_ts;\toffset:26;\tsize:2;\tsigned:0;\n\tfield:u32 bottom_delta_ts;\toffset:28;\tsize:4;\tsigned:0;\n",
+                "\" %ps <-%ps\\t(repeats:%u  delta: -%llu)\", (void *)REC->ip, (void *)REC->parent_ip, REC->count, (((u64)REC->top_delta_ts << 32) | REC->bottom_delta_ts)",
             ),
         ),
     ]

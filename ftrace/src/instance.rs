@@ -29,6 +29,7 @@ use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 use arch::sync::Mutex;
+use arch::MAX_CPUS;
 use spin::Once;
 
 use crate::buffer::{SwapRefused, TraceBuffer, INSTANCE_PAGES_PER_CPU, PAGES_PER_CPU};
@@ -117,6 +118,8 @@ pub struct TraceArray {
     options: AtomicU32,
     /// Its `error_log`: the refused writes to its files.
     error_log: ErrorLog,
+    /// Each CPU's last function call, for `options/func-no-repeats`.
+    pub(crate) last_calls: [tracer::LastCall; MAX_CPUS],
     /// Handles out: `rmdir` is refused while there are any.
     users: AtomicUsize,
     /// Queues the free after `rmdir`.
@@ -163,6 +166,7 @@ impl TraceArray {
             event_pids: Mutex::new(PidLists::new()),
             options: AtomicU32::new(TraceOption::DEFAULTS),
             error_log: ErrorLog::new(),
+            last_calls: [const { tracer::LastCall::new() }; MAX_CPUS],
             users: AtomicUsize::new(0),
             node: Deferred::new(),
         }
@@ -242,14 +246,18 @@ impl TraceArray {
     fn start(&'static self, tracer: Tracer) -> Result<(), FtraceError> {
         match tracer {
             Tracer::Nop => Ok(()),
-            Tracer::Function => registry::register(self.active_function_ops()),
+            Tracer::Function => {
+                // A run starts with no call to repeat.
+                self.last_calls.iter().for_each(tracer::LastCall::forget);
+                registry::register(self.active_function_ops())
+            }
             Tracer::FunctionGraph => self.graph_ops.register(),
         }
     }
 
     /// Whether the function tracer needs [`Self::checking_ops`].
     fn needs_checking_ops(&self) -> bool {
-        self.pids.lock().is_active() || self.option(TraceOption::FuncStackTrace)
+        self.pids.lock().is_active() || self.option(TraceOption::FuncStackTrace) || self.option(TraceOption::FuncNoRepeats)
     }
 
     /// The function tracer's ops: the one that checks pids and options
@@ -413,6 +421,11 @@ impl TraceArray {
     pub fn set_option(&'static self, option: TraceOption, on: bool) -> Result<(), FtraceError> {
         let tracer = self.tracer.lock();
         let was_checking = self.needs_checking_ops();
+        if option == TraceOption::FuncNoRepeats && on && !self.option(option) {
+            // Counting starts with no call to repeat (nothing counts while
+            // the option is off).
+            self.last_calls.iter().for_each(tracer::LastCall::forget);
+        }
         let before = match on {
             true => self.options.fetch_or(option.bit(), Ordering::Relaxed),
             false => self.options.fetch_and(!option.bit(), Ordering::Relaxed),
@@ -616,6 +629,10 @@ pub enum TraceOption {
     EventFork,
     /// A stack trace after every function the function tracer records.
     FuncStackTrace,
+    /// A call of the same function from the same place as the CPU's last
+    /// is counted, not recorded; the count goes in as one `func_repeats`
+    /// record before the next other call (function tracer).
+    FuncNoRepeats,
     /// A stack trace after every event recorded (the scheduler's, probe
     /// events).
     StackTrace,
@@ -649,7 +666,7 @@ pub enum TraceOption {
 impl TraceOption {
     /// Every option, in `trace_options` order: Linux's generic ones in its
     /// order, then the function tracer's, then function_graph's.
-    pub const ALL: [TraceOption; 23] = [
+    pub const ALL: [TraceOption; 24] = [
         TraceOption::PrintParent,
         TraceOption::SymOffset,
         TraceOption::SymAddr,
@@ -661,6 +678,7 @@ impl TraceOption {
         TraceOption::FunctionFork,
         TraceOption::StackTrace,
         TraceOption::FuncStackTrace,
+        TraceOption::FuncNoRepeats,
         TraceOption::FuncgraphOverrun,
         TraceOption::FuncgraphCpu,
         TraceOption::FuncgraphOverhead,
@@ -705,6 +723,7 @@ impl TraceOption {
             TraceOption::FunctionFork => "function-fork",
             TraceOption::EventFork => "event-fork",
             TraceOption::FuncStackTrace => "func_stack_trace",
+            TraceOption::FuncNoRepeats => "func-no-repeats",
             TraceOption::StackTrace => "stacktrace",
             TraceOption::FuncgraphCpu => "funcgraph-cpu",
             TraceOption::FuncgraphRetvalHex => "funcgraph-retval-hex",
@@ -721,7 +740,7 @@ impl TraceOption {
     /// `None` for a generic one.
     pub fn tracer(self) -> Option<Tracer> {
         match self {
-            TraceOption::FuncStackTrace => Some(Tracer::Function),
+            TraceOption::FuncStackTrace | TraceOption::FuncNoRepeats => Some(Tracer::Function),
             TraceOption::FuncgraphTail
             | TraceOption::FuncgraphRetval
             | TraceOption::FuncgraphProc

@@ -4,7 +4,9 @@ use core::fmt::{self, Write};
 
 use alloc::string::String;
 
-use crate::event::{comm_str, flags, Common, Event, FunctionEvent, GraphExitEvent, SchedSwitchEvent, SchedWakeupEvent};
+use crate::event::{
+    comm_str, flags, Common, Event, FuncRepeatsEvent, FunctionEvent, GraphExitEvent, SchedSwitchEvent, SchedWakeupEvent,
+};
 use crate::kallsyms::Symbol;
 use crate::ring_buffer::Stats;
 
@@ -110,12 +112,20 @@ pub fn write_context(
         let flags = latency_flags(common);
         out.write_str(core::str::from_utf8(&flags).unwrap_or("....."))?;
     }
-    if context.raw_time {
-        return write!(out, " {time_ns:>12}: ");
+    out.write_char(' ')?;
+    write_timestamp(out, time_ns, context.raw_time)?;
+    out.write_str(": ")
+}
+
+/// A timestamp as Linux prints one: seconds and microseconds, or (`raw`:
+/// a clock that is no time, such as `counter`) the number.
+fn write_timestamp(out: &mut dyn Write, time_ns: u64, raw: bool) -> fmt::Result {
+    if raw {
+        return write!(out, "{time_ns:>12}");
     }
     // Rounded to the nearest microsecond, as Linux's ns2usecs() does.
     let micros = (time_ns + 500) / 1_000;
-    write!(out, " {:>5}.{:06}: ", micros / 1_000_000, micros % 1_000_000)
+    write!(out, "{:>5}.{:06}", micros / 1_000_000, micros % 1_000_000)
 }
 
 /// A `sched_switch` line's text, as Linux prints it.
@@ -191,6 +201,13 @@ pub fn write_function(
     comms: Comms,
     options: FunctionOptions,
 ) -> fmt::Result {
+    write_context(out, cpu, time_ns, &event.common, comms, options.context)?;
+    write_fn_trace(out, event.ip, event.parent_ip, names, options)?;
+    writeln!(out)
+}
+
+/// `function <-caller`, as the options say (Linux's `print_fn_trace`).
+fn write_fn_trace(out: &mut dyn Write, ip: u64, parent_ip: u64, names: Namer, options: FunctionOptions) -> fmt::Result {
     let symbol = |out: &mut dyn Write, address: u64| {
         match options.sym_offset {
             true => write_code_address(out, address as usize, names)?,
@@ -201,13 +218,31 @@ pub fn write_function(
             false => Ok(()),
         }
     };
-    write_context(out, cpu, time_ns, &event.common, comms, options.context)?;
-    symbol(out, event.ip)?;
+    symbol(out, ip)?;
     if options.print_parent {
         out.write_str(" <-")?;
-        symbol(out, event.parent_ip)?;
+        symbol(out, parent_ip)?;
     }
-    writeln!(out)
+    Ok(())
+}
+
+/// A `func_repeats` line (`options/func-no-repeats`), as Linux prints it:
+/// `context function <-caller (repeats: N, last_ts: TIME)`, TIME being
+/// when the last repeat came.
+pub fn write_func_repeats(
+    out: &mut dyn Write,
+    cpu: usize,
+    time_ns: u64,
+    event: &FuncRepeatsEvent,
+    names: Namer,
+    comms: Comms,
+    options: FunctionOptions,
+) -> fmt::Result {
+    write_context(out, cpu, time_ns, &event.common, comms, options.context)?;
+    write_fn_trace(out, event.ip, event.parent_ip, names, options)?;
+    write!(out, " (repeats: {}, last_ts: ", event.count)?;
+    write_timestamp(out, time_ns.saturating_sub(event.delta), options.context.raw_time)?;
+    writeln!(out, ")")
 }
 
 /// The `function_graph` header, with the columns `options` turn on.
@@ -435,7 +470,7 @@ pub fn write_graph(
         if skip[i] {
             continue;
         }
-        let (_, cpu, record, payload) = &events[i];
+        let (time, cpu, record, payload) = &events[i];
         let cpu = *cpu;
         let pid = match record {
             Event::GraphEntry(e) => Some(e.common.pid),
@@ -501,6 +536,18 @@ pub fn write_graph(
                     out.write_str(" <-")?;
                     write_symbol(out, event.parent_ip as usize, names)?;
                 }
+                out.write_str(" */")?;
+            }
+            Event::FuncRepeats(event) => {
+                // Its own text too, as a comment.
+                open_comment(out, options, comment_depth.get(cpu).copied().unwrap_or(0))?;
+                let mut text = String::new();
+                let function = FunctionOptions {
+                    context: ContextOptions { context_info: false, ..Default::default() },
+                    ..Default::default()
+                };
+                write_func_repeats(&mut text, cpu, *time, event, names, &|_| None, function)?;
+                out.write_str(text.trim_end())?;
                 out.write_str(" */")?;
             }
             Event::SchedSwitch(event) => {
@@ -591,6 +638,7 @@ fn write_line_start(
             Event::GraphEntry(e) => e.common.pid,
             Event::GraphExit(e) => e.common.pid,
             Event::Function(e) => e.common.pid,
+            Event::FuncRepeats(e) => e.common.pid,
             Event::SchedSwitch(e) => e.common.pid,
             Event::SchedWakeup(e) => e.common.pid,
             Event::Other(common) => common.pid,
@@ -666,6 +714,27 @@ pub(crate) mod tests {
         ]
         .into_iter()
         .find(|symbol| symbol.contains(address))
+    }
+
+    #[test]
+    fn func_repeats_line_matches_linux() {
+        let names = test_names;
+        let comms = |_: i32| None;
+        let event = FuncRepeatsEvent {
+            common: Common { kind: crate::event::TRACE_FUNC_REPEATS, flags: 0, preempt_count: 0, pid: 0 },
+            ip: 0x1000,
+            parent_ip: 0x1010,
+            count: 3,
+            delta: 2_000_600,
+        };
+        let decoded = FuncRepeatsEvent::decode(&crate::event::FixedEvent::to_bytes(&event));
+        assert_eq!(decoded, Some(event), "the 48-bit delta split and joined again");
+        let mut line = String::new();
+        write_func_repeats(&mut line, 0, 12_345_678_901, &event, &names, &comms, FunctionOptions::default()).unwrap();
+        assert_eq!(
+            line,
+            "          <idle>-0       [000] .....    12.345679: kernel::workload::fib <-kernel::workload::fib (repeats: 3, last_ts:    12.343678)\n"
+        );
     }
 
     #[test]

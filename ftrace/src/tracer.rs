@@ -11,17 +11,18 @@
 //! the tracer empties the buffer, as Linux does.
 
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use arch::context::{self, Context};
 use arch::ftrace_abi::FtraceRegs;
+use arch::irq::IrqGuard;
 
 use crate::deferred::Published;
 use crate::event::{
-    flags, Common, Event, FixedEvent, FunctionEvent, GraphEntryEvent, GraphExitEvent, PrintWriter, TRACE_FN, TRACE_GRAPH_ENT,
-    TRACE_GRAPH_RET,
+    flags, Common, Event, FixedEvent, FuncRepeatsEvent, FunctionEvent, GraphEntryEvent, GraphExitEvent, PrintWriter, TRACE_FN,
+    TRACE_GRAPH_ENT, TRACE_GRAPH_RET,
 };
 use crate::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn, GraphCallbacks};
 use crate::instance::{TraceArray, TraceOption};
@@ -153,10 +154,89 @@ pub(crate) extern "C" fn function_trace_call_checking(ip: usize, parent_ip: usiz
     if task::try_current().is_some_and(|state| state.is_ignored(array.slot())) {
         return;
     }
-    record_function(array, ip, parent_ip);
+    if array.option(TraceOption::FuncNoRepeats) {
+        if !record_function_unless_repeated(array, ip, parent_ip) {
+            return;
+        }
+    } else {
+        record_function(array, ip, parent_ip);
+    }
     if array.option(TraceOption::FuncStackTrace) {
         crate::func_probe::record_stack(array, ip, fregs);
     }
+}
+
+/// One CPU's last call the function tracer recorded under
+/// `options/func-no-repeats`, and how many times it was repeated since
+/// (Linux's `trace_func_repeats`). Only its CPU touches it, with
+/// interrupts masked.
+pub(crate) struct LastCall {
+    ip: AtomicUsize,
+    parent_ip: AtomicUsize,
+    /// Repeats not recorded yet.
+    count: AtomicU32,
+    /// When the last of them came, in the buffer's clock.
+    last_time: AtomicU64,
+}
+
+impl LastCall {
+    pub(crate) const fn new() -> LastCall {
+        LastCall {
+            ip: AtomicUsize::new(0),
+            parent_ip: AtomicUsize::new(0),
+            count: AtomicU32::new(0),
+            last_time: AtomicU64::new(0),
+        }
+    }
+
+    /// No call to repeat.
+    pub(crate) fn forget(&self) {
+        self.ip.store(0, Ordering::Relaxed);
+        self.count.store(0, Ordering::Relaxed);
+    }
+}
+
+/// The function tracer under `options/func-no-repeats`: a call of the
+/// function this CPU last recorded, from the same place, is counted (and
+/// its time kept), not recorded; another call first records the count so
+/// far as a `func_repeats` event, then itself. Answers whether it recorded
+/// the call. (A count reaching `u16::MAX` records the call, as Linux's.)
+fn record_function_unless_repeated(array: &TraceArray, ip: usize, parent_ip: usize) -> bool {
+    // The call's context (interrupts on or off) is taken before they are
+    // masked, so that the CPU's state stays its own until the records are
+    // written.
+    let common = event_common(TRACE_FN);
+    let _irq = IrqGuard::new();
+    let Some(last) = array.last_calls.get(arch::cpu::id()) else { return false };
+    // SAFETY: the function tracer's callbacks run from its array's ops.
+    let buffer = unsafe { array.buffer_made() };
+    let count = last.count.load(Ordering::Relaxed);
+    let same = last.ip.load(Ordering::Relaxed) == ip && last.parent_ip.load(Ordering::Relaxed) == parent_ip;
+    if same && count < u32::from(u16::MAX) {
+        last.count.store(count + 1, Ordering::Relaxed);
+        last.last_time.store(buffer.now(), Ordering::Relaxed);
+        return false;
+    }
+    if count > 0 {
+        let (repeated, repeated_parent) = (last.ip.load(Ordering::Relaxed), last.parent_ip.load(Ordering::Relaxed));
+        let last_time = last.last_time.load(Ordering::Relaxed);
+        buffer.write_with(FuncRepeatsEvent::SIZE, |time, out| {
+            let event = FuncRepeatsEvent {
+                common: Common { kind: crate::event::TRACE_FUNC_REPEATS, ..common },
+                ip: repeated as u64,
+                parent_ip: repeated_parent as u64,
+                count: count as u16,
+                delta: time.saturating_sub(last_time),
+            };
+            event.encode_into(out);
+        });
+        last.count.store(0, Ordering::Relaxed);
+    }
+    last.ip.store(ip, Ordering::Relaxed);
+    last.parent_ip.store(parent_ip, Ordering::Relaxed);
+    let event = FunctionEvent { common, ip: ip as u64, parent_ip: parent_ip as u64 };
+    buffer.write_with(FunctionEvent::SIZE, |_, bytes| event.encode_into(bytes));
+    true
 }
 
 #[inline(always)]
@@ -566,6 +646,9 @@ fn write_events(
         match Event::decode(payload) {
             Some(Event::Function(event)) => {
                 output::write_function(out, cpu, time, &event, &names, &comms, array.function_options())?
+            }
+            Some(Event::FuncRepeats(event)) => {
+                output::write_func_repeats(out, cpu, time, &event, &names, &comms, array.function_options())?
             }
             Some(Event::SchedSwitch(event)) => {
                 output::write_context(out, cpu, time, &event.common, &comms, context)?;

@@ -738,7 +738,7 @@ fn trace_options_change_how_trace_prints() {
     assert!(matches!(refused, Err(TracefsError::Invalid(_))), "not function_graph's while nop is current: {refused:?}");
     write("set_ftrace_filter", "fib");
     write("current_tracer", "function");
-    assert_eq!(read("trace_options"), format!("{generic}nofunc_stack_trace\n"));
+    assert_eq!(read("trace_options"), format!("{generic}nofunc_stack_trace\nnofunc-no-repeats\n"));
     assert_eq!(fib(1), 1);
     let line = |text: String| text.lines().find(|line| line.contains(": kernel::workload::fib")).unwrap().to_string();
     assert!(line(read("trace")).contains(": kernel::workload::fib <-"), "the parent by default");
@@ -1580,4 +1580,80 @@ fn every_listed_name_can_be_written_back_to_set_ftrace_filter() {
     write("set_ftrace_filter", "");
     tracefs::write("set_ftrace_filter", &format!("!{spaced}:traceoff:1"), FilterMode::Append).unwrap();
     assert_eq!(read("set_ftrace_filter"), "#### all functions enabled ####\n");
+}
+
+/// What a function tracer line says after its timestamp, and its CPU.
+fn function_text(line: &str) -> Option<(&str, &str)> {
+    let cpu = line.split('[').nth(1)?.split(']').next()?;
+    Some((cpu, line.split_once(": ")?.1))
+}
+
+/// `fib(4)` then `fib(1)`, traced by the function tracer with
+/// `sym-offset` (so each caller's call site shows): the lines after their
+/// timestamps, if every call ran on one CPU (else the run is taken again).
+fn fib_sites(no_repeats: bool) -> alloc::vec::Vec<String> {
+    write("options/func-no-repeats", if no_repeats { "1" } else { "0" });
+    for _ in 0..5 {
+        write("trace", "");
+        assert_eq!(fib(4), 3);
+        assert_eq!(fib(1), 1);
+        let trace = read("trace");
+        let lines: alloc::vec::Vec<(&str, &str)> = event_lines(&trace).into_iter().filter_map(function_text).collect();
+        if lines.iter().all(|(cpu, _)| *cpu == lines[0].0) {
+            return lines.into_iter().map(|(_, text)| text.to_string()).collect();
+        }
+    }
+    panic!("fib(4) never ran on one CPU");
+}
+
+/// `options/func-no-repeats`, as Linux's: a call of the function a CPU
+/// last recorded, from the same call site, is counted, not recorded; the
+/// count goes in as one `func_repeats` line (`(repeats: N, last_ts: T)`)
+/// before the next other call.
+#[ktest]
+fn func_no_repeats_folds_repeated_calls_into_one_line() {
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    write("options/sym-offset", "1");
+    let every = fib_sites(false);
+    let folded = fib_sites(true);
+    let trace = read("trace");
+    write("options/func-no-repeats", "0");
+    write("options/sym-offset", "0");
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+    assert_eq!(every.len(), 10, "fib(4)'s nine calls and fib(1)'s one");
+    // What the option should make of them: each run of calls from one site
+    // is its first call, then (before the next other call) its repeats.
+    let mut expected = alloc::vec::Vec::new();
+    let mut run = 0;
+    for (i, call) in every.iter().enumerate() {
+        if i > 0 && *call == every[i - 1] {
+            run += 1;
+            continue;
+        }
+        if run > 0 {
+            expected.push(format!("{} (repeats: {run}, last_ts:", every[i - 1]));
+            run = 0;
+        }
+        expected.push(call.clone());
+    }
+    assert!(expected.len() < every.len(), "fib calls itself from one site several times in a row: {every:?}");
+    let folded_heads: alloc::vec::Vec<&str> =
+        folded.iter().map(|line| line.split_once(" (repeats:").map_or(line.as_str(), |(head, _)| head)).collect();
+    let expected_heads: alloc::vec::Vec<&str> =
+        expected.iter().map(|line| line.split_once(" (repeats:").map_or(line.as_str(), |(head, _)| head)).collect();
+    assert_eq!(folded_heads, expected_heads, "{trace}");
+    for (line, want) in folded.iter().zip(&expected) {
+        assert!(line.starts_with(want.as_str()), "{line} / {want}");
+    }
+    // A repeat's last_ts lies between the line before it and its own time.
+    let times: alloc::vec::Vec<f64> = event_lines(&trace)
+        .iter()
+        .map(|line| line.split(": ").next().unwrap().rsplit(' ').next().unwrap().parse().unwrap())
+        .collect();
+    for (i, line) in folded.iter().enumerate().filter(|(_, line)| line.contains("(repeats:")) {
+        let last_ts: f64 = line.rsplit("last_ts:").next().unwrap().trim().trim_end_matches(')').trim().parse().unwrap();
+        assert!(i > 0 && times[i - 1] <= last_ts && last_ts <= times[i], "{line}: {trace}");
+    }
 }
