@@ -10,11 +10,15 @@ pub const TRACE_FN: u16 = 1;
 pub const TRACE_GRAPH_RET: u16 = 10;
 /// A function-graph entry (Linux's `TRACE_GRAPH_ENT`).
 pub const TRACE_GRAPH_ENT: u16 = 11;
+/// A function-graph entry with the call's return address (Linux's
+/// `TRACE_GRAPH_RETADDR_ENT`, under `options/funcgraph-retaddr`).
+pub const TRACE_GRAPH_RETADDR_ENT: u16 = 12;
 /// A call chain (Linux's `TRACE_STACK`): a `stacktrace` command's record.
 pub const TRACE_STACK: u16 = 4;
 /// The calls `options/func-no-repeats` left out (Linux's
-/// `TRACE_FUNC_REPEATS`, its number where `TRACE_GRAPH_ENT` is 11).
-pub const TRACE_FUNC_REPEATS: u16 = 19;
+/// `TRACE_FUNC_REPEATS`, numbered as since Linux 6.13, which has
+/// `TRACE_GRAPH_RETADDR_ENT`).
+pub const TRACE_FUNC_REPEATS: u16 = 20;
 
 /// Where a stack event's addresses start (after the header and `size`).
 const STACK_FRAMES: usize = COMMON_SIZE + 8;
@@ -288,10 +292,33 @@ impl FixedEvent for GraphEntryEvent {
     }
 }
 
+/// Where a return-address entry keeps the address (`struct
+/// fgraph_retaddr_ent_entry`: packed after the depth, as Linux packs it).
+const RETADDR_AT: usize = COMMON_SIZE + 12;
+
 impl GraphEntryEvent {
+    /// The size of a return-address entry.
+    pub const RETADDR_SIZE: usize = RETADDR_AT + 8;
+
+    /// Writes the entry as a return-address entry (`TRACE_GRAPH_RETADDR_ENT`,
+    /// [`RETADDR_SIZE`](Self::RETADDR_SIZE) bytes) with `retaddr`.
+    pub fn encode_with_retaddr(&self, retaddr: u64, out: &mut Payload) {
+        Common { kind: TRACE_GRAPH_RETADDR_ENT, ..self.common }.encode(out);
+        out.put_u64(8, self.func);
+        out.put_u32(16, self.depth as u32);
+        out.put_u64(RETADDR_AT, retaddr);
+    }
+
+    /// The return address in `bytes`, if they hold a return-address entry.
+    pub fn retaddr(bytes: &[u8]) -> Option<u64> {
+        (Common::decode(bytes)?.kind == TRACE_GRAPH_RETADDR_ENT).then(|| u64_at(bytes, RETADDR_AT)).flatten()
+    }
+
+    /// Reads an entry back (a plain one or a return-address one, whose
+    /// address [`retaddr`](Self::retaddr) reads), if `bytes` holds one.
     pub fn decode(bytes: &[u8]) -> Option<GraphEntryEvent> {
         let common = Common::decode(bytes)?;
-        (common.kind == TRACE_GRAPH_ENT).then_some(GraphEntryEvent {
+        matches!(common.kind, TRACE_GRAPH_ENT | TRACE_GRAPH_RETADDR_ENT).then_some(GraphEntryEvent {
             common,
             func: u64_at(bytes, 8)?,
             depth: u32_at(bytes, 16)? as i32,
@@ -477,7 +504,7 @@ impl Event {
         Some(match common.kind {
             TRACE_FN => Event::Function(FunctionEvent::decode(bytes)?),
             TRACE_FUNC_REPEATS => Event::FuncRepeats(FuncRepeatsEvent::decode(bytes)?),
-            TRACE_GRAPH_ENT => Event::GraphEntry(GraphEntryEvent::decode(bytes)?),
+            TRACE_GRAPH_ENT | TRACE_GRAPH_RETADDR_ENT => Event::GraphEntry(GraphEntryEvent::decode(bytes)?),
             TRACE_GRAPH_RET => Event::GraphExit(GraphExitEvent::decode(bytes)?),
             SCHED_SWITCH => Event::SchedSwitch(SchedSwitchEvent::decode(bytes)?),
             SCHED_WAKEUP | SCHED_WAKEUP_NEW => Event::SchedWakeup(SchedWakeupEvent::decode(bytes)?),
@@ -525,7 +552,7 @@ pub fn sched_formats() -> [(&'static str, alloc::string::String); 3] {
 
 /// The format descriptions (Linux's `events/ftrace/*/format`) of the
 /// tracers' own events: (name, text).
-pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 6] {
+pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 7] {
     let format = |name: &str, id: u16, fields: &str, print: &str| {
         alloc::format!("name: {name}\nID: {id}\nformat:\n{COMMON_FIELDS}\n{fields}\nprint fmt: {print}\n")
     };
@@ -573,6 +600,15 @@ pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 6] {
                 TRACE_STACK,
                 "\tfield:int size;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:unsigned long caller[0];\toffset:16;\tsize:0;\tsigned:0;\n",
                 "\"\\t=> %ps\\n\\t=> %ps\\n\\t=> %ps\\n\\t=> %ps\\n\", (void *)REC->caller[0], (void *)REC->caller[1], (void *)REC->caller[2], (void *)REC->caller[3]",
+            ),
+        ),
+        (
+            "fgraph_retaddr_entry",
+            format(
+                "fgraph_retaddr_entry",
+                TRACE_GRAPH_RETADDR_ENT,
+                "\tfield:unsigned long func;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:int depth;\toffset:16;\tsize:4;\tsigned:1;\n\tfield:unsigned long retaddr;\toffset:20;\tsize:8;\tsigned:0;\n",
+                "\"--> %ps (%d) <- %ps\", (void *)REC->func, REC->depth, (void *)REC->retaddr",
             ),
         ),
         (

@@ -435,7 +435,9 @@ impl TraceArray {
             // Tracing refused the other ops: the option stays as it was.
             Err(_) => self.options.store(before, Ordering::Relaxed),
             Ok(()) if option == TraceOption::Overwrite => self.buffer().set_overwrite(on),
-            Ok(()) if matches!(option, TraceOption::FuncgraphIrqs | TraceOption::SleepTime) => self.refresh_graph_plain(),
+            Ok(()) if matches!(option, TraceOption::FuncgraphIrqs | TraceOption::SleepTime | TraceOption::FuncgraphRetaddr) => {
+                self.refresh_graph_plain()
+            }
             Ok(()) => {}
         }
         swapped
@@ -465,6 +467,7 @@ impl TraceArray {
         crate::output::GraphOptions {
             retval: self.option(TraceOption::FuncgraphRetval),
             retval_hex: self.option(TraceOption::FuncgraphRetvalHex),
+            retaddr: self.option(TraceOption::FuncgraphRetaddr),
             cpu: self.option(TraceOption::FuncgraphCpu),
             raw_time: !self.buffer().clock().in_ns(),
             proc: self.option(TraceOption::FuncgraphProc),
@@ -490,6 +493,7 @@ impl TraceArray {
         let plain = !self.pids.lock().is_active()
             && self.option(TraceOption::FuncgraphIrqs)
             && self.option(TraceOption::SleepTime)
+            && !self.option(TraceOption::FuncgraphRetaddr)
             && crate::tracer::tracing_thresh_us() == 0
             && self.graph.max_depth.load(Ordering::Relaxed) == 0
             && self.graph.functions.read(|list| list.is_none())
@@ -641,6 +645,9 @@ pub enum TraceOption {
     /// Return values in hex, error codes too (function_graph; off: an
     /// error code prints as a negative decimal).
     FuncgraphRetvalHex,
+    /// Each call's return address, ` /* <-caller+0x1c/0x80 */` after its
+    /// entry (function_graph).
+    FuncgraphRetaddr,
     /// Functions run by interrupt handlers are traced too (function_graph;
     /// on by default). Off, calls in a hardware interrupt handler are left
     /// out (Linux's `in_hardirq()` test), unless `set_graph_function`
@@ -666,7 +673,7 @@ pub enum TraceOption {
 impl TraceOption {
     /// Every option, in `trace_options` order: Linux's generic ones in its
     /// order, then the function tracer's, then function_graph's.
-    pub const ALL: [TraceOption; 24] = [
+    pub const ALL: [TraceOption; 25] = [
         TraceOption::PrintParent,
         TraceOption::SymOffset,
         TraceOption::SymAddr,
@@ -689,6 +696,7 @@ impl TraceOption {
         TraceOption::FuncgraphTail,
         TraceOption::FuncgraphRetval,
         TraceOption::FuncgraphRetvalHex,
+        TraceOption::FuncgraphRetaddr,
         TraceOption::SleepTime,
         TraceOption::GraphTime,
     ];
@@ -727,6 +735,7 @@ impl TraceOption {
             TraceOption::StackTrace => "stacktrace",
             TraceOption::FuncgraphCpu => "funcgraph-cpu",
             TraceOption::FuncgraphRetvalHex => "funcgraph-retval-hex",
+            TraceOption::FuncgraphRetaddr => "funcgraph-retaddr",
             TraceOption::FuncgraphIrqs => "funcgraph-irqs",
             TraceOption::FuncgraphOverhead => "funcgraph-overhead",
             TraceOption::FuncgraphOverrun => "funcgraph-overrun",
@@ -748,6 +757,7 @@ impl TraceOption {
             | TraceOption::FuncgraphDuration
             | TraceOption::FuncgraphCpu
             | TraceOption::FuncgraphRetvalHex
+            | TraceOption::FuncgraphRetaddr
             | TraceOption::FuncgraphIrqs
             | TraceOption::FuncgraphOverhead
             | TraceOption::FuncgraphOverrun

@@ -5,7 +5,8 @@ use core::fmt::{self, Write};
 use alloc::string::String;
 
 use crate::event::{
-    comm_str, flags, Common, Event, FuncRepeatsEvent, FunctionEvent, GraphExitEvent, SchedSwitchEvent, SchedWakeupEvent,
+    comm_str, flags, Common, Event, FuncRepeatsEvent, FunctionEvent, GraphEntryEvent, GraphExitEvent, SchedSwitchEvent,
+    SchedWakeupEvent,
 };
 use crate::kallsyms::Symbol;
 use crate::ring_buffer::Stats;
@@ -321,6 +322,10 @@ pub struct GraphOptions {
     /// `options/funcgraph-retval-hex`: every return value in hex (else an
     /// error code prints as a negative decimal).
     pub retval_hex: bool,
+    /// `options/funcgraph-retaddr`: each call's return address after its
+    /// entry, ` /* <-caller+0xOFF/0xSIZE */` (recorded entries that have
+    /// one).
+    pub retaddr: bool,
     /// `options/funcgraph-cpu`: the CPU column (on by default).
     pub cpu: bool,
     /// Timestamps are counts, not nanoseconds (the `counter` clock).
@@ -364,6 +369,7 @@ impl Default for GraphOptions {
         GraphOptions {
             retval: false,
             retval_hex: false,
+            retaddr: false,
             cpu: true,
             raw_time: false,
             proc: false,
@@ -495,15 +501,27 @@ pub fn write_graph(
                     *slot = if leaf.is_some() { entry.depth - 1 } else { entry.depth };
                 }
                 opened.set(cpu, entry.depth, leaf.is_none().then_some(entry.func));
+                // `funcgraph-retaddr`: where the call returns to, as Linux
+                // prints it (always with its offset).
+                let retaddr = options.retaddr.then(|| GraphEntryEvent::retaddr(payload)).flatten();
+                let write_retaddr = |out: &mut dyn Write, retaddr: u64| {
+                    out.write_str(" <-")?;
+                    write_code_address(out, retaddr as usize, names)
+                };
                 match leaf {
                     Some((j, exit)) => {
                         write_duration_column(out, Some(exit.duration()), options)?;
                         indent(out, entry.depth)?;
                         write_symbol(out, entry.func as usize, names)?;
                         out.write_str("();")?;
-                        if options.retval {
+                        if options.retval || retaddr.is_some() {
                             out.write_str(" /*")?;
-                            write_retval(out, exit.retval, options)?;
+                            if let Some(retaddr) = retaddr {
+                                write_retaddr(out, retaddr)?;
+                            }
+                            if options.retval {
+                                write_retval(out, exit.retval, options)?;
+                            }
                             out.write_str(" */")?;
                         }
                         skip[j] = true;
@@ -513,6 +531,11 @@ pub fn write_graph(
                         indent(out, entry.depth)?;
                         write_symbol(out, entry.func as usize, names)?;
                         out.write_str("() {")?;
+                        if let Some(retaddr) = retaddr {
+                            out.write_str(" /*")?;
+                            write_retaddr(out, retaddr)?;
+                            out.write_str(" */")?;
+                        }
                     }
                 }
             }

@@ -255,6 +255,9 @@ const MARK_GRAPH_FUNCTION: u64 = 2;
 /// With a mark: record the call's entry event once it is hooked
 /// ([`graph_trace_hooked`]). The return ignores it.
 const RECORD_ENTRY: u64 = 1 << 8;
+/// With a mark: record the call's entry event with its return address
+/// (`options/funcgraph-retaddr`) once it is hooked.
+const RECORD_RETADDR_ENTRY: u64 = 1 << 9;
 /// The mark word's bits that say the mark.
 const MARK_KIND: u64 = 0xff;
 /// Where the mark word keeps the graph ops' generation at the entry.
@@ -298,8 +301,22 @@ fn graph_trace_hooked(gops: &FgraphOps, call: &FgraphEntry, data: &mut [u64]) {
     if let [mark, time, ..] = data {
         if *mark & RECORD_ENTRY != 0 {
             *time = record_graph_entry(array_of_graph_ops(gops), call);
+        } else if *mark & RECORD_RETADDR_ENTRY != 0 {
+            *time = record_graph_retaddr_entry(array_of_graph_ops(gops), call);
         }
     }
+}
+
+/// [`record_graph_entry`] with the call's return address: the address
+/// it was called from goes in (a `TRACE_GRAPH_RETADDR_ENT` event), for
+/// `options/funcgraph-retaddr`.
+#[inline(never)]
+fn record_graph_retaddr_entry(array: &TraceArray, call: &FgraphEntry) -> u64 {
+    let event = GraphEntryEvent { common: event_common(TRACE_GRAPH_ENT), func: call.func as u64, depth: call.depth as i32 };
+    // SAFETY: the graph tracer's callbacks run from its array's graph ops.
+    let time = unsafe { array.buffer_made() }
+        .write_timed(GraphEntryEvent::RETADDR_SIZE, |_, bytes| event.encode_with_retaddr(call.parent_ip as u64, bytes));
+    time.unwrap_or_else(call_time)
 }
 
 /// Records a call's entry event; returns its call time (see
@@ -369,7 +386,10 @@ fn graph_trace_entry_checked(array: &TraceArray, call: FgraphEntry) -> Option<[u
         words[1] = call_time();
         return Some(words);
     }
-    words[0] |= RECORD_ENTRY;
+    words[0] |= match array.option(TraceOption::FuncgraphRetaddr) {
+        true => RECORD_RETADDR_ENTRY,
+        false => RECORD_ENTRY,
+    };
     Some(words)
 }
 

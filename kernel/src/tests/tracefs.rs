@@ -758,7 +758,7 @@ fn trace_options_change_how_trace_prints() {
     let changed = generic.replacen("print-parent", "noprint-parent", 1).replace("nosym-offset", "sym-offset");
     let graph_options =
         "nofuncgraph-overrun\nfuncgraph-cpu\nfuncgraph-overhead\nnofuncgraph-proc\nfuncgraph-duration\nnofuncgraph-abstime\n\
-                         funcgraph-irqs\nnofuncgraph-tail\nnofuncgraph-retval\nnofuncgraph-retval-hex\nsleep-time\ngraph-time\n";
+                         funcgraph-irqs\nnofuncgraph-tail\nnofuncgraph-retval\nnofuncgraph-retval-hex\nnofuncgraph-retaddr\nsleep-time\ngraph-time\n";
     assert_eq!(read("trace_options"), format!("{changed}{graph_options}"));
     write("trace_options", "funcgraph-proc");
     write("options/funcgraph-abstime", "1");
@@ -1656,4 +1656,51 @@ fn func_no_repeats_folds_repeated_calls_into_one_line() {
         let last_ts: f64 = line.rsplit("last_ts:").next().unwrap().trim().trim_end_matches(')').trim().parse().unwrap();
         assert!(i > 0 && times[i - 1] <= last_ts && last_ts <= times[i], "{line}: {trace}");
     }
+}
+
+/// `options/funcgraph-retaddr`, as Linux's: each call's entry line ends
+/// with where the call returns to, ` /* <-caller+0xOFF/0xSIZE */` (before
+/// the return value when `funcgraph-retval` is on too): the addresses the
+/// function tracer gives as each call's parent.
+#[ktest]
+fn funcgraph_retaddr_names_where_each_call_returns() {
+    write("set_ftrace_filter", "fib");
+    // The same calls (one call site here) under each tracer: the function
+    // tracer with offsets, function_graph with return addresses.
+    let mut runs = alloc::vec::Vec::new();
+    for (tracer, sym_offset, retaddr) in [("function", "1", "0"), ("function_graph", "0", "1")] {
+        write("current_tracer", tracer);
+        write("options/sym-offset", sym_offset);
+        write("options/funcgraph-retaddr", retaddr);
+        write("trace", "");
+        assert_eq!(fib(2), 1);
+        runs.push(read("trace"));
+    }
+    write("options/funcgraph-retval", "1");
+    write("trace", "");
+    assert_eq!(fib(1), 1);
+    let with_retval = read("trace");
+    write("options/funcgraph-retval", "0");
+    write("options/funcgraph-retaddr", "0");
+    write("trace", "");
+    assert_eq!(fib(1), 1);
+    let without = read("trace");
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+
+    let parents: alloc::vec::Vec<&str> =
+        event_lines(&runs[0]).into_iter().filter_map(|line| Some(line.split_once(" <-")?.1)).collect();
+    assert_eq!(parents.len(), 3, "fib(2)'s calls: {}", runs[0]);
+    assert!(parents[1].starts_with("kernel::workload::fib+0x"), "{parents:?}");
+    let graph = &runs[1];
+    let retaddrs: alloc::vec::Vec<&str> =
+        event_lines(graph).into_iter().filter_map(|line| line.split_once(" /* <-")).map(|(_, rest)| rest).collect();
+    let expected: alloc::vec::Vec<String> = parents.iter().map(|parent| format!("{parent} */")).collect();
+    assert_eq!(retaddrs, expected, "{graph}");
+    assert!(graph.contains(&format!("kernel::workload::fib() {{ /* <-{} */\n", parents[0])), "a nested call's: {graph}");
+    let leaf =
+        event_lines(&with_retval).into_iter().find(|line| line.contains("fib();")).unwrap_or_else(|| panic!("{with_retval}"));
+    let (_, comment) = leaf.split_once("fib(); /* <-kernel::tests::tracefs::").unwrap_or_else(|| panic!("{leaf}"));
+    assert!(comment.contains("+0x") && comment.ends_with(" ret=0x1 */"), "the address, then the value: {leaf}");
+    assert!(!without.contains("/* <-"), "off again: {without}");
 }
