@@ -28,7 +28,8 @@
 //! that copy's soft switch, which keeps it in soft mode until the hook is
 //! dropped, as an event trigger's does); they count only the calls that
 //! change the switch. An instance's commands go before the instance does
-//! ([`remove_all`]), so a hook never outlives its array.
+//! ([`remove_all`]; `rmdir` is refused if one cannot), so a hook never
+//! outlives its array.
 //! A removed command is unregistered and freed after a grace period.
 
 use alloc::boxed::Box;
@@ -397,14 +398,14 @@ pub fn remove(array: &'static TraceArray, glob: &str, command: &Command, counted
     Ok(())
 }
 
-/// Detaches every command of `array` (an instance going away).
-pub fn remove_all(array: &'static TraceArray) {
+/// Detaches every command of `array` (an instance going away). An error
+/// leaves the commands not yet detached attached (and so their array
+/// needed: the caller keeps it).
+pub fn remove_all(array: &'static TraceArray) -> Result<(), ProbeError> {
     let mut commands: Vec<(Command, bool)> =
         PROBES.lock().iter().filter(|p| core::ptr::eq(p.array, array)).map(|p| (p.command.clone(), p.counted)).collect();
     commands.dedup();
-    for (command, counted) in commands {
-        let _ = remove(array, "*", &command, counted);
-    }
+    commands.into_iter().try_for_each(|(command, counted)| remove(array, "*", &command, counted))
 }
 
 /// The lines `cat set_ftrace_filter` adds for `array`'s commands, as Linux

@@ -856,6 +856,9 @@ pub enum InstanceError {
     Busy(String),
     /// Stopping its tracer failed.
     Tracing(FtraceError),
+    /// `rmdir`: a function command of the instance could not be detached
+    /// (the instance stays, with the commands not detached yet).
+    Commands(String),
 }
 
 impl fmt::Display for InstanceError {
@@ -868,6 +871,7 @@ impl fmt::Display for InstanceError {
             InstanceError::NoMemory => write!(f, "not enough memory for another trace buffer"),
             InstanceError::Busy(name) => write!(f, "instance '{name}' is busy"),
             InstanceError::Tracing(error) => write!(f, "{error}"),
+            InstanceError::Commands(error) => write!(f, "its function commands could not all be detached: {error}"),
         }
     }
 }
@@ -911,7 +915,7 @@ pub fn remove(name: &str, forget: impl FnOnce(&'static TraceArray)) -> Result<()
         return Err(InstanceError::Busy(name.into()));
     }
     array.set_current_tracer(Tracer::Nop).map_err(InstanceError::Tracing)?;
-    crate::func_probe::remove_all(array);
+    crate::func_probe::remove_all(array).map_err(|error| InstanceError::Commands(alloc::format!("{error}")))?;
     forget(array);
     IN_SLOT[array.slot].store(core::ptr::null_mut(), Ordering::Release);
     list.remove(index);

@@ -798,12 +798,10 @@ impl RingBuffer {
     /// Moves this ring into `into`, a new ring (a resize, which keeps the
     /// events, as Linux's does): its unread events go there, oldest first,
     /// each with its time, and so do its counters, as if `into` had been
-    /// this ring all along. A smaller `into` that overwrites keeps the
-    /// newest that fit (the oldest overwritten, counted as overrun, as a
-    /// full ring counts them); one that does not overwrite keeps the oldest
-    /// (the rest counted as dropped, as its writes would be). This ring's
-    /// writer is paused for good: its CPU is to write into `into` from now
-    /// on.
+    /// this ring all along. A smaller `into` keeps the newest that fit, the
+    /// older ones counted as overrun (as Linux's resize drops the oldest
+    /// pages, whatever `options/overwrite` says). This ring's writer is
+    /// paused for good: its CPU is to write into `into` from now on.
     ///
     /// # Safety
     /// The caller is `into`'s one writer (it is not published yet), and
@@ -819,6 +817,7 @@ impl RingBuffer {
         // A masked `into` (a CPU `tracing_cpumask` leaves out) still takes
         // the events its CPU recorded before.
         let masked = into.stopped.fetch_and(!STOP_MASKED, Ordering::SeqCst) & STOP_MASKED;
+        let overwrite = into.overwrite.swap(true, Ordering::Relaxed);
         self.for_each_unread_page(&reader, |copy| {
             for event in page_events(&copy[..]) {
                 // SAFETY: the caller is `into`'s one writer. A refused
@@ -833,6 +832,9 @@ impl RingBuffer {
         into.read.fetch_add(old.read, Ordering::AcqRel);
         into.dropped.fetch_add(old.dropped, Ordering::Relaxed);
         *into.before_reset.lock() = *self.before_reset.lock();
+        // A consuming reader was told of the overruns it has seen already.
+        into.reader.lock().overrun_seen = reader.overrun_seen;
+        into.overwrite.store(overwrite, Ordering::Relaxed);
         into.stopped.fetch_or(masked, Ordering::SeqCst);
     }
 
@@ -1098,13 +1100,21 @@ mod tests {
         unsafe { old.move_into(&grown) };
         assert_eq!(grown.events(), unread, "every unread event, with its time");
         assert_eq!(grown.stats(), before, "the counters go with them");
+        let mut first = [0u8; PAGE_SIZE];
+        let taken_after = grown.read_page(&mut first).unwrap();
+        assert_eq!(page_missed(&first), None, "the reader was told of those overruns before the move");
+        let before = grown.stats();
+        assert_eq!(before.read, (taken + taken_after) as u64);
         write(&grown, 9_999, &payload(1, 8));
         assert_eq!(grown.events().last().map(|(time, _)| *time), Some(9_999), "recording goes on after them");
         // SAFETY: as above.
         let late = unsafe { old.write(10_000, &payload(2, 8)) };
         assert_eq!(late, Err(WriteError::Paused), "the old ring records no more");
 
-        // Smaller: the newest that fit, the rest counted as overrun.
+        // Smaller: the newest that fit, the rest counted as overrun, even
+        // into a ring that does not overwrite (as Linux's resize drops the
+        // oldest pages).
+        shrunk.set_overwrite(false);
         let before = grown.stats();
         // SAFETY: as above.
         unsafe { grown.move_into(&shrunk) };
@@ -1116,6 +1126,7 @@ mod tests {
         assert_eq!(after.entries, kept.len() as u64);
         assert_eq!(after.overrun, before.overrun + (all.len() - kept.len()) as u64);
         assert_eq!(after.written, before.written);
+        assert!(!shrunk.overwrite.load(Ordering::Relaxed), "its own setting again");
     }
 
     #[test]

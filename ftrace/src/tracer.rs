@@ -168,8 +168,10 @@ pub(crate) extern "C" fn function_trace_call_checking(ip: usize, parent_ip: usiz
 
 /// One CPU's last call the function tracer recorded under
 /// `options/func-no-repeats`, and how many times it was repeated since
-/// (Linux's `trace_func_repeats`). Only its CPU touches it, with
-/// interrupts masked.
+/// (Linux's `trace_func_repeats`). Its CPU counts in it, with interrupts
+/// masked; [`forget`](Self::forget) empties it from anywhere before a
+/// count starts (the option turned on, the tracer started), which at worst
+/// loses one repeat.
 pub(crate) struct LastCall {
     ip: AtomicUsize,
     parent_ip: AtomicUsize,
@@ -210,6 +212,11 @@ fn record_function_unless_repeated(array: &TraceArray, ip: usize, parent_ip: usi
     let Some(last) = array.last_calls.get(arch::cpu::id()) else { return false };
     // SAFETY: the function tracer's callbacks run from its array's ops.
     let buffer = unsafe { array.buffer_made() };
+    if !buffer.is_on() {
+        // Nothing is recorded, so nothing repeats what was: the count
+        // goes on from the last recorded call once recording does.
+        return false;
+    }
     let count = last.count.load(Ordering::Relaxed);
     let same = last.ip.load(Ordering::Relaxed) == ip && last.parent_ip.load(Ordering::Relaxed) == parent_ip;
     if same && count < u32::from(u16::MAX) {

@@ -168,10 +168,11 @@ fn variable_column(message: &str, command: &str) -> Option<usize> {
 
 /// `cat error_log` of `array`.
 pub fn write(array: &TraceArray, out: &mut dyn Write) -> fmt::Result {
-    array.error_log().try_for_each(|entry| {
+    for entry in array.error_log().entries() {
         let seconds = format!("{:5}.{:06}", entry.time_ns / 1_000_000_000, entry.time_ns % 1_000_000_000 / 1_000);
         writeln!(out, "[{seconds}] {}: error: {}", entry.location, entry.message)?;
         writeln!(out, "  Command: {}", entry.command)?;
-        writeln!(out, "{:width$}^", "", width = 11 + entry.column)
-    })
+        writeln!(out, "{:width$}^", "", width = 11 + entry.column)?;
+    }
+    Ok(())
 }
