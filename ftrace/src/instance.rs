@@ -468,6 +468,7 @@ impl TraceArray {
             retval: self.option(TraceOption::FuncgraphRetval),
             retval_hex: self.option(TraceOption::FuncgraphRetvalHex),
             retaddr: self.option(TraceOption::FuncgraphRetaddr),
+            sym_addr: self.option(TraceOption::SymAddr),
             cpu: self.option(TraceOption::FuncgraphCpu),
             raw_time: !self.buffer().clock().in_ns(),
             proc: self.option(TraceOption::FuncgraphProc),

@@ -326,6 +326,9 @@ pub struct GraphOptions {
     /// entry, ` /* <-caller+0xOFF/0xSIZE */` (recorded entries that have
     /// one).
     pub retaddr: bool,
+    /// `options/sym-addr`: the return address's value after its name, as
+    /// Linux adds it to every symbol it prints.
+    pub sym_addr: bool,
     /// `options/funcgraph-cpu`: the CPU column (on by default).
     pub cpu: bool,
     /// Timestamps are counts, not nanoseconds (the `counter` clock).
@@ -370,6 +373,7 @@ impl Default for GraphOptions {
             retval: false,
             retval_hex: false,
             retaddr: false,
+            sym_addr: false,
             cpu: true,
             raw_time: false,
             proc: false,
@@ -506,7 +510,11 @@ pub fn write_graph(
                 let retaddr = options.retaddr.then(|| GraphEntryEvent::retaddr(payload)).flatten();
                 let write_retaddr = |out: &mut dyn Write, retaddr: u64| {
                     out.write_str(" <-")?;
-                    write_code_address(out, retaddr as usize, names)
+                    write_code_address(out, retaddr as usize, names)?;
+                    match options.sym_addr {
+                        true => write_sym_addr(out, retaddr),
+                        false => Ok(()),
+                    }
                 };
                 match leaf {
                     Some((j, exit)) => {

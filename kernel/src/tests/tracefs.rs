@@ -1684,6 +1684,9 @@ fn funcgraph_retaddr_names_where_each_call_returns() {
     write("trace", "");
     assert_eq!(fib(1), 1);
     let with_retval = read("trace");
+    write("options/sym-addr", "1");
+    let with_address = read("trace");
+    write("options/sym-addr", "0");
     write("options/funcgraph-retval", "0");
     write("options/funcgraph-retaddr", "0");
     write("trace", "");
@@ -1706,5 +1709,9 @@ fn funcgraph_retaddr_names_where_each_call_returns() {
         event_lines(&with_retval).into_iter().find(|line| line.contains("fib();")).unwrap_or_else(|| panic!("{with_retval}"));
     let (_, comment) = leaf.split_once("fib(); /* <-kernel::tests::tracefs::").unwrap_or_else(|| panic!("{leaf}"));
     assert!(comment.contains("+0x") && comment.ends_with(" ret=0x1 */"), "the address, then the value: {leaf}");
+    // `sym-addr` adds the address's value, as Linux adds it to a symbol.
+    let addressed = event_lines(&with_address).into_iter().find(|line| line.contains("fib();")).unwrap_or_default();
+    let named = comment.strip_suffix(" ret=0x1 */").unwrap_or_default();
+    assert!(addressed.contains(&format!("{named} <")) && addressed.ends_with("> ret=0x1 */"), "{addressed}");
     assert!(!without.contains("/* <-"), "off again: {without}");
 }
