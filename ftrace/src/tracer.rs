@@ -241,14 +241,19 @@ fn record_function_unless_repeated(array: &TraceArray, ip: usize, parent_ip: usi
     }
     last.ip.store(ip, Ordering::Relaxed);
     last.parent_ip.store(parent_ip, Ordering::Relaxed);
-    let event = FunctionEvent { common, ip: ip as u64, parent_ip: parent_ip as u64 };
-    buffer.write_with(FunctionEvent::SIZE, |_, bytes| event.encode_into(bytes));
+    record_function_as(array, common, ip, parent_ip);
     true
 }
 
 #[inline(always)]
 fn record_function(array: &TraceArray, ip: usize, parent_ip: usize) {
-    let event = FunctionEvent { common: event_common(TRACE_FN), ip: ip as u64, parent_ip: parent_ip as u64 };
+    record_function_as(array, event_common(TRACE_FN), ip, parent_ip);
+}
+
+/// [`record_function`] with the header taken already.
+#[inline(always)]
+fn record_function_as(array: &TraceArray, common: Common, ip: usize, parent_ip: usize) {
+    let event = FunctionEvent { common, ip: ip as u64, parent_ip: parent_ip as u64 };
     // SAFETY: the function tracer's callbacks run from its array's ops.
     unsafe { array.buffer_made() }.write_with(FunctionEvent::SIZE, |_, bytes| event.encode_into(bytes));
 }
