@@ -117,6 +117,10 @@ pub struct TraceBuffer {
     /// How many times its rings were emptied (`echo > trace`, a clock
     /// change): a reader holding events it took before drops them.
     emptied: AtomicU64,
+    /// The clock's time at the last [`reset`](TraceBuffer::reset) (0
+    /// before one): the latency format's times count from it (Linux's
+    /// `array_buffer.time_start`).
+    time_start: AtomicU64,
 }
 
 /// Held while [`TraceBuffer`]'s two ring pointers change.
@@ -272,6 +276,7 @@ impl TraceBuffer {
             cpumask: AtomicU64::new(all_cpus()),
             overwrite: AtomicBool::new(true),
             emptied: AtomicU64::new(0),
+            time_start: AtomicU64::new(0),
         })
     }
 
@@ -631,9 +636,16 @@ impl TraceBuffer {
         }
     }
 
+    /// The clock's time when the buffer was last emptied whole (0 before
+    /// that): where the latency format's times start.
+    pub fn time_start(&self) -> u64 {
+        self.time_start.load(Ordering::Relaxed)
+    }
+
     /// Empties every CPU's ring (`echo > trace`).
     pub fn reset(&self) {
         self.emptied.fetch_add(1, Ordering::AcqRel);
+        self.time_start.store(self.now(), Ordering::Relaxed);
         let readers = self.readers.lock();
         let _swap = SwapGuard::new(&self.swapping); // the live rings stay live
         for ring in self.rings(&readers) {

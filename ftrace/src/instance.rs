@@ -459,6 +459,7 @@ impl TraceArray {
             context_info: self.option(TraceOption::ContextInfo),
             irq_info: self.option(TraceOption::IrqInfo),
             raw_time: !self.buffer().clock().in_ns(),
+            latency: self.option(TraceOption::LatencyFormat).then(|| self.buffer().time_start()),
         }
     }
 
@@ -479,6 +480,7 @@ impl TraceArray {
             overrun: self.option(TraceOption::FuncgraphOverrun),
             context_info: self.option(TraceOption::ContextInfo),
             print_parent: self.option(TraceOption::PrintParent),
+            latency: self.option(TraceOption::LatencyFormat),
         }
     }
 
@@ -669,16 +671,22 @@ pub enum TraceOption {
     /// calls it makes (on by default); off, not, as Linux's `graph-time`.
     /// Only the top level's counts: the profiler is the top level's.
     GraphTime,
+    /// Linux's latency format: a banner over the trace and, on each line,
+    /// the task cut to 8 characters, the CPU, the flags and the time since
+    /// the buffer was emptied, marked when the next line is far
+    /// (`trace`, `trace_pipe`).
+    LatencyFormat,
 }
 
 impl TraceOption {
     /// Every option, in `trace_options` order: Linux's generic ones in its
     /// order, then the function tracer's, then function_graph's.
-    pub const ALL: [TraceOption; 25] = [
+    pub const ALL: [TraceOption; 26] = [
         TraceOption::PrintParent,
         TraceOption::SymOffset,
         TraceOption::SymAddr,
         TraceOption::ContextInfo,
+        TraceOption::LatencyFormat,
         TraceOption::Overwrite,
         TraceOption::IrqInfo,
         TraceOption::Markers,
@@ -720,6 +728,7 @@ impl TraceOption {
             TraceOption::SymOffset => "sym-offset",
             TraceOption::SymAddr => "sym-addr",
             TraceOption::ContextInfo => "context-info",
+            TraceOption::LatencyFormat => "latency-format",
             TraceOption::IrqInfo => "irq-info",
             TraceOption::Markers => "markers",
             TraceOption::Overwrite => "overwrite",

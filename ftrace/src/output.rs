@@ -28,13 +28,38 @@ pub struct ContextOptions {
     pub irq_info: bool,
     /// Timestamps are counts, not nanoseconds (the `counter` clock).
     pub raw_time: bool,
+    /// `options/latency-format`: Linux's latency columns and header, times
+    /// counted from this clock time (when the buffer was last emptied).
+    pub latency: Option<u64>,
 }
 
 impl Default for ContextOptions {
     fn default() -> Self {
-        ContextOptions { context_info: true, irq_info: true, raw_time: false }
+        ContextOptions { context_info: true, irq_info: true, raw_time: false, latency: None }
     }
 }
+
+/// Where and when an event was recorded, and when the event printed after
+/// it was (the latency format marks a long gap to the next line).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct When {
+    /// The CPU whose buffer it is in.
+    pub cpu: usize,
+    /// Its timestamp.
+    pub time: u64,
+    /// The next event's timestamp (its own if it is the last).
+    pub next: u64,
+}
+
+impl When {
+    /// An event with no event after it.
+    pub fn at(cpu: usize, time: u64) -> When {
+        When { cpu, time, next: time }
+    }
+}
+
+/// The kernel release the latency header names.
+const RELEASE: &str = env!("CARGO_PKG_VERSION");
 
 /// The header `cat trace` prints before the events.
 pub fn write_header(out: &mut dyn Write, tracer: &str, stats: Stats, cpus: usize, context: ContextOptions) -> fmt::Result {
@@ -42,6 +67,14 @@ pub fn write_header(out: &mut dyn Write, tracer: &str, stats: Stats, cpus: usize
     writeln!(out, "#")?;
     if !context.context_info {
         return Ok(());
+    }
+    if context.latency.is_some() {
+        // Nothing more over an empty buffer, as in Linux.
+        if stats.entries == 0 {
+            return Ok(());
+        }
+        write_latency_header(out, tracer, stats, cpus)?;
+        return out.write_str(LATENCY_COLUMNS);
     }
     // As Linux counts them: the events still in the buffer, and those plus
     // the ones overwritten (events a consuming reader took are in neither).
@@ -60,6 +93,39 @@ pub fn write_header(out: &mut dyn Write, tracer: &str, stats: Stats, cpus: usize
     writeln!(out, "#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION")?;
     writeln!(out, "#              | |         |   |||||     |         |")
 }
+
+/// The latency format's banner (Linux's `print_trace_header`): what a
+/// latency tracer would say about its worst case. No tracer here measures
+/// one, so the latency is 0 and no task is named, as Linux prints these
+/// for a tracer that is not a latency tracer.
+fn write_latency_header(out: &mut dyn Write, tracer: &str, stats: Stats, cpus: usize) -> fmt::Result {
+    writeln!(out, "# {tracer} latency trace v1.1.5 on {RELEASE}")?;
+    writeln!(out, "# {}", "-".repeat(68))?;
+    writeln!(
+        out,
+        "# latency: 0 us, #{}/{}, CPU#0 | (M:PREEMPT VP:0, KP:0, SP:0 HP:0 #P:{cpus})",
+        stats.entries,
+        stats.entries + stats.overrun
+    )?;
+    writeln!(out, "#    -----------------")?;
+    writeln!(out, "#    | task: -0 (uid:0 nice:0 policy:0 rt_prio:0)")?;
+    writeln!(out, "#    -----------------")?;
+    writeln!(out, "#")
+}
+
+/// The latency format's column header (Linux's `print_lat_help_header`,
+/// trailing blanks and all).
+const LATENCY_COLUMNS: &str = concat!(
+    "#                    _------=> CPU#            \n",
+    "#                   / _-----=> irqs-off/BH-disabled\n",
+    "#                  | / _----=> need-resched    \n",
+    "#                  || / _---=> hardirq/softirq \n",
+    "#                  ||| / _--=> preempt-depth   \n",
+    "#                  |||| / _-=> migrate-disable \n",
+    "#                  ||||| /     delay           \n",
+    "#  cmd     pid     |||||| time  |   caller     \n",
+    "#     \\   /        ||||||  \\    |    /       \n",
+);
 
 /// The task column's name: the idle tasks are `<idle>`, a task whose name
 /// is not known `<...>`, as Linux prints them.
@@ -96,26 +162,42 @@ pub fn latency_flags(common: &Common) -> [u8; 5] {
 /// says: without `irq_info` no flags column, without `context_info`
 /// nothing; with `raw_time` (a clock that is no time, such as `counter`)
 /// the timestamp is the number, as Linux prints a clock not in
-/// nanoseconds.
-pub fn write_context(
-    out: &mut dyn Write,
-    cpu: usize,
-    time_ns: u64,
-    common: &Common,
-    comms: Comms,
-    context: ContextOptions,
-) -> fmt::Result {
+/// nanoseconds. With `latency`, the latency format's columns instead.
+pub fn write_context(out: &mut dyn Write, when: When, common: &Common, comms: Comms, context: ContextOptions) -> fmt::Result {
     if !context.context_info {
         return Ok(());
     }
-    write!(out, "{:>16}-{:<7} [{cpu:03}] ", task_name(common.pid, comms), common.pid)?;
+    if let Some(start) = context.latency {
+        return write_latency_context(out, when, start, common, comms, context.raw_time);
+    }
+    write!(out, "{:>16}-{:<7} [{:03}] ", task_name(common.pid, comms), common.pid, when.cpu)?;
     if context.irq_info {
         let flags = latency_flags(common);
         out.write_str(core::str::from_utf8(&flags).unwrap_or("....."))?;
     }
     out.write_char(' ')?;
-    write_timestamp(out, time_ns, context.raw_time)?;
+    write_timestamp(out, when.time, context.raw_time)?;
     out.write_str(": ")
+}
+
+/// The latency format's start of a line (Linux's `lat_print_generic` and
+/// `lat_print_timestamp`): `  <idle>-0         1d.h1.   12us+: `, the
+/// task's name cut to 8 characters, the CPU, the flags, the microseconds
+/// since `start` and the mark of the gap to the next line (`+` over 10
+/// us, `!` over 100 us...); with `raw` (a clock that is no time), counts
+/// and no mark.
+fn write_latency_context(out: &mut dyn Write, when: When, start: u64, common: &Common, comms: Comms, raw: bool) -> fmt::Result {
+    let name = task_name(common.pid, comms);
+    let name = name.char_indices().nth(8).map_or(name.as_str(), |(end, _)| &name[..end]);
+    write!(out, "{name:>8}-{:<7} {:>3}", common.pid, when.cpu)?;
+    out.write_str(core::str::from_utf8(&latency_flags(common)).unwrap_or("....."))?;
+    let since = when.time.saturating_sub(start);
+    if raw {
+        return write!(out, " {since:>4}: ");
+    }
+    let micros = |ns: u64| (ns + 500) / 1_000; // Linux's ns2usecs()
+    let gap = micros(when.next.saturating_sub(when.time));
+    write!(out, " {:>4}us{}: ", micros(since), duration_mark(gap * 1_000))
 }
 
 /// A timestamp as Linux prints one: seconds and microseconds, or (`raw`:
@@ -195,14 +277,13 @@ impl Default for FunctionOptions {
 /// One function tracer line: `context function <-caller`.
 pub fn write_function(
     out: &mut dyn Write,
-    cpu: usize,
-    time_ns: u64,
+    when: When,
     event: &FunctionEvent,
     names: Namer,
     comms: Comms,
     options: FunctionOptions,
 ) -> fmt::Result {
-    write_context(out, cpu, time_ns, &event.common, comms, options.context)?;
+    write_context(out, when, &event.common, comms, options.context)?;
     write_fn_trace(out, event.ip, event.parent_ip, names, options)?;
     writeln!(out)
 }
@@ -232,26 +313,41 @@ fn write_fn_trace(out: &mut dyn Write, ip: u64, parent_ip: u64, names: Namer, op
 /// when the last repeat came.
 pub fn write_func_repeats(
     out: &mut dyn Write,
-    cpu: usize,
-    time_ns: u64,
+    when: When,
     event: &FuncRepeatsEvent,
     names: Namer,
     comms: Comms,
     options: FunctionOptions,
 ) -> fmt::Result {
-    write_context(out, cpu, time_ns, &event.common, comms, options.context)?;
+    write_context(out, when, &event.common, comms, options.context)?;
     write_fn_trace(out, event.ip, event.parent_ip, names, options)?;
     write!(out, " (repeats: {}, last_ts: ", event.count)?;
-    write_timestamp(out, time_ns.saturating_sub(event.delta), options.context.raw_time)?;
+    write_timestamp(out, when.time.saturating_sub(event.delta), options.context.raw_time)?;
     writeln!(out, ")")
 }
 
-/// The `function_graph` header, with the columns `options` turn on.
-pub fn write_graph_header(out: &mut dyn Write, options: GraphOptions) -> fmt::Result {
+/// The `function_graph` header, with the columns `options` turn on; with
+/// `latency`, after the latency banner (nothing over an empty buffer:
+/// `stats` and `cpus` are for the banner).
+pub fn write_graph_header(out: &mut dyn Write, options: GraphOptions, stats: Stats, cpus: usize) -> fmt::Result {
     writeln!(out, "# tracer: function_graph")?;
     writeln!(out, "#")?;
     if !options.context_info {
         return Ok(());
+    }
+    if options.latency {
+        if stats.entries == 0 {
+            return Ok(());
+        }
+        write_latency_header(out, "function_graph", stats, cpus)?;
+        // Linux's `print_lat_header`: the flags' legend over their column.
+        let width = 16 * usize::from(options.abstime) + 4 * usize::from(options.cpu) + 17 * usize::from(options.proc);
+        let blank = " ".repeat(width);
+        writeln!(out, "#{blank}  _-----=> irqs-off        ")?;
+        writeln!(out, "#{blank} / _----=> need-resched    ")?;
+        writeln!(out, "#{blank}| / _---=> hardirq/softirq ")?;
+        writeln!(out, "#{blank}|| / _--=> preempt-depth   ")?;
+        writeln!(out, "#{blank}||| /                      ")?;
     }
     let (mut names, mut bars) = (String::from("#"), String::from("#"));
     if options.abstime {
@@ -265,6 +361,10 @@ pub fn write_graph_header(out: &mut dyn Write, options: GraphOptions) -> fmt::Re
     if options.proc {
         names.push_str("  TASK/PID       ");
         bars.push_str("   |    |        ");
+    }
+    if options.latency {
+        names.push_str("||||   ");
+        bars.push_str("||||   ");
     }
     if options.duration {
         names.push_str("  DURATION   ");
@@ -354,6 +454,9 @@ pub struct GraphOptions {
     /// `options/print-parent`: a function event inside the graph names
     /// its caller too (on by default).
     pub print_parent: bool,
+    /// `options/latency-format`: the latency banner over the output and the
+    /// flags column (`d.h1.`) on every line.
+    pub latency: bool,
 }
 
 impl GraphOptions {
@@ -362,7 +465,7 @@ impl GraphOptions {
     fn columns(self) -> GraphOptions {
         match self.context_info {
             true => self,
-            false => GraphOptions { abstime: false, cpu: false, proc: false, duration: false, ..self },
+            false => GraphOptions { abstime: false, cpu: false, proc: false, duration: false, latency: false, ..self },
         }
     }
 }
@@ -384,6 +487,7 @@ impl Default for GraphOptions {
             overrun: false,
             context_info: true,
             print_parent: true,
+            latency: false,
         }
     }
 }
@@ -577,7 +681,7 @@ pub fn write_graph(
                     context: ContextOptions { context_info: false, ..Default::default() },
                     ..Default::default()
                 };
-                write_func_repeats(&mut text, cpu, *time, event, names, &|_| None, function)?;
+                write_func_repeats(&mut text, When::at(cpu, *time), event, names, &|_| None, function)?;
                 out.write_str(text.trim_end())?;
                 out.write_str(" */")?;
             }
@@ -664,17 +768,22 @@ fn write_line_start(
     if options.cpu {
         write!(out, " {cpu}) ")?;
     }
+    let common = match record {
+        Event::GraphEntry(e) => &e.common,
+        Event::GraphExit(e) => &e.common,
+        Event::Function(e) => &e.common,
+        Event::FuncRepeats(e) => &e.common,
+        Event::SchedSwitch(e) => &e.common,
+        Event::SchedWakeup(e) => &e.common,
+        Event::Other(common) => common,
+    };
     if options.proc {
-        let pid = match record {
-            Event::GraphEntry(e) => e.common.pid,
-            Event::GraphExit(e) => e.common.pid,
-            Event::Function(e) => e.common.pid,
-            Event::FuncRepeats(e) => e.common.pid,
-            Event::SchedSwitch(e) => e.common.pid,
-            Event::SchedWakeup(e) => e.common.pid,
-            Event::Other(common) => common.pid,
-        };
-        write_proc(out, pid, comms)?;
+        write_proc(out, common.pid, comms)?;
+        out.write_str(" | ")?;
+    }
+    if options.latency {
+        out.write_char(' ')?;
+        out.write_str(core::str::from_utf8(&latency_flags(common)).unwrap_or("....."))?;
         out.write_str(" | ")?;
     }
     Ok(())
@@ -761,7 +870,7 @@ pub(crate) mod tests {
         let decoded = FuncRepeatsEvent::decode(&crate::event::FixedEvent::to_bytes(&event));
         assert_eq!(decoded, Some(event), "the 48-bit delta split and joined again");
         let mut line = String::new();
-        write_func_repeats(&mut line, 0, 12_345_678_901, &event, &names, &comms, FunctionOptions::default()).unwrap();
+        write_func_repeats(&mut line, When::at(0, 12_345_678_901), &event, &names, &comms, FunctionOptions::default()).unwrap();
         assert_eq!(
             line,
             "          <idle>-0       [000] .....    12.345679: kernel::workload::fib <-kernel::workload::fib (repeats: 3, last_ts:    12.343678)\n"
@@ -778,18 +887,18 @@ pub(crate) mod tests {
         };
         let mut line = String::new();
         let comms = |_: i32| None;
-        write_function(&mut line, 0, 12_345_678_901, &event, &names, &comms, FunctionOptions::default()).unwrap();
+        write_function(&mut line, When::at(0, 12_345_678_901), &event, &names, &comms, FunctionOptions::default()).unwrap();
         assert_eq!(line, "          <idle>-0       [000] d....    12.345679: kernel::workload::fib <-kernel::workload::run\n");
         let mut unknown = String::new();
         let event = FunctionEvent { parent_ip: 0x9999, ..event };
-        write_function(&mut unknown, 1, 0, &event, &names, &comms, FunctionOptions::default()).unwrap();
+        write_function(&mut unknown, When::at(1, 0), &event, &names, &comms, FunctionOptions::default()).unwrap();
         assert!(unknown.ends_with("kernel::workload::fib <-0x9999\n"), "{unknown}");
 
         // `irq-info`, `context-info` and `sym-addr` change it as Linux's.
         let event = FunctionEvent { parent_ip: 0x201c, ..event };
         let line = |options: FunctionOptions| {
             let mut line = String::new();
-            write_function(&mut line, 0, 12_345_678_901, &event, &names, &comms, options).unwrap();
+            write_function(&mut line, When::at(0, 12_345_678_901), &event, &names, &comms, options).unwrap();
             line
         };
         let plain = FunctionOptions::default();
@@ -832,6 +941,53 @@ pub(crate) mod tests {
         let mut header = String::new();
         write_header(&mut header, "function", stats, 1, ContextOptions { context_info: false, ..ContextOptions::default() })
             .unwrap();
+        assert_eq!(header, "# tracer: function\n#\n");
+    }
+
+    #[test]
+    fn latency_format_lines_and_header_match_linux() {
+        let names = test_names;
+        let comms = |pid: i32| (pid == 7).then(|| String::from("kworker/0:1"));
+        let common = Common { kind: TRACE_FN, flags: flags::IRQS_OFF | flags::HARDIRQ, preempt_count: 1, pid: 7 };
+        let event = FunctionEvent { common, ip: 0x1000, parent_ip: 0x201c };
+        let latency = FunctionOptions {
+            context: ContextOptions { latency: Some(1_000_000_000), ..ContextOptions::default() },
+            ..FunctionOptions::default()
+        };
+        let line = |when: When, options: FunctionOptions| {
+            let mut line = String::new();
+            write_function(&mut line, when, &event, &names, &comms, options).unwrap();
+            line
+        };
+        // 12.4995 us after the start, the next line 10.501 us later: `+`.
+        let when = When { cpu: 1, time: 1_000_012_499, next: 1_000_023_000 };
+        assert_eq!(line(when, latency), "kworker/-7         1d.h1.   12us+: kernel::workload::fib <-kernel::workload::run\n");
+        // The last line (no next) has no mark; 100.5 us is `!`.
+        assert_eq!(
+            line(When::at(0, 1_000_000_000), latency),
+            "kworker/-7         0d.h1.    0us : kernel::workload::fib <-kernel::workload::run\n"
+        );
+        assert!(line(When { next: 1_000_100_501, ..When::at(0, 1_000_000_000) }, latency).contains(" 0us!: "));
+        // A clock that is no time: counts, no mark; no context-info: nothing.
+        let raw = ContextOptions { raw_time: true, ..latency.context };
+        assert!(line(when, FunctionOptions { context: raw, ..latency }).starts_with("kworker/-7         1d.h1. 12499: "));
+        let bare = ContextOptions { context_info: false, ..latency.context };
+        assert_eq!(line(when, FunctionOptions { context: bare, ..latency }), "kernel::workload::fib <-kernel::workload::run\n");
+
+        let mut header = String::new();
+        let stats = Stats { entries: 6, written: 9, overrun: 3, read: 0, dropped: 0 };
+        write_header(&mut header, "function", stats, 2, latency.context).unwrap();
+        let lines: alloc::vec::Vec<&str> = header.lines().collect();
+        assert_eq!(lines[..3], ["# tracer: function", "#", &alloc::format!("# function latency trace v1.1.5 on {RELEASE}")]);
+        assert_eq!(lines[3], alloc::format!("# {}", "-".repeat(68)));
+        assert_eq!(lines[4], "# latency: 0 us, #6/9, CPU#0 | (M:PREEMPT VP:0, KP:0, SP:0 HP:0 #P:2)");
+        assert_eq!(lines[6], "#    | task: -0 (uid:0 nice:0 policy:0 rt_prio:0)");
+        assert_eq!(lines[8..10], ["#", "#                    _------=> CPU#            "]);
+        assert_eq!(lines[17], "#     \\   /        ||||||  \\    |    /       ");
+        assert_eq!(lines.len(), 18);
+        // Over an empty buffer, the tracer's name alone.
+        let mut header = String::new();
+        write_header(&mut header, "function", Stats::default(), 2, latency.context).unwrap();
         assert_eq!(header, "# tracer: function\n#\n");
     }
 }
@@ -935,7 +1091,7 @@ mod graph_tests {
             let mut text = String::new();
             write_graph(&mut GraphState::default(), &mut text, &events, &names, &comms, options, &other).unwrap();
             let mut header = String::new();
-            write_graph_header(&mut header, options).unwrap();
+            write_graph_header(&mut header, options, Stats::default(), 1).unwrap();
             (String::from(header.lines().nth(2).unwrap()), String::from(text.lines().next().unwrap()))
         };
         let plain = GraphOptions::default();
@@ -970,8 +1126,26 @@ mod graph_tests {
         write_graph(&mut GraphState::default(), &mut text, &events, &names, &comms, bare, &other).unwrap();
         assert_eq!(text.lines().next(), Some("kernel::workload::fib();"));
         let mut header = String::new();
-        write_graph_header(&mut header, bare).unwrap();
+        write_graph_header(&mut header, bare, Stats::default(), 1).unwrap();
         assert_eq!(header, "# tracer: function_graph\n#\n");
+
+        // latency-format: the flags after the task, under their legend.
+        let latency = GraphOptions { latency: true, proc: true, ..plain };
+        let mut text = String::new();
+        write_graph(&mut GraphState::default(), &mut text, &events, &names, &comms, latency, &other).unwrap();
+        assert_eq!(text.lines().next().unwrap(), " 0)   fib-wor-5    |  ..... |   0.812 us    |  kernel::workload::fib();");
+        let mut header = String::new();
+        let stats = Stats { entries: 3, written: 3, ..Stats::default() };
+        write_graph_header(&mut header, latency, stats, 2).unwrap();
+        let lines: Vec<&str> = header.lines().collect();
+        assert_eq!(lines[2], alloc::format!("# function_graph latency trace v1.1.5 on {RELEASE}"));
+        assert_eq!(lines[4], "# latency: 0 us, #3/3, CPU#0 | (M:PREEMPT VP:0, KP:0, SP:0 HP:0 #P:2)");
+        assert_eq!(lines[9], alloc::format!("#{}  _-----=> irqs-off        ", " ".repeat(21)));
+        assert_eq!(lines[14], "# CPU  TASK/PID       ||||     DURATION                  FUNCTION CALLS");
+        assert_eq!(lines[15], "# |     |    |        ||||      |   |                     |   |   |   |");
+        let mut header = String::new();
+        write_graph_header(&mut header, latency, Stats::default(), 2).unwrap();
+        assert_eq!(header, "# tracer: function_graph\n#\n", "nothing more over an empty buffer");
     }
 
     #[test]

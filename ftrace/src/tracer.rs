@@ -610,17 +610,18 @@ fn write_trace_paused(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Writ
 /// `trace` prints them under `tracer`.
 fn write_snapshots(array: &TraceArray, tracer: Tracer, snapshots: &[buffer::Snapshot], out: &mut dyn Write) -> fmt::Result {
     let events = merged(snapshots);
-    if tracer == Tracer::FunctionGraph {
-        output::write_graph_header(out, array.graph_options())?;
-        return write_events(array, tracer, &events, &mut output::GraphState::default(), out);
-    }
     let mut stats = crate::ring_buffer::Stats::default();
     for snapshot in snapshots {
         stats.entries += snapshot.stats.entries;
         stats.written += snapshot.stats.written;
         stats.overrun += snapshot.stats.overrun;
     }
-    output::write_header(out, tracer.name(), stats, array.buffer().cpus(), array.context_options())?;
+    let cpus = array.buffer().cpus();
+    if tracer == Tracer::FunctionGraph {
+        output::write_graph_header(out, array.graph_options(), stats, cpus)?;
+        return write_events(array, tracer, &events, &mut output::GraphState::default(), out);
+    }
+    output::write_header(out, tracer.name(), stats, cpus, array.context_options())?;
     write_events(array, tracer, &events, &mut output::GraphState::default(), out)
 }
 
@@ -674,33 +675,33 @@ fn write_events(
     }
     let context = array.context_options();
     let sym_addr = array.function_options().sym_addr;
-    for &(time, cpu, payload) in events {
+    for (index, &(time, cpu, payload)) in events.iter().enumerate() {
+        let next = events.get(index + 1).map_or(time, |&(next, _, _)| next);
+        let when = output::When { cpu, time, next };
         match Event::decode(payload) {
-            Some(Event::Function(event)) => {
-                output::write_function(out, cpu, time, &event, &names, &comms, array.function_options())?
-            }
+            Some(Event::Function(event)) => output::write_function(out, when, &event, &names, &comms, array.function_options())?,
             Some(Event::FuncRepeats(event)) => {
-                output::write_func_repeats(out, cpu, time, &event, &names, &comms, array.function_options())?
+                output::write_func_repeats(out, when, &event, &names, &comms, array.function_options())?
             }
             Some(Event::SchedSwitch(event)) => {
-                output::write_context(out, cpu, time, &event.common, &comms, context)?;
+                output::write_context(out, when, &event.common, &comms, context)?;
                 output::write_sched_switch(out, &event)?;
                 writeln!(out)?;
             }
             Some(Event::SchedWakeup(event)) => {
-                output::write_context(out, cpu, time, &event.common, &comms, context)?;
+                output::write_context(out, when, &event.common, &comms, context)?;
                 output::write_sched_wakeup(out, &event)?;
                 writeln!(out)?;
             }
             Some(event @ (Event::GraphEntry(_) | Event::GraphExit(_))) => {
                 let common = Common::decode(payload).unwrap_or_default();
-                output::write_context(out, cpu, time, &common, &comms, context)?;
+                output::write_context(out, when, &common, &comms, context)?;
                 output::write_graph_event(out, &event, &names)?;
                 writeln!(out)?;
             }
             _ => {
                 let common = Common::decode(payload).unwrap_or_default();
-                output::write_context(out, cpu, time, &common, &comms, context)?;
+                output::write_context(out, when, &common, &comms, context)?;
                 print_other(payload, sym_addr, out)?;
                 writeln!(out)?;
             }

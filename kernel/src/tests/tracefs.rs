@@ -1715,3 +1715,118 @@ fn funcgraph_retaddr_names_where_each_call_returns() {
     assert!(addressed.contains(&format!("{named} <")) && addressed.ends_with("> ret=0x1 */"), "{addressed}");
     assert!(!without.contains("/* <-"), "off again: {without}");
 }
+
+/// One `trace` line in Linux's latency format, taken apart: task, pid, CPU,
+/// flags, microseconds since the buffer was emptied, gap mark, the event.
+struct LatencyLine<'a> {
+    task: &'a str,
+    pid: i32,
+    cpu: usize,
+    flags: &'a str,
+    micros: u64,
+    mark: char,
+    event: &'a str,
+}
+
+fn latency_line(line: &str) -> LatencyLine<'_> {
+    // `kworker/-7         1d.h1.   12us+: event`: the task is the first 8
+    // columns (right-aligned, cut to 8), then `-PID`, the CPU in 3 columns
+    // and the 5 flags, then ` TIMEus` and the mark before `: `.
+    let (task, rest) = line.split_at(8);
+    let (pid, rest) = rest[1..].split_at(7);
+    let (cpu, rest) = rest.split_at(4);
+    let (flags, rest) = rest.split_at(5);
+    let (time, event) = rest.split_once(": ").unwrap_or_else(|| panic!("{line}"));
+    let (micros, mark) = time.trim_start().split_once("us").unwrap_or_else(|| panic!("{line}"));
+    LatencyLine {
+        task: task.trim_start(),
+        pid: pid.trim().parse().unwrap_or_else(|_| panic!("{line}")),
+        cpu: cpu.trim().parse().unwrap_or_else(|_| panic!("{line}")),
+        flags,
+        micros: micros.parse().unwrap_or_else(|_| panic!("{line}")),
+        mark: mark.chars().next().unwrap_or_else(|| panic!("{line}")),
+        event,
+    }
+}
+
+/// `options/latency-format`, as Linux's: the latency banner over the
+/// trace, then the same events with the task cut to 8 characters, the CPU,
+/// the flags and the microseconds since the buffer was emptied, marked
+/// (`+` over 10 us...) when the next line is far; nothing but the tracer's
+/// name over an empty buffer; and under function_graph, the flags after
+/// the task.
+#[ktest]
+fn latency_format_prints_the_same_events_in_latency_columns() {
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    assert_eq!(fib(6), 8);
+    let plain = read("trace");
+    write("options/latency-format", "1");
+    let latency = read("trace");
+    write("trace", "");
+    let empty = read("trace");
+    write("current_tracer", "function_graph");
+    write("options/funcgraph-proc", "1");
+    assert_eq!(fib(2), 1);
+    let graph = read("trace");
+    write("options/funcgraph-proc", "0");
+    write("options/latency-format", "0");
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+
+    assert_eq!(empty, "# tracer: function\n#\n");
+    let entries = plain.lines().find(|line| line.starts_with("# entries-in-buffer")).unwrap();
+    let (counts, cpus) = entries.split_once(": ").unwrap().1.split_once("   ").unwrap();
+    let banner = format!("# latency: 0 us, #{counts}, CPU#0 | (M:PREEMPT VP:0, KP:0, SP:0 HP:0 {cpus})");
+    assert!(latency.lines().any(|line| line == banner), "{banner}\n{latency}");
+    assert!(latency.starts_with("# tracer: function\n#\n# function latency trace v1.1.5 on "), "{latency}");
+    assert!(latency.contains("\n#  cmd     pid     |||||| time  |   caller     \n"), "{latency}");
+
+    let plain_lines = event_lines(&plain);
+    let latency_lines = event_lines(&latency);
+    assert_eq!(plain_lines.len(), latency_lines.len(), "{plain}\n{latency}");
+    assert!(plain_lines.len() >= 25, "fib(6)'s 25 calls: {plain}");
+    let mut first: Option<(u64, u64)> = None;
+    for (index, (plain, line)) in plain_lines.iter().zip(&latency_lines).enumerate() {
+        let parsed = latency_line(line);
+        // The same event, task, CPU and flags as the plain line.
+        let (context, event) = plain.split_once(": ").unwrap();
+        assert_eq!(parsed.event, event, "{line} / {plain}");
+        let (task, rest) = context.trim_start().rsplit_once('-').map(|(t, r)| (t, r)).unwrap();
+        let task_rest = rest.split_whitespace().collect::<alloc::vec::Vec<_>>();
+        assert_eq!(parsed.pid, task_rest[0].parse::<i32>().unwrap(), "{line} / {plain}");
+        assert_eq!(format!("[{:03}]", parsed.cpu), task_rest[1], "{line} / {plain}");
+        assert_eq!(parsed.flags, task_rest[2], "{line} / {plain}");
+        assert_eq!(parsed.task, &task[..task.len().min(8)], "{line} / {plain}");
+        // Times: the latency column counts from the buffer's start, the
+        // plain one from boot: their differences agree (each rounded).
+        let micros = |line: &str| -> u64 {
+            let (secs, micros) = line.split_once(": ").unwrap().0.rsplit(' ').next().unwrap().split_once('.').unwrap();
+            secs.parse::<u64>().unwrap() * 1_000_000 + micros.parse::<u64>().unwrap()
+        };
+        let (plain_start, latency_start) = *first.get_or_insert((micros(plain), parsed.micros));
+        assert!(latency_start <= plain_start && latency_start < 1_000_000, "since the tracer started: {line}");
+        let (since_plain, since_latency) = (micros(plain) - plain_start, parsed.micros - latency_start);
+        assert!(since_plain.abs_diff(since_latency) <= 1, "{line} / {plain}");
+        // The mark says how far the next line is (away from the edges,
+        // where rounding decides).
+        match plain_lines.get(index + 1).map(|next| micros(next) - micros(plain)) {
+            None => assert_eq!(parsed.mark, ' ', "the last line: {line}"),
+            Some(gap) if gap <= 8 => assert_eq!(parsed.mark, ' ', "{gap} us to the next: {line}"),
+            Some(gap) if (12..=98).contains(&gap) => assert_eq!(parsed.mark, '+', "{gap} us to the next: {line}"),
+            Some(_) => {}
+        }
+    }
+
+    // function_graph: the legend, then ` d.... | ` after the task on each line.
+    assert!(graph.contains("\n# function_graph latency trace v1.1.5 on "), "{graph}");
+    assert!(graph.contains("  _-----=> irqs-off        \n"), "{graph}");
+    assert!(graph.contains("# CPU  TASK/PID       ||||     DURATION                  FUNCTION CALLS\n"), "{graph}");
+    let calls: alloc::vec::Vec<&str> = event_lines(&graph).into_iter().filter(|line| line.contains("fib")).collect();
+    assert!(calls.len() >= 3, "{graph}");
+    for line in calls {
+        let after_task = line.split_once(" | ").unwrap_or_else(|| panic!("{line}")).1;
+        let flags = after_task.split_once(" | ").unwrap_or_else(|| panic!("{line}")).0;
+        assert!(flags.len() == 6 && flags.starts_with(' '), "the flags column: {line}");
+    }
+}
