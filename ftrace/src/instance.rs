@@ -435,6 +435,7 @@ impl TraceArray {
             // Tracing refused the other ops: the option stays as it was.
             Err(_) => self.options.store(before, Ordering::Relaxed),
             Ok(()) if option == TraceOption::Overwrite => self.buffer().set_overwrite(on),
+            Ok(()) if option == TraceOption::RecordTgid => crate::sched::set_record_tgid(self.slot, on),
             Ok(()) if matches!(option, TraceOption::FuncgraphIrqs | TraceOption::SleepTime | TraceOption::FuncgraphRetaddr) => {
                 self.refresh_graph_plain()
             }
@@ -460,6 +461,8 @@ impl TraceArray {
             irq_info: self.option(TraceOption::IrqInfo),
             raw_time: !self.buffer().clock().in_ns(),
             latency: self.option(TraceOption::LatencyFormat).then(|| self.buffer().time_start()),
+            verbose: self.option(TraceOption::Verbose),
+            tgids: self.option(TraceOption::RecordTgid).then_some(crate::sched::tgid_of as crate::output::Tgids),
         }
     }
 
@@ -676,17 +679,26 @@ pub enum TraceOption {
     /// the buffer was emptied, marked when the next line is far
     /// (`trace`, `trace_pipe`).
     LatencyFormat,
+    /// The latency format's long form: the task's whole name, the raw
+    /// flags, preempt count and index, times in milliseconds; and no column
+    /// header over the trace.
+    Verbose,
+    /// Each task's thread-group id is recorded at the switches
+    /// (`saved_tgids`) and printed in a TGID column.
+    RecordTgid,
 }
 
 impl TraceOption {
     /// Every option, in `trace_options` order: Linux's generic ones in its
     /// order, then the function tracer's, then function_graph's.
-    pub const ALL: [TraceOption; 26] = [
+    pub const ALL: [TraceOption; 28] = [
         TraceOption::PrintParent,
         TraceOption::SymOffset,
         TraceOption::SymAddr,
+        TraceOption::Verbose,
         TraceOption::ContextInfo,
         TraceOption::LatencyFormat,
+        TraceOption::RecordTgid,
         TraceOption::Overwrite,
         TraceOption::IrqInfo,
         TraceOption::Markers,
@@ -729,6 +741,8 @@ impl TraceOption {
             TraceOption::SymAddr => "sym-addr",
             TraceOption::ContextInfo => "context-info",
             TraceOption::LatencyFormat => "latency-format",
+            TraceOption::Verbose => "verbose",
+            TraceOption::RecordTgid => "record-tgid",
             TraceOption::IrqInfo => "irq-info",
             TraceOption::Markers => "markers",
             TraceOption::Overwrite => "overwrite",
@@ -927,6 +941,7 @@ pub fn remove(name: &str, forget: impl FnOnce(&'static TraceArray)) -> Result<()
     array.set_current_tracer(Tracer::Nop).map_err(InstanceError::Tracing)?;
     crate::func_probe::remove_all(array).map_err(|error| InstanceError::Commands(alloc::format!("{error}")))?;
     forget(array);
+    crate::sched::set_record_tgid(array.slot, false);
     IN_SLOT[array.slot].store(core::ptr::null_mut(), Ordering::Release);
     list.remove(index);
     // SAFETY: the array was leaked from a box by `create` and is unlisted:

@@ -17,9 +17,12 @@ pub type Namer<'a> = &'a dyn Fn(usize) -> Option<Symbol<'static>>;
 /// Finds a task's name by pid (`saved_cmdlines`), if known.
 pub type Comms<'a> = &'a dyn Fn(i32) -> Option<String>;
 
+/// Finds a task's thread-group id (`saved_tgids`), if recorded.
+pub type Tgids = fn(i32) -> Option<i32>;
+
 /// What the start of each line (and the header over them) shows: the
 /// options Linux's `trace_print_context` reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub struct ContextOptions {
     /// `options/context-info`: the task, CPU, flags and timestamp (off:
     /// each line is the event alone, and there is no column header).
@@ -31,11 +34,17 @@ pub struct ContextOptions {
     /// `options/latency-format`: Linux's latency columns and header, times
     /// counted from this clock time (when the buffer was last emptied).
     pub latency: Option<u64>,
+    /// `options/verbose`: the latency format's long form (raw flags,
+    /// preempt count, index, milliseconds), and no column header.
+    pub verbose: bool,
+    /// `options/record-tgid`: a TGID column after the task, from this
+    /// lookup.
+    pub tgids: Option<Tgids>,
 }
 
 impl Default for ContextOptions {
     fn default() -> Self {
-        ContextOptions { context_info: true, irq_info: true, raw_time: false, latency: None }
+        ContextOptions { context_info: true, irq_info: true, raw_time: false, latency: None, verbose: false, tgids: None }
     }
 }
 
@@ -49,12 +58,15 @@ pub struct When {
     pub time: u64,
     /// The next event's timestamp (its own if it is the last).
     pub next: u64,
+    /// Its place in what the reader printed, 0 first (the verbose latency
+    /// format shows it).
+    pub index: usize,
 }
 
 impl When {
     /// An event with no event after it.
     pub fn at(cpu: usize, time: u64) -> When {
-        When { cpu, time, next: time }
+        When { cpu, time, next: time, index: 0 }
     }
 }
 
@@ -74,24 +86,36 @@ pub fn write_header(out: &mut dyn Write, tracer: &str, stats: Stats, cpus: usize
             return Ok(());
         }
         write_latency_header(out, tracer, stats, cpus)?;
-        return out.write_str(LATENCY_COLUMNS);
+        return match context.verbose {
+            true => Ok(()),
+            false => out.write_str(LATENCY_COLUMNS),
+        };
+    }
+    if context.verbose {
+        return Ok(());
     }
     // As Linux counts them: the events still in the buffer, and those plus
     // the ones overwritten (events a consuming reader took are in neither).
     writeln!(out, "# entries-in-buffer/entries-written: {}/{}   #P:{cpus}", stats.entries, stats.entries + stats.overrun)?;
     writeln!(out, "#")?;
+    // The TGID column's title, bar and room (Linux's `print_func_help_header`
+    // and `print_func_help_header_irq`, whose columns are 2 wider).
+    let (title, bar, blank) = match context.tgids {
+        Some(_) => ("   TGID   ", "     |    ", "          "),
+        None => ("", "", ""),
+    };
     if !context.irq_info {
-        writeln!(out, "#           TASK-PID     CPU#     TIMESTAMP  FUNCTION")?;
-        return writeln!(out, "#              | |         |         |         |");
+        writeln!(out, "#           TASK-PID    {title} CPU#     TIMESTAMP  FUNCTION")?;
+        return writeln!(out, "#              | |      {bar}   |         |         |");
     }
-    writeln!(out, "#                                _-----=> irqs-off/BH-disabled")?;
-    writeln!(out, "#                               / _----=> need-resched")?;
-    writeln!(out, "#                              | / _---=> hardirq/softirq")?;
-    writeln!(out, "#                              || / _--=> preempt-depth")?;
-    writeln!(out, "#                              ||| / _-=> migrate-disable")?;
-    writeln!(out, "#                              |||| /     delay")?;
-    writeln!(out, "#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION")?;
-    writeln!(out, "#              | |         |   |||||     |         |")
+    writeln!(out, "#                              {blank}  _-----=> irqs-off/BH-disabled")?;
+    writeln!(out, "#                              {blank} / _----=> need-resched")?;
+    writeln!(out, "#                              {blank}| / _---=> hardirq/softirq")?;
+    writeln!(out, "#                              {blank}|| / _--=> preempt-depth")?;
+    writeln!(out, "#                              {blank}||| / _-=> migrate-disable")?;
+    writeln!(out, "#                              {blank}|||| /     delay")?;
+    writeln!(out, "#           TASK-PID    {title} CPU#  |||||  TIMESTAMP  FUNCTION")?;
+    writeln!(out, "#              | |      {bar}   |   |||||     |         |")
 }
 
 /// The latency format's banner (Linux's `print_trace_header`): what a
@@ -168,9 +192,16 @@ pub fn write_context(out: &mut dyn Write, when: When, common: &Common, comms: Co
         return Ok(());
     }
     if let Some(start) = context.latency {
-        return write_latency_context(out, when, start, common, comms, context.raw_time);
+        return write_latency_context(out, when, start, common, comms, context);
     }
-    write!(out, "{:>16}-{:<7} [{:03}] ", task_name(common.pid, comms), common.pid, when.cpu)?;
+    write!(out, "{:>16}-{:<7} ", task_name(common.pid, comms), common.pid)?;
+    if let Some(tgids) = context.tgids {
+        match tgids(common.pid) {
+            Some(tgid) => write!(out, "({tgid:>7}) ")?,
+            None => out.write_str("(-------) ")?,
+        }
+    }
+    write!(out, "[{:03}] ", when.cpu)?;
     if context.irq_info {
         let flags = latency_flags(common);
         out.write_str(core::str::from_utf8(&flags).unwrap_or("....."))?;
@@ -184,20 +215,51 @@ pub fn write_context(out: &mut dyn Write, when: When, common: &Common, comms: Co
 /// `lat_print_timestamp`): `  <idle>-0         1d.h1.   12us+: `, the
 /// task's name cut to 8 characters, the CPU, the flags, the microseconds
 /// since `start` and the mark of the gap to the next line (`+` over 10
-/// us, `!` over 100 us...); with `raw` (a clock that is no time), counts
-/// and no mark.
-fn write_latency_context(out: &mut dyn Write, when: When, start: u64, common: &Common, comms: Comms, raw: bool) -> fmt::Result {
+/// us, `!` over 100 us...); with `raw_time` (a clock that is no time),
+/// counts and no mark. `verbose`: the whole name, the raw flags, preempt
+/// count and index in hex, then the time and the gap in milliseconds.
+fn write_latency_context(
+    out: &mut dyn Write,
+    when: When,
+    start: u64,
+    common: &Common,
+    comms: Comms,
+    context: ContextOptions,
+) -> fmt::Result {
     let name = task_name(common.pid, comms);
+    let micros = |ns: u64| (ns + 500) / 1_000; // Linux's ns2usecs()
+    let (since, gap) = (when.time.saturating_sub(start), when.next.saturating_sub(when.time));
+    if context.verbose {
+        write!(
+            out,
+            "{name:>16} {:>7} {:>3} {} {:08x} {:08x} ",
+            common.pid,
+            when.cpu,
+            common.flags,
+            common.preempt_count & 0xf,
+            when.index
+        )?;
+        if context.raw_time {
+            return write!(out, "[{:016x}] {since} (+{gap}): ", when.time);
+        }
+        let (since, gap) = (micros(since), micros(gap));
+        return write!(
+            out,
+            "[{:08x}] {}.{:03}ms (+{}.{:03}ms): ",
+            micros(when.time),
+            since / 1_000,
+            since % 1_000,
+            gap / 1_000,
+            gap % 1_000
+        );
+    }
     let name = name.char_indices().nth(8).map_or(name.as_str(), |(end, _)| &name[..end]);
     write!(out, "{name:>8}-{:<7} {:>3}", common.pid, when.cpu)?;
     out.write_str(core::str::from_utf8(&latency_flags(common)).unwrap_or("....."))?;
-    let since = when.time.saturating_sub(start);
-    if raw {
+    if context.raw_time {
         return write!(out, " {since:>4}: ");
     }
-    let micros = |ns: u64| (ns + 500) / 1_000; // Linux's ns2usecs()
-    let gap = micros(when.next.saturating_sub(when.time));
-    write!(out, " {:>4}us{}: ", micros(since), duration_mark(gap * 1_000))
+    write!(out, " {:>4}us{}: ", micros(since), duration_mark(micros(gap) * 1_000))
 }
 
 /// A timestamp as Linux prints one: seconds and microseconds, or (`raw`:
@@ -256,7 +318,7 @@ pub fn write_sym_addr(out: &mut dyn Write, address: u64) -> fmt::Result {
 
 /// How the function tracer's lines look (`options/sym-offset`,
 /// `options/sym-addr`, `options/print-parent`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub struct FunctionOptions {
     /// Addresses as `function+0xOFF/0xSIZE`.
     pub sym_offset: bool,
@@ -960,7 +1022,7 @@ pub(crate) mod tests {
             line
         };
         // 12.4995 us after the start, the next line 10.501 us later: `+`.
-        let when = When { cpu: 1, time: 1_000_012_499, next: 1_000_023_000 };
+        let when = When { cpu: 1, time: 1_000_012_499, next: 1_000_023_000, index: 0 };
         assert_eq!(line(when, latency), "kworker/-7         1d.h1.   12us+: kernel::workload::fib <-kernel::workload::run\n");
         // The last line (no next) has no mark; 100.5 us is `!`.
         assert_eq!(
@@ -989,6 +1051,75 @@ pub(crate) mod tests {
         let mut header = String::new();
         write_header(&mut header, "function", Stats::default(), 2, latency.context).unwrap();
         assert_eq!(header, "# tracer: function\n#\n");
+
+        // verbose: the long form, in milliseconds; the banner without the
+        // legend.
+        let verbose = FunctionOptions { context: ContextOptions { verbose: true, ..latency.context }, ..latency };
+        assert_eq!(
+            line(When { index: 26, ..when }, verbose),
+            "     kworker/0:1       7   1 9 00000001 0000001a [000f424c] 0.012ms (+0.011ms): kernel::workload::fib <-kernel::workload::run\n"
+        );
+        let raw = FunctionOptions { context: ContextOptions { raw_time: true, ..verbose.context }, ..verbose };
+        assert!(line(when, raw).contains(" [000000003b9afad3] 12499 (+10501): "), "{}", line(when, raw));
+        let mut header = String::new();
+        write_header(&mut header, "function", stats, 2, verbose.context).unwrap();
+        assert_eq!(header.lines().count(), 9, "{header}");
+        let mut header = String::new();
+        write_header(&mut header, "function", stats, 2, ContextOptions { verbose: true, ..ContextOptions::default() }).unwrap();
+        assert_eq!(header, "# tracer: function\n#\n", "verbose without latency-format: no column header");
+    }
+
+    #[test]
+    fn record_tgid_adds_linux_tgid_column() {
+        let names = test_names;
+        let comms = |_: i32| None;
+        let tgids: Tgids = |pid| (pid == 7).then_some(7);
+        let tgid = ContextOptions { tgids: Some(tgids), ..ContextOptions::default() };
+        let event = FunctionEvent {
+            common: Common { kind: TRACE_FN, flags: 0, preempt_count: 0, pid: 7 },
+            ip: 0x1000,
+            parent_ip: 0x201c,
+        };
+        let line = |event: &FunctionEvent, context| {
+            let mut line = String::new();
+            let options = FunctionOptions { context, ..FunctionOptions::default() };
+            write_function(&mut line, When::at(0, 12_345_678_901), event, &names, &comms, options).unwrap();
+            line
+        };
+        assert_eq!(
+            line(&event, tgid),
+            "           <...>-7       (      7) [000] .....    12.345679: kernel::workload::fib <-kernel::workload::run\n"
+        );
+        let idle = FunctionEvent { common: Common { pid: 0, ..event.common }, ..event };
+        assert!(line(&idle, tgid).starts_with("          <idle>-0       (-------) [000] ....."), "{}", line(&idle, tgid));
+        let stats = Stats { entries: 1, written: 1, overrun: 0, read: 0, dropped: 0 };
+        let header = |context| {
+            let mut header = String::new();
+            write_header(&mut header, "function", stats, 1, context).unwrap();
+            header
+        };
+        assert!(
+            header(tgid).ends_with(concat!(
+                "#                                          _-----=> irqs-off/BH-disabled\n",
+                "#                                         / _----=> need-resched\n",
+                "#                                        | / _---=> hardirq/softirq\n",
+                "#                                        || / _--=> preempt-depth\n",
+                "#                                        ||| / _-=> migrate-disable\n",
+                "#                                        |||| /     delay\n",
+                "#           TASK-PID       TGID    CPU#  |||||  TIMESTAMP  FUNCTION\n",
+                "#              | |           |       |   |||||     |         |\n",
+            )),
+            "{}",
+            header(tgid)
+        );
+        assert!(
+            header(ContextOptions { irq_info: false, ..tgid }).ends_with(concat!(
+                "#           TASK-PID       TGID    CPU#     TIMESTAMP  FUNCTION\n",
+                "#              | |           |       |         |         |\n",
+            )),
+            "{}",
+            header(ContextOptions { irq_info: false, ..tgid })
+        );
     }
 }
 

@@ -14,7 +14,7 @@
 //! can name tasks that have since exited.
 
 use alloc::string::String;
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use arch::sync::SpinLock;
 
@@ -337,6 +337,10 @@ pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
     TaskTrace::switched(prev, next, crate::clock::now_ns());
     keep_name(prev);
     keep_name(next);
+    if RECORD_TGID_SLOTS.load(Ordering::Relaxed) != 0 {
+        save_tgid(prev.pid());
+        save_tgid(next.pid());
+    }
     let on = SchedEvent::Switch.records();
     let triggered = SchedEvent::Switch.triggers().is_set();
     let in_instances = !SchedEvent::Switch.arrays().is_empty();
@@ -497,6 +501,55 @@ pub fn comm_of(pid: i32) -> Option<String> {
     let table = CMDLINES.lock();
     let name = table.iter().find(|(saved, _)| *saved == pid).map(|(_, comm)| String::from(crate::event::comm_str(comm)));
     name
+}
+
+/// The highest pid whose thread-group id can be recorded, plus one
+/// (Linux's default `pid_max`).
+pub const PID_MAX: usize = 32768;
+
+/// The pids whose thread-group id was recorded (`saved_tgids`), a bit
+/// each. Every task here is a kernel thread, its own thread group (as a
+/// Linux kernel thread is): a recorded pid's tgid is the pid.
+static TGIDS: [AtomicU64; PID_MAX / 64] = [const { AtomicU64::new(0) }; PID_MAX / 64];
+
+/// The trace arrays (a bit per slot) with `options/record-tgid` on: the
+/// switches record tgids while any is.
+static RECORD_TGID_SLOTS: AtomicU32 = AtomicU32::new(0);
+
+/// `options/record-tgid` of the array in `slot` turned on or off (off too
+/// when the array goes). On, every task there is now is recorded at once
+/// (Linux records a task at its next switch; a task here may run a whole
+/// traced command without one), then each task that switches in. The
+/// recorded tgids stay when it goes off, as Linux's do.
+pub fn set_record_tgid(slot: usize, on: bool) {
+    match on {
+        true => {
+            RECORD_TGID_SLOTS.fetch_or(1 << slot, Ordering::Relaxed);
+            crate::task::for_each(|task| save_tgid(task.pid()));
+        }
+        false => {
+            RECORD_TGID_SLOTS.fetch_and(!(1 << slot), Ordering::Relaxed);
+        }
+    }
+}
+
+/// Records `pid`'s thread group (not the idle tasks', pid 0, as Linux
+/// does not).
+fn save_tgid(pid: i32) {
+    if let Some(index) = usize::try_from(pid).ok().filter(|&pid| pid > 0 && pid < PID_MAX) {
+        TGIDS[index / 64].fetch_or(1 << (index % 64), Ordering::Relaxed);
+    }
+}
+
+/// `pid`'s thread-group id, if recorded.
+pub fn tgid_of(pid: i32) -> Option<i32> {
+    let index = usize::try_from(pid).ok().filter(|&pid| pid < PID_MAX)?;
+    (TGIDS[index / 64].load(Ordering::Relaxed) & 1 << (index % 64) != 0).then_some(pid)
+}
+
+/// Every recorded (pid, tgid), by pid (`saved_tgids`).
+pub fn saved_tgids() -> alloc::vec::Vec<(i32, i32)> {
+    (1..PID_MAX as i32).filter_map(|pid| Some((pid, tgid_of(pid)?))).collect()
 }
 
 /// Every remembered (pid, name), oldest first (`saved_cmdlines`).

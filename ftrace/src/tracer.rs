@@ -619,10 +619,10 @@ fn write_snapshots(array: &TraceArray, tracer: Tracer, snapshots: &[buffer::Snap
     let cpus = array.buffer().cpus();
     if tracer == Tracer::FunctionGraph {
         output::write_graph_header(out, array.graph_options(), stats, cpus)?;
-        return write_events(array, tracer, &events, &mut output::GraphState::default(), out);
+        return write_events(array, tracer, &events, 0, &mut output::GraphState::default(), out);
     }
     output::write_header(out, tracer.name(), stats, cpus, array.context_options())?;
-    write_events(array, tracer, &events, &mut output::GraphState::default(), out)
+    write_events(array, tracer, &events, 0, &mut output::GraphState::default(), out)
 }
 
 /// `cat snapshot`: the events the last snapshot took, as `trace` prints
@@ -651,13 +651,15 @@ const SNAPSHOT_COMMANDS: &str = "\
 #                       is not a '0' or '1')
 ";
 
-/// Prints `events` (time, CPU, payload; oldest first) as `trace` shows them
-/// under the array's tracer, without the header; under function_graph,
-/// going on from the lines `graph` remembers.
+/// Prints `events` (time, CPU, payload; oldest first; the first one the
+/// reader's `first_index`th) as `trace` shows them under the array's
+/// tracer, without the header; under function_graph, going on from the
+/// lines `graph` remembers.
 fn write_events(
     array: &TraceArray,
     tracer: Tracer,
     events: &[(u64, usize, &[u8])],
+    first_index: usize,
     graph: &mut output::GraphState,
     out: &mut dyn Write,
 ) -> fmt::Result {
@@ -677,7 +679,7 @@ fn write_events(
     let sym_addr = array.function_options().sym_addr;
     for (index, &(time, cpu, payload)) in events.iter().enumerate() {
         let next = events.get(index + 1).map_or(time, |&(next, _, _)| next);
-        let when = output::When { cpu, time, next };
+        let when = output::When { cpu, time, next, index: first_index + index };
         match Event::decode(payload) {
             Some(Event::Function(event)) => output::write_function(out, when, &event, &names, &comms, array.function_options())?,
             Some(Event::FuncRepeats(event)) => {
@@ -761,6 +763,9 @@ pub struct PipeReader {
     /// What the graph output printed so far remembers (the calls it
     /// opened), for the next pass.
     graph: output::GraphState,
+    /// Events printed so far (the next one's index in the verbose latency
+    /// format).
+    printed: usize,
 }
 
 /// What one [`PipeReader::pass`] did.
@@ -826,7 +831,8 @@ impl PipeReader {
             }
         }
         let printed: Vec<(u64, usize, Vec<u8>)> = self.held.drain(..ready).collect();
-        write_held(array, &printed, &mut self.graph, out)?;
+        write_held(array, &printed, self.printed, &mut self.graph, out)?;
+        self.printed += printed.len();
         let more = cpus.into_iter().any(|cpu| buffer.has_finished_pages(cpu));
         Ok(Pass { printed: printed.len(), took, more })
     }
@@ -836,11 +842,12 @@ impl PipeReader {
 fn write_held(
     array: &TraceArray,
     held: &[(u64, usize, Vec<u8>)],
+    first_index: usize,
     graph: &mut output::GraphState,
     out: &mut dyn Write,
 ) -> fmt::Result {
     let events: Vec<(u64, usize, &[u8])> = held.iter().map(|(time, cpu, payload)| (*time, *cpu, &payload[..])).collect();
-    write_events(array, array.current_tracer(), &events, graph, out)
+    write_events(array, array.current_tracer(), &events, first_index, graph, out)
 }
 
 /// Takes out and prints what the buffer holds now, for one CPU or all
@@ -859,7 +866,7 @@ pub fn consume_events(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Writ
         }
     }
     // Whatever the last pass held back: no more taking.
-    write_held(array, &reader.held, &mut reader.graph, out)?;
+    write_held(array, &reader.held, reader.printed, &mut reader.graph, out)?;
     Ok(printed + reader.held.len())
 }
 

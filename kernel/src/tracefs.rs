@@ -138,6 +138,7 @@ const FILES: &[File] = &[
     per_array("error_log", Some(read_error_log), Some(write_error_log)),
     top("saved_cmdlines", Some(read_saved_cmdlines), None),
     top("saved_cmdlines_size", Some(read_saved_cmdlines_size), Some(write_saved_cmdlines_size)),
+    top("saved_tgids", Some(read_saved_tgids), None),
 ];
 
 /// A path resolved: the array it belongs to (held, if an instance's) and
@@ -310,6 +311,10 @@ fn read_readme(_array: Array, out: &mut dyn Write) -> fmt::Result {
 /// `PID COMM`, one task a line: the names traces show.
 fn read_saved_cmdlines(_array: Array, out: &mut dyn Write) -> fmt::Result {
     ftrace::sched::saved_cmdlines().iter().try_for_each(|(pid, comm)| writeln!(out, "{pid} {comm}"))
+}
+
+fn read_saved_tgids(_array: Array, out: &mut dyn Write) -> fmt::Result {
+    ftrace::sched::saved_tgids().iter().try_for_each(|(pid, tgid)| writeln!(out, "{pid} {tgid}"))
 }
 
 fn read_saved_cmdlines_size(_array: Array, out: &mut dyn Write) -> fmt::Result {

@@ -732,8 +732,8 @@ fn trace_marker_lines_land_among_the_events() {
 #[ktest]
 fn trace_options_change_how_trace_prints() {
     // The generic options in Linux's order, then the current tracer's.
-    let generic = "print-parent\nnosym-offset\nnosym-addr\ncontext-info\noverwrite\nirq-info\nmarkers\nnoevent-fork\n\
-                   nofunction-fork\nnostacktrace\n";
+    let generic = "print-parent\nnosym-offset\nnosym-addr\nnoverbose\ncontext-info\nnolatency-format\nnorecord-tgid\n\
+                   overwrite\nirq-info\nmarkers\nnoevent-fork\nnofunction-fork\nnostacktrace\n";
     assert_eq!(read("trace_options"), generic, "nop has no options of its own");
     let refused = tracefs::write("trace_options", "funcgraph-proc", FilterMode::Replace);
     assert!(matches!(refused, Err(TracefsError::Invalid(_))), "not function_graph's while nop is current: {refused:?}");
@@ -1828,5 +1828,69 @@ fn latency_format_prints_the_same_events_in_latency_columns() {
         let after_task = line.split_once(" | ").unwrap_or_else(|| panic!("{line}")).1;
         let flags = after_task.split_once(" | ").unwrap_or_else(|| panic!("{line}")).0;
         assert!(flags.len() == 6 && flags.starts_with(' '), "the flags column: {line}");
+    }
+}
+
+/// `options/record-tgid`, as Linux's: the switches record each task's
+/// thread group (a kernel thread's is its own pid) in `saved_tgids`, and
+/// `trace` gets the TGID column; off, the column goes and what was
+/// recorded stays. `options/verbose` with `latency-format`: Linux's long
+/// form, whose index counts the lines.
+#[ktest]
+fn record_tgid_and_verbose_shape_the_trace_as_linux() {
+    let me = crate::sched::current().expect("a test runs in a task").pid();
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    write("options/record-tgid", "1");
+    // Switch away and back, and run a task of its own: both switches
+    // record.
+    crate::sched::sleep_ms(2);
+    let worker = crate::sched::spawn("tgid-worker", || fib(3)).unwrap();
+    let worker_pid = worker.pid();
+    assert_eq!(worker.join(), 2);
+    assert_eq!(fib(3), 2);
+    let with_tgid = read("trace");
+    let tgids = read("saved_tgids");
+    write("options/record-tgid", "0");
+    let without = read("trace");
+    let tgids_after = read("saved_tgids");
+    write("options/latency-format", "1");
+    write("options/verbose", "1");
+    let verbose = read("trace");
+    write("options/verbose", "0");
+    write("options/latency-format", "0");
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+
+    for pid in [me, worker_pid] {
+        assert!(tgids.lines().any(|line| line == format!("{pid} {pid}")), "{pid} in saved_tgids: {tgids}");
+    }
+    assert_eq!(tgids_after, tgids, "turning the option off keeps what was recorded");
+    assert!(with_tgid.contains("\n#           TASK-PID       TGID    CPU#  |||||  TIMESTAMP  FUNCTION\n"), "{with_tgid}");
+    let lines = event_lines(&with_tgid);
+    assert!(lines.len() >= 6, "fib(3) in two tasks: {with_tgid}");
+    for line in &lines {
+        // `name-PID       (    PID) [CPU] ...`: the tgid is the pid.
+        let (task, rest) = line.split_once(" (").unwrap_or_else(|| panic!("a TGID column: {line}"));
+        let pid = task.rsplit('-').next().unwrap().trim();
+        let (tgid, _) = rest.split_once(") [").unwrap_or_else(|| panic!("{line}"));
+        assert_eq!(tgid.trim(), pid, "{line}");
+    }
+    assert!(lines.iter().any(|line| line.contains(&format!("-{worker_pid} "))), "the worker's calls: {with_tgid}");
+    assert!(!without.contains("TGID") && !event_lines(&without).iter().any(|line| line.contains(" (")), "{without}");
+
+    // verbose: `NAME PID CPU FLAGS PREEMPT INDEX [US-HEX] MS (+MS): event`,
+    // the index 0, 1, 2...; no legend under the banner.
+    assert!(verbose.contains("# function latency trace v1.1.5 on ") && !verbose.contains("caller"), "{verbose}");
+    let verbose_lines = event_lines(&verbose);
+    assert_eq!(verbose_lines.len(), event_lines(&without).len(), "{verbose}");
+    for (index, (line, plain)) in verbose_lines.iter().zip(event_lines(&without)).enumerate() {
+        let fields: alloc::vec::Vec<&str> = line.split_whitespace().collect();
+        let (context, event) = line.split_once(": ").unwrap();
+        assert_eq!(event, plain.split_once(": ").unwrap().1, "{line} / {plain}");
+        let plain_pid = plain.split_once(" [").unwrap().0.rsplit('-').next().unwrap().trim();
+        assert_eq!(fields[1], plain_pid, "{line} / {plain}");
+        assert_eq!(fields[5], format!("{index:08x}"), "the index counts the lines: {line}");
+        assert!(context.contains("ms (+") && context.ends_with("ms)"), "{line}");
     }
 }
