@@ -645,7 +645,7 @@ impl TraceBuffer {
     /// Empties every CPU's ring (`echo > trace`).
     pub fn reset(&self) {
         self.emptied.fetch_add(1, Ordering::AcqRel);
-        self.time_start.store(self.now(), Ordering::Relaxed);
+        self.time_start.store(clock::peek(self.clock()), Ordering::Relaxed);
         let readers = self.readers.lock();
         let _swap = SwapGuard::new(&self.swapping); // the live rings stay live
         for ring in self.rings(&readers) {

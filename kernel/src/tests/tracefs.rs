@@ -1894,3 +1894,24 @@ fn record_tgid_and_verbose_shape_the_trace_as_linux() {
         assert!(context.contains("ms (+") && context.ends_with("ms)"), "{line}");
     }
 }
+
+/// Emptying the buffer notes where the latency format's times start
+/// without taking a count of the `counter` clock: the first event after
+/// it is the next count (as `trace-cmd report` and `cat trace` show).
+#[ktest]
+fn emptying_the_buffer_takes_no_count_of_the_counter_clock() {
+    write("trace_clock", "counter");
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    let before = ftrace::clock::peek(ftrace::clock::TraceClock::Counter);
+    write("trace", "");
+    assert_eq!(fib(1), 1);
+    let trace = read("trace");
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+    write("trace_clock", "local");
+    let lines = event_lines(&trace);
+    assert_eq!(lines.len(), 1, "{trace}");
+    let stamp: u64 = lines[0].split_once(": ").unwrap().0.rsplit(' ').next().unwrap().parse().unwrap();
+    assert_eq!(stamp, before + 1, "{trace}");
+}
