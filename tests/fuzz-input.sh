@@ -81,6 +81,9 @@ set_event_pid|0 1 2
 set_ftrace_pid|1
 trace_options|noprint-parent
 trace_options|funcgraph-retval
+trace_options|latency-format
+options/verbose|1
+instances/a/options/record-tgid|1
 buffer_size_kb|64
 instances/a/buffer_size_kb|16
 tracing_cpumask|3
@@ -110,7 +113,7 @@ USES=('run fib 4' 'cat trace | tail -2' 'echo 1 > events/enable' 'echo 1 > event
     'echo 1 > tracing_on' 'cat dynamic_events' 'cat set_ftrace_filter' 'cat events/sched/sched_switch/trigger'
     'echo nop > current_tracer' 'run fs' 'echo 0 > events/enable' 'cat error_log | tail -3' 'run par 2 fib 6'
     'cat instances/a/trace | tail -2' 'echo 1 > instances/a/events/enable' 'cat instances/a/error_log | tail -3'
-    'echo > instances/a/error_log')
+    'echo > instances/a/error_log' 'cat saved_tgids | tail -2' 'cat trace_pipe | head -2')
 
 # pick N: a number below N, into $REPLY (a linear congruential generator,
 # its state in $STATE).
