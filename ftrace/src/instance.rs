@@ -686,16 +686,20 @@ pub enum TraceOption {
     /// Each task's thread-group id is recorded at the switches
     /// (`saved_tgids`) and printed in a TGID column.
     RecordTgid,
+    /// In a `trace` whose buffer overwrote events, each CPU's first event
+    /// comes after `##### CPU N buffer started ####` (on by default).
+    Annotate,
 }
 
 impl TraceOption {
     /// Every option, in `trace_options` order: Linux's generic ones in its
     /// order, then the function tracer's, then function_graph's.
-    pub const ALL: [TraceOption; 28] = [
+    pub const ALL: [TraceOption; 29] = [
         TraceOption::PrintParent,
         TraceOption::SymOffset,
         TraceOption::SymAddr,
         TraceOption::Verbose,
+        TraceOption::Annotate,
         TraceOption::ContextInfo,
         TraceOption::LatencyFormat,
         TraceOption::RecordTgid,
@@ -723,6 +727,7 @@ impl TraceOption {
     ];
     /// The options a new trace array starts with.
     const DEFAULTS: u32 = TraceOption::PrintParent.bit()
+        | TraceOption::Annotate.bit()
         | TraceOption::ContextInfo.bit()
         | TraceOption::IrqInfo.bit()
         | TraceOption::Markers.bit()
@@ -743,6 +748,7 @@ impl TraceOption {
             TraceOption::LatencyFormat => "latency-format",
             TraceOption::Verbose => "verbose",
             TraceOption::RecordTgid => "record-tgid",
+            TraceOption::Annotate => "annotate",
             TraceOption::IrqInfo => "irq-info",
             TraceOption::Markers => "markers",
             TraceOption::Overwrite => "overwrite",

@@ -619,10 +619,12 @@ fn write_snapshots(array: &TraceArray, tracer: Tracer, snapshots: &[buffer::Snap
     let cpus = array.buffer().cpus();
     if tracer == Tracer::FunctionGraph {
         output::write_graph_header(out, array.graph_options(), stats, cpus)?;
-        return write_events(array, tracer, &events, 0, &mut output::GraphState::default(), out);
+        return write_events(array, tracer, &events, 0, false, &mut output::GraphState::default(), out);
     }
     output::write_header(out, tracer.name(), stats, cpus, array.context_options())?;
-    write_events(array, tracer, &events, 0, &mut output::GraphState::default(), out)
+    // Linux annotates a trace whose buffer overwrote events.
+    let annotate = array.option(TraceOption::Annotate) && stats.overrun > 0;
+    write_events(array, tracer, &events, 0, annotate, &mut output::GraphState::default(), out)
 }
 
 /// `cat snapshot`: the events the last snapshot took, as `trace` prints
@@ -654,12 +656,16 @@ const SNAPSHOT_COMMANDS: &str = "\
 /// Prints `events` (time, CPU, payload; oldest first; the first one the
 /// reader's `first_index`th) as `trace` shows them under the array's
 /// tracer, without the header; under function_graph, going on from the
-/// lines `graph` remembers.
+/// lines `graph` remembers. `annotate` (`options/annotate`, a buffer that
+/// lost events to overwriting): each CPU's first event but in the first two
+/// lines comes after `##### CPU N buffer started ####`, as Linux marks
+/// where a CPU's surviving events start.
 fn write_events(
     array: &TraceArray,
     tracer: Tracer,
     events: &[(u64, usize, &[u8])],
     first_index: usize,
+    annotate: bool,
     graph: &mut output::GraphState,
     out: &mut dyn Write,
 ) -> fmt::Result {
@@ -677,9 +683,17 @@ fn write_events(
     }
     let context = array.context_options();
     let sym_addr = array.function_options().sym_addr;
+    let mut started = alloc::vec![false; if annotate { array.buffer().cpus() } else { 0 }];
     for (index, &(time, cpu, payload)) in events.iter().enumerate() {
         let next = events.get(index + 1).map_or(time, |&(next, _, _)| next);
         let when = output::When { cpu, time, next, index: first_index + index };
+        if let Some(seen) = started.get_mut(cpu).filter(|seen| !**seen) {
+            *seen = true;
+            // Linux's `test_cpu_buff_start`: not for the trace's first lines.
+            if when.index > 1 {
+                writeln!(out, "##### CPU {cpu} buffer started ####")?;
+            }
+        }
         match Event::decode(payload) {
             Some(Event::Function(event)) => output::write_function(out, when, &event, &names, &comms, array.function_options())?,
             Some(Event::FuncRepeats(event)) => {
@@ -754,7 +768,7 @@ pub(crate) fn write_print(array: &TraceArray, writer: PrintWriter, text: &[u8]) 
 #[derive(Default)]
 pub struct PipeReader {
     /// Taken out, not printed yet: (time, CPU, payload).
-    held: Vec<(u64, usize, Vec<u8>)>,
+    held: Vec<HeldEvent>,
     /// The buffer's [`emptied`](crate::buffer::TraceBuffer::emptied) count
     /// when they were taken: emptied since (`echo > trace`, a clock
     /// change), the held events go too. (A resize keeps the events: the
@@ -766,6 +780,17 @@ pub struct PipeReader {
     /// Events printed so far (the next one's index in the verbose latency
     /// format).
     printed: usize,
+}
+
+/// An event a [`PipeReader`] took out and has not printed yet.
+struct HeldEvent {
+    time: u64,
+    cpu: usize,
+    payload: Vec<u8>,
+    /// The first event of a page its CPU lost events before (overwritten
+    /// before the reader came): how many, if the page says
+    /// ([`crate::ring_buffer::page_missed`]).
+    lost: Option<Option<u64>>,
 }
 
 /// What one [`PipeReader::pass`] did.
@@ -809,9 +834,10 @@ impl PipeReader {
             }
             gave.push(cpu);
             let mut last = None;
+            let mut lost = crate::ring_buffer::page_missed(&page[..]);
             for event in crate::ring_buffer::page_events(&page[..]) {
                 last = Some(event.time);
-                self.held.push((event.time, cpu, event.payload.to_vec()));
+                self.held.push(HeldEvent { time: event.time, cpu, payload: event.payload.to_vec(), lost: lost.take() });
             }
             bound = bound.min(last.unwrap_or(u64::MAX));
         }
@@ -820,17 +846,17 @@ impl PipeReader {
             bound = u64::MAX; // nothing more to wait for: print all
         }
         // Stable: a CPU's events keep their order among equal times.
-        self.held.sort_by_key(|&(time, cpu, _)| (time, cpu));
-        let mut ready = self.held.partition_point(|&(time, _, _)| time <= bound);
+        self.held.sort_by_key(|event| (event.time, event.cpu));
+        let mut ready = self.held.partition_point(|event| event.time <= bound);
         if took && array.current_tracer() == Tracer::FunctionGraph {
             for &cpu in &gave {
-                let last = self.held[..ready].iter().rposition(|&(_, event_cpu, _)| event_cpu == cpu);
-                if let Some(at) = last.filter(|&at| matches!(Event::decode(&self.held[at].2), Some(Event::GraphEntry(_)))) {
+                let last = self.held[..ready].iter().rposition(|event| event.cpu == cpu);
+                if let Some(at) = last.filter(|&at| matches!(Event::decode(&self.held[at].payload), Some(Event::GraphEntry(_)))) {
                     ready = ready.min(at);
                 }
             }
         }
-        let printed: Vec<(u64, usize, Vec<u8>)> = self.held.drain(..ready).collect();
+        let printed: Vec<HeldEvent> = self.held.drain(..ready).collect();
         write_held(array, &printed, self.printed, &mut self.graph, out)?;
         self.printed += printed.len();
         let more = cpus.into_iter().any(|cpu| buffer.has_finished_pages(cpu));
@@ -839,15 +865,29 @@ impl PipeReader {
 }
 
 /// Prints events a [`PipeReader`] took out, as `trace` does.
+/// An event after lost ones comes after Linux's `CPU:N [LOST M EVENTS]`
+/// (`[LOST EVENTS]` if the count is not known).
 fn write_held(
     array: &TraceArray,
-    held: &[(u64, usize, Vec<u8>)],
+    held: &[HeldEvent],
     first_index: usize,
     graph: &mut output::GraphState,
     out: &mut dyn Write,
 ) -> fmt::Result {
-    let events: Vec<(u64, usize, &[u8])> = held.iter().map(|(time, cpu, payload)| (*time, *cpu, &payload[..])).collect();
-    write_events(array, array.current_tracer(), &events, first_index, graph, out)
+    let mut start = 0;
+    while start < held.len() {
+        match held[start].lost {
+            Some(Some(count)) => writeln!(out, "CPU:{} [LOST {count} EVENTS]", held[start].cpu)?,
+            Some(None) => writeln!(out, "CPU:{} [LOST EVENTS]", held[start].cpu)?,
+            None => {}
+        }
+        let end = held[start + 1..].iter().position(|event| event.lost.is_some()).map_or(held.len(), |at| start + 1 + at);
+        let events: Vec<(u64, usize, &[u8])> =
+            held[start..end].iter().map(|event| (event.time, event.cpu, &event.payload[..])).collect();
+        write_events(array, array.current_tracer(), &events, first_index + start, false, graph, out)?;
+        start = end;
+    }
+    Ok(())
 }
 
 /// Takes out and prints what the buffer holds now, for one CPU or all

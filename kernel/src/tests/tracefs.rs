@@ -732,7 +732,7 @@ fn trace_marker_lines_land_among_the_events() {
 #[ktest]
 fn trace_options_change_how_trace_prints() {
     // The generic options in Linux's order, then the current tracer's.
-    let generic = "print-parent\nnosym-offset\nnosym-addr\nnoverbose\ncontext-info\nnolatency-format\nnorecord-tgid\n\
+    let generic = "print-parent\nnosym-offset\nnosym-addr\nnoverbose\nannotate\ncontext-info\nnolatency-format\nnorecord-tgid\n\
                    overwrite\nirq-info\nmarkers\nnoevent-fork\nnofunction-fork\nnostacktrace\n";
     assert_eq!(read("trace_options"), generic, "nop has no options of its own");
     let refused = tracefs::write("trace_options", "funcgraph-proc", FilterMode::Replace);
@@ -1914,4 +1914,50 @@ fn emptying_the_buffer_takes_no_count_of_the_counter_clock() {
     assert_eq!(lines.len(), 1, "{trace}");
     let stamp: u64 = lines[0].split_once(": ").unwrap().0.rsplit(' ').next().unwrap().parse().unwrap();
     assert_eq!(stamp, before + 1, "{trace}");
+}
+
+/// A buffer that overwrote events, as Linux shows one: `trace` marks where
+/// each CPU's surviving events start (`##### CPU N buffer started ####`,
+/// `options/annotate`, on by default; not in the trace's first two lines),
+/// and `trace_pipe` says how many a CPU lost before its next event
+/// (`CPU:N [LOST M EVENTS]`): the CPU's `overrun`.
+#[ktest]
+fn an_overwritten_buffer_is_annotated_and_its_losses_counted() {
+    let original = read("buffer_size_kb");
+    write("buffer_size_kb", "8");
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    // CPU 0's ring overwrites its oldest events; then CPU 1 records a few.
+    for (cpu, n) in [(0, 14), (1, 2)] {
+        let task = crate::sched::spawn_on("annotated", 1 << cpu, move || fib(n)).unwrap();
+        task.join();
+    }
+    let annotated = read("trace");
+    write("options/annotate", "0");
+    let plain = read("trace");
+    write("options/annotate", "1");
+    let overrun = stat(&read("per_cpu/cpu0/stats"), "overrun");
+    let mut piped = String::new();
+    ftrace::tracer::consume_events(ftrace::instance::top(), None, &mut piped).unwrap();
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+    write("buffer_size_kb", original.trim());
+
+    assert!(overrun > 0, "fib(14)'s 1219 calls overflow two pages");
+    // The event lines and the marks among them (the header's lines start
+    // with `# ` or are `#`).
+    let lines: alloc::vec::Vec<&str> =
+        annotated.lines().filter(|line| line.starts_with("#####") || !(line.starts_with('#') || line.is_empty())).collect();
+    let marks: alloc::vec::Vec<usize> = (0..lines.len()).filter(|&at| lines[at].starts_with("#####")).collect();
+    assert_eq!(marks.len(), 1, "{annotated}");
+    assert_eq!(lines[marks[0]], "##### CPU 1 buffer started ####");
+    assert!(lines[marks[0] + 1].contains("] ") && lines[marks[0] + 1].contains("[001]"), "{annotated}");
+    assert!(lines[..marks[0]].iter().all(|line| line.contains("[000]")), "CPU 0's first line is the first: {annotated}");
+    // Off, the same lines without the mark.
+    let without: alloc::vec::Vec<&str> = lines.iter().filter(|line| !line.starts_with("#####")).copied().collect();
+    assert_eq!(event_lines(&plain), without);
+    // trace_pipe: CPU 0's loss first, counted, then the same events.
+    let piped_lines: alloc::vec::Vec<&str> = piped.lines().collect();
+    assert_eq!(piped_lines[0], format!("CPU:0 [LOST {overrun} EVENTS]"), "{piped}");
+    assert_eq!(piped_lines[1..], without[..], "{piped}");
 }
