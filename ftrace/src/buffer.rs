@@ -121,6 +121,9 @@ pub struct TraceBuffer {
     /// before one): the latency format's times count from it (Linux's
     /// `array_buffer.time_start`).
     time_start: AtomicU64,
+    /// The CPU the function tracer last started on, which the latency
+    /// format's banner names (Linux's `array_buffer.cpu`).
+    start_cpu: AtomicUsize,
 }
 
 /// Held while [`TraceBuffer`]'s two ring pointers change.
@@ -277,6 +280,7 @@ impl TraceBuffer {
             overwrite: AtomicBool::new(true),
             emptied: AtomicU64::new(0),
             time_start: AtomicU64::new(0),
+            start_cpu: AtomicUsize::new(0),
         })
     }
 
@@ -642,10 +646,22 @@ impl TraceBuffer {
         self.time_start.load(Ordering::Relaxed)
     }
 
+    /// The CPU the function tracer last started on (0 before it did).
+    pub fn start_cpu(&self) -> usize {
+        self.start_cpu.load(Ordering::Relaxed)
+    }
+
+    /// Notes the CPU a function tracer starts on, for the latency banner.
+    pub fn set_start_cpu(&self, cpu: usize) {
+        self.start_cpu.store(cpu, Ordering::Relaxed);
+    }
+
     /// Empties every CPU's ring (`echo > trace`).
     pub fn reset(&self) {
         self.emptied.fetch_add(1, Ordering::AcqRel);
-        self.time_start.store(clock::peek(self.clock()), Ordering::Relaxed);
+        // A reading, as Linux's `buffer_ftrace_now`: with the `counter`
+        // clock, a count.
+        self.time_start.store(self.now(), Ordering::Relaxed);
         let readers = self.readers.lock();
         let _swap = SwapGuard::new(&self.swapping); // the live rings stay live
         for ring in self.rings(&readers) {

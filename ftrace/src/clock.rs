@@ -142,15 +142,6 @@ pub fn now(clock: TraceClock) -> u64 {
     }
 }
 
-/// What `clock` reads now, without counting a read: [`now`], but the
-/// `counter` clock's last count (a timestamp's reading adds one).
-pub fn peek(clock: TraceClock) -> u64 {
-    match clock {
-        TraceClock::Counter => COUNTER.load(Ordering::Relaxed),
-        other => now(other),
-    }
-}
-
 /// [`now`] for the clocks other than `local`: out of line, so the default
 /// costs one test.
 #[cold]

@@ -249,6 +249,8 @@ impl TraceArray {
             Tracer::Function => {
                 // A run starts with no call to repeat.
                 self.last_calls.iter().for_each(tracer::LastCall::forget);
+                // The latency banner's CPU, as Linux's `function_trace_init`.
+                self.buffer().set_start_cpu(arch::cpu::id());
                 registry::register(self.active_function_ops())
             }
             Tracer::FunctionGraph => self.graph_ops.register(),
@@ -460,7 +462,9 @@ impl TraceArray {
             context_info: self.option(TraceOption::ContextInfo),
             irq_info: self.option(TraceOption::IrqInfo),
             raw_time: !self.buffer().clock().in_ns(),
-            latency: self.option(TraceOption::LatencyFormat).then(|| self.buffer().time_start()),
+            latency: self
+                .option(TraceOption::LatencyFormat)
+                .then(|| crate::output::LatencyStart { time: self.buffer().time_start(), cpu: self.buffer().start_cpu() }),
             verbose: self.option(TraceOption::Verbose),
             tgids: self.option(TraceOption::RecordTgid).then_some(crate::sched::tgid_of as crate::output::Tgids),
         }
@@ -680,11 +684,12 @@ pub enum TraceOption {
     /// (`trace`, `trace_pipe`).
     LatencyFormat,
     /// The latency format's long form: the task's whole name, the raw
-    /// flags, preempt count and index, times in milliseconds; and no column
-    /// header over the trace.
+    /// flags (in decimal), preempt count and index (in hex), times in
+    /// milliseconds; and no column header over the trace.
     Verbose,
-    /// Each task's thread-group id is recorded at the switches
-    /// (`saved_tgids`) and printed in a TGID column.
+    /// Each task's thread-group id is recorded (`saved_tgids`): every
+    /// task's when the option goes on, then each task's that switches in;
+    /// and printed in a TGID column.
     RecordTgid,
     /// In a `trace` whose buffer overwrote events, each CPU's first event
     /// comes after `##### CPU N buffer started ####` (on by default).

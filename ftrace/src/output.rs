@@ -32,8 +32,8 @@ pub struct ContextOptions {
     /// Timestamps are counts, not nanoseconds (the `counter` clock).
     pub raw_time: bool,
     /// `options/latency-format`: Linux's latency columns and header, times
-    /// counted from this clock time (when the buffer was last emptied).
-    pub latency: Option<u64>,
+    /// counted from where this says.
+    pub latency: Option<LatencyStart>,
     /// `options/verbose`: the latency format's long form (raw flags,
     /// preempt count, index, milliseconds), and no column header.
     pub verbose: bool,
@@ -46,6 +46,16 @@ impl Default for ContextOptions {
     fn default() -> Self {
         ContextOptions { context_info: true, irq_info: true, raw_time: false, latency: None, verbose: false, tgids: None }
     }
+}
+
+/// Where the latency format counts from (Linux's `array_buffer.time_start`)
+/// and the CPU its banner names (Linux's `array_buffer.cpu`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LatencyStart {
+    /// A clock time: the buffer's last reset (0 for a snapshot).
+    pub time: u64,
+    /// The CPU the function tracer last started on.
+    pub cpu: usize,
 }
 
 /// Where and when an event was recorded, and when the event printed after
@@ -80,12 +90,12 @@ pub fn write_header(out: &mut dyn Write, tracer: &str, stats: Stats, cpus: usize
     if !context.context_info {
         return Ok(());
     }
-    if context.latency.is_some() {
+    if let Some(start) = context.latency {
         // Nothing more over an empty buffer, as in Linux.
         if stats.entries == 0 {
             return Ok(());
         }
-        write_latency_header(out, tracer, stats, cpus)?;
+        write_latency_header(out, tracer, stats, cpus, start.cpu)?;
         return match context.verbose {
             true => Ok(()),
             false => out.write_str(LATENCY_COLUMNS),
@@ -121,13 +131,14 @@ pub fn write_header(out: &mut dyn Write, tracer: &str, stats: Stats, cpus: usize
 /// The latency format's banner (Linux's `print_trace_header`): what a
 /// latency tracer would say about its worst case. No tracer here measures
 /// one, so the latency is 0 and no task is named, as Linux prints these
-/// for a tracer that is not a latency tracer.
-fn write_latency_header(out: &mut dyn Write, tracer: &str, stats: Stats, cpus: usize) -> fmt::Result {
+/// for a tracer that is not a latency tracer; `cpu` is the CPU the function
+/// tracer last started on, as Linux's `function_trace_init` notes it.
+fn write_latency_header(out: &mut dyn Write, tracer: &str, stats: Stats, cpus: usize, cpu: usize) -> fmt::Result {
     writeln!(out, "# {tracer} latency trace v1.1.5 on {RELEASE}")?;
     writeln!(out, "# {}", "-".repeat(68))?;
     writeln!(
         out,
-        "# latency: 0 us, #{}/{}, CPU#0 | (M:PREEMPT VP:0, KP:0, SP:0 HP:0 #P:{cpus})",
+        "# latency: 0 us, #{}/{}, CPU#{cpu} | (M:PREEMPT VP:0, KP:0, SP:0 HP:0 #P:{cpus})",
         stats.entries,
         stats.entries + stats.overrun
     )?;
@@ -192,7 +203,7 @@ pub fn write_context(out: &mut dyn Write, when: When, common: &Common, comms: Co
         return Ok(());
     }
     if let Some(start) = context.latency {
-        return write_latency_context(out, when, start, common, comms, context);
+        return write_latency_context(out, when, start.time, common, comms, context);
     }
     write!(out, "{:>16}-{:<7} ", task_name(common.pid, comms), common.pid)?;
     if let Some(tgids) = context.tgids {
@@ -390,8 +401,14 @@ pub fn write_func_repeats(
 
 /// The `function_graph` header, with the columns `options` turn on; with
 /// `latency`, after the latency banner (nothing over an empty buffer:
-/// `stats` and `cpus` are for the banner).
-pub fn write_graph_header(out: &mut dyn Write, options: GraphOptions, stats: Stats, cpus: usize) -> fmt::Result {
+/// `stats`, `cpus` and `banner_cpu` are for the banner).
+pub fn write_graph_header(
+    out: &mut dyn Write,
+    options: GraphOptions,
+    stats: Stats,
+    cpus: usize,
+    banner_cpu: usize,
+) -> fmt::Result {
     writeln!(out, "# tracer: function_graph")?;
     writeln!(out, "#")?;
     if !options.context_info {
@@ -401,7 +418,7 @@ pub fn write_graph_header(out: &mut dyn Write, options: GraphOptions, stats: Sta
         if stats.entries == 0 {
             return Ok(());
         }
-        write_latency_header(out, "function_graph", stats, cpus)?;
+        write_latency_header(out, "function_graph", stats, cpus, banner_cpu)?;
         // Linux's `print_lat_header`: the flags' legend over their column.
         let width = 16 * usize::from(options.abstime) + 4 * usize::from(options.cpu) + 17 * usize::from(options.proc);
         let blank = " ".repeat(width);
@@ -1013,7 +1030,7 @@ pub(crate) mod tests {
         let common = Common { kind: TRACE_FN, flags: flags::IRQS_OFF | flags::HARDIRQ, preempt_count: 1, pid: 7 };
         let event = FunctionEvent { common, ip: 0x1000, parent_ip: 0x201c };
         let latency = FunctionOptions {
-            context: ContextOptions { latency: Some(1_000_000_000), ..ContextOptions::default() },
+            context: ContextOptions { latency: Some(LatencyStart { time: 1_000_000_000, cpu: 1 }), ..ContextOptions::default() },
             ..FunctionOptions::default()
         };
         let line = |when: When, options: FunctionOptions| {
@@ -1042,7 +1059,7 @@ pub(crate) mod tests {
         let lines: alloc::vec::Vec<&str> = header.lines().collect();
         assert_eq!(lines[..3], ["# tracer: function", "#", &alloc::format!("# function latency trace v1.1.5 on {RELEASE}")]);
         assert_eq!(lines[3], alloc::format!("# {}", "-".repeat(68)));
-        assert_eq!(lines[4], "# latency: 0 us, #6/9, CPU#0 | (M:PREEMPT VP:0, KP:0, SP:0 HP:0 #P:2)");
+        assert_eq!(lines[4], "# latency: 0 us, #6/9, CPU#1 | (M:PREEMPT VP:0, KP:0, SP:0 HP:0 #P:2)");
         assert_eq!(lines[6], "#    | task: -0 (uid:0 nice:0 policy:0 rt_prio:0)");
         assert_eq!(lines[8..10], ["#", "#                    _------=> CPU#            "]);
         assert_eq!(lines[17], "#     \\   /        ||||||  \\    |    /       ");
@@ -1222,7 +1239,7 @@ mod graph_tests {
             let mut text = String::new();
             write_graph(&mut GraphState::default(), &mut text, &events, &names, &comms, options, &other).unwrap();
             let mut header = String::new();
-            write_graph_header(&mut header, options, Stats::default(), 1).unwrap();
+            write_graph_header(&mut header, options, Stats::default(), 1, 0).unwrap();
             (String::from(header.lines().nth(2).unwrap()), String::from(text.lines().next().unwrap()))
         };
         let plain = GraphOptions::default();
@@ -1257,7 +1274,7 @@ mod graph_tests {
         write_graph(&mut GraphState::default(), &mut text, &events, &names, &comms, bare, &other).unwrap();
         assert_eq!(text.lines().next(), Some("kernel::workload::fib();"));
         let mut header = String::new();
-        write_graph_header(&mut header, bare, Stats::default(), 1).unwrap();
+        write_graph_header(&mut header, bare, Stats::default(), 1, 0).unwrap();
         assert_eq!(header, "# tracer: function_graph\n#\n");
 
         // latency-format: the flags after the task, under their legend.
@@ -1267,7 +1284,7 @@ mod graph_tests {
         assert_eq!(text.lines().next().unwrap(), " 0)   fib-wor-5    |  ..... |   0.812 us    |  kernel::workload::fib();");
         let mut header = String::new();
         let stats = Stats { entries: 3, written: 3, ..Stats::default() };
-        write_graph_header(&mut header, latency, stats, 2).unwrap();
+        write_graph_header(&mut header, latency, stats, 2, 0).unwrap();
         let lines: Vec<&str> = header.lines().collect();
         assert_eq!(lines[2], alloc::format!("# function_graph latency trace v1.1.5 on {RELEASE}"));
         assert_eq!(lines[4], "# latency: 0 us, #3/3, CPU#0 | (M:PREEMPT VP:0, KP:0, SP:0 HP:0 #P:2)");
@@ -1275,7 +1292,7 @@ mod graph_tests {
         assert_eq!(lines[14], "# CPU  TASK/PID       ||||     DURATION                  FUNCTION CALLS");
         assert_eq!(lines[15], "# |     |    |        ||||      |   |                     |   |   |   |");
         let mut header = String::new();
-        write_graph_header(&mut header, latency, Stats::default(), 2).unwrap();
+        write_graph_header(&mut header, latency, Stats::default(), 2, 0).unwrap();
         assert_eq!(header, "# tracer: function_graph\n#\n", "nothing more over an empty buffer");
     }
 

@@ -504,8 +504,10 @@ pub fn comm_of(pid: i32) -> Option<String> {
 }
 
 /// The highest pid whose thread-group id can be recorded, plus one
-/// (Linux's default `pid_max`).
-pub const PID_MAX: usize = 32768;
+/// (Linux's default `pid_max`). Linux's pids wrap there; the pids here
+/// only grow, so the tasks made after the first 32767 are not recorded
+/// (their lines show `(-------)`).
+const PID_MAX: usize = 32768;
 
 /// The pids whose thread-group id was recorded (`saved_tgids`), a bit
 /// each. Every task here is a kernel thread, its own thread group (as a

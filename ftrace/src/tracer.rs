@@ -603,12 +603,19 @@ fn write_trace_paused(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Writ
         Some(cpu) => alloc::vec![buffer.snapshot_of(cpu)],
         None => buffer.snapshot_all(),
     };
-    write_snapshots(array, array.current_tracer(), &snapshots, out)
+    write_snapshots(array, array.current_tracer(), &snapshots, buffer.time_start(), out)
 }
 
 /// The header and events of `snapshots` (copies of an array's buffer) as
-/// `trace` prints them under `tracer`.
-fn write_snapshots(array: &TraceArray, tracer: Tracer, snapshots: &[buffer::Snapshot], out: &mut dyn Write) -> fmt::Result {
+/// `trace` prints them under `tracer`, the latency format's times counted
+/// from `time_start`.
+fn write_snapshots(
+    array: &TraceArray,
+    tracer: Tracer,
+    snapshots: &[buffer::Snapshot],
+    time_start: u64,
+    out: &mut dyn Write,
+) -> fmt::Result {
     let events = merged(snapshots);
     let mut stats = crate::ring_buffer::Stats::default();
     for snapshot in snapshots {
@@ -617,14 +624,15 @@ fn write_snapshots(array: &TraceArray, tracer: Tracer, snapshots: &[buffer::Snap
         stats.overrun += snapshot.stats.overrun;
     }
     let cpus = array.buffer().cpus();
+    let mut run = Run { first_index: 0, following: None, annotate: false, time_start };
     if tracer == Tracer::FunctionGraph {
-        output::write_graph_header(out, array.graph_options(), stats, cpus)?;
-        return write_events(array, tracer, &events, 0, false, &mut output::GraphState::default(), out);
+        output::write_graph_header(out, array.graph_options(), stats, cpus, array.buffer().start_cpu())?;
+        return write_events(array, tracer, &events, run, &mut output::GraphState::default(), out);
     }
     output::write_header(out, tracer.name(), stats, cpus, array.context_options())?;
     // Linux annotates a trace whose buffer overwrote events.
-    let annotate = array.option(TraceOption::Annotate) && stats.overrun > 0;
-    write_events(array, tracer, &events, 0, annotate, &mut output::GraphState::default(), out)
+    run.annotate = array.option(TraceOption::Annotate) && stats.overrun > 0;
+    write_events(array, tracer, &events, run, &mut output::GraphState::default(), out)
 }
 
 /// `cat snapshot`: the events the last snapshot took, as `trace` prints
@@ -633,7 +641,9 @@ fn write_snapshots(array: &TraceArray, tracer: Tracer, snapshots: &[buffer::Snap
 pub fn write_snapshot(array: &TraceArray, out: &mut dyn Write) -> fmt::Result {
     let state = match array.buffer().snapshot_copies() {
         Some(snapshots) if snapshots.iter().any(|snapshot| snapshot.stats.entries > 0) => {
-            return write_snapshots(array, array.current_tracer(), &snapshots, out)
+            // Linux's snapshot (its `max_buffer`) starts its times at 0
+            // under a tracer that measures no latency.
+            return write_snapshots(array, array.current_tracer(), &snapshots, 0, out);
         }
         Some(_) => "allocated",
         None => "freed",
@@ -653,19 +663,32 @@ const SNAPSHOT_COMMANDS: &str = "\
 #                       is not a '0' or '1')
 ";
 
-/// Prints `events` (time, CPU, payload; oldest first; the first one the
-/// reader's `first_index`th) as `trace` shows them under the array's
-/// tracer, without the header; under function_graph, going on from the
-/// lines `graph` remembers. `annotate` (`options/annotate`, a buffer that
-/// lost events to overwriting): each CPU's first event but in the first two
-/// lines comes after `##### CPU N buffer started ####`, as Linux marks
-/// where a CPU's surviving events start.
+/// Where a run of events sits in what a reader prints.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    /// The first event's index in the reader's output (0 first).
+    first_index: usize,
+    /// The time of the event printed after the run, if known (the last
+    /// event's gap mark in the latency format).
+    following: Option<u64>,
+    /// `options/annotate`, over a buffer that lost events to overwriting:
+    /// each CPU's first event but in the first two lines comes after
+    /// `##### CPU N buffer started ####`, as Linux marks where a CPU's
+    /// surviving events start.
+    annotate: bool,
+    /// Where the latency format's times start.
+    time_start: u64,
+}
+
+/// Prints `events` (time, CPU, payload; oldest first), placed as `run`
+/// says, as `trace` shows them under the array's tracer, without the
+/// header; under function_graph, going on from the lines `graph`
+/// remembers.
 fn write_events(
     array: &TraceArray,
     tracer: Tracer,
     events: &[(u64, usize, &[u8])],
-    first_index: usize,
-    annotate: bool,
+    run: Run,
     graph: &mut output::GraphState,
     out: &mut dyn Write,
 ) -> fmt::Result {
@@ -681,12 +704,16 @@ fn write_events(
         let other = |payload: &[u8], out: &mut dyn Write| print_other(payload, sym_addr, out);
         return output::write_graph(graph, out, &lines, &names, &comms, options, &other);
     }
-    let context = array.context_options();
-    let sym_addr = array.function_options().sym_addr;
-    let mut started = alloc::vec![false; if annotate { array.buffer().cpus() } else { 0 }];
+    let mut context = array.context_options();
+    if let Some(start) = context.latency.as_mut() {
+        start.time = run.time_start;
+    }
+    let function = output::FunctionOptions { context, ..array.function_options() };
+    let sym_addr = function.sym_addr;
+    let mut started = alloc::vec![false; if run.annotate { array.buffer().cpus() } else { 0 }];
     for (index, &(time, cpu, payload)) in events.iter().enumerate() {
-        let next = events.get(index + 1).map_or(time, |&(next, _, _)| next);
-        let when = output::When { cpu, time, next, index: first_index + index };
+        let next = events.get(index + 1).map(|&(next, _, _)| next).or(run.following).unwrap_or(time);
+        let when = output::When { cpu, time, next, index: run.first_index + index };
         if let Some(seen) = started.get_mut(cpu).filter(|seen| !**seen) {
             *seen = true;
             // Linux's `test_cpu_buff_start`: not for the trace's first lines.
@@ -695,10 +722,8 @@ fn write_events(
             }
         }
         match Event::decode(payload) {
-            Some(Event::Function(event)) => output::write_function(out, when, &event, &names, &comms, array.function_options())?,
-            Some(Event::FuncRepeats(event)) => {
-                output::write_func_repeats(out, when, &event, &names, &comms, array.function_options())?
-            }
+            Some(Event::Function(event)) => output::write_function(out, when, &event, &names, &comms, function)?,
+            Some(Event::FuncRepeats(event)) => output::write_func_repeats(out, when, &event, &names, &comms, function)?,
             Some(Event::SchedSwitch(event)) => {
                 output::write_context(out, when, &event.common, &comms, context)?;
                 output::write_sched_switch(out, &event)?;
@@ -857,7 +882,8 @@ impl PipeReader {
             }
         }
         let printed: Vec<HeldEvent> = self.held.drain(..ready).collect();
-        write_held(array, &printed, self.printed, &mut self.graph, out)?;
+        let following = self.held.first().map(|event| event.time);
+        write_held(array, &printed, self.printed, following, &mut self.graph, out)?;
         self.printed += printed.len();
         let more = cpus.into_iter().any(|cpu| buffer.has_finished_pages(cpu));
         Ok(Pass { printed: printed.len(), took, more })
@@ -871,9 +897,11 @@ fn write_held(
     array: &TraceArray,
     held: &[HeldEvent],
     first_index: usize,
+    following: Option<u64>,
     graph: &mut output::GraphState,
     out: &mut dyn Write,
 ) -> fmt::Result {
+    let time_start = array.buffer().time_start();
     let mut start = 0;
     while start < held.len() {
         match held[start].lost {
@@ -884,7 +912,11 @@ fn write_held(
         let end = held[start + 1..].iter().position(|event| event.lost.is_some()).map_or(held.len(), |at| start + 1 + at);
         let events: Vec<(u64, usize, &[u8])> =
             held[start..end].iter().map(|event| (event.time, event.cpu, &event.payload[..])).collect();
-        write_events(array, array.current_tracer(), &events, first_index + start, false, graph, out)?;
+        // A run's last event is followed by the next run's first, or by
+        // what the reader still holds.
+        let following = held.get(end).map(|event| event.time).or(following);
+        let run = Run { first_index: first_index + start, following, annotate: false, time_start };
+        write_events(array, array.current_tracer(), &events, run, graph, out)?;
         start = end;
     }
     Ok(())
@@ -906,7 +938,7 @@ pub fn consume_events(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Writ
         }
     }
     // Whatever the last pass held back: no more taking.
-    write_held(array, &reader.held, reader.printed, &mut reader.graph, out)?;
+    write_held(array, &reader.held, reader.printed, None, &mut reader.graph, out)?;
     Ok(printed + reader.held.len())
 }
 
