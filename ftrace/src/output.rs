@@ -193,6 +193,11 @@ pub fn latency_flags(common: &Common) -> [u8; 5] {
     [irqs, resched, context, depth, b'.']
 }
 
+/// The flags column, [`latency_flags`].
+fn write_flags(out: &mut dyn Write, common: &Common) -> fmt::Result {
+    out.write_str(core::str::from_utf8(&latency_flags(common)).unwrap_or("....."))
+}
+
 /// `          <idle>-0       [000] d....    12.345678: `, as `context`
 /// says: without `irq_info` no flags column, without `context_info`
 /// nothing; with `raw_time` (a clock that is no time, such as `counter`)
@@ -203,7 +208,7 @@ pub fn write_context(out: &mut dyn Write, when: When, common: &Common, comms: Co
         return Ok(());
     }
     if let Some(start) = context.latency {
-        return write_latency_context(out, when, start.time, common, comms, context);
+        return write_latency_context(out, when, start, common, comms, context);
     }
     write!(out, "{:>16}-{:<7} ", task_name(common.pid, comms), common.pid)?;
     if let Some(tgids) = context.tgids {
@@ -214,8 +219,7 @@ pub fn write_context(out: &mut dyn Write, when: When, common: &Common, comms: Co
     }
     write!(out, "[{:03}] ", when.cpu)?;
     if context.irq_info {
-        let flags = latency_flags(common);
-        out.write_str(core::str::from_utf8(&flags).unwrap_or("....."))?;
+        write_flags(out, common)?;
     }
     out.write_char(' ')?;
     write_timestamp(out, when.time, context.raw_time)?;
@@ -227,19 +231,20 @@ pub fn write_context(out: &mut dyn Write, when: When, common: &Common, comms: Co
 /// task's name cut to 8 characters, the CPU, the flags, the microseconds
 /// since `start` and the mark of the gap to the next line (`+` over 10
 /// us, `!` over 100 us...); with `raw_time` (a clock that is no time),
-/// counts and no mark. `verbose`: the whole name, the raw flags, preempt
-/// count and index in hex, then the time and the gap in milliseconds.
+/// counts and no mark. `verbose`: the whole name, the raw flags in
+/// decimal, the preempt count and index in hex, then the time and the gap
+/// in milliseconds.
 fn write_latency_context(
     out: &mut dyn Write,
     when: When,
-    start: u64,
+    start: LatencyStart,
     common: &Common,
     comms: Comms,
     context: ContextOptions,
 ) -> fmt::Result {
     let name = task_name(common.pid, comms);
     let micros = |ns: u64| (ns + 500) / 1_000; // Linux's ns2usecs()
-    let (since, gap) = (when.time.saturating_sub(start), when.next.saturating_sub(when.time));
+    let (since, gap) = (when.time.saturating_sub(start.time), when.next.saturating_sub(when.time));
     if context.verbose {
         write!(
             out,
@@ -266,7 +271,7 @@ fn write_latency_context(
     }
     let name = name.char_indices().nth(8).map_or(name.as_str(), |(end, _)| &name[..end]);
     write!(out, "{name:>8}-{:<7} {:>3}", common.pid, when.cpu)?;
-    out.write_str(core::str::from_utf8(&latency_flags(common)).unwrap_or("....."))?;
+    write_flags(out, common)?;
     if context.raw_time {
         return write!(out, " {since:>4}: ");
     }
@@ -862,7 +867,7 @@ fn write_line_start(
     }
     if options.latency {
         out.write_char(' ')?;
-        out.write_str(core::str::from_utf8(&latency_flags(common)).unwrap_or("....."))?;
+        write_flags(out, common)?;
         out.write_str(" | ")?;
     }
     Ok(())

@@ -524,14 +524,11 @@ static RECORD_TGID_SLOTS: AtomicU32 = AtomicU32::new(0);
 /// traced command without one), then each task that switches in. The
 /// recorded tgids stay when it goes off, as Linux's do.
 pub fn set_record_tgid(slot: usize, on: bool) {
-    match on {
-        true => {
-            RECORD_TGID_SLOTS.fetch_or(1 << slot, Ordering::Relaxed);
-            crate::task::for_each(|task| save_tgid(task.pid()));
-        }
-        false => {
-            RECORD_TGID_SLOTS.fetch_and(!(1 << slot), Ordering::Relaxed);
-        }
+    if on {
+        RECORD_TGID_SLOTS.fetch_or(1 << slot, Ordering::Relaxed);
+        crate::task::for_each(|task| save_tgid(task.pid()));
+    } else {
+        RECORD_TGID_SLOTS.fetch_and(!(1 << slot), Ordering::Relaxed);
     }
 }
 
