@@ -83,6 +83,9 @@ trace_options|noprint-parent
 trace_options|funcgraph-retval
 trace_options|latency-format
 options/verbose|1
+options/printk-msg-only|1
+trace_options|notrace_printk
+instances/a/options/trace_printk|1
 instances/a/options/record-tgid|1
 buffer_size_kb|64
 instances/a/buffer_size_kb|16

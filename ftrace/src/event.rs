@@ -57,8 +57,10 @@ pub const TRACE_PRINT: u16 = 5;
 const PRINT_TEXT: usize = COMMON_SIZE + 8;
 
 /// Who wrote a print event. Linux keeps the writer's address in `ip` and
-/// prints its name before the text; ours keeps which writer it was there
-/// ([`ip`](Self::ip)), and prints Linux's name for it.
+/// prints its name before the text. A [`trace_printk!`](crate::trace_printk)
+/// keeps its caller's address there too; tracefs's own writers keep a small
+/// number no code has ([`ip`](Self::ip)), and `trace` prints Linux's name
+/// for them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PrintWriter {
     /// `echo TEXT > trace_marker`.
@@ -66,6 +68,8 @@ pub enum PrintWriter {
     /// A `snapshot` trigger or function command that found no snapshot
     /// buffer.
     Snapshot,
+    /// `trace_printk!`, called from this code address.
+    Kernel(u64),
 }
 
 impl PrintWriter {
@@ -74,19 +78,26 @@ impl PrintWriter {
         match self {
             PrintWriter::Marker => 0,
             PrintWriter::Snapshot => 1,
+            PrintWriter::Kernel(ip) => ip,
         }
     }
 
     /// The writer whose `ip` this is.
-    pub fn of_ip(ip: u64) -> Option<PrintWriter> {
-        [PrintWriter::Marker, PrintWriter::Snapshot].into_iter().find(|writer| writer.ip() == ip)
+    pub fn of_ip(ip: u64) -> PrintWriter {
+        match ip {
+            0 => PrintWriter::Marker,
+            1 => PrintWriter::Snapshot,
+            ip => PrintWriter::Kernel(ip),
+        }
     }
 
-    /// The name `trace` shows before the text: Linux's writer's.
-    pub const fn name(self) -> &'static str {
+    /// The name `trace` shows before the text for tracefs's own writers:
+    /// Linux's writer's (`None` for a kernel caller: its symbol).
+    pub const fn name(self) -> Option<&'static str> {
         match self {
-            PrintWriter::Marker => "tracing_mark_write",
-            PrintWriter::Snapshot => "tracing_snapshot_instance_cond",
+            PrintWriter::Marker => Some("tracing_mark_write"),
+            PrintWriter::Snapshot => Some("tracing_snapshot_instance_cond"),
+            PrintWriter::Kernel(_) => None,
         }
     }
 }
@@ -95,15 +106,27 @@ impl PrintWriter {
 /// text, NUL-terminated) into `out`, which must be
 /// [`print_event_size`] bytes.
 pub fn encode_print(common: Common, writer: PrintWriter, text: &[u8], out: &mut Payload) {
+    encode_print_with(common, writer, text.len(), out, |room| room.copy_from_slice(text));
+}
+
+/// [`encode_print`] for a text of `len` bytes that `fill` writes into the
+/// room it is given, in place: `out` must be [`print_text_event_size`]`(len)`
+/// bytes.
+pub fn encode_print_with(common: Common, writer: PrintWriter, len: usize, out: &mut Payload, fill: impl FnOnce(&mut [u8])) {
     common.encode(out);
     out.put_u64(8, writer.ip());
-    out.put_slice(PRINT_TEXT, text);
-    out.put_u8(PRINT_TEXT + text.len(), 0);
+    fill(&mut out.bytes()[PRINT_TEXT..PRINT_TEXT + len]);
+    out.put_u8(PRINT_TEXT + len, 0);
 }
 
 /// The size of a print event holding `text`.
 pub fn print_event_size(text: &[u8]) -> usize {
-    PRINT_TEXT + text.len() + 1
+    print_text_event_size(text.len())
+}
+
+/// The size of a print event holding a text of `len` bytes.
+pub const fn print_text_event_size(len: usize) -> usize {
+    PRINT_TEXT + len + 1
 }
 
 /// A print event's writer and text (without its NUL), if `bytes` holds one.
@@ -112,7 +135,7 @@ pub fn decode_print(bytes: &[u8]) -> Option<(PrintWriter, &[u8])> {
     if common.kind != TRACE_PRINT {
         return None;
     }
-    let writer = PrintWriter::of_ip(u64_at(bytes, 8)?)?;
+    let writer = PrintWriter::of_ip(u64_at(bytes, 8)?);
     let text = bytes.get(PRINT_TEXT..)?;
     Some((writer, &text[..text.iter().position(|&b| b == 0).unwrap_or(text.len())]))
 }
@@ -671,6 +694,8 @@ mod tests {
         assert_eq!(decode_print(&out), Some((PrintWriter::Marker, &b"hello\n"[..])));
         let out = encode_to_vec(print_event_size(b"x"), |out| encode_print(common, PrintWriter::Snapshot, b"x", out));
         assert_eq!(decode_print(&out), Some((PrintWriter::Snapshot, &b"x"[..])), "the writer is kept");
+        let out = encode_to_vec(print_event_size(b"k"), |out| encode_print(common, PrintWriter::Kernel(0x1234), b"k", out));
+        assert_eq!(decode_print(&out), Some((PrintWriter::Kernel(0x1234), &b"k"[..])), "a caller's address");
         assert_eq!(Common::decode(&out).unwrap().pid, 7);
         assert_eq!(decode_print(&[0u8; 24]), None, "another type");
         assert!(ftrace_formats()[3].1.contains("\tfield:char buf[];\toffset:16;"));

@@ -694,17 +694,25 @@ pub enum TraceOption {
     /// In a `trace` whose buffer overwrote events, each CPU's first event
     /// comes after `##### CPU N buffer started ####` (on by default).
     Annotate,
+    /// `trace_printk!` writes into the buffer (on by default; the top
+    /// level's, which is where it writes).
+    TracePrintk,
+    /// With `trace_printk` on, a print event's line (`trace_printk!`,
+    /// `trace_marker`) is its text alone: no task, CPU, time nor writer.
+    PrintkMsgOnly,
 }
 
 impl TraceOption {
     /// Every option, in `trace_options` order: Linux's generic ones in its
     /// order, then the function tracer's, then function_graph's.
-    pub const ALL: [TraceOption; 29] = [
+    pub const ALL: [TraceOption; 31] = [
         TraceOption::PrintParent,
         TraceOption::SymOffset,
         TraceOption::SymAddr,
         TraceOption::Verbose,
+        TraceOption::TracePrintk,
         TraceOption::Annotate,
+        TraceOption::PrintkMsgOnly,
         TraceOption::ContextInfo,
         TraceOption::LatencyFormat,
         TraceOption::RecordTgid,
@@ -732,6 +740,7 @@ impl TraceOption {
     ];
     /// The options a new trace array starts with.
     const DEFAULTS: u32 = TraceOption::PrintParent.bit()
+        | TraceOption::TracePrintk.bit()
         | TraceOption::Annotate.bit()
         | TraceOption::ContextInfo.bit()
         | TraceOption::IrqInfo.bit()
@@ -754,6 +763,8 @@ impl TraceOption {
             TraceOption::Verbose => "verbose",
             TraceOption::RecordTgid => "record-tgid",
             TraceOption::Annotate => "annotate",
+            TraceOption::TracePrintk => "trace_printk",
+            TraceOption::PrintkMsgOnly => "printk-msg-only",
             TraceOption::IrqInfo => "irq-info",
             TraceOption::Markers => "markers",
             TraceOption::Overwrite => "overwrite",
@@ -800,6 +811,13 @@ impl TraceOption {
             | TraceOption::GraphTime => Some(Tracer::FunctionGraph),
             _ => None,
         }
+    }
+
+    /// Whether only the top level has the option's file (Linux's
+    /// `TOP_LEVEL_TRACE_FLAGS`): `trace_printk!` writes there alone. An
+    /// instance's `trace_options` still lists it, and takes it.
+    pub fn top_level_only(self) -> bool {
+        matches!(self, TraceOption::TracePrintk | TraceOption::PrintkMsgOnly)
     }
 
     /// The option called `name`.

@@ -93,6 +93,8 @@ pub mod instance;
 #[cfg(target_os = "none")]
 mod ops;
 #[cfg(target_os = "none")]
+pub mod printk;
+#[cfg(target_os = "none")]
 pub mod profiler;
 #[cfg(target_os = "none")]
 pub mod recursion;

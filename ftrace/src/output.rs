@@ -310,6 +310,13 @@ pub fn write_sched_wakeup(out: &mut dyn Write, event: &SchedWakeupEvent) -> fmt:
     write!(out, "{name}: comm={} pid={} prio={} target_cpu={:03}", comm_str(&event.comm), event.pid, event.prio, event.target_cpu)
 }
 
+/// A print event's text as a line shows it: without the newline it was
+/// written with (the line adds its own).
+pub fn print_text(text: &[u8]) -> &str {
+    let text = core::str::from_utf8(text).unwrap_or("(not UTF-8)");
+    text.strip_suffix('\n').unwrap_or(text)
+}
+
 /// Writes a symbol name, or the raw address when there is none.
 pub fn write_symbol(out: &mut dyn Write, address: usize, names: Namer) -> fmt::Result {
     match names(address) {
@@ -368,22 +375,26 @@ pub fn write_function(
 
 /// `function <-caller`, as the options say (Linux's `print_fn_trace`).
 fn write_fn_trace(out: &mut dyn Write, ip: u64, parent_ip: u64, names: Namer, options: FunctionOptions) -> fmt::Result {
-    let symbol = |out: &mut dyn Write, address: u64| {
-        match options.sym_offset {
-            true => write_code_address(out, address as usize, names)?,
-            false => write_symbol(out, address as usize, names)?,
-        }
-        match options.sym_addr {
-            true => write_sym_addr(out, address),
-            false => Ok(()),
-        }
-    };
-    symbol(out, ip)?;
+    write_ip_sym(out, ip, names, options)?;
     if options.print_parent {
         out.write_str(" <-")?;
-        symbol(out, parent_ip)?;
+        write_ip_sym(out, parent_ip, names, options)?;
     }
     Ok(())
+}
+
+/// A code address as `options/sym-offset` and `options/sym-addr` say
+/// (Linux's `seq_print_ip_sym`): the function, `function+0xOFF/0xSIZE`,
+/// and ` <ADDRESS>` after either.
+pub fn write_ip_sym(out: &mut dyn Write, address: u64, names: Namer, options: FunctionOptions) -> fmt::Result {
+    match options.sym_offset {
+        true => write_code_address(out, address as usize, names)?,
+        false => write_symbol(out, address as usize, names)?,
+    }
+    match options.sym_addr {
+        true => write_sym_addr(out, address),
+        false => Ok(()),
+    }
 }
 
 /// A `func_repeats` line (`options/func-no-repeats`), as Linux prints it:
@@ -784,10 +795,7 @@ pub fn write_graph(
                 match crate::event::decode_print(payload) {
                     // A line of text: only the text, as Linux's graph
                     // output shows a message.
-                    Some((_, text)) => {
-                        let text = core::str::from_utf8(text).unwrap_or("(not UTF-8)");
-                        out.write_str(text.strip_suffix('\n').unwrap_or(text))?;
-                    }
+                    Some((_, text)) => out.write_str(print_text(text))?,
                     None => other(payload, out)?,
                 }
                 out.write_str(" */")?;

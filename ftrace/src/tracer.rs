@@ -538,7 +538,7 @@ pub fn set_event_printer(printer: EventPrinter) {
 }
 
 /// Prints `payload` with the installed printer, or says its type.
-fn print_other(payload: &[u8], sym_addr: bool, out: &mut dyn Write) -> fmt::Result {
+fn print_other(payload: &[u8], function: output::FunctionOptions, names: output::Namer, out: &mut dyn Write) -> fmt::Result {
     if let Some(frames) = crate::event::decode_stack(payload) {
         // Linux's `<stack trace>`: one ` => function` line per frame (the
         // caller adds the last newline).
@@ -566,13 +566,17 @@ fn print_other(payload: &[u8], sym_addr: bool, out: &mut dyn Write) -> fmt::Resu
         return Ok(());
     }
     if let Some((writer, text)) = crate::event::decode_print(payload) {
-        // A line of text, printed as Linux prints it (the text keeps the
-        // newline it was written with; the caller adds one).
-        let text = core::str::from_utf8(text).unwrap_or("(not UTF-8)");
-        return write!(out, "{}: {}", writer.name(), text.strip_suffix('\n').unwrap_or(text));
+        // A line of text, printed as Linux prints it: its writer, then the
+        // text (which keeps the newline it was written with; the caller
+        // adds one).
+        match writer.name() {
+            Some(name) => out.write_str(name)?,
+            None => output::write_ip_sym(out, writer.ip(), names, function)?,
+        }
+        return write!(out, ": {}", output::print_text(text));
     }
     let printer = EVENT_PRINTER.load();
-    match printer.and_then(|print| print(payload, sym_addr, out)) {
+    match printer.and_then(|print| print(payload, function.sym_addr, out)) {
         Some(result) => result,
         // Linux's words for a record whose event is gone.
         None => write!(out, "Unknown type {}", Common::decode(payload).unwrap_or_default().kind),
@@ -700,8 +704,8 @@ fn write_events(
             .filter_map(|&(time, cpu, payload)| Event::decode(payload).map(|record| (time, cpu, record, payload)))
             .collect();
         let options = array.graph_options();
-        let sym_addr = array.function_options().sym_addr;
-        let other = |payload: &[u8], out: &mut dyn Write| print_other(payload, sym_addr, out);
+        let function = array.function_options();
+        let other = |payload: &[u8], out: &mut dyn Write| print_other(payload, function, &names, out);
         return output::write_graph(graph, out, &lines, &names, &comms, options, &other);
     }
     let mut context = array.context_options();
@@ -709,11 +713,17 @@ fn write_events(
         start.time = run.time_start;
     }
     let function = output::FunctionOptions { context, ..array.function_options() };
-    let sym_addr = function.sym_addr;
+    // Linux's `printk-msg-only` (with `trace_printk` on): a print event's
+    // line is its text alone.
+    let msg_only = array.option(TraceOption::PrintkMsgOnly) && array.option(TraceOption::TracePrintk);
     let mut started = alloc::vec![false; if run.annotate { array.buffer().cpus() } else { 0 }];
     for (index, &(time, cpu, payload)) in events.iter().enumerate() {
         let next = events.get(index + 1).map(|&(next, _, _)| next).or(run.following).unwrap_or(time);
         let when = output::When { cpu, time, next, index: run.first_index + index };
+        if let Some((_, text)) = msg_only.then(|| crate::event::decode_print(payload)).flatten() {
+            writeln!(out, "{}", output::print_text(text))?;
+            continue;
+        }
         if let Some(seen) = started.get_mut(cpu).filter(|seen| !**seen) {
             *seen = true;
             // Linux's `test_cpu_buff_start`: not for the trace's first lines.
@@ -743,7 +753,7 @@ fn write_events(
             _ => {
                 let common = Common::decode(payload).unwrap_or_default();
                 output::write_context(out, when, &common, &comms, context)?;
-                print_other(payload, sym_addr, out)?;
+                print_other(payload, function, &names, out)?;
                 writeln!(out)?;
             }
         }

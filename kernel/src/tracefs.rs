@@ -191,7 +191,10 @@ pub fn instance_names(name: &str) -> Option<impl Iterator<Item = String>> {
     instance::find(name)?;
     let prefix = format!("instances/{name}/");
     let files = FILES.iter().filter(|file| file.scope == Scope::Array).map(|file| format!("{prefix}{}", file.name));
-    let options = TraceOption::ALL.into_iter().map(|option| format!("{prefix}options/{}", option.name()));
+    let options = TraceOption::ALL
+        .into_iter()
+        .filter(|option| !option.top_level_only())
+        .map(|option| format!("{prefix}options/{}", option.name()));
     let events = event_names(&prefix);
     Some(files.chain(options).chain(per_cpu_names(&prefix)).chain(events).collect::<alloc::vec::Vec<_>>().into_iter())
 }
@@ -454,7 +457,7 @@ pub fn exists(path: &str) -> bool {
         _ => resolve(path).is_ok_and(|resolved| {
             find(&resolved, path).is_ok()
                 || per_cpu_file(resolved.name).is_some()
-                || option_file(resolved.name).is_some()
+                || option_file(resolved.array, resolved.name).is_some()
                 || (resolved.hold.is_none() && trace_stat_file(resolved.name).is_some())
                 || event_file(resolved.name).is_some()
         }),
@@ -574,7 +577,7 @@ pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
     if let Some((cpu, file)) = per_cpu_file(resolved.name) {
         return read_per_cpu(resolved.array, cpu, file, out).map_err(|_| TracefsError::Invalid("output failed".into()));
     }
-    if let Some(option) = option_file(resolved.name) {
+    if let Some(option) = option_file(resolved.array, resolved.name) {
         return writeln!(out, "{}", u8::from(resolved.array.option(option)))
             .map_err(|_| TracefsError::Invalid("output failed".into()));
     }
@@ -667,7 +670,7 @@ fn write_file(name: &str, text: &str, mode: FilterMode) -> Result<(), TracefsErr
     if let Some((_, file)) = per_cpu_file(resolved.name) {
         return Err(TracefsError::NotWritable(file));
     }
-    if let Some(option) = option_file(resolved.name) {
+    if let Some(option) = option_file(resolved.array, resolved.name) {
         return set_option(resolved.array, option, parse_switch(text)?);
     }
     if trace_stat_file(resolved.name).is_some() && resolved.hold.is_none() {
@@ -1179,9 +1182,10 @@ fn write_max_graph_depth(array: Array, text: &str, _mode: FilterMode) -> Result<
     Ok(())
 }
 
-/// `options/NAME` within an array: the option, if there is one so called.
-fn option_file(name: &str) -> Option<TraceOption> {
-    TraceOption::from_name(name.strip_prefix("options/")?)
+/// `options/NAME` within `array`: the option, if it has one so called
+/// (an instance has no file for a top-level-only option).
+fn option_file(array: Array, name: &str) -> Option<TraceOption> {
+    TraceOption::from_name(name.strip_prefix("options/")?).filter(|option| array.is_top() || !option.top_level_only())
 }
 
 /// `cat trace_options`: every option, `no` in front of those that are off.

@@ -729,10 +729,86 @@ fn trace_marker_lines_land_among_the_events() {
     write("set_ftrace_filter", "");
 }
 
+/// Calls `trace_printk!` from a function of its own, whose name the line
+/// must show.
+#[inline(never)]
+fn printk_from_here(n: u64) -> bool {
+    ftrace::trace_printk!("answer={n} {}\n", "forty-two")
+}
+
+/// The symbol `trace` shows for `printk_from_here`.
+fn printk_caller_name() -> &'static str {
+    ftrace::symbols::name_of(printk_from_here as usize).expect("a symbol")
+}
+
+/// `trace_printk!` lines as Linux's: the caller's function, then the text;
+/// `sym-offset`, `printk-msg-only` and `trace_printk` do what they do
+/// there, and only the top level has the last two files.
+#[ktest]
+fn trace_printk_names_its_caller_and_obeys_its_options() {
+    write("trace", "");
+    assert!(printk_from_here(42), "recorded");
+    write("trace_marker", "marked");
+    let caller = printk_caller_name();
+    let trace = read("trace");
+    let lines: alloc::vec::Vec<&str> = trace.lines().filter(|line| !line.starts_with('#')).collect();
+    assert_eq!(lines.len(), 2, "{trace}");
+    let (context, text) = lines[0].split_once(": ").map(|(_, rest)| (lines[0], rest)).unwrap();
+    assert_eq!(text, format!("{caller}: answer=42 forty-two"), "{trace}");
+    let pid = ftrace::task::current().pid();
+    assert!(context.contains(&format!("-{pid} ")), "the caller's task: {context}");
+    write("options/sym-offset", "1");
+    let offset = read("trace");
+    let line = offset.lines().find(|line| line.contains("answer=42")).unwrap();
+    let place = line.split(": ").nth(1).unwrap();
+    let (name, span) = place.split_once('+').expect("function+0xOFF/0xSIZE");
+    assert_eq!(name, caller, "{line}");
+    let (off, size) = span.split_once('/').unwrap();
+    let parse = |hex: &str| u64::from_str_radix(hex.trim_start_matches("0x"), 16).unwrap();
+    assert!(0 < parse(off) && parse(off) < parse(size), "a place inside the caller: {line}");
+    write("options/sym-offset", "0");
+    // msg-only: the text alone, for trace_printk's lines and the marker's.
+    write("options/printk-msg-only", "1");
+    let bare = read("trace");
+    let lines: alloc::vec::Vec<&str> = bare.lines().filter(|line| !line.starts_with('#')).collect();
+    assert_eq!(lines, ["answer=42 forty-two", "marked"], "{bare}");
+    // It needs trace_printk on, as in Linux.
+    write("trace_options", "notrace_printk");
+    assert!(read("trace").contains(&format!("{caller}: answer=42")), "context back with trace_printk off");
+    assert!(!printk_from_here(7), "off: nothing recorded");
+    assert!(!read("trace").contains("answer=7"));
+    write("trace_options", "trace_printk");
+    write("options/printk-msg-only", "0");
+    // Nothing while tracing is off.
+    write("tracing_on", "0");
+    assert!(!printk_from_here(8));
+    write("tracing_on", "1");
+    assert!(!read("trace").contains("answer=8"));
+    // A long text is cut at Linux's size.
+    write("trace", "");
+    let long = "x".repeat(2000);
+    assert!(ftrace::trace_printk!("{long}"));
+    let cut = read("trace");
+    let line = cut.lines().find(|line| line.contains("xxxx")).unwrap();
+    assert_eq!(line.split(": ").last().unwrap().len(), ftrace::printk::PRINTK_MAX, "cut at PRINTK_MAX");
+    // Top level only: an instance has neither file.
+    tracefs::mkdir("instances/printk").unwrap();
+    for option in ["trace_printk", "printk-msg-only"] {
+        assert!(tracefs::exists(&format!("options/{option}")));
+        assert!(!tracefs::exists(&format!("instances/printk/options/{option}")), "{option}");
+        let refused = tracefs::write(&format!("instances/printk/options/{option}"), "1", FilterMode::Replace);
+        assert!(refused.is_err(), "{option}: {refused:?}");
+    }
+    assert!(read("instances/printk/trace_options").contains("\ntrace_printk\n"), "listed there, as in Linux");
+    tracefs::rmdir("instances/printk").unwrap();
+    write("trace", "");
+}
+
 #[ktest]
 fn trace_options_change_how_trace_prints() {
     // The generic options in Linux's order, then the current tracer's.
-    let generic = "print-parent\nnosym-offset\nnosym-addr\nnoverbose\nannotate\ncontext-info\nnolatency-format\nnorecord-tgid\n\
+    let generic = "print-parent\nnosym-offset\nnosym-addr\nnoverbose\ntrace_printk\nannotate\nnoprintk-msg-only\ncontext-info\n\
+                   nolatency-format\nnorecord-tgid\n\
                    overwrite\nirq-info\nmarkers\nnoevent-fork\nnofunction-fork\nnostacktrace\n";
     assert_eq!(read("trace_options"), generic, "nop has no options of its own");
     let refused = tracefs::write("trace_options", "funcgraph-proc", FilterMode::Replace);

@@ -1,0 +1,105 @@
+//! `trace_printk!`: a line of text from kernel code into the trace, as
+//! Linux's `trace_printk()` puts one there, the debugging tool that costs
+//! far less than a console print and shows up among the traced calls:
+//!
+//! ```text
+//!            shell-1       [000] .....   812.403517: kernel::workload::fib: n=25
+//! ```
+//!
+//! It takes `format!`'s arguments and writes a print event (Linux's
+//! `TRACE_PRINT`, the record `trace_marker` writes too) into the top level's
+//! buffer, where Linux's goes. The event keeps the caller's address, shown
+//! as its function (`options/sym-offset` and `options/sym-addr` apply);
+//! `options/trace_printk` off drops every call, and
+//! `options/printk-msg-only` prints the text alone.
+//!
+//! Design: the text is formatted twice, once to count its bytes and once
+//! straight into the event the buffer reserved for it, so nothing is
+//! allocated and no copy of the text sits on the stack (Linux formats into
+//! a per-CPU buffer and copies). The buffer's writer masks interrupts and
+//! takes no lock: any context may call it, a tracing callback included. A
+//! text past [`PRINTK_MAX`] bytes is cut there; an argument whose text
+//! changes between the two passes is cut, or padded with NULs, to the
+//! first pass's length. Like Linux's, the text is kept as given: a line
+//! shows it without one trailing newline, so `"x\n"` and `"x"` print alike.
+//!
+//! Failure modes: none to report but whether the event was written
+//! (`false`: the option is off, the buffer is not recording, or it is full
+//! and does not overwrite).
+
+use core::fmt::{self, Write};
+
+use crate::event::{encode_print_with, print_text_event_size, PrintWriter, TRACE_PRINT};
+use crate::instance::{self, TraceOption};
+
+/// The most bytes of text an event keeps: what the largest event the ring
+/// buffer takes holds (Linux's `TRACE_BUF_SIZE` keeps 1023).
+pub const PRINTK_MAX: usize = crate::ring_buffer::MAX_PAYLOAD - print_text_event_size(0);
+
+/// Writes a line of text into the trace, formatted as `format!` does;
+/// answers whether it was recorded. See the [module](crate::printk)
+/// documentation.
+///
+/// ```ignore
+/// ftrace::trace_printk!("n={n} depth={}\n", depth);
+/// ```
+#[macro_export]
+macro_rules! trace_printk {
+    ($($arg:tt)*) => {
+        $crate::printk::trace_printk(::core::format_args!($($arg)*))
+    };
+}
+
+/// What [`trace_printk!`](crate::trace_printk) calls. Never inlined: its
+/// return address is the caller's place, the address its event keeps.
+#[inline(never)]
+pub fn trace_printk(args: fmt::Arguments) -> bool {
+    let top = instance::top();
+    if !top.option(TraceOption::TracePrintk) {
+        return false;
+    }
+    // This function's frame record holds its return address: a place in
+    // the caller.
+    let ip = crate::unwind::return_addresses(arch::cpu::frame_pointer()).next().unwrap_or(0);
+    let mut counter = Counter(0);
+    // A `Display` that fails only cuts the text short.
+    let _ = counter.write_fmt(args);
+    let len = counter.0.min(PRINTK_MAX);
+    let common = crate::tracer::event_common(TRACE_PRINT);
+    let size = print_text_event_size(len);
+    top.buffer()
+        .write_with(size, |_, out| {
+            encode_print_with(common, PrintWriter::Kernel(ip as u64), len, out, |room| {
+                let mut filler = Filler { room, at: 0 };
+                let _ = filler.write_fmt(args);
+                let at = filler.at;
+                filler.room[at..].fill(0);
+            })
+        })
+        .is_some()
+}
+
+/// Counts the bytes written through it.
+struct Counter(usize);
+
+impl Write for Counter {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        self.0 += text.len();
+        Ok(())
+    }
+}
+
+/// Writes into `room` from `at`, and drops what does not fit.
+struct Filler<'a> {
+    room: &'a mut [u8],
+    at: usize,
+}
+
+impl Write for Filler<'_> {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        let take = text.len().min(self.room.len() - self.at);
+        self.room[self.at..self.at + take].copy_from_slice(&text.as_bytes()[..take]);
+        self.at += take;
+        Ok(())
+    }
+}
