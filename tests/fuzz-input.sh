@@ -60,6 +60,15 @@ events/sched/sched_switch/trigger|enable_event:kprobes:kx
 events/sched/sched_switch/trigger|disable_event:sched:sched_wakeup:2
 events/sched/sched_switch/trigger|hist:keys=common_pid.execname:pause
 events/kprobes/kx/trigger|hist:keys=a:vals=b
+synthetic_events|lat u64 lat; pid_t pid; char comm[16]
+synthetic_events|!lat
+dynamic_events|s:synthetic/sx u32 a; s8 b
+events/sched/sched_wakeup/trigger|hist:keys=pid:ts0=common_timestamp.usecs
+events/sched/sched_switch/trigger|hist:keys=next_pid:l=common_timestamp.usecs-\$ts0:onmatch(sched.sched_wakeup).lat(\$l,next_pid,next_comm)
+events/sched/sched_switch/trigger|hist:keys=next_pid:l=\$ts0+1-common_cpu:onmatch(sched.sched_wakeup).trace(sx,\$l,next_pid)
+events/synthetic/sx/trigger|hist:keys=a,b:sort=b
+events/synthetic/lat/enable|1
+events/synthetic/sx/filter|a > 3
 events/kprobes/kx/trigger|stacktrace:2 if a > 1
 events/kprobes/kx/trigger|hist:keys=a.log2
 events/kprobes/kx/trigger|hist:keys=a.buckets=16:vals=b

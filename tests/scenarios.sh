@@ -367,6 +367,32 @@ if run_session event-triggers "$(printf '%s\n' "${trigger_session[@]}")\n"; then
     expect "its totals" grep -qx "    Hits: 15" <<<"$out"
 fi
 
+# Linux's wakeup-latency recipe, typed as its documentation writes it.
+synthetic_session=(
+    "echo 'wakeup_latency u64 lat; pid_t pid; char comm[16]' >> synthetic_events"
+    "cat synthetic_events"
+    "echo 'hist:keys=pid:ts0=common_timestamp.usecs' >> events/sched/sched_wakeup/trigger"
+    "echo 'hist:keys=next_pid:lat=common_timestamp.usecs-\$ts0:onmatch(sched.sched_wakeup).wakeup_latency(\$lat,next_pid,next_comm)' >> events/sched/sched_switch/trigger"
+    "echo 'hist:keys=pid,lat:sort=lat' >> events/synthetic/wakeup_latency/trigger"
+    "cat events/sched/sched_switch/trigger"
+    "echo 1 > events/synthetic/wakeup_latency/enable"
+    "run par 2 fib 22"
+    "echo 0 > events/synthetic/wakeup_latency/enable"
+    "cat trace"
+    "cat events/synthetic/wakeup_latency/hist"
+    "echo '!hist:keys=pid:ts0=common_timestamp.usecs' >> events/sched/sched_wakeup/trigger"
+    "echo '!wakeup_latency' >> synthetic_events"
+    "poweroff"
+)
+if run_session synthetic "$(printf '%s\n' "${synthetic_session[@]}")\n"; then
+    expect "the definition reads back as Linux lists it" grep -qP "^wakeup_latency\tu64 lat; pid_t pid; char\[16\] comm$" <<<"$out"
+    expect "the trigger reads back as Linux prints it" grep -qxF 'hist:keys=next_pid:vals=hitcount:lat=common_timestamp.usecs-$ts0:sort=hitcount:size=2048:onmatch(sched.sched_wakeup).wakeup_latency($lat,next_pid,next_comm) [active]' <<<"$out"
+    expect "the shell's wake-up from the join is recorded" test "$(count_lines ': wakeup_latency: lat=[0-9]+ pid=1 comm=shell$')" -ge 1
+    expect "the synthetic event's own hist counts them" test "$(count_lines '^\{ pid: +[0-9]+, lat: +[0-9]+ \} hitcount: +[0-9]+$')" -ge 1
+    expect "a trigger whose variable is read is not removed" grep -q "^error: hist: another trigger reads this one's variables; remove it first" <<<"$out"
+    expect "nor an event an action records" grep -q "^error: synthetic: event 'wakeup_latency' is enabled, has triggers or is recorded by a hist action" <<<"$out"
+fi
+
 more_files_session=(
     "echo kernel::workload::fib > set_ftrace_notrace"
     "cat set_ftrace_notrace"

@@ -163,8 +163,9 @@ pub struct Trigger {
     /// tracefs resolved the name) its switch.
     target: Option<EventName>,
     switch: Option<Arc<dyn EventSwitch>>,
-    /// A `hist` trigger's table.
-    hist: Option<alloc::boxed::Box<Histogram>>,
+    /// A `hist` trigger's table (shared with the triggers that read its
+    /// variables).
+    hist: Option<Arc<Histogram>>,
 }
 
 impl fmt::Debug for Trigger {
@@ -182,6 +183,17 @@ impl Trigger {
     /// Its command.
     pub fn command(&self) -> TriggerCommand {
         self.command
+    }
+
+    /// A `hist` trigger's histogram.
+    pub fn histogram(&self) -> Option<&Arc<Histogram>> {
+        self.hist.as_ref()
+    }
+
+    /// A `hist` trigger's histogram, to resolve its names before the
+    /// trigger is added (`None` once it is shared).
+    pub fn histogram_mut(&mut self) -> Option<&mut Histogram> {
+        Arc::get_mut(self.hist.as_mut()?)
     }
 
     /// With the switch of its target, resolved by the caller.
@@ -394,7 +406,7 @@ fn parse_hist(remove: bool, rest: &str, fields: &[FilterField]) -> Result<Reques
     if remove {
         return Ok(Request::RemoveHist(spec, filter.map(|filter| filter.text().to_string())));
     }
-    let hist = alloc::boxed::Box::new(Histogram::try_new(spec).map_err(TriggerError::Hist)?);
+    let hist = Arc::new(Histogram::try_new(spec).map_err(TriggerError::Hist)?);
     let left = AtomicU64::new(UNLIMITED);
     let command = TriggerCommand::Hist;
     Ok(Request::Add(Trigger { command, phase: Phase::AfterRecord, left, filter, target: None, switch: None, hist: Some(hist) }))
@@ -408,7 +420,7 @@ fn parse_count(text: &str) -> Result<u64, TriggerError> {
 pub const AVAILABLE: &str = "# Available triggers:\n# traceon traceoff snapshot stacktrace enable_event disable_event hist\n";
 
 #[cfg(target_os = "none")]
-pub use kernel_side::{Applied, StackStart, Triggers};
+pub use kernel_side::{register_vars, resolve_hist, Applied, StackStart, Triggers};
 
 #[cfg(target_os = "none")]
 mod kernel_side {
@@ -438,6 +450,70 @@ mod kernel_side {
             let known = self.addresses.into_iter().filter(|&address| address != 0);
             crate::func_probe::record_frames(array, known.chain(crate::unwind::return_addresses(self.fp)));
         }
+    }
+
+    /// A histogram with variables, for the `$NAME`s other triggers read:
+    /// the trace array (its address) and event it counts.
+    struct VarTable {
+        array: usize,
+        event: EventName,
+        hist: alloc::sync::Weak<crate::hist::Histogram>,
+    }
+
+    /// The histograms with variables that were added (a removed one's
+    /// entry dies with it: its table is gone once no trigger holds it).
+    static VAR_TABLES: arch::sync::SpinLock<Vec<VarTable>> = arch::sync::SpinLock::new(Vec::new());
+
+    /// Notes an added `hist` trigger's histogram, of `event` in `array`, if
+    /// it defines variables others may read.
+    pub fn register_vars(array: &TraceArray, event: &EventName, hist: &Arc<crate::hist::Histogram>) {
+        if hist.spec().vars().defs.is_empty() {
+            return;
+        }
+        let mut tables = VAR_TABLES.lock();
+        tables.retain(|table| table.hist.strong_count() > 0);
+        let array = array as *const TraceArray as usize;
+        tables.push(VarTable { array, event: event.clone(), hist: Arc::downgrade(hist) });
+    }
+
+    /// Resolves the names a new `hist` trigger of `array` uses before it is
+    /// added: each `$NAME` it reads is the variable of the one histogram
+    /// of `array` that defines it (one of an event its `onmatch` names
+    /// first, as Linux looks there first), and each action's synthetic
+    /// event is `synth(name)`'s. Nothing to do for another trigger.
+    pub fn resolve_hist(
+        array: &TraceArray,
+        trigger: &mut Trigger,
+        synth: impl Fn(&str) -> Option<(Arc<dyn crate::hist::SynthTarget>, Vec<bool>)>,
+    ) -> Result<(), TriggerError> {
+        let Some(hist) = trigger.histogram_mut() else { return Ok(()) };
+        if hist.spec().vars().is_empty() && hist.spec().vars().refs.is_empty() {
+            return Ok(());
+        }
+        let matched: Vec<EventName> = hist
+            .spec()
+            .vars()
+            .actions
+            .iter()
+            .map(|action| EventName { group: action.group.clone(), event: action.event.clone() })
+            .collect();
+        let array = array as *const TraceArray as usize;
+        let tables: Vec<(EventName, Arc<crate::hist::Histogram>)> = VAR_TABLES
+            .lock()
+            .iter()
+            .filter(|table| table.array == array)
+            .filter_map(|table| Some((table.event.clone(), table.hist.upgrade()?)))
+            .collect();
+        let find = |name: &str| {
+            let defining = || tables.iter().filter_map(|(event, hist)| Some((event, hist, hist.var_index(name)?)));
+            let preferred: Vec<_> = defining().filter(|(event, _, _)| matched.contains(event)).collect();
+            let candidates: Vec<_> = if preferred.is_empty() { defining().collect() } else { preferred };
+            match candidates.as_slice() {
+                [(_, hist, var)] => Some((Arc::clone(hist), *var)),
+                _ => None,
+            }
+        };
+        hist.resolve(find, synth).map_err(TriggerError::Hist)
     }
 
     /// What [`Triggers::apply`] did.
@@ -505,6 +581,14 @@ mod kernel_side {
                     let Some(at) = list.iter().position(|trigger| trigger.is_hist(&spec, filter.as_deref())) else {
                         return Ok(Applied::Nothing);
                     };
+                    // Refused while another trigger reads its variables, as
+                    // Linux refuses it. (One just removed may still hold it
+                    // in a list waiting for its grace period: let those go
+                    // first.)
+                    let shared = |list: &[Arc<Trigger>]| list[at].hist.as_ref().is_some_and(|hist| Arc::strong_count(hist) > 1);
+                    if shared(&list) && (crate::deferred::reclaim() == 0 || shared(&list)) {
+                        return Err(TriggerError::Hist(HistError::InUse));
+                    }
                     list.remove(at);
                     Applied::Removed(TriggerCommand::Hist, None)
                 }
@@ -639,7 +723,7 @@ mod kernel_side {
     fn act<'a>(trigger: &Trigger, array: &TraceArray, value: &dyn Fn(usize) -> FieldValue<'a>, stack: StackStart) {
         let buffer = array.buffer();
         if let Some(hist) = &trigger.hist {
-            hist.hit(value);
+            hist.hit(value, &|| buffer.now());
             return;
         }
         match trigger.command {

@@ -12,7 +12,10 @@
 //! full for the column's largest); up to two sort keys, each
 //! `hitcount` or a key or value field, `.descending` or (the default)
 //! `.ascending`; a table of `size` entries (128 to 131072, rounded up to a
-//! power of two; 2048 by default).
+//! power of two; 2048 by default). Variables (`NAME=EXPR`), reads of other
+//! histograms' (`$NAME`) and `onmatch()` actions are Linux's inter-event
+//! parts: see [`crate::hist_expr`]; an entry keeps its variables beside
+//! its sums.
 //!
 //! Design. The table ([`HistMap`]) is made whole when the trigger is
 //! written and never grows: the event's hit path only inserts into it,
@@ -38,7 +41,10 @@ use alloc::vec::Vec;
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
+use alloc::sync::Arc;
+
 use crate::event_filter::{FieldKind, FieldValue, FilterField, Source};
+use crate::hist_expr::{ExprError, HitValues, Vars, MAX_PARAMS, MAX_REFS, MAX_VARS};
 use crate::kallsyms::Symbol;
 
 /// The most key fields, as in Linux.
@@ -209,6 +215,9 @@ pub struct HistSpec {
     vals: Vec<HistField>,
     sort: Vec<SortKey>,
     size: usize,
+    /// Its variables, the reads of other histograms' and its actions
+    /// (`crate::hist_expr`).
+    vars: Vars,
     /// The line's `pause`, `cont` and `clear`.
     pub controls: HistControls,
 }
@@ -242,6 +251,25 @@ pub enum HistError {
     /// The event has this histogram already: the line of the trigger
     /// there, as `cat trigger` shows it without its state.
     Exists(String),
+    /// A bad variable, expression or action.
+    Expr(ExprError),
+    /// `$NAME` names no variable of a histogram of the same trace array
+    /// (the `onmatch` event's first), or several.
+    NoSuchVar(String),
+    /// `$NAME`'s histogram has keys of another shape than this one's.
+    KeyMismatch(String),
+    /// An action names no synthetic event.
+    NoSuchSynth(String),
+    /// An action's parameters do not fit its synthetic event's fields.
+    ParamMismatch(String),
+    /// Another trigger reads this one's variables (remove that first).
+    InUse,
+}
+
+impl From<ExprError> for HistError {
+    fn from(error: ExprError) -> Self {
+        HistError::Expr(error)
+    }
 }
 
 impl fmt::Display for HistError {
@@ -268,6 +296,14 @@ impl fmt::Display for HistError {
             }
             HistError::ArrayField(name) => write!(f, "hist: field '{name}' is an array: keys and values are single fields"),
             HistError::Exists(line) => write!(f, "hist: the event has this histogram already (remove it with '!{line}')"),
+            HistError::Expr(error) => write!(f, "{error}"),
+            HistError::NoSuchVar(name) => {
+                write!(f, "hist: no histogram of this trace array defines '${name}' (or several do)")
+            }
+            HistError::KeyMismatch(name) => write!(f, "hist: '${name}' belongs to a histogram whose keys differ from these"),
+            HistError::NoSuchSynth(name) => write!(f, "hist: no synthetic event '{name}' (see synthetic_events)"),
+            HistError::ParamMismatch(why) => write!(f, "hist: {why}"),
+            HistError::InUse => write!(f, "hist: another trigger reads this one's variables; remove it first"),
         }
     }
 }
@@ -280,7 +316,12 @@ pub fn parse(attrs: &str, fields: &[FilterField]) -> Result<HistSpec, HistError>
     let mut sort_text = None;
     let mut size = DEFAULT_SIZE;
     let mut controls = HistControls::default();
+    let mut vars = Vars::default();
     for attr in attrs.split(':').filter(|attr| !attr.is_empty()) {
+        if attr.starts_with("onmatch(") {
+            vars.add_action(attr, fields)?;
+            continue;
+        }
         let (name, value) = attr.split_once('=').unwrap_or((attr, ""));
         match (name, value) {
             ("keys" | "key", list) if !list.is_empty() => {
@@ -308,9 +349,14 @@ pub fn parse(attrs: &str, fields: &[FilterField]) -> Result<HistSpec, HistError>
             ("pause", "") => controls.pause = true,
             ("cont" | "continue", "") => controls.cont = true,
             ("clear", "") => controls.clear = true,
+            // Linux's own attributes this kernel lacks: named tables,
+            // handlers other than `onmatch`.
+            ("name" | "clock", _) => return Err(HistError::Unknown(attr.to_string())),
+            (_, value) if !value.is_empty() && !attr.contains('(') => vars.add_assignments(attr, fields)?,
             _ => return Err(HistError::Unknown(attr.to_string())),
         }
     }
+    vars.finish()?;
     let keys = keys.ok_or(HistError::NoKeys)?;
     let sort = match sort_text {
         None => alloc::vec![SortKey { by: SortBy::Hitcount, descending: false }],
@@ -322,7 +368,7 @@ pub fn parse(attrs: &str, fields: &[FilterField]) -> Result<HistSpec, HistError>
             sort
         }
     };
-    Ok(HistSpec { keys, vals, sort, size, controls })
+    Ok(HistSpec { keys, vals, sort, size, vars, controls })
 }
 
 /// `NAME[.MODIFIER]`: the field and its modifier.
@@ -411,7 +457,12 @@ impl HistSpec {
     /// add collides with and a removal, `pause`, `cont` or `clear` finds
     /// (the size and the control word do not count, as in Linux).
     pub fn same_as(&self, other: &HistSpec) -> bool {
-        self.keys == other.keys && self.vals == other.vals && self.sort == other.sort
+        self.keys == other.keys && self.vals == other.vals && self.sort == other.sort && self.vars == other.vars
+    }
+
+    /// Its variables, reads and actions.
+    pub fn vars(&self) -> &Vars {
+        &self.vars
     }
 
     /// `hist:keys=...:vals=...:sort=...:size=N`, as `cat trigger` shows it.
@@ -422,6 +473,7 @@ impl HistSpec {
             line.push(',');
             line.push_str(&val.spec());
         }
+        line.push_str(&self.vars.defs_text());
         let sort: Vec<String> = self
             .sort
             .iter()
@@ -439,6 +491,7 @@ impl HistSpec {
             })
             .collect();
         line.push_str(&format!(":sort={}:size={}", sort.join(","), self.size));
+        line.push_str(&self.vars.actions_text());
         line
     }
 
@@ -452,11 +505,17 @@ pub struct HistMap {
     key_words: usize,
     /// Sums per entry: `hitcount`, then each value.
     sums_per_entry: usize,
+    /// Variables per entry.
+    vars_per_entry: usize,
     /// Entries at most (half the slots).
     capacity: usize,
     states: Box<[AtomicU8]>,
     keys: Box<[AtomicU64]>,
     sums: Box<[AtomicU64]>,
+    /// Each entry's variables, and a word of bits per entry saying which
+    /// are set (none for a table without variables).
+    vars: Box<[AtomicU64]>,
+    vars_set: Box<[AtomicU64]>,
     entries: AtomicUsize,
     hits: AtomicU64,
     drops: AtomicU64,
@@ -475,16 +534,17 @@ fn zeroed<T>(len: usize, zero: impl Fn() -> T) -> Option<Box<[T]>> {
 }
 
 impl HistMap {
-    /// A table of `capacity` entries of `key_words` key words and
-    /// `sums_per_entry` sums; `None` if the heap cannot hold it.
-    pub fn try_new(capacity: usize, key_words: usize, sums_per_entry: usize) -> Option<HistMap> {
-        let bytes = Self::bytes_of(2 * capacity, key_words, sums_per_entry);
+    /// A table of `capacity` entries of `key_words` key words,
+    /// `sums_per_entry` sums and `vars_per_entry` variables; `None` if the
+    /// heap cannot hold it.
+    pub fn try_new(capacity: usize, key_words: usize, sums_per_entry: usize, vars_per_entry: usize) -> Option<HistMap> {
+        let bytes = Self::bytes_of(2 * capacity, key_words, sums_per_entry, vars_per_entry);
         TABLES_BYTES
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
                 used.checked_add(bytes).filter(|&total| total <= TABLES_BUDGET)
             })
             .ok()?;
-        let map = Self::allocate(capacity, key_words, sums_per_entry);
+        let map = Self::allocate(capacity, key_words, sums_per_entry, vars_per_entry);
         if map.is_none() {
             TABLES_BYTES.fetch_sub(bytes, Ordering::Relaxed);
         }
@@ -492,20 +552,26 @@ impl HistMap {
     }
 
     /// The heap a table of `slots` slots takes (what [`TABLES_BUDGET`]
-    /// counts): a state byte, then the key words and sums, a slot.
-    fn bytes_of(slots: usize, key_words: usize, sums_per_entry: usize) -> usize {
-        slots * (1 + 8 * (key_words + sums_per_entry))
+    /// counts): a state byte, then the key words, sums and variables (and
+    /// their word of set bits), a slot.
+    fn bytes_of(slots: usize, key_words: usize, sums_per_entry: usize, vars_per_entry: usize) -> usize {
+        let set_words = usize::from(vars_per_entry > 0);
+        slots * (1 + 8 * (key_words + sums_per_entry + vars_per_entry + set_words))
     }
 
-    fn allocate(capacity: usize, key_words: usize, sums_per_entry: usize) -> Option<HistMap> {
+    fn allocate(capacity: usize, key_words: usize, sums_per_entry: usize, vars_per_entry: usize) -> Option<HistMap> {
         let slots = 2 * capacity;
+        let set_words = if vars_per_entry > 0 { slots } else { 0 };
         Some(HistMap {
             key_words,
             sums_per_entry,
+            vars_per_entry,
             capacity,
             states: zeroed(slots, || AtomicU8::new(FREE))?,
             keys: zeroed(slots * key_words, || AtomicU64::new(0))?,
             sums: zeroed(slots * sums_per_entry, || AtomicU64::new(0))?,
+            vars: zeroed(slots * vars_per_entry, || AtomicU64::new(0))?,
+            vars_set: zeroed(set_words, || AtomicU64::new(0))?,
             entries: AtomicUsize::new(0),
             hits: AtomicU64::new(0),
             drops: AtomicU64::new(0),
@@ -524,16 +590,17 @@ impl HistMap {
         self.key_of(slot).iter().zip(key).all(|(word, &want)| word.load(Ordering::Relaxed) == want)
     }
 
-    /// Adds one hit of `key` with `vals` (after `hitcount`'s 1): `false`
-    /// if it was dropped (the table is full, or a slot stayed claimed).
-    pub fn insert(&self, key: &[u64], vals: &[u64]) -> bool {
+    /// Adds one hit of `key` with `vals` (after `hitcount`'s 1): its
+    /// entry's slot, or `None` if it was dropped (the table is full, or a
+    /// slot stayed claimed).
+    pub fn insert(&self, key: &[u64], vals: &[u64]) -> Option<usize> {
         let mask = self.states.len() - 1;
         let mut slot = hash(key) & mask;
         for _ in 0..self.states.len() {
             if let Some(found) = self.claim_or_match(slot, key) {
                 if found {
                     self.add(slot, vals);
-                    return true;
+                    return Some(slot);
                 }
             } else {
                 break; // full, or a slot that never became ready
@@ -541,7 +608,40 @@ impl HistMap {
             slot = (slot + 1) & mask;
         }
         self.drops.fetch_add(1, Ordering::Relaxed);
-        false
+        None
+    }
+
+    /// The slot of `key`'s entry, if it has one (ready: a key another CPU
+    /// is still writing is not there yet).
+    pub fn find(&self, key: &[u64]) -> Option<usize> {
+        let mask = self.states.len() - 1;
+        let mut slot = hash(key) & mask;
+        for _ in 0..self.states.len() {
+            match self.states[slot].load(Ordering::Acquire) {
+                FREE => return None,
+                READY if self.key_is(slot, key) => return Some(slot),
+                _ => slot = (slot + 1) & mask,
+            }
+        }
+        None
+    }
+
+    /// Sets variable `var` of the entry in `slot`.
+    pub fn set_var(&self, slot: usize, var: usize, value: u64) {
+        self.vars[slot * self.vars_per_entry + var].store(value, Ordering::Relaxed);
+        // Release: a reader that sees the bit sees the value.
+        self.vars_set[slot].fetch_or(1 << var, Ordering::Release);
+    }
+
+    /// Variable `var` of the entry in `slot`, if it is set; `once` unsets
+    /// it (Linux's `read_once`).
+    pub fn read_var(&self, slot: usize, var: usize, once: bool) -> Option<u64> {
+        let bit = 1u64 << var;
+        let set = match once {
+            true => self.vars_set[slot].fetch_and(!bit, Ordering::Acquire),
+            false => self.vars_set[slot].load(Ordering::Acquire),
+        };
+        (set & bit != 0).then(|| self.vars[slot * self.vars_per_entry + var].load(Ordering::Relaxed))
     }
 
     /// Whether `slot` is `key`'s (claiming it if it is free): `Some(false)`
@@ -601,7 +701,7 @@ impl HistMap {
     /// Empties the table. Only while no hit inserts (see
     /// [`Histogram::clear`]).
     fn clear(&self) {
-        for word in self.keys.iter().chain(self.sums.iter()) {
+        for word in self.keys.iter().chain(self.sums.iter()).chain(self.vars.iter()).chain(self.vars_set.iter()) {
             word.store(0, Ordering::Relaxed);
         }
         for state in self.states.iter() {
@@ -615,7 +715,7 @@ impl HistMap {
 
 impl Drop for HistMap {
     fn drop(&mut self) {
-        let bytes = Self::bytes_of(self.states.len(), self.key_words, self.sums_per_entry);
+        let bytes = Self::bytes_of(self.states.len(), self.key_words, self.sums_per_entry, self.vars_per_entry);
         TABLES_BYTES.fetch_sub(bytes, Ordering::Relaxed);
     }
 }
@@ -632,11 +732,24 @@ fn hash(key: &[u64]) -> usize {
     hash as usize
 }
 
-/// A histogram trigger's state: its spec, its table, whether it is paused.
+/// A histogram trigger's state: its spec, its table, whether it is paused,
+/// and (once [`resolve`](Histogram::resolve)d) where its `$NAME` reads and
+/// its actions go.
 pub struct Histogram {
     spec: HistSpec,
     map: HistMap,
     paused: AtomicBool,
+    /// For each of `spec.vars.refs`: the histogram and the variable.
+    reads: Vec<(Arc<Histogram>, usize)>,
+    /// For each of `spec.vars.actions`: the synthetic event it records.
+    targets: Vec<Arc<dyn SynthTarget>>,
+}
+
+/// What an `onmatch` action records: a synthetic event, given its fields'
+/// values in order (numbers and strings, as their types say).
+pub trait SynthTarget: Send + Sync {
+    /// Records the event (from a hit path: no allocation, no lock).
+    fn fire(&self, values: &[FieldValue]);
 }
 
 /// `value` as a share of `total`, in hundredths of a percent, as Linux's
@@ -675,18 +788,76 @@ impl Histogram {
     /// A histogram for `spec`, its table allocated now (a hit cannot
     /// allocate); paused from the start if the line said `pause`.
     pub fn try_new(spec: HistSpec) -> Result<Histogram, HistError> {
-        let map = HistMap::try_new(spec.size, spec.key_words(), 1 + spec.vals.len()).ok_or(HistError::NoMemory)?;
+        let map = HistMap::try_new(spec.size, spec.key_words(), 1 + spec.vals.len(), spec.vars.defs.len())
+            .ok_or(HistError::NoMemory)?;
         let paused = AtomicBool::new(spec.controls.pause);
-        Ok(Histogram { spec, map, paused })
+        Ok(Histogram { spec, map, paused, reads: Vec::new(), targets: Vec::new() })
     }
 
     pub fn spec(&self) -> &HistSpec {
         &self.spec
     }
 
-    /// Counts one hit of the event whose fields `value` gives (its hit
-    /// path; nothing while paused).
-    pub fn hit<'a>(&self, value: &dyn Fn(usize) -> FieldValue<'a>) {
+    /// Whether its keys have the shape of `other`'s (what reading a
+    /// variable of `other` by this one's key needs).
+    pub fn keys_match(&self, other: &Histogram) -> bool {
+        let shape =
+            |spec: &HistSpec| spec.keys.iter().map(|key| (key.kind == FieldKind::String, key.key_words())).collect::<Vec<_>>();
+        shape(&self.spec) == shape(&other.spec)
+    }
+
+    /// Says where its reads and actions go: `find(name)` gives the
+    /// histogram defining variable `name`, and the variable's index there
+    /// (what the caller's search found); `synth(name)` gives the synthetic
+    /// event `name` and its fields' kinds (whether each is a string).
+    /// Refused, changing nothing, if one is missing or does not fit.
+    pub fn resolve(
+        &mut self,
+        find: impl Fn(&str) -> Option<(Arc<Histogram>, usize)>,
+        synth: impl Fn(&str) -> Option<(Arc<dyn SynthTarget>, Vec<bool>)>,
+    ) -> Result<(), HistError> {
+        let mut reads = Vec::new();
+        for read in &self.spec.vars.refs {
+            let (hist, var) = find(&read.name).ok_or_else(|| HistError::NoSuchVar(read.name.clone()))?;
+            if !self.keys_match(&hist) {
+                return Err(HistError::KeyMismatch(read.name.clone()));
+            }
+            reads.push((hist, var));
+        }
+        let mut targets = Vec::new();
+        for action in &self.spec.vars.actions {
+            let (target, strings) = synth(&action.synth).ok_or_else(|| HistError::NoSuchSynth(action.synth.clone()))?;
+            if strings.len() != action.params.len() {
+                return Err(HistError::ParamMismatch(format!(
+                    "'{}' has {} fields, the action gives {}",
+                    action.synth,
+                    strings.len(),
+                    action.params.len()
+                )));
+            }
+            if let Some((param, _)) = action.params.iter().zip(&strings).find(|(param, &string)| param.is_string() != string) {
+                return Err(HistError::ParamMismatch(format!(
+                    "parameter '{param}' of '{}' is not of its field's kind (a string for a string)",
+                    action.synth
+                )));
+            }
+            targets.push(target);
+        }
+        self.reads = reads;
+        self.targets = targets;
+        Ok(())
+    }
+
+    /// The index of its variable `name`.
+    pub fn var_index(&self, name: &str) -> Option<usize> {
+        self.spec.vars.own(name)
+    }
+
+    /// Counts one hit of the event whose fields `value` gives, at time
+    /// `now()` (read only if a variable needs it), sets its variables and
+    /// runs its actions: its hit path; nothing while paused, nor when a
+    /// variable it reads has no value for this key.
+    pub fn hit<'a>(&self, value: &dyn Fn(usize) -> FieldValue<'a>, now: &dyn Fn() -> u64) {
         // Acquire: after a `clear`, the emptied table is what this hit sees.
         if self.paused.load(Ordering::Acquire) {
             return;
@@ -707,11 +878,44 @@ impl Histogram {
             }
             at += field.key_words();
         }
+        let key = &key[..at];
+        // Other histograms' variables first: a hit without them is not
+        // counted (Linux's `resolve_var_refs`).
+        let mut reads = [0u64; MAX_REFS];
+        for ((slot, (hist, var)), read) in reads.iter_mut().zip(&self.reads).zip(&self.spec.vars.refs) {
+            let found = hist.map.find(key).and_then(|entry| hist.map.read_var(entry, *var, read.once));
+            match found {
+                Some(found) => *slot = found,
+                None => return,
+            }
+        }
         let mut vals = [0u64; MAX_VALS];
         for (slot, field) in vals.iter_mut().zip(&self.spec.vals) {
             *slot = if field.counts_hits { 1 } else { number(field.source.read(value), Modifier::Plain) };
         }
-        self.map.insert(&key[..at], &vals[..self.spec.vals.len()]);
+        let Some(entry) = self.map.insert(key, &vals[..self.spec.vals.len()]) else { return };
+        if self.spec.vars.is_empty() {
+            return;
+        }
+        self.set_vars_and_act(entry, value, now, &reads[..self.reads.len()]);
+    }
+
+    /// The rest of a hit of a histogram with variables or actions: sets
+    /// the variables of the entry in `slot` and runs the actions.
+    fn set_vars_and_act<'a>(&self, slot: usize, value: &dyn Fn(usize) -> FieldValue<'a>, now: &dyn Fn() -> u64, reads: &[u64]) {
+        // One clock reading for every expression of the hit.
+        let time = self.spec.vars.uses_timestamp().then(now).unwrap_or(0);
+        let hit = HitValues { field: value, now: &|| time, refs: reads };
+        let mut vars = [0u64; MAX_VARS];
+        for (n, (var, def)) in vars.iter_mut().zip(&self.spec.vars.defs).enumerate() {
+            *var = def.expr.value(&hit);
+            self.map.set_var(slot, n, *var);
+        }
+        for (action, target) in self.spec.vars.actions.iter().zip(&self.targets) {
+            let mut params = [FieldValue::Missing; MAX_PARAMS];
+            let len = Vars::params(action, &vars, reads, value, &mut params);
+            target.fire(&params[..len]);
+        }
     }
 
     /// `pause` / `cont`.
@@ -945,12 +1149,15 @@ mod tests {
 
     /// One event: `prev_pid`, `prev_comm`, `bytes` (the others 0).
     fn hit(histogram: &Histogram, pid: i64, comm: &'static [u8], bytes: u64) {
-        histogram.hit(&|index| match index {
-            0 | 2 => FieldValue::Signed(pid),
-            1 => FieldValue::Str(comm),
-            3 => FieldValue::Unsigned(0x1010),
-            _ => FieldValue::Unsigned(bytes),
-        });
+        histogram.hit(
+            &|index| match index {
+                0 | 2 => FieldValue::Signed(pid),
+                1 => FieldValue::Str(comm),
+                3 => FieldValue::Unsigned(0x1010),
+                _ => FieldValue::Unsigned(bytes),
+            },
+            &|| bytes * 1000,
+        );
     }
 
     fn output(histogram: &Histogram) -> String {
@@ -1091,6 +1298,67 @@ mod tests {
             "its own first"
         );
         assert_eq!(parse("keys=cpus", &fields()).unwrap_err(), HistError::NoSuchField("cpus".into()));
+    }
+
+    /// What a mock synthetic event was given.
+    #[derive(Default)]
+    struct Recorded(std::sync::Mutex<Vec<Vec<u64>>>);
+
+    impl SynthTarget for Recorded {
+        fn fire(&self, values: &[FieldValue]) {
+            let numbers = values.iter().map(|value| number(*value, Modifier::Plain)).collect();
+            self.0.lock().unwrap().push(numbers);
+        }
+    }
+
+    #[test]
+    fn a_variable_read_once_by_key_makes_one_latency_per_start() {
+        // `prev_pid` plays the pid in both; `bytes * 1000` is the clock.
+        let start = Arc::new(Histogram::try_new(spec("keys=prev_pid:ts0=common_timestamp.usecs")).unwrap());
+        assert_eq!(start.spec().line(), "hist:keys=prev_pid:vals=hitcount:ts0=common_timestamp.usecs:sort=hitcount:size=2048");
+        let mut end = Histogram::try_new(spec(
+            "keys=prev_pid:lat=common_timestamp.usecs-$ts0:onmatch(sched.sched_wakeup).trace(wakeup_latency,$lat,prev_pid)",
+        ))
+        .unwrap();
+        let recorded = Arc::new(Recorded::default());
+        let target: Arc<dyn SynthTarget> = recorded.clone();
+        let missing = end.resolve(|_| None, |_| Some((target.clone(), alloc::vec![false, false])));
+        assert_eq!(
+            missing.map_err(|e| e.to_string()),
+            Err("hist: no histogram of this trace array defines '$ts0' (or several do)".into())
+        );
+        let one_field = end.resolve(|_| Some((start.clone(), 0)), |_| Some((target.clone(), alloc::vec![false])));
+        assert!(matches!(one_field, Err(HistError::ParamMismatch(_))), "two params for one field");
+        let string = end.resolve(|_| Some((start.clone(), 0)), |_| Some((target.clone(), alloc::vec![false, true])));
+        assert!(matches!(string, Err(HistError::ParamMismatch(_))), "a number for a string");
+        end.resolve(|name| (name == "ts0").then(|| (start.clone(), 0)), |_| Some((target.clone(), alloc::vec![false, false])))
+            .unwrap();
+        hit(&end, 7, b"", 50); // no start for pid 7 yet: nothing
+        hit(&start, 7, b"", 100); // ts0 = 100 us
+        hit(&start, 8, b"", 120);
+        hit(&end, 7, b"", 130); // 30 us later
+        hit(&end, 7, b"", 140); // ts0 was read once: nothing
+        hit(&end, 8, b"", 125);
+        assert_eq!(*recorded.0.lock().unwrap(), [[30, 7], [5, 8]]);
+        assert_eq!(end.map.totals(), (2, 0), "the hits without a start are not counted");
+        let other_keys = Histogram::try_new(spec("keys=prev_comm:x=$ts0")).unwrap();
+        assert!(!other_keys.keys_match(&start));
+    }
+
+    #[test]
+    fn variables_and_actions_name_their_histogram() {
+        let line = "keys=prev_pid:vals=bytes:a=bytes,b=prev_pid+1:onmatch(g.e).s($a,$b):sort=bytes";
+        let with = spec(line);
+        assert_eq!(
+            with.line(),
+            "hist:keys=prev_pid:vals=hitcount,bytes:a=bytes,b=prev_pid+1:sort=bytes:size=2048:onmatch(g.e).s($a,$b)"
+        );
+        assert!(with.same_as(&spec(&with.line()["hist:".len()..])), "its line names it");
+        assert!(!with.same_as(&spec("keys=prev_pid:vals=bytes:sort=bytes")), "the variables count");
+        let error = |text: &str| parse(text, &fields()).unwrap_err();
+        assert_eq!(error("keys=ip:x=nosuch"), HistError::Expr(ExprError::BadOperand("nosuch".into())));
+        assert_eq!(error("keys=ip:onmatch(g.e).s($y)"), HistError::Expr(ExprError::NoSuchParamVar("y".into())));
+        assert_eq!(error("keys=ip:clock=global"), HistError::Unknown("clock=global".into()));
     }
 
     #[test]

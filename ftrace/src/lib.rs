@@ -57,6 +57,7 @@ pub mod event_filter;
 pub mod event_trigger;
 pub mod glob;
 pub mod hist;
+pub mod hist_expr;
 pub mod kallsyms;
 pub mod number;
 pub mod output;
@@ -71,6 +72,7 @@ pub mod ring_buffer;
 pub mod shadow;
 pub mod site_geometry;
 pub mod stream;
+pub mod synth;
 
 #[cfg(target_os = "none")]
 pub mod buffer;
@@ -82,6 +84,8 @@ pub mod deferred;
 pub mod event_arrays;
 #[cfg(target_os = "none")]
 pub mod event_pid;
+#[cfg(target_os = "none")]
+pub mod event_state;
 #[cfg(target_os = "none")]
 pub mod export;
 #[cfg(target_os = "none")]

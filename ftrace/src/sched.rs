@@ -26,7 +26,8 @@ use crate::event::{
 };
 use crate::event_arrays::EventArrays;
 use crate::event_filter::{FieldKind, FieldValue, FilterError, FilterField, FilterSlot};
-use crate::event_trigger::{Applied, EventSwitch, Phase, Request, StackStart, TriggerError, Triggers};
+use crate::event_state::{record_with_triggers, EventState};
+use crate::event_trigger::{Applied, EventSwitch, Request, StackStart, TriggerError, Triggers};
 use crate::instance::TraceArray;
 use crate::task::TaskTrace;
 use crate::tracer::event_common;
@@ -126,41 +127,31 @@ impl SchedEvent {
     }
 
     // Each operation that takes an `array` acts on that trace array's copy
-    // of the event: the top level's (kept here), or an instance's (kept by
-    // its `EventArrays`).
+    // of the event (`crate::event_state`).
 
     /// `echo EXPR > events/sched/NAME/filter` (`0` clears it).
     pub fn set_filter(self, array: &TraceArray, text: &str) -> Result<(), FilterError> {
-        match array.is_top() {
-            true => self.filter_slot().set(text, &self.filter_fields()),
-            false => self.arrays().set_filter(array, text, &self.filter_fields()),
-        }
+        self.state().set_filter(array, text, &self.filter_fields())
     }
 
     /// `cat events/sched/NAME/filter`.
     pub fn filter_text(self, array: &TraceArray) -> alloc::string::String {
-        match array.is_top() {
-            true => self.filter_slot().text(),
-            false => self.arrays().filter_text(array),
-        }
+        self.state().filter_text(array)
     }
 
     fn triggers(self) -> &'static Triggers {
-        &self.state().triggers
+        self.state().triggers()
     }
 
     /// The instances it records into (`instances/NAME/events/sched/...`),
     /// with their filters.
     pub fn arrays(self) -> &'static EventArrays {
-        &self.state().arrays
+        self.state().arrays()
     }
 
     /// A parsed line written to `events/sched/NAME/trigger`.
     pub fn apply_trigger(self, array: &TraceArray, request: Request) -> Result<Applied, TriggerError> {
-        match array.is_top() {
-            true => self.triggers().apply(array, request),
-            false => self.arrays().apply_trigger(array, request),
-        }
+        self.state().apply_trigger(array, request)
     }
 
     fn soft(self) -> (&'static AtomicBool, &'static AtomicUsize) {
@@ -203,83 +194,34 @@ impl SchedEvent {
     /// whether triggers keep it armed (its own, or another event's naming
     /// it: the `*`).
     pub fn enable_state(self, array: &TraceArray) -> (bool, bool) {
-        if !array.is_top() {
-            return self.arrays().enable_state(array);
-        }
-        (self.records(), self.triggers().is_set() || self.soft().1.load(Ordering::Relaxed) > 0)
+        self.state().enable_state(array)
     }
 
-    /// Whether the top level's copy records: as `enable` says, or in soft
-    /// mode (another event's trigger names it) as that trigger's switch
-    /// says.
+    /// Whether the top level's copy records (see [`EventState::records`]).
     fn records(self) -> bool {
-        let (soft_on, refs) = self.soft();
-        match refs.load(Ordering::Acquire) > 0 {
-            true => soft_on.load(Ordering::Relaxed),
-            false => self.flag().load(Ordering::Relaxed),
-        }
+        self.state().records()
     }
 
     /// `cat events/sched/NAME/trigger`.
     pub fn trigger_text(self, array: &TraceArray) -> alloc::string::String {
-        match array.is_top() {
-            true => self.triggers().text(),
-            false => self.arrays().trigger_text(array),
-        }
+        self.state().trigger_text(array)
     }
 
     /// `cat events/sched/NAME/hist`: its `hist` triggers' tables, if any.
     pub fn hist_text(self, array: &TraceArray, names: crate::hist::Namer, comms: crate::hist::Comms) -> Option<String> {
-        match array.is_top() {
-            true => self.triggers().hist_text(names, comms),
-            false => self.arrays().hist_text(array, names, comms),
-        }
+        self.state().hist_text(array, names, comms)
     }
 
     /// Whether `enable` is 1.
     pub fn is_enabled(self, array: &TraceArray) -> bool {
-        match array.is_top() {
-            true => self.flag().load(Ordering::Relaxed),
-            false => self.arrays().contains(array),
-        }
+        self.state().is_enabled(array)
     }
 
     /// Switches it (in soft mode, the soft switch too, as in Linux); an
     /// instance's copy under the soft-mode writers' lock.
     pub fn set_enabled(self, array: &TraceArray, on: bool) {
-        if !array.is_top() {
-            let _writers = SOFT_WRITERS.lock();
-            return self.arrays().set(array, on);
-        }
-        self.flag().store(on, Ordering::Relaxed);
-        self.soft().0.store(on, Ordering::Relaxed);
-    }
-}
-
-/// One scheduler event's switches, filter and triggers.
-struct EventState {
-    /// `enable`.
-    on: AtomicBool,
-    filter: FilterSlot,
-    triggers: Triggers,
-    /// The soft switch `enable_event`/`disable_event` triggers flip, and
-    /// how many such triggers name the event.
-    soft_on: AtomicBool,
-    soft_refs: AtomicUsize,
-    /// Its copies in instances.
-    arrays: EventArrays,
-}
-
-impl EventState {
-    const fn new() -> EventState {
-        EventState {
-            on: AtomicBool::new(false),
-            filter: FilterSlot::new(),
-            triggers: Triggers::new(),
-            soft_on: AtomicBool::new(false),
-            soft_refs: AtomicUsize::new(0),
-            arrays: EventArrays::new(),
-        }
+        let _writers = (!array.is_top()).then(|| SOFT_WRITERS.lock());
+        self.state().set_enabled(array, on);
     }
 }
 
@@ -368,7 +310,8 @@ pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
     }
     let pid_kept = crate::event_pid::records(prev) || crate::event_pid::records(next);
     let records = on && pid_kept && SchedEvent::Switch.filter_slot().passes(&fields);
-    record_with_triggers(SchedEvent::Switch.triggers(), triggered, pid_kept, &fields, || {
+    let stack = StackStart { addresses: [0; 2], fp: arch::cpu::frame_pointer() };
+    record_with_triggers(SchedEvent::Switch.triggers(), triggered, pid_kept, &fields, stack, || {
         records
             && crate::instance::top().buffer().write_with(SchedSwitchEvent::SIZE, |_, bytes| event.encode_into(bytes)).is_some()
     });
@@ -415,40 +358,11 @@ fn wakeup_event(kind: SchedEvent, task: &TaskTrace, target_cpu: usize) {
     }
     let pid_kept = crate::event_pid::records(task) || crate::event_pid::records_current();
     let records = on && pid_kept && kind.filter_slot().passes(&fields);
-    record_with_triggers(kind.triggers(), triggered, pid_kept, &fields, || {
+    let stack = StackStart { addresses: [0; 2], fp: arch::cpu::frame_pointer() };
+    record_with_triggers(kind.triggers(), triggered, pid_kept, &fields, stack, || {
         records
             && crate::instance::top().buffer().write_with(SchedWakeupEvent::SIZE, |_, bytes| event.encode_into(bytes)).is_some()
     });
-}
-
-/// Runs `record` (which answers whether it recorded the event) between
-/// the triggers that act before and after an event's record, and records
-/// the stack after it if `options/stacktrace` is on. Inlined into its
-/// caller, whose frame record starts a `stacktrace` trigger's chain.
-///
-/// `pid_kept`: `set_event_pid` keeps this hit. The triggers that act after
-/// the record (conditional and post triggers) fire only then, as Linux
-/// calls them only once the event's buffer space is reserved, which the
-/// pid filter refuses first; the others fire on every hit.
-#[inline(always)]
-fn record_with_triggers<'a>(
-    triggers: &Triggers,
-    triggered: bool,
-    pid_kept: bool,
-    fields: &dyn Fn(usize) -> FieldValue<'a>,
-    record: impl FnOnce() -> bool,
-) {
-    let stack = StackStart { addresses: [0; 2], fp: arch::cpu::frame_pointer() };
-    let top = crate::instance::top();
-    if triggered {
-        triggers.fire(top, Phase::BeforeRecord, fields, stack);
-    }
-    if record() && top.option(crate::instance::TraceOption::StackTrace) {
-        stack.record(top);
-    }
-    if triggered && pid_kept {
-        triggers.fire(crate::instance::top(), Phase::AfterRecord, fields, stack);
-    }
 }
 
 static CMDLINES: SpinLock<Cmdlines> = SpinLock::new(Cmdlines::new(SAVED_CMDLINES));

@@ -575,6 +575,9 @@ fn print_other(payload: &[u8], function: output::FunctionOptions, names: output:
         }
         return write!(out, ": {}", output::print_text(text));
     }
+    if let Some(result) = crate::synth::write_record(payload, out) {
+        return result;
+    }
     let printer = EVENT_PRINTER.load();
     match printer.and_then(|print| print(payload, function.sym_addr, out)) {
         Some(result) => result,

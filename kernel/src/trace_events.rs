@@ -1,6 +1,7 @@
 //! Every event tracefs names, under one scheme: the scheduler's static
 //! events (`sched:sched_switch`, `sched:sched_wakeup`, `sched:sched_wakeup_new`, from
-//! `ftrace::sched`) and the dynamic ones (`fprobes:NAME`, from
+//! `ftrace::sched`), the synthetic ones (`synthetic:NAME`, from
+//! `ftrace::synth`) and the dynamic ones (`fprobes:NAME`, from
 //! `fprobe::events`, `GRP:NAME` in `fprobes`, `kprobes` or a group the
 //! definition names). `events/GRP/EVENT/{enable,filter,format,hist,id,trigger}`,
 //! `events/GRP/{enable,filter}`, `events/enable`, `available_events` and `set_event`
@@ -13,6 +14,7 @@
 
 use alloc::format;
 use alloc::string::{String, ToString};
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt::Write;
 
@@ -24,6 +26,58 @@ use ftrace::FilterMode;
 use crate::tracefs::TracefsError;
 
 use ftrace::sched::GROUP as SCHED;
+use ftrace::synth::{Synth, GROUP as SYNTHETIC};
+
+/// Which kind of event `group/event` is.
+enum Kind {
+    Sched(SchedEvent),
+    Synth(Arc<Synth>),
+    /// A dynamic event's name, or none.
+    Dynamic,
+}
+
+fn kind(group: &str, event: &str) -> Kind {
+    if let Some(sched) = SchedEvent::find(group, event) {
+        return Kind::Sched(sched);
+    }
+    match ftrace::synth::find(event).filter(|_| group == SYNTHETIC) {
+        Some(synth) => Kind::Synth(synth),
+        None => Kind::Dynamic,
+    }
+}
+
+/// Removes synthetic events (see [`ftrace::synth::remove`]). A trigger
+/// removed just before may still hold one, in a list waiting for its
+/// grace period: those are let go first when it seems busy.
+fn remove_synthetic(name: Option<&str>) -> Result<u32, ftrace::synth::SynthError> {
+    match ftrace::synth::remove(name) {
+        Err(ftrace::synth::SynthError::Busy(_)) if ftrace::deferred::reclaim() > 0 => ftrace::synth::remove(name),
+        other => other,
+    }
+}
+
+/// `echo 'NAME TYPE FIELD; ...' >> synthetic_events` defines a synthetic
+/// event, `!NAME` removes one; a truncating write (`>`) first removes
+/// every one (refused, changing nothing, while one is enabled, has
+/// triggers or is a `hist` action's). The buffers a removed event
+/// recorded into are emptied, as for a removed probe event.
+pub fn write_synthetic(text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    let text = text.trim();
+    let mut stale = 0;
+    if mode == FilterMode::Replace {
+        stale |= remove_synthetic(None).map_err(invalid)?;
+    }
+    let result = match text.strip_prefix('!') {
+        Some(name) => remove_synthetic(Some(name.split_whitespace().next().unwrap_or(""))).map(|more| stale |= more),
+        None if text.is_empty() => Ok(()),
+        // A probe event of the group may not be there under that name.
+        None => ftrace::synth::define(text, |name| fprobe::events::id(SYNTHETIC, name).is_ok()),
+    };
+    if stale != 0 {
+        ftrace::instance::reset_buffers_of_slots(stale);
+    }
+    result.map_err(invalid)
+}
 
 fn invalid(error: impl ToString) -> TracefsError {
     TracefsError::Invalid(error.to_string())
@@ -41,11 +95,12 @@ fn output_failed(_: core::fmt::Error) -> TracefsError {
 /// Every event as (group, event), in `available_events` order.
 pub fn all() -> Vec<(String, String)> {
     let sched = SchedEvent::ALL.into_iter().map(|event| (SCHED.to_string(), event.name().to_string()));
+    let synthetic = ftrace::synth::all().into_iter().map(|synth| (SYNTHETIC.to_string(), synth.def().name.clone()));
     let dynamic = fprobe::events::event_names().into_iter().filter_map(|name| {
         let (group, event) = name.split_once('/')?;
         Some((group.to_string(), event.to_string()))
     });
-    sched.chain(dynamic).collect()
+    sched.chain(synthetic).chain(dynamic).collect()
 }
 
 // Each operation below goes to the static event `group/event` names, and
@@ -56,20 +111,25 @@ pub fn all() -> Vec<(String, String)> {
 
 /// Whether `events/GRP/EVENT/enable` is 1.
 pub fn is_enabled(array: &TraceArray, group: &str, event: &str) -> Result<bool, TracefsError> {
-    match SchedEvent::find(group, event) {
-        Some(sched) => Ok(sched.is_enabled(array)),
-        None => fprobe::events::is_enabled(array, group, event).map_err(invalid),
+    match kind(group, event) {
+        Kind::Sched(sched) => Ok(sched.is_enabled(array)),
+        Kind::Synth(synth) => Ok(synth.state().is_enabled(array)),
+        Kind::Dynamic => fprobe::events::is_enabled(array, group, event).map_err(invalid),
     }
 }
 
 /// `echo 0|1 > events/GRP/EVENT/enable`.
 pub fn set_enabled(array: &TraceArray, group: &str, event: &str, on: bool) -> Result<(), TracefsError> {
-    match SchedEvent::find(group, event) {
-        Some(sched) => {
+    match kind(group, event) {
+        Kind::Sched(sched) => {
             sched.set_enabled(array, on);
             Ok(())
         }
-        None => fprobe::events::set_enabled(array, group, event, on).map_err(invalid),
+        Kind::Synth(synth) => {
+            synth.set_enabled(array, on);
+            Ok(())
+        }
+        Kind::Dynamic => fprobe::events::set_enabled(array, group, event, on).map_err(invalid),
     }
 }
 
@@ -79,15 +139,19 @@ pub fn forget_array(array: &TraceArray) {
     for sched in SchedEvent::ALL {
         sched.arrays().forget(array);
     }
+    ftrace::synth::forget_array(array);
     fprobe::events::forget_array(array);
 }
 
 /// `echo EXPR > events/GRP/EVENT/filter` (`0` clears it); a bad filter
 /// changes nothing.
 pub fn set_filter(array: &TraceArray, group: &str, event: &str, text: &str) -> Result<(), TracefsError> {
-    match SchedEvent::find(group, event) {
-        Some(sched) => sched.set_filter(array, text).map_err(|error| refused_filter(text, error)),
-        None => fprobe::events::set_filter(array, group, event, text).map_err(|error| match error {
+    match kind(group, event) {
+        Kind::Sched(sched) => sched.set_filter(array, text).map_err(|error| refused_filter(text, error)),
+        Kind::Synth(synth) => {
+            synth.state().set_filter(array, text, &synth.def().filter_fields()).map_err(|error| refused_filter(text, error))
+        }
+        Kind::Dynamic => fprobe::events::set_filter(array, group, event, text).map_err(|error| match error {
             fprobe::events::EventError::Filter(error) => refused_filter(text, error),
             other => invalid(other),
         }),
@@ -104,15 +168,24 @@ pub fn write_trigger(array: &TraceArray, group: &str, event: &str, text: &str) -
     if text.trim().is_empty() {
         return Ok(());
     }
-    let sched = SchedEvent::find(group, event);
-    let fields = match sched {
-        Some(sched) => sched.filter_fields(),
-        None => fprobe::events::filter_fields(group, event).map_err(invalid)?,
+    let which = kind(group, event);
+    let fields = match &which {
+        Kind::Sched(sched) => sched.filter_fields(),
+        Kind::Synth(synth) => synth.def().filter_fields(),
+        Kind::Dynamic => fprobe::events::filter_fields(group, event).map_err(invalid)?,
     };
-    let parsed = ftrace::event_trigger::parse(text, &fields).map_err(|error| match error {
+    let refused = |error| match error {
         TriggerError::Filter { expression, error } => TracefsError::Filter { command: expression, error, trigger: true },
         other => invalid(other),
-    })?;
+    };
+    let mut parsed = ftrace::event_trigger::parse(text, &fields).map_err(refused)?;
+    // A `hist` trigger's `$NAME`s and actions name other triggers and
+    // synthetic events: resolved now, before anything changes.
+    let mut defines = None;
+    if let Request::Add(trigger) = &mut parsed {
+        ftrace::event_trigger::resolve_hist(array, trigger, ftrace::synth::target).map_err(refused)?;
+        defines = trigger.histogram().map(Arc::downgrade);
+    }
     let (request, acquired) = match parsed {
         Request::Add(trigger) => match trigger.target().cloned() {
             Some(target) => {
@@ -123,17 +196,21 @@ pub fn write_trigger(array: &TraceArray, group: &str, event: &str, text: &str) -
         },
         // As Linux, a removal must name an event that exists.
         Request::Remove(command, Some(target)) => {
-            if SchedEvent::find(&target.group, &target.event).is_none() {
-                fprobe::events::id(&target.group, &target.event).map_err(invalid)?;
-            }
+            id(&target.group, &target.event)?;
             (Request::Remove(command, Some(target)), None)
         }
         removal => (removal, None),
     };
-    let applied = match sched {
-        Some(sched) => sched.apply_trigger(array, request).map_err(invalid),
-        None => fprobe::events::apply_trigger(array, group, event, request).map_err(invalid),
+    let applied = match which {
+        Kind::Sched(sched) => sched.apply_trigger(array, request).map_err(invalid),
+        Kind::Synth(synth) => synth.state().apply_trigger(array, request).map_err(invalid),
+        Kind::Dynamic => fprobe::events::apply_trigger(array, group, event, request).map_err(invalid),
     };
+    // An added histogram with variables: other triggers may read them.
+    if let (Ok(Applied::Added(..)), Some(hist)) = (&applied, defines.and_then(|hist| hist.upgrade())) {
+        let name = EventName { group: group.to_string(), event: event.to_string() };
+        ftrace::event_trigger::register_vars(array, &name, &hist);
+    }
     match (&applied, acquired) {
         // Refused, or the same trigger was there: the reference goes back.
         (Err(_), Some(target)) => release_soft(array, &target),
@@ -158,16 +235,21 @@ fn acquire_soft(
     array: &TraceArray,
     target: &EventName,
 ) -> Result<alloc::sync::Arc<dyn ftrace::event_trigger::EventSwitch>, TracefsError> {
-    match SchedEvent::find(&target.group, &target.event) {
-        Some(sched) => Ok(sched.acquire_soft(array)),
-        None => fprobe::events::acquire_soft(array, &target.group, &target.event).map_err(invalid),
+    match kind(&target.group, &target.event) {
+        Kind::Sched(sched) => Ok(sched.acquire_soft(array)),
+        Kind::Synth(_) => Err(TracefsError::Invalid(format!(
+            "synthetic events cannot be switched by enable_event/disable_event here: {}:{}",
+            target.group, target.event
+        ))),
+        Kind::Dynamic => fprobe::events::acquire_soft(array, &target.group, &target.event).map_err(invalid),
     }
 }
 
 fn release_soft(array: &TraceArray, target: &EventName) {
-    match SchedEvent::find(&target.group, &target.event) {
-        Some(sched) => sched.release_soft(array),
-        None => fprobe::events::release_soft(array, &target.group, &target.event),
+    match kind(&target.group, &target.event) {
+        Kind::Sched(sched) => sched.release_soft(array),
+        Kind::Synth(_) => {}
+        Kind::Dynamic => fprobe::events::release_soft(array, &target.group, &target.event),
     }
 }
 
@@ -175,17 +257,19 @@ fn release_soft(array: &TraceArray, target: &EventName) {
 /// records, and whether triggers keep it armed (its own, or another
 /// event's `enable_event` naming it: soft mode, marked `*`).
 pub fn enable_state(array: &TraceArray, group: &str, event: &str) -> Result<(bool, bool), TracefsError> {
-    match SchedEvent::find(group, event) {
-        Some(sched) => Ok(sched.enable_state(array)),
-        None => fprobe::events::enable_state(array, group, event).map_err(invalid),
+    match kind(group, event) {
+        Kind::Sched(sched) => Ok(sched.enable_state(array)),
+        Kind::Synth(synth) => Ok(synth.state().enable_state(array)),
+        Kind::Dynamic => fprobe::events::enable_state(array, group, event).map_err(invalid),
     }
 }
 
 /// `cat events/GRP/EVENT/trigger`.
 pub fn trigger_text(array: &TraceArray, group: &str, event: &str) -> Result<String, TracefsError> {
-    match SchedEvent::find(group, event) {
-        Some(sched) => Ok(sched.trigger_text(array)),
-        None => fprobe::events::trigger_text(array, group, event).map_err(invalid),
+    match kind(group, event) {
+        Kind::Sched(sched) => Ok(sched.trigger_text(array)),
+        Kind::Synth(synth) => Ok(synth.state().trigger_text(array)),
+        Kind::Dynamic => fprobe::events::trigger_text(array, group, event).map_err(invalid),
     }
 }
 
@@ -194,26 +278,29 @@ pub fn trigger_text(array: &TraceArray, group: &str, event: &str) -> Result<Stri
 pub fn hist_text(array: &TraceArray, group: &str, event: &str) -> Result<String, TracefsError> {
     let names = |address: usize| ftrace::symbols::table().ok()?.lookup(address);
     let comms = |pid: i32| ftrace::sched::comm_of(pid);
-    let text = match SchedEvent::find(group, event) {
-        Some(sched) => sched.hist_text(array, &names, &comms),
-        None => fprobe::events::hist_text(array, group, event, &names, &comms).map_err(invalid)?,
+    let text = match kind(group, event) {
+        Kind::Sched(sched) => sched.hist_text(array, &names, &comms),
+        Kind::Synth(synth) => synth.state().hist_text(array, &names, &comms),
+        Kind::Dynamic => fprobe::events::hist_text(array, group, event, &names, &comms).map_err(invalid)?,
     };
     Ok(text.unwrap_or_default())
 }
 
 /// `cat events/GRP/EVENT/id`: the type id its records carry.
 pub fn id(group: &str, event: &str) -> Result<u16, TracefsError> {
-    match SchedEvent::find(group, event) {
-        Some(sched) => Ok(sched.id()),
-        None => fprobe::events::id(group, event).map_err(invalid),
+    match kind(group, event) {
+        Kind::Sched(sched) => Ok(sched.id()),
+        Kind::Synth(synth) => Ok(synth.id()),
+        Kind::Dynamic => fprobe::events::id(group, event).map_err(invalid),
     }
 }
 
 /// `cat events/GRP/EVENT/filter`: the filter, or `none`.
 pub fn filter_text(array: &TraceArray, group: &str, event: &str) -> Result<String, TracefsError> {
-    match SchedEvent::find(group, event) {
-        Some(sched) => Ok(sched.filter_text(array)),
-        None => fprobe::events::filter_text(array, group, event).map_err(invalid),
+    match kind(group, event) {
+        Kind::Sched(sched) => Ok(sched.filter_text(array)),
+        Kind::Synth(synth) => Ok(synth.state().filter_text(array)),
+        Kind::Dynamic => fprobe::events::filter_text(array, group, event).map_err(invalid),
     }
 }
 
@@ -254,8 +341,10 @@ pub fn set_group_filter(array: &TraceArray, group: &str, text: &str) -> Result<(
 
 /// `cat events/GRP/EVENT/format`.
 pub fn write_format(group: &str, event: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
-    let Some(sched) = SchedEvent::find(group, event) else {
-        return fprobe::events::write_format(group, event, out).map_err(invalid);
+    let sched = match kind(group, event) {
+        Kind::Sched(sched) => sched,
+        Kind::Synth(synth) => return out.write_str(&synth.def().format(synth.id())).map_err(output_failed),
+        Kind::Dynamic => return fprobe::events::write_format(group, event, out).map_err(invalid),
     };
     let name = sched.name();
     let (_, text) = ftrace::event::sched_formats().into_iter().find(|(n, _)| *n == name).expect("a format per event");

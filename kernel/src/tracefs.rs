@@ -121,6 +121,7 @@ const FILES: &[File] = &[
     per_array("free_buffer", None, Some(write_free_buffer)),
     top("dynamic_events", Some(read_dynamic_events), Some(write_dynamic_events)),
     top("kprobe_events", Some(read_kprobe_events), Some(write_kprobe_events)),
+    top("synthetic_events", Some(read_synthetic_events), Some(write_synthetic_events)),
     top("kprobe_profile", Some(read_kprobe_profile), None),
     top("available_events", Some(read_available_events), None),
     per_array("set_event", Some(read_set_event), Some(write_set_event)),
@@ -1235,11 +1236,36 @@ fn set_option(array: Array, option: TraceOption, on: bool) -> Result<(), Tracefs
 }
 
 fn read_dynamic_events(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    fprobe::events::read_dynamic_events(out)
+    fprobe::events::read_dynamic_events(out)?;
+    ftrace::synth::write_definitions(out, true)
 }
 
+/// The probe events' commands, and Linux's `s:[synthetic/]NAME FIELDS`
+/// defining a synthetic event and `-:[synthetic/]NAME` removing one; a
+/// truncating write of nothing removes every event of both kinds.
 fn write_dynamic_events(_array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
-    fprobe::events::write_dynamic_events(text, mode).map_err(event_error)
+    let line = text.trim();
+    if let Some(definition) = line.strip_prefix("s:") {
+        let definition = definition.strip_prefix("synthetic/").unwrap_or(definition);
+        return trace_events::write_synthetic(definition, mode);
+    }
+    let synthetic = line.strip_prefix("-:").map(|name| name.strip_prefix("synthetic/").unwrap_or(name));
+    if let Some(name) = synthetic.filter(|name| ftrace::synth::find(name.trim()).is_some()) {
+        return trace_events::write_synthetic(&format!("!{}", name.trim()), FilterMode::Append);
+    }
+    fprobe::events::write_dynamic_events(text, mode).map_err(event_error)?;
+    if mode == FilterMode::Replace && line.is_empty() {
+        trace_events::write_synthetic("", FilterMode::Replace)?;
+    }
+    Ok(())
+}
+
+fn read_synthetic_events(_array: Array, out: &mut dyn Write) -> fmt::Result {
+    ftrace::synth::write_definitions(out, false)
+}
+
+fn write_synthetic_events(_array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    trace_events::write_synthetic(text, mode)
 }
 
 fn read_kprobe_events(_array: Array, out: &mut dyn Write) -> fmt::Result {

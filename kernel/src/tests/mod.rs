@@ -13,6 +13,7 @@ mod kprobes;
 mod layout;
 mod rethook;
 mod sched;
+mod synthetic;
 mod tour;
 mod tracefs;
 mod triggers;

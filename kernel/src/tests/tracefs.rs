@@ -738,7 +738,7 @@ fn printk_from_here(n: u64) -> bool {
 
 /// The symbol `trace` shows for `printk_from_here`.
 fn printk_caller_name() -> &'static str {
-    ftrace::symbols::name_of(printk_from_here as usize).expect("a symbol")
+    ftrace::symbols::name_of(printk_from_here as *const () as usize).expect("a symbol")
 }
 
 /// `trace_printk!` lines as Linux's: the caller's function, then the text;

@@ -1,0 +1,542 @@
+//! The inter-event parts of a `hist` trigger, as Linux's: variables,
+//! their expressions, and `onmatch()` actions that record a synthetic
+//! event.
+//!
+//! ```text
+//! echo 'hist:keys=pid:ts0=common_timestamp.usecs' >> events/sched/sched_wakeup/trigger
+//! echo 'hist:keys=next_pid:lat=common_timestamp.usecs-$ts0:onmatch(sched.sched_wakeup).wakeup_latency($lat,next_pid)' \
+//!     >> events/sched/sched_switch/trigger
+//! ```
+//!
+//! A variable (`NAME=EXPR`) is kept per histogram entry: each hit that
+//! lands in an entry sets it. An expression is operands joined by `+` and
+//! `-` (wrapping, on 64 bits): an event field, `common_timestamp` (the
+//! trace clock's reading; `.usecs` divides a nanosecond clock into
+//! microseconds), a decimal constant, or `$NAME`, another histogram's
+//! variable. A `$NAME` is read in the entry of the *other* histogram whose
+//! key is this hit's key (the keys must have the same shape); in an
+//! expression with an operator it is read once (Linux's `read_once`: the
+//! variable is unset by the read, so one wakeup gives one latency). A hit
+//! whose `$NAME` has no value (no such entry, or unset) counts nothing and
+//! acts on nothing, as in Linux.
+//!
+//! `onmatch(GRP.EVENT).SYNTH(PARAMS)` (or `.trace(SYNTH,PARAMS)`) records
+//! the synthetic event SYNTH on every hit whose variables were all found,
+//! its fields taken from PARAMS: this histogram's variables (`$lat`),
+//! variables read from another one, or this event's fields. `GRP.EVENT`
+//! names the event whose histogram defines the variables read; a `$NAME`
+//! is looked for there first.
+//!
+//! This module parses and prints those parts and evaluates them on a hit;
+//! resolving the names (which histogram, which synthetic event) is the
+//! kernel side's, when the trigger is added ([`crate::hist::Histogram::resolve`]).
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt;
+
+use crate::event_filter::{FieldKind, FieldValue, FilterField, Source};
+
+/// The most variables a histogram defines (Linux's `TRACING_MAP_VARS_MAX`).
+pub const MAX_VARS: usize = 16;
+/// The most `$NAME` reads of other histograms' variables one trigger makes.
+pub const MAX_REFS: usize = 16;
+/// The most actions a trigger has (Linux's `HIST_ACTIONS_MAX`).
+pub const MAX_ACTIONS: usize = 8;
+/// The most parameters of an action (a synthetic event's fields).
+pub const MAX_PARAMS: usize = 16;
+
+/// Why a variable or an action was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExprError {
+    /// `NAME=EXPR` with a bad name or an empty expression.
+    BadAssignment(String),
+    DuplicateVar(String),
+    TooManyVars,
+    /// An operand that is no field, timestamp, constant or `$NAME`.
+    BadOperand(String),
+    /// A string field in an expression.
+    NotANumber(String),
+    /// A malformed `onmatch(...)`.
+    BadAction(String),
+    TooManyActions,
+    TooManyParams,
+    /// `$NAME` as a parameter that is neither this trigger's variable nor
+    /// one its expressions read.
+    NoSuchParamVar(String),
+}
+
+impl fmt::Display for ExprError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExprError::BadAssignment(text) => write!(f, "hist: malformed assignment '{text}' (NAME=EXPR)"),
+            ExprError::DuplicateVar(name) => write!(f, "hist: variable '{name}' already defined"),
+            ExprError::TooManyVars => write!(f, "hist: at most {MAX_VARS} variables"),
+            ExprError::BadOperand(text) => {
+                write!(f, "hist: '{text}' is no field, common_timestamp[.usecs], number or $variable")
+            }
+            ExprError::NotANumber(name) => write!(f, "hist: '{name}' is a string: expressions take numbers"),
+            ExprError::BadAction(text) => {
+                write!(f, "hist: malformed action '{text}' (onmatch(GRP.EVENT).SYNTH(PARAMS) or .trace(SYNTH,PARAMS))")
+            }
+            ExprError::TooManyActions => write!(f, "hist: at most {MAX_ACTIONS} actions"),
+            ExprError::TooManyParams => write!(f, "hist: at most {MAX_PARAMS} parameters"),
+            ExprError::NoSuchParamVar(name) => write!(f, "hist: parameter '${name}' is no variable of this trigger"),
+        }
+    }
+}
+
+/// One operand of an expression.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Operand {
+    /// A number field of the event (or a generic one, `common_cpu`).
+    Field {
+        name: String,
+        source: Source,
+    },
+    /// `common_timestamp`: the trace clock; `.usecs`: in microseconds.
+    Timestamp {
+        usecs: bool,
+    },
+    /// `$NAME`, another histogram's variable: its place among the reads
+    /// the trigger makes ([`Vars::refs`]).
+    Var {
+        name: String,
+        read: usize,
+    },
+    Const(u64),
+}
+
+impl fmt::Display for Operand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Operand::Field { name, .. } => f.write_str(name),
+            Operand::Timestamp { usecs: false } => f.write_str("common_timestamp"),
+            Operand::Timestamp { usecs: true } => f.write_str("common_timestamp.usecs"),
+            Operand::Var { name, .. } => write!(f, "${name}"),
+            Operand::Const(value) => write!(f, "{value}"),
+        }
+    }
+}
+
+/// `+` or `-`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Plus,
+    Minus,
+}
+
+/// Operands joined by `+` and `-`, worked out left to right.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Expr {
+    first: Operand,
+    rest: Vec<(Op, Operand)>,
+}
+
+impl fmt::Display for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.first)?;
+        for (op, operand) in &self.rest {
+            f.write_str(if *op == Op::Plus { "+" } else { "-" })?;
+            write!(f, "{operand}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What a hit's expressions read: the event's fields, the clock, and the
+/// values of the `$NAME`s read for it.
+pub struct HitValues<'h, 'a> {
+    pub field: &'h dyn Fn(usize) -> FieldValue<'a>,
+    pub now: &'h dyn Fn() -> u64,
+    pub refs: &'h [u64],
+}
+
+impl Operand {
+    fn value(&self, hit: &HitValues) -> u64 {
+        match self {
+            Operand::Field { source, .. } => match source.read(hit.field) {
+                FieldValue::Unsigned(value) => value,
+                FieldValue::Signed(value) => value as u64,
+                FieldValue::Str(_) | FieldValue::Missing => 0,
+            },
+            Operand::Timestamp { usecs: false } => (hit.now)(),
+            Operand::Timestamp { usecs: true } => (hit.now)() / 1000,
+            Operand::Var { read, .. } => hit.refs.get(*read).copied().unwrap_or(0),
+            Operand::Const(value) => *value,
+        }
+    }
+}
+
+impl Expr {
+    /// Its value in a hit.
+    pub fn value(&self, hit: &HitValues) -> u64 {
+        self.rest.iter().fold(self.first.value(hit), |sum, (op, operand)| match op {
+            Op::Plus => sum.wrapping_add(operand.value(hit)),
+            Op::Minus => sum.wrapping_sub(operand.value(hit)),
+        })
+    }
+
+    /// Whether it reads the clock (the hit then reads it once).
+    pub fn uses_timestamp(&self) -> bool {
+        core::iter::once(&self.first)
+            .chain(self.rest.iter().map(|(_, operand)| operand))
+            .any(|o| matches!(o, Operand::Timestamp { .. }))
+    }
+}
+
+/// `NAME=EXPR`: a variable each hit sets in its entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VarDef {
+    pub name: String,
+    pub expr: Expr,
+}
+
+/// A `$NAME` the trigger reads from another histogram.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VarRead {
+    pub name: String,
+    /// Read once (an operand of an expression with an operator): the read
+    /// unsets it.
+    pub once: bool,
+}
+
+/// Where an action's parameter comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Param {
+    /// This trigger's variable N, as this hit set it.
+    Own { name: String, var: usize },
+    /// The `$NAME` read N of this hit.
+    Read { name: String, read: usize },
+    /// A field of the event.
+    Field { name: String, source: Source, kind: FieldKind },
+}
+
+impl fmt::Display for Param {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Param::Own { name, .. } | Param::Read { name, .. } => write!(f, "${name}"),
+            Param::Field { name, .. } => f.write_str(name),
+        }
+    }
+}
+
+impl Param {
+    /// Whether it is a string (a synthetic event's string field takes it).
+    pub fn is_string(&self) -> bool {
+        matches!(self, Param::Field { kind: FieldKind::String, .. })
+    }
+}
+
+/// `onmatch(GRP.EVENT).SYNTH(PARAMS)` or `onmatch(GRP.EVENT).trace(SYNTH,PARAMS)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OnMatch {
+    pub group: String,
+    pub event: String,
+    pub synth: String,
+    pub params: Vec<Param>,
+    /// Written with `trace(...)` (shown back so).
+    pub trace_keyword: bool,
+}
+
+impl fmt::Display for OnMatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "onmatch({}.{}).", self.group, self.event)?;
+        match self.trace_keyword {
+            true => write!(f, "trace({}", self.synth)?,
+            false => write!(f, "{}(", self.synth)?,
+        }
+        for (n, param) in self.params.iter().enumerate() {
+            if n > 0 || self.trace_keyword {
+                f.write_str(",")?;
+            }
+            write!(f, "{param}")?;
+        }
+        f.write_str(")")
+    }
+}
+
+/// A trigger's variables, the reads of other histograms' variables, and
+/// its actions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Vars {
+    pub defs: Vec<VarDef>,
+    pub refs: Vec<VarRead>,
+    pub actions: Vec<OnMatch>,
+}
+
+/// The field `name` names: the event's, or a generic one by its `common_`
+/// name too (`common_cpu`, `common_comm`), as `hist` keys take them.
+fn generic_or_field(name: &str, fields: &[FilterField]) -> Option<(Source, FieldKind)> {
+    match name {
+        "common_cpu" if !fields.iter().any(|field| field.name == name) => Some((Source::Cpu, FieldKind::Signed)),
+        "common_comm" if !fields.iter().any(|field| field.name == name) => Some((Source::Comm, FieldKind::String)),
+        _ => Source::find(name, fields),
+    }
+}
+
+/// Whether `name` can name a variable.
+fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+impl Vars {
+    /// Whether the trigger has none of these parts.
+    pub fn is_empty(&self) -> bool {
+        self.defs.is_empty() && self.actions.is_empty()
+    }
+
+    /// Whether any expression reads the clock.
+    pub fn uses_timestamp(&self) -> bool {
+        self.defs.iter().any(|def| def.expr.uses_timestamp())
+    }
+
+    /// The index of this trigger's variable `name`.
+    pub fn own(&self, name: &str) -> Option<usize> {
+        self.defs.iter().position(|def| def.name == name)
+    }
+
+    /// Adds `NAME=EXPR[,NAME=EXPR...]` (one attribute of the line).
+    pub fn add_assignments(&mut self, text: &str, fields: &[FilterField]) -> Result<(), ExprError> {
+        for assignment in text.split(',') {
+            let (name, expr) = assignment.split_once('=').ok_or_else(|| ExprError::BadAssignment(assignment.to_string()))?;
+            if !is_identifier(name) || expr.is_empty() {
+                return Err(ExprError::BadAssignment(assignment.to_string()));
+            }
+            if self.own(name).is_some() {
+                return Err(ExprError::DuplicateVar(name.to_string()));
+            }
+            if self.defs.len() == MAX_VARS {
+                return Err(ExprError::TooManyVars);
+            }
+            let expr = self.expression(expr, fields)?;
+            self.defs.push(VarDef { name: name.to_string(), expr });
+        }
+        Ok(())
+    }
+
+    /// Parses an expression: operands joined by `+` and `-`.
+    fn expression(&mut self, text: &str, fields: &[FilterField]) -> Result<Expr, ExprError> {
+        let mut parts = Vec::new();
+        let mut start = 0;
+        let mut op = None;
+        for (at, c) in text.char_indices() {
+            if c == '+' || c == '-' {
+                parts.push((op, &text[start..at]));
+                op = Some(if c == '+' { Op::Plus } else { Op::Minus });
+                start = at + 1;
+            }
+        }
+        parts.push((op, &text[start..]));
+        // An operand read from another histogram in an expression with
+        // an operator is read once, as Linux's `read_once`.
+        let once = parts.len() > 1;
+        let mut operands = parts.into_iter().map(|(op, text)| Ok((op, self.operand(text, fields, once)?)));
+        let (_, first) = operands.next().expect("one part at least")?;
+        let rest = operands.map(|part: Result<_, ExprError>| part.map(|(op, operand)| (op.unwrap_or(Op::Plus), operand)));
+        Ok(Expr { first, rest: rest.collect::<Result<_, _>>()? })
+    }
+
+    fn operand(&mut self, text: &str, fields: &[FilterField], once: bool) -> Result<Operand, ExprError> {
+        let bad = || ExprError::BadOperand(text.to_string());
+        if let Some(name) = text.strip_prefix('$') {
+            if !is_identifier(name) {
+                return Err(bad());
+            }
+            return Ok(Operand::Var { name: name.to_string(), read: self.read(name, once)? });
+        }
+        if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+            return text.parse().map(Operand::Const).map_err(|_| bad());
+        }
+        match text {
+            "common_timestamp" => return Ok(Operand::Timestamp { usecs: false }),
+            "common_timestamp.usecs" => return Ok(Operand::Timestamp { usecs: true }),
+            _ => {}
+        }
+        let (source, kind) = generic_or_field(text, fields).ok_or_else(bad)?;
+        match kind {
+            FieldKind::Signed | FieldKind::Unsigned => Ok(Operand::Field { name: text.to_string(), source }),
+            _ => Err(ExprError::NotANumber(text.to_string())),
+        }
+    }
+
+    /// The place of the read of `$name` (made once if any use asks).
+    fn read(&mut self, name: &str, once: bool) -> Result<usize, ExprError> {
+        if let Some(at) = self.refs.iter().position(|read| read.name == name) {
+            self.refs[at].once |= once;
+            return Ok(at);
+        }
+        if self.refs.len() == MAX_REFS {
+            return Err(ExprError::TooManyVars);
+        }
+        self.refs.push(VarRead { name: name.to_string(), once });
+        Ok(self.refs.len() - 1)
+    }
+
+    /// Adds `onmatch(GRP.EVENT).SYNTH(PARAMS)` or `...trace(SYNTH,PARAMS)`.
+    /// Its `$NAME` parameters are this trigger's variables (defined before
+    /// or after it on the line) or reads its expressions make: resolved by
+    /// [`finish`](Self::finish), once the whole line is read.
+    pub fn add_action(&mut self, text: &str, fields: &[FilterField]) -> Result<(), ExprError> {
+        let bad = || ExprError::BadAction(text.to_string());
+        let rest = text.strip_prefix("onmatch(").ok_or_else(bad)?;
+        let (event, rest) = rest.split_once(").").ok_or_else(bad)?;
+        let (group, event) = event.split_once('.').ok_or_else(bad)?;
+        let (call, params) = rest.strip_suffix(')').and_then(|rest| rest.split_once('(')).ok_or_else(bad)?;
+        let mut params: Vec<&str> = if params.is_empty() { Vec::new() } else { params.split(',').collect() };
+        let trace_keyword = call == "trace";
+        let synth = match trace_keyword {
+            true if !params.is_empty() => params.remove(0),
+            true => return Err(bad()),
+            false => call,
+        };
+        if [group, event, synth].iter().any(|name| name.is_empty() || name.contains(char::is_whitespace)) {
+            return Err(bad());
+        }
+        if params.len() > MAX_PARAMS {
+            return Err(ExprError::TooManyParams);
+        }
+        if self.actions.len() == MAX_ACTIONS {
+            return Err(ExprError::TooManyActions);
+        }
+        let params = params
+            .into_iter()
+            .map(|param| match param.strip_prefix('$') {
+                // Placed by `finish`.
+                Some(name) if is_identifier(name) => Ok(Param::Own { name: name.to_string(), var: usize::MAX }),
+                Some(_) => Err(ExprError::BadOperand(param.to_string())),
+                None => {
+                    let (source, kind) =
+                        generic_or_field(param, fields).ok_or_else(|| ExprError::BadOperand(param.to_string()))?;
+                    Ok(Param::Field { name: param.to_string(), source, kind })
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        self.actions.push(OnMatch {
+            group: group.to_string(),
+            event: event.to_string(),
+            synth: synth.to_string(),
+            params,
+            trace_keyword,
+        });
+        Ok(())
+    }
+
+    /// Places each `$NAME` parameter: this trigger's variable, or else a
+    /// read its expressions make.
+    pub fn finish(&mut self) -> Result<(), ExprError> {
+        for at in 0..self.actions.len() {
+            for n in 0..self.actions[at].params.len() {
+                let Param::Own { name, .. } = &self.actions[at].params[n] else { continue };
+                let name = name.clone();
+                let placed = match (self.own(&name), self.refs.iter().position(|read| read.name == name)) {
+                    (Some(var), _) => Param::Own { name, var },
+                    (None, Some(read)) => Param::Read { name, read },
+                    (None, None) => return Err(ExprError::NoSuchParamVar(name)),
+                };
+                self.actions[at].params[n] = placed;
+            }
+        }
+        Ok(())
+    }
+
+    /// What the line shows of them after `vals=` (`:ts0=common_timestamp.usecs`)
+    /// and at its end (`:onmatch(...)...`), as Linux prints them.
+    pub fn defs_text(&self) -> String {
+        let defs: Vec<String> = self.defs.iter().map(|def| alloc::format!("{}={}", def.name, def.expr)).collect();
+        if defs.is_empty() {
+            String::new()
+        } else {
+            alloc::format!(":{}", defs.join(","))
+        }
+    }
+
+    /// The actions, each after a `:`.
+    pub fn actions_text(&self) -> String {
+        self.actions.iter().map(|action| alloc::format!(":{action}")).collect()
+    }
+
+    /// The values of an action's parameters in a hit: `vars` this
+    /// trigger's variables as set, `refs` the reads, `field` the event's.
+    pub fn params<'a>(
+        action: &OnMatch,
+        vars: &[u64],
+        refs: &[u64],
+        field: &dyn Fn(usize) -> FieldValue<'a>,
+        out: &mut [FieldValue<'a>; MAX_PARAMS],
+    ) -> usize {
+        for (slot, param) in out.iter_mut().zip(&action.params) {
+            *slot = match param {
+                Param::Own { var, .. } => FieldValue::Unsigned(vars.get(*var).copied().unwrap_or(0)),
+                Param::Read { read, .. } => FieldValue::Unsigned(refs.get(*read).copied().unwrap_or(0)),
+                Param::Field { source, .. } => source.read(field),
+            };
+        }
+        action.params.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields() -> Vec<FilterField> {
+        alloc::vec![
+            FilterField::new("common_pid", FieldKind::Signed),
+            FilterField::new("next_pid", FieldKind::Signed),
+            FilterField::new("next_comm", FieldKind::String),
+        ]
+    }
+
+    #[test]
+    fn assignments_and_actions_read_back_as_written() {
+        let mut vars = Vars::default();
+        vars.add_assignments("lat=common_timestamp.usecs-$ts0,c=next_pid+2", &fields()).unwrap();
+        vars.add_action("onmatch(sched.sched_wakeup).wakeup_latency($lat,next_pid,$ts0,next_comm)", &fields()).unwrap();
+        vars.add_action("onmatch(sched.sched_wakeup).trace(wakeup_latency,$c)", &fields()).unwrap();
+        vars.finish().unwrap();
+        assert_eq!(vars.defs_text(), ":lat=common_timestamp.usecs-$ts0,c=next_pid+2");
+        assert_eq!(
+            vars.actions_text(),
+            ":onmatch(sched.sched_wakeup).wakeup_latency($lat,next_pid,$ts0,next_comm):onmatch(sched.sched_wakeup).trace(wakeup_latency,$c)"
+        );
+        assert_eq!(vars.refs, [VarRead { name: "ts0".into(), once: true }], "read once: in an expression");
+        assert!(vars.uses_timestamp());
+        assert!(vars.actions[0].params[3].is_string());
+    }
+
+    #[test]
+    fn expressions_add_and_subtract_what_the_hit_holds() {
+        let mut vars = Vars::default();
+        vars.add_assignments("d=common_timestamp-$t+next_pid-1,t=common_timestamp.usecs,p=$q", &fields()).unwrap();
+        assert_eq!(vars.refs[1], VarRead { name: "q".into(), once: false }, "a bare read is not read once");
+        let field = |n: usize| if n == 1 { FieldValue::Signed(10) } else { FieldValue::Missing };
+        let hit = HitValues { field: &field, now: &|| 5_000, refs: &[4_000, 77] };
+        let values: Vec<u64> = vars.defs.iter().map(|def| def.expr.value(&hit)).collect();
+        assert_eq!(values, [1_009, 5, 77]);
+        let wraps = HitValues { field: &field, now: &|| 1, refs: &[3, 0] };
+        assert_eq!(vars.defs[0].expr.value(&wraps), 1u64.wrapping_sub(3).wrapping_add(9));
+    }
+
+    #[test]
+    fn malformed_parts_say_why() {
+        let error = |text: &str| Vars::default().add_assignments(text, &fields()).unwrap_err();
+        assert_eq!(error("1x=next_pid"), ExprError::BadAssignment("1x=next_pid".into()));
+        assert_eq!(error("x="), ExprError::BadAssignment("x=".into()));
+        assert_eq!(error("x=nosuch"), ExprError::BadOperand("nosuch".into()));
+        assert_eq!(error("x=next_pid-"), ExprError::BadOperand("".into()));
+        assert_eq!(error("x=next_comm"), ExprError::NotANumber("next_comm".into()));
+        assert_eq!(error("x=1,x=2"), ExprError::DuplicateVar("x".into()));
+        let many: Vec<String> = (0..=MAX_VARS).map(|n| alloc::format!("v{n}=1")).collect();
+        assert_eq!(error(&many.join(",")), ExprError::TooManyVars);
+        let action = |text: &str| Vars::default().add_action(text, &fields()).unwrap_err();
+        for bad in ["onmax($x).save(a)", "onmatch(sched).x()", "onmatch(a.b).trace()", "onmatch(a.b)x(y)", "onmatch(a.b).x(y"] {
+            assert_eq!(action(bad), ExprError::BadAction(bad.into()), "{bad}");
+        }
+        assert_eq!(action("onmatch(a.b).s(nosuch)"), ExprError::BadOperand("nosuch".into()));
+        let mut vars = Vars::default();
+        vars.add_action("onmatch(a.b).s($nope)", &fields()).unwrap();
+        assert_eq!(vars.finish(), Err(ExprError::NoSuchParamVar("nope".into())));
+    }
+}

@@ -1,0 +1,181 @@
+//! Synthetic events and the `hist` variables and `onmatch()` actions that
+//! record them, as a Linux user writes them.
+
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use ftrace::FilterMode;
+use ktest_macros::ktest;
+
+use super::{read_file as read, write_file as write};
+use crate::tracefs;
+use crate::workload::fib;
+
+fn append(path: &str, text: &str) {
+    tracefs::write(path, text, FilterMode::Append).unwrap_or_else(|error| panic!("{path} <<- {text}: {error}"));
+}
+
+fn refused(path: &str, text: &str) -> String {
+    match tracefs::write(path, text, FilterMode::Append) {
+        Err(error) => alloc::string::ToString::to_string(&error),
+        Ok(()) => panic!("{path} took {text}"),
+    }
+}
+
+#[ktest]
+fn synthetic_events_are_defined_listed_described_and_removed() {
+    append("synthetic_events", "fib_time u64 us; s64 n; char comm[16]");
+    assert_eq!(read("synthetic_events"), "fib_time\tu64 us; s64 n; char[16] comm\n");
+    assert!(read("dynamic_events").contains("s:synthetic/fib_time u64 us; s64 n; char[16] comm\n"));
+    assert!(read("available_events").contains("synthetic:fib_time\n"));
+    for file in ["enable", "filter", "format", "hist", "id", "trigger"] {
+        assert!(tracefs::exists(&format!("events/synthetic/fib_time/{file}")), "{file}");
+    }
+    let format = read("events/synthetic/fib_time/format");
+    assert!(format.contains("\tfield:s64 n;\toffset:16;\tsize:8;\tsigned:1;\n"), "{format}");
+    assert!(format.contains("print fmt: \"us=%llu n=%lld comm=%s\", REC->us, REC->n, REC->comm"), "{format}");
+    let id: u32 = read("events/synthetic/fib_time/id").trim().parse().unwrap();
+    assert!(id >= 3000, "{id}");
+    // Refusals change nothing.
+    assert!(refused("synthetic_events", "fib_time u64 x").contains("already exists"));
+    assert!(refused("synthetic_events", "other float x").contains("unknown type 'float'"));
+    assert!(refused("synthetic_events", "!nosuch").contains("no event 'nosuch'"));
+    assert_eq!(read("synthetic_events"), "fib_time\tu64 us; s64 n; char[16] comm\n");
+    // Enabled, it cannot go.
+    write("events/synthetic/fib_time/enable", "1");
+    assert!(refused("synthetic_events", "!fib_time").contains("is enabled"));
+    write("events/synthetic/fib_time/enable", "0");
+    append("synthetic_events", "!fib_time");
+    assert_eq!(read("synthetic_events"), "");
+    // Through dynamic_events, as Linux takes it too.
+    append("dynamic_events", "s:synthetic/other u32 a");
+    assert_eq!(read("synthetic_events"), "other\tu32 a\n");
+    append("dynamic_events", "-:synthetic/other");
+    assert_eq!(read("synthetic_events"), "");
+}
+
+/// The `n=` of each `fib_time` line, counted.
+fn fib_time_calls(trace: &str, comm: &str) -> BTreeMap<u64, usize> {
+    let mut calls = BTreeMap::new();
+    for line in trace.lines().filter(|line| line.contains(": fib_time: ")) {
+        let fields = line.split(": fib_time: ").nth(1).unwrap();
+        let value = |name: &str| fields.split(' ').find_map(|field| field.strip_prefix(name)).unwrap_or_else(|| panic!("{line}"));
+        let us: u64 = value("d=").parse().unwrap();
+        assert!(us > 0, "a call takes time: {line}");
+        assert_eq!(value("comm="), comm, "the caller's task: {line}");
+        *calls.entry(value("n=").parse().unwrap()).or_default() += 1;
+    }
+    calls
+}
+
+/// The canonical latency recipe on fprobe events: the entry keeps a
+/// timestamp per argument, the return reads it once, and `onmatch` records
+/// each call's duration as a synthetic event, whose own `hist` counts them.
+#[ktest]
+fn an_onmatch_action_records_each_calls_duration() {
+    append("dynamic_events", "f:fibin kernel::workload::fib n=$arg1");
+    append("dynamic_events", "f:fibout kernel::workload::fib%return n=$arg1");
+    append("synthetic_events", "fib_time u64 d; u64 n; char comm[16]");
+    // A `$NAME` nothing defines, or an action of no event: refused.
+    let line = "hist:keys=n:d=common_timestamp-$ts0:onmatch(fprobes.fibin).fib_time($d,n,common_comm)";
+    let error = refused("events/fprobes/fibout/trigger", line);
+    assert!(error.contains("defines '$ts0'"), "{error}");
+    append("events/fprobes/fibin/trigger", "hist:keys=n:ts0=common_timestamp");
+    let wrong = refused("events/fprobes/fibout/trigger", "hist:keys=n:d=common_timestamp-$ts0:onmatch(fprobes.fibin).nosuch($d)");
+    assert!(wrong.contains("no synthetic event 'nosuch'"), "{wrong}");
+    let count =
+        refused("events/fprobes/fibout/trigger", "hist:keys=n:d=common_timestamp-$ts0:onmatch(fprobes.fibin).fib_time($d)");
+    assert!(count.contains("has 3 fields, the action gives 1"), "{count}");
+    append("events/fprobes/fibout/trigger", line);
+    assert_eq!(
+        read("events/fprobes/fibout/trigger"),
+        "hist:keys=n:vals=hitcount:d=common_timestamp-$ts0:sort=hitcount:size=2048:onmatch(fprobes.fibin).fib_time($d,n,common_comm) [active]\n"
+    );
+    append("events/synthetic/fib_time/trigger", "hist:keys=n:vals=hitcount:sort=n");
+    write("events/synthetic/fib_time/enable", "1");
+    write("trace", "");
+    let comm = String::from(ftrace::event::comm_str(ftrace::task::current().comm_bytes()));
+    assert_eq!(fib(5), 5);
+    let trace = read("trace");
+    // fib(5) makes 15 calls: each n as often as the recursion calls it.
+    let expected: BTreeMap<u64, usize> = [(0, 3), (1, 5), (2, 3), (3, 2), (4, 1), (5, 1)].into_iter().collect();
+    assert_eq!(fib_time_calls(&trace, &comm), expected, "{trace}");
+    let hist = read("events/synthetic/fib_time/hist");
+    let rows: Vec<&str> = hist.lines().filter(|line| line.starts_with('{')).collect();
+    assert_eq!(rows.len(), 6, "{hist}");
+    assert!(rows[1].starts_with("{ n:          1 } hitcount:          5"), "{hist}");
+    // Every return matched its entry: all counted where they were read.
+    assert!(read("events/fprobes/fibout/hist").contains("    Hits: 15\n"));
+    // The entry's histogram is read by the return's: it stays until that goes.
+    assert!(refused("events/fprobes/fibin/trigger", "!hist:keys=n:ts0=common_timestamp").contains("reads this one's variables"));
+    assert!(refused("synthetic_events", "!fib_time").contains("fib_time"));
+    write("events/synthetic/fib_time/enable", "0");
+    append("events/synthetic/fib_time/trigger", "!hist:keys=n:vals=hitcount:sort=n");
+    append("events/fprobes/fibout/trigger", &format!("!{line}"));
+    append("events/fprobes/fibin/trigger", "!hist:keys=n:ts0=common_timestamp");
+    append("synthetic_events", "!fib_time");
+    append("dynamic_events", "-:fibout");
+    append("dynamic_events", "-:fibin");
+    write("trace", "");
+}
+
+/// Linux's wakeup-latency example, on the scheduler's events: a woken
+/// task's latency is recorded when it is switched in.
+#[ktest]
+fn wakeup_latency_is_recorded_when_the_woken_task_runs() {
+    append("synthetic_events", "wakeup_latency u64 lat; pid_t pid; char comm[16]");
+    append("events/sched/sched_wakeup/trigger", "hist:keys=pid:ts0=common_timestamp.usecs");
+    append(
+        "events/sched/sched_switch/trigger",
+        "hist:keys=next_pid:lat=common_timestamp.usecs-$ts0:onmatch(sched.sched_wakeup).wakeup_latency($lat,next_pid,next_comm)",
+    );
+    write("events/synthetic/wakeup_latency/enable", "1");
+    write("trace", "");
+    let sleeper = crate::sched::spawn("napper", || {
+        for _ in 0..3 {
+            crate::sched::sleep_ms(2);
+        }
+        0
+    })
+    .unwrap();
+    let pid = sleeper.pid();
+    assert_eq!(sleeper.join(), 0);
+    write("events/synthetic/wakeup_latency/enable", "0");
+    let trace = read("trace");
+    let mine = format!(" pid={pid} comm=napper");
+    let lines: Vec<&str> =
+        trace.lines().filter(|line| line.contains(": wakeup_latency: lat=") && line.ends_with(&mine)).collect();
+    assert!(lines.len() >= 3, "a latency per wake-up from each sleep: {trace}");
+    append(
+        "events/sched/sched_switch/trigger",
+        "!hist:keys=next_pid:lat=common_timestamp.usecs-$ts0:onmatch(sched.sched_wakeup).wakeup_latency($lat,next_pid,next_comm)",
+    );
+    append("events/sched/sched_wakeup/trigger", "!hist:keys=pid:ts0=common_timestamp.usecs");
+    append("synthetic_events", "!wakeup_latency");
+    write("trace", "");
+    assert!(tracefs::read("events/synthetic/wakeup_latency/enable", &mut String::new()).is_err(), "gone with its event");
+}
+
+/// An action that records the event whose own trigger runs it again is a
+/// loop: it stops [`ftrace::synth::MAX_NESTING`] deep, and nothing breaks.
+#[ktest]
+fn a_loop_of_actions_stops_at_its_nesting_limit() {
+    append("dynamic_events", "f:fibin kernel::workload::fib n=$arg1");
+    append("synthetic_events", "loopy u64 n");
+    append("events/synthetic/loopy/trigger", "hist:keys=n:onmatch(synthetic.loopy).loopy(n)");
+    append("events/fprobes/fibin/trigger", "hist:keys=n:onmatch(fprobes.fibin).loopy(n)");
+    write("events/synthetic/loopy/enable", "1");
+    write("trace", "");
+    assert_eq!(fib(1), 1);
+    write("events/synthetic/loopy/enable", "0");
+    let trace = read("trace");
+    let loops = trace.lines().filter(|line| line.ends_with(": loopy: n=1")).count();
+    assert_eq!(loops, usize::from(ftrace::synth::MAX_NESTING), "{trace}");
+    append("events/fprobes/fibin/trigger", "!hist:keys=n:onmatch(fprobes.fibin).loopy(n)");
+    append("events/synthetic/loopy/trigger", "!hist:keys=n:onmatch(synthetic.loopy).loopy(n)");
+    append("synthetic_events", "!loopy");
+    append("dynamic_events", "-:fibin");
+    write("trace", "");
+}
