@@ -386,7 +386,7 @@ synthetic_session=(
 )
 if run_session synthetic "$(printf '%s\n' "${synthetic_session[@]}")\n"; then
     expect "the definition reads back as Linux lists it" grep -qP "^wakeup_latency\tu64 lat; pid_t pid; char\[16\] comm$" <<<"$out"
-    expect "the trigger reads back as Linux prints it" grep -qxF 'hist:keys=next_pid:vals=hitcount:lat=common_timestamp.usecs-$ts0:sort=hitcount:size=2048:onmatch(sched.sched_wakeup).wakeup_latency($lat,next_pid,next_comm) [active]' <<<"$out"
+    expect "the trigger reads back as Linux prints it" grep -qxF 'hist:keys=next_pid:vals=hitcount:lat=common_timestamp.usecs-$ts0:sort=hitcount:size=2048:clock=global:onmatch(sched.sched_wakeup).wakeup_latency($lat,next_pid,next_comm) [active]' <<<"$out"
     expect "the shell's wake-up from the join is recorded" test "$(count_lines ': wakeup_latency: lat=[0-9]+ pid=1 comm=shell$')" -ge 1
     expect "the synthetic event's own hist counts them" test "$(count_lines '^\{ pid: +[0-9]+, lat: +[0-9]+ \} hitcount: +[0-9]+$')" -ge 1
     expect "a trigger whose variable is read is not removed" grep -q "^error: hist: another trigger reads this one's variables; remove it first" <<<"$out"

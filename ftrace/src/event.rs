@@ -139,6 +139,17 @@ pub fn decode_print(bytes: &[u8]) -> Option<(PrintWriter, &[u8])> {
     let text = bytes.get(PRINT_TEXT..)?;
     Some((writer, &text[..text.iter().position(|&b| b == 0).unwrap_or(text.len())]))
 }
+/// The next type id of a dynamic event (probe events, synthetic events:
+/// one numbering, from 1000, so no two events share an id); ids are never
+/// reused (a record left in a buffer keeps meaning its event).
+static NEXT_DYNAMIC_ID: core::sync::atomic::AtomicU16 = core::sync::atomic::AtomicU16::new(1000);
+
+/// A type id for a new dynamic event, or `None` once every id was used.
+pub fn new_dynamic_id() -> Option<u16> {
+    use core::sync::atomic::Ordering::Relaxed;
+    NEXT_DYNAMIC_ID.fetch_update(Relaxed, Relaxed, |id| id.checked_add(1)).ok()
+}
+
 /// `sched:sched_switch` (Linux numbers tracepoints at boot; so do we).
 pub const SCHED_SWITCH: u16 = 300;
 /// `sched:sched_wakeup`.
@@ -548,13 +559,17 @@ const WAKEUP_FIELDS: &str = "\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned
 /// Their print format.
 const WAKEUP_PRINT: &str = "\"comm=%s pid=%d prio=%d target_cpu=%03d\", REC->comm, REC->pid, REC->prio, REC->target_cpu";
 
+/// An event's `format` file: its name and id, the common fields, its own
+/// (`fields`, Linux's `\tfield:...` lines) and its print format.
+pub fn format_text(name: &str, id: u16, fields: &str, print: &str) -> alloc::string::String {
+    alloc::format!("name: {name}\nID: {id}\nformat:\n{COMMON_FIELDS}\n{fields}\nprint fmt: {print}\n")
+}
+
 /// The format descriptions of the scheduler's events, as Linux's
 /// `events/sched/*/format` (trace-cmd's sched plugin reads them by field
 /// name): (name, text).
 pub fn sched_formats() -> [(&'static str, alloc::string::String); 3] {
-    let format = |name: &str, id: u16, fields: &str, print: &str| {
-        alloc::format!("name: {name}\nID: {id}\nformat:\n{COMMON_FIELDS}\n{fields}\nprint fmt: {print}\n")
-    };
+    let format = format_text;
     const STATES: &str = "(((0x0000 | 0x0001 | 0x0002 | 0x0004 | 0x0008 | 0x0010 | 0x0020 | 0x0040) + 1) << 1)";
     [
         (
@@ -576,9 +591,7 @@ pub fn sched_formats() -> [(&'static str, alloc::string::String); 3] {
 /// The format descriptions (Linux's `events/ftrace/*/format`) of the
 /// tracers' own events: (name, text).
 pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 7] {
-    let format = |name: &str, id: u16, fields: &str, print: &str| {
-        alloc::format!("name: {name}\nID: {id}\nformat:\n{COMMON_FIELDS}\n{fields}\nprint fmt: {print}\n")
-    };
+    let format = format_text;
     [
         (
             "function",

@@ -115,6 +115,17 @@ impl Source {
         }
     }
 
+    /// [`find`](Self::find), and Linux's generic fields by their `common_`
+    /// names (`common_cpu`, `common_comm`), as `hist` keys, variables and
+    /// action parameters take them.
+    pub fn find_common(name: &str, fields: &[FilterField]) -> Option<(Source, FieldKind)> {
+        match name {
+            "common_cpu" => Some((Source::Cpu, FieldKind::Signed)),
+            "common_comm" => Some((Source::Comm, FieldKind::String)),
+            _ => Source::find(name, fields),
+        }
+    }
+
     /// Its value in an event whose field `i` holds `value(i)`, read where
     /// the event is recorded.
     #[inline]

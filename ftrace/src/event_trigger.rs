@@ -452,6 +452,14 @@ mod kernel_side {
         }
     }
 
+    /// A trigger leaving its event's list: a histogram's variables are no
+    /// one's to read from now on.
+    fn detach(trigger: &Trigger) {
+        if let Some(hist) = &trigger.hist {
+            hist.detach();
+        }
+    }
+
     /// A histogram with variables, for the `$NAME`s other triggers read:
     /// the trace array (its address) and event it counts.
     struct VarTable {
@@ -471,7 +479,7 @@ mod kernel_side {
             return;
         }
         let mut tables = VAR_TABLES.lock();
-        tables.retain(|table| table.hist.strong_count() > 0);
+        tables.retain(|table| table.hist.upgrade().is_some_and(|hist| !hist.is_detached()));
         let array = array as *const TraceArray as usize;
         tables.push(VarTable { array, event: event.clone(), hist: Arc::downgrade(hist) });
     }
@@ -487,7 +495,7 @@ mod kernel_side {
         synth: impl Fn(&str) -> Option<(Arc<dyn crate::hist::SynthTarget>, Vec<bool>)>,
     ) -> Result<(), TriggerError> {
         let Some(hist) = trigger.histogram_mut() else { return Ok(()) };
-        if hist.spec().vars().is_empty() && hist.spec().vars().refs.is_empty() {
+        if hist.spec().vars().is_empty() {
             return Ok(());
         }
         let matched: Vec<EventName> = hist
@@ -502,7 +510,7 @@ mod kernel_side {
             .lock()
             .iter()
             .filter(|table| table.array == array)
-            .filter_map(|table| Some((table.event.clone(), table.hist.upgrade()?)))
+            .filter_map(|table| Some((table.event.clone(), table.hist.upgrade().filter(|hist| !hist.is_detached())?)))
             .collect();
         let find = |name: &str| {
             let defining = || tables.iter().filter_map(|(event, hist)| Some((event, hist, hist.var_index(name)?)));
@@ -583,13 +591,12 @@ mod kernel_side {
                     };
                     // Refused while another trigger reads its variables, as
                     // Linux refuses it. (One just removed may still hold it
-                    // in a list waiting for its grace period: let those go
-                    // first.)
-                    let shared = |list: &[Arc<Trigger>]| list[at].hist.as_ref().is_some_and(|hist| Arc::strong_count(hist) > 1);
-                    if shared(&list) && (crate::deferred::reclaim() == 0 || shared(&list)) {
+                    // in a list waiting for its grace period: the caller
+                    // lets those go, outside its locks, and tries again.)
+                    if list[at].hist.as_ref().is_some_and(|hist| hist.is_read()) {
                         return Err(TriggerError::Hist(HistError::InUse));
                     }
-                    list.remove(at);
+                    detach(&list.remove(at));
                     Applied::Removed(TriggerCommand::Hist, None)
                 }
                 Request::Add(trigger) if trigger.hist.is_some() => match add_hist(&list, trigger)? {
@@ -647,6 +654,7 @@ mod kernel_side {
         /// events, which `crate::event_arrays` forgets with it.)
         pub fn clear(&self) {
             let _writers = self.writers.lock();
+            self.list.read(|list| list.into_iter().flatten().for_each(|trigger| detach(trigger)));
             self.list.replace(None);
         }
 
@@ -661,6 +669,7 @@ mod kernel_side {
         pub fn remove_noting(&self, command: TriggerCommand, target: Option<&EventName>, note: impl FnOnce(bool)) {
             let _writers = self.writers.lock();
             let mut list: Vec<Arc<Trigger>> = self.list.read(|list| list.cloned().unwrap_or_default());
+            list.iter().filter(|trigger| trigger.is_kind(command, target)).for_each(|trigger| detach(trigger));
             list.retain(|trigger| !trigger.is_kind(command, target));
             note(!list.is_empty());
             self.list.replace((!list.is_empty()).then_some(list));

@@ -218,6 +218,10 @@ pub struct HistSpec {
     /// Its variables, the reads of other histograms' and its actions
     /// (`crate::hist_expr`).
     vars: Vars,
+    /// The trace clock its timestamps need (`clock=`; Linux's default,
+    /// `global`): adding it switches its trace array to that clock, as
+    /// Linux does.
+    clock: String,
     /// The line's `pause`, `cont` and `clear`.
     pub controls: HistControls,
 }
@@ -317,6 +321,7 @@ pub fn parse(attrs: &str, fields: &[FilterField]) -> Result<HistSpec, HistError>
     let mut size = DEFAULT_SIZE;
     let mut controls = HistControls::default();
     let mut vars = Vars::default();
+    let mut clock = String::from("global");
     for attr in attrs.split(':').filter(|attr| !attr.is_empty()) {
         if attr.starts_with("onmatch(") {
             vars.add_action(attr, fields)?;
@@ -349,6 +354,7 @@ pub fn parse(attrs: &str, fields: &[FilterField]) -> Result<HistSpec, HistError>
             ("pause", "") => controls.pause = true,
             ("cont" | "continue", "") => controls.cont = true,
             ("clear", "") => controls.clear = true,
+            ("clock", name) if !name.is_empty() => clock = name.to_string(),
             // Linux's own attributes this kernel lacks: named tables,
             // handlers other than `onmatch`.
             ("name" | "clock", _) => return Err(HistError::Unknown(attr.to_string())),
@@ -368,7 +374,7 @@ pub fn parse(attrs: &str, fields: &[FilterField]) -> Result<HistSpec, HistError>
             sort
         }
     };
-    Ok(HistSpec { keys, vals, sort, size, vars, controls })
+    Ok(HistSpec { keys, vals, sort, size, vars, clock, controls })
 }
 
 /// `NAME[.MODIFIER]`: the field and its modifier.
@@ -383,9 +389,7 @@ fn field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError> {
     let (source, kind) = match name {
         // A value column of hits (`val_field` takes it, with a modifier).
         "hitcount" => (Source::Cpu, FieldKind::Unsigned),
-        "common_cpu" => (Source::Cpu, FieldKind::Signed),
-        "common_comm" => (Source::Comm, FieldKind::String),
-        _ => Source::find(name, fields).ok_or_else(|| HistError::NoSuchField(name.to_string()))?,
+        _ => Source::find_common(name, fields).ok_or_else(|| HistError::NoSuchField(name.to_string()))?,
     };
     let counts_hits = name == "hitcount";
     let name = match source {
@@ -465,6 +469,11 @@ impl HistSpec {
         &self.vars
     }
 
+    /// The trace clock it needs, if it reads timestamps.
+    pub fn clock(&self) -> Option<&str> {
+        self.vars.uses_timestamp().then_some(self.clock.as_str())
+    }
+
     /// `hist:keys=...:vals=...:sort=...:size=N`, as `cat trigger` shows it.
     pub fn line(&self) -> String {
         let list = |fields: &[HistField]| fields.iter().map(HistField::spec).collect::<Vec<_>>().join(",");
@@ -491,6 +500,9 @@ impl HistSpec {
             })
             .collect();
         line.push_str(&format!(":sort={}:size={}", sort.join(","), self.size));
+        if let Some(clock) = self.clock() {
+            line.push_str(&format!(":clock={clock}"));
+        }
         line.push_str(&self.vars.actions_text());
         line
     }
@@ -743,6 +755,11 @@ pub struct Histogram {
     reads: Vec<(Arc<Histogram>, usize)>,
     /// For each of `spec.vars.actions`: the synthetic event it records.
     targets: Vec<Arc<dyn SynthTarget>>,
+    /// The resolved histograms that read its variables (Linux refuses to
+    /// remove it while there are some).
+    readers: AtomicUsize,
+    /// Its trigger was removed: no new trigger may read its variables.
+    detached: AtomicBool,
 }
 
 /// What an `onmatch` action records: a synthetic event, given its fields'
@@ -750,6 +767,22 @@ pub struct Histogram {
 pub trait SynthTarget: Send + Sync {
     /// Records the event (from a hit path: no allocation, no lock).
     fn fire(&self, values: &[FieldValue]);
+    /// An action that records it was added (it is in use until the
+    /// matching [`release`](Self::release)).
+    fn hold(&self) {}
+    /// That action's histogram went.
+    fn release(&self) {}
+}
+
+impl Drop for Histogram {
+    fn drop(&mut self) {
+        for (hist, _) in &self.reads {
+            hist.readers.fetch_sub(1, Ordering::Relaxed);
+        }
+        for target in &self.targets {
+            target.release();
+        }
+    }
 }
 
 /// `value` as a share of `total`, in hundredths of a percent, as Linux's
@@ -791,7 +824,8 @@ impl Histogram {
         let map = HistMap::try_new(spec.size, spec.key_words(), 1 + spec.vals.len(), spec.vars.defs.len())
             .ok_or(HistError::NoMemory)?;
         let paused = AtomicBool::new(spec.controls.pause);
-        Ok(Histogram { spec, map, paused, reads: Vec::new(), targets: Vec::new() })
+        let (readers, detached) = (AtomicUsize::new(0), AtomicBool::new(false));
+        Ok(Histogram { spec, map, paused, reads: Vec::new(), targets: Vec::new(), readers, detached })
     }
 
     pub fn spec(&self) -> &HistSpec {
@@ -843,9 +877,31 @@ impl Histogram {
             }
             targets.push(target);
         }
+        // Held from now on, until this histogram goes (see `Drop`).
+        for (hist, _) in &reads {
+            hist.readers.fetch_add(1, Ordering::Relaxed);
+        }
+        for target in &targets {
+            target.hold();
+        }
         self.reads = reads;
         self.targets = targets;
         Ok(())
+    }
+
+    /// Whether another trigger's histogram reads its variables.
+    pub fn is_read(&self) -> bool {
+        self.readers.load(Ordering::Relaxed) > 0
+    }
+
+    /// Its trigger was removed: [`is_detached`](Self::is_detached) from now on.
+    pub fn detach(&self) {
+        self.detached.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether its trigger was removed (its variables are no one's to read).
+    pub fn is_detached(&self) -> bool {
+        self.detached.load(Ordering::Relaxed)
     }
 
     /// The index of its variable `name`.
@@ -1315,7 +1371,10 @@ mod tests {
     fn a_variable_read_once_by_key_makes_one_latency_per_start() {
         // `prev_pid` plays the pid in both; `bytes * 1000` is the clock.
         let start = Arc::new(Histogram::try_new(spec("keys=prev_pid:ts0=common_timestamp.usecs")).unwrap());
-        assert_eq!(start.spec().line(), "hist:keys=prev_pid:vals=hitcount:ts0=common_timestamp.usecs:sort=hitcount:size=2048");
+        assert_eq!(
+            start.spec().line(),
+            "hist:keys=prev_pid:vals=hitcount:ts0=common_timestamp.usecs:sort=hitcount:size=2048:clock=global"
+        );
         let mut end = Histogram::try_new(spec(
             "keys=prev_pid:lat=common_timestamp.usecs-$ts0:onmatch(sched.sched_wakeup).trace(wakeup_latency,$lat,prev_pid)",
         ))
@@ -1357,8 +1416,14 @@ mod tests {
         assert!(!with.same_as(&spec("keys=prev_pid:vals=bytes:sort=bytes")), "the variables count");
         let error = |text: &str| parse(text, &fields()).unwrap_err();
         assert_eq!(error("keys=ip:x=nosuch"), HistError::Expr(ExprError::BadOperand("nosuch".into())));
-        assert_eq!(error("keys=ip:onmatch(g.e).s($y)"), HistError::Expr(ExprError::NoSuchParamVar("y".into())));
-        assert_eq!(error("keys=ip:clock=global"), HistError::Unknown("clock=global".into()));
+        assert_eq!(spec("keys=ip:onmatch(g.e).s($y)").vars().refs.len(), 1, "a read of another histogram's");
+        assert_eq!(
+            spec("keys=ip:clock=local").line(),
+            "hist:keys=ip:vals=hitcount:sort=hitcount:size=2048",
+            "no timestamp: no clock"
+        );
+        assert_eq!(spec("keys=ip:t=common_timestamp:clock=counter").clock(), Some("counter"));
+        assert_eq!(error("keys=ip:clock="), HistError::Unknown("clock=".into()));
     }
 
     #[test]

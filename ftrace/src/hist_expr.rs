@@ -53,6 +53,8 @@ pub enum ExprError {
     BadAssignment(String),
     DuplicateVar(String),
     TooManyVars,
+    /// More `$NAME`s read than [`MAX_REFS`].
+    TooManyRefs,
     /// An operand that is no field, timestamp, constant or `$NAME`.
     BadOperand(String),
     /// A string field in an expression.
@@ -61,9 +63,6 @@ pub enum ExprError {
     BadAction(String),
     TooManyActions,
     TooManyParams,
-    /// `$NAME` as a parameter that is neither this trigger's variable nor
-    /// one its expressions read.
-    NoSuchParamVar(String),
 }
 
 impl fmt::Display for ExprError {
@@ -72,6 +71,7 @@ impl fmt::Display for ExprError {
             ExprError::BadAssignment(text) => write!(f, "hist: malformed assignment '{text}' (NAME=EXPR)"),
             ExprError::DuplicateVar(name) => write!(f, "hist: variable '{name}' already defined"),
             ExprError::TooManyVars => write!(f, "hist: at most {MAX_VARS} variables"),
+            ExprError::TooManyRefs => write!(f, "hist: at most {MAX_REFS} variables of other histograms read"),
             ExprError::BadOperand(text) => {
                 write!(f, "hist: '{text}' is no field, common_timestamp[.usecs], number or $variable")
             }
@@ -81,7 +81,6 @@ impl fmt::Display for ExprError {
             }
             ExprError::TooManyActions => write!(f, "hist: at most {MAX_ACTIONS} actions"),
             ExprError::TooManyParams => write!(f, "hist: at most {MAX_PARAMS} parameters"),
-            ExprError::NoSuchParamVar(name) => write!(f, "hist: parameter '${name}' is no variable of this trigger"),
         }
     }
 }
@@ -265,16 +264,6 @@ pub struct Vars {
     pub actions: Vec<OnMatch>,
 }
 
-/// The field `name` names: the event's, or a generic one by its `common_`
-/// name too (`common_cpu`, `common_comm`), as `hist` keys take them.
-fn generic_or_field(name: &str, fields: &[FilterField]) -> Option<(Source, FieldKind)> {
-    match name {
-        "common_cpu" if !fields.iter().any(|field| field.name == name) => Some((Source::Cpu, FieldKind::Signed)),
-        "common_comm" if !fields.iter().any(|field| field.name == name) => Some((Source::Comm, FieldKind::String)),
-        _ => Source::find(name, fields),
-    }
-}
-
 /// Whether `name` can name a variable.
 fn is_identifier(name: &str) -> bool {
     let mut chars = name.chars();
@@ -354,7 +343,7 @@ impl Vars {
             "common_timestamp.usecs" => return Ok(Operand::Timestamp { usecs: true }),
             _ => {}
         }
-        let (source, kind) = generic_or_field(text, fields).ok_or_else(bad)?;
+        let (source, kind) = Source::find_common(text, fields).ok_or_else(bad)?;
         match kind {
             FieldKind::Signed | FieldKind::Unsigned => Ok(Operand::Field { name: text.to_string(), source }),
             _ => Err(ExprError::NotANumber(text.to_string())),
@@ -368,7 +357,7 @@ impl Vars {
             return Ok(at);
         }
         if self.refs.len() == MAX_REFS {
-            return Err(ExprError::TooManyVars);
+            return Err(ExprError::TooManyRefs);
         }
         self.refs.push(VarRead { name: name.to_string(), once });
         Ok(self.refs.len() - 1)
@@ -408,7 +397,7 @@ impl Vars {
                 Some(_) => Err(ExprError::BadOperand(param.to_string())),
                 None => {
                     let (source, kind) =
-                        generic_or_field(param, fields).ok_or_else(|| ExprError::BadOperand(param.to_string()))?;
+                        Source::find_common(param, fields).ok_or_else(|| ExprError::BadOperand(param.to_string()))?;
                     Ok(Param::Field { name: param.to_string(), source, kind })
                 }
             })
@@ -424,16 +413,20 @@ impl Vars {
     }
 
     /// Places each `$NAME` parameter: this trigger's variable, or else a
-    /// read its expressions make.
+    /// read of another histogram's (the one its expressions make, or a
+    /// new one, not read once: Linux looks for it in the `onmatch` event's
+    /// histogram first).
     pub fn finish(&mut self) -> Result<(), ExprError> {
         for at in 0..self.actions.len() {
             for n in 0..self.actions[at].params.len() {
                 let Param::Own { name, .. } = &self.actions[at].params[n] else { continue };
                 let name = name.clone();
-                let placed = match (self.own(&name), self.refs.iter().position(|read| read.name == name)) {
-                    (Some(var), _) => Param::Own { name, var },
-                    (None, Some(read)) => Param::Read { name, read },
-                    (None, None) => return Err(ExprError::NoSuchParamVar(name)),
+                let placed = match self.own(&name) {
+                    Some(var) => Param::Own { name, var },
+                    None => {
+                        let read = self.read(&name, false)?;
+                        Param::Read { name, read }
+                    }
                 };
                 self.actions[at].params[n] = placed;
             }
@@ -536,7 +529,8 @@ mod tests {
         }
         assert_eq!(action("onmatch(a.b).s(nosuch)"), ExprError::BadOperand("nosuch".into()));
         let mut vars = Vars::default();
-        vars.add_action("onmatch(a.b).s($nope)", &fields()).unwrap();
-        assert_eq!(vars.finish(), Err(ExprError::NoSuchParamVar("nope".into())));
+        vars.add_action("onmatch(a.b).s($other)", &fields()).unwrap();
+        vars.finish().unwrap();
+        assert_eq!(vars.refs, [VarRead { name: "other".into(), once: false }], "another histogram's, read as is");
     }
 }

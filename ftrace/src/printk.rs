@@ -18,7 +18,8 @@
 //! allocated and no copy of the text sits on the stack (Linux formats into
 //! a per-CPU buffer and copies). The buffer's writer masks interrupts and
 //! takes no lock: any context may call it, a tracing callback included. A
-//! text past [`PRINTK_MAX`] bytes is cut there; an argument whose text
+//! text past [`PRINTK_MAX`] bytes is cut there (before a character that
+//! would not fit whole); an argument whose text
 //! changes between the two passes is cut, or padded with NULs, to the
 //! first pass's length. Like Linux's, the text is kept as given: a line
 //! shows it without one trailing newline, so `"x\n"` and `"x"` print alike.
@@ -60,7 +61,8 @@ pub fn trace_printk(args: fmt::Arguments) -> bool {
     }
     // This function's frame record holds its return address: a place in
     // the caller.
-    let ip = crate::unwind::return_addresses(arch::cpu::frame_pointer()).next().unwrap_or(0);
+    // (No frame record to read: this function's own address, which names it.)
+    let ip = crate::unwind::return_addresses(arch::cpu::frame_pointer()).next().unwrap_or(trace_printk as *const () as usize);
     let mut counter = Counter(0);
     // A `Display` that fails only cuts the text short.
     let _ = counter.write_fmt(args);
@@ -70,7 +72,7 @@ pub fn trace_printk(args: fmt::Arguments) -> bool {
     top.buffer()
         .write_with(size, |_, out| {
             encode_print_with(common, PrintWriter::Kernel(ip as u64), len, out, |room| {
-                let mut filler = Filler { room, at: 0 };
+                let mut filler = Filler { room, at: 0, full: false };
                 let _ = filler.write_fmt(args);
                 let at = filler.at;
                 filler.room[at..].fill(0);
@@ -89,15 +91,24 @@ impl Write for Counter {
     }
 }
 
-/// Writes into `room` from `at`, and drops what does not fit.
+/// Writes into `room` from `at`, and drops what does not fit, from the
+/// first character that does not on (so the text stays UTF-8).
 struct Filler<'a> {
     room: &'a mut [u8],
     at: usize,
+    full: bool,
 }
 
 impl Write for Filler<'_> {
     fn write_str(&mut self, text: &str) -> fmt::Result {
-        let take = text.len().min(self.room.len() - self.at);
+        if self.full {
+            return Ok(());
+        }
+        let mut take = text.len().min(self.room.len() - self.at);
+        while !text.is_char_boundary(take) {
+            take -= 1;
+        }
+        self.full = take < text.len();
         self.room[self.at..self.at + take].copy_from_slice(&text.as_bytes()[..take]);
         self.at += take;
         Ok(())

@@ -55,7 +55,9 @@ pub struct SynthType {
 }
 
 impl SynthType {
-    /// Linux's synthetic field types: (name, size, signed).
+    /// Linux's synthetic field types: (name, size, signed: as Linux's
+    /// `synth_field_signed`, every type but those starting with `u` and
+    /// `gfp_t`).
     const NUMBERS: [(&'static str, usize, bool); 17] = [
         ("s64", 8, true),
         ("u64", 8, false),
@@ -71,7 +73,7 @@ impl SynthType {
         ("unsigned int", 4, false),
         ("long", 8, true),
         ("unsigned long", 8, false),
-        ("bool", 1, false),
+        ("bool", 1, true),
         ("pid_t", 4, true),
         ("gfp_t", 4, false),
     ];
@@ -96,6 +98,8 @@ impl SynthType {
         match (self.string, self.size, self.signed, self.name.as_str()) {
             (true, ..) => "%s",
             (_, _, _, "gfp_t") => "%x",
+            (_, _, _, "long") => "%ld",
+            (_, _, _, "unsigned long") => "%lu",
             (_, 8, true, _) => "%lld",
             (_, 8, false, _) => "%llu",
             (_, _, true, _) => "%d",
@@ -193,6 +197,23 @@ fn is_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// A field's name and type from its words: `TYPE NAME`, `char NAME[N]`,
+/// or `char[N] NAME` (how Linux lists a string, and takes it back).
+fn name_and_type<'t>(field: &str, last: &'t str, ty: &str) -> Result<(&'t str, SynthType), SynthError> {
+    let string = |len: &str| match len.parse::<usize>() {
+        Ok(len @ 1..=MAX_STRING) => Ok(SynthType::string(len)),
+        _ => Err(SynthError::BadArray(field.to_string())),
+    };
+    if let Some(len) = ty.strip_prefix("char[").and_then(|len| len.strip_suffix(']')) {
+        return Ok((last, string(len)?));
+    }
+    match last.split_once('[') {
+        Some((name, len)) if ty == "char" => Ok((name, string(len.strip_suffix(']').unwrap_or("x"))?)),
+        Some(_) => Err(SynthError::BadArray(field.to_string())),
+        None => Ok((last, SynthType::number(ty).ok_or_else(|| SynthError::BadType(ty.to_string()))?)),
+    }
+}
+
 impl SynthDef {
     /// Parses `NAME TYPE FIELD[; TYPE FIELD...]` (a trailing `;` allowed).
     pub fn parse(text: &str) -> Result<SynthDef, SynthError> {
@@ -209,17 +230,7 @@ impl SynthDef {
             if ty.is_empty() {
                 return Err(SynthError::BadType(field.to_string()));
             }
-            let ty = ty.join(" ");
-            let (name, ty) = match last.split_once('[') {
-                Some((name, len)) => {
-                    let len = len.strip_suffix(']').and_then(|len| len.parse::<usize>().ok());
-                    match len {
-                        Some(len @ 1..=MAX_STRING) if ty == "char" => (name, SynthType::string(len)),
-                        _ => return Err(SynthError::BadArray(field.to_string())),
-                    }
-                }
-                None => (*last, SynthType::number(&ty).ok_or(SynthError::BadType(ty))?),
-            };
+            let (name, ty) = name_and_type(field, last, &ty.join(" "))?;
             if !is_name(name) {
                 return Err(SynthError::BadName(name.to_string()));
             }
@@ -244,9 +255,9 @@ impl SynthDef {
         alloc::format!("{}\t{}", self.name, self.fields_text())
     }
 
-    /// Its line in `dynamic_events`: `s:synthetic/NAME TYPE FIELD; TYPE FIELD`.
+    /// Its line in `dynamic_events`: `s:synthetic/NAME\tTYPE FIELD; TYPE FIELD`.
     pub fn dynamic_line(&self) -> String {
-        alloc::format!("s:{GROUP}/{} {}", self.name, self.fields_text())
+        alloc::format!("s:{GROUP}/{}", self.line())
     }
 
     /// `TYPE FIELD; TYPE FIELD`.
@@ -335,13 +346,13 @@ impl SynthDef {
     /// Its `format` file, as Linux describes a synthetic event (`id`: its
     /// type id).
     pub fn format(&self, id: u16) -> String {
-        let mut text = alloc::format!("name: {}\nID: {id}\nformat:\n{}\n", self.name, crate::event::COMMON_FIELDS);
+        let mut fields = String::new();
         for field in &self.fields {
             let declared = match field.ty.string {
                 true => alloc::format!("char {}[{}]", field.name, field.ty.size),
                 false => alloc::format!("{} {}", field.ty.name, field.name),
             };
-            text.push_str(&alloc::format!(
+            fields.push_str(&alloc::format!(
                 "\tfield:{declared};\toffset:{};\tsize:{};\tsigned:{};\n",
                 field.at,
                 field.ty.size,
@@ -351,8 +362,7 @@ impl SynthDef {
         let conversions: Vec<String> =
             self.fields.iter().map(|field| alloc::format!("{}={}", field.name, field.ty.conversion())).collect();
         let args: String = self.fields.iter().map(|field| alloc::format!(", REC->{}", field.name)).collect();
-        text.push_str(&alloc::format!("\nprint fmt: \"{}\"{args}\n", conversions.join(" ")));
-        text
+        crate::event::format_text(&self.name, id, &fields, &alloc::format!("\"{}\"{args}", conversions.join(" ")))
     }
 }
 
@@ -365,7 +375,7 @@ mod kernel_side {
     use alloc::sync::Arc;
     use alloc::vec::Vec;
     use core::fmt::{self, Write};
-    use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU8, Ordering};
+    use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
     use super::{SynthDef, SynthError, GROUP};
     use crate::event::Common;
@@ -386,6 +396,9 @@ mod kernel_side {
         /// Whether the top level ever recorded it (its records may be in
         /// the top level's buffers).
         was_enabled: AtomicBool,
+        /// The `hist` actions that record it (it cannot go while there
+        /// are some).
+        actions: AtomicUsize,
     }
 
     impl Synth {
@@ -404,7 +417,8 @@ mod kernel_side {
             &self.state
         }
 
-        /// `echo 0|1 > events/synthetic/NAME/enable` in `array`.
+        /// `echo 0|1 > events/synthetic/NAME/enable` in `array` (no
+        /// soft mode to mind: no trigger can switch a synthetic event).
         pub fn set_enabled(&self, array: &TraceArray, on: bool) {
             if on && array.is_top() {
                 self.was_enabled.store(true, Ordering::Relaxed);
@@ -434,13 +448,18 @@ mod kernel_side {
             self.state.hit(&kept, &fields, self.def.record_size(), &|out| self.def.encode(common, values, out));
             nesting.fetch_sub(1, Ordering::Relaxed);
         }
+
+        fn hold(&self) {
+            self.actions.fetch_add(1, Ordering::Relaxed);
+        }
+
+        fn release(&self) {
+            self.actions.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 
     /// The defined events, in definition order (writers in task context).
     static EVENTS: arch::sync::Mutex<Vec<Arc<Synth>>> = arch::sync::Mutex::new(Vec::new());
-    /// Type ids of synthetic events start here and are never reused (a
-    /// record left in a buffer keeps meaning its event).
-    static NEXT_ID: AtomicU16 = AtomicU16::new(3000);
 
     /// The event called `name`.
     pub fn find(name: &str) -> Option<Arc<Synth>> {
@@ -462,9 +481,9 @@ mod kernel_side {
         if taken || events.iter().any(|synth| synth.def.name == def.name) {
             return Err(SynthError::Exists(alloc::format!("{GROUP}/{}", def.name)));
         }
-        let id =
-            NEXT_ID.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |id| id.checked_add(1)).map_err(|_| SynthError::NoIds)?;
-        events.push(Arc::new(Synth { def, id, state: EventState::new(), was_enabled: AtomicBool::new(false) }));
+        let id = crate::event::new_dynamic_id().ok_or(SynthError::NoIds)?;
+        let (was_enabled, actions) = (AtomicBool::new(false), AtomicUsize::new(0));
+        events.push(Arc::new(Synth { def, id, state: EventState::new(), was_enabled, actions }));
         Ok(())
     }
 
@@ -481,8 +500,7 @@ mod kernel_side {
         for synth in events.iter().filter(|synth| doomed(synth)) {
             let state = &synth.state;
             let armed = state.on.load(Ordering::Relaxed) || state.triggers().is_set() || !state.arrays().is_empty();
-            // The list's reference: any other is a `hist` action's.
-            if armed || Arc::strong_count(synth) > 1 {
+            if armed || synth.actions.load(Ordering::Relaxed) > 0 {
                 return Err(SynthError::Busy(synth.def.name.clone()));
             }
         }
@@ -533,7 +551,8 @@ mod tests {
     fn definitions_read_back_as_linux_lists_them() {
         let def = SynthDef::parse("wakeup_latency  u64 lat; pid_t pid;unsigned int  prio; char comm[16];").unwrap();
         assert_eq!(def.line(), "wakeup_latency\tu64 lat; pid_t pid; unsigned int prio; char[16] comm");
-        assert_eq!(def.dynamic_line(), "s:synthetic/wakeup_latency u64 lat; pid_t pid; unsigned int prio; char[16] comm");
+        assert_eq!(def.dynamic_line(), "s:synthetic/wakeup_latency\tu64 lat; pid_t pid; unsigned int prio; char[16] comm");
+        assert_eq!(SynthDef::parse(&def.line()).unwrap(), def, "its own listing defines it again, as Linux's");
         assert_eq!(def.record_size(), 8 + 8 + 8 + 8 + 16);
         let format = def.format(3000);
         assert!(format.starts_with("name: wakeup_latency\nID: 3000\nformat:\n\tfield:unsigned short common_type;"), "{format}");

@@ -40,7 +40,7 @@ fn kind(group: &str, event: &str) -> Kind {
     if let Some(sched) = SchedEvent::find(group, event) {
         return Kind::Sched(sched);
     }
-    match ftrace::synth::find(event).filter(|_| group == SYNTHETIC) {
+    match (group == SYNTHETIC).then(|| ftrace::synth::find(event)).flatten() {
         Some(synth) => Kind::Synth(synth),
         None => Kind::Dynamic,
     }
@@ -165,6 +165,20 @@ pub fn set_filter(array: &TraceArray, group: &str, event: &str, text: &str) -> R
 /// given back if it is refused or once it is removed): `array`'s copy of
 /// that event.
 pub fn write_trigger(array: &TraceArray, group: &str, event: &str, text: &str) -> Result<(), TracefsError> {
+    // A histogram whose variables a trigger just removed read is held
+    // until that trigger's grace period: let those go (no lock is held
+    // here) and try once more.
+    let in_use = TriggerError::Hist(ftrace::hist::HistError::InUse).to_string();
+    match write_trigger_once(array, group, event, text) {
+        Err(TracefsError::Invalid(message)) if message == in_use && ftrace::deferred::reclaim() > 0 => {
+            write_trigger_once(array, group, event, text)
+        }
+        other => other,
+    }
+}
+
+/// [`write_trigger`], once.
+fn write_trigger_once(array: &TraceArray, group: &str, event: &str, text: &str) -> Result<(), TracefsError> {
     if text.trim().is_empty() {
         return Ok(());
     }
@@ -182,9 +196,14 @@ pub fn write_trigger(array: &TraceArray, group: &str, event: &str, text: &str) -
     // A `hist` trigger's `$NAME`s and actions name other triggers and
     // synthetic events: resolved now, before anything changes.
     let mut defines = None;
+    let mut clock = None;
     if let Request::Add(trigger) = &mut parsed {
         ftrace::event_trigger::resolve_hist(array, trigger, ftrace::synth::target).map_err(refused)?;
         defines = trigger.histogram().map(Arc::downgrade);
+        if let Some(name) = trigger.histogram().and_then(|hist| hist.spec().clock()) {
+            let found = ftrace::clock::TraceClock::from_name(name);
+            clock = Some(found.ok_or_else(|| TracefsError::Invalid(format!("hist: couldn't set trace_clock '{name}'")))?);
+        }
     }
     let (request, acquired) = match parsed {
         Request::Add(trigger) => match trigger.target().cloned() {
@@ -206,10 +225,15 @@ pub fn write_trigger(array: &TraceArray, group: &str, event: &str, text: &str) -
         Kind::Synth(synth) => synth.state().apply_trigger(array, request).map_err(invalid),
         Kind::Dynamic => fprobe::events::apply_trigger(array, group, event, request).map_err(invalid),
     };
-    // An added histogram with variables: other triggers may read them.
+    // An added histogram with variables: other triggers may read them;
+    // with timestamps, its array takes the clock it asks for (emptying its
+    // buffer if that is a change), as Linux sets it.
     if let (Ok(Applied::Added(..)), Some(hist)) = (&applied, defines.and_then(|hist| hist.upgrade())) {
         let name = EventName { group: group.to_string(), event: event.to_string() };
         ftrace::event_trigger::register_vars(array, &name, &hist);
+        if let Some(clock) = clock.filter(|clock| *clock != array.buffer().clock()) {
+            array.buffer().set_clock(clock);
+        }
     }
     match (&applied, acquired) {
         // Refused, or the same trigger was there: the reference goes back.

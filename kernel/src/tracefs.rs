@@ -1241,23 +1241,24 @@ fn read_dynamic_events(_array: Array, out: &mut dyn Write) -> fmt::Result {
 }
 
 /// The probe events' commands, and Linux's `s:[synthetic/]NAME FIELDS`
-/// defining a synthetic event and `-:[synthetic/]NAME` removing one; a
-/// truncating write of nothing removes every event of both kinds.
+/// defining a synthetic event and `-:[synthetic/]NAME` removing one. A
+/// truncating write (`>`) first removes every dynamic event of both kinds,
+/// as Linux's does when it opens the file.
 fn write_dynamic_events(_array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    if mode == FilterMode::Replace {
+        fprobe::events::write_dynamic_events("", FilterMode::Replace).map_err(event_error)?;
+        trace_events::write_synthetic("", FilterMode::Replace)?;
+    }
     let line = text.trim();
     if let Some(definition) = line.strip_prefix("s:") {
         let definition = definition.strip_prefix("synthetic/").unwrap_or(definition);
-        return trace_events::write_synthetic(definition, mode);
+        return trace_events::write_synthetic(definition, FilterMode::Append);
     }
-    let synthetic = line.strip_prefix("-:").map(|name| name.strip_prefix("synthetic/").unwrap_or(name));
-    if let Some(name) = synthetic.filter(|name| ftrace::synth::find(name.trim()).is_some()) {
-        return trace_events::write_synthetic(&format!("!{}", name.trim()), FilterMode::Append);
+    let synthetic = line.strip_prefix("-:").map(|name| name.strip_prefix("synthetic/").unwrap_or(name).trim());
+    if let Some(name) = synthetic.filter(|name| ftrace::synth::find(name).is_some()) {
+        return trace_events::write_synthetic(&format!("!{name}"), FilterMode::Append);
     }
-    fprobe::events::write_dynamic_events(text, mode).map_err(event_error)?;
-    if mode == FilterMode::Replace && line.is_empty() {
-        trace_events::write_synthetic("", FilterMode::Replace)?;
-    }
-    Ok(())
+    fprobe::events::write_dynamic_events(text, FilterMode::Append).map_err(event_error)
 }
 
 fn read_synthetic_events(_array: Array, out: &mut dyn Write) -> fmt::Result {

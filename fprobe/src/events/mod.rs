@@ -42,7 +42,7 @@ use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicU16, Ordering};
+use core::sync::atomic::Ordering;
 
 use arch::ftrace_abi::RegisterError;
 use ftrace::event_filter::{FilterError, FilterField};
@@ -212,11 +212,6 @@ impl Event {
 /// The defined events, behind a sleeping mutex (enabling one registers a
 /// probe: a long path, in task context only).
 static EVENTS: arch::sync::Mutex<Vec<Event>> = arch::sync::Mutex::new(Vec::new());
-/// Event type ids of dynamic events start here and are never reused (a
-/// record left in a buffer keeps meaning its event); when they run out,
-/// definitions are refused.
-static NEXT_ID: AtomicU16 = AtomicU16::new(1000);
-
 fn full_name(group: &str, event: &str) -> String {
     format!("{group}/{event}")
 }
@@ -312,13 +307,12 @@ fn edit_probe_events(
             let taken = |e: &Event| {
                 (mode != FilterMode::Replace || !e.in_syntax(syntax)) && e.spec.event == spec.event && e.spec.group == spec.group
             };
-            if events.iter().any(taken) || ftrace::sched::SchedEvent::find(&spec.group, &spec.event).is_some() {
+            let synthetic = spec.group == ftrace::synth::GROUP && ftrace::synth::find(&spec.event).is_some();
+            if events.iter().any(taken) || ftrace::sched::SchedEvent::find(&spec.group, &spec.event).is_some() || synthetic {
                 return Err(EventError::Exists(full_name(&spec.group, &spec.event)));
             }
             let (function, mut compiled) = compile(&spec)?;
-            compiled.id = NEXT_ID
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |id| id.checked_add(1))
-                .map_err(|_| EventError::NoIds)?;
+            compiled.id = ftrace::event::new_dynamic_id().ok_or(EventError::NoIds)?;
             if mode == FilterMode::Replace {
                 remove_events(events, |e| e.in_syntax(syntax), stale);
             }

@@ -791,6 +791,14 @@ fn trace_printk_names_its_caller_and_obeys_its_options() {
     let cut = read("trace");
     let line = cut.lines().find(|line| line.contains("xxxx")).unwrap();
     assert_eq!(line.split(": ").last().unwrap().len(), ftrace::printk::PRINTK_MAX, "cut at PRINTK_MAX");
+    // Cut before a character that would not fit whole: still UTF-8.
+    write("trace", "");
+    let wide = "é".repeat(600);
+    assert!(ftrace::trace_printk!("{wide}"));
+    let cut = read("trace");
+    let text = cut.lines().find(|line| line.contains('é')).and_then(|line| line.split(": ").last()).unwrap();
+    assert_eq!(text.len(), ftrace::printk::PRINTK_MAX / 2 * 2, "{text}");
+    assert!(text.chars().all(|c| c == 'é'), "{text}");
     // Top level only: an instance has neither file.
     tracefs::mkdir("instances/printk").unwrap();
     for option in ["trace_printk", "printk-msg-only"] {
