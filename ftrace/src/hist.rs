@@ -44,7 +44,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering}
 use alloc::sync::Arc;
 
 use crate::event_filter::{FieldKind, FieldValue, FilterField, Source};
-use crate::hist_expr::{ExprError, HitValues, Vars, MAX_PARAMS, MAX_REFS, MAX_VARS};
+use crate::hist_expr::{ExprError, Handler, HitValues, Track, Vars, MAX_PARAMS, MAX_REFS, MAX_VARS, SAVED_STRING_WORDS};
 use crate::kallsyms::Symbol;
 
 /// The most key fields, as in Linux.
@@ -325,6 +325,10 @@ pub fn parse(attrs: &str, fields: &[FilterField]) -> Result<HistSpec, HistError>
     for attr in attrs.split(':').filter(|attr| !attr.is_empty()) {
         if attr.starts_with("onmatch(") {
             vars.add_action(attr, fields)?;
+            continue;
+        }
+        if attr.starts_with("onmax(") || attr.starts_with("onchange(") {
+            vars.add_track(attr, fields)?;
             continue;
         }
         let (name, value) = attr.split_once('=').unwrap_or((attr, ""));
@@ -696,11 +700,17 @@ impl HistMap {
 
     /// Every entry: its key words and its sums (`hitcount` first).
     pub fn entries(&self) -> Vec<(Vec<u64>, Vec<u64>)> {
+        self.entries_with_vars().into_iter().map(|(key, sums, _)| (key, sums)).collect()
+    }
+
+    /// Every entry: its key words, its sums and its variables' words.
+    pub fn entries_with_vars(&self) -> Vec<(Vec<u64>, Vec<u64>, Vec<u64>)> {
         (0..self.states.len())
             .filter(|&slot| self.states[slot].load(Ordering::Acquire) == READY)
             .map(|slot| {
                 let words = |atomics: &[AtomicU64]| atomics.iter().map(|word| word.load(Ordering::Relaxed)).collect();
-                (words(self.key_of(slot)), words(self.sums_of(slot)))
+                let vars = &self.vars[slot * self.vars_per_entry..(slot + 1) * self.vars_per_entry];
+                (words(self.key_of(slot)), words(self.sums_of(slot)), words(vars))
             })
             .collect()
     }
@@ -821,7 +831,7 @@ impl Histogram {
     /// A histogram for `spec`, its table allocated now (a hit cannot
     /// allocate); paused from the start if the line said `pause`.
     pub fn try_new(spec: HistSpec) -> Result<Histogram, HistError> {
-        let map = HistMap::try_new(spec.size, spec.key_words(), 1 + spec.vals.len(), spec.vars.defs.len())
+        let map = HistMap::try_new(spec.size, spec.key_words(), 1 + spec.vals.len(), spec.vars.entry_words())
             .ok_or(HistError::NoMemory)?;
         let paused = AtomicBool::new(spec.controls.pause);
         let (readers, detached) = (AtomicUsize::new(0), AtomicBool::new(false));
@@ -972,6 +982,39 @@ impl Histogram {
             let len = Vars::params(action, &vars, reads, value, &mut params);
             target.fire(&params[..len]);
         }
+        for track in &self.spec.vars.tracks {
+            self.track(slot, track, vars[track.var], value);
+        }
+    }
+
+    /// `onmax()` / `onchange()` in the entry in `slot`: a new largest (or
+    /// changed) `tracked` value is kept, with the fields it saves. (Two
+    /// CPUs hitting one key at once may mix their saves, as in Linux.)
+    fn track<'a>(&self, slot: usize, track: &Track, tracked: u64, value: &dyn Fn(usize) -> FieldValue<'a>) {
+        let keep = match (track.handler, self.map.read_var(slot, track.at, false)) {
+            (_, None) => true,
+            (Handler::Max, Some(current)) => tracked > current,
+            (Handler::Change, Some(current)) => tracked != current,
+        };
+        if !keep {
+            return;
+        }
+        for saved in &track.saves {
+            match saved.source.read(value) {
+                FieldValue::Str(bytes) => {
+                    let bytes = bytes.split(|&b| b == 0).next().unwrap_or(&[]);
+                    for n in 0..SAVED_STRING_WORDS {
+                        let mut word = [0u8; 8];
+                        let chunk = bytes.get(8 * n..).unwrap_or(&[]);
+                        let len = chunk.len().min(8);
+                        word[..len].copy_from_slice(&chunk[..len]);
+                        self.map.set_var(slot, saved.at + n, u64::from_le_bytes(word));
+                    }
+                }
+                other => self.map.set_var(slot, saved.at, number(other, Modifier::Plain)),
+            }
+        }
+        self.map.set_var(slot, track.at, tracked);
     }
 
     /// `pause` / `cont`.
@@ -998,7 +1041,7 @@ impl Histogram {
     /// them.
     pub fn write(&self, line: &str, out: &mut dyn Write, names: Namer, comms: Comms) -> fmt::Result {
         write!(out, "# event histogram\n#\n# trigger info: {line}\n#\n\n")?;
-        let mut entries = self.map.entries();
+        let mut entries = self.map.entries_with_vars();
         entries.sort_by(|a, b| {
             for key in &self.spec.sort {
                 let order = match key.by {
@@ -1020,13 +1063,15 @@ impl Histogram {
         });
         // Each column's total and most, for `.percent` and `.graph`.
         let mut columns = [(0u64, 0u64); MAX_VALS + 1];
-        for (_, sums) in &entries {
+        for (_, sums, _) in &entries {
             for (column, &sum) in columns.iter_mut().zip(sums.iter()) {
                 *column = (column.0.saturating_add(sum), column.1.max(sum));
             }
         }
-        for (key, sums) in &entries {
+        for (key, sums, vars) in &entries {
             self.write_entry(out, key, sums, &columns, names, comms)?;
+            self.write_tracks(out, vars)?;
+            writeln!(out)?;
         }
         let (hits, drops) = self.map.totals();
         write!(out, "\nTotals:\n    Hits: {hits}\n    Entries: {}\n    Dropped: {drops}\n", entries.len())
@@ -1104,7 +1149,26 @@ impl Histogram {
                 _ => write!(out, "{name}: {sum:>10}")?,
             }
         }
-        writeln!(out)
+        Ok(())
+    }
+
+    /// An entry's `onmax()`/`onchange()` values and saved fields, as Linux
+    /// prints them after its values (`vars`: the entry's words).
+    fn write_tracks(&self, out: &mut dyn Write, vars: &[u64]) -> fmt::Result {
+        for track in &self.spec.vars.tracks {
+            let label = if track.handler == Handler::Max { "max" } else { "changed" };
+            write!(out, "\n\t{label}: {:>10}", vars.get(track.at).copied().unwrap_or(0))?;
+            for saved in &track.saves {
+                match saved.string {
+                    true => {
+                        let words = vars.get(saved.at..saved.at + SAVED_STRING_WORDS).unwrap_or(&[]);
+                        write!(out, "  {}: {:<32}", saved.name, string_of(words))?
+                    }
+                    false => write!(out, "  {}: {:>10}", saved.name, vars.get(saved.at).copied().unwrap_or(0))?,
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -1200,7 +1264,9 @@ mod tests {
         assert_eq!(error("keys=ip:size=200000"), HistError::BadSize("200000".into()));
         assert_eq!(error("keys=ip:size=0+400"), HistError::BadSize("0+400".into()), "a sign only first, as kstrtouint");
         assert_eq!(error("keys=ip:name=foo"), HistError::Unknown("name=foo".into()));
-        assert_eq!(error("keys=ip:onmax($x).save(ip)"), HistError::Unknown("onmax($x).save(ip)".into()));
+        assert_eq!(error("keys=ip:onmax($x).save(ip)"), HistError::Expr(ExprError::NotOwnVar("x".into())));
+        assert_eq!(error("keys=ip:x=ip:onmax($x).save(nosuch)"), HistError::Expr(ExprError::BadOperand("nosuch".into())));
+        assert_eq!(error("keys=ip:x=ip:onmax(x).save(ip)"), HistError::Expr(ExprError::BadAction("onmax(x).save(ip)".into())));
     }
 
     /// One event: `prev_pid`, `prev_comm`, `bytes` (the others 0).
@@ -1402,6 +1468,35 @@ mod tests {
         assert_eq!(end.map.totals(), (2, 0), "the hits without a start are not counted");
         let other_keys = Histogram::try_new(spec("keys=prev_comm:x=$ts0")).unwrap();
         assert!(!other_keys.keys_match(&start));
+    }
+
+    #[test]
+    fn onmax_and_onchange_keep_a_value_and_the_fields_of_its_hit() {
+        let max = Histogram::try_new(spec("keys=prev_pid:v=bytes:onmax($v).save(prev_comm,ip)")).unwrap();
+        assert_eq!(
+            max.spec().line(),
+            "hist:keys=prev_pid:vals=hitcount:v=bytes:sort=hitcount:size=2048:onmax($v).save(prev_comm,ip)"
+        );
+        let change = Histogram::try_new(spec("keys=prev_pid:v=bytes:onchange($v).save(prev_comm)")).unwrap();
+        for (comm, bytes) in [(&b"first\0"[..], 10), (b"second\0", 30), (b"third\0", 20), (b"fourth\0", 20)] {
+            hit(&max, 7, comm, bytes);
+            hit(&change, 7, comm, bytes);
+        }
+        let entry = |histogram: &Histogram| {
+            let out = output(histogram);
+            out[out.find('{').unwrap()..out.find("\nTotals").unwrap()].to_string()
+        };
+        assert_eq!(
+            entry(&max),
+            format!(
+                "{{ prev_pid:          7 }} hitcount:          4\n\tmax:         30  prev_comm: {:<32}  ip:       4112\n",
+                "second"
+            )
+        );
+        assert_eq!(
+            entry(&change),
+            format!("{{ prev_pid:          7 }} hitcount:          4\n\tchanged:         20  prev_comm: {:<32}\n", "third")
+        );
     }
 
     #[test]

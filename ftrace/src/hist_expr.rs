@@ -27,6 +27,11 @@
 //! names the event whose histogram defines the variables read; a `$NAME`
 //! is looked for there first.
 //!
+//! `onmax($VAR).save(FIELD,...)` keeps, in each entry, the largest value
+//! its variable took and the fields of the hit that set it
+//! (`onchange($VAR)`: the last value it changed to), in words after the
+//! variables; `cat hist` prints them under the entry.
+//!
 //! This module parses and prints those parts and evaluates them on a hit;
 //! resolving the names (which histogram, which synthetic event) is the
 //! kernel side's, when the trigger is added ([`crate::hist::Histogram::resolve`]).
@@ -45,6 +50,9 @@ pub const MAX_REFS: usize = 16;
 pub const MAX_ACTIONS: usize = 8;
 /// The most parameters of an action (a synthetic event's fields).
 pub const MAX_PARAMS: usize = 16;
+/// The most words an entry keeps for variables and tracked values (one
+/// set bit each in a word).
+pub const MAX_ENTRY_WORDS: usize = 64;
 
 /// Why a variable or an action was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,6 +63,8 @@ pub enum ExprError {
     TooManyVars,
     /// More `$NAME`s read than [`MAX_REFS`].
     TooManyRefs,
+    /// `onmax($NAME)` or `onchange($NAME)` of no variable of this trigger.
+    NotOwnVar(String),
     /// An operand that is no field, timestamp, constant or `$NAME`.
     BadOperand(String),
     /// A string field in an expression.
@@ -72,6 +82,9 @@ impl fmt::Display for ExprError {
             ExprError::DuplicateVar(name) => write!(f, "hist: variable '{name}' already defined"),
             ExprError::TooManyVars => write!(f, "hist: at most {MAX_VARS} variables"),
             ExprError::TooManyRefs => write!(f, "hist: at most {MAX_REFS} variables of other histograms read"),
+            ExprError::NotOwnVar(name) => {
+                write!(f, "hist: for onmax(x) or onchange(x), x must be a variable of this trigger, not '{name}'")
+            }
             ExprError::BadOperand(text) => {
                 write!(f, "hist: '{text}' is no field, common_timestamp[.usecs], number or $variable")
             }
@@ -255,6 +268,51 @@ impl fmt::Display for OnMatch {
     }
 }
 
+/// What `onmax()` and `onchange()` keep track of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Handler {
+    /// `onmax($VAR)`: the largest value the variable took in an entry.
+    Max,
+    /// `onchange($VAR)`: the last value it changed to.
+    Change,
+}
+
+/// A field `save()` keeps with the tracked value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Saved {
+    pub name: String,
+    pub source: Source,
+    /// A string (kept up to [`SAVED_STRING_WORDS`] words).
+    pub string: bool,
+    /// Its first word among the entry's words.
+    pub at: usize,
+}
+
+/// The words a saved string keeps (32 bytes: a task name fits whole).
+pub const SAVED_STRING_WORDS: usize = 4;
+
+/// `onmax($VAR).save(FIELD,...)` or `onchange($VAR).save(FIELD,...)`: per
+/// entry, the tracked value and the fields of the hit that set it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Track {
+    pub handler: Handler,
+    pub var_name: String,
+    /// The variable's index (this trigger's).
+    pub var: usize,
+    /// The tracked value's word among the entry's words (after the
+    /// variables).
+    pub at: usize,
+    pub saves: Vec<Saved>,
+}
+
+impl fmt::Display for Track {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let handler = if self.handler == Handler::Max { "onmax" } else { "onchange" };
+        let saves: Vec<&str> = self.saves.iter().map(|saved| saved.name.as_str()).collect();
+        write!(f, "{handler}(${}).save({})", self.var_name, saves.join(","))
+    }
+}
+
 /// A trigger's variables, the reads of other histograms' variables, and
 /// its actions.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -262,6 +320,7 @@ pub struct Vars {
     pub defs: Vec<VarDef>,
     pub refs: Vec<VarRead>,
     pub actions: Vec<OnMatch>,
+    pub tracks: Vec<Track>,
 }
 
 /// Whether `name` can name a variable.
@@ -274,6 +333,49 @@ impl Vars {
     /// Whether the trigger has none of these parts.
     pub fn is_empty(&self) -> bool {
         self.defs.is_empty() && self.actions.is_empty()
+    }
+
+    /// The words an entry keeps: the variables, then each track's value
+    /// and saved fields.
+    pub fn entry_words(&self) -> usize {
+        self.tracks.last().map_or(self.defs.len(), |track| {
+            track.saves.last().map_or(track.at + 1, |saved| saved.at + if saved.string { SAVED_STRING_WORDS } else { 1 })
+        })
+    }
+
+    /// Adds `onmax($VAR).save(FIELD,...)` or `onchange(...)` (its variable
+    /// placed by [`finish`](Self::finish)).
+    pub fn add_track(&mut self, text: &str, fields: &[FilterField]) -> Result<(), ExprError> {
+        let bad = || ExprError::BadAction(text.to_string());
+        let (handler, rest) = match (text.strip_prefix("onmax("), text.strip_prefix("onchange(")) {
+            (Some(rest), _) => (Handler::Max, rest),
+            (_, Some(rest)) => (Handler::Change, rest),
+            _ => return Err(bad()),
+        };
+        let (var, rest) = rest.split_once(").").ok_or_else(bad)?;
+        let var = var.strip_prefix('$').filter(|name| is_identifier(name)).ok_or_else(bad)?;
+        let saves = rest.strip_prefix("save(").and_then(|rest| rest.strip_suffix(')')).ok_or_else(bad)?;
+        if self.actions.len() + self.tracks.len() == MAX_ACTIONS {
+            return Err(ExprError::TooManyActions);
+        }
+        let saves = saves
+            .split(',')
+            .filter(|name| !name.is_empty())
+            .map(|name| {
+                let (source, kind) = Source::find_common(name, fields).ok_or_else(|| ExprError::BadOperand(name.to_string()))?;
+                let string = match kind {
+                    FieldKind::String => true,
+                    FieldKind::Signed | FieldKind::Unsigned => false,
+                    _ => return Err(ExprError::BadOperand(name.to_string())),
+                };
+                Ok(Saved { name: name.to_string(), source, string, at: 0 })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if saves.len() > MAX_PARAMS {
+            return Err(ExprError::TooManyParams);
+        }
+        self.tracks.push(Track { handler, var_name: var.to_string(), var: usize::MAX, at: 0, saves });
+        Ok(())
     }
 
     /// Whether any expression reads the clock.
@@ -431,6 +533,23 @@ impl Vars {
                 self.actions[at].params[n] = placed;
             }
         }
+        // Each track's variable is this trigger's (Linux: `ONX_NOT_VAR`);
+        // its words follow the variables.
+        let mut at = self.defs.len();
+        for n in 0..self.tracks.len() {
+            let var = self.own(&self.tracks[n].var_name).ok_or_else(|| ExprError::NotOwnVar(self.tracks[n].var_name.clone()))?;
+            let track = &mut self.tracks[n];
+            track.var = var;
+            track.at = at;
+            at += 1;
+            for saved in &mut track.saves {
+                saved.at = at;
+                at += if saved.string { SAVED_STRING_WORDS } else { 1 };
+            }
+        }
+        if at > MAX_ENTRY_WORDS {
+            return Err(ExprError::TooManyVars);
+        }
         Ok(())
     }
 
@@ -447,7 +566,8 @@ impl Vars {
 
     /// The actions, each after a `:`.
     pub fn actions_text(&self) -> String {
-        self.actions.iter().map(|action| alloc::format!(":{action}")).collect()
+        let matches = self.actions.iter().map(|action| alloc::format!(":{action}"));
+        matches.chain(self.tracks.iter().map(|track| alloc::format!(":{track}"))).collect()
     }
 
     /// The values of an action's parameters in a hit: `vars` this

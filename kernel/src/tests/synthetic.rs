@@ -129,16 +129,18 @@ fn an_onmatch_action_records_each_calls_duration() {
     write("trace_clock", "local");
 }
 
+/// The switch side of the wakeup-latency recipe, with the largest latency
+/// per task kept as `onmax()` keeps it.
+const SWITCH_HIST: &str = "hist:keys=next_pid:lat=common_timestamp.usecs-$ts0:onmatch(sched.sched_wakeup).wakeup_latency($lat,next_pid,next_comm):onmax($lat).save(next_comm,prev_pid)";
+
 /// Linux's wakeup-latency example, on the scheduler's events: a woken
-/// task's latency is recorded when it is switched in.
+/// task's latency is recorded when it is switched in, and the largest
+/// kept per task with the context of its switch.
 #[ktest]
 fn wakeup_latency_is_recorded_when_the_woken_task_runs() {
     append("synthetic_events", "wakeup_latency u64 lat; pid_t pid; char comm[16]");
     append("events/sched/sched_wakeup/trigger", "hist:keys=pid:ts0=common_timestamp.usecs");
-    append(
-        "events/sched/sched_switch/trigger",
-        "hist:keys=next_pid:lat=common_timestamp.usecs-$ts0:onmatch(sched.sched_wakeup).wakeup_latency($lat,next_pid,next_comm)",
-    );
+    append("events/sched/sched_switch/trigger", SWITCH_HIST);
     write("events/synthetic/wakeup_latency/enable", "1");
     write("trace", "");
     let sleeper = crate::sched::spawn("napper", || {
@@ -156,10 +158,16 @@ fn wakeup_latency_is_recorded_when_the_woken_task_runs() {
     let lines: Vec<&str> =
         trace.lines().filter(|line| line.contains(": wakeup_latency: lat=") && line.ends_with(&mine)).collect();
     assert!(lines.len() >= 3, "a latency per wake-up from each sleep: {trace}");
-    append(
-        "events/sched/sched_switch/trigger",
-        "!hist:keys=next_pid:lat=common_timestamp.usecs-$ts0:onmatch(sched.sched_wakeup).wakeup_latency($lat,next_pid,next_comm)",
-    );
+    // The largest of them, kept in its entry with the fields of its switch.
+    let largest =
+        lines.iter().filter_map(|line| line.split("lat=").nth(1)?.split(' ').next()?.parse::<u64>().ok()).max().unwrap();
+    let hist = read("events/sched/sched_switch/hist");
+    let entry = format!("{{ next_pid: {pid:>10} }} hitcount:");
+    let at = hist.find(&entry).unwrap_or_else(|| panic!("{hist}"));
+    let max_line = hist[at..].lines().nth(1).unwrap();
+    assert!(max_line.starts_with(&format!("\tmax: {largest:>10}  next_comm: napper ")), "{max_line}\n{hist}");
+    assert!(max_line.contains("  prev_pid: "), "{max_line}");
+    append("events/sched/sched_switch/trigger", &format!("!{SWITCH_HIST}"));
     append("events/sched/sched_wakeup/trigger", "!hist:keys=pid:ts0=common_timestamp.usecs");
     append("synthetic_events", "!wakeup_latency");
     write("trace_clock", "local");
