@@ -108,6 +108,13 @@ report_probes "$work/probes.dat" >"$work/probes.report"
 check "trace-cmd report prints the same fprobe events and fields" same_events fprobe "$work/probes.kernel" "$work/probes.report"
 check "30 probe events" test "$(wc -l <"$work/probes.kernel")" -eq 30
 
+echo "-- synthetic events: Linux's wakeup-latency recipe ($arch)"
+record synthetic "echo 'wakeup_latency u64 lat; pid_t pid; char comm[16]' >> synthetic_events\necho 'hist:keys=pid:ts0=common_timestamp.usecs' >> events/sched/sched_wakeup/trigger\necho 'hist:keys=next_pid:lat=common_timestamp.usecs-\$ts0:onmatch(sched.sched_wakeup).wakeup_latency(\$lat,next_pid,next_comm)' >> events/sched/sched_switch/trigger\necho 1 > events/synthetic/wakeup_latency/enable\nrun par 2 fib 18\necho 0 > tracing_on\ncat trace\npoweroff\n"
+sed -nE 's/^ *[^ ]+-[0-9]+ +\[([0-9]+)\] [^ ]+ +([0-9]+\.[0-9]{6}): (wakeup_latency): (.*)$/\1|\2|\3: \4/p' "$work/synthetic.out" >"$work/synthetic.kernel"
+trace-cmd report "$work/synthetic.dat" 2>/dev/null |
+    sed -nE 's/^ *[^ ]+-[0-9]+ +\[([0-9]+)\] +([0-9]+\.[0-9]{6}): (wakeup_latency): +(.*)$/\1|\2|\3: \4/p' >"$work/synthetic.report"
+check "trace-cmd report prints the same synthetic events and fields" same_events synthetic "$work/synthetic.kernel" "$work/synthetic.report"
+
 echo "-- the counter clock ($arch)"
 record counter 'echo counter > trace_clock\necho fib > set_ftrace_filter\necho function > current_tracer\nrun fib 3\necho 0 > tracing_on\ncat trace\npoweroff\n'
 counts() { grep -oE "^ *shell-1 +\[[0-9]+\] +([^ ]+ +)?[0-9]+: " "$1" | awk '{print $NF}' | tr '\n' ' '; }

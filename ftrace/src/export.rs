@@ -16,8 +16,9 @@ use crate::ring_buffer::PAGE_SIZE;
 use crate::stream::{record_header, Tag, MAGIC};
 
 /// Writes the whole trace to the host file `host_path`: metadata, the event
-/// formats (the tracers' own, the scheduler's and `extra` ones, as (system,
-/// format text)), the task names, and every CPU's pages.
+/// formats (the tracers' own, the scheduler's, the synthetic events' and
+/// `extra` ones, as (system, format text)), the task names, and every
+/// CPU's pages.
 pub fn export(host_path: &str, extra: &[(String, String)]) -> Result<usize, ChannelError> {
     let mut channel = channel::open(host_path)?;
     let mut written = 0usize;
@@ -37,7 +38,9 @@ pub fn export(host_path: &str, extra: &[(String, String)]) -> Result<usize, Chan
     send(meta.as_bytes())?;
     let own = ftrace_formats().into_iter().map(|(_, text)| (String::from("ftrace"), text));
     let sched = sched_formats().into_iter().map(|(_, text)| (String::from("sched"), text));
-    for (system, text) in own.chain(sched).chain(extra.iter().cloned()) {
+    let synthetic =
+        crate::synth::all().into_iter().map(|synth| (String::from(crate::synth::GROUP), synth.def().format(synth.id())));
+    for (system, text) in own.chain(sched).chain(synthetic).chain(extra.iter().cloned()) {
         send(&record_header(Tag::Format, system.len() + 1 + text.len()))?;
         send(system.as_bytes())?;
         send(&[0])?;
