@@ -569,12 +569,11 @@ pub fn format_text(name: &str, id: u16, fields: &str, print: &str) -> alloc::str
 /// `events/sched/*/format` (trace-cmd's sched plugin reads them by field
 /// name): (name, text).
 pub fn sched_formats() -> [(&'static str, alloc::string::String); 3] {
-    let format = format_text;
     const STATES: &str = "(((0x0000 | 0x0001 | 0x0002 | 0x0004 | 0x0008 | 0x0010 | 0x0020 | 0x0040) + 1) << 1)";
     [
         (
             "sched_switch",
-            format(
+            format_text(
                 "sched_switch",
                 SCHED_SWITCH,
                 "\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;\n\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;\n\tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;\n\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;\n\tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;\n",
@@ -583,19 +582,18 @@ pub fn sched_formats() -> [(&'static str, alloc::string::String); 3] {
                 ),
             ),
         ),
-        ("sched_wakeup", format("sched_wakeup", SCHED_WAKEUP, WAKEUP_FIELDS, WAKEUP_PRINT)),
-        ("sched_wakeup_new", format("sched_wakeup_new", SCHED_WAKEUP_NEW, WAKEUP_FIELDS, WAKEUP_PRINT)),
+        ("sched_wakeup", format_text("sched_wakeup", SCHED_WAKEUP, WAKEUP_FIELDS, WAKEUP_PRINT)),
+        ("sched_wakeup_new", format_text("sched_wakeup_new", SCHED_WAKEUP_NEW, WAKEUP_FIELDS, WAKEUP_PRINT)),
     ]
 }
 
 /// The format descriptions (Linux's `events/ftrace/*/format`) of the
 /// tracers' own events: (name, text).
 pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 7] {
-    let format = format_text;
     [
         (
             "function",
-            format(
+            format_text(
                 "function",
                 TRACE_FN,
                 "\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned long parent_ip;\toffset:16;\tsize:8;\tsigned:0;\n",
@@ -604,7 +602,7 @@ pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 7] {
         ),
         (
             "funcgraph_entry",
-            format(
+            format_text(
                 "funcgraph_entry",
                 TRACE_GRAPH_ENT,
                 "\tfield:unsigned long func;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:int depth;\toffset:16;\tsize:4;\tsigned:1;\n",
@@ -613,7 +611,7 @@ pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 7] {
         ),
         (
             "funcgraph_exit",
-            format(
+            format_text(
                 "funcgraph_exit",
                 TRACE_GRAPH_RET,
                 "\tfield:unsigned long func;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned long retval;\toffset:16;\tsize:8;\tsigned:0;\n\tfield:int depth;\toffset:24;\tsize:4;\tsigned:1;\n\tfield:unsigned int overrun;\toffset:28;\tsize:4;\tsigned:0;\n\tfield:unsigned long long calltime;\toffset:32;\tsize:8;\tsigned:0;\n\tfield:unsigned long long rettime;\toffset:40;\tsize:8;\tsigned:0;\n",
@@ -622,7 +620,7 @@ pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 7] {
         ),
         (
             "print",
-            format(
+            format_text(
                 "print",
                 TRACE_PRINT,
                 "\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:char buf[];\toffset:16;\tsize:0;\tsigned:1;\n",
@@ -631,7 +629,7 @@ pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 7] {
         ),
         (
             "kernel_stack",
-            format(
+            format_text(
                 "kernel_stack",
                 TRACE_STACK,
                 "\tfield:int size;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:unsigned long caller[0];\toffset:16;\tsize:0;\tsigned:0;\n",
@@ -640,7 +638,7 @@ pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 7] {
         ),
         (
             "fgraph_retaddr_entry",
-            format(
+            format_text(
                 "fgraph_retaddr_entry",
                 TRACE_GRAPH_RETADDR_ENT,
                 "\tfield:unsigned long func;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:int depth;\toffset:16;\tsize:4;\tsigned:1;\n\tfield:unsigned long retaddr;\toffset:20;\tsize:8;\tsigned:0;\n",
@@ -649,7 +647,7 @@ pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 7] {
         ),
         (
             "func_repeats",
-            format(
+            format_text(
                 "func_repeats",
                 TRACE_FUNC_REPEATS,
                 "\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned long parent_ip;\toffset:16;\tsize:8;\tsigned:0;\n\tfield:u16 count;\toffset:24;\tsize:2;\tsigned:0;\n\tfield:u16 top_delta_ts;\toffset:26;\tsize:2;\tsigned:0;\n\tfield:u32 bottom_delta_ts;\toffset:28;\tsize:4;\tsigned:0;\n",

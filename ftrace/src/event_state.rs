@@ -57,11 +57,6 @@ impl EventState {
         &self.triggers
     }
 
-    /// The top level's filter.
-    pub fn filter(&self) -> &FilterSlot {
-        &self.filter
-    }
-
     /// `echo EXPR > events/GRP/NAME/filter` (`0` clears it), over the
     /// event's `fields`.
     pub fn set_filter(&self, array: &TraceArray, text: &str, fields: &[FilterField]) -> Result<(), FilterError> {
@@ -151,9 +146,9 @@ impl EventState {
 
     /// One hit of the event: into each instance that records it or has
     /// triggers on it, then the top level's triggers, filter and record
-    /// (`len` bytes that `fill` writes), as the scheduler's events record.
-    /// `pid_kept(slot)`: `set_event_pid` of the array in `slot` keeps the
-    /// hit. Inlined: a `stacktrace` trigger's chain starts at the caller.
+    /// (`len` bytes that `fill` writes). `pid_kept(slot)`: `set_event_pid`
+    /// of the array in `slot` (the top level's is 0) keeps the hit.
+    /// Inlined: a `stacktrace` trigger's chain starts at the caller.
     #[inline(always)]
     pub fn hit<'a>(
         &self,
@@ -184,7 +179,7 @@ impl EventState {
 /// calls them only once the event's buffer space is reserved, which the
 /// pid filter refuses first; the others fire on every hit.
 #[inline(always)]
-pub(crate) fn record_with_triggers<'a>(
+fn record_with_triggers<'a>(
     triggers: &Triggers,
     triggered: bool,
     pid_kept: bool,

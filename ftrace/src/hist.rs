@@ -770,6 +770,8 @@ pub struct Histogram {
     readers: AtomicUsize,
     /// Its trigger was removed: no new trigger may read its variables.
     detached: AtomicBool,
+    /// Whether a hit reads the clock (worked out once, not at each hit).
+    timestamps: bool,
 }
 
 /// What an `onmatch` action records: a synthetic event, given its fields'
@@ -835,7 +837,8 @@ impl Histogram {
             .ok_or(HistError::NoMemory)?;
         let paused = AtomicBool::new(spec.controls.pause);
         let (readers, detached) = (AtomicUsize::new(0), AtomicBool::new(false));
-        Ok(Histogram { spec, map, paused, reads: Vec::new(), targets: Vec::new(), readers, detached })
+        let timestamps = spec.vars.uses_timestamp();
+        Ok(Histogram { spec, map, paused, reads: Vec::new(), targets: Vec::new(), readers, detached, timestamps })
     }
 
     pub fn spec(&self) -> &HistSpec {
@@ -970,7 +973,7 @@ impl Histogram {
     /// the variables of the entry in `slot` and runs the actions.
     fn set_vars_and_act<'a>(&self, slot: usize, value: &dyn Fn(usize) -> FieldValue<'a>, now: &dyn Fn() -> u64, reads: &[u64]) {
         // One clock reading for every expression of the hit.
-        let time = self.spec.vars.uses_timestamp().then(now).unwrap_or(0);
+        let time = self.timestamps.then(now).unwrap_or(0);
         let hit = HitValues { field: value, now: &|| time, refs: reads };
         let mut vars = [0u64; MAX_VARS];
         for (n, (var, def)) in vars.iter_mut().zip(&self.spec.vars.defs).enumerate() {

@@ -25,9 +25,9 @@ use crate::event::{
     FixedEvent, SchedSwitchEvent, SchedWakeupEvent, DEFAULT_PRIO, SCHED_SWITCH, SCHED_WAKEUP, SCHED_WAKEUP_NEW, STATE_REPORT_MAX,
 };
 use crate::event_arrays::EventArrays;
-use crate::event_filter::{FieldKind, FieldValue, FilterError, FilterField, FilterSlot};
-use crate::event_state::{record_with_triggers, EventState};
-use crate::event_trigger::{Applied, EventSwitch, Request, StackStart, TriggerError, Triggers};
+use crate::event_filter::{FieldKind, FieldValue, FilterError, FilterField};
+use crate::event_state::EventState;
+use crate::event_trigger::{Applied, EventSwitch, Request, TriggerError};
 use crate::instance::TraceArray;
 use crate::task::TaskTrace;
 use crate::tracer::event_common;
@@ -100,10 +100,6 @@ impl SchedEvent {
         &self.state().on
     }
 
-    fn filter_slot(self) -> &'static FilterSlot {
-        &self.state().filter
-    }
-
     /// The fields its filter can name, in the order the recording side
     /// numbers them (the `format` file's fields).
     pub fn filter_fields(self) -> alloc::vec::Vec<FilterField> {
@@ -137,10 +133,6 @@ impl SchedEvent {
     /// `cat events/sched/NAME/filter`.
     pub fn filter_text(self, array: &TraceArray) -> alloc::string::String {
         self.state().filter_text(array)
-    }
-
-    fn triggers(self) -> &'static Triggers {
-        self.state().triggers()
     }
 
     /// The instances it records into (`instances/NAME/events/sched/...`),
@@ -195,11 +187,6 @@ impl SchedEvent {
     /// it: the `*`).
     pub fn enable_state(self, array: &TraceArray) -> (bool, bool) {
         self.state().enable_state(array)
-    }
-
-    /// Whether the top level's copy records (see [`EventState::records`]).
-    fn records(self) -> bool {
-        self.state().records()
     }
 
     /// `cat events/sched/NAME/trigger`.
@@ -283,10 +270,8 @@ pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
         save_tgid(prev.pid());
         save_tgid(next.pid());
     }
-    let on = SchedEvent::Switch.records();
-    let triggered = SchedEvent::Switch.triggers().is_set();
-    let in_instances = !SchedEvent::Switch.arrays().is_empty();
-    if !on && !triggered && !in_instances {
+    let state = SchedEvent::Switch.state();
+    if !state.is_live() {
         return;
     }
     let mut common = event_common(SCHED_SWITCH);
@@ -302,19 +287,8 @@ pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
         next_prio: DEFAULT_PRIO,
     };
     let fields = |field| switch_field(&event, field);
-    if in_instances {
-        let pid_kept = |slot| crate::event_pid::records_in(slot, prev) || crate::event_pid::records_in(slot, next);
-        let stack = StackStart { addresses: [0; 2], fp: arch::cpu::frame_pointer() };
-        let arrays = SchedEvent::Switch.arrays();
-        arrays.hit(&pid_kept, &fields, stack, SchedSwitchEvent::SIZE, &|bytes| event.encode_into(bytes));
-    }
-    let pid_kept = crate::event_pid::records(prev) || crate::event_pid::records(next);
-    let records = on && pid_kept && SchedEvent::Switch.filter_slot().passes(&fields);
-    let stack = StackStart { addresses: [0; 2], fp: arch::cpu::frame_pointer() };
-    record_with_triggers(SchedEvent::Switch.triggers(), triggered, pid_kept, &fields, stack, || {
-        records
-            && crate::instance::top().buffer().write_with(SchedSwitchEvent::SIZE, |_, bytes| event.encode_into(bytes)).is_some()
-    });
+    let pid_kept = |slot| crate::event_pid::records_in(slot, prev) || crate::event_pid::records_in(slot, next);
+    state.hit(&pid_kept, &fields, SchedSwitchEvent::SIZE, &|bytes| event.encode_into(bytes));
 }
 
 /// Records that `task`, which slept or blocked, was woken to run on
@@ -337,10 +311,8 @@ pub fn trace_wakeup_new(task: &TaskTrace, target_cpu: usize) {
 /// a `stacktrace` trigger's chain starts at their caller).
 #[inline(always)]
 fn wakeup_event(kind: SchedEvent, task: &TaskTrace, target_cpu: usize) {
-    let on = kind.records();
-    let triggered = kind.triggers().is_set();
-    let in_instances = !kind.arrays().is_empty();
-    if !on && !triggered && !in_instances {
+    let state = kind.state();
+    if !state.is_live() {
         return;
     }
     let event = SchedWakeupEvent {
@@ -351,18 +323,8 @@ fn wakeup_event(kind: SchedEvent, task: &TaskTrace, target_cpu: usize) {
         target_cpu: target_cpu as i32,
     };
     let fields = |field| wakeup_field(&event, field);
-    if in_instances {
-        let pid_kept = |slot| crate::event_pid::records_in(slot, task) || crate::event_pid::records_current_in(slot);
-        let stack = StackStart { addresses: [0; 2], fp: arch::cpu::frame_pointer() };
-        kind.arrays().hit(&pid_kept, &fields, stack, SchedWakeupEvent::SIZE, &|bytes| event.encode_into(bytes));
-    }
-    let pid_kept = crate::event_pid::records(task) || crate::event_pid::records_current();
-    let records = on && pid_kept && kind.filter_slot().passes(&fields);
-    let stack = StackStart { addresses: [0; 2], fp: arch::cpu::frame_pointer() };
-    record_with_triggers(kind.triggers(), triggered, pid_kept, &fields, stack, || {
-        records
-            && crate::instance::top().buffer().write_with(SchedWakeupEvent::SIZE, |_, bytes| event.encode_into(bytes)).is_some()
-    });
+    let pid_kept = |slot| crate::event_pid::records_in(slot, task) || crate::event_pid::records_current_in(slot);
+    state.hit(&pid_kept, &fields, SchedWakeupEvent::SIZE, &|bytes| event.encode_into(bytes));
 }
 
 static CMDLINES: SpinLock<Cmdlines> = SpinLock::new(Cmdlines::new(SAVED_CMDLINES));
