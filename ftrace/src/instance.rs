@@ -26,7 +26,7 @@ use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use arch::sync::Mutex;
 use arch::MAX_CPUS;
@@ -115,7 +115,7 @@ pub struct TraceArray {
     /// `set_event_pid` and `set_event_notrace_pid` (`crate::event_pid`).
     event_pids: Mutex<PidLists>,
     /// The trace options that are on, a [`TraceOption::bit`] each.
-    options: AtomicU32,
+    options: AtomicU64,
     /// Its `error_log`: the refused writes to its files.
     error_log: ErrorLog,
     /// Each CPU's last function call, for `options/func-no-repeats`.
@@ -164,7 +164,7 @@ impl TraceArray {
             checking_ops: FtraceOps::new(tracer::function_trace_call_checking, OpsFlags::RECURSION),
             pids: Mutex::new(PidLists::new()),
             event_pids: Mutex::new(PidLists::new()),
-            options: AtomicU32::new(TraceOption::DEFAULTS),
+            options: AtomicU64::new(TraceOption::DEFAULTS),
             error_log: ErrorLog::new(),
             last_calls: [const { tracer::LastCall::new() }; MAX_CPUS],
             users: AtomicUsize::new(0),
@@ -456,6 +456,18 @@ impl TraceArray {
         }
     }
 
+    /// How `trace` prints events (under any tracer but function_graph):
+    /// `hex` first, then `raw`, then `fields`, as Linux chooses.
+    pub fn print_mode(&self) -> crate::print_modes::PrintMode {
+        use crate::print_modes::PrintMode;
+        match () {
+            _ if self.option(TraceOption::Hex) => PrintMode::Hex,
+            _ if self.option(TraceOption::Raw) => PrintMode::Raw,
+            _ if self.option(TraceOption::Fields) => PrintMode::Fields,
+            _ => PrintMode::Text,
+        }
+    }
+
     /// What the start of every line shows (`trace`, `trace_pipe`).
     pub fn context_options(&self) -> crate::output::ContextOptions {
         crate::output::ContextOptions {
@@ -694,6 +706,14 @@ pub enum TraceOption {
     /// In a `trace` whose buffer overwrote events, each CPU's first event
     /// comes after `##### CPU N buffer started ####` (on by default).
     Annotate,
+    /// `trace` prints numbers: `PID CPU TIMESTAMP` and each event's raw
+    /// form (see `print_modes`).
+    Raw,
+    /// `trace` prints hex words (before `raw`; see `print_modes`).
+    Hex,
+    /// `trace` prints each event field by field, `name=value`, as its
+    /// `format` describes it (see `print_modes`).
+    Fields,
     /// `trace_printk!` writes into the buffer (on by default; the top
     /// level's, which is where it writes).
     TracePrintk,
@@ -705,11 +725,14 @@ pub enum TraceOption {
 impl TraceOption {
     /// Every option, in `trace_options` order: Linux's generic ones in its
     /// order, then the function tracer's, then function_graph's.
-    pub const ALL: [TraceOption; 31] = [
+    pub const ALL: [TraceOption; 34] = [
         TraceOption::PrintParent,
         TraceOption::SymOffset,
         TraceOption::SymAddr,
         TraceOption::Verbose,
+        TraceOption::Raw,
+        TraceOption::Hex,
+        TraceOption::Fields,
         TraceOption::TracePrintk,
         TraceOption::Annotate,
         TraceOption::PrintkMsgOnly,
@@ -739,7 +762,7 @@ impl TraceOption {
         TraceOption::GraphTime,
     ];
     /// The options a new trace array starts with.
-    const DEFAULTS: u32 = TraceOption::PrintParent.bit()
+    const DEFAULTS: u64 = TraceOption::PrintParent.bit()
         | TraceOption::TracePrintk.bit()
         | TraceOption::Annotate.bit()
         | TraceOption::ContextInfo.bit()
@@ -761,6 +784,9 @@ impl TraceOption {
             TraceOption::ContextInfo => "context-info",
             TraceOption::LatencyFormat => "latency-format",
             TraceOption::Verbose => "verbose",
+            TraceOption::Raw => "raw",
+            TraceOption::Hex => "hex",
+            TraceOption::Fields => "fields",
             TraceOption::RecordTgid => "record-tgid",
             TraceOption::Annotate => "annotate",
             TraceOption::TracePrintk => "trace_printk",
@@ -825,8 +851,8 @@ impl TraceOption {
         TraceOption::ALL.into_iter().find(|option| option.name() == name)
     }
 
-    const fn bit(self) -> u32 {
-        1 << self as u32
+    const fn bit(self) -> u64 {
+        1 << self as u64
     }
 }
 

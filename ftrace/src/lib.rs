@@ -64,6 +64,7 @@ pub mod output;
 pub mod payload;
 pub mod pid_list;
 pub mod plan;
+pub mod print_modes;
 pub mod profile;
 pub mod ring_buffer;
 // Its mutators are the return hook's (`retstack`), which only the kernel

@@ -529,6 +529,13 @@ mod kernel_side {
         Some(synth.def.write_record(payload, out))
     }
 
+    /// The `format` text of the synthetic event of type `kind`, if there is
+    /// one.
+    pub fn format_of(kind: u16) -> Option<alloc::string::String> {
+        let synth = EVENTS.lock().iter().find(|synth| synth.id == kind).cloned()?;
+        Some(synth.def.format(synth.id))
+    }
+
     /// `rmdir instances/NAME`: no synthetic event records into it or has
     /// triggers there any more.
     pub fn forget_array(array: &TraceArray) {

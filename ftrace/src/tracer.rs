@@ -14,6 +14,7 @@ use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use alloc::boxed::Box;
+use alloc::string::String;
 use alloc::vec::Vec;
 use arch::context::{self, Context};
 use arch::ftrace_abi::FtraceRegs;
@@ -27,6 +28,7 @@ use crate::event::{
 use crate::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn, GraphCallbacks};
 use crate::instance::{TraceArray, TraceOption};
 use crate::ops::{Callback, FtraceOps};
+use crate::print_modes::{self, EventFields, PrintMode};
 use crate::task::{self, GraphMarks, NOT_INSIDE};
 use crate::{buffer, output, symbols};
 
@@ -537,6 +539,18 @@ pub fn set_event_printer(printer: EventPrinter) {
     EVENT_PRINTER.store(printer);
 }
 
+/// Finds the `format` text of an event type the tracers do not know
+/// (dynamic events), for `options/fields`.
+pub type EventFormat = fn(kind: u16) -> Option<String>;
+
+static EVENT_FORMAT: arch::cell::AtomicFn<EventFormat> = arch::cell::AtomicFn::none();
+
+/// Installs the format finder for other event types (the kernel installs
+/// fprobe's).
+pub fn set_event_format(format: EventFormat) {
+    EVENT_FORMAT.store(format);
+}
+
 /// Prints `payload` with the installed printer, or says its type.
 fn print_other(payload: &[u8], function: output::FunctionOptions, names: output::Namer, out: &mut dyn Write) -> fmt::Result {
     if let Some(frames) = crate::event::decode_stack(payload) {
@@ -719,6 +733,8 @@ fn write_events(
     // Linux's `printk-msg-only` (with `trace_printk` on): a print event's
     // line is its text alone.
     let msg_only = array.option(TraceOption::PrintkMsgOnly) && array.option(TraceOption::TracePrintk);
+    let mode = array.print_mode();
+    let mut formats = EventFormats::default();
     let mut started = alloc::vec![false; if run.annotate { array.buffer().cpus() } else { 0 }];
     for (index, &(time, cpu, payload)) in events.iter().enumerate() {
         let next = events.get(index + 1).map(|&(next, _, _)| next).or(run.following).unwrap_or(time);
@@ -727,12 +743,29 @@ fn write_events(
             writeln!(out, "{}", output::print_text(text))?;
             continue;
         }
+        match mode {
+            PrintMode::Raw => {
+                print_modes::write_raw(out, when, payload, context.context_info)?;
+                continue;
+            }
+            PrintMode::Hex => {
+                print_modes::write_hex(out, when, payload, context.context_info)?;
+                continue;
+            }
+            PrintMode::Fields | PrintMode::Text => {}
+        }
         if let Some(seen) = started.get_mut(cpu).filter(|seen| !**seen) {
             *seen = true;
             // Linux's `test_cpu_buff_start`: not for the trace's first lines.
             if when.index > 1 {
                 writeln!(out, "##### CPU {cpu} buffer started ####")?;
             }
+        }
+        if let Some(fields) = (mode == PrintMode::Fields).then(|| formats.of(payload)).flatten() {
+            let common = Common::decode(payload).unwrap_or_default();
+            output::write_context(out, when, &common, &comms, context)?;
+            fields.write(out, payload, &names)?;
+            continue;
         }
         match Event::decode(payload) {
             Some(Event::Function(event)) => output::write_function(out, when, &event, &names, &comms, function)?,
@@ -762,6 +795,40 @@ fn write_events(
         }
     }
     Ok(())
+}
+
+/// The events' field lists for `options/fields`, each read from its
+/// format the first time a record of it is printed.
+#[derive(Default)]
+struct EventFormats {
+    /// (type, its fields; `None`: no format known).
+    known: Vec<(u16, Option<EventFields>)>,
+}
+
+impl EventFormats {
+    /// The fields of the event `payload` records, if its format is known.
+    fn of(&mut self, payload: &[u8]) -> Option<&EventFields> {
+        let kind = Common::decode(payload)?.kind;
+        let index = match self.known.iter().position(|(known, _)| *known == kind) {
+            Some(index) => index,
+            None => {
+                self.known.push((kind, format_of(kind).as_deref().and_then(EventFields::parse)));
+                self.known.len() - 1
+            }
+        };
+        self.known[index].1.as_ref()
+    }
+}
+
+/// The `format` text of event type `kind`: the tracers', the scheduler's,
+/// a synthetic event's, or (through [`set_event_format`]) a probe event's.
+fn format_of(kind: u16) -> Option<String> {
+    let id_line = alloc::format!("\nID: {kind}\n");
+    let builtin = crate::event::ftrace_formats().into_iter().chain(crate::event::sched_formats());
+    if let Some((_, text)) = builtin.into_iter().find(|(_, text)| text.contains(&id_line)) {
+        return Some(text);
+    }
+    crate::synth::format_of(kind).or_else(|| EVENT_FORMAT.load().and_then(|format| format(kind)))
 }
 
 /// The longest `trace_marker` text an event keeps (longer is cut).

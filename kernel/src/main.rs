@@ -81,6 +81,7 @@ fn start_tracing() {
         Ok(info) => {
             arch::print::set_symbolizer(ftrace::symbols::write_address);
             ftrace::tracer::set_event_printer(fprobe::events::print_event);
+            ftrace::tracer::set_event_format(fprobe::events::format_of);
             println!("ftrace: {} patchable functions, {} symbols", info.sites, info.symbols);
         }
         Err(error) => println!("ftrace: {error}"),

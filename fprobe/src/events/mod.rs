@@ -673,6 +673,16 @@ pub fn print_event(payload: &[u8], sym_addr: bool, out: &mut dyn Write) -> Optio
     Some(compiled.layout.write(&compiled.event, payload, &names, sym_addr, out))
 }
 
+/// A dynamic event's `format` text by its type id (None: not one of ours),
+/// for `options/fields`.
+pub fn format_of(kind: u16) -> Option<String> {
+    let events = EVENTS.lock();
+    let compiled = events.iter().map(|e| &e.compiled).find(|c| c.id == kind)?;
+    let mut text = String::new();
+    let _ = write_format_of(compiled, &mut text);
+    Some(text)
+}
+
 /// `echo EXPR > events/GRP/EVENT/filter` (`0` clears it) in trace array
 /// `array`; a bad filter changes nothing.
 pub fn set_filter(array: &TraceArray, group: &str, event: &str, text: &str) -> Result<(), EventError> {

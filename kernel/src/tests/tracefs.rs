@@ -815,7 +815,7 @@ fn trace_printk_names_its_caller_and_obeys_its_options() {
 #[ktest]
 fn trace_options_change_how_trace_prints() {
     // The generic options in Linux's order, then the current tracer's.
-    let generic = "print-parent\nnosym-offset\nnosym-addr\nnoverbose\ntrace_printk\nannotate\nnoprintk-msg-only\ncontext-info\n\
+    let generic = "print-parent\nnosym-offset\nnosym-addr\nnoverbose\nnoraw\nnohex\nnofields\ntrace_printk\nannotate\nnoprintk-msg-only\ncontext-info\n\
                    nolatency-format\nnorecord-tgid\n\
                    overwrite\nirq-info\nmarkers\nnoevent-fork\nnofunction-fork\nnostacktrace\n";
     assert_eq!(read("trace_options"), generic, "nop has no options of its own");
@@ -1249,6 +1249,80 @@ fn set_event_and_available_events_name_every_event() {
     write("set_event", "");
     assert_eq!(read("events/enable"), "0\n");
     tracefs::write("dynamic_events", "-:ent", FilterMode::Append).unwrap();
+}
+
+/// `raw`, `hex` and `fields` print the same records as Linux's options of
+/// those names: numbers, hex words, and each field by the event's format.
+#[ktest]
+fn raw_hex_and_fields_print_records_as_numbers_words_and_fields() {
+    write("trace", "");
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    assert_eq!(fib(1), 1);
+    let fib_address = fib as *const () as usize;
+    let pid = ftrace::task::current().pid();
+    let event_line = |trace: &str| trace.lines().find(|line| !line.starts_with('#')).map(String::from).unwrap_or_default();
+    write("options/raw", "1");
+    let raw = event_line(&read("trace"));
+    let words: alloc::vec::Vec<&str> = raw.split(' ').collect();
+    assert_eq!(words.len(), 5, "pid cpu timestamp ip parent_ip: {raw}");
+    assert_eq!(words[0], format!("{pid}"), "{raw}");
+    assert!(words[1].parse::<u32>().is_ok() && words[2].parse::<u64>().unwrap() > 0, "{raw}");
+    assert_eq!(words[3], format!("{fib_address:x}"), "the function, in hex: {raw}");
+    let parent = usize::from_str_radix(words[4], 16).unwrap();
+    assert_eq!(
+        ftrace::symbols::name_of(parent),
+        Some("kernel::tests::tracefs::raw_hex_and_fields_print_records_as_numbers_words_and_fields")
+    );
+    write("options/hex", "1");
+    let hex = event_line(&read("trace"));
+    assert_eq!(
+        hex,
+        format!(
+            "{pid:08x} {:08x} {:016x} {fib_address:016x} {parent:016x} ",
+            words[1].parse::<u32>().unwrap(),
+            words[2].parse::<u64>().unwrap()
+        ),
+        "the same numbers as hex words, hex winning over raw"
+    );
+    assert!(read("trace").ends_with(" \n"), "no empty line after the function's record");
+    write("options/hex", "0");
+    write("options/context-info", "0");
+    assert_eq!(event_line(&read("trace")), format!("{fib_address:x} {parent:x}"), "the event alone");
+    write("options/context-info", "1");
+    write("options/raw", "0");
+    write("options/fields", "1");
+    let fields = event_line(&read("trace"));
+    let (context, event) = fields.split_once(": ").unwrap();
+    assert!(context.contains(&format!("-{pid} ")), "the usual context: {fields}");
+    assert!(event.starts_with("function: ip=kernel::workload::fib+0x0/0x"), "{fields}");
+    assert!(event.contains(" parent_ip=kernel::tests::tracefs::raw_hex_and_fields"), "{fields}");
+    write("current_tracer", "nop");
+    write("trace", "");
+    // A probe event: each field by its format, a string as text.
+    tracefs::write("dynamic_events", "f:modes fib n=$arg1 s=$comm", FilterMode::Append).unwrap();
+    write("events/fprobes/modes/enable", "1");
+    assert_eq!(fib(1), 1);
+    write("events/fprobes/modes/enable", "0");
+    let fields = event_line(&read("trace"));
+    let event = fields.split_once(": ").unwrap().1;
+    assert!(event.starts_with("modes: __probe_ip=kernel::workload::fib+0x0/0x"), "{fields}");
+    write("options/fields", "0");
+    let text = event_line(&read("trace"));
+    let comm = text.split("s=\"").nth(1).and_then(|rest| rest.strip_suffix('"')).unwrap_or_else(|| panic!("{text}"));
+    assert!(!comm.is_empty(), "{text}");
+    let tail = format!(" ({}) __probe_faults=0x0 (0) n=0x1 (1) s={comm}", fib_address as i64);
+    assert!(event.ends_with(&tail), "{fields} / {text}");
+    // Raw: an event without a raw form says its type.
+    write("options/raw", "1");
+    let id = read("events/fprobes/modes/id");
+    let raw = event_line(&read("trace"));
+    let parts: alloc::vec::Vec<&str> = raw.splitn(4, ' ').collect();
+    assert_eq!((parts[0], parts[3]), (format!("{pid}").as_str(), format!("type: {}", id.trim()).as_str()), "{raw}");
+    write("options/raw", "0");
+    tracefs::write("dynamic_events", "-:modes", FilterMode::Append).unwrap();
+    write("set_ftrace_filter", "");
+    write("trace", "");
 }
 
 /// The pids of the tasks whose fib calls the top level's trace shows.
