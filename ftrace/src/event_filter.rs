@@ -100,6 +100,9 @@ pub enum Source {
     Cpu,
     /// The running task's name (`COMM`, `comm`).
     Comm,
+    /// The call chain that led to the event (`common_stacktrace`): only a
+    /// `hist` key reads it, as a whole chain; as one value it is missing.
+    Stack,
 }
 
 impl Source {
@@ -134,6 +137,7 @@ impl Source {
             Source::Field(index) => value(index),
             Source::Cpu => FieldValue::Signed(generic::cpu() as i64),
             Source::Comm => generic::comm().map_or(FieldValue::Missing, FieldValue::Str),
+            Source::Stack => FieldValue::Missing,
         }
     }
 }

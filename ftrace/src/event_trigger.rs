@@ -450,6 +450,16 @@ mod kernel_side {
             let known = self.addresses.into_iter().filter(|&address| address != 0);
             crate::func_probe::record_frames(array, known.chain(crate::unwind::return_addresses(self.fp)));
         }
+
+        /// Fills `words` with the chain, innermost first, zeros after its
+        /// end (a histogram's `common_stacktrace` key).
+        pub fn fill(&self, words: &mut [u64]) {
+            let known = self.addresses.into_iter().filter(|&address| address != 0);
+            let mut chain = known.chain(crate::unwind::return_addresses(self.fp));
+            for word in words {
+                *word = chain.next().map_or(0, |address| address as u64);
+            }
+        }
     }
 
     /// A trigger leaving its event's list: a histogram's variables are no
@@ -732,7 +742,7 @@ mod kernel_side {
     fn act<'a>(trigger: &Trigger, array: &TraceArray, value: &dyn Fn(usize) -> FieldValue<'a>, stack: StackStart) {
         let buffer = array.buffer();
         if let Some(hist) = &trigger.hist {
-            hist.hit(value, &|| buffer.now());
+            hist.hit(value, &|| buffer.now(), &|words| stack.fill(words));
             return;
         }
         match trigger.command {

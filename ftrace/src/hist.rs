@@ -61,6 +61,11 @@ pub const MAX_SIZE: usize = 131_072;
 /// keeps a default table of one string key near half a MiB.)
 const STRING_KEY_BYTES: usize = 128;
 const STRING_KEY_WORDS: usize = STRING_KEY_BYTES / 8;
+/// The most return addresses a `common_stacktrace` key keeps (Linux's
+/// `HIST_STACKTRACE_DEPTH`): two chains that differ deeper are one key.
+pub const STACK_KEY_WORDS: usize = 16;
+/// The most words a key takes: every key a string or a chain.
+const MAX_KEY_WORDS: usize = MAX_KEYS * if STRING_KEY_WORDS > STACK_KEY_WORDS { STRING_KEY_WORDS } else { STACK_KEY_WORDS };
 /// How long a hit waits for a slot another CPU is filling in.
 const CLAIM_SPINS: usize = 10_000;
 /// The most heap every histogram table together may take: a table is
@@ -143,8 +148,9 @@ pub struct HistField {
 impl HistField {
     /// Words it takes in a key.
     fn key_words(&self) -> usize {
-        match self.kind {
-            FieldKind::String => STRING_KEY_WORDS,
+        match (self.source, self.kind) {
+            (Source::Stack, _) => STACK_KEY_WORDS,
+            (_, FieldKind::String) => STRING_KEY_WORDS,
             _ => 1,
         }
     }
@@ -240,6 +246,8 @@ pub enum HistError {
     BadModifier(String),
     /// A value that is not a number.
     NotANumber(String),
+    /// `common_stacktrace` as a value: a chain is only ever a key.
+    KeyOnly(String),
     /// An array field, as a key or a value.
     ArrayField(String),
     /// A sort key that is neither `hitcount` nor a key or value.
@@ -289,6 +297,7 @@ impl fmt::Display for HistError {
                 "hist: bad modifier in '{text}' (keys: hex, sym, sym-offset, log2, buckets=SIZE on numbers, execname on common_pid; values: hex, percent, graph)"
             ),
             HistError::NotANumber(name) => write!(f, "hist: '{name}' is a string: only numbers are summed"),
+            HistError::KeyOnly(name) => write!(f, "hist: '{name}' is a call chain: a key, never a value"),
             HistError::BadSortKey(name) => write!(f, "hist: sort key '{name}' is neither hitcount nor a key or value"),
             HistError::BadSize(text) => write!(f, "hist: size must be {MIN_SIZE} to {MAX_SIZE}, not '{text}'"),
             HistError::Unknown(text) => {
@@ -390,9 +399,13 @@ fn field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError> {
     // Linux's generic keys: `common_cpu` and `common_comm`, and (where the
     // event has no field of the name) `cpu`, `CPU`, `comm`, `COMM`, all
     // shown by their `common_` name.
+    let own = |name: &str| fields.iter().any(|field| field.name == name);
     let (source, kind) = match name {
         // A value column of hits (`val_field` takes it, with a modifier).
         "hitcount" => (Source::Cpu, FieldKind::Unsigned),
+        // The call chain, as a key (`key_field` takes it, bare).
+        "common_stacktrace" => (Source::Stack, FieldKind::Unsigned),
+        "stacktrace" | "STACKTRACE" if !own(name) => (Source::Stack, FieldKind::Unsigned),
         _ => Source::find_common(name, fields).ok_or_else(|| HistError::NoSuchField(name.to_string()))?,
     };
     let counts_hits = name == "hitcount";
@@ -401,6 +414,7 @@ fn field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError> {
         Source::Field(_) => name,
         Source::Cpu => "common_cpu",
         Source::Comm => "common_comm",
+        Source::Stack => "common_stacktrace",
     };
     if kind == FieldKind::Array {
         return Err(HistError::ArrayField(name.to_string()));
@@ -415,6 +429,7 @@ fn key_field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError>
     }
     let fits = match field.modifier {
         Modifier::Plain => true,
+        _ if field.source == Source::Stack => false,
         Modifier::Execname => field.name == "common_pid",
         Modifier::Percent | Modifier::Graph => false,
         _ => field.kind != FieldKind::String,
@@ -424,6 +439,9 @@ fn key_field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError>
 
 fn val_field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError> {
     let field = field(text, fields)?;
+    if field.source == Source::Stack {
+        return Err(HistError::KeyOnly(field.name));
+    }
     if field.kind == FieldKind::String {
         return Err(HistError::NotANumber(field.name));
     }
@@ -925,15 +943,23 @@ impl Histogram {
     /// Counts one hit of the event whose fields `value` gives, at time
     /// `now()` (read only if a variable needs it), sets its variables and
     /// runs its actions: its hit path; nothing while paused, nor when a
-    /// variable it reads has no value for this key.
-    pub fn hit<'a>(&self, value: &dyn Fn(usize) -> FieldValue<'a>, now: &dyn Fn() -> u64) {
+    /// variable it reads has no value for this key. `stack` fills the
+    /// words it is given with the return addresses that led to the event,
+    /// innermost first (zeros after the last), for a `common_stacktrace`
+    /// key.
+    pub fn hit<'a>(&self, value: &dyn Fn(usize) -> FieldValue<'a>, now: &dyn Fn() -> u64, stack: &dyn Fn(&mut [u64])) {
         // Acquire: after a `clear`, the emptied table is what this hit sees.
         if self.paused.load(Ordering::Acquire) {
             return;
         }
-        let mut key = [0u64; MAX_KEYS * STRING_KEY_WORDS];
+        let mut key = [0u64; MAX_KEY_WORDS];
         let mut at = 0;
         for field in &self.spec.keys {
+            if field.source == Source::Stack {
+                stack(&mut key[at..at + STACK_KEY_WORDS]);
+                at += STACK_KEY_WORDS;
+                continue;
+            }
             match field.source.read(value) {
                 FieldValue::Str(bytes) => {
                     let bytes = bytes.split(|&b| b == 0).next().unwrap_or(&[]);
@@ -1088,6 +1114,9 @@ impl Histogram {
 
     fn compare_key(&self, n: usize, a: &[u64], b: &[u64]) -> core::cmp::Ordering {
         let (a, b) = (self.key_part(n, a), self.key_part(n, b));
+        if self.spec.keys[n].source == Source::Stack {
+            return a.cmp(b);
+        }
         match self.spec.keys[n].kind {
             FieldKind::Signed => (a[0] as i64).cmp(&(b[0] as i64)),
             // (No key is an array: refused when the trigger is made.)
@@ -1106,6 +1135,8 @@ impl Histogram {
         comms: Comms,
     ) -> fmt::Result {
         out.write_str("{ ")?;
+        // A chain ends its key's line: the closing brace then starts one.
+        let mut multiline = false;
         for (n, field) in self.spec.keys.iter().enumerate() {
             if n > 0 {
                 out.write_str(", ")?;
@@ -1113,6 +1144,17 @@ impl Histogram {
             let words = self.key_part(n, key);
             let value = words[0];
             let name = &field.name;
+            if field.source == Source::Stack {
+                // Linux's `hist_trigger_stacktrace_print`: a frame a line.
+                writeln!(out, "{name}:")?;
+                for &address in words.iter().take_while(|&&address| address != 0) {
+                    out.write_str("         ")?;
+                    crate::output::write_code_address(out, address as usize, names)?;
+                    out.write_char('\n')?;
+                }
+                multiline = true;
+                continue;
+            }
             match (field.kind, field.modifier) {
                 (FieldKind::String, _) => write!(out, "{name}: {:<50}", string_of(words))?,
                 (_, Modifier::Hex) => write!(out, "{name}: {value:x}")?,
@@ -1138,7 +1180,10 @@ impl Histogram {
                 _ => write!(out, "{name}: {value:>10}")?,
             }
         }
-        write!(out, " }} hitcount: {:>10}", sums[0])?;
+        if !multiline {
+            out.write_char(' ')?;
+        }
+        write!(out, "}} hitcount: {:>10}", sums[0])?;
         for (field, (&sum, &(total, most))) in self.spec.vals.iter().zip(sums[1..].iter().zip(&columns[1..])) {
             let name = &field.name;
             out.write_str("  ")?;
@@ -1282,6 +1327,7 @@ mod tests {
                 _ => FieldValue::Unsigned(bytes),
             },
             &|| bytes * 1000,
+            &|words| words.iter_mut().zip([0x1010, 0x1020, 0x9999]).for_each(|(word, address)| *word = address),
         );
     }
 
@@ -1402,6 +1448,28 @@ mod tests {
         let top = format!("{{ bytes: ~ {}-{}", u64::MAX - u64::MAX % 10, u64::MAX);
         assert_eq!(keys, ["{ bytes: ~ 0-9", "{ bytes: ~ 10-19", "{ bytes: ~ 20-29", &top]);
         assert!(out.contains("{ bytes: ~ 0-9 } hitcount:          2"), "{out}");
+    }
+
+    #[test]
+    fn a_stacktrace_key_counts_each_chain_and_prints_a_frame_a_line() {
+        let histogram = Histogram::try_new(spec("keys=stacktrace")).unwrap();
+        assert_eq!(histogram.spec().line(), "hist:keys=common_stacktrace:vals=hitcount:sort=hitcount:size=2048");
+        hit(&histogram, 1, b"a", 1);
+        hit(&histogram, 2, b"b", 2);
+        let out = output(&histogram);
+        let entry = "{ common_stacktrace:\n         kernel::workload::fib+0x10/0x100\n         kernel::workload::fib+0x20/0x100\n         0x9999\n} hitcount:          2\n";
+        assert!(out.contains(entry), "one chain, twice: {out}");
+        let other = Histogram::try_new(spec("keys=common_stacktrace,prev_pid")).unwrap();
+        hit(&other, 5, b"a", 1);
+        assert!(output(&other).contains("         0x9999\n, prev_pid:          5} hitcount:          1"), "{}", output(&other));
+        assert_eq!(
+            parse("keys=common_stacktrace.hex", &fields()).unwrap_err(),
+            HistError::BadModifier("common_stacktrace.hex".into())
+        );
+        assert_eq!(
+            parse("keys=prev_pid:vals=stacktrace", &fields()).unwrap_err(),
+            HistError::KeyOnly("common_stacktrace".into())
+        );
     }
 
     #[test]

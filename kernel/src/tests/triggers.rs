@@ -2,6 +2,7 @@
 //! them: on fprobe events and on the scheduler's, enabled or not.
 
 use alloc::format;
+use alloc::string::String;
 use alloc::vec::Vec;
 
 use ftrace::FilterMode;
@@ -340,6 +341,47 @@ fn hist_keys_may_be_the_recording_cpu_and_the_running_task() {
     }
     add_trigger(trigger, "!hist:keys=cpu,common_comm if prev_comm ~ \"fib/*\"").unwrap();
     assert_eq!(read(trigger), AVAILABLE);
+}
+
+/// `common_stacktrace` (or `stacktrace`) as a key: one entry per chain
+/// that led to the event, its frames a line each, as Linux prints them.
+#[ktest]
+fn a_stacktrace_key_counts_each_call_chain_apart() {
+    tracefs::write("dynamic_events", "f:fibs fib n=$arg1", FilterMode::Append).unwrap();
+    let (trigger, hist) = ("events/fprobes/fibs/trigger", "events/fprobes/fibs/hist");
+    add_trigger(trigger, "hist:keys=stacktrace").unwrap();
+    assert_eq!(read(trigger), "hist:keys=common_stacktrace:vals=hitcount:sort=hitcount:size=2048 [active]\n");
+    // fib(2) from here, then fib(1) and fib(0) from fib(2): three chains.
+    // (One call site: a loop the compiler cannot unroll.)
+    for _ in 0..core::hint::black_box(2) {
+        assert_eq!(fib(2), 1);
+    }
+    let text = read(hist);
+    let entries: Vec<&str> = text.split("{ common_stacktrace:\n").skip(1).collect();
+    assert_eq!(entries.len(), 3, "{text}");
+    let frames = |entry: &str| -> Vec<String> {
+        entry.lines().take_while(|line| !line.starts_with('}')).map(|line| String::from(line.trim())).collect()
+    };
+    let mut from_fib = 0;
+    for entry in &entries {
+        assert!(entry.contains("\n} hitcount:          2\n"), "each chain twice: {entry}");
+        let frames = frames(entry);
+        assert!(frames[0].starts_with("kernel::workload::fib+0x0/0x"), "the probed function first: {entry}");
+        let caller = if frames[1].starts_with("kernel::workload::fib+") {
+            from_fib += 1;
+            &frames[2]
+        } else {
+            &frames[1]
+        };
+        assert!(caller.starts_with("kernel::tests::triggers::a_stacktrace_key_counts_each_call_chain_apart+0x"), "{entry}");
+    }
+    assert_eq!(from_fib, 2, "two calls from fib(2), at two places: {text}");
+    for bad in ["hist:keys=common_stacktrace.hex", "hist:keys=n:vals=common_stacktrace"] {
+        assert!(matches!(add_trigger(trigger, bad), Err(TracefsError::Invalid(_))), "{bad} is refused");
+    }
+    add_trigger(trigger, "!hist:keys=common_stacktrace").unwrap();
+    assert_eq!(read(trigger), AVAILABLE);
+    tracefs::write("dynamic_events", "-:fibs", FilterMode::Append).unwrap();
 }
 
 #[ktest]
