@@ -67,6 +67,11 @@ events/sched/sched_wakeup/trigger|hist:keys=pid:ts0=common_timestamp.usecs
 events/sched/sched_switch/trigger|hist:keys=next_pid:l=common_timestamp.usecs-\$ts0:onmatch(sched.sched_wakeup).lat(\$l,next_pid,next_comm)
 events/sched/sched_switch/trigger|hist:keys=next_pid:l=\$ts0+1-common_cpu:onmatch(sched.sched_wakeup).trace(sx,\$l,next_pid)
 events/synthetic/sx/trigger|hist:keys=a,b:sort=b
+events/sched/sched_switch/trigger|hist:keys=next_pid:m=common_timestamp-\$ts0:onmax(\$m).snapshot()
+events/sched/sched_switch/trigger|hist:keys=common_stacktrace,prev_pid
+snapshot|1
+trace_options|fields
+trace_options|hex
 events/synthetic/lat/enable|1
 events/synthetic/sx/filter|a > 3
 events/kprobes/kx/trigger|stacktrace:2 if a > 1

@@ -500,7 +500,7 @@ mod kernel_side {
     /// first, as Linux looks there first), and each action's synthetic
     /// event is `synth(name)`'s. Nothing to do for another trigger.
     pub fn resolve_hist(
-        array: &TraceArray,
+        array: &'static TraceArray,
         trigger: &mut Trigger,
         synth: impl Fn(&str) -> Option<(Arc<dyn crate::hist::SynthTarget>, Vec<bool>)>,
     ) -> Result<(), TriggerError> {
@@ -515,6 +515,7 @@ mod kernel_side {
             .iter()
             .map(|action| EventName { group: action.group.clone(), event: action.event.clone() })
             .collect();
+        let snapshot = || array.hold_cond_snapshot().map_err(|_| HistError::NoMemory);
         let array = array as *const TraceArray as usize;
         let tables: Vec<(EventName, Arc<crate::hist::Histogram>)> = VAR_TABLES
             .lock()
@@ -531,7 +532,7 @@ mod kernel_side {
                 _ => None,
             }
         };
-        hist.resolve(find, synth).map_err(TriggerError::Hist)
+        hist.resolve(find, synth, snapshot).map_err(TriggerError::Hist)
     }
 
     /// What [`Triggers::apply`] did.

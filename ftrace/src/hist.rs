@@ -790,6 +790,30 @@ pub struct Histogram {
     detached: AtomicBool,
     /// Whether a hit reads the clock (worked out once, not at each hit).
     timestamps: bool,
+    /// Where a `.snapshot()` action takes its snapshot (resolved with the
+    /// rest), and the last one it took.
+    snapshot: Option<Arc<dyn SnapshotTarget>>,
+    taken: spin::Mutex<Option<Taken>>,
+}
+
+/// What an `onmax($VAR).snapshot()` (or `onchange`) snapshot was taken
+/// for: the value, and the key of the entry whose hit set it.
+#[derive(Clone, Copy, Debug)]
+struct Taken {
+    /// The action (its index among the trigger's tracks).
+    track: usize,
+    value: u64,
+    key: [u64; MAX_KEY_WORDS],
+}
+
+/// Where a `.snapshot()` action takes its snapshot: a trace array's
+/// snapshot buffer, allocated and held for it while the action exists.
+pub trait SnapshotTarget: Send + Sync {
+    /// Takes the snapshot (from a hit path: no allocation, no waiting).
+    fn take(&self);
+    /// The action went (its trigger was removed, or never added): the
+    /// hold ends. Called once or more; only the first counts.
+    fn release(&self);
 }
 
 /// What an `onmatch` action records: a synthetic event, given its fields'
@@ -811,6 +835,9 @@ impl Drop for Histogram {
         }
         for target in &self.targets {
             target.release();
+        }
+        if let Some(snapshot) = &self.snapshot {
+            snapshot.release();
         }
     }
 }
@@ -856,7 +883,18 @@ impl Histogram {
         let paused = AtomicBool::new(spec.controls.pause);
         let (readers, detached) = (AtomicUsize::new(0), AtomicBool::new(false));
         let timestamps = spec.vars.uses_timestamp();
-        Ok(Histogram { spec, map, paused, reads: Vec::new(), targets: Vec::new(), readers, detached, timestamps })
+        Ok(Histogram {
+            spec,
+            map,
+            paused,
+            reads: Vec::new(),
+            targets: Vec::new(),
+            readers,
+            detached,
+            timestamps,
+            snapshot: None,
+            taken: spin::Mutex::new(None),
+        })
     }
 
     pub fn spec(&self) -> &HistSpec {
@@ -874,12 +912,15 @@ impl Histogram {
     /// Says where its reads and actions go: `find(name)` gives the
     /// histogram defining variable `name`, and the variable's index there
     /// (what the caller's search found); `synth(name)` gives the synthetic
-    /// event `name` and its fields' kinds (whether each is a string).
-    /// Refused, changing nothing, if one is missing or does not fit.
+    /// event `name` and its fields' kinds (whether each is a string);
+    /// `snapshot()`, asked only if a `.snapshot()` action needs it, the
+    /// snapshot buffer, held for it. Refused, changing nothing, if one is
+    /// missing or does not fit.
     pub fn resolve(
         &mut self,
         find: impl Fn(&str) -> Option<(Arc<Histogram>, usize)>,
         synth: impl Fn(&str) -> Option<(Arc<dyn SynthTarget>, Vec<bool>)>,
+        snapshot: impl FnOnce() -> Result<Arc<dyn SnapshotTarget>, HistError>,
     ) -> Result<(), HistError> {
         let mut reads = Vec::new();
         for read in &self.spec.vars.refs {
@@ -908,6 +949,11 @@ impl Histogram {
             }
             targets.push(target);
         }
+        // Last: nothing is refused after the hold (the drop of the
+        // histogram ends it).
+        if self.spec.vars.tracks.iter().any(|track| track.snapshot) {
+            self.snapshot = Some(snapshot()?);
+        }
         // Held from now on, until this histogram goes (see `Drop`).
         for (hist, _) in &reads {
             hist.readers.fetch_add(1, Ordering::Relaxed);
@@ -927,6 +973,9 @@ impl Histogram {
 
     /// Its trigger was removed: [`is_detached`](Self::is_detached) from now on.
     pub fn detach(&self) {
+        if let Some(snapshot) = &self.snapshot {
+            snapshot.release();
+        }
         self.detached.store(true, Ordering::Relaxed);
     }
 
@@ -1011,22 +1060,49 @@ impl Histogram {
             let len = Vars::params(action, &vars, reads, value, &mut params);
             target.fire(&params[..len]);
         }
-        for track in &self.spec.vars.tracks {
-            self.track(slot, track, vars[track.var], value);
+        for (n, track) in self.spec.vars.tracks.iter().enumerate() {
+            if self.track(slot, track, vars[track.var], value) && track.snapshot {
+                self.snapshot_if_past(n, track, vars[track.var], slot);
+            }
         }
     }
 
+    /// A `.snapshot()` action whose entry's value changed (`onmax`: grew):
+    /// takes the snapshot if the value is past the last snapshot's too (or
+    /// is the first), and remembers it and the entry's key, as Linux's
+    /// conditional snapshot does. The check, the swap and the record are
+    /// one step under a lock, so the snapshot shown is the record's.
+    fn snapshot_if_past(&self, n: usize, track: &Track, tracked: u64, slot: usize) {
+        let Some(target) = &self.snapshot else { return };
+        let mut taken = self.taken.lock();
+        let past = match (*taken, track.handler) {
+            (None, _) => true,
+            (Some(last), Handler::Max) => last.track != n || tracked > last.value,
+            (Some(last), Handler::Change) => last.track != n || tracked != last.value,
+        };
+        if !past {
+            return;
+        }
+        let mut key = [0u64; MAX_KEY_WORDS];
+        for (word, stored) in key.iter_mut().zip(self.map.key_of(slot)) {
+            *word = stored.load(Ordering::Relaxed);
+        }
+        target.take();
+        *taken = Some(Taken { track: n, value: tracked, key });
+    }
+
     /// `onmax()` / `onchange()` in the entry in `slot`: a new largest (or
-    /// changed) `tracked` value is kept, with the fields it saves. (Two
-    /// CPUs hitting one key at once may mix their saves, as in Linux.)
-    fn track<'a>(&self, slot: usize, track: &Track, tracked: u64, value: &dyn Fn(usize) -> FieldValue<'a>) {
+    /// changed) `tracked` value is kept, with the fields it saves; answers
+    /// whether it was. (Two CPUs hitting one key at once may mix their
+    /// saves, as in Linux.)
+    fn track<'a>(&self, slot: usize, track: &Track, tracked: u64, value: &dyn Fn(usize) -> FieldValue<'a>) -> bool {
         let keep = match (track.handler, self.map.read_var(slot, track.at, false)) {
             (_, None) => true,
             (Handler::Max, Some(current)) => tracked > current,
             (Handler::Change, Some(current)) => tracked != current,
         };
         if !keep {
-            return;
+            return false;
         }
         for saved in &track.saves {
             match saved.source.read(value) {
@@ -1044,6 +1120,7 @@ impl Histogram {
             }
         }
         self.map.set_var(slot, track.at, tracked);
+        true
     }
 
     /// `pause` / `cont`.
@@ -1102,6 +1179,7 @@ impl Histogram {
             self.write_tracks(out, vars)?;
             writeln!(out)?;
         }
+        self.write_snapshot_taken(out, names, comms)?;
         let (hits, drops) = self.map.totals();
         write!(out, "\nTotals:\n    Hits: {hits}\n    Entries: {}\n    Dropped: {drops}\n", entries.len())
     }
@@ -1134,6 +1212,26 @@ impl Histogram {
         names: Namer,
         comms: Comms,
     ) -> fmt::Result {
+        self.write_key(out, key, names, comms)?;
+        write!(out, " hitcount: {:>10}", sums[0])?;
+        for (field, (&sum, &(total, most))) in self.spec.vals.iter().zip(sums[1..].iter().zip(&columns[1..])) {
+            let name = &field.name;
+            out.write_str("  ")?;
+            match field.modifier {
+                Modifier::Percent => match hundredths_of_percent(sum, total) {
+                    Some(pc) => write!(out, "{name} (%): {:>3}.{:02}", pc / 100, pc % 100)?,
+                    None => write!(out, "{name} (%):[ERROR]")?,
+                },
+                Modifier::Graph => write!(out, "{name}: {}", Bar(sum, most))?,
+                Modifier::Hex => write!(out, "{name}: {sum:>10x}")?,
+                _ => write!(out, "{name}: {sum:>10}")?,
+            }
+        }
+        Ok(())
+    }
+
+    /// An entry's key, `{ name: value, ... }`, as Linux prints it.
+    fn write_key(&self, out: &mut dyn Write, key: &[u64], names: Namer, comms: Comms) -> fmt::Result {
         out.write_str("{ ")?;
         // A chain ends its key's line: the closing brace then starts one.
         let mut multiline = false;
@@ -1183,21 +1281,21 @@ impl Histogram {
         if !multiline {
             out.write_char(' ')?;
         }
-        write!(out, "}} hitcount: {:>10}", sums[0])?;
-        for (field, (&sum, &(total, most))) in self.spec.vals.iter().zip(sums[1..].iter().zip(&columns[1..])) {
-            let name = &field.name;
-            out.write_str("  ")?;
-            match field.modifier {
-                Modifier::Percent => match hundredths_of_percent(sum, total) {
-                    Some(pc) => write!(out, "{name} (%): {:>3}.{:02}", pc / 100, pc % 100)?,
-                    None => write!(out, "{name} (%):[ERROR]")?,
-                },
-                Modifier::Graph => write!(out, "{name}: {}", Bar(sum, most))?,
-                Modifier::Hex => write!(out, "{name}: {sum:>10x}")?,
-                _ => write!(out, "{name}: {sum:>10}")?,
-            }
-        }
-        Ok(())
+        out.write_char('}')
+    }
+
+    /// After the entries, what the last `.snapshot()` was taken for, as
+    /// Linux's `track_data_snapshot_print` says it (nothing before the
+    /// first).
+    fn write_snapshot_taken(&self, out: &mut dyn Write, names: Namer, comms: Comms) -> fmt::Result {
+        let Some(taken) = *self.taken.lock() else { return Ok(()) };
+        let Some(track) = self.spec.vars.tracks.get(taken.track) else { return Ok(()) };
+        let handler = if track.handler == Handler::Max { "onmax" } else { "onchange" };
+        out.write_str("\nSnapshot taken (see tracing/snapshot).  Details:\n")?;
+        write!(out, "\ttriggering value {{ {handler}(${}) }}: {:>10}", track.var_name, taken.value)?;
+        out.write_str("\ttriggered by event with key: ")?;
+        self.write_key(out, &taken.key[..self.spec.key_words()], names, comms)?;
+        out.write_char('\n')
     }
 
     /// An entry's `onmax()`/`onchange()` values and saved fields, as Linux
@@ -1504,6 +1602,59 @@ mod tests {
         }
     }
 
+    /// For a histogram without `.snapshot()`: never asked for.
+    fn no_snapshot() -> Result<Arc<dyn SnapshotTarget>, HistError> {
+        unreachable!("no .snapshot() action")
+    }
+
+    /// A mock snapshot buffer: how often it was taken and released.
+    #[derive(Default)]
+    struct Snapshots {
+        taken: AtomicUsize,
+        released: AtomicUsize,
+    }
+
+    impl SnapshotTarget for Snapshots {
+        fn take(&self) {
+            self.taken.fetch_add(1, Ordering::Relaxed);
+        }
+
+        fn release(&self) {
+            self.released.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn onmax_snapshot_takes_one_each_time_a_value_passes_every_entrys() {
+        let mut hist = Histogram::try_new(spec("keys=prev_pid:v=bytes:onmax($v).snapshot()")).unwrap();
+        assert_eq!(hist.spec().line(), "hist:keys=prev_pid:vals=hitcount:v=bytes:sort=hitcount:size=2048:onmax($v).snapshot()");
+        let refused = hist.resolve(|_| None, |_| None, || Err(HistError::NoMemory));
+        assert_eq!(refused.unwrap_err(), HistError::NoMemory, "no snapshot buffer: refused");
+        let snapshots = Arc::new(Snapshots::default());
+        let target: Arc<dyn SnapshotTarget> = snapshots.clone();
+        hist.resolve(|_| None, |_| None, || Ok(target)).unwrap();
+        assert!(!output(&hist).contains("Snapshot taken"), "none taken yet");
+        for (pid, bytes) in [(1, 10), (2, 5), (2, 30), (1, 20), (2, 30)] {
+            hit(&hist, pid, b"", bytes);
+        }
+        assert_eq!(
+            snapshots.taken.load(Ordering::Relaxed),
+            2,
+            "at 10, the first, and at 30; not at 5 or 20, each its entry's max"
+        );
+        let out = output(&hist);
+        assert!(out.contains("\tmax:         30"), "{out}");
+        assert!(out.contains("\tmax:         20"), "each entry keeps its own max: {out}");
+        let details = "\nSnapshot taken (see tracing/snapshot).  Details:\n\ttriggering value { onmax($v) }:         30\ttriggered by event with key: { prev_pid:          2 }\n\nTotals:";
+        assert!(out.contains(details), "{out}");
+        hist.detach();
+        assert_eq!(snapshots.released.load(Ordering::Relaxed), 1, "released when its trigger goes");
+        drop(hist);
+        assert_eq!(snapshots.released.load(Ordering::Relaxed), 2, "and on drop (a release after the first does nothing)");
+        let bad = Vars::default().add_track("onmax($v).snapshot(x)", &fields()).unwrap_err();
+        assert!(matches!(bad, ExprError::BadAction(_)), "{bad:?}");
+    }
+
     #[test]
     fn a_variable_read_once_by_key_makes_one_latency_per_start() {
         // `prev_pid` plays the pid in both; `bytes * 1000` is the clock.
@@ -1518,17 +1669,21 @@ mod tests {
         .unwrap();
         let recorded = Arc::new(Recorded::default());
         let target: Arc<dyn SynthTarget> = recorded.clone();
-        let missing = end.resolve(|_| None, |_| Some((target.clone(), alloc::vec![false, false])));
+        let missing = end.resolve(|_| None, |_| Some((target.clone(), alloc::vec![false, false])), no_snapshot);
         assert_eq!(
             missing.map_err(|e| e.to_string()),
             Err("hist: no histogram of this trace array defines '$ts0' (or several do)".into())
         );
-        let one_field = end.resolve(|_| Some((start.clone(), 0)), |_| Some((target.clone(), alloc::vec![false])));
+        let one_field = end.resolve(|_| Some((start.clone(), 0)), |_| Some((target.clone(), alloc::vec![false])), no_snapshot);
         assert!(matches!(one_field, Err(HistError::ParamMismatch(_))), "two params for one field");
-        let string = end.resolve(|_| Some((start.clone(), 0)), |_| Some((target.clone(), alloc::vec![false, true])));
+        let string = end.resolve(|_| Some((start.clone(), 0)), |_| Some((target.clone(), alloc::vec![false, true])), no_snapshot);
         assert!(matches!(string, Err(HistError::ParamMismatch(_))), "a number for a string");
-        end.resolve(|name| (name == "ts0").then(|| (start.clone(), 0)), |_| Some((target.clone(), alloc::vec![false, false])))
-            .unwrap();
+        end.resolve(
+            |name| (name == "ts0").then(|| (start.clone(), 0)),
+            |_| Some((target.clone(), alloc::vec![false, false])),
+            no_snapshot,
+        )
+        .unwrap();
         hit(&end, 7, b"", 50); // no start for pid 7 yet: nothing
         hit(&start, 7, b"", 100); // ts0 = 100 us
         hit(&start, 8, b"", 120);

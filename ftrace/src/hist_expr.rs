@@ -30,7 +30,11 @@
 //! `onmax($VAR).save(FIELD,...)` keeps, in each entry, the largest value
 //! its variable took and the fields of the hit that set it
 //! (`onchange($VAR)`: the last value it changed to), in words after the
-//! variables; `cat hist` prints them under the entry.
+//! variables; `cat hist` prints them under the entry. `onmax($VAR).snapshot()`
+//! keeps the value the same way and, when it is the largest of every entry
+//! so far (`onchange`: a change from the last snapshot's), takes a snapshot
+//! of the trace array (Linux's conditional snapshot): the trace that led to
+//! the worst case stays in `snapshot`.
 //!
 //! This module parses and prints those parts and evaluates them on a hit;
 //! resolving the names (which histogram, which synthetic event) is the
@@ -90,7 +94,10 @@ impl fmt::Display for ExprError {
             }
             ExprError::NotANumber(name) => write!(f, "hist: '{name}' is a string: expressions take numbers"),
             ExprError::BadAction(text) => {
-                write!(f, "hist: malformed action '{text}' (onmatch(GRP.EVENT).SYNTH(PARAMS) or .trace(SYNTH,PARAMS))")
+                write!(
+                    f,
+                    "hist: malformed action '{text}' (onmatch(GRP.EVENT).SYNTH(PARAMS) or .trace(SYNTH,PARAMS); onmax($VAR) or onchange($VAR), then .save(FIELDS) or .snapshot())"
+                )
             }
             ExprError::TooManyActions => write!(f, "hist: at most {MAX_ACTIONS} actions"),
             ExprError::TooManyParams => write!(f, "hist: at most {MAX_PARAMS} parameters"),
@@ -292,10 +299,14 @@ pub struct Saved {
 pub const SAVED_STRING_WORDS: usize = 4;
 
 /// `onmax($VAR).save(FIELD,...)` or `onchange($VAR).save(FIELD,...)`: per
-/// entry, the tracked value and the fields of the hit that set it.
+/// entry, the tracked value and the fields of the hit that set it; or
+/// `.snapshot()` instead of `.save()`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Track {
     pub handler: Handler,
+    /// `.snapshot()`: no saved fields; a value past every entry's takes a
+    /// snapshot.
+    pub snapshot: bool,
     pub var_name: String,
     /// The variable's index (this trigger's).
     pub var: usize,
@@ -308,6 +319,9 @@ pub struct Track {
 impl fmt::Display for Track {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let handler = if self.handler == Handler::Max { "onmax" } else { "onchange" };
+        if self.snapshot {
+            return write!(f, "{handler}(${}).snapshot()", self.var_name);
+        }
         let saves: Vec<&str> = self.saves.iter().map(|saved| saved.name.as_str()).collect();
         write!(f, "{handler}(${}).save({})", self.var_name, saves.join(","))
     }
@@ -343,8 +357,8 @@ impl Vars {
         })
     }
 
-    /// Adds `onmax($VAR).save(FIELD,...)` or `onchange(...)` (its variable
-    /// placed by [`finish`](Self::finish)).
+    /// Adds `onmax($VAR).save(FIELD,...)`, `onmax($VAR).snapshot()` or
+    /// `onchange(...)` (its variable placed by [`finish`](Self::finish)).
     pub fn add_track(&mut self, text: &str, fields: &[FilterField]) -> Result<(), ExprError> {
         let bad = || ExprError::BadAction(text.to_string());
         let (handler, rest) = match (text.strip_prefix("onmax("), text.strip_prefix("onchange(")) {
@@ -354,7 +368,11 @@ impl Vars {
         };
         let (var, rest) = rest.split_once(").").ok_or_else(bad)?;
         let var = var.strip_prefix('$').filter(|name| is_identifier(name)).ok_or_else(bad)?;
-        let saves = rest.strip_prefix("save(").and_then(|rest| rest.strip_suffix(')')).ok_or_else(bad)?;
+        let snapshot = rest == "snapshot()";
+        let saves = match snapshot {
+            true => "",
+            false => rest.strip_prefix("save(").and_then(|rest| rest.strip_suffix(')')).ok_or_else(bad)?,
+        };
         if self.actions.len() + self.tracks.len() == MAX_ACTIONS {
             return Err(ExprError::TooManyActions);
         }
@@ -374,7 +392,7 @@ impl Vars {
         if saves.len() > MAX_PARAMS {
             return Err(ExprError::TooManyParams);
         }
-        self.tracks.push(Track { handler, var_name: var.to_string(), var: usize::MAX, at: 0, saves });
+        self.tracks.push(Track { handler, snapshot, var_name: var.to_string(), var: usize::MAX, at: 0, saves });
         Ok(())
     }
 

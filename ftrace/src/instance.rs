@@ -24,6 +24,7 @@
 
 use alloc::boxed::Box;
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -122,6 +123,10 @@ pub struct TraceArray {
     pub(crate) last_calls: [tracer::LastCall; MAX_CPUS],
     /// Handles out: `rmdir` is refused while there are any.
     users: AtomicUsize,
+    /// `hist` actions that take snapshots (`onmax($VAR).snapshot()`):
+    /// while there are any, the `snapshot` file refuses writes, as Linux's
+    /// does while a conditional snapshot is set.
+    cond_snapshots: AtomicUsize,
     /// Queues the free after `rmdir`.
     node: Deferred,
 }
@@ -168,6 +173,7 @@ impl TraceArray {
             error_log: ErrorLog::new(),
             last_calls: [const { tracer::LastCall::new() }; MAX_CPUS],
             users: AtomicUsize::new(0),
+            cond_snapshots: AtomicUsize::new(0),
             node: Deferred::new(),
         }
     }
@@ -384,19 +390,32 @@ impl TraceArray {
     /// `echo N > snapshot`: 0 frees the snapshot; 1 allocates it if need
     /// be and takes one (the buffer's events move to the snapshot, and
     /// recording goes on in an empty buffer); any other number empties the
-    /// snapshot and keeps it.
-    pub fn snapshot_command(&self, command: u64) -> Result<(), crate::buffer::ResizeError> {
+    /// snapshot and keeps it. Refused while a `hist` action takes
+    /// snapshots.
+    pub fn snapshot_command(&self, command: u64) -> Result<(), SnapshotError> {
+        if self.cond_snapshots.load(Ordering::Acquire) > 0 {
+            return Err(SnapshotError::Busy);
+        }
         let buffer = self.buffer();
         match command {
             0 => buffer.free_snapshot(),
             1 => {
-                buffer.alloc_snapshot()?;
+                buffer.alloc_snapshot().map_err(|_| SnapshotError::NoMemory)?;
                 // What recording goes on in (the old snapshot) starts empty.
                 buffer.take_snapshot();
             }
             _ => buffer.reset_snapshot(),
         }
         Ok(())
+    }
+
+    /// The snapshot buffer, allocated if need be and held for a `hist`
+    /// action that takes snapshots (Linux's conditional snapshot): the
+    /// `snapshot` file refuses writes until the hold is released.
+    pub fn hold_cond_snapshot(&'static self) -> Result<Arc<dyn crate::hist::SnapshotTarget>, SnapshotError> {
+        self.buffer().alloc_snapshot().map_err(|_| SnapshotError::NoMemory)?;
+        self.cond_snapshots.fetch_add(1, Ordering::AcqRel);
+        Ok(Arc::new(CondSnapshot { array: self, released: AtomicBool::new(false) }))
     }
 
     /// A `snapshot` trigger's or function command's snapshot, as Linux's
@@ -617,6 +636,48 @@ pub(crate) fn forget_task(state: &task::TaskTrace) {
             array.pids.lock().remove(state.pid());
         }
     });
+}
+
+/// Why `echo N > snapshot` was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SnapshotError {
+    /// No memory for the snapshot buffer.
+    NoMemory,
+    /// A `hist` action takes snapshots (Linux's `EBUSY`).
+    Busy,
+}
+
+impl fmt::Display for SnapshotError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SnapshotError::NoMemory => f.write_str("not enough memory for the snapshot buffer"),
+            SnapshotError::Busy => f.write_str("busy: a hist trigger's .snapshot() action holds the snapshot"),
+        }
+    }
+}
+
+/// A trace array's snapshot buffer as a `hist` `.snapshot()` action holds
+/// it. The action's trigger releases it when it goes, while the array is
+/// still there (an instance goes only once its triggers are gone); a
+/// release after the first does nothing and does not touch the array.
+struct CondSnapshot {
+    array: &'static TraceArray,
+    released: AtomicBool,
+}
+
+impl crate::hist::SnapshotTarget for CondSnapshot {
+    fn take(&self) {
+        // Allocated by the hold, and no write may free it while held; a
+        // swap already under way on another CPU wins (this one is lost,
+        // as a busy swap is in Linux).
+        let _ = self.array.buffer().swap_snapshot();
+    }
+
+    fn release(&self) {
+        if !self.released.swap(true, Ordering::AcqRel) {
+            self.array.cond_snapshots.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
 }
 
 /// A trace option (`options/NAME`, `trace_options`): how `trace` prints.

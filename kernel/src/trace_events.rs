@@ -164,7 +164,7 @@ pub fn set_filter(array: &TraceArray, group: &str, event: &str, text: &str) -> R
 /// long as the trigger exists (taken here, before the trigger is added, and
 /// given back if it is refused or once it is removed): `array`'s copy of
 /// that event.
-pub fn write_trigger(array: &TraceArray, group: &str, event: &str, text: &str) -> Result<(), TracefsError> {
+pub fn write_trigger(array: &'static TraceArray, group: &str, event: &str, text: &str) -> Result<(), TracefsError> {
     // A histogram whose variables a trigger just removed read is held
     // until that trigger's grace period: let those go (no lock is held
     // here) and try once more.
@@ -178,7 +178,7 @@ pub fn write_trigger(array: &TraceArray, group: &str, event: &str, text: &str) -
 }
 
 /// [`write_trigger`], once.
-fn write_trigger_once(array: &TraceArray, group: &str, event: &str, text: &str) -> Result<(), TracefsError> {
+fn write_trigger_once(array: &'static TraceArray, group: &str, event: &str, text: &str) -> Result<(), TracefsError> {
     if text.trim().is_empty() {
         return Ok(());
     }

@@ -1082,7 +1082,7 @@ fn write_snapshot(array: Array, text: &str, _mode: FilterMode) -> Result<(), Tra
         .trim()
         .parse()
         .map_err(|_| TracefsError::Invalid(format!("expected a number (0, 1, or another to clear), not '{}'", text.trim())))?;
-    array.snapshot_command(command).map_err(|_| TracefsError::Invalid("not enough memory for the snapshot buffer".into()))
+    array.snapshot_command(command).map_err(|error| TracefsError::Invalid(error.to_string()))
 }
 
 /// How long `trace_pipe` waits between passes over an empty buffer.

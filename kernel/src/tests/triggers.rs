@@ -384,6 +384,48 @@ fn a_stacktrace_key_counts_each_call_chain_apart() {
     tracefs::write("dynamic_events", "-:fibs", FilterMode::Append).unwrap();
 }
 
+/// `onmax($VAR).snapshot()`: a value past every entry's takes a snapshot,
+/// so `snapshot` keeps the trace up to the largest; `hist` says which
+/// value and key took it, and `snapshot` refuses writes while the action
+/// holds it, as Linux's conditional snapshot.
+#[ktest]
+fn an_onmax_snapshot_keeps_the_trace_up_to_the_largest_value() {
+    write("trace", "");
+    tracefs::write("dynamic_events", "f:fibm fib n=$arg1", FilterMode::Append).unwrap();
+    write("events/fprobes/fibm/enable", "1");
+    let trigger = "events/fprobes/fibm/trigger";
+    add_trigger(trigger, "hist:keys=common_pid:v=n:onmax($v).snapshot()").unwrap();
+    assert_eq!(fib(1), 1); // n=1: the first value, a snapshot
+    assert_eq!(fib(3), 2); // n=3 (past 1: a snapshot), then 2, 1, 0, 1 (not)
+    let snapshot = read("snapshot");
+    assert_eq!(fibt_values_of(&snapshot), [3], "recorded since the first snapshot, up to the largest: {snapshot}");
+    // Recording goes on after it in what was the snapshot, which still
+    // holds the first snapshot's n=1 (a swap, as Linux's `update_max_tr`).
+    assert_eq!(fibt_values_of(&read("trace")), [1, 2, 1, 0, 1], "recording goes on after it");
+    let pid = ftrace::task::current().pid();
+    let hist = read("events/fprobes/fibm/hist");
+    let details = format!(
+        "\nSnapshot taken (see tracing/snapshot).  Details:\n\ttriggering value {{ onmax($v) }}:          3\ttriggered by event with key: {{ common_pid: {pid:>10} }}\n"
+    );
+    assert!(hist.contains(&details), "{hist}");
+    assert!(hist.contains("\tmax:          3"), "{hist}");
+    for command in ["0", "1", "2"] {
+        let refused = tracefs::write("snapshot", command, FilterMode::Replace).unwrap_err();
+        assert!(format!("{refused}").contains("busy"), "{command}: {refused}");
+    }
+    add_trigger(trigger, "!hist:keys=common_pid:v=n:onmax($v).snapshot()").unwrap();
+    write("snapshot", "0");
+    assert!(read("snapshot").contains("Snapshot is freed"), "writable again once the action went");
+    write("events/fprobes/fibm/enable", "0");
+    tracefs::write("dynamic_events", "-:fibm", FilterMode::Append).unwrap();
+    write("trace", "");
+}
+
+/// The `n=` values of the `fibm` event's lines in `text`.
+fn fibt_values_of(text: &str) -> Vec<u64> {
+    super::events::event_values(text, "fibm")
+}
+
 #[ktest]
 fn hist_triggers_count_hits_per_key_as_linux_prints_them() {
     tracefs::write("dynamic_events", "f:fibt fib n=$arg1", FilterMode::Append).unwrap();
