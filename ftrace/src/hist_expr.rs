@@ -9,8 +9,10 @@
 //! ```
 //!
 //! A variable (`NAME=EXPR`) is kept per histogram entry: each hit that
-//! lands in an entry sets it. An expression is operands joined by `+` and
-//! `-` (wrapping, on 64 bits): an event field, `common_timestamp` (the
+//! lands in an entry sets it. An expression is operands joined by `+`,
+//! `-`, `*` and `/` (on 64 bits, wrapping; `*` and `/` first, then left to
+//! right, as Linux works it out; a division by zero gives all ones, Linux's
+//! -1): an event field, `common_timestamp` (the
 //! trace clock's reading; `.usecs` divides a nanosecond clock into
 //! microseconds), a decimal constant, or `$NAME`, another histogram's
 //! variable. A `$NAME` is read in the entry of the *other* histogram whose
@@ -138,14 +140,49 @@ impl fmt::Display for Operand {
     }
 }
 
-/// `+` or `-`.
+/// An operator between two operands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
     Plus,
     Minus,
+    Mul,
+    Div,
 }
 
-/// Operands joined by `+` and `-`, worked out left to right.
+impl Op {
+    fn of(c: char) -> Option<Op> {
+        Some(match c {
+            '+' => Op::Plus,
+            '-' => Op::Minus,
+            '*' => Op::Mul,
+            '/' => Op::Div,
+            _ => return None,
+        })
+    }
+
+    fn symbol(self) -> &'static str {
+        match self {
+            Op::Plus => "+",
+            Op::Minus => "-",
+            Op::Mul => "*",
+            Op::Div => "/",
+        }
+    }
+
+    /// `left OP right`, on 64 bits.
+    fn apply(self, left: u64, right: u64) -> u64 {
+        match self {
+            Op::Plus => left.wrapping_add(right),
+            Op::Minus => left.wrapping_sub(right),
+            Op::Mul => left.wrapping_mul(right),
+            // Linux's `div_by_zero()`: -1.
+            Op::Div => left.checked_div(right).unwrap_or(u64::MAX),
+        }
+    }
+}
+
+/// Operands joined by operators: `*` and `/` first, then `+` and `-`, each
+/// left to right.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Expr {
     first: Operand,
@@ -156,8 +193,7 @@ impl fmt::Display for Expr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.first)?;
         for (op, operand) in &self.rest {
-            f.write_str(if *op == Op::Plus { "+" } else { "-" })?;
-            write!(f, "{operand}")?;
+            write!(f, "{}{operand}", op.symbol())?;
         }
         Ok(())
     }
@@ -190,10 +226,20 @@ impl Operand {
 impl Expr {
     /// Its value in a hit.
     pub fn value(&self, hit: &HitValues) -> u64 {
-        self.rest.iter().fold(self.first.value(hit), |sum, (op, operand)| match op {
-            Op::Plus => sum.wrapping_add(operand.value(hit)),
-            Op::Minus => sum.wrapping_sub(operand.value(hit)),
-        })
+        // A sum of products: `term` is the product being worked out, to
+        // be added to (or taken from, as `pending` says) the sum.
+        let (mut sum, mut pending, mut term) = (0u64, Op::Plus, self.first.value(hit));
+        for (op, operand) in &self.rest {
+            let value = operand.value(hit);
+            match op {
+                Op::Mul | Op::Div => term = op.apply(term, value),
+                Op::Plus | Op::Minus => {
+                    sum = pending.apply(sum, term);
+                    (pending, term) = (*op, value);
+                }
+            }
+        }
+        pending.apply(sum, term)
     }
 
     /// Whether it reads the clock (the hit then reads it once).
@@ -425,15 +471,15 @@ impl Vars {
         Ok(())
     }
 
-    /// Parses an expression: operands joined by `+` and `-`.
+    /// Parses an expression: operands joined by operators.
     fn expression(&mut self, text: &str, fields: &[FilterField]) -> Result<Expr, ExprError> {
         let mut parts = Vec::new();
         let mut start = 0;
         let mut op = None;
         for (at, c) in text.char_indices() {
-            if c == '+' || c == '-' {
+            if let Some(next) = Op::of(c) {
                 parts.push((op, &text[start..at]));
-                op = Some(if c == '+' { Op::Plus } else { Op::Minus });
+                op = Some(next);
                 start = at + 1;
             }
         }
@@ -648,6 +694,20 @@ mod tests {
         assert_eq!(values, [1_009, 5, 77]);
         let wraps = HitValues { field: &field, now: &|| 1, refs: &[3, 0] };
         assert_eq!(vars.defs[0].expr.value(&wraps), 1u64.wrapping_sub(3).wrapping_add(9));
+    }
+
+    #[test]
+    fn products_and_quotients_come_before_sums_and_go_left_to_right() {
+        let mut vars = Vars::default();
+        vars.add_assignments("a=next_pid-2*3,b=next_pid/2/5,c=100-next_pid*next_pid/4+1,d=next_pid/0,e=next_pid*8/3", &fields())
+            .unwrap();
+        assert_eq!(vars.defs_text(), ":a=next_pid-2*3,b=next_pid/2/5,c=100-next_pid*next_pid/4+1,d=next_pid/0,e=next_pid*8/3");
+        let field = |n: usize| if n == 1 { FieldValue::Signed(100) } else { FieldValue::Missing };
+        let hit = HitValues { field: &field, now: &|| 0, refs: &[] };
+        let values: Vec<u64> = vars.defs.iter().map(|def| def.expr.value(&hit)).collect();
+        // 100-6; (100/2)/5; 100-(100*100/4)+1; /0 is -1; (100*8)/3.
+        assert_eq!(values, [94, 10, 100u64.wrapping_sub(2_500).wrapping_add(1), u64::MAX, 266]);
+        assert_eq!(Vars::default().add_assignments("x=next_pid*", &fields()).unwrap_err(), ExprError::BadOperand("".into()));
     }
 
     #[test]
