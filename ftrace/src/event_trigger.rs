@@ -515,7 +515,13 @@ mod kernel_side {
             .iter()
             .map(|action| EventName { group: action.group.clone(), event: action.event.clone() })
             .collect();
-        let snapshot = || array.hold_cond_snapshot().map_err(|_| HistError::NoMemory);
+        let owner = hist.spec().line();
+        let snapshot = || {
+            array.hold_cond_snapshot(&owner).map_err(|error| match error {
+                crate::instance::SnapshotError::Busy => HistError::SnapshotBusy,
+                crate::instance::SnapshotError::NoMemory => HistError::NoMemory,
+            })
+        };
         let array = array as *const TraceArray as usize;
         let tables: Vec<(EventName, Arc<crate::hist::Histogram>)> = VAR_TABLES
             .lock()

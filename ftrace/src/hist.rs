@@ -276,6 +276,9 @@ pub enum HistError {
     ParamMismatch(String),
     /// Another trigger reads this one's variables (remove that first).
     InUse,
+    /// Another trigger's `.snapshot()` action holds the trace array's
+    /// snapshot (Linux's `EBUSY`).
+    SnapshotBusy,
 }
 
 impl From<ExprError> for HistError {
@@ -317,6 +320,9 @@ impl fmt::Display for HistError {
             HistError::NoSuchSynth(name) => write!(f, "hist: no synthetic event '{name}' (see synthetic_events)"),
             HistError::ParamMismatch(why) => write!(f, "hist: {why}"),
             HistError::InUse => write!(f, "hist: another trigger reads this one's variables; remove it first"),
+            HistError::SnapshotBusy => {
+                write!(f, "hist: another trigger's .snapshot() action holds this trace array's snapshot; remove it first")
+            }
         }
     }
 }
@@ -793,24 +799,88 @@ pub struct Histogram {
     /// Where a `.snapshot()` action takes its snapshot (resolved with the
     /// rest), and the last one it took.
     snapshot: Option<Arc<dyn SnapshotTarget>>,
-    taken: spin::Mutex<Option<Taken>>,
+    taken: TakenRecord,
 }
 
-/// What an `onmax($VAR).snapshot()` (or `onchange`) snapshot was taken
-/// for: the value, and the key of the entry whose hit set it.
+/// What the last `.snapshot()` was taken for: the value, and the key of
+/// the entry whose hit set it (`None` before the first).
 #[derive(Clone, Copy, Debug)]
 struct Taken {
-    /// The action (its index among the trigger's tracks).
-    track: usize,
     value: u64,
     key: [u64; MAX_KEY_WORDS],
+}
+
+/// The last [`Taken`], written by hits and read by `cat hist` without
+/// either waiting on the other: hits run with interrupts masked (an
+/// event's triggers fire so) and write one at a time under `writer`; a
+/// reader never holds a lock a hit could wait for (an interrupt on its CPU
+/// would spin forever), it rereads if `seq` says a write overlapped (odd
+/// while one is under way, as a seqlock).
+struct TakenRecord {
+    writer: spin::Mutex<()>,
+    seq: AtomicU64,
+    /// Whether a snapshot was taken yet.
+    set: AtomicBool,
+    value: AtomicU64,
+    key: [AtomicU64; MAX_KEY_WORDS],
+}
+
+impl TakenRecord {
+    fn new() -> TakenRecord {
+        TakenRecord {
+            writer: spin::Mutex::new(()),
+            seq: AtomicU64::new(0),
+            set: AtomicBool::new(false),
+            value: AtomicU64::new(0),
+            key: [const { AtomicU64::new(0) }; MAX_KEY_WORDS],
+        }
+    }
+
+    /// The value the next snapshot must pass: the last one's (0 first, as
+    /// Linux tracks from 0). For a writer holding `writer`.
+    fn last_value(&self) -> u64 {
+        self.value.load(Ordering::Relaxed)
+    }
+
+    /// Records a snapshot taken (the caller holds `writer`).
+    fn record(&self, value: u64, key: &[AtomicU64]) {
+        self.seq.fetch_add(1, Ordering::Relaxed);
+        core::sync::atomic::fence(Ordering::Release);
+        self.value.store(value, Ordering::Relaxed);
+        for (word, stored) in self.key.iter().zip(key) {
+            word.store(stored.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        self.set.store(true, Ordering::Relaxed);
+        self.seq.fetch_add(1, Ordering::Release);
+    }
+
+    /// A consistent copy, or `None` before the first snapshot.
+    fn read(&self) -> Option<Taken> {
+        loop {
+            let before = self.seq.load(Ordering::Acquire);
+            if before % 2 == 1 {
+                core::hint::spin_loop();
+                continue;
+            }
+            let set = self.set.load(Ordering::Relaxed);
+            let taken = Taken {
+                value: self.value.load(Ordering::Relaxed),
+                key: core::array::from_fn(|n| self.key[n].load(Ordering::Relaxed)),
+            };
+            core::sync::atomic::fence(Ordering::Acquire);
+            if self.seq.load(Ordering::Relaxed) == before {
+                return set.then_some(taken);
+            }
+        }
+    }
 }
 
 /// Where a `.snapshot()` action takes its snapshot: a trace array's
 /// snapshot buffer, allocated and held for it while the action exists.
 pub trait SnapshotTarget: Send + Sync {
-    /// Takes the snapshot (from a hit path: no allocation, no waiting).
-    fn take(&self);
+    /// Takes the snapshot (from a hit path: no allocation, no waiting);
+    /// answers whether it was taken (another swap under way loses it).
+    fn take(&self) -> bool;
     /// The action went (its trigger was removed, or never added): the
     /// hold ends. Called once or more; only the first counts.
     fn release(&self);
@@ -893,7 +963,7 @@ impl Histogram {
             detached,
             timestamps,
             snapshot: None,
-            taken: spin::Mutex::new(None),
+            taken: TakenRecord::new(),
         })
     }
 
@@ -930,6 +1000,12 @@ impl Histogram {
             }
             reads.push((hist, var));
         }
+        // Linux's `check_expr_operands`: `$NAME`s carry the units of what
+        // they were set from.
+        let var_usecs = |read: usize| reads.get(read).is_some_and(|(hist, var): &(Arc<Histogram>, usize)| hist.var_usecs(*var));
+        for def in &self.spec.vars.defs {
+            def.expr.check_units(Some(&var_usecs))?;
+        }
         let mut targets = Vec::new();
         for action in &self.spec.vars.actions {
             let (target, strings) = synth(&action.synth).ok_or_else(|| HistError::NoSuchSynth(action.synth.clone()))?;
@@ -964,6 +1040,13 @@ impl Histogram {
         self.reads = reads;
         self.targets = targets;
         Ok(())
+    }
+
+    /// Whether its variable `var` holds `common_timestamp.usecs`'s units
+    /// (what its expression's first operand holds, as Linux carries them).
+    pub fn var_usecs(&self, var: usize) -> bool {
+        let Some(def) = self.spec.vars.defs.get(var) else { return false };
+        def.expr.usecs(&|read| self.reads.get(read).is_some_and(|(hist, var)| hist.var_usecs(*var)))
     }
 
     /// Whether another trigger's histogram reads its variables.
@@ -1060,35 +1143,30 @@ impl Histogram {
             let len = Vars::params(action, &vars, reads, value, &mut params);
             target.fire(&params[..len]);
         }
-        for (n, track) in self.spec.vars.tracks.iter().enumerate() {
+        for track in &self.spec.vars.tracks {
             if self.track(slot, track, vars[track.var], value) && track.snapshot {
-                self.snapshot_if_past(n, track, vars[track.var], slot);
+                self.snapshot_if_past(track, vars[track.var], slot);
             }
         }
     }
 
     /// A `.snapshot()` action whose entry's value changed (`onmax`: grew):
-    /// takes the snapshot if the value is past the last snapshot's too (or
-    /// is the first), and remembers it and the entry's key, as Linux's
-    /// conditional snapshot does. The check, the swap and the record are
-    /// one step under a lock, so the snapshot shown is the record's.
-    fn snapshot_if_past(&self, n: usize, track: &Track, tracked: u64, slot: usize) {
+    /// takes the snapshot if the value is past the last snapshot's too
+    /// (from 0), and records it and the entry's key, as Linux's conditional
+    /// snapshot does. The check, the swap and the record are one step
+    /// among hits (a `snapshot` trigger of the same array may still swap
+    /// in between, as in Linux).
+    fn snapshot_if_past(&self, track: &Track, tracked: u64, slot: usize) {
         let Some(target) = &self.snapshot else { return };
-        let mut taken = self.taken.lock();
-        let past = match (*taken, track.handler) {
-            (None, _) => true,
-            (Some(last), Handler::Max) => last.track != n || tracked > last.value,
-            (Some(last), Handler::Change) => last.track != n || tracked != last.value,
+        let _writer = self.taken.writer.lock();
+        let last = self.taken.last_value();
+        let past = match track.handler {
+            Handler::Max => tracked > last,
+            Handler::Change => tracked != last,
         };
-        if !past {
-            return;
+        if past && target.take() {
+            self.taken.record(tracked, self.map.key_of(slot));
         }
-        let mut key = [0u64; MAX_KEY_WORDS];
-        for (word, stored) in key.iter_mut().zip(self.map.key_of(slot)) {
-            *word = stored.load(Ordering::Relaxed);
-        }
-        target.take();
-        *taken = Some(Taken { track: n, value: tracked, key });
     }
 
     /// `onmax()` / `onchange()` in the entry in `slot`: a new largest (or
@@ -1096,10 +1174,11 @@ impl Histogram {
     /// whether it was. (Two CPUs hitting one key at once may mix their
     /// saves, as in Linux.)
     fn track<'a>(&self, slot: usize, track: &Track, tracked: u64, value: &dyn Fn(usize) -> FieldValue<'a>) -> bool {
-        let keep = match (track.handler, self.map.read_var(slot, track.at, false)) {
-            (_, None) => true,
-            (Handler::Max, Some(current)) => tracked > current,
-            (Handler::Change, Some(current)) => tracked != current,
+        // Tracked from 0, as Linux's: a first value of 0 is no change.
+        let current = self.map.read_var(slot, track.at, false).unwrap_or(0);
+        let keep = match track.handler {
+            Handler::Max => tracked > current,
+            Handler::Change => tracked != current,
         };
         if !keep {
             return false;
@@ -1288,8 +1367,8 @@ impl Histogram {
     /// Linux's `track_data_snapshot_print` says it (nothing before the
     /// first).
     fn write_snapshot_taken(&self, out: &mut dyn Write, names: Namer, comms: Comms) -> fmt::Result {
-        let Some(taken) = *self.taken.lock() else { return Ok(()) };
-        let Some(track) = self.spec.vars.tracks.get(taken.track) else { return Ok(()) };
+        let Some(taken) = self.taken.read() else { return Ok(()) };
+        let Some(track) = self.spec.vars.tracks.iter().find(|track| track.snapshot) else { return Ok(()) };
         let handler = if track.handler == Handler::Max { "onmax" } else { "onchange" };
         out.write_str("\nSnapshot taken (see tracing/snapshot).  Details:\n")?;
         write!(out, "\ttriggering value {{ {handler}(${}) }}: {:>10}", track.var_name, taken.value)?;
@@ -1301,7 +1380,9 @@ impl Histogram {
     /// An entry's `onmax()`/`onchange()` values and saved fields, as Linux
     /// prints them after its values (`vars`: the entry's words).
     fn write_tracks(&self, out: &mut dyn Write, vars: &[u64]) -> fmt::Result {
-        for track in &self.spec.vars.tracks {
+        // A `.snapshot()`'s value is said once, after the entries (Linux's
+        // `print_actions` skips it).
+        for track in self.spec.vars.tracks.iter().filter(|track| !track.snapshot) {
             let label = if track.handler == Handler::Max { "max" } else { "changed" };
             write!(out, "\n\t{label}: {:>10}", vars.get(track.at).copied().unwrap_or(0))?;
             for saved in &track.saves {
@@ -1607,16 +1688,22 @@ mod tests {
         unreachable!("no .snapshot() action")
     }
 
-    /// A mock snapshot buffer: how often it was taken and released.
+    /// A mock snapshot buffer: how often it was taken and released, and
+    /// whether a swap is refused (another under way).
     #[derive(Default)]
     struct Snapshots {
         taken: AtomicUsize,
         released: AtomicUsize,
+        busy: AtomicBool,
     }
 
     impl SnapshotTarget for Snapshots {
-        fn take(&self) {
+        fn take(&self) -> bool {
+            if self.busy.load(Ordering::Relaxed) {
+                return false;
+            }
             self.taken.fetch_add(1, Ordering::Relaxed);
+            true
         }
 
         fn release(&self) {
@@ -1633,7 +1720,12 @@ mod tests {
         let snapshots = Arc::new(Snapshots::default());
         let target: Arc<dyn SnapshotTarget> = snapshots.clone();
         hist.resolve(|_| None, |_| None, || Ok(target)).unwrap();
-        assert!(!output(&hist).contains("Snapshot taken"), "none taken yet");
+        hit(&hist, 3, b"", 0);
+        assert!(!output(&hist).contains("Snapshot taken"), "none taken yet: a first 0 is no new max (tracked from 0)");
+        snapshots.busy.store(true, Ordering::Relaxed);
+        hit(&hist, 3, b"", 40);
+        snapshots.busy.store(false, Ordering::Relaxed);
+        assert!(!output(&hist).contains("Snapshot taken"), "a swap refused is not recorded");
         for (pid, bytes) in [(1, 10), (2, 5), (2, 30), (1, 20), (2, 30)] {
             hit(&hist, pid, b"", bytes);
         }
@@ -1643,8 +1735,7 @@ mod tests {
             "at 10, the first, and at 30; not at 5 or 20, each its entry's max"
         );
         let out = output(&hist);
-        assert!(out.contains("\tmax:         30"), "{out}");
-        assert!(out.contains("\tmax:         20"), "each entry keeps its own max: {out}");
+        assert!(!out.contains("\tmax:"), "no max line per entry, as Linux's print_actions skips a snapshot: {out}");
         let details = "\nSnapshot taken (see tracing/snapshot).  Details:\n\ttriggering value { onmax($v) }:         30\ttriggered by event with key: { prev_pid:          2 }\n\nTotals:";
         assert!(out.contains(details), "{out}");
         hist.detach();
@@ -1653,6 +1744,8 @@ mod tests {
         assert_eq!(snapshots.released.load(Ordering::Relaxed), 2, "and on drop (a release after the first does nothing)");
         let bad = Vars::default().add_track("onmax($v).snapshot(x)", &fields()).unwrap_err();
         assert!(matches!(bad, ExprError::BadAction(_)), "{bad:?}");
+        let two = parse("keys=prev_pid:v=bytes:onmax($v).snapshot():onchange($v).snapshot()", &fields()).unwrap_err();
+        assert_eq!(two, HistError::Expr(ExprError::SecondSnapshot));
     }
 
     #[test]

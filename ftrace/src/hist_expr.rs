@@ -9,10 +9,12 @@
 //! ```
 //!
 //! A variable (`NAME=EXPR`) is kept per histogram entry: each hit that
-//! lands in an entry sets it. An expression is operands joined by `+`,
-//! `-`, `*` and `/` (on 64 bits, wrapping; `*` and `/` first, then left to
-//! right, as Linux works it out; a division by zero gives all ones, Linux's
-//! -1): an event field, `common_timestamp` (the
+//! lands in an entry sets it. An expression is operands joined by at most
+//! three of `+`, `-`, `*` and `/` (on 64 bits, wrapping; `*` and `/` first,
+//! then left to right, as Linux works it out; a division by the constant 0
+//! is refused, by a value of 0 gives all ones, Linux's -1; every operand in
+//! the units of `common_timestamp.usecs`, or none, as Linux checks): an
+//! event field, `common_timestamp` (the
 //! trace clock's reading; `.usecs` divides a nanosecond clock into
 //! microseconds), a decimal constant, or `$NAME`, another histogram's
 //! variable. A `$NAME` is read in the entry of the *other* histogram whose
@@ -56,6 +58,8 @@ pub const MAX_REFS: usize = 16;
 pub const MAX_ACTIONS: usize = 8;
 /// The most parameters of an action (a synthetic event's fields).
 pub const MAX_PARAMS: usize = 16;
+/// The most operators in one expression (Linux's three subexpressions).
+pub const MAX_OPERATORS: usize = 3;
 /// The most words an entry keeps for variables and tracked values (one
 /// set bit each in a word).
 pub const MAX_ENTRY_WORDS: usize = 64;
@@ -77,6 +81,18 @@ pub enum ExprError {
     NotANumber(String),
     /// A malformed `onmatch(...)`.
     BadAction(String),
+    /// More than [`MAX_OPERATORS`] operators in one expression (Linux's
+    /// "Too many subexpressions").
+    TooManyOperators(String),
+    /// A division by the constant 0 (Linux's "Division by zero").
+    DivisionByZero(String),
+    /// `common_timestamp.usecs` (or a variable that holds it) with an
+    /// operand in other units (Linux's "Timestamp units in expression
+    /// don't match").
+    TimestampMismatch(String),
+    /// A second `.snapshot()` action in one trigger (Linux allows one
+    /// conditional snapshot per trace array).
+    SecondSnapshot,
     TooManyActions,
     TooManyParams,
 }
@@ -102,6 +118,14 @@ impl fmt::Display for ExprError {
                 )
             }
             ExprError::TooManyActions => write!(f, "hist: at most {MAX_ACTIONS} actions"),
+            ExprError::TooManyOperators(text) => {
+                write!(f, "hist: too many subexpressions ({MAX_OPERATORS} operators at most) in '{text}'")
+            }
+            ExprError::DivisionByZero(text) => write!(f, "hist: division by zero in '{text}'"),
+            ExprError::TimestampMismatch(text) => {
+                write!(f, "hist: timestamp units in expression don't match in '{text}' (common_timestamp.usecs with other units)")
+            }
+            ExprError::SecondSnapshot => write!(f, "hist: one .snapshot() action per trigger"),
             ExprError::TooManyParams => write!(f, "hist: at most {MAX_PARAMS} parameters"),
         }
     }
@@ -208,6 +232,16 @@ pub struct HitValues<'h, 'a> {
 }
 
 impl Operand {
+    /// Whether it is in `common_timestamp.usecs`'s units, if that is known
+    /// without resolving a `$NAME` (`None`).
+    fn usecs(&self) -> Option<bool> {
+        match self {
+            Operand::Timestamp { usecs } => Some(*usecs),
+            Operand::Var { .. } => None,
+            Operand::Field { .. } | Operand::Const(_) => Some(false),
+        }
+    }
+
     fn value(&self, hit: &HitValues) -> u64 {
         match self {
             Operand::Field { source, .. } => match source.read(hit.field) {
@@ -242,11 +276,39 @@ impl Expr {
         pending.apply(sum, term)
     }
 
+    /// Its operands, in order.
+    pub fn operands(&self) -> impl Iterator<Item = &Operand> {
+        core::iter::once(&self.first).chain(self.rest.iter().map(|(_, operand)| operand))
+    }
+
+    /// Whether its value is in `common_timestamp.usecs`'s units, as Linux
+    /// carries them: its first operand's (`var_usecs` says a `$NAME`'s:
+    /// its read's place among the trigger's reads).
+    pub fn usecs(&self, var_usecs: &dyn Fn(usize) -> bool) -> bool {
+        match &self.first {
+            Operand::Var { read, .. } => var_usecs(*read),
+            first => first.usecs().unwrap_or(false),
+        }
+    }
+
+    /// Checks that its operands agree on `common_timestamp.usecs`'s units
+    /// (`var_usecs` as for [`usecs`](Self::usecs), or `None` to check
+    /// only the operands known without it).
+    pub fn check_units(&self, var_usecs: Option<&dyn Fn(usize) -> bool>) -> Result<(), ExprError> {
+        let units = self.operands().filter_map(|operand| match (operand, var_usecs) {
+            (Operand::Var { read, .. }, Some(var_usecs)) => Some(var_usecs(*read)),
+            (operand, _) => operand.usecs(),
+        });
+        let units: Vec<bool> = units.collect();
+        match units.windows(2).any(|pair| pair[0] != pair[1]) {
+            true => Err(ExprError::TimestampMismatch(self.to_string())),
+            false => Ok(()),
+        }
+    }
+
     /// Whether it reads the clock (the hit then reads it once).
     pub fn uses_timestamp(&self) -> bool {
-        core::iter::once(&self.first)
-            .chain(self.rest.iter().map(|(_, operand)| operand))
-            .any(|o| matches!(o, Operand::Timestamp { .. }))
+        self.operands().any(|o| matches!(o, Operand::Timestamp { .. }))
     }
 }
 
@@ -415,6 +477,9 @@ impl Vars {
         let (var, rest) = rest.split_once(").").ok_or_else(bad)?;
         let var = var.strip_prefix('$').filter(|name| is_identifier(name)).ok_or_else(bad)?;
         let snapshot = rest == "snapshot()";
+        if snapshot && self.tracks.iter().any(|track| track.snapshot) {
+            return Err(ExprError::SecondSnapshot);
+        }
         let saves = match snapshot {
             true => "",
             false => rest.strip_prefix("save(").and_then(|rest| rest.strip_suffix(')')).ok_or_else(bad)?,
@@ -484,13 +549,21 @@ impl Vars {
             }
         }
         parts.push((op, &text[start..]));
+        if parts.len() > MAX_OPERATORS + 1 {
+            return Err(ExprError::TooManyOperators(text.to_string()));
+        }
+        if parts.iter().any(|&(op, operand)| op == Some(Op::Div) && operand.bytes().all(|b| b == b'0') && !operand.is_empty()) {
+            return Err(ExprError::DivisionByZero(text.to_string()));
+        }
         // An operand read from another histogram in an expression with
         // an operator is read once, as Linux's `read_once`.
         let once = parts.len() > 1;
         let mut operands = parts.into_iter().map(|(op, text)| Ok((op, self.operand(text, fields, once)?)));
         let (_, first) = operands.next().expect("one part at least")?;
         let rest = operands.map(|part: Result<_, ExprError>| part.map(|(op, operand)| (op.unwrap_or(Op::Plus), operand)));
-        Ok(Expr { first, rest: rest.collect::<Result<_, _>>()? })
+        let expr = Expr { first, rest: rest.collect::<Result<_, _>>()? };
+        expr.check_units(None)?;
+        Ok(expr)
     }
 
     fn operand(&mut self, text: &str, fields: &[FilterField], once: bool) -> Result<Operand, ExprError> {
@@ -699,15 +772,38 @@ mod tests {
     #[test]
     fn products_and_quotients_come_before_sums_and_go_left_to_right() {
         let mut vars = Vars::default();
-        vars.add_assignments("a=next_pid-2*3,b=next_pid/2/5,c=100-next_pid*next_pid/4+1,d=next_pid/0,e=next_pid*8/3", &fields())
-            .unwrap();
-        assert_eq!(vars.defs_text(), ":a=next_pid-2*3,b=next_pid/2/5,c=100-next_pid*next_pid/4+1,d=next_pid/0,e=next_pid*8/3");
+        vars.add_assignments(
+            "a=next_pid-2*3,b=next_pid/2/5,c=100-next_pid*next_pid/4,d=next_pid/common_pid,e=next_pid*8/3",
+            &fields(),
+        )
+        .unwrap();
+        assert_eq!(
+            vars.defs_text(),
+            ":a=next_pid-2*3,b=next_pid/2/5,c=100-next_pid*next_pid/4,d=next_pid/common_pid,e=next_pid*8/3"
+        );
         let field = |n: usize| if n == 1 { FieldValue::Signed(100) } else { FieldValue::Missing };
         let hit = HitValues { field: &field, now: &|| 0, refs: &[] };
         let values: Vec<u64> = vars.defs.iter().map(|def| def.expr.value(&hit)).collect();
-        // 100-6; (100/2)/5; 100-(100*100/4)+1; /0 is -1; (100*8)/3.
-        assert_eq!(values, [94, 10, 100u64.wrapping_sub(2_500).wrapping_add(1), u64::MAX, 266]);
-        assert_eq!(Vars::default().add_assignments("x=next_pid*", &fields()).unwrap_err(), ExprError::BadOperand("".into()));
+        // 100-6; (100/2)/5; 100-(100*100/4); a field of 0 divides to -1;
+        // (100*8)/3.
+        assert_eq!(values, [94, 10, 100u64.wrapping_sub(2_500), u64::MAX, 266]);
+        let error = |text: &str| Vars::default().add_assignments(text, &fields()).unwrap_err();
+        assert_eq!(error("x=next_pid*"), ExprError::BadOperand("".into()));
+        // Linux's refusals: a constant 0 divisor, a fourth operator, units
+        // that do not match.
+        assert_eq!(error("x=next_pid/0"), ExprError::DivisionByZero("next_pid/0".into()));
+        assert_eq!(error("x=1+2-3*4/5"), ExprError::TooManyOperators("1+2-3*4/5".into()));
+        assert_eq!(error("x=common_timestamp.usecs/1000"), ExprError::TimestampMismatch("common_timestamp.usecs/1000".into()));
+        assert_eq!(
+            error("x=common_timestamp-common_timestamp.usecs"),
+            ExprError::TimestampMismatch("common_timestamp-common_timestamp.usecs".into())
+        );
+        let mut units = Vars::default();
+        units.add_assignments("x=common_timestamp.usecs-$ts0,y=$a*2", &fields()).unwrap();
+        let usecs = |read: usize| read == 0;
+        assert_eq!(units.defs[0].expr.check_units(Some(&usecs)), Ok(()), "$ts0 holds microseconds");
+        assert_eq!(units.defs[1].expr.check_units(Some(&|_| true)), Err(ExprError::TimestampMismatch("$a*2".into())));
+        assert!(units.defs[0].expr.usecs(&usecs));
     }
 
     #[test]

@@ -123,10 +123,12 @@ pub struct TraceArray {
     pub(crate) last_calls: [tracer::LastCall; MAX_CPUS],
     /// Handles out: `rmdir` is refused while there are any.
     users: AtomicUsize,
-    /// `hist` actions that take snapshots (`onmax($VAR).snapshot()`):
-    /// while there are any, the `snapshot` file refuses writes, as Linux's
-    /// does while a conditional snapshot is set.
-    cond_snapshots: AtomicUsize,
+    /// The `hist` trigger whose `.snapshot()` action holds the snapshot
+    /// buffer (Linux's conditional snapshot, one per trace array), by its
+    /// line, and how many holds it has (a `pause`, `cont` or `clear` line
+    /// of the same trigger holds it too while it is applied). While it is
+    /// held the `snapshot` file refuses writes, as Linux's does.
+    cond_snapshot: Mutex<Option<(String, usize)>>,
     /// Queues the free after `rmdir`.
     node: Deferred,
 }
@@ -173,7 +175,7 @@ impl TraceArray {
             error_log: ErrorLog::new(),
             last_calls: [const { tracer::LastCall::new() }; MAX_CPUS],
             users: AtomicUsize::new(0),
-            cond_snapshots: AtomicUsize::new(0),
+            cond_snapshot: Mutex::new(None),
             node: Deferred::new(),
         }
     }
@@ -393,7 +395,10 @@ impl TraceArray {
     /// snapshot and keeps it. Refused while a `hist` action takes
     /// snapshots.
     pub fn snapshot_command(&self, command: u64) -> Result<(), SnapshotError> {
-        if self.cond_snapshots.load(Ordering::Acquire) > 0 {
+        // Held across the command: a hold cannot start between the check
+        // and a free.
+        let held = self.cond_snapshot.lock();
+        if held.is_some() {
             return Err(SnapshotError::Busy);
         }
         let buffer = self.buffer();
@@ -409,12 +414,20 @@ impl TraceArray {
         Ok(())
     }
 
-    /// The snapshot buffer, allocated if need be and held for a `hist`
-    /// action that takes snapshots (Linux's conditional snapshot): the
-    /// `snapshot` file refuses writes until the hold is released.
-    pub fn hold_cond_snapshot(&'static self) -> Result<Arc<dyn crate::hist::SnapshotTarget>, SnapshotError> {
-        self.buffer().alloc_snapshot().map_err(|_| SnapshotError::NoMemory)?;
-        self.cond_snapshots.fetch_add(1, Ordering::AcqRel);
+    /// The snapshot buffer, allocated if need be and held for the `hist`
+    /// trigger `owner` (its line), whose action takes snapshots (Linux's
+    /// conditional snapshot): the `snapshot` file refuses writes until
+    /// every hold is released. Another trigger's hold refuses it (`Busy`).
+    pub fn hold_cond_snapshot(&'static self, owner: &str) -> Result<Arc<dyn crate::hist::SnapshotTarget>, SnapshotError> {
+        let mut held = self.cond_snapshot.lock();
+        match &mut *held {
+            Some((line, holds)) if line == owner => *holds += 1,
+            Some(_) => return Err(SnapshotError::Busy),
+            None => {
+                self.buffer().alloc_snapshot().map_err(|_| SnapshotError::NoMemory)?;
+                *held = Some((String::from(owner), 1));
+            }
+        }
         Ok(Arc::new(CondSnapshot { array: self, released: AtomicBool::new(false) }))
     }
 
@@ -651,7 +664,7 @@ impl fmt::Display for SnapshotError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SnapshotError::NoMemory => f.write_str("not enough memory for the snapshot buffer"),
-            SnapshotError::Busy => f.write_str("busy: a hist trigger's .snapshot() action holds the snapshot"),
+            SnapshotError::Busy => f.write_str("busy: a hist trigger's .snapshot() action holds the snapshot buffer"),
         }
     }
 }
@@ -666,16 +679,24 @@ struct CondSnapshot {
 }
 
 impl crate::hist::SnapshotTarget for CondSnapshot {
-    fn take(&self) {
+    fn take(&self) -> bool {
         // Allocated by the hold, and no write may free it while held; a
         // swap already under way on another CPU wins (this one is lost,
         // as a busy swap is in Linux).
-        let _ = self.array.buffer().swap_snapshot();
+        self.array.buffer().swap_snapshot().is_ok()
     }
 
+    /// Task context (a trigger's removal, a histogram's deferred free).
     fn release(&self) {
-        if !self.released.swap(true, Ordering::AcqRel) {
-            self.array.cond_snapshots.fetch_sub(1, Ordering::AcqRel);
+        if self.released.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let mut held = self.array.cond_snapshot.lock();
+        if let Some((_, holds)) = &mut *held {
+            *holds -= 1;
+            if *holds == 0 {
+                *held = None;
+            }
         }
     }
 }

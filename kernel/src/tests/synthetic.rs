@@ -75,12 +75,12 @@ fn fib_time_calls(trace: &str, comm: &str) -> BTreeMap<u64, usize> {
 #[ktest]
 fn expressions_multiply_and_divide_before_they_add() {
     append("dynamic_events", "f:fibx kernel::workload::fib n=$arg1");
-    append("events/fprobes/fibx/trigger", "hist:keys=common_pid:x=n*3/2+1-n/5:onmax($x).save(n)");
+    append("events/fprobes/fibx/trigger", "hist:keys=common_pid:x=1+n*3/2:onmax($x).save(n)");
     assert_eq!(fib(5), 5);
     let hist = read("events/fprobes/fibx/hist");
-    // The largest: n=5 gives 15/2+1-1 = 7 (n=4 too, later: not larger).
-    assert!(hist.contains("\tmax:          7  n:          5"), "{hist}");
-    append("events/fprobes/fibx/trigger", "!hist:keys=common_pid:x=n*3/2+1-n/5:onmax($x).save(n)");
+    // The largest: n=5 gives 1+15/2 = 8 (left to right it would be 9).
+    assert!(hist.contains("\tmax:          8  n:          5"), "{hist}");
+    append("events/fprobes/fibx/trigger", "!hist:keys=common_pid:x=1+n*3/2:onmax($x).save(n)");
     append("dynamic_events", "-:fibx");
 }
 
