@@ -44,7 +44,9 @@ use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering}
 use alloc::sync::Arc;
 
 use crate::event_filter::{FieldKind, FieldValue, FilterField, Source};
-use crate::hist_expr::{ExprError, Handler, HitValues, Track, Vars, MAX_PARAMS, MAX_REFS, MAX_VARS, SAVED_STRING_WORDS};
+use crate::hist_expr::{
+    ExprError, Handler, HitValues, SynthCall, Track, TrackAction, Vars, MAX_PARAMS, MAX_REFS, MAX_VARS, SAVED_STRING_WORDS,
+};
 use crate::kallsyms::Symbol;
 
 /// The most key fields, as in Linux.
@@ -787,7 +789,7 @@ pub struct Histogram {
     paused: AtomicBool,
     /// For each of `spec.vars.refs`: the histogram and the variable.
     reads: Vec<(Arc<Histogram>, usize)>,
-    /// For each of `spec.vars.actions`: the synthetic event it records.
+    /// For each of `spec.vars.calls()`: the synthetic event it records.
     targets: Vec<Arc<dyn SynthTarget>>,
     /// The resolved histograms that read its variables (Linux refuses to
     /// remove it while there are some).
@@ -1007,7 +1009,7 @@ impl Histogram {
             def.expr.check_units(Some(&var_usecs))?;
         }
         let mut targets = Vec::new();
-        for action in &self.spec.vars.actions {
+        for action in self.spec.vars.calls() {
             let (target, strings) = synth(&action.synth).ok_or_else(|| HistError::NoSuchSynth(action.synth.clone()))?;
             if strings.len() != action.params.len() {
                 return Err(HistError::ParamMismatch(format!(
@@ -1027,7 +1029,7 @@ impl Histogram {
         }
         // Last: nothing is refused after the hold (the drop of the
         // histogram ends it).
-        if self.spec.vars.tracks.iter().any(|track| track.snapshot) {
+        if self.spec.vars.tracks.iter().any(Track::is_snapshot) {
             self.snapshot = Some(snapshot()?);
         }
         // Held from now on, until this histogram goes (see `Drop`).
@@ -1138,14 +1140,26 @@ impl Histogram {
             *var = def.expr.value(&hit);
             self.map.set_var(slot, n, *var);
         }
-        for (action, target) in self.spec.vars.actions.iter().zip(&self.targets) {
+        let fire = |call: &SynthCall, target: &Arc<dyn SynthTarget>| {
             let mut params = [FieldValue::Missing; MAX_PARAMS];
-            let len = Vars::params(action, &vars, reads, value, &mut params);
+            let len = Vars::params(call, &vars, reads, value, &mut params);
             target.fire(&params[..len]);
+        };
+        // The targets follow `calls()`: the `onmatch` actions', then the
+        // tracks'.
+        let mut targets = self.targets.iter();
+        for (action, target) in self.spec.vars.actions.iter().zip(targets.by_ref()) {
+            fire(&action.call, target);
         }
         for track in &self.spec.vars.tracks {
-            if self.track(slot, track, vars[track.var], value) && track.snapshot {
-                self.snapshot_if_past(track, vars[track.var], slot);
+            let target = matches!(track.action, TrackAction::Trace(_)).then(|| targets.next()).flatten();
+            if !self.track(slot, track, vars[track.var], value) {
+                continue;
+            }
+            match (&track.action, target) {
+                (TrackAction::Snapshot, _) => self.snapshot_if_past(track, vars[track.var], slot),
+                (TrackAction::Trace(call), Some(target)) => fire(call, target),
+                _ => {}
             }
         }
     }
@@ -1183,7 +1197,7 @@ impl Histogram {
         if !keep {
             return false;
         }
-        for saved in &track.saves {
+        for saved in track.saves() {
             match saved.source.read(value) {
                 FieldValue::Str(bytes) => {
                     let bytes = bytes.split(|&b| b == 0).next().unwrap_or(&[]);
@@ -1368,7 +1382,7 @@ impl Histogram {
     /// first).
     fn write_snapshot_taken(&self, out: &mut dyn Write, names: Namer, comms: Comms) -> fmt::Result {
         let Some(taken) = self.taken.read() else { return Ok(()) };
-        let Some(track) = self.spec.vars.tracks.iter().find(|track| track.snapshot) else { return Ok(()) };
+        let Some(track) = self.spec.vars.tracks.iter().find(|track| track.is_snapshot()) else { return Ok(()) };
         let handler = if track.handler == Handler::Max { "onmax" } else { "onchange" };
         out.write_str("\nSnapshot taken (see tracing/snapshot).  Details:\n")?;
         write!(out, "\ttriggering value {{ {handler}(${}) }}: {:>10}", track.var_name, taken.value)?;
@@ -1382,10 +1396,10 @@ impl Histogram {
     fn write_tracks(&self, out: &mut dyn Write, vars: &[u64]) -> fmt::Result {
         // A `.snapshot()`'s value is said once, after the entries (Linux's
         // `print_actions` skips it).
-        for track in self.spec.vars.tracks.iter().filter(|track| !track.snapshot) {
+        for track in self.spec.vars.tracks.iter().filter(|track| !track.is_snapshot()) {
             let label = if track.handler == Handler::Max { "max" } else { "changed" };
             write!(out, "\n\t{label}: {:>10}", vars.get(track.at).copied().unwrap_or(0))?;
-            for saved in &track.saves {
+            for saved in track.saves() {
                 match saved.string {
                     true => {
                         let words = vars.get(saved.at..saved.at + SAVED_STRING_WORDS).unwrap_or(&[]);
@@ -1746,6 +1760,30 @@ mod tests {
         assert!(matches!(bad, ExprError::BadAction(_)), "{bad:?}");
         let two = parse("keys=prev_pid:v=bytes:onmax($v).snapshot():onchange($v).snapshot()", &fields()).unwrap_err();
         assert_eq!(two, HistError::Expr(ExprError::SecondSnapshot));
+    }
+
+    #[test]
+    fn onmax_and_onchange_can_record_a_synthetic_event() {
+        let line = "keys=prev_pid:v=bytes:onmax($v).trace(big,$v,prev_pid):onchange($v).moved($v)";
+        let mut hist = Histogram::try_new(spec(line)).unwrap();
+        assert_eq!(
+            hist.spec().line(),
+            "hist:keys=prev_pid:vals=hitcount:v=bytes:sort=hitcount:size=2048:onmax($v).trace(big,$v,prev_pid):onchange($v).moved($v)"
+        );
+        let (big, moved) = (Arc::new(Recorded::default()), Arc::new(Recorded::default()));
+        let targets: [(&str, Arc<dyn SynthTarget>, usize); 2] = [("big", big.clone(), 2), ("moved", moved.clone(), 1)];
+        let synth = |name: &str| {
+            let (_, target, fields) = targets.iter().find(|(known, _, _)| *known == name)?;
+            Some((target.clone(), alloc::vec![false; *fields]))
+        };
+        hist.resolve(|_| None, synth, no_snapshot).unwrap();
+        for (pid, bytes) in [(1, 10), (1, 5), (1, 30), (2, 7), (2, 7), (1, 30)] {
+            hit(&hist, pid, b"", bytes);
+        }
+        assert_eq!(*big.0.lock().unwrap(), [[10, 1], [30, 1], [7, 2]], "each entry's new largest");
+        assert_eq!(*moved.0.lock().unwrap(), [[10], [5], [30], [7]], "each entry's change");
+        let mut wrong = Histogram::try_new(spec("keys=prev_pid:v=bytes:onmax($v).big($v)")).unwrap();
+        assert!(matches!(wrong.resolve(|_| None, synth, no_snapshot), Err(HistError::ParamMismatch(_))), "big has two fields");
     }
 
     #[test]

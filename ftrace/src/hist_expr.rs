@@ -34,7 +34,9 @@
 //! `onmax($VAR).save(FIELD,...)` keeps, in each entry, the largest value
 //! its variable took and the fields of the hit that set it
 //! (`onchange($VAR)`: the last value it changed to), in words after the
-//! variables; `cat hist` prints them under the entry. `onmax($VAR).snapshot()`
+//! variables; `cat hist` prints them under the entry. `onmax($VAR).SYNTH(PARAMS)`
+//! (or `.trace(SYNTH,PARAMS)`) records the synthetic event at each such
+//! change instead, as `onmatch` does at each hit. `onmax($VAR).snapshot()`
 //! keeps the value the same way and, when it is the largest of every entry
 //! so far (`onchange`: a change from the last snapshot's), takes a snapshot
 //! of the trace array (Linux's conditional snapshot): the trace that led to
@@ -114,7 +116,7 @@ impl fmt::Display for ExprError {
             ExprError::BadAction(text) => {
                 write!(
                     f,
-                    "hist: malformed action '{text}' (onmatch(GRP.EVENT).SYNTH(PARAMS) or .trace(SYNTH,PARAMS); onmax($VAR) or onchange($VAR), then .save(FIELDS) or .snapshot())"
+                    "hist: malformed action '{text}' (onmatch(GRP.EVENT), onmax($VAR) or onchange($VAR), then .SYNTH(PARAMS) or .trace(SYNTH,PARAMS); .save(FIELDS) or .snapshot() after onmax or onchange)"
                 )
             }
             ExprError::TooManyActions => write!(f, "hist: at most {MAX_ACTIONS} actions"),
@@ -355,20 +357,18 @@ impl Param {
     }
 }
 
-/// `onmatch(GRP.EVENT).SYNTH(PARAMS)` or `onmatch(GRP.EVENT).trace(SYNTH,PARAMS)`.
+/// The action that records a synthetic event: `SYNTH(PARAMS)` or
+/// `trace(SYNTH,PARAMS)`, after `onmatch()`, `onmax()` or `onchange()`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OnMatch {
-    pub group: String,
-    pub event: String,
+pub struct SynthCall {
     pub synth: String,
     pub params: Vec<Param>,
     /// Written with `trace(...)` (shown back so).
     pub trace_keyword: bool,
 }
 
-impl fmt::Display for OnMatch {
+impl fmt::Display for SynthCall {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "onmatch({}.{}).", self.group, self.event)?;
         match self.trace_keyword {
             true => write!(f, "trace({}", self.synth)?,
             false => write!(f, "{}(", self.synth)?,
@@ -380,6 +380,56 @@ impl fmt::Display for OnMatch {
             write!(f, "{param}")?;
         }
         f.write_str(")")
+    }
+}
+
+impl SynthCall {
+    /// `SYNTH(PARAMS)` or `trace(SYNTH,PARAMS)` (`text`, part of the
+    /// action `action`). Its `$NAME`s are placed by [`Vars::finish`].
+    fn parse(text: &str, action: &str, fields: &[FilterField]) -> Result<SynthCall, ExprError> {
+        let bad = || ExprError::BadAction(action.to_string());
+        let (call, params) = text.strip_suffix(')').and_then(|rest| rest.split_once('(')).ok_or_else(bad)?;
+        let mut params: Vec<&str> = if params.is_empty() { Vec::new() } else { params.split(',').collect() };
+        let trace_keyword = call == "trace";
+        let synth = match trace_keyword {
+            true if !params.is_empty() => params.remove(0),
+            true => return Err(bad()),
+            false => call,
+        };
+        if synth.is_empty() || synth.contains(char::is_whitespace) {
+            return Err(bad());
+        }
+        if params.len() > MAX_PARAMS {
+            return Err(ExprError::TooManyParams);
+        }
+        let params = params
+            .into_iter()
+            .map(|param| match param.strip_prefix('$') {
+                // Placed by `finish`.
+                Some(name) if is_identifier(name) => Ok(Param::Own { name: name.to_string(), var: usize::MAX }),
+                Some(_) => Err(ExprError::BadOperand(param.to_string())),
+                None => {
+                    let (source, kind) =
+                        Source::find_common(param, fields).ok_or_else(|| ExprError::BadOperand(param.to_string()))?;
+                    Ok(Param::Field { name: param.to_string(), source, kind })
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(SynthCall { synth: synth.to_string(), params, trace_keyword })
+    }
+}
+
+/// `onmatch(GRP.EVENT).SYNTH(PARAMS)` or `onmatch(GRP.EVENT).trace(SYNTH,PARAMS)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OnMatch {
+    pub group: String,
+    pub event: String,
+    pub call: SynthCall,
+}
+
+impl fmt::Display for OnMatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "onmatch({}.{}).{}", self.group, self.event, self.call)
     }
 }
 
@@ -406,32 +456,59 @@ pub struct Saved {
 /// The words a saved string keeps (32 bytes: a task name fits whole).
 pub const SAVED_STRING_WORDS: usize = 4;
 
-/// `onmax($VAR).save(FIELD,...)` or `onchange($VAR).save(FIELD,...)`: per
-/// entry, the tracked value and the fields of the hit that set it; or
-/// `.snapshot()` instead of `.save()`.
+/// What `onmax()` or `onchange()` does when an entry's value changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TrackAction {
+    /// `.save(FIELD,...)`: keeps the fields of the hit that set it.
+    Save(Vec<Saved>),
+    /// `.snapshot()`: a value past every entry's takes a snapshot.
+    Snapshot,
+    /// `.SYNTH(PARAMS)` or `.trace(SYNTH,PARAMS)`: records the synthetic
+    /// event.
+    Trace(SynthCall),
+}
+
+/// `onmax($VAR).ACTION` or `onchange($VAR).ACTION`: per entry, the tracked
+/// value, and what a change of it does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Track {
     pub handler: Handler,
-    /// `.snapshot()`: no saved fields; a value past every entry's takes a
-    /// snapshot.
-    pub snapshot: bool,
+    pub action: TrackAction,
     pub var_name: String,
     /// The variable's index (this trigger's).
     pub var: usize,
     /// The tracked value's word among the entry's words (after the
     /// variables).
     pub at: usize,
-    pub saves: Vec<Saved>,
+}
+
+impl Track {
+    /// Whether it takes snapshots.
+    pub fn is_snapshot(&self) -> bool {
+        self.action == TrackAction::Snapshot
+    }
+
+    /// The fields it saves (none but for `.save()`).
+    pub fn saves(&self) -> &[Saved] {
+        match &self.action {
+            TrackAction::Save(saves) => saves,
+            _ => &[],
+        }
+    }
 }
 
 impl fmt::Display for Track {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let handler = if self.handler == Handler::Max { "onmax" } else { "onchange" };
-        if self.snapshot {
-            return write!(f, "{handler}(${}).snapshot()", self.var_name);
+        write!(f, "{handler}(${}).", self.var_name)?;
+        match &self.action {
+            TrackAction::Save(saves) => {
+                let names: Vec<&str> = saves.iter().map(|saved| saved.name.as_str()).collect();
+                write!(f, "save({})", names.join(","))
+            }
+            TrackAction::Snapshot => f.write_str("snapshot()"),
+            TrackAction::Trace(call) => write!(f, "{call}"),
         }
-        let saves: Vec<&str> = self.saves.iter().map(|saved| saved.name.as_str()).collect();
-        write!(f, "{handler}(${}).save({})", self.var_name, saves.join(","))
     }
 }
 
@@ -461,12 +538,13 @@ impl Vars {
     /// and saved fields.
     pub fn entry_words(&self) -> usize {
         self.tracks.last().map_or(self.defs.len(), |track| {
-            track.saves.last().map_or(track.at + 1, |saved| saved.at + if saved.string { SAVED_STRING_WORDS } else { 1 })
+            track.saves().last().map_or(track.at + 1, |saved| saved.at + if saved.string { SAVED_STRING_WORDS } else { 1 })
         })
     }
 
-    /// Adds `onmax($VAR).save(FIELD,...)`, `onmax($VAR).snapshot()` or
-    /// `onchange(...)` (its variable placed by [`finish`](Self::finish)).
+    /// Adds `onmax($VAR).save(FIELD,...)`, `.snapshot()`, `.SYNTH(PARAMS)`
+    /// or `.trace(SYNTH,PARAMS)`, or `onchange(...)` the same (its
+    /// variable placed by [`finish`](Self::finish)).
     pub fn add_track(&mut self, text: &str, fields: &[FilterField]) -> Result<(), ExprError> {
         let bad = || ExprError::BadAction(text.to_string());
         let (handler, rest) = match (text.strip_prefix("onmax("), text.strip_prefix("onchange(")) {
@@ -476,18 +554,30 @@ impl Vars {
         };
         let (var, rest) = rest.split_once(").").ok_or_else(bad)?;
         let var = var.strip_prefix('$').filter(|name| is_identifier(name)).ok_or_else(bad)?;
-        let snapshot = rest == "snapshot()";
-        if snapshot && self.tracks.iter().any(|track| track.snapshot) {
-            return Err(ExprError::SecondSnapshot);
-        }
-        let saves = match snapshot {
-            true => "",
-            false => rest.strip_prefix("save(").and_then(|rest| rest.strip_suffix(')')).ok_or_else(bad)?,
-        };
         if self.actions.len() + self.tracks.len() == MAX_ACTIONS {
             return Err(ExprError::TooManyActions);
         }
-        let saves = saves
+        let action = match rest.strip_prefix("save(").and_then(|rest| rest.strip_suffix(')')) {
+            Some(saves) => TrackAction::Save(Self::saves(saves, fields)?),
+            // `snapshot()` takes no parameters (nor is a synthetic event).
+            None if rest.starts_with("snapshot(") => {
+                if rest != "snapshot()" {
+                    return Err(bad());
+                }
+                if self.tracks.iter().any(Track::is_snapshot) {
+                    return Err(ExprError::SecondSnapshot);
+                }
+                TrackAction::Snapshot
+            }
+            None => TrackAction::Trace(SynthCall::parse(rest, text, fields)?),
+        };
+        self.tracks.push(Track { handler, action, var_name: var.to_string(), var: usize::MAX, at: 0 });
+        Ok(())
+    }
+
+    /// The fields `save(FIELD,...)` names.
+    fn saves(text: &str, fields: &[FilterField]) -> Result<Vec<Saved>, ExprError> {
+        let saves = text
             .split(',')
             .filter(|name| !name.is_empty())
             .map(|name| {
@@ -503,8 +593,7 @@ impl Vars {
         if saves.len() > MAX_PARAMS {
             return Err(ExprError::TooManyParams);
         }
-        self.tracks.push(Track { handler, snapshot, var_name: var.to_string(), var: usize::MAX, at: 0, saves });
-        Ok(())
+        Ok(saves)
     }
 
     /// Whether any expression reads the clock.
@@ -611,43 +700,14 @@ impl Vars {
         let rest = text.strip_prefix("onmatch(").ok_or_else(bad)?;
         let (event, rest) = rest.split_once(").").ok_or_else(bad)?;
         let (group, event) = event.split_once('.').ok_or_else(bad)?;
-        let (call, params) = rest.strip_suffix(')').and_then(|rest| rest.split_once('(')).ok_or_else(bad)?;
-        let mut params: Vec<&str> = if params.is_empty() { Vec::new() } else { params.split(',').collect() };
-        let trace_keyword = call == "trace";
-        let synth = match trace_keyword {
-            true if !params.is_empty() => params.remove(0),
-            true => return Err(bad()),
-            false => call,
-        };
-        if [group, event, synth].iter().any(|name| name.is_empty() || name.contains(char::is_whitespace)) {
+        if [group, event].iter().any(|name| name.is_empty() || name.contains(char::is_whitespace)) {
             return Err(bad());
         }
-        if params.len() > MAX_PARAMS {
-            return Err(ExprError::TooManyParams);
-        }
-        if self.actions.len() == MAX_ACTIONS {
+        let call = SynthCall::parse(rest, text, fields)?;
+        if self.actions.len() + self.tracks.len() == MAX_ACTIONS {
             return Err(ExprError::TooManyActions);
         }
-        let params = params
-            .into_iter()
-            .map(|param| match param.strip_prefix('$') {
-                // Placed by `finish`.
-                Some(name) if is_identifier(name) => Ok(Param::Own { name: name.to_string(), var: usize::MAX }),
-                Some(_) => Err(ExprError::BadOperand(param.to_string())),
-                None => {
-                    let (source, kind) =
-                        Source::find_common(param, fields).ok_or_else(|| ExprError::BadOperand(param.to_string()))?;
-                    Ok(Param::Field { name: param.to_string(), source, kind })
-                }
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        self.actions.push(OnMatch {
-            group: group.to_string(),
-            event: event.to_string(),
-            synth: synth.to_string(),
-            params,
-            trace_keyword,
-        });
+        self.actions.push(OnMatch { group: group.to_string(), event: event.to_string(), call });
         Ok(())
     }
 
@@ -657,17 +717,16 @@ impl Vars {
     /// histogram first).
     pub fn finish(&mut self) -> Result<(), ExprError> {
         for at in 0..self.actions.len() {
-            for n in 0..self.actions[at].params.len() {
-                let Param::Own { name, .. } = &self.actions[at].params[n] else { continue };
-                let name = name.clone();
-                let placed = match self.own(&name) {
-                    Some(var) => Param::Own { name, var },
-                    None => {
-                        let read = self.read(&name, false)?;
-                        Param::Read { name, read }
-                    }
-                };
-                self.actions[at].params[n] = placed;
+            let params = core::mem::take(&mut self.actions[at].call.params);
+            self.actions[at].call.params = self.place(params)?;
+        }
+        for at in 0..self.tracks.len() {
+            if let TrackAction::Trace(call) = &mut self.tracks[at].action {
+                let params = core::mem::take(&mut call.params);
+                let placed = self.place(params)?;
+                if let TrackAction::Trace(call) = &mut self.tracks[at].action {
+                    call.params = placed;
+                }
             }
         }
         // Each track's variable is this trigger's (Linux: `ONX_NOT_VAR`);
@@ -679,15 +738,42 @@ impl Vars {
             track.var = var;
             track.at = at;
             at += 1;
-            for saved in &mut track.saves {
-                saved.at = at;
-                at += if saved.string { SAVED_STRING_WORDS } else { 1 };
+            if let TrackAction::Save(saves) = &mut track.action {
+                for saved in saves {
+                    saved.at = at;
+                    at += if saved.string { SAVED_STRING_WORDS } else { 1 };
+                }
             }
         }
         if at > MAX_ENTRY_WORDS {
             return Err(ExprError::TooManyVars);
         }
         Ok(())
+    }
+
+    /// `params` with each `$NAME` placed: this trigger's variable, or else
+    /// a read of another histogram's.
+    fn place(&mut self, params: Vec<Param>) -> Result<Vec<Param>, ExprError> {
+        params
+            .into_iter()
+            .map(|param| match param {
+                Param::Own { name, .. } => match self.own(&name) {
+                    Some(var) => Ok(Param::Own { name, var }),
+                    None => self.read(&name, false).map(|read| Param::Read { name, read }),
+                },
+                other => Ok(other),
+            })
+            .collect()
+    }
+
+    /// Every action that records a synthetic event: the `onmatch()` ones,
+    /// then the tracks' (in that order, which `Histogram::resolve` keeps).
+    pub fn calls(&self) -> impl Iterator<Item = &SynthCall> {
+        let tracks = self.tracks.iter().filter_map(|track| match &track.action {
+            TrackAction::Trace(call) => Some(call),
+            _ => None,
+        });
+        self.actions.iter().map(|action| &action.call).chain(tracks)
     }
 
     /// What the line shows of them after `vals=` (`:ts0=common_timestamp.usecs`)
@@ -710,7 +796,7 @@ impl Vars {
     /// The values of an action's parameters in a hit: `vars` this
     /// trigger's variables as set, `refs` the reads, `field` the event's.
     pub fn params<'a>(
-        action: &OnMatch,
+        action: &SynthCall,
         vars: &[u64],
         refs: &[u64],
         field: &dyn Fn(usize) -> FieldValue<'a>,
@@ -753,7 +839,7 @@ mod tests {
         );
         assert_eq!(vars.refs, [VarRead { name: "ts0".into(), once: true }], "read once: in an expression");
         assert!(vars.uses_timestamp());
-        assert!(vars.actions[0].params[3].is_string());
+        assert!(vars.actions[0].call.params[3].is_string());
     }
 
     #[test]

@@ -84,6 +84,40 @@ fn expressions_multiply_and_divide_before_they_add() {
     append("dynamic_events", "-:fibx");
 }
 
+/// `onmax($VAR).trace(...)` and `onchange($VAR).SYNTH(...)`: a synthetic
+/// event for each new largest value of an entry, or each change.
+#[ktest]
+fn onmax_and_onchange_record_synthetic_events() {
+    append("dynamic_events", "f:fibn kernel::workload::fib n=$arg1");
+    append("synthetic_events", "fib_top u64 top; pid_t pid");
+    append("synthetic_events", "fib_moved u64 to");
+    let line = "hist:keys=common_pid:x=n:onmax($x).trace(fib_top,$x,common_pid):onchange($x).fib_moved($x)";
+    append("events/fprobes/fibn/trigger", line);
+    assert_eq!(
+        read("events/fprobes/fibn/trigger"),
+        "hist:keys=common_pid:vals=hitcount:x=n:sort=hitcount:size=2048:onmax($x).trace(fib_top,$x,common_pid):onchange($x).fib_moved($x) [active]\n"
+    );
+    write("events/synthetic/enable", "1");
+    write("trace", "");
+    // n in call order: 3, 2, 1, 0, 1: a new largest once (3, past the
+    // start of 0), a change at every call.
+    assert_eq!(fib(3), 2);
+    let trace = read("trace");
+    let pid = ftrace::task::current().pid();
+    let tops: Vec<&str> = trace.lines().filter_map(|line| line.split(": fib_top: ").nth(1)).collect();
+    assert_eq!(tops, [format!("top=3 pid={pid}")], "{trace}");
+    let moves: Vec<&str> = trace.lines().filter_map(|line| line.split(": fib_moved: ").nth(1)).collect();
+    assert_eq!(moves, ["to=3", "to=2", "to=1", "to=0", "to=1"], "{trace}");
+    let bad = refused("events/fprobes/fibn/trigger", "hist:keys=common_pid:y=n:onmax($y).fib_top($y)");
+    assert!(bad.contains("has 2 fields, the action gives 1"), "{bad}");
+    write("events/synthetic/enable", "0");
+    append("events/fprobes/fibn/trigger", &format!("!{line}"));
+    append("synthetic_events", "!fib_moved");
+    append("synthetic_events", "!fib_top");
+    append("dynamic_events", "-:fibn");
+    write("trace", "");
+}
+
 /// The canonical latency recipe on fprobe events: the entry keeps a
 /// timestamp per argument, the return reads it once, and `onmatch` records
 /// each call's duration as a synthetic event, whose own `hist` counts them.
