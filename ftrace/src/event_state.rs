@@ -10,10 +10,16 @@
 use alloc::string::String;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use arch::sync::SpinLock;
+
 use crate::event_arrays::EventArrays;
 use crate::event_filter::{FieldValue, FilterError, FilterField, FilterSlot};
-use crate::event_trigger::{Applied, Phase, Request, StackStart, TriggerError, Triggers};
+use crate::event_trigger::{Applied, EventSwitch, Phase, Request, StackStart, TriggerError, Triggers};
 use crate::instance::{self, TraceArray, TraceOption};
+
+/// Serialises the soft-mode writers of every event: a trigger naming one
+/// added or removed, an instance's `enable` written.
+static SOFT_WRITERS: SpinLock<()> = SpinLock::new(());
 
 /// One event's switches, filter and triggers.
 pub struct EventState {
@@ -127,14 +133,57 @@ impl EventState {
     }
 
     /// Switches the top level's copy (in soft mode, the soft switch too,
-    /// as in Linux), or an instance's (the caller holds the soft-mode
-    /// writers' lock, as for [`EventArrays::set`]).
+    /// as in Linux), or an instance's (under the soft-mode writers' lock,
+    /// as [`EventArrays::set`] asks).
     pub fn set_enabled(&self, array: &TraceArray, on: bool) {
         if !array.is_top() {
+            let _writers = SOFT_WRITERS.lock();
             return self.arrays.set(array, on);
         }
         self.on.store(on, Ordering::Relaxed);
         self.soft_on.store(on, Ordering::Relaxed);
+    }
+
+    /// For a new `enable_event`/`disable_event` trigger in `array` naming
+    /// the event (`owner`, which `state` leads back to this state, and
+    /// which the switch keeps): the switch of `array`'s copy, in soft mode
+    /// while such a trigger exists.
+    pub fn acquire_soft<O: Send + Sync + 'static>(
+        &self,
+        array: &TraceArray,
+        owner: O,
+        state: fn(&O) -> &EventState,
+    ) -> alloc::sync::Arc<dyn EventSwitch> {
+        let _writers = SOFT_WRITERS.lock();
+        if !array.is_top() {
+            return self.arrays.acquire_soft(array, (owner, state), arrays_of::<O>);
+        }
+        if self.soft_refs.load(Ordering::Relaxed) == 0 {
+            // Recording goes on as it was until a trigger switches it.
+            self.soft_on.store(self.on.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        // After the switch: a hit that sees soft mode sees its start.
+        self.soft_refs.fetch_add(1, Ordering::Release);
+        alloc::sync::Arc::new(TopSwitch { owner, state })
+    }
+
+    /// A trigger naming the event in `array` went: the last one takes that
+    /// copy out of soft mode, leaving it as the triggers did (switched on:
+    /// enabled), as in Linux.
+    pub fn release_soft(&self, array: &TraceArray) {
+        let _writers = SOFT_WRITERS.lock();
+        if !array.is_top() {
+            return self.arrays.release_soft(array);
+        }
+        if self.soft_refs.load(Ordering::Relaxed) == 1 {
+            self.on.store(self.soft_on.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        self.soft_refs.fetch_sub(1, Ordering::Release);
+    }
+
+    /// Whether a trigger names the event in the top level (soft mode).
+    pub fn has_soft_refs(&self) -> bool {
+        self.soft_refs.load(Ordering::Relaxed) > 0
     }
 
     /// Whether any trace array's copy records or has triggers: a hit must
@@ -196,5 +245,29 @@ fn record_with_triggers<'a>(
     }
     if triggered && pid_kept {
         triggers.fire(top, Phase::AfterRecord, fields, stack);
+    }
+}
+
+/// The copies in instances of the event an (owner, path to its state)
+/// pair leads to.
+fn arrays_of<O>(owner: &(O, fn(&O) -> &EventState)) -> &EventArrays {
+    &(owner.1)(&owner.0).arrays
+}
+
+/// The top level's soft switch of an event, for a trigger naming it:
+/// `state` leads from `owner` (kept alive by the switch) to the event's
+/// state.
+struct TopSwitch<O> {
+    owner: O,
+    state: fn(&O) -> &EventState,
+}
+
+impl<O: Send + Sync> EventSwitch for TopSwitch<O> {
+    fn soft_on(&self) -> bool {
+        (self.state)(&self.owner).soft_on.load(Ordering::Relaxed)
+    }
+
+    fn set_soft(&self, on: bool) {
+        (self.state)(&self.owner).soft_on.store(on, Ordering::Relaxed);
     }
 }

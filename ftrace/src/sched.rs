@@ -14,7 +14,7 @@
 //! can name tasks that have since exited.
 
 use alloc::string::String;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use arch::sync::SpinLock;
 
@@ -96,10 +96,6 @@ impl SchedEvent {
         &STATES[self as usize]
     }
 
-    fn flag(self) -> &'static AtomicBool {
-        &self.state().on
-    }
-
     /// The fields its filter can name, in the order the recording side
     /// numbers them (the `format` file's fields).
     pub fn filter_fields(self) -> alloc::vec::Vec<FilterField> {
@@ -146,40 +142,16 @@ impl SchedEvent {
         self.state().apply_trigger(array, request)
     }
 
-    fn soft(self) -> (&'static AtomicBool, &'static AtomicUsize) {
-        let state = self.state();
-        (&state.soft_on, &state.soft_refs)
-    }
-
     /// For a new `enable_event`/`disable_event` trigger in `array` naming
     /// it: the switch of `array`'s copy (in soft mode while one exists).
     pub fn acquire_soft(self, array: &TraceArray) -> alloc::sync::Arc<dyn EventSwitch> {
-        let _writers = SOFT_WRITERS.lock();
-        if !array.is_top() {
-            return self.arrays().acquire_soft(array, self, |event: &SchedEvent| event.arrays());
-        }
-        let (soft_on, refs) = self.soft();
-        if refs.load(Ordering::Relaxed) == 0 {
-            // Recording goes on as it was until a trigger switches it.
-            soft_on.store(self.flag().load(Ordering::Relaxed), Ordering::Relaxed);
-        }
-        // After the switch: a hit that sees soft mode sees its start.
-        refs.fetch_add(1, Ordering::Release);
-        alloc::sync::Arc::new(SchedSoft(self))
+        self.state().acquire_soft(array, self, |event: &SchedEvent| event.state())
     }
 
     /// A trigger naming it went: the last one takes it out of soft mode,
     /// leaving it as the triggers did (switched on: enabled), as in Linux.
     pub fn release_soft(self, array: &TraceArray) {
-        let _writers = SOFT_WRITERS.lock();
-        if !array.is_top() {
-            return self.arrays().release_soft(array);
-        }
-        let (soft_on, refs) = self.soft();
-        if refs.load(Ordering::Relaxed) == 1 {
-            self.flag().store(soft_on.load(Ordering::Relaxed), Ordering::Relaxed);
-        }
-        refs.fetch_sub(1, Ordering::Release);
+        self.state().release_soft(array)
     }
 
     /// What `cat events/sched/NAME/enable` shows: whether it records, and
@@ -204,32 +176,14 @@ impl SchedEvent {
         self.state().is_enabled(array)
     }
 
-    /// Switches it (in soft mode, the soft switch too, as in Linux); an
-    /// instance's copy under the soft-mode writers' lock.
+    /// Switches it (in soft mode, the soft switch too, as in Linux).
     pub fn set_enabled(self, array: &TraceArray, on: bool) {
-        let _writers = (!array.is_top()).then(|| SOFT_WRITERS.lock());
         self.state().set_enabled(array, on);
     }
 }
 
 /// Each event's state, indexed by [`SchedEvent`].
 static STATES: [EventState; SchedEvent::ALL.len()] = [const { EventState::new() }; SchedEvent::ALL.len()];
-
-/// Serialises the soft-mode writers (a trigger added or removed).
-static SOFT_WRITERS: SpinLock<()> = SpinLock::new(());
-
-/// A scheduler event's soft switch, for a trigger.
-struct SchedSoft(SchedEvent);
-
-impl EventSwitch for SchedSoft {
-    fn soft_on(&self) -> bool {
-        self.0.soft().0.load(Ordering::Relaxed)
-    }
-
-    fn set_soft(&self, on: bool) {
-        self.0.soft().0.store(on, Ordering::Relaxed);
-    }
-}
 
 fn switch_field(event: &SchedSwitchEvent, field: usize) -> FieldValue<'_> {
     match field {

@@ -425,6 +425,22 @@ mod kernel_side {
             }
             self.state.set_enabled(array, on);
         }
+
+        /// For a new `enable_event`/`disable_event` trigger in `array`
+        /// naming it: the switch of `array`'s copy, in soft mode while such
+        /// a trigger exists (and the event cannot be removed).
+        pub fn acquire_soft(self: &Arc<Self>, array: &TraceArray) -> Arc<dyn crate::event_trigger::EventSwitch> {
+            if array.is_top() {
+                // What the soft switch turns on records (as `enable` would).
+                self.was_enabled.store(true, Ordering::Relaxed);
+            }
+            self.state.acquire_soft(array, self.clone(), |synth: &Arc<Synth>| &synth.state)
+        }
+
+        /// A trigger naming it in `array` went.
+        pub fn release_soft(&self, array: &TraceArray) {
+            self.state.release_soft(array);
+        }
     }
 
     /// Each CPU's nesting of actions.
@@ -499,7 +515,12 @@ mod kernel_side {
         }
         for synth in events.iter().filter(|synth| doomed(synth)) {
             let state = &synth.state;
-            let armed = state.on.load(Ordering::Relaxed) || state.triggers().is_set() || !state.arrays().is_empty();
+            // On, triggered, named by another event's trigger (soft mode),
+            // or any of those in an instance.
+            let armed = state.on.load(Ordering::Relaxed)
+                || state.triggers().is_set()
+                || state.has_soft_refs()
+                || !state.arrays().is_empty();
             if armed || synth.actions.load(Ordering::Relaxed) > 0 {
                 return Err(SynthError::Busy(synth.def.name.clone()));
             }

@@ -261,10 +261,7 @@ fn acquire_soft(
 ) -> Result<alloc::sync::Arc<dyn ftrace::event_trigger::EventSwitch>, TracefsError> {
     match kind(&target.group, &target.event) {
         Kind::Sched(sched) => Ok(sched.acquire_soft(array)),
-        Kind::Synth(_) => Err(TracefsError::Invalid(format!(
-            "synthetic events cannot be switched by enable_event/disable_event here: {}:{}",
-            target.group, target.event
-        ))),
+        Kind::Synth(synth) => Ok(synth.acquire_soft(array)),
         Kind::Dynamic => fprobe::events::acquire_soft(array, &target.group, &target.event).map_err(invalid),
     }
 }
@@ -272,7 +269,7 @@ fn acquire_soft(
 fn release_soft(array: &TraceArray, target: &EventName) {
     match kind(&target.group, &target.event) {
         Kind::Sched(sched) => sched.release_soft(array),
-        Kind::Synth(_) => {}
+        Kind::Synth(synth) => synth.release_soft(array),
         Kind::Dynamic => fprobe::events::release_soft(array, &target.group, &target.event),
     }
 }

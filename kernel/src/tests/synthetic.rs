@@ -118,6 +118,37 @@ fn onmax_and_onchange_record_synthetic_events() {
     write("trace", "");
 }
 
+/// `enable_event:synthetic:NAME`: another event's trigger switches a
+/// synthetic event in soft mode, as Linux allows; the event cannot be
+/// removed while a trigger names it.
+#[ktest]
+fn another_events_trigger_switches_a_synthetic_event() {
+    append("dynamic_events", "f:fibg kernel::workload::fib n=$arg1");
+    append("dynamic_events", "f:fibr kernel::workload::fib%return");
+    append("synthetic_events", "fib_seen u64 n");
+    append("events/fprobes/fibr/trigger", "enable_event:synthetic:fib_seen:1");
+    assert_eq!(read("events/synthetic/fib_seen/enable"), "0*\n", "soft mode, off");
+    assert!(refused("synthetic_events", "!fib_seen").contains("fib_seen"), "named by a trigger: not removed");
+    // Each change of fib's argument records fib_seen, once it is on.
+    let hist = "hist:keys=common_pid:x=n:onchange($x).fib_seen($x)";
+    append("events/fprobes/fibg/trigger", hist);
+    write("trace", "");
+    // Entries n=2, n=1, then fib(1) returns (switching fib_seen on), n=0.
+    assert_eq!(fib(2), 1);
+    let trace = read("trace");
+    let seen: Vec<&str> = trace.lines().filter_map(|line| line.split(": fib_seen: ").nth(1)).collect();
+    assert_eq!(seen, ["n=0"], "{trace}");
+    assert_eq!(read("events/synthetic/fib_seen/enable"), "1*\n");
+    append("events/fprobes/fibr/trigger", "!enable_event:synthetic:fib_seen:1");
+    assert_eq!(read("events/synthetic/fib_seen/enable"), "1\n", "left as the trigger switched it");
+    write("events/synthetic/fib_seen/enable", "0");
+    append("events/fprobes/fibg/trigger", &format!("!{hist}"));
+    append("synthetic_events", "!fib_seen");
+    append("dynamic_events", "-:fibr");
+    append("dynamic_events", "-:fibg");
+    write("trace", "");
+}
+
 /// The canonical latency recipe on fprobe events: the entry keeps a
 /// timestamp per argument, the return reads it once, and `onmatch` records
 /// each call's duration as a synthetic event, whose own `hist` counts them.
