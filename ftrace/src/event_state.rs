@@ -33,6 +33,9 @@ pub struct EventState {
     pub(crate) soft_refs: AtomicUsize,
     /// Its copies in instances.
     pub(crate) arrays: EventArrays,
+    /// The event is going (a synthetic event removed): no trigger may
+    /// name it any more.
+    retired: AtomicBool,
 }
 
 impl Default for EventState {
@@ -50,6 +53,7 @@ impl EventState {
             soft_on: AtomicBool::new(false),
             soft_refs: AtomicUsize::new(0),
             arrays: EventArrays::new(),
+            retired: AtomicBool::new(false),
         }
     }
 
@@ -136,8 +140,10 @@ impl EventState {
     /// as in Linux), or an instance's (under the soft-mode writers' lock,
     /// as [`EventArrays::set`] asks).
     pub fn set_enabled(&self, array: &TraceArray, on: bool) {
+        // Serialised with the soft-mode writers, which read and write the
+        // same switches.
+        let _writers = SOFT_WRITERS.lock();
         if !array.is_top() {
-            let _writers = SOFT_WRITERS.lock();
             return self.arrays.set(array, on);
         }
         self.on.store(on, Ordering::Relaxed);
@@ -147,16 +153,20 @@ impl EventState {
     /// For a new `enable_event`/`disable_event` trigger in `array` naming
     /// the event (`owner`, which `state` leads back to this state, and
     /// which the switch keeps): the switch of `array`'s copy, in soft mode
-    /// while such a trigger exists.
+    /// while such a trigger exists; `None` once the event is
+    /// [retired](Self::retire).
     pub fn acquire_soft<O: Send + Sync + 'static>(
         &self,
         array: &TraceArray,
         owner: O,
         state: fn(&O) -> &EventState,
-    ) -> alloc::sync::Arc<dyn EventSwitch> {
+    ) -> Option<alloc::sync::Arc<dyn EventSwitch>> {
         let _writers = SOFT_WRITERS.lock();
+        if self.retired.load(Ordering::Relaxed) {
+            return None;
+        }
         if !array.is_top() {
-            return self.arrays.acquire_soft(array, (owner, state), arrays_of::<O>);
+            return Some(self.arrays.acquire_soft(array, (owner, state), arrays_of::<O>));
         }
         if self.soft_refs.load(Ordering::Relaxed) == 0 {
             // Recording goes on as it was until a trigger switches it.
@@ -164,7 +174,26 @@ impl EventState {
         }
         // After the switch: a hit that sees soft mode sees its start.
         self.soft_refs.fetch_add(1, Ordering::Release);
-        alloc::sync::Arc::new(TopSwitch { owner, state })
+        Some(alloc::sync::Arc::new(TopSwitch { owner, state }))
+    }
+
+    /// Marks the event going, if no trigger names it and it is not armed
+    /// in any trace array (`armed()` asks the rest, under the same lock);
+    /// from then on no trigger can name it. Answers whether it was marked.
+    pub fn retire(&self, armed: impl FnOnce() -> bool) -> bool {
+        let _writers = SOFT_WRITERS.lock();
+        if self.has_soft_refs() || !self.arrays.is_empty() || armed() {
+            return false;
+        }
+        self.retired.store(true, Ordering::Relaxed);
+        true
+    }
+
+    /// Takes back a [`retire`](Self::retire) (a removal of several events
+    /// that another refused).
+    pub fn unretire(&self) {
+        let _writers = SOFT_WRITERS.lock();
+        self.retired.store(false, Ordering::Relaxed);
     }
 
     /// A trigger naming the event in `array` went: the last one takes that
@@ -175,8 +204,10 @@ impl EventState {
         if !array.is_top() {
             return self.arrays.release_soft(array);
         }
-        if self.soft_refs.load(Ordering::Relaxed) == 1 {
-            self.on.store(self.soft_on.load(Ordering::Relaxed), Ordering::Relaxed);
+        match self.soft_refs.load(Ordering::Relaxed) {
+            0 => return,
+            1 => self.on.store(self.soft_on.load(Ordering::Relaxed), Ordering::Relaxed),
+            _ => {}
         }
         self.soft_refs.fetch_sub(1, Ordering::Release);
     }

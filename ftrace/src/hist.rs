@@ -1782,6 +1782,25 @@ mod tests {
         }
         assert_eq!(*big.0.lock().unwrap(), [[10, 1], [30, 1], [7, 2]], "each entry's new largest");
         assert_eq!(*moved.0.lock().unwrap(), [[10], [5], [30], [7]], "each entry's change");
+        // Mixed with `onmatch()` and `.save()`: each call gets its own
+        // event, and the line reads back in the order it was written.
+        let line = "keys=prev_pid:v=bytes:onmax($v).trace(big,$v,prev_pid):onmatch(a.b).every($v):onchange($v).save(prev_comm):onchange($v).moved($v)";
+        let mut mixed = Histogram::try_new(spec(line)).unwrap();
+        assert!(mixed.spec().line().ends_with(&line["keys=prev_pid:v=bytes".len()..]), "{}", mixed.spec().line());
+        let (big, moved, every) = (Arc::new(Recorded::default()), Arc::new(Recorded::default()), Arc::new(Recorded::default()));
+        let targets: [(&str, Arc<dyn SynthTarget>, usize); 3] =
+            [("big", big.clone(), 2), ("moved", moved.clone(), 1), ("every", every.clone(), 1)];
+        let mixed_synth = |name: &str| {
+            let (_, target, fields) = targets.iter().find(|(known, _, _)| *known == name)?;
+            Some((target.clone(), alloc::vec![false; *fields]))
+        };
+        mixed.resolve(|_| None, mixed_synth, no_snapshot).unwrap();
+        for (pid, bytes) in [(1, 10), (1, 5), (1, 5)] {
+            hit(&mixed, pid, b"", bytes);
+        }
+        assert_eq!(*every.0.lock().unwrap(), [[10], [5], [5]], "onmatch: every hit");
+        assert_eq!(*big.0.lock().unwrap(), [[10, 1]]);
+        assert_eq!(*moved.0.lock().unwrap(), [[10], [5]]);
         let mut wrong = Histogram::try_new(spec("keys=prev_pid:v=bytes:onmax($v).big($v)")).unwrap();
         assert!(matches!(wrong.resolve(|_| None, synth, no_snapshot), Err(HistError::ParamMismatch(_))), "big has two fields");
     }

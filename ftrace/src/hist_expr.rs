@@ -425,6 +425,9 @@ pub struct OnMatch {
     pub group: String,
     pub event: String,
     pub call: SynthCall,
+    /// Its place among the trigger's actions as written (the line shows
+    /// them in that order).
+    pub written: usize,
 }
 
 impl fmt::Display for OnMatch {
@@ -480,6 +483,8 @@ pub struct Track {
     /// The tracked value's word among the entry's words (after the
     /// variables).
     pub at: usize,
+    /// Its place among the trigger's actions as written.
+    pub written: usize,
 }
 
 impl Track {
@@ -571,7 +576,8 @@ impl Vars {
             }
             None => TrackAction::Trace(SynthCall::parse(rest, text, fields)?),
         };
-        self.tracks.push(Track { handler, action, var_name: var.to_string(), var: usize::MAX, at: 0 });
+        let written = self.actions.len() + self.tracks.len();
+        self.tracks.push(Track { handler, action, var_name: var.to_string(), var: usize::MAX, at: 0, written });
         Ok(())
     }
 
@@ -707,7 +713,8 @@ impl Vars {
         if self.actions.len() + self.tracks.len() == MAX_ACTIONS {
             return Err(ExprError::TooManyActions);
         }
-        self.actions.push(OnMatch { group: group.to_string(), event: event.to_string(), call });
+        let written = self.actions.len() + self.tracks.len();
+        self.actions.push(OnMatch { group: group.to_string(), event: event.to_string(), call, written });
         Ok(())
     }
 
@@ -787,10 +794,15 @@ impl Vars {
         }
     }
 
-    /// The actions, each after a `:`.
+    /// The actions, each after a `:`, in the order they were written (a
+    /// hit runs the `onmatch()` ones first, then the others, each in that
+    /// order).
     pub fn actions_text(&self) -> String {
-        let matches = self.actions.iter().map(|action| alloc::format!(":{action}"));
-        matches.chain(self.tracks.iter().map(|track| alloc::format!(":{track}"))).collect()
+        let matches = self.actions.iter().map(|action| (action.written, alloc::format!(":{action}")));
+        let mut all: Vec<(usize, String)> =
+            matches.chain(self.tracks.iter().map(|track| (track.written, alloc::format!(":{track}")))).collect();
+        all.sort_by_key(|(written, _)| *written);
+        all.into_iter().map(|(_, text)| text).collect()
     }
 
     /// The values of an action's parameters in a hit: `vars` this

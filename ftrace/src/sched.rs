@@ -144,7 +144,8 @@ impl SchedEvent {
 
     /// For a new `enable_event`/`disable_event` trigger in `array` naming
     /// it: the switch of `array`'s copy (in soft mode while one exists).
-    pub fn acquire_soft(self, array: &TraceArray) -> alloc::sync::Arc<dyn EventSwitch> {
+    /// (Always `Some`: the scheduler's events are never retired.)
+    pub fn acquire_soft(self, array: &TraceArray) -> Option<alloc::sync::Arc<dyn EventSwitch>> {
         self.state().acquire_soft(array, self, |event: &SchedEvent| event.state())
     }
 

@@ -182,7 +182,7 @@ impl fmt::Display for SynthError {
             SynthError::NoSuchEvent(name) => write!(f, "synthetic: no event '{name}'"),
             SynthError::Busy(name) => write!(
                 f,
-                "synthetic: event '{name}' is enabled, has triggers or is recorded by a hist action; remove those first"
+                "synthetic: event '{name}' is enabled, has triggers, is named by another event's trigger or is recorded by a hist action; remove those first"
             ),
             SynthError::NoIds => write!(f, "synthetic: no event type ids left (each is used once)"),
         }
@@ -417,8 +417,8 @@ mod kernel_side {
             &self.state
         }
 
-        /// `echo 0|1 > events/synthetic/NAME/enable` in `array` (no
-        /// soft mode to mind: no trigger can switch a synthetic event).
+        /// `echo 0|1 > events/synthetic/NAME/enable` in `array` (in soft
+        /// mode, the soft switch too, as for any event).
         pub fn set_enabled(&self, array: &TraceArray, on: bool) {
             if on && array.is_top() {
                 self.was_enabled.store(true, Ordering::Relaxed);
@@ -428,8 +428,9 @@ mod kernel_side {
 
         /// For a new `enable_event`/`disable_event` trigger in `array`
         /// naming it: the switch of `array`'s copy, in soft mode while such
-        /// a trigger exists (and the event cannot be removed).
-        pub fn acquire_soft(self: &Arc<Self>, array: &TraceArray) -> Arc<dyn crate::event_trigger::EventSwitch> {
+        /// a trigger exists (and the event cannot be removed); `None` if it
+        /// is being removed.
+        pub fn acquire_soft(self: &Arc<Self>, array: &TraceArray) -> Option<Arc<dyn crate::event_trigger::EventSwitch>> {
             if array.is_top() {
                 // What the soft switch turns on records (as `enable` would).
                 self.was_enabled.store(true, Ordering::Relaxed);
@@ -513,17 +514,20 @@ mod kernel_side {
         if let Some(name) = name.filter(|_| !events.iter().any(doomed)) {
             return Err(SynthError::NoSuchEvent(name.to_string()));
         }
+        // Each retired in turn (no trigger can name it from then on), if
+        // it is not on, triggered, named by a trigger (soft mode) or
+        // recorded by an action, here or in an instance; all of them or
+        // none.
+        let mut retired: Vec<&Arc<Synth>> = Vec::new();
         for synth in events.iter().filter(|synth| doomed(synth)) {
             let state = &synth.state;
-            // On, triggered, named by another event's trigger (soft mode),
-            // or any of those in an instance.
-            let armed = state.on.load(Ordering::Relaxed)
-                || state.triggers().is_set()
-                || state.has_soft_refs()
-                || !state.arrays().is_empty();
-            if armed || synth.actions.load(Ordering::Relaxed) > 0 {
+            let armed =
+                || state.on.load(Ordering::Relaxed) || state.triggers().is_set() || synth.actions.load(Ordering::Relaxed) > 0;
+            if !state.retire(armed) {
+                retired.iter().for_each(|synth| synth.state.unretire());
                 return Err(SynthError::Busy(synth.def.name.clone()));
             }
+            retired.push(synth);
         }
         let mut stale = 0;
         for synth in events.iter().filter(|synth| doomed(synth)) {

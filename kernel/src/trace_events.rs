@@ -259,9 +259,10 @@ fn acquire_soft(
     array: &TraceArray,
     target: &EventName,
 ) -> Result<alloc::sync::Arc<dyn ftrace::event_trigger::EventSwitch>, TracefsError> {
+    let gone = || TracefsError::Invalid(format!("{}:{} is being removed", target.group, target.event));
     match kind(&target.group, &target.event) {
-        Kind::Sched(sched) => Ok(sched.acquire_soft(array)),
-        Kind::Synth(synth) => Ok(synth.acquire_soft(array)),
+        Kind::Sched(sched) => sched.acquire_soft(array).ok_or_else(gone),
+        Kind::Synth(synth) => synth.acquire_soft(array).ok_or_else(gone),
         Kind::Dynamic => fprobe::events::acquire_soft(array, &target.group, &target.event).map_err(invalid),
     }
 }

@@ -128,7 +128,8 @@ fn another_events_trigger_switches_a_synthetic_event() {
     append("synthetic_events", "fib_seen u64 n");
     append("events/fprobes/fibr/trigger", "enable_event:synthetic:fib_seen:1");
     assert_eq!(read("events/synthetic/fib_seen/enable"), "0*\n", "soft mode, off");
-    assert!(refused("synthetic_events", "!fib_seen").contains("fib_seen"), "named by a trigger: not removed");
+    let busy = refused("synthetic_events", "!fib_seen");
+    assert!(busy.contains("'fib_seen' is enabled, has triggers, is named by another event's trigger"), "{busy}");
     // Each change of fib's argument records fib_seen, once it is on.
     let hist = "hist:keys=common_pid:x=n:onchange($x).fib_seen($x)";
     append("events/fprobes/fibg/trigger", hist);
@@ -141,6 +142,15 @@ fn another_events_trigger_switches_a_synthetic_event() {
     assert_eq!(read("events/synthetic/fib_seen/enable"), "1*\n");
     append("events/fprobes/fibr/trigger", "!enable_event:synthetic:fib_seen:1");
     assert_eq!(read("events/synthetic/fib_seen/enable"), "1\n", "left as the trigger switched it");
+    // An instance's trigger switches the instance's copy, and holds the
+    // event too.
+    tracefs::mkdir("instances/synsoft").unwrap();
+    append("instances/synsoft/events/fprobes/fibr/trigger", "disable_event:synthetic:fib_seen");
+    assert_eq!(read("instances/synsoft/events/synthetic/fib_seen/enable"), "0*\n");
+    write("events/synthetic/fib_seen/enable", "0");
+    assert!(refused("synthetic_events", "!fib_seen").contains("named by another event's trigger"));
+    append("instances/synsoft/events/fprobes/fibr/trigger", "!disable_event:synthetic:fib_seen");
+    tracefs::rmdir("instances/synsoft").unwrap();
     write("events/synthetic/fib_seen/enable", "0");
     append("events/fprobes/fibg/trigger", &format!("!{hist}"));
     append("synthetic_events", "!fib_seen");
