@@ -69,6 +69,9 @@ events/sched/sched_switch/trigger|hist:keys=next_pid:l=\$ts0+1-common_cpu:onmatc
 events/synthetic/sx/trigger|hist:keys=a,b:sort=b
 events/sched/sched_switch/trigger|hist:keys=next_pid:m=common_timestamp-\$ts0:onmax(\$m).snapshot()
 events/sched/sched_switch/trigger|hist:keys=common_stacktrace,prev_pid
+events/sched/sched_switch/trigger|hist:keys=next_pid:m=next_pid*2/3:onchange(\$m).trace(sx,\$m,next_pid)
+events/sched/sched_switch/trigger|enable_event:synthetic:sx:2
+synthetic_events|!sx
 snapshot|1
 trace_options|fields
 trace_options|hex

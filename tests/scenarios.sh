@@ -390,7 +390,30 @@ if run_session synthetic "$(printf '%s\n' "${synthetic_session[@]}")\n"; then
     expect "the shell's wake-up from the join is recorded" test "$(count_lines ': wakeup_latency: lat=[0-9]+ pid=1 comm=shell$')" -ge 1
     expect "the synthetic event's own hist counts them" test "$(count_lines '^\{ pid: +[0-9]+, lat: +[0-9]+ \} hitcount: +[0-9]+$')" -ge 1
     expect "a trigger whose variable is read is not removed" grep -q "^error: hist: another trigger reads this one's variables; remove it first" <<<"$out"
-    expect "nor an event an action records" grep -q "^error: synthetic: event 'wakeup_latency' is enabled, has triggers or is recorded by a hist action" <<<"$out"
+    expect "nor an event an action records" grep -q "^error: synthetic: event 'wakeup_latency' is enabled, has triggers, is named by another event's trigger or is recorded by a hist action" <<<"$out"
+fi
+
+# The worst wakeup latency's trace kept by a conditional snapshot, where
+# the switches come from, and the records field by field.
+hist_extras_session=(
+    "echo 1 > events/sched/sched_switch/enable"
+    "echo 'hist:keys=pid:ts0=common_timestamp.usecs' >> events/sched/sched_wakeup/trigger"
+    "echo 'hist:keys=next_pid:lat=common_timestamp.usecs-\$ts0:onmax(\$lat).save(next_comm):onmax(\$lat).snapshot()' >> events/sched/sched_switch/trigger"
+    "echo 'hist:keys=common_stacktrace' >> events/sched/sched_switch/trigger"
+    "run par 2 fib 20"
+    "cat events/sched/sched_switch/hist"
+    "cat snapshot | tail -2"
+    "echo 1 > snapshot"
+    "echo fields > trace_options"
+    "cat trace | tail -2"
+    "poweroff"
+)
+if run_session hist-extras "$(printf '%s\n' "${hist_extras_session[@]}")\n"; then
+    expect "the snapshot's details" grep -qx "Snapshot taken (see tracing/snapshot).  Details:" <<<"$out"
+    expect "the snapshot holds the trace up to it" grep -q ": sched_switch: prev_comm=" <<<"$(sed -n '/^> cat snapshot | tail -2$/,/^> /p' <<<"$out")"
+    expect "a chain, a frame a line" test -n "$(grep -A1 -x "{ common_stacktrace:" <<<"$out" | grep -E "^         kernel::sched::")"
+    expect "the snapshot file is held" grep -qx "error: busy: a hist trigger's .snapshot() action holds the snapshot buffer" <<<"$out"
+    expect "fields: each field by name" grep -qE ": sched_switch: prev_comm=[^ ]+ prev_pid=0x[0-9a-f]+ \([0-9]+\) " <<<"$out"
 fi
 
 more_files_session=(
