@@ -45,7 +45,7 @@ use alloc::sync::Arc;
 
 use crate::event_filter::{FieldKind, FieldValue, FilterField, Source};
 use crate::hist_expr::{
-    ExprError, Handler, HitValues, SynthCall, Track, TrackAction, Vars, MAX_PARAMS, MAX_REFS, MAX_VARS, SAVED_STRING_WORDS,
+    Expr, ExprError, Handler, HitValues, SynthCall, Track, TrackAction, Vars, MAX_PARAMS, MAX_REFS, MAX_VARS, SAVED_STRING_WORDS,
 };
 use crate::kallsyms::Symbol;
 
@@ -145,6 +145,9 @@ pub struct HistField {
     /// A value column that counts hits (`hitcount.percent`,
     /// `hitcount.graph`): each hit adds 1, whatever `source` says.
     counts_hits: bool,
+    /// A value that is an expression (`vals=a-b`, `vals=$x`), worked out
+    /// at each hit; its name is its text.
+    expr: Option<Expr>,
 }
 
 impl HistField {
@@ -360,11 +363,10 @@ pub fn parse(attrs: &str, fields: &[FilterField]) -> Result<HistSpec, HistError>
             ("vals" | "val" | "values", list) if !list.is_empty() => {
                 // The raw `hitcount` is always there; `hitcount.percent`
                 // and `hitcount.graph` are columns of their own, as Linux's.
-                vals = list
-                    .split(',')
-                    .filter(|field| *field != "hitcount")
-                    .map(|field| val_field(field, fields))
-                    .collect::<Result<Vec<_>, _>>()?;
+                vals = Vec::new();
+                for text in list.split(',').filter(|field| *field != "hitcount") {
+                    vals.push(val_field(text, fields, &mut vars)?);
+                }
                 if vals.len() > MAX_VALS {
                     return Err(HistError::TooManyVals);
                 }
@@ -427,7 +429,7 @@ fn field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError> {
     if kind == FieldKind::Array {
         return Err(HistError::ArrayField(name.to_string()));
     }
-    Ok(HistField { name: name.to_string(), source, kind, modifier, counts_hits })
+    Ok(HistField { name: name.to_string(), source, kind, modifier, counts_hits, expr: None })
 }
 
 fn key_field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError> {
@@ -445,7 +447,15 @@ fn key_field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError>
     fits.then_some(field).ok_or_else(|| HistError::BadModifier(text.to_string()))
 }
 
-fn val_field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError> {
+/// A value: a field (`NAME[.MODIFIER]`), or an expression of fields,
+/// constants and `$NAME`s (its reads go in `vars`), as Linux parses a
+/// value as an expression.
+fn val_field(text: &str, fields: &[FilterField], vars: &mut Vars) -> Result<HistField, HistError> {
+    if text.starts_with('$') || text.contains(['+', '-', '*', '/']) {
+        let expr = vars.value_expression(text, fields)?;
+        let (source, kind, modifier) = (Source::Cpu, FieldKind::Unsigned, Modifier::Plain);
+        return Ok(HistField { name: text.to_string(), source, kind, modifier, counts_hits: false, expr: Some(expr) });
+    }
     let field = field(text, fields)?;
     if field.source == Source::Stack {
         return Err(HistError::KeyOnly(field.name));
@@ -1005,8 +1015,9 @@ impl Histogram {
         // Linux's `check_expr_operands`: `$NAME`s carry the units of what
         // they were set from.
         let var_usecs = |read: usize| reads.get(read).is_some_and(|(hist, var): &(Arc<Histogram>, usize)| hist.var_usecs(*var));
-        for def in &self.spec.vars.defs {
-            def.expr.check_units(Some(&var_usecs))?;
+        let exprs = self.spec.vars.defs.iter().map(|def| &def.expr);
+        for expr in exprs.chain(self.spec.vals.iter().filter_map(|val| val.expr.as_ref())) {
+            expr.check_units(Some(&var_usecs))?;
         }
         let mut targets = Vec::new();
         for action in self.spec.vars.calls() {
@@ -1119,14 +1130,19 @@ impl Histogram {
             }
         }
         let mut vals = [0u64; MAX_VALS];
+        let reads = &reads[..self.reads.len()];
         for (slot, field) in vals.iter_mut().zip(&self.spec.vals) {
-            *slot = if field.counts_hits { 1 } else { number(field.source.read(value), Modifier::Plain) };
+            *slot = match &field.expr {
+                _ if field.counts_hits => 1,
+                Some(expr) => expr.value(&HitValues { field: value, now, refs: reads }),
+                None => number(field.source.read(value), Modifier::Plain),
+            };
         }
         let Some(entry) = self.map.insert(key, &vals[..self.spec.vals.len()]) else { return };
         if self.spec.vars.is_empty() {
             return;
         }
-        self.set_vars_and_act(entry, value, now, &reads[..self.reads.len()]);
+        self.set_vars_and_act(entry, value, now, reads);
     }
 
     /// The rest of a hit of a histogram with variables or actions: sets
@@ -1760,6 +1776,37 @@ mod tests {
         assert!(matches!(bad, ExprError::BadAction(_)), "{bad:?}");
         let two = parse("keys=prev_pid:v=bytes:onmax($v).snapshot():onchange($v).snapshot()", &fields()).unwrap_err();
         assert_eq!(two, HistError::Expr(ExprError::SecondSnapshot));
+    }
+
+    #[test]
+    fn values_may_be_expressions_and_variables_of_other_histograms() {
+        let hist = Histogram::try_new(spec("keys=prev_pid:vals=bytes-1,bytes*2:sort=bytes-1.descending")).unwrap();
+        assert_eq!(hist.spec().line(), "hist:keys=prev_pid:vals=hitcount,bytes-1,bytes*2:sort=bytes-1.descending:size=2048");
+        for (pid, bytes) in [(1, 10), (1, 5), (2, 100)] {
+            hit(&hist, pid, b"", bytes);
+        }
+        let out = output(&hist);
+        let rows: Vec<&str> = out.lines().filter(|line| line.starts_with('{')).collect();
+        assert_eq!(
+            rows,
+            [
+                "{ prev_pid:          2 } hitcount:          1  bytes-1:         99  bytes*2:        200",
+                "{ prev_pid:          1 } hitcount:          2  bytes-1:         13  bytes*2:         30"
+            ]
+        );
+        // `$NAME`: another histogram's variable, read by this hit's key.
+        let start = Arc::new(Histogram::try_new(spec("keys=prev_pid:t=bytes")).unwrap());
+        let mut sums = Histogram::try_new(spec("keys=prev_pid:vals=$t")).unwrap();
+        sums.resolve(|name| (name == "t").then(|| (start.clone(), 0)), |_| None, no_snapshot).unwrap();
+        hit(&start, 1, b"", 7);
+        hit(&sums, 1, b"", 0);
+        hit(&sums, 1, b"", 0);
+        hit(&sums, 2, b"", 0); // no t for pid 2: not counted
+        assert!(output(&sums).contains("{ prev_pid:          1 } hitcount:          2  $t:         14"), "{}", output(&sums));
+        assert_eq!(
+            parse("keys=prev_pid:vals=bytes-nosuch", &fields()).unwrap_err(),
+            HistError::Expr(ExprError::BadOperand("nosuch".into()))
+        );
     }
 
     #[test]

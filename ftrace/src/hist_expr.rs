@@ -536,7 +536,7 @@ fn is_identifier(name: &str) -> bool {
 impl Vars {
     /// Whether the trigger has none of these parts.
     pub fn is_empty(&self) -> bool {
-        self.defs.is_empty() && self.actions.is_empty()
+        self.defs.is_empty() && self.actions.is_empty() && self.refs.is_empty()
     }
 
     /// The words an entry keeps: the variables, then each track's value
@@ -632,6 +632,13 @@ impl Vars {
     }
 
     /// Parses an expression: operands joined by operators.
+    /// A `hist` value that is an expression (`vals=bytes_alloc-bytes_req`,
+    /// `vals=$lat`): parsed as a variable's, its `$NAME`s read from other
+    /// histograms.
+    pub fn value_expression(&mut self, text: &str, fields: &[FilterField]) -> Result<Expr, ExprError> {
+        self.expression(text, fields)
+    }
+
     fn expression(&mut self, text: &str, fields: &[FilterField]) -> Result<Expr, ExprError> {
         let mut parts = Vec::new();
         let mut start = 0;

@@ -76,10 +76,15 @@ fn fib_time_calls(trace: &str, comm: &str) -> BTreeMap<u64, usize> {
 fn expressions_multiply_and_divide_before_they_add() {
     append("dynamic_events", "f:fibx kernel::workload::fib n=$arg1");
     append("events/fprobes/fibx/trigger", "hist:keys=common_pid:x=1+n*3/2:onmax($x).save(n)");
+    // A value may be an expression too, as in Linux.
+    append("events/fprobes/fibx/trigger", "hist:keys=n:vals=1+n*10");
     assert_eq!(fib(5), 5);
     let hist = read("events/fprobes/fibx/hist");
     // The largest: n=5 gives 1+15/2 = 8 (left to right it would be 9).
     assert!(hist.contains("\tmax:          8  n:          5"), "{hist}");
+    // fib(5) calls fib(3) twice: 2 * (1+30).
+    assert!(hist.contains("{ n:          3 } hitcount:          2  1+n*10:         62"), "{hist}");
+    append("events/fprobes/fibx/trigger", "!hist:keys=n:vals=1+n*10");
     append("events/fprobes/fibx/trigger", "!hist:keys=common_pid:x=1+n*3/2:onmax($x).save(n)");
     append("dynamic_events", "-:fibx");
 }
