@@ -453,6 +453,8 @@ fn key_field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError>
 fn val_field(text: &str, fields: &[FilterField], vars: &mut Vars) -> Result<HistField, HistError> {
     if text.starts_with('$') || text.contains(['+', '-', '*', '/']) {
         let expr = vars.value_expression(text, fields)?;
+        // The hit works the expression out; `source` goes unread (as for
+        // `hitcount`).
         let (source, kind, modifier) = (Source::Cpu, FieldKind::Unsigned, Modifier::Plain);
         return Ok(HistField { name: text.to_string(), source, kind, modifier, counts_hits: false, expr: Some(expr) });
     }
