@@ -72,6 +72,7 @@ events/sched/sched_switch/trigger|hist:keys=common_stacktrace,prev_pid
 events/sched/sched_switch/trigger|hist:keys=next_pid:m=next_pid*2/3:onchange(\$m).trace(sx,\$m,next_pid)
 events/sched/sched_switch/trigger|enable_event:synthetic:sx:2
 events/sched/sched_switch/trigger|hist:keys=next_pid:vals=next_prio*2-1,\$ts0
+events/sched/sched_switch/trigger|hist:keys=next_prio/2,prev_pid*2.log2:vals=prev_prio-1
 synthetic_events|!sx
 snapshot|1
 trace_options|fields

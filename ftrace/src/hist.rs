@@ -253,6 +253,8 @@ pub enum HistError {
     NotANumber(String),
     /// `common_stacktrace` as a value: a chain is only ever a key.
     KeyOnly(String),
+    /// A key expression with a `$NAME` (variables are read by key).
+    KeyReadsVariable(String),
     /// An array field, as a key or a value.
     ArrayField(String),
     /// A sort key that is neither `hitcount` nor a key or value.
@@ -306,6 +308,9 @@ impl fmt::Display for HistError {
             ),
             HistError::NotANumber(name) => write!(f, "hist: '{name}' is a string: only numbers are summed"),
             HistError::KeyOnly(name) => write!(f, "hist: '{name}' is a call chain: a key, never a value"),
+            HistError::KeyReadsVariable(text) => {
+                write!(f, "hist: key '{text}' reads a variable; variables are read by key, so a key cannot")
+            }
             HistError::BadSortKey(name) => write!(f, "hist: sort key '{name}' is neither hitcount nor a key or value"),
             HistError::BadSize(text) => write!(f, "hist: size must be {MIN_SIZE} to {MAX_SIZE}, not '{text}'"),
             HistError::Unknown(text) => {
@@ -354,7 +359,10 @@ pub fn parse(attrs: &str, fields: &[FilterField]) -> Result<HistSpec, HistError>
         let (name, value) = attr.split_once('=').unwrap_or((attr, ""));
         match (name, value) {
             ("keys" | "key", list) if !list.is_empty() => {
-                let parsed = list.split(',').map(|field| key_field(field, fields)).collect::<Result<Vec<_>, _>>()?;
+                let mut parsed = Vec::new();
+                for text in list.split(',') {
+                    parsed.push(key_field(text, fields, &mut vars)?);
+                }
                 if parsed.len() > MAX_KEYS {
                     return Err(HistError::TooManyKeys);
                 }
@@ -432,7 +440,32 @@ fn field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError> {
     Ok(HistField { name: name.to_string(), source, kind, modifier, counts_hits, expr: None })
 }
 
-fn key_field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError> {
+/// Whether a key's or value's text is an expression (Linux parses both
+/// with `parse_expr`).
+fn is_expression(text: &str) -> bool {
+    text.starts_with('$') || text.contains(['+', '-', '*', '/'])
+}
+
+/// A key: a field (`NAME[.MODIFIER]`), or an expression of fields and
+/// constants, with a number's modifier after it (`n*2.log2`). A key
+/// cannot read another trigger's variable: variables are read by key.
+fn key_field(text: &str, fields: &[FilterField], vars: &mut Vars) -> Result<HistField, HistError> {
+    if is_expression(text) {
+        let (expr_text, modifier) = match text.rsplit_once('.').map(|(expr, name)| (expr, Modifier::from_name(name))) {
+            Some((expr, Some(modifier))) if is_expression(expr) => (expr, modifier),
+            _ => (text, Modifier::Plain),
+        };
+        if expr_text.contains('$') {
+            return Err(HistError::KeyReadsVariable(expr_text.to_string()));
+        }
+        if matches!(modifier, Modifier::Execname | Modifier::Percent | Modifier::Graph) {
+            return Err(HistError::BadModifier(text.to_string()));
+        }
+        let expr = vars.value_expression(expr_text, fields)?;
+        // As for an expression value, `source` goes unread.
+        let (source, kind, name) = (Source::Cpu, FieldKind::Unsigned, expr_text.to_string());
+        return Ok(HistField { name, source, kind, modifier, counts_hits: false, expr: Some(expr) });
+    }
     let field = field(text, fields)?;
     if field.counts_hits {
         return Err(HistError::NoSuchField(field.name));
@@ -451,7 +484,7 @@ fn key_field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError>
 /// constants and `$NAME`s (its reads go in `vars`), as Linux parses a
 /// value as an expression.
 fn val_field(text: &str, fields: &[FilterField], vars: &mut Vars) -> Result<HistField, HistError> {
-    if text.starts_with('$') || text.contains(['+', '-', '*', '/']) {
+    if is_expression(text) {
         let expr = vars.value_expression(text, fields)?;
         // The hit works the expression out; `source` goes unread (as for
         // `hitcount`).
@@ -1105,6 +1138,13 @@ impl Histogram {
             if field.source == Source::Stack {
                 stack(&mut key[at..at + STACK_KEY_WORDS]);
                 at += STACK_KEY_WORDS;
+                continue;
+            }
+            if let Some(expr) = &field.expr {
+                // No `$NAME` in a key: nothing read yet.
+                let value = expr.value(&HitValues { field: value, now, refs: &[] });
+                key[at] = number(FieldValue::Unsigned(value), field.modifier);
+                at += 1;
                 continue;
             }
             match field.source.read(value) {
@@ -1809,6 +1849,28 @@ mod tests {
             parse("keys=prev_pid:vals=bytes-nosuch", &fields()).unwrap_err(),
             HistError::Expr(ExprError::BadOperand("nosuch".into()))
         );
+    }
+
+    #[test]
+    fn keys_may_be_expressions_with_a_numbers_modifier() {
+        let hist = Histogram::try_new(spec("keys=bytes/10,bytes*2.log2:sort=bytes/10")).unwrap();
+        assert_eq!(hist.spec().line(), "hist:keys=bytes/10,bytes*2.log2:vals=hitcount:sort=bytes/10:size=2048");
+        for bytes in [5, 12, 14, 40] {
+            hit(&hist, 1, b"", bytes);
+        }
+        let out = output(&hist);
+        let rows: Vec<&str> = out.lines().filter(|line| line.starts_with('{')).collect();
+        // 5: 0 and 2^4 (10); 12, 14: 1 and 2^5 (24, 28); 40: 4 and 2^7 (80).
+        assert_eq!(
+            rows,
+            [
+                "{ bytes/10:          0, bytes*2: ~ 2^4  } hitcount:          1",
+                "{ bytes/10:          1, bytes*2: ~ 2^5  } hitcount:          2",
+                "{ bytes/10:          4, bytes*2: ~ 2^7  } hitcount:          1"
+            ]
+        );
+        assert_eq!(parse("keys=bytes-$t", &fields()).unwrap_err(), HistError::KeyReadsVariable("bytes-$t".into()));
+        assert_eq!(parse("keys=bytes*2.graph", &fields()).unwrap_err(), HistError::BadModifier("bytes*2.graph".into()));
     }
 
     #[test]

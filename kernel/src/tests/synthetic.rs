@@ -76,14 +76,27 @@ fn fib_time_calls(trace: &str, comm: &str) -> BTreeMap<u64, usize> {
 fn expressions_multiply_and_divide_before_they_add() {
     append("dynamic_events", "f:fibx kernel::workload::fib n=$arg1");
     append("events/fprobes/fibx/trigger", "hist:keys=common_pid:x=1+n*3/2:onmax($x).save(n)");
-    // A value may be an expression too, as in Linux.
+    // A value may be an expression too, as in Linux, and so may a key.
     append("events/fprobes/fibx/trigger", "hist:keys=n:vals=1+n*10");
+    append("events/fprobes/fibx/trigger", "hist:keys=n/2");
     assert_eq!(fib(5), 5);
     let hist = read("events/fprobes/fibx/hist");
     // The largest: n=5 gives 1+15/2 = 8 (left to right it would be 9).
     assert!(hist.contains("\tmax:          8  n:          5"), "{hist}");
     // fib(5) calls fib(3) twice: 2 * (1+30).
     assert!(hist.contains("{ n:          3 } hitcount:          2  1+n*10:         62"), "{hist}");
+    // n = 0 and 1 (3 and 5 calls), 2 and 3 (3 and 2), 4 and 5 (1 each).
+    let halves: Vec<&str> = hist.lines().filter(|line| line.starts_with("{ n/2:")).collect();
+    assert_eq!(
+        halves,
+        [
+            "{ n/2:          2 } hitcount:          2",
+            "{ n/2:          1 } hitcount:          5",
+            "{ n/2:          0 } hitcount:          8"
+        ],
+        "{hist}"
+    );
+    append("events/fprobes/fibx/trigger", "!hist:keys=n/2");
     append("events/fprobes/fibx/trigger", "!hist:keys=n:vals=1+n*10");
     append("events/fprobes/fibx/trigger", "!hist:keys=common_pid:x=1+n*3/2:onmax($x).save(n)");
     append("dynamic_events", "-:fibx");
