@@ -201,13 +201,16 @@ impl FieldSpec {
     }
 }
 
-/// A little-endian-or-native field of up to 8 bytes as a number (the
-/// record holds native order; both architectures here are little endian).
+/// A field of 1, 2, 4 or 8 bytes, in the record's native order, as a
+/// number (0 for another size, which no caller reads as a number).
 fn uint(bytes: &[u8]) -> u64 {
-    let mut word = [0u8; 8];
-    let len = bytes.len().min(8);
-    word[..len].copy_from_slice(&bytes[..len]);
-    u64::from_le_bytes(word)
+    match bytes.len() {
+        1 => u64::from(bytes[0]),
+        2 => u64::from(u16::from_ne_bytes([bytes[0], bytes[1]])),
+        4 => u64::from(u32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])),
+        8 => u64::from_ne_bytes(bytes.try_into().unwrap_or_default()),
+        _ => 0,
+    }
 }
 
 /// Text up to its first NUL. A control byte, or one that is not UTF-8, is
