@@ -101,7 +101,7 @@ if run_session instances 'mkdir instances/foo\nls instances\nls instances/foo\nl
     expect "ls instances lists it" grep -qx "foo/" <<<"$out"
     expect "its files" test "$(sed -n '/^> ls instances\/foo$/,/^> /p' <<<"$out" | grep -c '^\(current_tracer\|trace\|set_ftrace_filter\)$')" -eq 3
     expect "ls of it lists its options directory, not what is in it" test "$(sed -n '/^> ls instances\/foo$/,/^> /p' <<<"$out" | grep -c '^options/$')" -eq 1
-    expect "ls of a directory in it: its 32 options" test "$(sed -n '/^> ls instances\/foo\/options$/,/^> /p' <<<"$out" | grep -c '^[a-z_-]*$')" -eq 32
+    expect "ls of a directory in it: its 34 options" test "$(sed -n '/^> ls instances\/foo\/options$/,/^> /p' <<<"$out" | grep -c '^[a-z_-]*$')" -eq 34
     # Each file's own output: what `cat FILE` printed, up to the next prompt.
     output_of() { awk -v cmd="> cat $1" '$0 == cmd {on = 1; next} on && /^> / {exit} on' <<<"$out"; }
     expect "5 fib lines in its trace" test "$(output_of instances/foo/trace | grep -cE ': kernel::workload::fib <-kernel::workload::(fib|run)$')" -eq 5

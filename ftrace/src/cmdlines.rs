@@ -63,6 +63,14 @@ impl Cmdlines {
         self.saved
     }
 
+    /// [`save`](Self::save) if it needs no allocation (the table is full,
+    /// so a name goes first, or it has room reserved): what a save inside
+    /// the scheduler may do. `None`: nothing saved.
+    pub fn save_without_allocating(&mut self, pid: i32, comm: &[u8; 16]) -> Option<u64> {
+        let room = self.names.len() >= self.capacity || self.names.len() < self.names.capacity();
+        room.then(|| self.save(pid, comm))
+    }
+
     /// How many names it keeps.
     pub fn capacity(&self) -> usize {
         self.capacity
@@ -138,5 +146,18 @@ mod tests {
         assert!(second <= table.evicted_upto(), "saving 1 again pushed 2 out");
         table.resize(1);
         assert_eq!((pids(&table), table.evicted_upto() >= again - 1), (alloc::vec![1], true));
+    }
+
+    #[test]
+    fn a_save_inside_the_scheduler_never_allocates() {
+        let mut table = Cmdlines::new(4);
+        assert_eq!(table.save_without_allocating(1, &comm("a")), None, "no room reserved yet");
+        assert!(pids(&table).is_empty());
+        table.resize(2);
+        assert!(table.save_without_allocating(1, &comm("a")).is_some(), "the resize reserved room");
+        assert!(table.save_without_allocating(2, &comm("b")).is_some());
+        let capacity = table.names.capacity();
+        assert!(table.save_without_allocating(3, &comm("c")).is_some(), "full: the oldest goes");
+        assert_eq!((pids(&table), table.names.capacity()), (alloc::vec![2, 3], capacity));
     }
 }

@@ -470,6 +470,7 @@ impl TraceArray {
             Err(_) => self.options.store(before, Ordering::Relaxed),
             Ok(()) if option == TraceOption::Overwrite => self.buffer().set_overwrite(on),
             Ok(()) if option == TraceOption::RecordTgid => crate::sched::set_record_tgid(self.slot, on),
+            Ok(()) if option == TraceOption::RecordCmd => crate::sched::set_record_cmd(self.slot, on),
             Ok(()) if matches!(option, TraceOption::FuncgraphIrqs | TraceOption::SleepTime | TraceOption::FuncgraphRetaddr) => {
                 self.refresh_graph_plain()
             }
@@ -781,10 +782,21 @@ pub enum TraceOption {
     /// flags (in decimal), preempt count and index (in hex), times in
     /// milliseconds; and no column header over the trace.
     Verbose,
+    /// Task names are saved for traces to show (`saved_cmdlines`): a
+    /// task's when it starts, and again at a switch once newer names
+    /// pushed it out (on by default). As in Linux, where the option turns
+    /// the kernel's one name cache on or off, names are saved while any
+    /// trace array has it on; with it off everywhere, a task that started
+    /// meanwhile prints as `<...>-PID` (until it switches in with the
+    /// option on again).
+    RecordCmd,
     /// Each task's thread-group id is recorded (`saved_tgids`): every
     /// task's when the option goes on, then each task's that switches in;
     /// and printed in a TGID column.
     RecordTgid,
+    /// A write to `free_buffer` also stops recording (`tracing_on` 0), as
+    /// Linux's close of that file does with the option on.
+    DisableOnFree,
     /// In a `trace` whose buffer overwrote events, each CPU's first event
     /// comes after `##### CPU N buffer started ####` (on by default).
     Annotate,
@@ -807,7 +819,7 @@ pub enum TraceOption {
 impl TraceOption {
     /// Every option, in `trace_options` order: Linux's generic ones in its
     /// order, then the function tracer's, then function_graph's.
-    pub const ALL: [TraceOption; 34] = [
+    pub const ALL: [TraceOption; 36] = [
         TraceOption::PrintParent,
         TraceOption::SymOffset,
         TraceOption::SymAddr,
@@ -820,8 +832,10 @@ impl TraceOption {
         TraceOption::PrintkMsgOnly,
         TraceOption::ContextInfo,
         TraceOption::LatencyFormat,
+        TraceOption::RecordCmd,
         TraceOption::RecordTgid,
         TraceOption::Overwrite,
+        TraceOption::DisableOnFree,
         TraceOption::IrqInfo,
         TraceOption::Markers,
         TraceOption::EventFork,
@@ -848,6 +862,7 @@ impl TraceOption {
         | TraceOption::TracePrintk.bit()
         | TraceOption::Annotate.bit()
         | TraceOption::ContextInfo.bit()
+        | TraceOption::RecordCmd.bit()
         | TraceOption::IrqInfo.bit()
         | TraceOption::Markers.bit()
         | TraceOption::Overwrite.bit()
@@ -869,7 +884,9 @@ impl TraceOption {
             TraceOption::Raw => "raw",
             TraceOption::Hex => "hex",
             TraceOption::Fields => "fields",
+            TraceOption::RecordCmd => "record-cmd",
             TraceOption::RecordTgid => "record-tgid",
+            TraceOption::DisableOnFree => "disable_on_free",
             TraceOption::Annotate => "annotate",
             TraceOption::TracePrintk => "trace_printk",
             TraceOption::PrintkMsgOnly => "printk-msg-only",
@@ -1059,6 +1076,7 @@ pub fn create(name: &str) -> Result<(), InstanceError> {
     array.buffer.call_once(|| buffer);
     // A global setting may already make it check (`tracing_thresh`).
     array.refresh_graph_plain();
+    crate::sched::set_record_cmd(slot, array.option(TraceOption::RecordCmd));
     IN_SLOT[slot].store(array as *const TraceArray as *mut TraceArray, Ordering::Release);
     list.push(array);
     Ok(())
@@ -1079,6 +1097,7 @@ pub fn remove(name: &str, forget: impl FnOnce(&'static TraceArray)) -> Result<()
     crate::func_probe::remove_all(array).map_err(|error| InstanceError::Commands(alloc::format!("{error}")))?;
     forget(array);
     crate::sched::set_record_tgid(array.slot, false);
+    crate::sched::set_record_cmd(array.slot, false);
     IN_SLOT[array.slot].store(core::ptr::null_mut(), Ordering::Release);
     list.remove(index);
     // SAFETY: the array was leaked from a box by `create` and is unlisted:

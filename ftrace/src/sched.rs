@@ -301,11 +301,18 @@ static EVICTED: AtomicU64 = AtomicU64::new(0);
 /// a task that keeps running keeps its name in traces (Linux records the
 /// names of the tasks at each `sched_switch`). A name pushed out leaves a
 /// full table, so the save allocates nothing (a resize reserves room for
-/// every name): it may run inside the scheduler.
+/// every name): it may run inside the scheduler. A task that started while
+/// no array saved names (`options/record-cmd`) has no save yet (sequence
+/// 0) and gets one here if that needs no allocation (else at a later
+/// switch).
 #[inline]
 fn keep_name(task: &TaskTrace) {
-    if task.pid() != 0 && task.name_seq() <= EVICTED.load(Ordering::Relaxed) {
-        task.set_name_seq(save_cmdline(task.pid(), task.comm_bytes()));
+    if task.pid() != 0 && task.name_seq() <= EVICTED.load(Ordering::Relaxed) && records_names() {
+        let mut table = CMDLINES.lock();
+        if let Some(seq) = table.save_without_allocating(task.pid(), task.comm_bytes()) {
+            EVICTED.store(table.evicted_upto(), Ordering::Relaxed);
+            task.set_name_seq(seq);
+        }
     }
 }
 
@@ -344,6 +351,26 @@ const PID_MAX: usize = 32768;
 /// each. Every task here is a kernel thread, its own thread group (as a
 /// Linux kernel thread is): a recorded pid's tgid is the pid.
 static TGIDS: [AtomicU64; PID_MAX / 64] = [const { AtomicU64::new(0) }; PID_MAX / 64];
+
+/// The trace arrays (a bit per slot) with `options/record-cmd` on: task
+/// names are saved while any is (the top level's, slot 0, from boot).
+static RECORD_CMD_SLOTS: AtomicU32 = AtomicU32::new(1);
+
+/// `options/record-cmd` of the array in `slot` turned on or off (on when
+/// an instance is made with it, off when it goes).
+pub fn set_record_cmd(slot: usize, on: bool) {
+    match on {
+        true => RECORD_CMD_SLOTS.fetch_or(1 << slot, Ordering::Relaxed),
+        false => RECORD_CMD_SLOTS.fetch_and(!(1 << slot), Ordering::Relaxed),
+    };
+}
+
+/// Whether task names are saved now: some trace array has
+/// `options/record-cmd` on.
+#[inline]
+pub fn records_names() -> bool {
+    RECORD_CMD_SLOTS.load(Ordering::Relaxed) != 0
+}
 
 /// The trace arrays (a bit per slot) with `options/record-tgid` on: the
 /// switches record tgids while any is.

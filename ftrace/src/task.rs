@@ -273,7 +273,9 @@ static ALL: SpinLock<Vec<Registered>> = SpinLock::new(Vec::new());
 /// # Safety
 /// `state` stays valid, at the same address, until [`unregister`]ed.
 pub unsafe fn register(state: &TaskTrace) {
-    state.set_name_seq(crate::sched::save_cmdline(state.pid, &state.comm));
+    if crate::sched::records_names() {
+        state.set_name_seq(crate::sched::save_cmdline(state.pid, &state.comm));
+    }
     // Listed first, then filtered: a pid list changing in between then
     // reaches it either way (its walk, or the filtering here after it).
     ALL.lock().push(Registered(state));

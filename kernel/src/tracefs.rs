@@ -406,8 +406,13 @@ fn write_buffer_size_kb(array: Array, text: &str, _mode: FilterMode) -> Result<(
 /// `echo > free_buffer`: the array's rings shrink to the fewest pages
 /// (what Linux's close of the file does: a resize to 0, which it rounds up
 /// to two pages; `buffer_size_kb` then reads 7), whatever was written; the
-/// tracer stays, and the newest events that fit.
+/// tracer stays, and the newest events that fit. With
+/// `options/disable_on_free` on, recording stops first, as Linux's close
+/// stops it.
 fn write_free_buffer(array: Array, _text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
+    if array.option(TraceOption::DisableOnFree) {
+        array.buffer().set_on(false);
+    }
     array
         .buffer()
         .resize(ftrace::buffer::MIN_PAGES_PER_CPU)

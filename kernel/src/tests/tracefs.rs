@@ -204,17 +204,23 @@ fn a_resize_keeps_the_events() {
 
 /// `free_buffer`, as in Linux: write-only; a write (its close, in Linux)
 /// shrinks the rings to the fewest pages, in the top level and in an
-/// instance alike.
+/// instance alike, and with `options/disable_on_free` on (off by default)
+/// stops that array's recording too.
 #[ktest]
 fn free_buffer_shrinks_the_rings() {
     let original = read("buffer_size_kb");
     assert!(matches!(tracefs::read("free_buffer", &mut String::new()), Err(TracefsError::NotReadable(_))));
     write("free_buffer", "");
     assert_eq!(read("buffer_size_kb"), "7\n", "two pages of 4080 bytes");
+    assert_eq!(read("tracing_on"), "1\n", "recording goes on");
     write("buffer_size_kb", original.trim());
     tracefs::mkdir("instances/freed").unwrap();
+    assert_eq!(read("instances/freed/options/disable_on_free"), "0\n");
+    write("instances/freed/options/disable_on_free", "1");
     write("instances/freed/free_buffer", "1");
     assert_eq!(read("instances/freed/buffer_size_kb"), "7\n");
+    assert_eq!(read("instances/freed/tracing_on"), "0\n", "disable_on_free stopped it");
+    assert_eq!(read("tracing_on"), "1\n", "the top level's option is its own");
     assert_eq!(read("buffer_size_kb"), original, "the top level's rings are its own");
     tracefs::rmdir("instances/freed").unwrap();
 }
@@ -816,8 +822,8 @@ fn trace_printk_names_its_caller_and_obeys_its_options() {
 fn trace_options_change_how_trace_prints() {
     // The generic options in Linux's order, then the current tracer's.
     let generic = "print-parent\nnosym-offset\nnosym-addr\nnoverbose\nnoraw\nnohex\nnofields\ntrace_printk\nannotate\nnoprintk-msg-only\ncontext-info\n\
-                   nolatency-format\nnorecord-tgid\n\
-                   overwrite\nirq-info\nmarkers\nnoevent-fork\nnofunction-fork\nnostacktrace\n";
+                   nolatency-format\nrecord-cmd\nnorecord-tgid\n\
+                   overwrite\nnodisable_on_free\nirq-info\nmarkers\nnoevent-fork\nnofunction-fork\nnostacktrace\n";
     assert_eq!(read("trace_options"), generic, "nop has no options of its own");
     let refused = tracefs::write("trace_options", "funcgraph-proc", FilterMode::Replace);
     assert!(matches!(refused, Err(TracefsError::Invalid(_))), "not function_graph's while nop is current: {refused:?}");
@@ -1999,6 +2005,42 @@ fn latency_format_prints_the_same_events_in_latency_columns() {
         let after_task = line.split_once(" | ").unwrap_or_else(|| panic!("{line}")).1;
         let flags = after_task.split_once(" | ").unwrap_or_else(|| panic!("{line}")).0;
         assert!(flags.len() == 6 && flags.starts_with(' '), "the flags column: {line}");
+    }
+}
+
+/// `options/record-cmd`, as Linux's (on by default): task names are saved
+/// for traces while some trace array has it on; a task that starts and
+/// ends while none does is `<...>-PID` in the trace and missing from
+/// `saved_cmdlines`.
+#[ktest]
+fn record_cmd_off_everywhere_leaves_new_tasks_unnamed() {
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    let run_worker = |name: &'static str| {
+        let worker = crate::sched::spawn(name, || fib(3)).unwrap();
+        let pid = worker.pid();
+        assert_eq!(worker.join(), 2);
+        pid
+    };
+    assert_eq!(read("options/record-cmd"), "1\n");
+    write("options/record-cmd", "0");
+    let unnamed = run_worker("cmd-off");
+    tracefs::mkdir("instances/names").unwrap();
+    let named_by_instance = run_worker("cmd-inst");
+    tracefs::rmdir("instances/names").unwrap();
+    write("options/record-cmd", "1");
+    let named = run_worker("cmd-on");
+    let trace = read("trace");
+    let saved = read("saved_cmdlines");
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+
+    let calls_of = |prefix: String| event_lines(&trace).iter().filter(|line| line.trim_start().starts_with(&prefix)).count();
+    assert!(calls_of(format!("<...>-{unnamed} ")) >= 3, "fib(3) of a task never named: {trace}");
+    assert!(!saved.lines().any(|line| line.starts_with(&format!("{unnamed} "))), "{saved}");
+    for (pid, name) in [(named_by_instance, "cmd-inst"), (named, "cmd-on")] {
+        assert!(calls_of(format!("{name}-{pid} ")) >= 3, "an instance's option, then the top level's: {trace}");
+        assert!(saved.lines().any(|line| line == format!("{pid} {name}")), "{saved}");
     }
 }
 
