@@ -514,12 +514,32 @@ mod kernel_side {
         if let Some(name) = name.filter(|_| !events.iter().any(doomed)) {
             return Err(SynthError::NoSuchEvent(name.to_string()));
         }
-        // Each retired in turn (no trigger can name it from then on), if
-        // it is not on, triggered, named by a trigger (soft mode) or
-        // recorded by an action, here or in an instance; all of them or
-        // none.
-        let mut retired: Vec<&Arc<Synth>> = Vec::new();
+        retire_all(events.iter().filter(|synth| doomed(synth)))?;
+        let mut stale = 0;
         for synth in events.iter().filter(|synth| doomed(synth)) {
+            stale |= u32::from(synth.was_enabled.load(Ordering::Relaxed)) | synth.state.arrays().ever_enabled();
+        }
+        events.retain(|synth| !doomed(synth));
+        Ok(stale)
+    }
+
+    /// Whether [`remove`]`(None)` would remove every event now: each could
+    /// be retired (and is let go again). For a write that must not start
+    /// removing what it cannot finish (`> dynamic_events`, which removes
+    /// the probe events too).
+    pub fn check_removable_all() -> Result<(), SynthError> {
+        let events = EVENTS.lock();
+        let retired = retire_all(events.iter())?;
+        retired.iter().for_each(|synth| synth.state.unretire());
+        Ok(())
+    }
+
+    /// Retires each of `doomed` in turn (no trigger can name it from then
+    /// on), if it is not on, triggered, named by a trigger (soft mode) or
+    /// recorded by an action, here or in an instance; all of them or none.
+    fn retire_all<'a>(doomed: impl Iterator<Item = &'a Arc<Synth>>) -> Result<Vec<&'a Arc<Synth>>, SynthError> {
+        let mut retired: Vec<&Arc<Synth>> = Vec::new();
+        for synth in doomed {
             let state = &synth.state;
             let armed =
                 || state.on.load(Ordering::Relaxed) || state.triggers().is_set() || synth.actions.load(Ordering::Relaxed) > 0;
@@ -529,12 +549,7 @@ mod kernel_side {
             }
             retired.push(synth);
         }
-        let mut stale = 0;
-        for synth in events.iter().filter(|synth| doomed(synth)) {
-            stale |= u32::from(synth.was_enabled.load(Ordering::Relaxed)) | synth.state.arrays().ever_enabled();
-        }
-        events.retain(|synth| !doomed(synth));
-        Ok(stale)
+        Ok(retired)
     }
 
     /// `cat synthetic_events`: a definition a line (`dynamic`: as

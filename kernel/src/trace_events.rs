@@ -56,22 +56,53 @@ fn remove_synthetic(name: Option<&str>) -> Result<u32, ftrace::synth::SynthError
     }
 }
 
+/// Whether every synthetic event could be removed now (see
+/// [`remove_synthetic`]'s second try).
+pub fn check_synthetic_removable_all() -> Result<(), TracefsError> {
+    match ftrace::synth::check_removable_all() {
+        Err(ftrace::synth::SynthError::Busy(_)) if ftrace::deferred::reclaim() > 0 => ftrace::synth::check_removable_all(),
+        other => other,
+    }
+    .map_err(invalid)
+}
+
 /// `echo 'NAME TYPE FIELD; ...' >> synthetic_events` defines a synthetic
 /// event, `!NAME` removes one; a truncating write (`>`) first removes
 /// every one (refused, changing nothing, while one is enabled, has
 /// triggers or is a `hist` action's). The buffers a removed event
 /// recorded into are emptied, as for a removed probe event.
+///
+/// A line that would be refused is refused before a truncating write
+/// removes anything (where Linux's open has already emptied the file): a
+/// definition that does not parse or whose name a probe event has, or a
+/// removal of an event that is not there.
 pub fn write_synthetic(text: &str, mode: FilterMode) -> Result<(), TracefsError> {
     let text = text.trim();
+    let removal = text.strip_prefix('!').map(|name| name.split_whitespace().next().unwrap_or(""));
+    // A probe event of the group may not be there under that name.
+    let taken = |name: &str| fprobe::events::id(SYNTHETIC, name).is_ok();
     let mut stale = 0;
     if mode == FilterMode::Replace {
+        match removal {
+            Some(name) if ftrace::synth::find(name).is_none() => {
+                return Err(invalid(ftrace::synth::SynthError::NoSuchEvent(name.into())));
+            }
+            // Removed with the rest.
+            Some(_) => return write_synthetic("", mode),
+            None if !text.is_empty() => {
+                let def = ftrace::synth::SynthDef::parse(text).map_err(invalid)?;
+                if taken(&def.name) {
+                    return Err(invalid(ftrace::synth::SynthError::Exists(format!("{SYNTHETIC}/{}", def.name))));
+                }
+            }
+            None => {}
+        }
         stale |= remove_synthetic(None).map_err(invalid)?;
     }
-    let result = match text.strip_prefix('!') {
-        Some(name) => remove_synthetic(Some(name.split_whitespace().next().unwrap_or(""))).map(|more| stale |= more),
+    let result = match removal {
+        Some(name) => remove_synthetic(Some(name)).map(|more| stale |= more),
         None if text.is_empty() => Ok(()),
-        // A probe event of the group may not be there under that name.
-        None => ftrace::synth::define(text, |name| fprobe::events::id(SYNTHETIC, name).is_ok()),
+        None => ftrace::synth::define(text, taken),
     };
     if stale != 0 {
         ftrace::instance::reset_buffers_of_slots(stale);

@@ -1248,22 +1248,41 @@ fn read_dynamic_events(_array: Array, out: &mut dyn Write) -> fmt::Result {
 /// The probe events' commands, and Linux's `s:[synthetic/]NAME FIELDS`
 /// defining a synthetic event and `-:[synthetic/]NAME` removing one. A
 /// truncating write (`>`) first removes every dynamic event of both kinds,
-/// as Linux's does when it opens the file.
+/// as Linux's does when it opens the file; all of them or none (each kind
+/// checked before either goes, as Linux checks them all), and not for a
+/// line that is refused: a definition is checked first (each kind's own
+/// truncating write does that, the first to run), and a removal, which
+/// would find nothing left, is refused.
 fn write_dynamic_events(_array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
-    if mode == FilterMode::Replace {
-        fprobe::events::write_dynamic_events("", FilterMode::Replace).map_err(event_error)?;
-        trace_events::write_synthetic("", FilterMode::Replace)?;
-    }
     let line = text.trim();
-    if let Some(definition) = line.strip_prefix("s:") {
-        let definition = definition.strip_prefix("synthetic/").unwrap_or(definition);
-        return trace_events::write_synthetic(definition, FilterMode::Append);
+    let synthetic_definition = line.strip_prefix("s:").map(|def| def.strip_prefix("synthetic/").unwrap_or(def));
+    let synthetic_removal = line.strip_prefix("-:").map(|name| name.strip_prefix("synthetic/").unwrap_or(name).trim());
+    if mode == FilterMode::Append {
+        if let Some(definition) = synthetic_definition {
+            return trace_events::write_synthetic(definition, FilterMode::Append);
+        }
+        if let Some(name) = synthetic_removal.filter(|name| ftrace::synth::find(name).is_some()) {
+            return trace_events::write_synthetic(&format!("!{name}"), FilterMode::Append);
+        }
+        return fprobe::events::write_dynamic_events(text, FilterMode::Append).map_err(event_error);
     }
-    let synthetic = line.strip_prefix("-:").map(|name| name.strip_prefix("synthetic/").unwrap_or(name).trim());
-    if let Some(name) = synthetic.filter(|name| ftrace::synth::find(name).is_some()) {
-        return trace_events::write_synthetic(&format!("!{name}"), FilterMode::Append);
+    if line.starts_with("-:") {
+        return Err(TracefsError::Invalid(format!(
+            "'{line}': '>' removes every dynamic event first, so there is nothing left for it to remove (write it with '>>')"
+        )));
     }
-    fprobe::events::write_dynamic_events(text, FilterMode::Append).map_err(event_error)
+    fprobe::events::check_removable_all().map_err(event_error)?;
+    trace_events::check_synthetic_removable_all()?;
+    match synthetic_definition {
+        Some(definition) => {
+            trace_events::write_synthetic(definition, FilterMode::Replace)?;
+            fprobe::events::write_dynamic_events("", FilterMode::Replace).map_err(event_error)
+        }
+        None => {
+            fprobe::events::write_dynamic_events(text, FilterMode::Replace).map_err(event_error)?;
+            trace_events::write_synthetic("", FilterMode::Replace)
+        }
+    }
 }
 
 fn read_synthetic_events(_array: Array, out: &mut dyn Write) -> fmt::Result {

@@ -224,6 +224,13 @@ pub fn write_dynamic_events(text: &str, mode: FilterMode) -> Result<(), EventErr
     write_probe_events(text, mode, Syntax::Dynamic)
 }
 
+/// Whether every probe event could be removed now (none enabled,
+/// triggered or named by a trigger): for a write that removes other
+/// dynamic events too and must not start what it cannot finish.
+pub fn check_removable_all() -> Result<(), EventError> {
+    EVENTS.lock().iter().try_for_each(Event::check_removable)
+}
+
 /// A write to `kprobe_events`: as `dynamic_events`, for kprobe and
 /// kretprobe events only.
 pub fn write_kprobe_events(text: &str, mode: FilterMode) -> Result<(), EventError> {

@@ -56,6 +56,44 @@ fn synthetic_events_are_defined_listed_described_and_removed() {
     assert_eq!(read("synthetic_events"), "");
 }
 
+/// A truncating write (`>`) to `dynamic_events` removes every probe and
+/// synthetic event, all or none: an enabled event of either kind refuses
+/// it before anything goes, and so does a line that would be refused
+/// (checked first, where Linux's open has emptied the file already); the
+/// same for `> synthetic_events`.
+#[ktest]
+fn a_refused_truncating_write_removes_no_dynamic_event() {
+    let replace = |path: &str, text: &str| tracefs::write(path, text, FilterMode::Replace);
+    append("dynamic_events", "f:keepme fib");
+    append("synthetic_events", "kept u64 x");
+    let both = "f:fprobes/keepme fib\ns:synthetic/kept\tu64 x\n";
+    assert_eq!(read("dynamic_events"), both);
+    write("events/synthetic/kept/enable", "1");
+    let busy = replace("dynamic_events", "f:fresh fib");
+    assert!(busy.as_ref().is_err_and(|error| format!("{error}").contains("kept")), "{busy:?}");
+    assert_eq!(read("dynamic_events"), both, "the probe event stays too");
+    write("events/synthetic/kept/enable", "0");
+    for (path, line) in [
+        ("dynamic_events", "f:fresh no::such::function"),
+        ("dynamic_events", "s:fresh u7 x"),
+        ("dynamic_events", "-:keepme"),
+        ("synthetic_events", "fresh u7 x"),
+        ("synthetic_events", "!nosuch"),
+    ] {
+        assert!(replace(path, line).is_err(), "{path} < {line}");
+        assert_eq!(read("dynamic_events"), both, "{path} < {line}");
+    }
+    replace("synthetic_events", "!kept").unwrap();
+    assert_eq!(read("dynamic_events"), "f:fprobes/keepme fib\n", "'!kept' with '>': gone with the rest");
+    append("synthetic_events", "kept u64 x");
+    replace("dynamic_events", "s:fresh u32 y").unwrap();
+    assert_eq!(read("dynamic_events"), "s:synthetic/fresh\tu32 y\n");
+    replace("dynamic_events", "f:fresh2 fib").unwrap();
+    assert_eq!(read("dynamic_events"), "f:fprobes/fresh2 fib\n");
+    replace("dynamic_events", "").unwrap();
+    assert_eq!(read("dynamic_events"), "");
+}
+
 /// The `n=` of each `fib_time` line, counted.
 fn fib_time_calls(trace: &str, comm: &str) -> BTreeMap<u64, usize> {
     let mut calls = BTreeMap::new();
