@@ -441,9 +441,14 @@ fn field(text: &str, fields: &[FilterField]) -> Result<HistField, HistError> {
 }
 
 /// Whether a key's or value's text is an expression (Linux parses both
-/// with `parse_expr`).
+/// with `parse_expr`). A modifier at the end is not part of it: the `-`
+/// of `ip.sym-offset` is no operator.
 fn is_expression(text: &str) -> bool {
-    text.starts_with('$') || text.contains(['+', '-', '*', '/'])
+    let body = match text.rsplit_once('.') {
+        Some((body, name)) if Modifier::from_name(name).is_some() => body,
+        _ => text,
+    };
+    body.starts_with('$') || body.contains(['+', '-', '*', '/'])
 }
 
 /// A key: a field (`NAME[.MODIFIER]`), or an expression of fields and
@@ -1871,6 +1876,8 @@ mod tests {
         );
         assert_eq!(parse("keys=bytes-$t", &fields()).unwrap_err(), HistError::KeyReadsVariable("bytes-$t".into()));
         assert_eq!(parse("keys=bytes*2.graph", &fields()).unwrap_err(), HistError::BadModifier("bytes*2.graph".into()));
+        // The `-` of a modifier is no operator.
+        assert_eq!(spec("keys=ip.sym-offset").line(), "hist:keys=ip.sym-offset:vals=hitcount:sort=hitcount:size=2048");
     }
 
     #[test]
