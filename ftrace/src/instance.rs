@@ -431,6 +431,15 @@ impl TraceArray {
         Ok(Arc::new(CondSnapshot { array: self, released: AtomicBool::new(false) }))
     }
 
+    /// Frees the snapshot buffer unless a `hist` action holds it: a refused
+    /// trigger gives back the buffer its action's hold allocated.
+    pub fn free_snapshot_unless_held(&self) {
+        let held = self.cond_snapshot.lock();
+        if held.is_none() {
+            self.buffer().free_snapshot();
+        }
+    }
+
     /// A `snapshot` trigger's or function command's snapshot, as Linux's
     /// `tracing_snapshot_instance_cond`: with no snapshot buffer (`echo 0 >
     /// snapshot` freed it) it says so in the trace and turns tracing off,

@@ -200,12 +200,19 @@ pub fn write_trigger(array: &'static TraceArray, group: &str, event: &str, text:
     // until that trigger's grace period: let those go (no lock is held
     // here) and try once more.
     let in_use = TriggerError::Hist(ftrace::hist::HistError::InUse).to_string();
-    match write_trigger_once(array, group, event, text) {
+    // A `.snapshot()` action allocates the snapshot buffer when it is
+    // resolved; a trigger refused after that gives it back.
+    let had_snapshot = array.buffer().snapshot_allocated();
+    let result = match write_trigger_once(array, group, event, text) {
         Err(TracefsError::Invalid(message)) if message == in_use && ftrace::deferred::reclaim() > 0 => {
             write_trigger_once(array, group, event, text)
         }
         other => other,
+    };
+    if result.is_err() && !had_snapshot {
+        array.free_snapshot_unless_held();
     }
+    result
 }
 
 /// [`write_trigger`], once.
@@ -229,12 +236,13 @@ fn write_trigger_once(array: &'static TraceArray, group: &str, event: &str, text
     let mut defines = None;
     let mut clock = None;
     if let Request::Add(trigger) = &mut parsed {
-        ftrace::event_trigger::resolve_hist(array, trigger, ftrace::synth::target).map_err(refused)?;
-        defines = trigger.histogram().map(Arc::downgrade);
+        // The clock first: resolving may allocate the snapshot buffer.
         if let Some(name) = trigger.histogram().and_then(|hist| hist.spec().clock()) {
             let found = ftrace::clock::TraceClock::from_name(name);
             clock = Some(found.ok_or_else(|| TracefsError::Invalid(format!("hist: couldn't set trace_clock '{name}'")))?);
         }
+        ftrace::event_trigger::resolve_hist(array, trigger, ftrace::synth::target).map_err(refused)?;
+        defines = trigger.histogram().map(Arc::downgrade);
     }
     let (request, acquired) = match parsed {
         Request::Add(trigger) => match trigger.target().cloned() {

@@ -432,6 +432,10 @@ fn an_onmax_snapshot_keeps_the_trace_up_to_the_largest_value() {
     ftrace::deferred::reclaim();
     write("snapshot", "0");
     assert!(read("snapshot").contains("Snapshot is freed"), "writable again once the action went");
+    // Refused after its action allocated the buffer (`cont` of no such
+    // histogram): the buffer goes again.
+    assert!(add_trigger(trigger, "hist:keys=common_pid:v=n:onmax($v).snapshot():cont").is_err());
+    assert!(read("snapshot").contains("Snapshot is freed"), "a refused trigger gives the buffer back");
     write("events/fprobes/fibm/enable", "0");
     tracefs::write("dynamic_events", "-:fibm", FilterMode::Append).unwrap();
     write("trace", "");
