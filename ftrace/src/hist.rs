@@ -839,6 +839,10 @@ pub struct Histogram {
     paused: AtomicBool,
     /// For each of `spec.vars.refs`: the histogram and the variable.
     reads: Vec<(Arc<Histogram>, usize)>,
+    /// For each variable: whether it holds `common_timestamp.usecs`'s
+    /// units, worked out once its reads are known (so a chain of
+    /// histograms reading each other's variables is never walked again).
+    usecs_vars: Vec<bool>,
     /// For each of `spec.vars.calls()`: the synthetic event it records.
     targets: Vec<Arc<dyn SynthTarget>>,
     /// The resolved histograms that read its variables (Linux refuses to
@@ -1005,11 +1009,13 @@ impl Histogram {
         let paused = AtomicBool::new(spec.controls.pause);
         let (readers, detached) = (AtomicUsize::new(0), AtomicBool::new(false));
         let timestamps = spec.vars.uses_timestamp();
+        let usecs_vars = spec.vars.defs.iter().map(|def| def.expr.usecs(&|_| false)).collect();
         Ok(Histogram {
             spec,
             map,
             paused,
             reads: Vec::new(),
+            usecs_vars,
             targets: Vec::new(),
             readers,
             detached,
@@ -1090,6 +1096,7 @@ impl Histogram {
         for target in &targets {
             target.hold();
         }
+        self.usecs_vars = self.spec.vars.defs.iter().map(|def| def.expr.usecs(&var_usecs)).collect();
         self.reads = reads;
         self.targets = targets;
         Ok(())
@@ -1098,8 +1105,7 @@ impl Histogram {
     /// Whether its variable `var` holds `common_timestamp.usecs`'s units
     /// (what its expression's first operand holds, as Linux carries them).
     pub fn var_usecs(&self, var: usize) -> bool {
-        let Some(def) = self.spec.vars.defs.get(var) else { return false };
-        def.expr.usecs(&|read| self.reads.get(read).is_some_and(|(hist, var)| hist.var_usecs(*var)))
+        self.usecs_vars.get(var).copied().unwrap_or(false)
     }
 
     /// Whether another trigger's histogram reads its variables.
@@ -1962,6 +1968,25 @@ mod tests {
         assert_eq!(end.map.totals(), (2, 0), "the hits without a start are not counted");
         let other_keys = Histogram::try_new(spec("keys=prev_comm:x=$ts0")).unwrap();
         assert!(!other_keys.keys_match(&start));
+    }
+
+    #[test]
+    fn a_variables_units_carry_along_a_chain_of_histograms() {
+        // ts0 holds microseconds; `copy` holds $ts0, so microseconds too
+        // (worked out once, when `copy`'s histogram is resolved).
+        let start = Arc::new(Histogram::try_new(spec("keys=prev_pid:ts0=common_timestamp.usecs")).unwrap());
+        let mut copy = Histogram::try_new(spec("keys=prev_pid:copy=$ts0")).unwrap();
+        assert!(!copy.var_usecs(0), "unresolved: not known yet");
+        copy.resolve(|name| (name == "ts0").then(|| (start.clone(), 0)), |_| None, no_snapshot).unwrap();
+        assert!(start.var_usecs(0) && copy.var_usecs(0));
+        let copy = Arc::new(copy);
+        let find = |name: &str| (name == "copy").then(|| (copy.clone(), 0));
+        let mut mixed = Histogram::try_new(spec("keys=prev_pid:d=common_timestamp-$copy")).unwrap();
+        let refused = mixed.resolve(find, |_| None, no_snapshot);
+        assert!(refused.is_err_and(|error| error.to_string().contains("usecs")), "nanoseconds minus microseconds");
+        let mut same = Histogram::try_new(spec("keys=prev_pid:d=common_timestamp.usecs-$copy")).unwrap();
+        same.resolve(find, |_| None, no_snapshot).unwrap();
+        assert!(same.var_usecs(0));
     }
 
     #[test]
