@@ -217,6 +217,10 @@ pub enum HookError {
     TooLarge,
     /// This CPU runs no task with tracing state (and so no shadow stack).
     NoStack,
+    /// A hook of the same call is still pending: this one was asked from
+    /// inside the entry callback making it, which would join a frame
+    /// whose entry may yet be taken back or shortened under it.
+    Pending,
 }
 
 /// A call to hook: what its frame records.
@@ -608,7 +612,14 @@ impl ShadowStack {
             self.overruns.fetch_add(1, Ordering::Relaxed);
             return Err(HookError::Overrun);
         }
-        if self.entries(&frame, top).count() >= MAX_ENTRIES {
+        let mut entries = 0;
+        for entry in self.entries(&frame, top) {
+            if entry.user == 0 || entry.user == PENDING_SET_COUNTED {
+                return Err(HookError::Pending);
+            }
+            entries += 1;
+        }
+        if entries >= MAX_ENTRIES {
             return Err(HookError::TooLarge);
         }
         let entry = self.reserve(needed);
@@ -921,6 +932,36 @@ mod tests {
         let nested = stack.begin(&call(0x1000, 0x7000), words(0), GRAPH).unwrap().commit(0xa, &[], GRAPH).unwrap();
         assert_eq!(nested.depth, 1);
         assert_eq!(stack.frames(), 2);
+    }
+
+    #[test]
+    fn a_call_whose_hook_is_pending_cannot_be_joined() {
+        let stack = ShadowStack::new(256);
+        for first_needs in [GRAPH, KRETPROBE] {
+            // From inside the entry callback of a pending hook (its frame new,
+            // or joined by a user that made the call count).
+            let outer = stack.begin(&call(0x1000, 0x8000), words(2), KRETPROBE).unwrap().commit(0xa, &[], KRETPROBE).unwrap();
+            let pending = stack.begin(&call(0x2000, 0x7000), words(2), first_needs).unwrap();
+            let joining = stack.begin(&call(0x2000, 0x7000), words(0), FULL).map(|_| ());
+            assert_eq!(joining, Err(HookError::Pending));
+            pending.commit(0xb, &[1], first_needs).unwrap();
+            let joined = stack.begin(&call(0x2000, 0x7000), words(0), FULL).unwrap().commit(0xc, &[], FULL).unwrap();
+            assert_eq!(joined.redirect, Some(ReturnPath::Full), "once committed, it can");
+            let users: Vec<u64> = users(&stack, &stack.innermost().unwrap()).into_iter().map(|(user, _)| user).collect();
+            assert_eq!(users, [0xb, 0xc]);
+            assert_eq!(outer.depth, 0);
+            stack.reset();
+        }
+        let joined_pending = {
+            stack.begin(&call(0x1000, 0x8000), words(0), KRETPROBE).unwrap().commit(0xa, &[], KRETPROBE).unwrap();
+            stack.begin(&call(0x1000, 0x8000), words(0), GRAPH).unwrap()
+        };
+        assert_eq!(
+            stack.begin(&call(0x1000, 0x8000), words(0), GRAPH).map(|_| ()),
+            Err(HookError::Pending),
+            "a joined entry pending"
+        );
+        drop(joined_pending);
     }
 
     #[test]
