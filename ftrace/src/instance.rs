@@ -320,6 +320,13 @@ impl TraceArray {
         Ok(())
     }
 
+    /// Whether [`set_tracer_filter`](Self::set_tracer_filter) would take
+    /// `text` (every glob matches a function), changing nothing: for a
+    /// write that must check everything before it changes anything.
+    pub fn check_tracer_filter(&self, text: &str, mode: FilterMode) -> Result<(), FtraceError> {
+        registry::match_functions(&[], text, mode).map(drop)
+    }
+
     /// `echo 0|1 > function_profile_enabled` (the top level's filters).
     pub fn set_function_profile(&self, on: bool) -> Result<(), crate::profiler::ProfileError> {
         crate::profiler::set_enabled(on, &self.function_ops)

@@ -767,6 +767,12 @@ fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(),
     let changes: alloc::vec::Vec<ftrace::func_probe::Change> =
         commands.iter().map(|(remove, glob, command, count)| (*remove, *glob, command, count.is_some())).collect();
     ftrace::func_probe::check(array, &changes).map_err(|error| TracefsError::Invalid(error.to_string()))?;
+    // So are the globs: a glob that matches nothing must not leave an
+    // event the commands name switched on for a moment.
+    let filter_changes = !globs.is_empty() || commands.is_empty() || mode == FilterMode::Replace;
+    if filter_changes {
+        array.check_tracer_filter(&globs.join("\n"), mode)?;
+    }
     // The events the adds switch, resolved (and put in soft mode) before
     // anything changes: an unknown one refuses the write, and dropping the
     // hooks taken so far gives their soft mode back.
@@ -777,7 +783,7 @@ fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(),
             _ => None,
         });
     }
-    if !globs.is_empty() || commands.is_empty() || mode == FilterMode::Replace {
+    if filter_changes {
         // One a line: the words are split again, as written.
         array.set_tracer_filter(FilterKind::Filter, &globs.join("\n"), mode)?;
     }

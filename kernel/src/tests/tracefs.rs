@@ -1119,6 +1119,24 @@ fn function_commands_switch_tracing_and_record_stacks() {
     assert_eq!(read("enabled_functions"), "");
 }
 
+/// A glob that matches nothing refuses a write with an `enable_event`
+/// command before the command's event is touched: it is never armed, so
+/// removing it later leaves the top level's trace alone (a removed event
+/// that may have recorded empties the buffers it recorded into).
+#[ktest]
+fn a_refused_glob_leaves_a_commands_event_untouched() {
+    tracefs::write("dynamic_events", "f:cmdev fib", FilterMode::Append).unwrap();
+    write("trace", "");
+    write("trace_marker", "kept");
+    let refused = tracefs::write("set_ftrace_filter", "no::such::function fib:enable_event:fprobes:cmdev", FilterMode::Append);
+    assert!(refused.is_err());
+    assert_eq!(read("events/fprobes/cmdev/enable"), "0\n");
+    assert_eq!(read("set_ftrace_filter"), "#### all functions enabled ####\n");
+    tracefs::write("dynamic_events", "-:cmdev", FilterMode::Append).unwrap();
+    assert!(read("trace").contains("tracing_mark_write: kept"), "{}", read("trace"));
+    write("trace", "");
+}
+
 /// Linux's `:mod:` module filter is refused with its own message (this
 /// kernel has no modules), not as an unknown command; nothing changes.
 #[ktest]
