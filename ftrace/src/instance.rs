@@ -280,12 +280,20 @@ impl TraceArray {
         }
     }
 
+    /// Whether the checking ops is the one registered (for the function
+    /// tracer running): asked of the registry, not worked out from the
+    /// pids and options, which a task's exit may change under the tracer
+    /// (`forget_task`).
+    fn checking_ops_live(&self) -> bool {
+        registry::is_registered(&self.checking_ops)
+    }
+
     /// After a change that may ask for the other function ops (the
     /// caller holds `tracer`, the tracer running is `tracer`): swaps them if
     /// the function tracer runs.
-    fn swap_function_ops(&'static self, tracer: Tracer, was_checking: bool) -> Result<(), FtraceError> {
+    fn swap_function_ops(&'static self, tracer: Tracer) -> Result<(), FtraceError> {
         let checking = self.needs_checking_ops();
-        if tracer == Tracer::Function && checking != was_checking {
+        if tracer == Tracer::Function && checking != self.checking_ops_live() {
             let (old, new) = match checking {
                 true => (&self.function_ops, &self.checking_ops),
                 false => (&self.checking_ops, &self.function_ops),
@@ -299,7 +307,10 @@ impl TraceArray {
     fn stop(&'static self, tracer: Tracer) -> Result<(), FtraceError> {
         match tracer {
             Tracer::Nop => Ok(()),
-            Tracer::Function => registry::unregister(self.active_function_ops()),
+            Tracer::Function => match self.checking_ops_live() {
+                true => registry::unregister(&self.checking_ops),
+                false => registry::unregister(&self.function_ops),
+            },
             Tracer::FunctionGraph => self.graph_ops.unregister(),
         }
     }
@@ -372,7 +383,6 @@ impl TraceArray {
     pub fn set_pids(&'static self, notrace: bool, text: &str, mode: FilterMode) -> Result<(), PidError> {
         let parsed = parse_pids(text)?;
         let tracer = self.tracer.lock();
-        let was_checking = self.needs_checking_ops();
         let old = {
             let mut pids = self.pids.lock();
             let old = pids.clone();
@@ -381,7 +391,7 @@ impl TraceArray {
         };
         self.refresh_ignored();
         self.refresh_graph_plain();
-        self.swap_function_ops(*tracer, was_checking).map_err(|_| {
+        self.swap_function_ops(*tracer).map_err(|_| {
             // Refused: the list as it was (the ops were not swapped).
             *self.pids.lock() = old;
             self.refresh_ignored();
@@ -470,7 +480,6 @@ impl TraceArray {
     /// Switches trace option `option` (`echo 0|1 > options/NAME`).
     pub fn set_option(&'static self, option: TraceOption, on: bool) -> Result<(), FtraceError> {
         let tracer = self.tracer.lock();
-        let was_checking = self.needs_checking_ops();
         if option == TraceOption::FuncNoRepeats && on && !self.option(option) {
             // Counting starts with no call to repeat (nothing counts while
             // the option is off).
@@ -480,7 +489,7 @@ impl TraceArray {
             true => self.options.fetch_or(option.bit(), Ordering::Relaxed),
             false => self.options.fetch_and(!option.bit(), Ordering::Relaxed),
         };
-        let swapped = self.swap_function_ops(*tracer, was_checking);
+        let swapped = self.swap_function_ops(*tracer);
         match swapped {
             // Tracing refused the other ops: the option stays as it was.
             Err(_) => self.options.store(before, Ordering::Relaxed),

@@ -1409,6 +1409,30 @@ fn set_ftrace_pid_traces_only_the_listed_tasks_and_their_children() {
     assert_eq!(read("enabled_functions"), "");
 }
 
+/// A notrace list emptied by the exit of its only task (`function-fork`)
+/// leaves the function tracer as it was: it still stops, and its instance
+/// goes, where stopping once guessed the wrong ops from the emptied list.
+#[ktest]
+fn a_notrace_list_emptied_by_an_exit_leaves_the_tracer_stoppable() {
+    tracefs::mkdir("instances/forked").unwrap();
+    write("instances/forked/set_ftrace_filter", "fib");
+    write("instances/forked/current_tracer", "function");
+    write("instances/forked/options/function-fork", "1");
+    static GO: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+    GO.store(false, core::sync::atomic::Ordering::Relaxed);
+    let waiter = super::events::waiting_task(&GO);
+    write("instances/forked/set_ftrace_notrace_pid", &format!("{}", waiter.pid()));
+    GO.store(true, core::sync::atomic::Ordering::Release);
+    waiter.join();
+    assert_eq!(read("instances/forked/set_ftrace_notrace_pid"), "no pid\n", "gone from the list");
+    assert_eq!(fib(2), 1);
+    let me = ftrace::task::current().pid() as u32;
+    assert!(traced_pids(&read("instances/forked/trace")).contains(&me), "this task traced");
+    write("instances/forked/current_tracer", "nop");
+    assert_eq!(read("enabled_functions"), "", "no ops left on a site");
+    tracefs::rmdir("instances/forked").unwrap();
+}
+
 /// What a `FUNC:snapshot` command is attached to in the test below.
 #[inline(never)]
 fn snapshot_trigger() {
