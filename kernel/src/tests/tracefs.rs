@@ -1383,12 +1383,7 @@ fn set_ftrace_pid_traces_only_the_listed_tasks_and_their_children() {
     // A list emptied by exits still filters, and reads as nothing (not
     // `no pid`), until no pids are written, as in Linux.
     write("options/function-fork", "1");
-    static GO: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
-    GO.store(false, core::sync::atomic::Ordering::Relaxed);
-    let waiter = super::events::waiting_task(&GO);
-    write("set_ftrace_pid", &format!("{}", waiter.pid()));
-    GO.store(true, core::sync::atomic::Ordering::Release);
-    waiter.join();
+    list_a_task_that_exits("set_ftrace_pid");
     write("options/function-fork", "0");
     assert_eq!(read("set_ftrace_pid"), "", "gone from the list, the list still set");
     write("trace", "");
@@ -1409,6 +1404,17 @@ fn set_ftrace_pid_traces_only_the_listed_tasks_and_their_children() {
     assert_eq!(read("enabled_functions"), "");
 }
 
+/// Writes the pid of a new task into the pid list `file`, then lets the
+/// task end and waits for it.
+fn list_a_task_that_exits(file: &str) {
+    static GO: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+    GO.store(false, core::sync::atomic::Ordering::Relaxed);
+    let waiter = super::events::waiting_task(&GO);
+    write(file, &format!("{}", waiter.pid()));
+    GO.store(true, core::sync::atomic::Ordering::Release);
+    waiter.join();
+}
+
 /// A notrace list emptied by the exit of its only task (`function-fork`)
 /// leaves the function tracer as it was: it still stops, and its instance
 /// goes, where stopping once guessed the wrong ops from the emptied list.
@@ -1418,12 +1424,7 @@ fn a_notrace_list_emptied_by_an_exit_leaves_the_tracer_stoppable() {
     write("instances/forked/set_ftrace_filter", "fib");
     write("instances/forked/current_tracer", "function");
     write("instances/forked/options/function-fork", "1");
-    static GO: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
-    GO.store(false, core::sync::atomic::Ordering::Relaxed);
-    let waiter = super::events::waiting_task(&GO);
-    write("instances/forked/set_ftrace_notrace_pid", &format!("{}", waiter.pid()));
-    GO.store(true, core::sync::atomic::Ordering::Release);
-    waiter.join();
+    list_a_task_that_exits("instances/forked/set_ftrace_notrace_pid");
     assert_eq!(read("instances/forked/set_ftrace_notrace_pid"), "no pid\n", "gone from the list");
     assert_eq!(fib(2), 1);
     let me = ftrace::task::current().pid() as u32;
