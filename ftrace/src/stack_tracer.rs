@@ -75,6 +75,11 @@ extern "C" fn check_stack(ip: usize, _parent: usize, _ops: &FtraceOps, fregs: &m
 /// 0 turns the tracer on, and the value itself is what reads back. A
 /// refused (un)registration changes nothing.
 pub fn set_enabled(value: i32) -> Result<(), FtraceError> {
+    // One writer at a time (Linux's `stack_sysctl_mutex`): two writers
+    // between the check and the store could leave the ops registered and
+    // the value 0.
+    static WRITERS: arch::sync::Mutex<()> = arch::sync::Mutex::new(());
+    let _writer = WRITERS.lock();
     let on = value != 0;
     if is_enabled() != on {
         if on {
