@@ -402,9 +402,16 @@ pub fn remove(array: &'static TraceArray, glob: &str, command: &Command, counted
 /// leaves the commands not yet detached attached (and so their array
 /// needed: the caller keeps it).
 pub fn remove_all(array: &'static TraceArray) -> Result<(), ProbeError> {
-    let mut commands: Vec<(Command, bool)> =
-        PROBES.lock().iter().filter(|p| core::ptr::eq(p.array, array)).map(|p| (p.command.clone(), p.counted)).collect();
-    commands.dedup();
+    // Each command once: one removal takes it off every function, so a
+    // second would find it gone (the probes of one command need not be
+    // next to each other).
+    let mut commands: Vec<(Command, bool)> = Vec::new();
+    for probe in PROBES.lock().iter().filter(|p| core::ptr::eq(p.array, array)) {
+        let command = (probe.command.clone(), probe.counted);
+        if !commands.contains(&command) {
+            commands.push(command);
+        }
+    }
     commands.into_iter().try_for_each(|(command, counted)| remove(array, "*", &command, counted))
 }
 

@@ -607,3 +607,18 @@ fn an_instance_function_command_switches_the_instance_copy() {
     assert_eq!(read("enabled_functions"), "", "the command went with the instance");
     tracefs::write("dynamic_events", "-:inst_cmd", FilterMode::Append).unwrap();
 }
+
+/// `rmdir` takes along every function command, the same command on
+/// several functions written apart included (each removal of a command
+/// takes it off every function).
+#[ktest]
+fn rmdir_takes_along_commands_written_apart() {
+    tracefs::mkdir("instances/cmds").unwrap();
+    write("instances/cmds/current_tracer", "function");
+    for command in ["fib:traceoff", "kernel::workload::run:traceon", "kernel::workload::run:traceoff"] {
+        tracefs::write("instances/cmds/set_ftrace_filter", command, FilterMode::Append).unwrap();
+    }
+    tracefs::rmdir("instances/cmds").unwrap();
+    assert!(!tracefs::exists("instances/cmds"));
+    assert_eq!(read("enabled_functions"), "", "every command went with the instance");
+}
