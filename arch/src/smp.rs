@@ -10,11 +10,12 @@
 //! [`call_on_others`] runs a function on every other online CPU, in
 //! interrupt context, and returns once all have run it. The caller spins
 //! for its lock with interrupts enabled, so two CPUs calling at once never
-//! deadlock: the one waiting still answers the other's interrupt. Returning
-//! from an interrupt synchronises a CPU's instruction stream (x86_64: `iret`
-//! is serialising; aarch64: an exception return is a context
-//! synchronisation event), so an empty call is also a barrier that makes
-//! every CPU refetch changed code.
+//! deadlock: the one waiting still answers the other's interrupt.
+//! [`sync_all`] makes every CPU refetch changed code: its call serialises
+//! each CPU in the handler itself (x86_64: `cpuid`; aarch64: `isb`), as
+//! Linux's `text_poke_sync` does. The return from the interrupt cannot be
+//! relied on for that: it may switch to a task that gave up its CPU by a
+//! plain call, which resumes with a `ret`, no `iret` on the way.
 
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -229,7 +230,7 @@ pub fn stop_others(f: fn()) {
 /// empty cross-CPU call (see the module documentation), then this CPU's own
 /// barrier.
 pub fn sync_all() {
-    call_on_others(|| {});
+    call_on_others(cpu::serialize);
     cpu::serialize();
 }
 
