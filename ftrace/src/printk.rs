@@ -17,7 +17,11 @@
 //! straight into the event the buffer reserved for it, so nothing is
 //! allocated and no copy of the text sits on the stack (Linux formats into
 //! a per-CPU buffer and copies). The buffer's writer masks interrupts and
-//! takes no lock: any context may call it, a tracing callback included. A
+//! takes no lock: any context may call it, a tracing callback included.
+//! The arguments are formatted inside the buffer's write: an event that
+//! traced code run by that formatting tries to write on this CPU is
+//! dropped and counted (`WriteError::Nested`), never written over this
+//! one. A
 //! text past [`PRINTK_MAX`] bytes is cut there (before a character that
 //! would not fit whole); an argument whose text
 //! changes between the two passes is cut, or padded with NULs, to the

@@ -335,6 +335,10 @@ pub enum WriteError {
     /// The ring is full of unread events and does not overwrite them
     /// (`options/overwrite` off).
     Full,
+    /// A write from inside another write's `fill` on this ring (code the
+    /// fill runs was traced): dropped, as Linux's recursion lock drops it,
+    /// rather than written over the event being filled.
+    Nested,
 }
 
 /// `RingBuffer::stopped`: a non-consuming reader paused the writer.
@@ -548,6 +552,12 @@ impl RingBuffer {
         if len == 0 || len > MAX_PAYLOAD {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return Err(WriteError::TooLarge);
+        }
+        // Only this ring's writer sets the flag, interrupts masked: set
+        // already, this write comes from inside the fill of another.
+        if self.writing.load(Ordering::Relaxed) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return Err(WriteError::Nested);
         }
         // Pairs with `snapshot`: it sets `STOP_PAUSED`, then waits for
         // `writing`.
@@ -972,6 +982,27 @@ mod tests {
         ring.set_masked(false);
         write(&ring, 4, &payload(4, 24));
         assert_eq!(ring.events().iter().map(|(time, _)| *time).collect::<Vec<_>>(), [1, 4]);
+    }
+
+    /// A write from inside another's fill (traced code the fill ran) is
+    /// dropped and counted; the event being filled is whole.
+    #[test]
+    fn a_write_nested_in_a_fill_is_dropped() {
+        let ring = RingBuffer::new(4);
+        let mut nested = None;
+        // SAFETY: one writer (the test thread); the nested call is the
+        // case under test.
+        let outer = unsafe {
+            ring.write_with(1, 24, |room| {
+                nested = Some(ring.write(2, &payload(2, 8)));
+                room.copy_from_slice(&payload(1, 24));
+            })
+        };
+        assert_eq!((outer, nested), (Ok(()), Some(Err(WriteError::Nested))));
+        write(&ring, 3, &payload(3, 24));
+        assert_eq!(ring.events(), [(1, payload(1, 24)), (3, payload(3, 24))]);
+        let stats = ring.stats();
+        assert_eq!((stats.written, stats.dropped, stats.entries), (2, 1, 2));
     }
 
     /// Without overwrite, a full ring keeps its oldest events and drops

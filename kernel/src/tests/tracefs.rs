@@ -752,6 +752,7 @@ fn printk_caller_name() -> &'static str {
 /// there, and only the top level has the last two files.
 #[ktest]
 fn trace_printk_names_its_caller_and_obeys_its_options() {
+    trace_printk_whose_formatting_is_traced_stays_whole();
     write("trace", "");
     assert!(printk_from_here(42), "recorded");
     write("trace_marker", "marked");
@@ -1432,6 +1433,41 @@ fn a_notrace_list_emptied_by_an_exit_leaves_the_tracer_stoppable() {
     write("instances/forked/current_tracer", "nop");
     assert_eq!(read("enabled_functions"), "", "no ops left on a site");
     tracefs::rmdir("instances/forked").unwrap();
+}
+
+/// An argument whose formatting calls a traced function.
+struct CallsFib;
+
+impl core::fmt::Display for CallsFib {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "fib(3)={}", fib(3))
+    }
+}
+
+/// `trace_printk!` formats its arguments twice, the second time inside the
+/// buffer's write: the function tracer's events from that pass are dropped
+/// (counted in `dropped events`), not written over the text.
+fn trace_printk_whose_formatting_is_traced_stays_whole() {
+    let dropped = || -> u64 {
+        (0..ftrace::buffer::cpus())
+            .map(|cpu| read(&format!("per_cpu/cpu{cpu}/stats")))
+            .filter_map(|stats| stats.lines().find_map(|line| line.strip_prefix("dropped events: ")?.parse::<u64>().ok()))
+            .sum()
+    };
+    write("set_ftrace_filter", "fib");
+    write("current_tracer", "function");
+    let before = dropped();
+    assert!(ftrace::trace_printk!("{}", CallsFib));
+    let trace = read("trace");
+    let after = dropped();
+    write("current_tracer", "nop");
+    write("set_ftrace_filter", "");
+    let lines: alloc::vec::Vec<&str> = trace.lines().filter(|line| !line.starts_with('#')).collect();
+    assert_eq!(lines.len(), 6, "fib(3)'s five calls from the counting pass, then the text: {trace}");
+    assert!(lines[..5].iter().all(|line| line.contains(": kernel::workload::fib <-")), "{trace}");
+    assert!(lines[5].ends_with(": fib(3)=2"), "{trace}");
+    assert_eq!(after - before, 5, "the filling pass's five calls, dropped");
+    write("trace", "");
 }
 
 /// What a `FUNC:snapshot` command is attached to in the test below.
