@@ -114,9 +114,10 @@ pub struct TraceBuffer {
     cpumask: AtomicU64,
     /// `options/overwrite`: whether full rings overwrite their oldest page.
     overwrite: AtomicBool,
-    /// How many times its rings were emptied (`echo > trace`, a clock
-    /// change): a reader holding events it took before drops them.
-    emptied: AtomicU64,
+    /// How many times each CPU's ring was emptied (`echo > trace`, a clock
+    /// change, `echo > per_cpu/cpuN/trace`): a reader holding events it
+    /// took from that ring before drops them.
+    emptied: [AtomicU64; MAX_CPUS],
     /// The clock's time at the last [`reset`](TraceBuffer::reset) (0
     /// before one): the latency format's times count from it (Linux's
     /// `array_buffer.time_start`).
@@ -278,7 +279,7 @@ impl TraceBuffer {
             swapping: AtomicBool::new(false),
             cpumask: AtomicU64::new(all_cpus()),
             overwrite: AtomicBool::new(true),
-            emptied: AtomicU64::new(0),
+            emptied: [const { AtomicU64::new(0) }; MAX_CPUS],
             time_start: AtomicU64::new(0),
             start_cpu: AtomicUsize::new(0),
         })
@@ -625,14 +626,16 @@ impl TraceBuffer {
         Some(given)
     }
 
-    /// How many times its rings were emptied so far.
-    pub fn emptied(&self) -> u64 {
-        self.emptied.load(Ordering::Acquire)
+    /// How many times CPU `cpu`'s ring was emptied so far.
+    pub fn emptied(&self, cpu: usize) -> u64 {
+        self.emptied.get(cpu).map_or(0, |count| count.load(Ordering::Acquire))
     }
 
     /// Empties CPU `cpu`'s ring (`echo > per_cpu/cpuN/trace`).
     pub fn reset_cpu(&self, cpu: usize) {
-        self.emptied.fetch_add(1, Ordering::AcqRel);
+        if let Some(count) = self.emptied.get(cpu) {
+            count.fetch_add(1, Ordering::AcqRel);
+        }
         let readers = self.readers.lock();
         let _swap = SwapGuard::new(&self.swapping); // the live rings stay live
         if let Some(ring) = self.rings(&readers).get(cpu) {
@@ -658,7 +661,7 @@ impl TraceBuffer {
 
     /// Empties every CPU's ring (`echo > trace`).
     pub fn reset(&self) {
-        self.emptied.fetch_add(1, Ordering::AcqRel);
+        self.emptied.iter().for_each(|count| _ = count.fetch_add(1, Ordering::AcqRel));
         // A reading, as Linux's `buffer_ftrace_now`: with the `counter`
         // clock, a count.
         self.time_start.store(self.now(), Ordering::Relaxed);

@@ -874,11 +874,12 @@ pub(crate) fn write_print(array: &TraceArray, writer: PrintWriter, text: &[u8]) 
 pub struct PipeReader {
     /// Taken out, not printed yet: (time, CPU, payload).
     held: Vec<HeldEvent>,
-    /// The buffer's [`emptied`](crate::buffer::TraceBuffer::emptied) count
-    /// when they were taken: emptied since (`echo > trace`, a clock
-    /// change), the held events go too. (A resize keeps the events: the
-    /// held ones, taken out before it, are not in the new rings.)
-    emptied: u64,
+    /// Each CPU's [`emptied`](crate::buffer::TraceBuffer::emptied) count
+    /// when its events were taken: that CPU's ring emptied since (`echo >
+    /// trace`, a clock change, `echo > per_cpu/cpuN/trace`), its held
+    /// events go too. (A resize keeps the events: the held ones, taken out
+    /// before it, are not in the new rings.)
+    emptied: [u64; arch::MAX_CPUS],
     /// What the graph output printed so far remembers (the calls it
     /// opened), for the next pass.
     graph: output::GraphState,
@@ -923,10 +924,12 @@ impl PipeReader {
             Some(cpu) => cpu..cpu + 1,
             None => 0..buffer.cpus(),
         };
-        let emptied = buffer.emptied();
-        if emptied != self.emptied {
-            self.held.clear();
-            self.emptied = emptied;
+        for cpu in cpus.clone() {
+            let emptied = buffer.emptied(cpu);
+            if let Some(seen) = self.emptied.get_mut(cpu).filter(|seen| **seen != emptied) {
+                self.held.retain(|event| event.cpu != cpu);
+                *seen = emptied;
+            }
         }
         let start = buffer.now();
         let mut bound = u64::MAX;

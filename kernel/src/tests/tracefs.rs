@@ -611,25 +611,29 @@ fn turns_tracing_off() {
     write("tracing_on", "0");
 }
 
+/// A `trace_pipe` reader drops the events it held from a ring emptied
+/// since it took them (the whole buffer, or that CPU's), and only those.
 #[ktest]
 fn a_trace_pipe_reader_drops_what_it_held_when_the_buffer_is_emptied() {
     write("set_ftrace_filter", "kernel::tests::tracefs::turns_tracing_off");
     write("current_tracer", "function_graph");
+    // The held entry is CPU 0's.
+    crate::sched::set_affinity(1);
     let top = ftrace::instance::top();
-    for empty_between in [false, true] {
+    for (emptied, expected) in [("", 1), ("trace", 0), ("per_cpu/cpu0/trace", 0), ("per_cpu/cpu1/trace", 1)] {
         write("tracing_on", "1");
         turns_tracing_off();
         let mut reader = ftrace::tracer::PipeReader::new();
         let mut out = String::new();
         let first = reader.pass(top, None, &mut out).unwrap();
         assert_eq!((first.took, first.printed), (true, 0), "the entry, alone, waits for its return: {out}");
-        if empty_between {
-            write("trace", "");
+        if !emptied.is_empty() {
+            write(emptied, "");
         }
         let second = reader.pass(top, None, &mut out).unwrap();
-        let expected = if empty_between { 0 } else { 1 };
-        assert_eq!(second.printed, expected, "emptied between: {empty_between}: {out}");
+        assert_eq!(second.printed, expected, "{emptied} emptied between: {out}");
     }
+    crate::sched::set_affinity(u64::MAX);
     write("tracing_on", "1");
     write("current_tracer", "nop");
     write("set_ftrace_filter", "");
