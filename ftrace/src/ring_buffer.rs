@@ -700,6 +700,12 @@ impl RingBuffer {
         loop {
             let tail = self.tail.load(Ordering::Acquire);
             reader.next = reader.next.max(self.oldest(tail));
+            // The losses before this page: read before its tag, so a page
+            // the writer overruns once this one is taken is not counted
+            // here (the writer overruns pages in order: one past this page
+            // would have taken this page first, and the tag check below
+            // would fail).
+            let overrun = self.overrun.load(Ordering::Acquire);
             let (page, tag_word) = self.page(reader.next);
             let tag = Tag::unpack(tag_word.load(Ordering::Acquire));
             if tag.seq != reader.next as u32 || tag.consumed == Tag::CLAIMING {
@@ -721,7 +727,7 @@ impl RingBuffer {
                 reader.next += 1;
             }
             if count > 0 {
-                return Some(self.finish_page(&mut reader, out, skip, count));
+                return Some(self.finish_page(&mut reader, out, skip, count, overrun));
             }
             if !finished {
                 return None;
@@ -731,10 +737,10 @@ impl RingBuffer {
 
     /// Makes `out`, a copy of a page whose events from data offset `skip` on
     /// (`count` of them) were just consumed, a page of those events alone,
-    /// flagged if events were lost before them. Returns `count`.
-    fn finish_page(&self, reader: &mut Reader, out: &mut [u8; PAGE_SIZE], skip: usize, count: usize) -> usize {
+    /// flagged if events were lost before them (`overrun`, the count read
+    /// before the page was). Returns `count`.
+    fn finish_page(&self, reader: &mut Reader, out: &mut [u8; PAGE_SIZE], skip: usize, count: usize, overrun: u64) -> usize {
         let commit = drop_consumed(out, skip);
-        let overrun = self.overrun.load(Ordering::Acquire);
         let mut word = commit as u64;
         if overrun > reader.overrun_seen {
             word |= RB_MISSED_EVENTS;
