@@ -115,8 +115,10 @@ pub fn parse(bytes: &[u8]) -> Result<Stream, StreamError> {
         let tag = u32::from_le_bytes(header[0..4].try_into().unwrap());
         let len = u64::from_le_bytes(header[8..16].try_into().unwrap()) as usize;
         let tag = Tag::from_u32(tag).ok_or(StreamError::Corrupt("unknown record tag"))?;
-        let payload = bytes.get(at + RECORD_HEADER..at + RECORD_HEADER + len).ok_or(StreamError::Truncated)?;
-        at += RECORD_HEADER + len;
+        // A length past what any stream holds would wrap the sum.
+        let end = (at + RECORD_HEADER).checked_add(len).ok_or(StreamError::Corrupt("record length out of range"))?;
+        let payload = bytes.get(at + RECORD_HEADER..end).ok_or(StreamError::Truncated)?;
+        at = end;
         match tag {
             Tag::End => return Ok(stream),
             Tag::Meta => {
@@ -191,5 +193,8 @@ mod tests {
         let mut bad = whole.clone();
         bad[MAGIC.len()] = 9;
         assert!(matches!(parse(&bad), Err(StreamError::Corrupt(_))));
+        let mut huge = whole.clone();
+        huge[MAGIC.len() + 8..MAGIC.len() + 16].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(parse(&huge), Err(StreamError::Corrupt("record length out of range")), "no wrap, no panic");
     }
 }
