@@ -569,7 +569,15 @@ impl TraceBuffer {
     // would cost it a frame (some 20 instructions, measured).
     #[inline(always)]
     pub fn write_with(&self, len: usize, fill: impl FnOnce(u64, &mut Payload)) -> Option<u64> {
-        self.write_stamped::<false>(len, fill)
+        self.write_stamped::<false, false>(len, fill)
+    }
+
+    /// [`write_with`](Self::write_with) for a `fill` that may run traced
+    /// code (`trace_printk!`'s arguments): an event that code writes on
+    /// this CPU meanwhile is dropped (see
+    /// [`RingBuffer::write_with_foreign`](crate::ring_buffer::RingBuffer::write_with_foreign)).
+    pub fn write_foreign(&self, len: usize, fill: impl FnOnce(u64, &mut Payload)) -> Option<u64> {
+        self.write_stamped::<false, true>(len, fill)
     }
 
     /// [`write_with`](Self::write_with) for an event that times something
@@ -581,13 +589,17 @@ impl TraceBuffer {
     /// call's two times never come from two clocks.
     #[inline(always)]
     pub fn write_timed(&self, len: usize, fill: impl FnOnce(u64, &mut Payload)) -> Option<u64> {
-        self.write_stamped::<true>(len, fill)
+        self.write_stamped::<true, false>(len, fill)
     }
 
-    /// The two above: `NS` asks for a nanosecond time rather than the
-    /// timestamp.
+    /// The three above: `NS` asks for a nanosecond time rather than the
+    /// timestamp, `FOREIGN` says the fill may run traced code.
     #[inline(always)]
-    fn write_stamped<const NS: bool>(&self, len: usize, fill: impl FnOnce(u64, &mut Payload)) -> Option<u64> {
+    fn write_stamped<const NS: bool, const FOREIGN: bool>(
+        &self,
+        len: usize,
+        fill: impl FnOnce(u64, &mut Payload),
+    ) -> Option<u64> {
         // Interrupts masked first: the state (and so the clock) is read
         // where a clock switch's cross-CPU round waits for this write.
         let _irq = IrqGuard::new();
@@ -621,8 +633,13 @@ impl TraceBuffer {
             // (`RingBuffer::write_with`).
             fill(given, &mut unsafe { Payload::in_ring(bytes) })
         };
-        // SAFETY: this CPU's ring, interrupts masked: its one writer.
-        unsafe { ring.write_with(time, len, fill) }.ok()?;
+        match FOREIGN {
+            // SAFETY: this CPU's ring, interrupts masked: its one writer.
+            true => unsafe { ring.write_with_foreign(time, len, fill) },
+            // SAFETY: as above.
+            false => unsafe { ring.write_with(time, len, fill) },
+        }
+        .ok()?;
         Some(given)
     }
 

@@ -18,10 +18,10 @@
 //! allocated and no copy of the text sits on the stack (Linux formats into
 //! a per-CPU buffer and copies). The buffer's writer masks interrupts and
 //! takes no lock: any context may call it, a tracing callback included.
-//! The arguments are formatted inside the buffer's write: an event that
-//! traced code run by that formatting tries to write on this CPU is
-//! dropped and counted (`WriteError::Nested`), never written over this
-//! one. A
+//! The arguments are formatted inside the buffer's write (a foreign
+//! write, `TraceBuffer::write_foreign`): an event that traced code run by
+//! that formatting tries to write on this CPU is dropped and counted
+//! (`WriteError::Nested`), never written over this one. A
 //! text past [`PRINTK_MAX`] bytes is cut there (before a character that
 //! would not fit whole); an argument whose text
 //! changes between the two passes is cut, or padded with NULs, to the
@@ -74,7 +74,7 @@ pub fn trace_printk(args: fmt::Arguments) -> bool {
     let common = crate::tracer::event_common(TRACE_PRINT);
     let size = print_text_event_size(len);
     top.buffer()
-        .write_with(size, |_, out| {
+        .write_foreign(size, |_, out| {
             encode_print_with(common, PrintWriter::Kernel(ip as u64), len, out, |room| {
                 let mut filler = Filler { room, at: 0, full: false };
                 let _ = filler.write_fmt(args);

@@ -346,6 +346,10 @@ const STOP_PAUSED: u8 = 1;
 /// `RingBuffer::stopped`: recording is off on this ring's CPU
 /// (`tracing_cpumask`); the writer records nothing, and counts nothing.
 const STOP_MASKED: u8 = 2;
+/// `RingBuffer::stopped`: the writer runs a fill that may reach traced code
+/// ([`RingBuffer::write_with_foreign`]): a write from there is nested in
+/// it, and dropped.
+const STOP_FILLING: u8 = 4;
 
 /// The writer's own state.
 struct Writer {
@@ -539,10 +543,33 @@ impl RingBuffer {
         unsafe { self.write_with(time, payload.len(), |bytes| bytes.copy_from_slice(payload)) }
     }
 
+    /// [`write_with`](Self::write_with) for a `fill` that may run traced
+    /// code (`trace_printk!`'s arguments' `Display`): a write that code
+    /// makes on this ring, nested in this one, is dropped and counted
+    /// (`WriteError::Nested`) rather than written over the event being
+    /// filled, as Linux's recursion lock drops it. The other writers' fills
+    /// are tracing code, which is never traced: their path pays nothing
+    /// for this (the flag rides on the `stopped` word they test anyway).
+    ///
+    /// # Safety
+    /// As for [`write_with`](Self::write_with).
+    pub unsafe fn write_with_foreign(&self, time: u64, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<(), WriteError> {
+        let filling = |bytes: &mut [u8]| {
+            // Atomic: readers on other CPUs set and clear their bits too.
+            self.stopped.fetch_or(STOP_FILLING, Ordering::SeqCst);
+            fill(bytes);
+            self.stopped.fetch_and(!STOP_FILLING, Ordering::SeqCst);
+        };
+        // SAFETY: the caller's guarantee, passed on.
+        unsafe { self.write_with(time, len, filling) }
+    }
+
     /// Appends an event of `len` payload bytes at `time`, which `fill`
     /// writes in place (the bytes it gets are exactly `len` long; the
     /// padding to a 4-byte multiple is zeroed here; they start 4-byte
     /// aligned, as every event in a page). One copy, no staging, no lock.
+    /// A `fill` that may run traced code goes through
+    /// [`write_with_foreign`](Self::write_with_foreign).
     ///
     /// # Safety
     /// One writer at a time: the buffer's CPU, with interrupts masked (the
@@ -553,17 +580,17 @@ impl RingBuffer {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return Err(WriteError::TooLarge);
         }
-        // Only this ring's writer sets the flag, interrupts masked: set
-        // already, this write comes from inside the fill of another.
-        if self.writing.load(Ordering::Relaxed) {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            return Err(WriteError::Nested);
-        }
         // Pairs with `snapshot`: it sets `STOP_PAUSED`, then waits for
         // `writing`.
         self.writing.store(true, Ordering::SeqCst);
         let stopped = self.stopped.load(Ordering::SeqCst);
         if stopped != 0 {
+            if stopped & STOP_FILLING != 0 {
+                // Inside the fill of a write on this CPU: that write is
+                // not over, so `writing` stays set.
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                return Err(WriteError::Nested);
+            }
             self.writing.store(false, Ordering::Release);
             if stopped & STOP_MASKED != 0 {
                 return Err(WriteError::Masked);
@@ -999,7 +1026,7 @@ mod tests {
         // SAFETY: one writer (the test thread); the nested call is the
         // case under test.
         let outer = unsafe {
-            ring.write_with(1, 24, |room| {
+            ring.write_with_foreign(1, 24, |room| {
                 nested = Some(ring.write(2, &payload(2, 8)));
                 room.copy_from_slice(&payload(1, 24));
             })
@@ -1009,6 +1036,7 @@ mod tests {
         assert_eq!(ring.events(), [(1, payload(1, 24)), (3, payload(3, 24))]);
         let stats = ring.stats();
         assert_eq!((stats.written, stats.dropped, stats.entries), (2, 1, 2));
+        assert_eq!(ring.stopped.load(Ordering::Relaxed), 0, "the flag went with the fill");
     }
 
     /// Without overwrite, a full ring keeps its oldest events and drops
