@@ -694,10 +694,17 @@ pub fn write_graph(
         write_line_start(out, events[i].0, cpu, record, comms, options)?;
         match record {
             Event::GraphEntry(entry) => {
-                // The next event of the same CPU: the return, for a leaf.
+                // The next event of the same CPU: the return, for a leaf
+                // (the same task's: another task's return of the same
+                // function at the same depth is its own call, as Linux's
+                // `get_return_for_leaf` checks).
                 let next = (i + 1..events.len()).find(|&j| events[j].1 == cpu);
                 let leaf = next.and_then(|j| match events[j].2 {
-                    Event::GraphExit(exit) if exit.func == entry.func && exit.depth == entry.depth => Some((j, exit)),
+                    Event::GraphExit(exit)
+                        if exit.func == entry.func && exit.depth == entry.depth && exit.common.pid == entry.common.pid =>
+                    {
+                        Some((j, exit))
+                    }
                     _ => None,
                 });
                 if let Some(slot) = comment_depth.get_mut(cpu) {
@@ -1340,6 +1347,23 @@ mod graph_tests {
         assert_eq!(lines[1], " 1)               |  kernel::workload::fib() {");
         assert_eq!(lines[2], " ------------------------------------------");
         assert_eq!(lines[3], " 0)    fib/0-5     =>    <...>-6    ");
+        // Pid 5 enters and sleeps, pid 6 enters and sleeps, pid 5 returns:
+        // pid 6's call is no leaf with pid 5's return.
+        let events: Vec<GraphLine> =
+            vec![(0, 0, pid(entry(0), 5), &[]), (1, 0, pid(entry(0), 6), &[]), (2, 0, pid(exit(0, 0, 900, 0), 5), &[])];
+        let mut text = String::new();
+        write_graph(&mut GraphState::default(), &mut text, &events, &names, &comms, GraphOptions::default(), &other).unwrap();
+        let calls: Vec<&str> =
+            text.lines().filter(|line| !line.is_empty() && !line.contains("---") && !line.contains("=>")).collect();
+        assert_eq!(
+            calls,
+            [
+                " 0)               |  kernel::workload::fib() {",
+                " 0)               |  kernel::workload::fib() {",
+                " 0)   0.900 us    |  }"
+            ],
+            "{text}"
+        );
     }
 
     #[test]
