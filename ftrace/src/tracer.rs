@@ -637,7 +637,9 @@ fn write_snapshots(
     time_start: u64,
     out: &mut dyn Write,
 ) -> fmt::Result {
-    let events = merged(snapshots);
+    let Some(events) = merged(snapshots) else {
+        return writeln!(out, "# not enough memory to list these events for reading: make buffer_size_kb smaller");
+    };
     let mut stats = crate::ring_buffer::Stats::default();
     for snapshot in snapshots {
         stats.entries += snapshot.stats.entries;
@@ -1027,13 +1029,24 @@ pub fn consume_events(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Writ
 
 /// Every CPU's events in one list, oldest first: (time, CPU, payload). A
 /// merge by timestamp, as Linux's `trace` iterator does (the trace clock
-/// is comparable across CPUs); events with equal times keep their CPU's
-/// order.
-pub fn merged(snapshots: &[buffer::Snapshot]) -> Vec<(u64, usize, &[u8])> {
-    let mut events: Vec<(u64, usize, &[u8])> = snapshots
-        .iter()
-        .flat_map(|snapshot| snapshot.events().map(move |(time, payload)| (time, snapshot.cpu, payload)))
-        .collect();
-    events.sort_by_key(|&(time, cpu, _)| (time, cpu));
-    events
+/// is comparable across CPUs): each time the CPU whose next event is the
+/// oldest (the lower CPU on a tie) gives it, so each CPU's events keep
+/// their order. The list is allocated once, at its exact size, and the
+/// merge needs no more: `None` if the heap has no room for it (a buffer
+/// grown while the heap filled up), where a panic would stop the kernel.
+pub fn merged(snapshots: &[buffer::Snapshot]) -> Option<Vec<(u64, usize, &[u8])>> {
+    let total = snapshots.iter().map(|snapshot| snapshot.events().count()).sum();
+    let mut events = Vec::new();
+    events.try_reserve_exact(total).ok()?;
+    let mut next: Vec<_> = snapshots.iter().map(|snapshot| snapshot.events().peekable()).collect();
+    loop {
+        let oldest = (next.iter_mut().zip(snapshots))
+            .enumerate()
+            .filter_map(|(at, (events, snapshot))| events.peek().map(|&(time, _)| (time, snapshot.cpu, at)))
+            .min();
+        let Some((time, cpu, at)) = oldest else { return Some(events) };
+        if let Some((_, payload)) = next[at].next() {
+            events.push((time, cpu, payload));
+        }
+    }
 }

@@ -23,6 +23,7 @@ fn fib_calls(name: Option<&str>) -> usize {
     let array = held.as_ref().map_or(instance::top(), |held| held.array());
     let snapshots = array.buffer().snapshot_all();
     ftrace::tracer::merged(&snapshots)
+        .expect("room to list the events")
         .into_iter()
         .filter_map(|(_, _, payload)| FunctionEvent::decode(payload))
         .filter(|event| event.ip as usize == fib_address())
@@ -34,7 +35,7 @@ fn fib_graph_records(name: &str) -> (usize, usize) {
     let held = instance::find(name).expect("instance");
     let snapshots = held.array().buffer().snapshot_all();
     let mut counts = (0, 0);
-    for (_, _, payload) in ftrace::tracer::merged(&snapshots) {
+    for (_, _, payload) in ftrace::tracer::merged(&snapshots).expect("room to list the events") {
         match Event::decode(payload) {
             Some(Event::GraphEntry(entry)) if entry.func as usize == fib_address() => counts.0 += 1,
             Some(Event::GraphExit(ret)) if ret.func as usize == fib_address() => counts.1 += 1,
