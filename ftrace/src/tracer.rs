@@ -363,7 +363,10 @@ fn graph_trace_entry_checked(array: &TraceArray, call: FgraphEntry) -> Option<[u
     }
     let context = context::current();
     let marks = state.graph_marks(array.slot(), context);
-    if context == Context::Irq && !array.option(TraceOption::FuncgraphIrqs) && !graph_function_in_irq(array, marks, call.func) {
+    // An NMI (here: a breakpoint's or a fault's exception) is a hard
+    // interrupt too, as Linux's `in_hardirq()` says inside one.
+    let hard = matches!(context, Context::Irq | Context::Nmi);
+    if hard && !array.option(TraceOption::FuncgraphIrqs) && !graph_function_in_irq(array, marks, call.func) {
         return None;
     }
     let notrace_depth = inherited_depth(state, array.slot(), context, |marks| &marks.notrace_depth);

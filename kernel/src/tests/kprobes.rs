@@ -82,6 +82,39 @@ fn reset() {
     SEEN_ARGS.lock().clear();
 }
 
+/// What the handler below calls: a traced function.
+#[inline(never)]
+fn called_from_a_probe_handler() -> u64 {
+    black_box(7)
+}
+
+fn call_traced_code(_: &Kprobe, _: &PtRegs) {
+    called_from_a_probe_handler();
+}
+
+/// A kprobe's handler runs in the breakpoint's exception, an NMI-like
+/// context (the `d...Z` flags): with `options/funcgraph-irqs` off the
+/// graph tracer leaves out what it calls, as Linux's `in_hardirq()` is
+/// true in an NMI; on, it records it.
+#[ktest]
+fn funcgraph_irqs_off_leaves_out_what_a_probe_handler_calls() {
+    let fib_address = address(fib as fn(u64) -> u64);
+    let config = KprobeConfig { pre_handler: Some(call_traced_code), post_handler: None, private: 0 };
+    let probe = register_kprobe(&at(fib_address, SITE_END), config).unwrap();
+    let calls_recorded = |irqs: &str| {
+        crate::tracefs::write("options/funcgraph-irqs", irqs, ftrace::FilterMode::Replace).unwrap();
+        super::graph_tracer::tracer_setup("kernel::tests::kprobes::called_from_a_probe_handler", "", "0");
+        assert_eq!(fib(black_box(3)), 2);
+        let events = super::graph_tracer::graph_events();
+        super::graph_tracer::tracer_cleanup();
+        events.iter().filter(|event| matches!(event, ftrace::event::Event::GraphExit(_))).count()
+    };
+    let (off, on) = (calls_recorded("0"), calls_recorded("1"));
+    crate::tracefs::write("options/funcgraph-irqs", "1", ftrace::FilterMode::Replace).unwrap();
+    drop(probe);
+    assert_eq!((off, on), (0, 5), "fib(3)'s five hits, each calling it once");
+}
+
 #[ktest]
 fn a_probe_at_a_functions_entry_rides_on_its_ftrace_site() {
     reset();
