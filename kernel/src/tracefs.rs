@@ -773,6 +773,28 @@ fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(),
     if filter_changes {
         array.check_tracer_filter(&globs.join("\n"), mode)?;
     }
+    // A `snapshot` command's buffer, allocated before anything changes
+    // (the command would allocate it too late to refuse the whole write),
+    // and freed again if the write is refused after all.
+    let had_snapshot = array.buffer().snapshot_allocated();
+    if commands.iter().any(|(remove, _, command, _)| !remove && *command == ftrace::func_probe::Command::Snapshot) {
+        array.buffer().alloc_snapshot().map_err(|_| TracefsError::Invalid("not enough memory for the snapshot buffer".into()))?;
+    }
+    let result = apply_ftrace_filter(array, globs, commands, filter_changes, mode);
+    if result.is_err() && !had_snapshot {
+        array.free_snapshot_unless_held();
+    }
+    result
+}
+
+/// The changes of a `set_ftrace_filter` write, every command checked.
+fn apply_ftrace_filter(
+    array: Array,
+    globs: alloc::vec::Vec<&str>,
+    commands: alloc::vec::Vec<ParsedCommand>,
+    filter_changes: bool,
+    mode: FilterMode,
+) -> Result<(), TracefsError> {
     // The events the adds switch, resolved (and put in soft mode) before
     // anything changes: an unknown one refuses the write, and dropping the
     // hooks taken so far gives their soft mode back.
@@ -797,6 +819,10 @@ fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(),
     Ok(())
 }
 
+/// A function command as [`parse_command`] reads it: (remove, FUNC,
+/// COMMAND, COUNT).
+type ParsedCommand<'a> = (bool, &'a str, ftrace::func_probe::Command, Option<Option<u64>>);
+
 /// A function command: (remove, FUNC, COMMAND, COUNT) from
 /// `[!]FUNC:COMMAND[:COUNT]` or `[!]FUNC:enable_event:GRP:EVENT[:COUNT]`
 /// (and `disable_event`), or `None` for a plain glob. The `:` before
@@ -805,8 +831,7 @@ fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(),
 /// from the one without, as in Linux), and holds the number it reads as;
 /// a removal does not read it (`!FUNC:traceoff:count=3`, as `cat` lists
 /// it, takes the counted one off), as Linux does not.
-#[allow(clippy::type_complexity)]
-fn parse_command(word: &str) -> Option<Result<(bool, &str, ftrace::func_probe::Command, Option<Option<u64>>), TracefsError>> {
+fn parse_command(word: &str) -> Option<Result<ParsedCommand<'_>, TracefsError>> {
     use ftrace::func_probe::{Command, ProbeError};
     let (remove, word) = match word.strip_prefix('!') {
         Some(rest) => (true, rest),

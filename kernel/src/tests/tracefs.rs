@@ -240,10 +240,18 @@ fn a_snapshot_the_heap_could_not_read_is_refused() {
     assert_eq!(read("buffer_size_kb"), format!("{per_cpu_kb}\n"));
     let refused = tracefs::write("snapshot", "1", FilterMode::Replace);
     let allocated = read("snapshot").contains("Snapshot is allocated");
+    // A `FUNC:snapshot` command is refused the same way, before the
+    // filter written with it changes.
+    write("set_ftrace_filter", "fib");
+    let command = tracefs::write("set_ftrace_filter", "kernel::workload::run fib:snapshot", FilterMode::Append);
+    let filter = read("set_ftrace_filter");
+    write("set_ftrace_filter", "");
     write("snapshot", "0");
     write("buffer_size_kb", original.trim());
     assert!(matches!(refused, Err(TracefsError::Invalid(_))), "{refused:?}");
     assert!(!allocated, "a refusal changes nothing");
+    assert!(command.is_err_and(|error| error.to_string().contains("memory")));
+    assert_eq!(filter, "kernel::workload::fib\n", "the refused write added nothing");
     // At the usual size a snapshot is made as before.
     write("snapshot", "1");
     assert!(read("snapshot").contains("Snapshot is allocated"));
