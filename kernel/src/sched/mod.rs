@@ -232,6 +232,11 @@ fn idle_loop() -> ! {
         cpu::disable_interrupts();
         if percpu::take_need_resched() || with_locked_queue_has_work() {
             schedule(None);
+            // Back in the idle task: what it did on the way (a task that
+            // ended here wakes its joiner, and may have asked this CPU to
+            // reschedule, with no interrupt to say so) is looked at again
+            // before halting.
+            continue;
         }
         cpu::wait_for_interrupt();
     }
@@ -346,8 +351,14 @@ pub fn sleep_ms(ms: u64) {
         }
         return;
     }
-    let _irq = IrqGuard::new();
-    schedule_to_sleep(arch::time::ticks() + ms + 1);
+    // A wakeup meant for an earlier wait of this task (a `wake_all` that
+    // took it off a wait list before that wait returned, and reached it
+    // only now) may end a sleep early: sleep again until the time is up.
+    let end = arch::time::ticks() + ms + 1;
+    while arch::time::ticks() < end {
+        let _irq = IrqGuard::new();
+        schedule_to_sleep(end);
+    }
 }
 
 /// The running task, as a shared handle.
