@@ -265,9 +265,20 @@ pub unsafe extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usi
     if header.fp != fregs.frame_pointer() as u64 || header.sp != fregs.stack_pointer() as u64 {
         stop_and_report(task, "the frame does not match the registers", fregs);
     }
+    // A call its caller made as a tail call (`jmp`, `b`) from a hooked
+    // function returns to the return trampoline: its callbacks are told
+    // where the chain of such returns really ends, as Linux's
+    // `correct_ret_addr` does. (The pop still answers the trampoline: the
+    // caller's own frame returns next.)
+    let corrected;
+    let info = if is_return_trampoline(header.ret as usize) {
+        corrected = ReturnInfo(FrameHeader { ret: real_return_below(stack, base, header), ..*header });
+        &corrected
+    } else {
+        ReturnInfo::of(header)
+    };
     // SAFETY: a return save (the caller's promise).
-    unsafe { fregs.set_returned_to_unchecked(header.ret as usize) };
-    let info = ReturnInfo::of(header);
+    unsafe { fregs.set_returned_to_unchecked(info.ret_addr()) };
     // Each entry's user pointer is a `ReturnUser` its committer keeps valid
     // until this return; its data words are its own until the pop below.
     // Both walks may trust the frame: the innermost, checked above; its call
@@ -287,6 +298,20 @@ pub unsafe extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usi
     // SAFETY: the innermost frame (at `base`, its header `header`) is
     // still on the stack: its callbacks popped whatever they pushed.
     unsafe { stack.pop_innermost(base, header) as usize }
+}
+
+/// Where a call whose frame (at `base`, its header `header`) returns to a
+/// return trampoline really ends up: the return address of the first frame
+/// below it that is no trampoline's (each tail-call hop left one), or the
+/// trampoline's address if there is none.
+#[cold]
+#[inline(never)]
+fn real_return_below(stack: &ShadowStack, base: usize, header: &FrameHeader) -> u64 {
+    let frame = crate::shadow::Frame { base, header: *header };
+    core::iter::successors(stack.below(&frame), |frame| stack.below(frame))
+        .map(|frame| frame.header.ret)
+        .find(|&ret| !is_return_trampoline(ret as usize))
+        .unwrap_or(header.ret)
 }
 
 /// A return whose callbacks will not run (`why`): each user of the
@@ -365,7 +390,8 @@ pub fn resolve_return_address(address: usize, caller_fp: usize) -> usize {
     if !is_return_trampoline(address) {
         return address;
     }
-    task::try_current().and_then(|state| state.stack.return_address_for(caller_fp)).unwrap_or(address)
+    let through = |ret: u64| is_return_trampoline(ret as usize);
+    task::try_current().and_then(|state| state.stack.return_address_for(caller_fp, through)).unwrap_or(address)
 }
 
 /// Hooked calls on the current task's shadow stack now.

@@ -657,8 +657,13 @@ impl ShadowStack {
 
     /// The real return address of the hooked call whose frame recorded
     /// `caller_fp`, for backtraces that find a return trampoline.
-    pub fn return_address_for(&self, caller_fp: usize) -> Option<usize> {
-        self.frames_iter().find(|frame| frame.header.fp == caller_fp as u64).map(|frame| frame.header.ret as usize)
+    /// Frames whose return address `through` says is not a real one (a
+    /// return trampoline's: a call its hooked caller made as a tail call,
+    /// which shares that caller's frame pointer) are stepped over.
+    pub fn return_address_for(&self, caller_fp: usize, through: impl Fn(u64) -> bool) -> Option<usize> {
+        self.frames_iter()
+            .find(|frame| frame.header.fp == caller_fp as u64 && !through(frame.header.ret))
+            .map(|frame| frame.header.ret as usize)
     }
 
     /// Empties the stack (its calls were abandoned).
@@ -1089,11 +1094,18 @@ mod tests {
         let stack = ShadowStack::new(256);
         stack.begin(&call(0x1000, 0x8000), words(0), GRAPH).unwrap().commit(0xa, &[], GRAPH).unwrap();
         stack.begin(&call(0x2000, 0x7000), words(0), GRAPH).unwrap().commit(0xb, &[], GRAPH).unwrap();
-        assert_eq!(stack.return_address_for(0x8040), Some(0x1100));
-        assert_eq!(stack.return_address_for(0x7040), Some(0x2100));
-        assert_eq!(stack.return_address_for(0x1234), None);
+        let none = |_: u64| false;
+        assert_eq!(stack.return_address_for(0x8040, none), Some(0x1100));
+        assert_eq!(stack.return_address_for(0x7040, none), Some(0x2100));
+        assert_eq!(stack.return_address_for(0x1234, none), None);
+        // 0x2000 tail-calls 0x3000: the same frame pointer and stack, and
+        // the trampoline (0xdead) as its return address; a walk steps over it.
+        let tail = CallSite { func: 0x3000, ret: 0xdead, fp: 0x7040, sp: 0x7000 };
+        stack.begin(&tail, words(0), GRAPH).unwrap().commit(0xc, &[], GRAPH).unwrap();
+        assert_eq!(stack.return_address_for(0x7040, none), Some(0xdead));
+        assert_eq!(stack.return_address_for(0x7040, |ret| ret == 0xdead), Some(0x2100));
         let funcs: Vec<u64> = stack.frames_iter().map(|f| f.header.func).collect();
-        assert_eq!(funcs, [0x2000, 0x1000], "innermost first");
+        assert_eq!(funcs, [0x3000, 0x2000, 0x1000], "innermost first");
         stack.corrupt_innermost(Recorded::FramePointer);
         assert_eq!(stack.innermost().unwrap().header.fp, 0x7040 ^ 0x10);
         stack.corrupt_innermost(Recorded::StackPointer);

@@ -227,6 +227,66 @@ fn two_fprobes_on_one_function_and_disable_enable() {
     drop((one, two));
 }
 
+/// Called by [`tail_caller`] as its last act: a tail call (a `jmp`/`b`
+/// into it, the caller's frame gone), with optimisation on.
+#[inline(never)]
+extern "C" fn tail_callee(n: u64) -> u64 {
+    if CAPTURE_IN_CALLEE.load(Ordering::SeqCst) {
+        *CALLEE_BACKTRACE.lock() = crate::backtrace::capture();
+    }
+    black_box(n) + 1
+}
+
+static CAPTURE_IN_CALLEE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+static CALLEE_BACKTRACE: spin::Mutex<Vec<usize>> = spin::Mutex::new(Vec::new());
+
+#[inline(never)]
+extern "C" fn tail_caller(n: u64) -> u64 {
+    tail_callee(n)
+}
+
+/// Calls `tail_caller`: where both calls really return to.
+#[inline(never)]
+fn calls_tail_caller() -> u64 {
+    black_box(tail_caller(black_box(4)))
+}
+
+static TAIL_RETURNS: spin::Mutex<Vec<(usize, usize)>> = spin::Mutex::new(Vec::new());
+
+fn record_tail_return(_fp: &Fprobe, entry_ip: usize, ret_ip: usize, _fregs: &mut FtraceRegs, _data: &mut EntryData) {
+    TAIL_RETURNS.lock().push((entry_ip, ret_ip));
+}
+
+/// A function tail-called by a hooked one finds the return trampoline as
+/// its return address; its exit handler is still told the real one (the
+/// hooked caller's), as Linux's `correct_ret_addr` does.
+#[ktest]
+fn a_tail_called_functions_exit_sees_its_real_return_address() {
+    let (caller, callee) = (address(tail_caller as extern "C" fn(u64) -> u64), address(tail_callee as extern "C" fn(u64) -> u64));
+    TAIL_RETURNS.lock().clear();
+    let probe = fprobe::register(config(None, Some(record_tail_return)), Target::Addresses(&[caller, callee])).unwrap();
+    CAPTURE_IN_CALLEE.store(true, Ordering::SeqCst);
+    assert_eq!(calls_tail_caller(), 5);
+    CAPTURE_IN_CALLEE.store(false, Ordering::SeqCst);
+    drop(probe);
+    // A backtrace taken inside the callee names the real caller where the
+    // frame record holds the trampoline (the callee's hooked frame, which
+    // shares the caller's frame pointer, is stepped over).
+    let backtrace = CALLEE_BACKTRACE.lock().clone();
+    let names: Vec<&str> = backtrace.iter().map(|&address| ftrace::symbols::name_of(address - 1).unwrap_or("?")).collect();
+    assert!(backtrace.iter().all(|&address| !ftrace::retstack::is_return_trampoline(address)), "{names:?}");
+    assert!(names.contains(&"kernel::tests::fprobe::calls_tail_caller"), "{names:?}");
+    let returns = TAIL_RETURNS.lock().clone();
+    let name = |address: usize| ftrace::symbols::name_of(address).unwrap_or("?");
+    assert_eq!(returns.len(), 2, "{returns:x?}");
+    // The callee returns first (its frame is the inner one), then the caller.
+    assert_eq!((returns[0].0, returns[1].0), (callee, caller));
+    for (_, ret) in &returns {
+        assert_eq!(name(*ret), "kernel::tests::fprobe::calls_tail_caller", "{returns:x?}: the caller's caller, no trampoline");
+    }
+    assert_eq!(returns[0].1, returns[1].1);
+}
+
 static PARTIAL: spin::Mutex<Option<(u64, u64, bool)>> = spin::Mutex::new(None);
 
 fn take_partial_regs(_fp: &Fprobe, _ip: usize, _ret: usize, fregs: &mut FtraceRegs, _data: &mut EntryData) -> bool {
