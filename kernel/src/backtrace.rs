@@ -8,16 +8,16 @@
 //! chain ends the walk instead of faulting. Return addresses replaced by the
 //! return hook are shown as the real ones.
 
-use alloc::vec::Vec;
-
 /// The most frames a walk collects.
 pub const MAX_FRAMES: usize = 64;
 
 /// Return addresses found by walking the frame chain starting at the frame
-/// record `fp`, innermost first.
-pub fn walk_from(mut fp: usize) -> Vec<usize> {
-    let mut frames = Vec::new();
-    while fp != 0 && fp.is_multiple_of(8) && frames.len() < MAX_FRAMES {
+/// record `fp`, innermost first, into `frames`, with no allocation (the
+/// panic path's: a panic may come while the heap's lock is held); answers
+/// how many it found.
+fn walk_into(mut fp: usize, frames: &mut [usize; MAX_FRAMES]) -> usize {
+    let mut found = 0;
+    while fp != 0 && fp.is_multiple_of(8) && found < MAX_FRAMES {
         let (Some(caller_fp), Some(return_address)) = (arch::fault::read_u64_nofault(fp), arch::fault::read_u64_nofault(fp + 8))
         else {
             break;
@@ -27,27 +27,35 @@ pub fn walk_from(mut fp: usize) -> Vec<usize> {
         }
         // A call whose return is hooked has the return trampoline in its
         // frame record; the shadow stack knows where it really returns.
-        frames.push(ftrace::retstack::resolve_return_address(return_address as usize, caller_fp as usize));
+        frames[found] = ftrace::retstack::resolve_return_address(return_address as usize, caller_fp as usize);
+        found += 1;
         // Stacks grow down: each caller's record sits above its callee's.
         if (caller_fp as usize) <= fp {
             break;
         }
         fp = caller_fp as usize;
     }
-    frames
+    found
 }
 
 /// The return addresses of the current call chain, innermost first (the
-/// first is the return address into this function's caller).
+/// first is the return address into this function's caller), for tests.
+#[cfg(test)]
 #[inline(never)]
-pub fn capture() -> Vec<usize> {
-    walk_from(arch::cpu::frame_pointer())
+pub fn capture() -> alloc::vec::Vec<usize> {
+    let mut frames = [0; MAX_FRAMES];
+    let found = walk_into(arch::cpu::frame_pointer(), &mut frames);
+    frames[..found].to_vec()
 }
 
-/// Prints a backtrace of the current call chain, one frame a line.
+/// Prints a backtrace of the current call chain, one frame a line. It
+/// allocates nothing: the panic path calls it.
+#[inline(never)]
 pub fn print_current() {
+    let mut frames = [0; MAX_FRAMES];
+    let found = walk_into(arch::cpu::frame_pointer(), &mut frames);
     let mut console = arch::print::lock();
-    write_frames(&mut console, &capture());
+    write_frames(&mut console, &frames[..found]);
 }
 
 /// Formats `frames` as `  #N 0xADDRESS function+0xOFF/0xSIZE` lines. Return
