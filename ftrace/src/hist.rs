@@ -796,18 +796,25 @@ impl HistMap {
         (self.hits.load(Ordering::Relaxed), self.drops.load(Ordering::Relaxed))
     }
 
-    /// Empties the table. Only while no hit inserts (see
-    /// [`Histogram::clear`]).
-    fn clear(&self) {
-        for word in self.keys.iter().chain(self.sums.iter()).chain(self.vars.iter()).chain(self.vars_set.iter()) {
-            word.store(0, Ordering::Relaxed);
-        }
+    /// Empties the table, first step: every slot free, so a lookup (another
+    /// trigger reading this one's variables) finds nothing from now on.
+    /// Only while no hit inserts (see [`Histogram::clear`]).
+    fn free_all(&self) {
         for state in self.states.iter() {
             state.store(FREE, Ordering::Release);
         }
         self.entries.store(0, Ordering::Relaxed);
         self.hits.store(0, Ordering::Relaxed);
         self.drops.store(0, Ordering::Relaxed);
+    }
+
+    /// Empties the table, second step: the words zeroed, once no lookup
+    /// that found a slot before [`free_all`](Self::free_all) can still be
+    /// reading it.
+    fn zero(&self) {
+        for word in self.keys.iter().chain(self.sums.iter()).chain(self.vars.iter()).chain(self.vars_set.iter()) {
+            word.store(0, Ordering::Relaxed);
+        }
     }
 }
 
@@ -1295,12 +1302,17 @@ impl Histogram {
     }
 
     /// `clear`: empties the table. `wait` must return once no CPU is in
-    /// the hit path any more (one that read "not paused" before the pause
-    /// below); the trigger is paused meanwhile and then as it was.
-    pub fn clear(&self, wait: impl FnOnce()) {
+    /// a hit path any more that was in one when it was called (hits run
+    /// with interrupts masked); the trigger is paused meanwhile and then as
+    /// it was. Its slots are freed before their words are zeroed, with a
+    /// wait between: a trigger reading its variables meanwhile finds either
+    /// a whole entry or none, never a zeroed key that matches another.
+    pub fn clear(&self, wait: impl Fn()) {
         let was = self.paused.swap(true, Ordering::SeqCst);
         wait();
-        self.map.clear();
+        self.map.free_all();
+        wait();
+        self.map.zero();
         self.paused.store(was, Ordering::SeqCst);
     }
 
@@ -1628,7 +1640,19 @@ mod tests {
              { prev_pid:          7 } hitcount:          3  bytes:         60\n\
              \nTotals:\n    Hits: 5\n    Entries: 3\n    Dropped: 0\n"
         );
-        histogram.clear(|| {});
+        // Between its two waits the slots are free (a reader of its
+        // variables finds no entry) before any word is zeroed.
+        let waits = core::cell::Cell::new(0);
+        let key = [7u64];
+        histogram.clear(|| {
+            waits.set(waits.get() + 1);
+            if waits.get() == 2 {
+                assert_eq!(histogram.map.find(&key), None, "freed before zeroed");
+                assert!(histogram.map.keys.iter().any(|word| word.load(Ordering::Relaxed) == 7), "not zeroed yet");
+            }
+        });
+        assert_eq!(waits.get(), 2);
+        assert!(histogram.map.keys.iter().all(|word| word.load(Ordering::Relaxed) == 0));
         assert!(output(&histogram).ends_with("#\n\n\nTotals:\n    Hits: 0\n    Entries: 0\n    Dropped: 0\n"));
         histogram.set_paused(true);
         hit(&histogram, 1, b"x", 1);
