@@ -20,7 +20,8 @@
 //! record is written with no allocation and no lock; an action that fires
 //! an event whose own triggers fire another is allowed to nest
 //! [`MAX_NESTING`] deep on a CPU (a loop of actions stops there, the
-//! deeper events dropped).
+//! deeper events dropped), and one outermost action records at most
+//! [`MAX_FIRES`] events in all, however many actions fan out from it.
 
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -375,7 +376,7 @@ mod kernel_side {
     use alloc::sync::Arc;
     use alloc::vec::Vec;
     use core::fmt::{self, Write};
-    use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+    use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU8, AtomicUsize, Ordering};
 
     use super::{SynthDef, SynthError, GROUP};
     use crate::event::Common;
@@ -387,6 +388,13 @@ mod kernel_side {
     /// How deep actions may nest on a CPU (an event's trigger firing
     /// another's action...).
     pub const MAX_NESTING: u8 = 4;
+
+    /// How many synthetic events one outermost action and what it sets off
+    /// may record on a CPU: nesting bounds the depth, this the breadth (an
+    /// event with several triggers, each with several actions that record
+    /// it again, would otherwise record thousands of events a hit, with
+    /// interrupts masked). The events past it are dropped.
+    pub const MAX_FIRES: u16 = 64;
 
     /// A defined synthetic event.
     pub struct Synth {
@@ -446,6 +454,8 @@ mod kernel_side {
 
     /// Each CPU's nesting of actions.
     static NESTING: [AtomicU8; arch::MAX_CPUS] = [const { AtomicU8::new(0) }; arch::MAX_CPUS];
+    /// Each CPU's events recorded since its outermost action began.
+    static FIRES: [AtomicU16; arch::MAX_CPUS] = [const { AtomicU16::new(0) }; arch::MAX_CPUS];
 
     impl SynthTarget for Synth {
         /// Records it from an action (inside an event's triggers, with
@@ -454,11 +464,19 @@ mod kernel_side {
             if !self.state.is_live() {
                 return;
             }
-            let nesting = &NESTING[arch::cpu::id()];
-            if nesting.fetch_add(1, Ordering::Relaxed) >= MAX_NESTING {
+            let cpu = arch::cpu::id();
+            let nesting = &NESTING[cpu];
+            let depth = nesting.fetch_add(1, Ordering::Relaxed);
+            if depth == 0 {
+                FIRES[cpu].store(0, Ordering::Relaxed);
+            }
+            // This CPU's alone, interrupts masked: a load and a store.
+            let fired = FIRES[cpu].load(Ordering::Relaxed);
+            if depth >= MAX_NESTING || fired >= MAX_FIRES {
                 nesting.fetch_sub(1, Ordering::Relaxed);
                 return;
             }
+            FIRES[cpu].store(fired + 1, Ordering::Relaxed);
             let common: Common = crate::tracer::event_common(self.id);
             let fields = |n| self.def.field_value(n, common.pid, values);
             let kept = |slot| crate::event_pid::records_current_in(slot);

@@ -94,6 +94,31 @@ fn a_refused_truncating_write_removes_no_dynamic_event() {
     assert_eq!(read("dynamic_events"), "");
 }
 
+/// Actions that record the event their trigger is on fan out: eight on
+/// each hit here, nested four deep, record 112 events without a bound.
+/// One outermost action records at most `MAX_FIRES` in all.
+#[ktest]
+fn actions_that_fan_out_record_a_bounded_number_of_events() {
+    use ftrace::hist::SynthTarget;
+    append("synthetic_events", "loopy u64 x");
+    let actions = "onmax($w).loopy($w):onchange($w).loopy($w):".repeat(4);
+    let trigger = format!("hist:keys=common_pid:w=x+1:{}", actions.trim_end_matches(':'));
+    append("events/synthetic/loopy/trigger", &trigger);
+    write("events/synthetic/loopy/enable", "1");
+    write("trace", "");
+    let loopy = ftrace::synth::find("loopy").unwrap();
+    {
+        let _irq = arch::irq::IrqGuard::new();
+        loopy.fire(&[ftrace::event_filter::FieldValue::Unsigned(1)]);
+    }
+    let recorded = read("trace").lines().filter(|line| line.contains(" loopy: x=")).count();
+    write("events/synthetic/loopy/enable", "0");
+    append("events/synthetic/loopy/trigger", &format!("!{trigger}"));
+    ftrace::deferred::reclaim();
+    append("synthetic_events", "!loopy");
+    assert_eq!(recorded, usize::from(ftrace::synth::MAX_FIRES), "the budget, not 112");
+}
+
 /// The `n=` of each `fib_time` line, counted.
 fn fib_time_calls(trace: &str, comm: &str) -> BTreeMap<u64, usize> {
     let mut calls = BTreeMap::new();
