@@ -199,6 +199,11 @@ pub fn write_trigger(array: &'static TraceArray, group: &str, event: &str, text:
     // A histogram whose variables a trigger just removed read is held
     // until that trigger's grace period: let those go (no lock is held
     // here) and try once more.
+    // One trigger write at a time (Linux's `event_mutex`): a `hist` trigger
+    // resolving the variables of another's table must not interleave with
+    // that table's removal, which checks that nothing reads it.
+    static WRITES: arch::sync::Mutex<()> = arch::sync::Mutex::new(());
+    let _one_writer = WRITES.lock();
     let in_use = TriggerError::Hist(ftrace::hist::HistError::InUse).to_string();
     // A `.snapshot()` action allocates the snapshot buffer when it is
     // resolved; a trigger refused after that gives it back.
