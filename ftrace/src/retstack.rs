@@ -266,17 +266,53 @@ pub unsafe extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usi
         stop_and_report(task, "the frame does not match the registers", fregs);
     }
     // A call its caller made as a tail call (`jmp`, `b`) from a hooked
-    // function returns to the return trampoline: its callbacks are told
-    // where the chain of such returns really ends, as Linux's
-    // `correct_ret_addr` does. (The pop still answers the trampoline: the
-    // caller's own frame returns next.)
-    let corrected;
-    let info = if is_return_trampoline(header.ret as usize) {
-        corrected = ReturnInfo(FrameHeader { ret: real_return_below(stack, base, header), ..*header });
-        &corrected
-    } else {
-        ReturnInfo::of(header)
-    };
+    // function returns to the return trampoline: out of line.
+    if is_return_trampoline(header.ret as usize) {
+        // SAFETY: the caller's promise, and the frame checked above.
+        return unsafe { return_after_tail_call(task, base, header, fregs) };
+    }
+    // SAFETY: the caller's promise, and the frame checked above.
+    unsafe { run_returns(task, base, header, ReturnInfo::of(header), fregs) }
+}
+
+/// [`ftrace_return_to_handler`] for a call that returns to a return
+/// trampoline (its hooked caller tail-called it): its callbacks are told
+/// where the chain of such returns really ends, as Linux's
+/// `correct_ret_addr` does. (The pop still answers the trampoline: the
+/// caller's own frame returns next.)
+///
+/// # Safety
+/// As for [`run_returns`].
+#[cold]
+#[inline(never)]
+unsafe fn return_after_tail_call(task: &'static TaskTrace, base: usize, header: &FrameHeader, fregs: &mut FtraceRegs) -> usize {
+    let stack = &task.stack;
+    let frame = crate::shadow::Frame { base, header: *header };
+    let real = core::iter::successors(stack.below(&frame), |frame| stack.below(frame))
+        .map(|frame| frame.header.ret)
+        .find(|&ret| !is_return_trampoline(ret as usize))
+        .unwrap_or(header.ret);
+    let corrected = ReturnInfo(FrameHeader { ret: real, ..*header });
+    // SAFETY: the caller's promise.
+    unsafe { run_returns(task, base, header, &corrected, fregs) }
+}
+
+/// The rest of [`ftrace_return_to_handler`]: tells `fregs` where the call
+/// returns to (`info`'s), runs the innermost frame's return callbacks (or
+/// their `on_skipped`), pops it and answers its return address.
+///
+/// # Safety
+/// `fregs` is a return trampoline's save; `base` and `header` are the
+/// innermost frame's, checked against `fregs`.
+#[inline(always)]
+unsafe fn run_returns(
+    task: &'static TaskTrace,
+    base: usize,
+    header: &FrameHeader,
+    info: &ReturnInfo,
+    fregs: &mut FtraceRegs,
+) -> usize {
+    let stack = &task.stack;
     // SAFETY: a return save (the caller's promise).
     unsafe { fregs.set_returned_to_unchecked(info.ret_addr()) };
     // Each entry's user pointer is a `ReturnUser` its committer keeps valid
@@ -298,20 +334,6 @@ pub unsafe extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usi
     // SAFETY: the innermost frame (at `base`, its header `header`) is
     // still on the stack: its callbacks popped whatever they pushed.
     unsafe { stack.pop_innermost(base, header) as usize }
-}
-
-/// Where a call whose frame (at `base`, its header `header`) returns to a
-/// return trampoline really ends up: the return address of the first frame
-/// below it that is no trampoline's (each tail-call hop left one), or the
-/// trampoline's address if there is none.
-#[cold]
-#[inline(never)]
-fn real_return_below(stack: &ShadowStack, base: usize, header: &FrameHeader) -> u64 {
-    let frame = crate::shadow::Frame { base, header: *header };
-    core::iter::successors(stack.below(&frame), |frame| stack.below(frame))
-        .map(|frame| frame.header.ret)
-        .find(|&ret| !is_return_trampoline(ret as usize))
-        .unwrap_or(header.ret)
 }
 
 /// A return whose callbacks will not run (`why`): each user of the
