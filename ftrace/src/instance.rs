@@ -448,13 +448,20 @@ impl TraceArray {
         Ok(Arc::new(CondSnapshot { array: self, released: AtomicBool::new(false) }))
     }
 
-    /// Frees the snapshot buffer unless a `hist` action holds it: a refused
-    /// trigger gives back the buffer its action's hold allocated.
-    pub fn free_snapshot_unless_held(&self) {
-        let held = self.cond_snapshot.lock();
-        if held.is_none() {
-            self.buffer().free_snapshot();
+    /// Runs a write that may allocate the snapshot buffer (a snapshot
+    /// command, a `hist` `.snapshot()` action): if it is refused, a buffer
+    /// that was not there before goes again (unless a `hist` action holds
+    /// it), so the refusal changes nothing.
+    pub fn giving_back_snapshot_on_error<T, E>(&self, write: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+        let had_snapshot = self.buffer().snapshot_allocated();
+        let result = write();
+        if result.is_err() && !had_snapshot {
+            let held = self.cond_snapshot.lock();
+            if held.is_none() {
+                self.buffer().free_snapshot();
+            }
         }
+        result
     }
 
     /// A `snapshot` trigger's or function command's snapshot, as Linux's

@@ -196,9 +196,6 @@ pub fn set_filter(array: &TraceArray, group: &str, event: &str, text: &str) -> R
 /// given back if it is refused or once it is removed): `array`'s copy of
 /// that event.
 pub fn write_trigger(array: &'static TraceArray, group: &str, event: &str, text: &str) -> Result<(), TracefsError> {
-    // A histogram whose variables a trigger just removed read is held
-    // until that trigger's grace period: let those go (no lock is held
-    // here) and try once more.
     // One trigger write at a time (Linux's `event_mutex`): a `hist` trigger
     // resolving the variables of another's table must not interleave with
     // that table's removal, which checks that nothing reads it.
@@ -207,17 +204,15 @@ pub fn write_trigger(array: &'static TraceArray, group: &str, event: &str, text:
     let in_use = TriggerError::Hist(ftrace::hist::HistError::InUse).to_string();
     // A `.snapshot()` action allocates the snapshot buffer when it is
     // resolved; a trigger refused after that gives it back.
-    let had_snapshot = array.buffer().snapshot_allocated();
-    let result = match write_trigger_once(array, group, event, text) {
+    array.giving_back_snapshot_on_error(|| match write_trigger_once(array, group, event, text) {
+        // A histogram whose variables a trigger just removed read is held
+        // until that trigger's grace period: let those go (no grace period
+        // waits for the writers' lock held here) and try once more.
         Err(TracefsError::Invalid(message)) if message == in_use && ftrace::deferred::reclaim() > 0 => {
             write_trigger_once(array, group, event, text)
         }
         other => other,
-    };
-    if result.is_err() && !had_snapshot {
-        array.free_snapshot_unless_held();
-    }
-    result
+    })
 }
 
 /// [`write_trigger`], once.

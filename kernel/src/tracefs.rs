@@ -776,15 +776,13 @@ fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(),
     // A `snapshot` command's buffer, allocated before anything changes
     // (the command would allocate it too late to refuse the whole write),
     // and freed again if the write is refused after all.
-    let had_snapshot = array.buffer().snapshot_allocated();
-    if commands.iter().any(|(remove, _, command, _)| !remove && *command == ftrace::func_probe::Command::Snapshot) {
-        array.buffer().alloc_snapshot().map_err(|_| TracefsError::Invalid("not enough memory for the snapshot buffer".into()))?;
-    }
-    let result = apply_ftrace_filter(array, globs, commands, filter_changes, mode);
-    if result.is_err() && !had_snapshot {
-        array.free_snapshot_unless_held();
-    }
-    result
+    array.giving_back_snapshot_on_error(|| {
+        if commands.iter().any(|(remove, _, command, _)| !remove && *command == ftrace::func_probe::Command::Snapshot) {
+            let no_memory = |_| TracefsError::Invalid("not enough memory for the snapshot buffer".into());
+            array.buffer().alloc_snapshot().map_err(no_memory)?;
+        }
+        apply_ftrace_filter(array, globs, commands, filter_changes, mode)
+    })
 }
 
 /// The changes of a `set_ftrace_filter` write, every command checked.
