@@ -26,11 +26,12 @@
 //! One writer (the buffer's CPU, interrupts masked: it never runs twice at
 //! once; a fill that may run traced code, `trace_printk!`'s formatting,
 //! marks the ring so that a write from there is dropped, `Nested`, rather
-//! than started inside the one being filled) and any number of readers, which serialise among themselves on a
-//! readers' lock the writer never takes. Pages never move: the writer fills
-//! them in ring order and numbers each page it starts with a sequence
-//! number (page `n` is always `pages[n % len]`), so a reader knows which page
-//! it wants by number and can tell when the writer has lapped it.
+//! than started inside the one being filled) and any number of readers,
+//! which serialise among themselves on a readers' lock the writer never
+//! takes. Pages never move: the writer fills them in ring order and numbers
+//! each page it starts with a sequence number (page `n` is always
+//! `pages[n % len]`), so a reader knows which page it wants by number and
+//! can tell when the writer has lapped it.
 //!
 //! Each page has one atomic *tag* word: its sequence number and how many of
 //! its data bytes a consuming reader has taken (`consumed`). Both sides
