@@ -220,6 +220,10 @@ pub enum ProbeError {
     BadCount(String),
     /// Removing a command that is not attached.
     NotAttached(String),
+    /// Removing a command that is attached only in its other form: with a
+    /// count when written without one, or the reverse (Linux keeps the two
+    /// apart too). The command as written, then as it is attached.
+    AttachedOtherwise(String, String),
     /// Adding a command every function the glob matches already has.
     AlreadyAttached(String),
     Tracing(FtraceError),
@@ -243,6 +247,9 @@ impl fmt::Display for ProbeError {
             }
             ProbeError::BadCount(count) => write!(f, "bad count '{count}': a number of calls (decimal, 0x hex or 0 octal)"),
             ProbeError::NotAttached(what) => write!(f, "'{what}' is not attached"),
+            ProbeError::AttachedOtherwise(what, attached) => {
+                write!(f, "'{what}' is not attached, but '{attached}' is: remove it written that way ('!{attached}')")
+            }
             ProbeError::AlreadyAttached(what) => write!(f, "'{what}' is already attached to every function it matches"),
             ProbeError::Tracing(error) => write!(f, "{error}"),
             ProbeError::NoMemory => write!(f, "not enough memory for the snapshot buffer"),
@@ -300,6 +307,18 @@ fn newly_attached(have: &[usize], glob: &str, command: &Command, counted: bool) 
 /// written with a count.
 pub type Change<'a> = (bool, &'a str, &'a Command, bool);
 
+/// The error removing `command` (`counted` or not) from the functions
+/// `glob` matched gets when it is attached to none of them: one that names
+/// the other form when that one is attached there.
+fn not_attached(array: &TraceArray, glob: &str, matched: &[usize], command: &Command, counted: bool) -> ProbeError {
+    let other = attached(&PROBES.lock(), array, command, !counted);
+    if matched.iter().any(|ip| other.binary_search(ip).is_ok()) {
+        let attached = format!("{glob}:{}{}", command.spec(), if counted { "" } else { ":0" });
+        return ProbeError::AttachedOtherwise(written(glob, command, counted), attached);
+    }
+    ProbeError::NotAttached(written(glob, command, counted))
+}
+
 /// Checks that [`add`] (or, with `remove`, [`remove`]) would succeed for
 /// each of `changes` in turn, each seeing what the ones before it did,
 /// changing nothing: a write of several commands checks them all first.
@@ -318,7 +337,7 @@ pub fn check(array: &TraceArray, changes: &[Change]) -> Result<(), ProbeError> {
         if remove {
             let matched = functions(glob)?;
             if !matched.iter().any(|ip| have.binary_search(ip).is_ok()) {
-                return Err(ProbeError::NotAttached(written(glob, command, counted)));
+                return Err(not_attached(array, glob, &matched, command, counted));
             }
             have.retain(|ip| matched.binary_search(ip).is_err());
         } else {

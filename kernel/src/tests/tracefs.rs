@@ -1103,6 +1103,14 @@ fn function_commands_switch_tracing_and_record_stacks() {
     assert_eq!(lines[at + 1], " => kernel::workload::fib", "{trace}");
     assert!(lines[at + 2].starts_with(" => kernel::tests::tracefs::"), "then its caller: {trace}");
     assert_eq!(lines.iter().filter(|line| line.ends_with("<stack trace>")).count(), 1, "one, as counted");
+    // Written without its count, the removal names the form to use and
+    // leaves the command attached.
+    let uncounted = tracefs::write("set_ftrace_filter", "!fib:stacktrace", FilterMode::Append);
+    assert!(
+        matches!(&uncounted, Err(TracefsError::Invalid(message)) if message.ends_with("but 'fib:stacktrace:0' is: remove it written that way ('!fib:stacktrace:0')")),
+        "{uncounted:?}"
+    );
+    assert!(read("set_ftrace_filter").ends_with(":stacktrace:count=0\n"), "{}", read("set_ftrace_filter"));
     tracefs::write("set_ftrace_filter", "!fib:stacktrace:1", FilterMode::Append).unwrap();
 
     for bad in
