@@ -256,12 +256,11 @@ impl FtraceRegs {
     /// In a return save: records where the call returns to, as the caller
     /// will see it after the return: the instruction pointer and, on an
     /// architecture with a link register, that register too (a `ret` leaves
-    /// the return address in it): what a full save's readers see. The
-    /// trampolines set the register from the handler's answer, not from
-    /// here, and a sparse save did not record it, so its readers never see
-    /// it: it is written without asking which save this is. The return hook calls its
-    /// unchecked variant before any return callback runs; it does not change where the return
-    /// goes. Does nothing in an entry save.
+    /// the return address in it), in a sparse save as in a full one (the
+    /// register table says both record them). The trampolines set the
+    /// register from the handler's answer, not from here. The return hook
+    /// calls its unchecked variant before any return callback runs; it does
+    /// not change where the return goes. Does nothing in an entry save.
     pub fn set_returned_to(&mut self, address: usize) {
         if self.has_args() {
             return;

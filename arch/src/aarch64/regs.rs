@@ -102,9 +102,9 @@ macro_rules! x {
 
 /// Every register, and which saves record it: the entry save keeps x0-x7
 /// (arguments), x8 (indirect result), fp, lr (the traced function's return
-/// address), sp and pc; the return save keeps x0-x7, fp, sp (and pc, the
-/// address returned to). A full save at a return holds lr as a `ret` leaves
-/// it: the address returned to. The trampolines restore every register they
+/// address), sp and pc; the return save keeps x0-x7, fp, sp, and pc and lr,
+/// both the address returned to, as a `ret` leaves lr (the return hook
+/// writes them into every return save). The trampolines restore every register they
 /// save (a callback's write lands), except sp (each resumes on its own
 /// frame), pc and lr in a return save (the return goes where the return
 /// hook recorded), of pstate all but the condition flags, and x9 in a full entry
@@ -141,7 +141,7 @@ pub const REGISTERS: &[RegisterInfo] = &[
     x!(27, FULL),
     x!(28, FULL),
     RegisterInfo { names: &["x29", "fp"], offset: offset_of!(PtRegs, regs) + 8 * 29, saved_by: ENTRY | RETURN },
-    RegisterInfo { names: &["x30", "lr"], offset: offset_of!(PtRegs, regs) + 8 * 30, saved_by: ENTRY },
+    RegisterInfo { names: &["x30", "lr"], offset: offset_of!(PtRegs, regs) + 8 * 30, saved_by: ENTRY | RETURN },
     RegisterInfo { names: &["sp"], offset: offset_of!(PtRegs, sp), saved_by: ENTRY | RETURN },
     RegisterInfo { names: &["pc"], offset: offset_of!(PtRegs, pc), saved_by: ENTRY | RETURN },
     RegisterInfo { names: &["pstate"], offset: offset_of!(PtRegs, pstate), saved_by: FULL },

@@ -1,8 +1,12 @@
 //! Helpers for the in-kernel tests of the tracing trampolines.
 
 use core::arch::naked_asm;
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+use x86_64::instructions::segmentation::{Segment, CS, SS};
 
 use super::ftrace::Insn;
+use crate::ftrace_abi::{FtraceRegs, Saved, FTRACE_REGS_PT};
 
 /// Callee-saved registers [`call_with_marked_registers`] sets, and to what.
 pub const MARKED_REGISTERS: &[(&str, u64)] = &[
@@ -89,4 +93,223 @@ pub fn scratch_register() -> u64 {
     // SAFETY: reads a register.
     unsafe { core::arch::asm!("mov {}, r11", out(reg) value, options(nomem, nostack, preserves_flags)) };
     value
+}
+
+// ---- every register, for the register-table tests ----
+
+/// What [`call_with_every_register`] fills the stack under its frame with,
+/// and [`mark_caller_saved_registers`] the stack under its caller's: a save
+/// slot that still holds it was never written by the trampoline.
+pub const POISON: u64 = 0x0b5e_55ed_0b5e_55ed;
+/// How many bytes under the stack pointer are poisoned: more than any
+/// trampoline frame.
+const POISON_BYTES: usize = 2048;
+
+/// The value register number `n` is marked with.
+const fn mark(n: u64) -> u64 {
+    0x5eed_0000_0000_0000 | n << 16 | n
+}
+
+/// Every general register [`call_with_every_register`] sets before its
+/// call, and to what (each value distinct); the caller-saved ones are also
+/// what [`mark_caller_saved_registers`] leaves.
+pub const EVERY_REGISTER: &[(&str, u64)] = &[
+    ("rax", mark(1)),
+    ("rbx", mark(2)),
+    ("rcx", mark(3)),
+    ("rdx", mark(4)),
+    ("rsi", mark(5)),
+    ("rdi", mark(6)),
+    ("rbp", mark(7)),
+    ("r8", mark(8)),
+    ("r9", mark(9)),
+    ("r10", mark(10)),
+    ("r11", mark(11)),
+    ("r12", mark(12)),
+    ("r13", mark(13)),
+    ("r14", mark(14)),
+    ("r15", mark(15)),
+];
+
+/// `movabs REG, mark(N)`, N in hex.
+macro_rules! mark {
+    ($reg:literal, $n:literal) => {
+        concat!("movabs ", $reg, ", 0x5eed000000", $n, "00", $n)
+    };
+}
+
+/// The function [`call_with_every_register`] calls.
+static TARGET: AtomicUsize = AtomicUsize::new(0);
+/// The stack pointer just before its call.
+static CALLER_SP: AtomicUsize = AtomicUsize::new(0);
+
+/// What a save taken during a [`call_with_every_register`] call must hold.
+#[derive(Clone, Copy, Debug)]
+pub struct EveryRegisterCall {
+    /// The function called.
+    pub function: usize,
+    /// Where its call returns to, in the harness.
+    pub return_address: usize,
+}
+
+/// Calls `target` with every register of [`EVERY_REGISTER`] set, the carry
+/// flag set, interrupts masked, and the 2 KiB under its frame
+/// poisoned; returns zero if the callee-saved registers came back (non-zero
+/// otherwise).
+///
+/// # Safety
+/// `target` must be the address of an `extern "C"` function of no
+/// arguments (its result, if any, is dropped) that returns normally, that
+/// nothing walks the frame pointers of while it runs (rbp holds a mark),
+/// and that runs with interrupts masked.
+pub unsafe fn call_with_every_register(target: usize) -> u64 {
+    TARGET.store(target, Ordering::SeqCst);
+    // SAFETY: the caller's promises are this harness's.
+    unsafe { every_register_harness() }
+}
+
+/// See [`call_with_every_register`].
+#[unsafe(naked)]
+unsafe extern "C" fn every_register_harness() -> u64 {
+    naked_asm!(
+        "push rbp",
+        "mov rbp, rsp",
+        "push rbx",
+        "push r12",
+        "push r13",
+        "push r14",
+        "push r15",
+        "pushfq",
+        "cli",
+        // 16-byte aligned here: the return address and seven pushes.
+        "lea rdi, [rsp - {poison_bytes}]",
+        "mov rcx, {poison_words}",
+        "movabs rax, {poison}",
+        "rep stosq",
+        "mov qword ptr [rip + {caller_sp}], rsp",
+        mark!("rax", "01"),
+        mark!("rbx", "02"),
+        mark!("rcx", "03"),
+        mark!("rdx", "04"),
+        mark!("rsi", "05"),
+        mark!("rdi", "06"),
+        mark!("rbp", "07"),
+        mark!("r8", "08"),
+        mark!("r9", "09"),
+        mark!("r10", "0a"),
+        mark!("r11", "0b"),
+        mark!("r12", "0c"),
+        mark!("r13", "0d"),
+        mark!("r14", "0e"),
+        mark!("r15", "0f"),
+        "stc",
+        "call qword ptr [rip + {target}]",
+        mark!("rax", "02"),
+        "xor rax, rbx",
+        mark!("rcx", "07"),
+        "xor rcx, rbp",
+        "or rax, rcx",
+        mark!("rcx", "0c"),
+        "xor rcx, r12",
+        "or rax, rcx",
+        mark!("rcx", "0d"),
+        "xor rcx, r13",
+        "or rax, rcx",
+        mark!("rcx", "0e"),
+        "xor rcx, r14",
+        "or rax, rcx",
+        mark!("rcx", "0f"),
+        "xor rcx, r15",
+        "or rax, rcx",
+        "popfq",
+        "pop r15",
+        "pop r14",
+        "pop r13",
+        "pop r12",
+        "pop rbx",
+        "pop rbp",
+        "ret",
+        poison_bytes = const POISON_BYTES,
+        poison_words = const POISON_BYTES / 8,
+        poison = const POISON,
+        caller_sp = sym CALLER_SP,
+        target = sym TARGET,
+    )
+}
+
+/// Sets every caller-saved register to its [`EVERY_REGISTER`] mark, after
+/// poisoning the stack under the caller's, and answers rax's mark: the last
+/// act of a traced function whose return save a test reads (the function
+/// returns the answer, and its epilogue touches only callee-saved
+/// registers).
+#[inline(always)]
+pub fn mark_caller_saved_registers() -> u64 {
+    let rax: u64;
+    // SAFETY: writes registers it declares clobbered and the free stack
+    // under the stack pointer (no red zone in the kernel).
+    unsafe {
+        core::arch::asm!(
+            "lea rdi, [rsp - {poison_bytes}]",
+            "mov rcx, {poison_words}",
+            "movabs rax, {poison}",
+            "rep stosq",
+            mark!("rcx", "03"),
+            mark!("rdx", "04"),
+            mark!("rsi", "05"),
+            mark!("rdi", "06"),
+            mark!("r8", "08"),
+            mark!("r9", "09"),
+            mark!("r10", "0a"),
+            mark!("r11", "0b"),
+            mark!("rax", "01"),
+            poison_bytes = const POISON_BYTES,
+            poison_words = const POISON_BYTES / 8,
+            poison = const POISON,
+            out("rax") rax,
+            out("rcx") _,
+            out("rdx") _,
+            out("rsi") _,
+            out("rdi") _,
+            out("r8") _,
+            out("r9") _,
+            out("r10") _,
+            out("r11") _,
+        )
+    };
+    rax
+}
+
+/// What register `name` must hold in a save of kind `saved` taken inside a
+/// [`call_with_every_register`] call of `call.function`, a function that
+/// ends with [`mark_caller_saved_registers`] when a return save is read:
+/// `(mask, value)`, the bits of the register that are known and what they
+/// are.
+pub fn expected_in_save(name: &str, saved: Saved, call: EveryRegisterCall) -> (u64, u64) {
+    let caller_sp = CALLER_SP.load(Ordering::SeqCst) as u64;
+    let at_entry = matches!(saved, Saved::EntryArgs | Saved::EntryFull);
+    const IF: u64 = 1 << 9;
+    const CF: u64 = 1;
+    match name {
+        // At entry the call's return address is on the stack.
+        "rsp" => (!0, if at_entry { caller_sp - 8 } else { caller_sp }),
+        "rip" => (!0, if at_entry { call.function } else { call.return_address } as u64),
+        // Masked interrupts; the carry flag the harness set, at entry.
+        "rflags" => match at_entry {
+            true => (IF | CF, CF),
+            false => (IF, 0),
+        },
+        "cs" => (0xffff, u64::from(CS::get_reg().0)),
+        "ss" => (0xffff, u64::from(SS::get_reg().0)),
+        _ => (!0, EVERY_REGISTER.iter().find(|(register, _)| *register == name).map_or(POISON, |(_, value)| *value)),
+    }
+}
+
+/// The word at `offset` in the save's `PtRegs`, whether or not the save
+/// recorded it: the tests compare it with [`POISON`] to see what a
+/// trampoline really wrote.
+pub fn raw_saved_word(fregs: &FtraceRegs, offset: usize) -> u64 {
+    assert!(offset + 8 <= core::mem::size_of::<crate::regs::PtRegs>() && offset.is_multiple_of(8));
+    // SAFETY: in bounds of the save (checked), aligned, and stack memory the
+    // harness wrote before the trampoline built its frame there.
+    unsafe { core::ptr::read_volatile((fregs as *const FtraceRegs as *const u8).add(FTRACE_REGS_PT + offset) as *const u64) }
 }

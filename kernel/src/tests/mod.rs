@@ -11,6 +11,7 @@ mod instances;
 mod kprobe_events;
 mod kprobes;
 mod layout;
+mod registers;
 mod rethook;
 mod sched;
 mod synthetic;
