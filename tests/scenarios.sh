@@ -64,13 +64,20 @@ if run_session pipes 'cat available_filter_functions | grep fib\ngrep -c fib ava
     expect "bench is refused" grep -q "^error: 'bench' prints to the console as it goes" <<<"$out"
 fi
 
-if run_session function-fib 'echo *fib* > set_ftrace_filter\necho function > current_tracer\nrun fib 5\ncat trace\ncat enabled_functions\necho nop > current_tracer\ncat enabled_functions\necho nosuch > current_tracer\necho nosuch_fn_* > set_ftrace_filter\npoweroff\n'; then
+if run_session function-fib 'echo *fib* > set_ftrace_filter\necho function > current_tracer\nrun fib 5\ncat trace\ncat enabled_functions\necho nop > current_tracer\ncat enabled_functions\necho nosuch > current_tracer\necho nosuch_fn_* > set_ftrace_filter\necho kernel::workload::fi[a-a] > set_ftrace_filter\necho kernel::workload::fi[c-z] > set_ftrace_filter\necho kernel::workload::fi[a-b] > set_ftrace_filter\ncat set_ftrace_filter\necho kernel::workload::fi[!a-b] > set_ftrace_filter\necho f?b > set_ftrace_filter\ncat set_ftrace_filter\npoweroff\n'; then
     expect "15 fib trace lines" test "$(count_lines '\] \.\.\.\.\. +[0-9]+\.[0-9]{6}: kernel::workload::fib <-kernel::workload::(fib|run)$')" -eq 15
     expect "outermost call from run" grep -q ": kernel::workload::fib <-kernel::workload::run$" <<<"$out"
     expect "enabled_functions lists fib while enabled" grep -qx "kernel::workload::fib (1)" <<<"$out"
     expect "nothing enabled after nop" test "$(count_lines '^kernel::workload::fib \(1\)$')" -eq 1
     expect "unknown tracer refused" grep -q "^error: no such tracer 'nosuch'" <<<"$out"
     expect "glob matching nothing refused" grep -q "^error: 'nosuch_fn_\*' matches no traceable function" <<<"$out"
+    expect "a range holds nothing past its end: fi[a-a] and fi[c-z] select nothing" \
+        test "$(count_lines "^error: 'kernel::workload::fi\[(a-a|c-z)\]' matches no traceable function$")" -eq 2
+    expect "fi[a-b] selects fib alone" \
+        test "$(sed -n '/^> echo kernel::workload::fi\[a-b\]/,/^> echo kernel::workload::fi\[!/p' <<<"$out" | grep -v '^> ')" = "kernel::workload::fib"
+    expect "a negated range refuses both its ends" grep -q "^error: 'kernel::workload::fi\[!a-b\]' matches no traceable function$" <<<"$out"
+    expect "? is one character: f?b selects fib alone" \
+        test "$(sed -n '/^> echo f?b/,/^> poweroff/p' <<<"$out" | grep -v '^> ')" = "kernel::workload::fib"
 fi
 
 if run_session function-graph-fib 'echo *fib* > set_ftrace_filter\necho function_graph > current_tracer\necho 1 > options/funcgraph-retval\nrun fib 4\ncat trace\necho nop > current_tracer\npoweroff\n'; then

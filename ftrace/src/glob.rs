@@ -338,6 +338,70 @@ mod tests {
         assert!(glob_match("a[[]bc]", "a[bc]"));
     }
 
+    /// The characters in 0x20..0x7f that `glob` (one character long, as
+    /// a whole-name match) accepts: both ends of every class pinned.
+    fn accepted(glob: &str) -> String {
+        (0x20u8..0x7f).filter(|&c| glob_match(glob, core::str::from_utf8(&[c]).unwrap())).map(char::from).collect()
+    }
+
+    #[test]
+    fn every_range_and_class_is_exactly_its_characters() {
+        assert_eq!(accepted("[a-c]"), "abc", "a range holds both its ends and nothing past them");
+        assert_eq!(accepted("[a-a]"), "a", "a one-character range");
+        assert_eq!(accepted("[b-b]"), "b");
+        assert_eq!(accepted("[0-9]"), "0123456789");
+        assert_eq!(accepted("[A-Z]").len(), 26);
+        assert_eq!(accepted("[c-a]"), "", "a backwards range holds nothing");
+        assert_eq!(accepted("[a-cx-z]"), "abcxyz", "two ranges");
+        assert_eq!(accepted("[a-c_]"), "_abc", "a range and a character");
+        assert_eq!(accepted("[_a-c]"), "_abc", "a character and a range");
+        assert_eq!(accepted("[abc]"), "abc");
+        assert_eq!(accepted("[b]"), "b");
+        assert_eq!(accepted("[-a]"), "-a", "a - first is itself");
+        assert_eq!(accepted("[a-]"), "-a", "and last");
+        assert_eq!(accepted("[]]"), "]", "a ] first is itself");
+        assert_eq!(accepted("[]a]"), "]a");
+        let printable = |except: &str| (0x20u8..0x7f).map(char::from).filter(|c| !except.contains(*c)).collect::<String>();
+        assert_eq!(accepted("[!a-c]"), printable("abc"), "a negated range: everything else, both ends out");
+        assert_eq!(accepted("[!a-a]"), printable("a"));
+        assert_eq!(accepted("[!abc]"), printable("abc"));
+        assert_eq!(accepted("[!]]"), printable("]"));
+        assert_eq!(accepted("[!-]"), printable("-"));
+        assert_eq!(accepted("?"), printable(""), "? is any one character");
+        assert_eq!(accepted("[?]"), "?", "inside a class ? is itself");
+        assert_eq!(accepted("[*]"), "*", "and so is *");
+    }
+
+    #[test]
+    fn question_marks_match_exactly_one_character_each() {
+        assert!(glob_match("?", "a"));
+        assert!(!glob_match("?", ""), "not none");
+        assert!(!glob_match("?", "ab"), "not two");
+        assert!(glob_match("??", "ab"));
+        assert!(!glob_match("??", "abc"));
+        assert!(glob_match("f?b", "fib"));
+        assert!(!glob_match("f?b", "fb"));
+        assert!(!glob_match("f?b", "fiib"));
+        assert!(glob_match("*?", "x"), "a star then one");
+        assert!(!glob_match("*?", ""));
+        assert!(glob_match("a?[b-c]", "axc"));
+        assert!(!glob_match("a?[b-c]", "axd"));
+    }
+
+    #[test]
+    fn a_class_at_either_end_of_a_name_pins_that_end() {
+        assert!(glob_match("[f-f]ib", "fib"));
+        assert!(!glob_match("[g-z]ib", "fib"));
+        assert!(!glob_match("[a-e]ib", "fib"), "the character after the range's end is out");
+        assert!(glob_match("fi[b-b]", "fib"));
+        assert!(!glob_match("fi[a-a]", "fib"), "the character after a one-character range is out");
+        assert!(!glob_match("fi[c-c]", "fib"), "and the one before");
+        assert!(glob_match("*::fi[!a]", "kernel::workload::fib"));
+        assert!(!glob_match("*::fi[!b]", "kernel::workload::fib"));
+        assert!(!glob_match("*::fi[!a-b]", "kernel::workload::fib"), "a negated range's end is out");
+        assert!(glob_match("*::fi[!c-z]", "kernel::workload::fib"));
+    }
+
     const NAMES: [&str; 5] = [
         "kernel::workload::fib",
         "kernel::workload::run",
