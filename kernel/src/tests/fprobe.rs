@@ -334,6 +334,54 @@ fn calls_probed_code(_fp: &Fprobe, ip: usize, _ret: usize, _fregs: &mut FtraceRe
 }
 
 #[inline(never)]
+extern "C" fn shared_probe_outer() -> u64 {
+    black_box(50)
+}
+
+#[inline(never)]
+extern "C" fn shared_probe_inner() -> u64 {
+    black_box(60)
+}
+
+fn calls_the_shared_inner(_fp: &Fprobe, ip: usize, _ret: usize, _fregs: &mut FtraceRegs, _data: &mut EntryData) -> bool {
+    if ip == address(shared_probe_outer as extern "C" fn() -> u64) {
+        black_box(shared_probe_inner());
+    }
+    false
+}
+
+/// An fprobe and the function tracer on one site (a list of two ops): the
+/// probe handler's call into it is missed by both, counted in the probe's
+/// `nmissed` and named in `recursed_functions`, and the tracer records only
+/// the direct call.
+#[ktest]
+fn recursion_into_a_site_an_fprobe_shares_with_the_tracer_is_counted() {
+    let outer = address(shared_probe_outer as extern "C" fn() -> u64);
+    let inner = address(shared_probe_inner as extern "C" fn() -> u64);
+    let inner_name = ftrace::symbols::name_of(inner).unwrap();
+    tracefs::write("set_ftrace_filter", inner_name, FilterMode::Replace).unwrap();
+    tracefs::write("current_tracer", "function", FilterMode::Replace).unwrap();
+    let probe = fprobe::register(config(Some(calls_the_shared_inner), None), Target::Addresses(&[outer, inner])).unwrap();
+    let ops_on_inner = ftrace::site(inner).unwrap().ops_count;
+    assert_eq!(shared_probe_outer(), 50);
+    let missed_from_the_handler = probe.nmissed();
+    assert_eq!(shared_probe_inner(), 60);
+    let missed_after_a_direct_call = probe.nmissed();
+    drop(probe);
+    let trace = trace_text();
+    tracefs::write("current_tracer", "nop", FilterMode::Replace).unwrap();
+    tracefs::write("set_ftrace_filter", "", FilterMode::Replace).unwrap();
+    let mut recursed = String::new();
+    tracefs::read("recursed_functions", &mut recursed).unwrap();
+    assert_eq!(ops_on_inner, 2, "the tracer and the probe share the inner site");
+    assert_eq!(missed_from_the_handler, 1, "the handler's call into the shared site was missed and counted");
+    assert_eq!(missed_after_a_direct_call, 1, "a direct call misses nothing");
+    let traced = trace.lines().filter(|line| line.contains(&alloc::format!(": {inner_name} <-"))).count();
+    assert_eq!(traced, 1, "the tracer recorded the direct call alone:\n{trace}");
+    assert!(recursed.contains(&alloc::format!("{inner_name}:\t")), "named in recursed_functions: {recursed}");
+}
+
+#[inline(never)]
 fn deep_probed(n: u64) -> u64 {
     if n == 0 {
         return 0;
@@ -626,6 +674,38 @@ fn every_argument_reaches_entry_and_exit_events() {
     assert!(entry.ends_with(" a=11 f=16 g=17 h=18"), "{entry}");
     let exit = line("eight_exit: ");
     assert!(exit.ends_with(" a=11 g=17 h=18"), "the exit sees the saved arguments, stack ones too: {exit}");
+}
+
+/// `%REG` in an fprobe event, for every register the architecture names:
+/// accepted exactly where the save the event's handler gets records it
+/// (the sparse entry save for `f:`, the sparse return save for
+/// `f:...%return`), refused as not saved everywhere else; a kprobe event on
+/// the same site gets the full save, and every register.
+#[ktest]
+fn every_register_is_accepted_by_an_event_exactly_where_its_save_records_it() {
+    let mut wrong = Vec::new();
+    for info in arch::regs::REGISTERS {
+        for name in info.names {
+            for (kind, suffix, saved) in
+                [("f", "", arch::ftrace_abi::Saved::EntryArgs), ("f", "%return", arch::ftrace_abi::Saved::Return)]
+            {
+                let result = define(&alloc::format!("{kind}:regcheck kernel::workload::fib{suffix} v=%{name}"));
+                let recorded = info.saved_by & saved.bit() != 0;
+                match (&result, recorded) {
+                    (Ok(()), true) => define("-:regcheck").unwrap(),
+                    (Err(tracefs::TracefsError::Invalid(m)), false) if m.contains(&alloc::format!("'%{name}' is not saved")) => {}
+                    _ => wrong.push(alloc::format!("{kind}:...{suffix} %{name}: {result:?} (recorded: {recorded})")),
+                }
+            }
+            let full = define(&alloc::format!("p:kprobes/regcheck kernel::workload::fib v=%{name}"));
+            match full {
+                Ok(()) => define("-:kprobes/regcheck").unwrap(),
+                Err(error) => wrong.push(alloc::format!("p: %{name} on the full save: {error:?}")),
+            }
+        }
+    }
+    assert_eq!(dynamic_events(), "", "nothing left defined");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 #[ktest]

@@ -610,6 +610,62 @@ fn recursion_is_counted_not_followed() {
     );
 }
 
+#[inline(never)]
+extern "C" fn shared_outer() -> u64 {
+    black_box(30)
+}
+
+#[inline(never)]
+extern "C" fn shared_inner() -> u64 {
+    black_box(40)
+}
+
+static SHARED_FIRST_CALLS: AtomicU64 = AtomicU64::new(0);
+static SHARED_SECOND_CALLS: AtomicU64 = AtomicU64::new(0);
+static SHARED_INNER: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts, and from the outer function calls the inner one, which both ops
+/// trace: a site of two ops, entered from inside a callback.
+extern "C" fn first_calls_traced_code(ip: usize, _parent: usize, _ops: &FtraceOps, _fregs: &mut FtraceRegs) {
+    SHARED_FIRST_CALLS.fetch_add(1, Ordering::SeqCst);
+    if ip != SHARED_INNER.load(Ordering::SeqCst) {
+        black_box(shared_inner());
+    }
+}
+
+extern "C" fn second_counts(_ip: usize, _parent: usize, _ops: &FtraceOps, _fregs: &mut FtraceRegs) {
+    SHARED_SECOND_CALLS.fetch_add(1, Ordering::SeqCst);
+}
+
+static SHARED_FIRST: FtraceOps = FtraceOps::new(first_calls_traced_code, OpsFlags::RECURSION);
+static SHARED_SECOND: FtraceOps = FtraceOps::new(second_counts, OpsFlags::RECURSION);
+
+/// The recursion guard of a site several ops trace (its list entry): a
+/// callback's call into it is missed by every ops on it, and counted for
+/// each; a direct call runs them all.
+#[ktest]
+fn recursion_into_a_site_of_several_ops_is_counted_for_each() {
+    let outer = address(shared_outer as extern "C" fn() -> u64);
+    let inner = address(shared_inner as extern "C" fn() -> u64);
+    SHARED_INNER.store(inner, Ordering::SeqCst);
+    trace_only(&SHARED_FIRST, &[outer, inner]);
+    trace_only(&SHARED_SECOND, &[inner]);
+    assert_eq!((ops_count(outer), ops_count(inner)), (1, 2), "the inner site is a list of two");
+    let calls = || (SHARED_FIRST_CALLS.load(Ordering::SeqCst), SHARED_SECOND_CALLS.load(Ordering::SeqCst));
+    let (calls_before, missed_before) = (calls(), (SHARED_FIRST.missed(), SHARED_SECOND.missed()));
+    assert_eq!(shared_outer(), 30);
+    let after_outer = (calls(), (SHARED_FIRST.missed(), SHARED_SECOND.missed()));
+    assert_eq!(shared_inner(), 40);
+    let after_inner = (calls(), (SHARED_FIRST.missed(), SHARED_SECOND.missed()));
+    ftrace::unregister(&SHARED_SECOND).unwrap();
+    ftrace::unregister(&SHARED_FIRST).unwrap();
+    let delta = |(calls, missed): ((u64, u64), (u64, u64))| {
+        ((calls.0 - calls_before.0, calls.1 - calls_before.1), (missed.0 - missed_before.0, missed.1 - missed_before.1))
+    };
+    assert_eq!(delta(after_outer), ((1, 0), (1, 1)), "the inner call from the callback ran neither ops; both counted it");
+    assert_eq!(delta(after_inner), ((2, 1), (1, 1)), "a direct call runs both, misses nothing");
+}
+
 static INSIDE_RESULT: spin::Mutex<Option<Result<(), FtraceError>>> = spin::Mutex::new(None);
 
 extern "C" fn registers_from_callback(_ip: usize, _parent: usize, _ops: &FtraceOps, _fregs: &mut FtraceRegs) {

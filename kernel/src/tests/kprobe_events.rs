@@ -177,13 +177,29 @@ fn fib_size() -> usize {
 
 #[ktest]
 fn a_kprobe_event_at_fibs_entry_rides_on_the_ftrace_site() {
-    write("kprobe_events", "p:kprobes/fibent kernel::workload::fib");
+    let arg0 = arch::ftrace_abi::ARGUMENT_NAMES[0];
+    write("kprobe_events", &format!("p:kprobes/fibent kernel::workload::fib n=%{arg0} m=$arg1"));
+    write("trace", "");
     write("events/kprobes/fibent/enable", "1");
     let listed = read("enabled_functions");
+    assert_eq!(fib(black_box(10)), 55);
     write("events/kprobes/fibent/enable", "0");
-    assert!(listed.lines().any(|line| line.starts_with("kernel::workload::fib ")), "{listed}");
-    assert!(!read("enabled_functions").lines().any(|line| line.starts_with("kernel::workload::fib ")));
+    let trace = read("trace");
+    let after = read("enabled_functions");
     write("kprobe_events", "-:fibent");
+    assert!(listed.lines().any(|line| line.starts_with("kernel::workload::fib ")), "{listed}");
+    assert!(!after.lines().any(|line| line.starts_with("kernel::workload::fib ")), "{after}");
+    // Recorded through the site's trampoline (a full save), not a
+    // breakpoint: the task's own context, every call with its argument.
+    let lines = lines_of(&trace, "fibent");
+    let mut seen: Vec<u64> = lines.iter().map(|line| field(line, "n")).collect();
+    seen.sort_unstable();
+    assert_eq!(seen, fib_arguments(10), "{trace}");
+    for line in &lines {
+        assert_eq!(field(line, "m"), field(line, "n"), "%{arg0} is $arg1: {line}");
+        assert!(line.contains("(kernel::workload::fib+0x0/"), "{line}");
+        assert_eq!(context_flag(line), Some('.'), "recorded in the task, not a breakpoint: {line}");
+    }
 }
 
 #[ktest]
