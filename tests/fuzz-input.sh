@@ -12,7 +12,9 @@
 # and fetch-argument pieces), with now and then a command that uses what
 # was set (run a workload, read trace, hist, stack_trace, remove the
 # instance). The session must answer every line (the console echoes each
-# one), never print a panic, still run a workload at the end, and power off.
+# one), never print a panic, still run a workload at the end, and power off;
+# and every write refused with an error must leave the file it wrote to
+# reading exactly as before (each write is read back on both sides).
 # A failing seed's input is kept, to replay with
 # `./qemu-run.sh ARCH < FILE`. A generator of the script's own (not bash's
 # RANDOM, which changed in bash 5.1) and a fixed locale (string offsets
@@ -186,7 +188,9 @@ session() {
         pick 10
         op='>>'
         [ "$REPLY" -lt 6 ] || op='>'
-        printf '%s\n' "echo '$line' $op $file"
+        # Read back around the write: a refused one must leave the file
+        # reading as before (`unchanged_by_refusals`).
+        printf '%s\n' "cat $file" "echo '$line' $op $file" "cat $file"
         pick 100
         if [ "$REPLY" -lt 12 ]; then
             pick ${#USES[@]}
@@ -194,6 +198,32 @@ session() {
         fi
     done
     printf '%s\n' "echo nop > current_tracer" "echo 0 > events/enable" "run fib 5" "poweroff"
+}
+
+# unchanged_by_refusals: reads the session's output on stdin (each command
+# echoed as `> COMMAND`, its answer after it) and checks that every write
+# refused with an error left its file reading exactly as the `cat` just
+# before it showed. A trigger's remaining count may run down meanwhile
+# (the sched_switch triggers fire as the shell sleeps between lines): counts
+# are compared as `count=N`. Prints what changed; fails if anything did.
+unchanged_by_refusals() {
+    awk '
+        function normal(text) { gsub(/:count=[0-9]+/, ":count=N", text); return text }
+        /^> / { n++; command[n] = substr($0, 3); answer[n] = ""; next }
+        n > 0 { answer[n] = answer[n] $0 "\n" }
+        END {
+            for (i = 2; i < n; i++) {
+                if (command[i] !~ /^echo / || command[i - 1] !~ /^cat / || command[i + 1] != command[i - 1]) continue
+                if (answer[i] !~ /(^|\n)error: /) continue
+                refused++
+                if (normal(answer[i - 1]) != normal(answer[i + 1])) {
+                    changed++
+                    printf "CHANGED by a refused write: %s\n%s  before:\n%s  after:\n%s", command[i], answer[i], answer[i - 1], answer[i + 1]
+                }
+            }
+            printf "%d refused writes left their file as it was, %d did not\n", refused - changed, changed
+            exit changed > 0
+        }'
 }
 
 failures=0
@@ -212,9 +242,15 @@ for seed in "${seeds[@]}"; do
         echo "FAILED: fuzz seed $seed ($arch): status $status, $answered of $sent lines answered; input kept in $kept"
         grep -m1 -B20 -A10 '^panic:' <<<"$out" || tail -30 <<<"$out"
         failures=$((failures + 1))
+    elif ! state=$(unchanged_by_refusals <<<"$out"); then
+        kept="${TMPDIR:-/tmp}/fuzz-input-$arch-$seed.txt"
+        cp "$input" "$kept"
+        echo "FAILED: fuzz seed $seed ($arch): a refused write changed its file; input kept in $kept"
+        echo "$state"
+        failures=$((failures + 1))
     else
         errors=$(grep -c '^error: ' <<<"$out" || true)
-        echo "ok: fuzz seed $seed ($arch): $sent lines answered ($errors refused with an error), no panic, the kernel still works"
+        echo "ok: fuzz seed $seed ($arch): $sent lines answered ($errors refused with an error), no panic, the kernel still works; ${state}"
     fi
 done
 [ "$failures" -eq 0 ]

@@ -39,11 +39,16 @@ run_host() {
     cargo test --quiet "${args[@]}" || failures+=("host")
 }
 
-# The in-kernel tests there are (each architecture runs all of them).
-MIN_KERNEL_TESTS=200
+# The in-kernel tests there are: every `#[ktest]` in the kernel's sources.
+# Each architecture's runner must register exactly these and pass them all,
+# so a test module left out of kernel/src/tests/mod.rs (its tests compiled
+# out, never run) fails the run instead of passing unseen.
+expected_kernel_tests() {
+    grep -rhE '^\s*#\[ktest(\]|\()' kernel/src --include='*.rs' | wc -l
+}
 
 run_kernel() {
-    local arch=$1 triple log status passed
+    local arch=$1 triple log status passed registered expected
     triple=$(target_triple "$arch")
     ensure_qemu "$arch"
     echo "== in-kernel tests, $arch"
@@ -55,12 +60,15 @@ run_kernel() {
     if [ "$status" -ne 0 ] || ! grep -Eq "^$arch: [0-9]+ passed, 0 failed$" "$log"; then
         failures+=("$arch")
     fi
-    # A test module left out of kernel/src/tests/mod.rs would pass unseen:
-    # the count may only grow (raise it with the tests).
+    # Exactly the tests the sources declare were registered and passed.
+    expected=$(expected_kernel_tests)
+    registered=$(sed -n 's/^running \([0-9]*\) tests$/\1/p' "$log")
     passed=$(sed -n "s/^$arch: \([0-9]*\) passed, 0 failed$/\1/p" "$log")
-    if [ "${passed:-0}" -lt "$MIN_KERNEL_TESTS" ]; then
-        echo "FAILED: $arch ran ${passed:-0} in-kernel tests, fewer than the $MIN_KERNEL_TESTS there are"
+    if [ "${registered:-0}" -ne "$expected" ] || [ "${passed:-0}" -ne "$expected" ]; then
+        echo "FAILED: $arch registered ${registered:-0} and passed ${passed:-0} in-kernel tests; the sources declare $expected"
         failures+=("$arch-test-count")
+    else
+        echo "ok: $arch registered and passed all $expected in-kernel tests the sources declare"
     fi
 
     echo "== $arch: a failing test must fail the run"
@@ -100,8 +108,8 @@ run_each() {
     names=$(cargo test --quiet --profile "kernel-$arch" --target "$triple" -p kernel 2>&1 \
         | sed -n 's/^\([A-Za-z0-9_:]*\) \.\.\. \(ok\|FAILED\)$/\1/p' || true)
     count=$(wc -w <<<"$names")
-    if [ "$count" -lt "$MIN_KERNEL_TESTS" ]; then
-        echo "FAILED: found $count in-kernel tests to run alone, fewer than the $MIN_KERNEL_TESTS there are"
+    if [ "$count" -ne "$(expected_kernel_tests)" ]; then
+        echo "FAILED: found $count in-kernel tests to run alone; the sources declare $(expected_kernel_tests)"
         failures+=("$arch-each")
         return
     fi
