@@ -56,12 +56,13 @@ pub mod percpu;
 pub mod preempt;
 pub mod print;
 pub mod sched;
+pub mod selftest;
 pub mod smp;
 pub mod sync;
 pub mod text;
 pub mod time;
 
-pub use imp::{boot, channel, console, cpu, exceptions, exit, ftrace, mm, patch, regs, selftest, switch, timer};
+pub use imp::{boot, channel, console, cpu, exceptions, exit, ftrace, mm, patch, regs, switch, timer};
 
 /// The most CPUs per-CPU arrays are sized for.
 pub const MAX_CPUS: usize = 8;

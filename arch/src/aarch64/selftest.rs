@@ -1,10 +1,10 @@
 //! Helpers for the in-kernel tests of the tracing trampolines.
 
 use core::arch::naked_asm;
-use core::sync::atomic::{AtomicUsize, Ordering};
 
 use super::ftrace::Insn;
-use crate::ftrace_abi::{FtraceRegs, Saved, FTRACE_REGS_PT};
+use crate::ftrace_abi::Saved;
+use crate::selftest::{caller_sp, mark, EveryRegisterCall, POISON, POISON_BYTES};
 
 /// Callee-saved registers [`call_with_marked_registers`] sets, and to what.
 pub const MARKED_REGISTERS: &[(&str, u64)] = &[
@@ -114,20 +114,7 @@ pub fn scratch_register() -> u64 {
 
 // ---- every register, for the register-table tests ----
 
-/// What [`call_with_every_register`] fills the stack under its frame with,
-/// and [`mark_caller_saved_registers`] the stack under its caller's: a save
-/// slot that still holds it was never written by the trampoline.
-pub const POISON: u64 = 0x0b5e_55ed_0b5e_55ed;
-/// How many bytes under the stack pointer are poisoned: more than any
-/// trampoline frame.
-const POISON_BYTES: usize = 2048;
-
-/// The value register number `n` is marked with.
-const fn mark(n: u64) -> u64 {
-    0x5eed_0000_0000_0000 | n << 16 | n
-}
-
-/// Every general register [`call_with_every_register`] sets before its
+/// Every general register [`call_with_every_register`](crate::selftest::call_with_every_register) sets before its
 /// call (x9 but for the call: it holds the target), and to what (each
 /// value distinct); x0-x18 are also what [`mark_caller_saved_registers`]
 /// leaves.
@@ -171,39 +158,19 @@ macro_rules! mark {
     };
 }
 
-/// The function [`call_with_every_register`] calls.
-static TARGET: AtomicUsize = AtomicUsize::new(0);
-/// The stack pointer just before its call.
-static CALLER_SP: AtomicUsize = AtomicUsize::new(0);
-
-/// What a save taken during a [`call_with_every_register`] call must hold.
-#[derive(Clone, Copy, Debug)]
-pub struct EveryRegisterCall {
-    /// The function called.
-    pub function: usize,
-    /// Where its call returns to, in the harness.
-    pub return_address: usize,
+/// Fills the [`POISON_BYTES`] under the stack pointer with [`POISON`]
+/// (operands `poison_bytes`, `p0` to `p3`: its four halfwords; clobbers
+/// x10-x12 and the flags).
+macro_rules! poison_stack {
+    () => {
+        "mov x10, sp\nsub x11, x10, #{poison_bytes}\nmovz x12, #{p0}\nmovk x12, #{p1}, lsl #16\n\
+         movk x12, #{p2}, lsl #32\nmovk x12, #{p3}, lsl #48\n3: str x12, [x11], #8\ncmp x11, x10\nb.lo 3b"
+    };
 }
 
-/// Calls `target` with every register of [`EVERY_REGISTER`] set, Z and C
-/// set, interrupts masked, and the 2 KiB under its frame
-/// poisoned; returns zero if the callee-saved registers came back (non-zero
-/// otherwise).
-///
-/// # Safety
-/// `target` must be the address of an `extern "C"` function of no
-/// arguments (its result, if any, is dropped) that returns normally, that
-/// nothing walks the frame pointers of while it runs (x29 holds a mark),
-/// and that runs with interrupts masked.
-pub unsafe fn call_with_every_register(target: usize) -> u64 {
-    TARGET.store(target, Ordering::SeqCst);
-    // SAFETY: the caller's promises are this harness's.
-    unsafe { every_register_harness() }
-}
-
-/// See [`call_with_every_register`].
+/// The harness of [`call_with_every_register`](crate::selftest::call_with_every_register).
 #[unsafe(naked)]
-unsafe extern "C" fn every_register_harness() -> u64 {
+pub(crate) unsafe extern "C" fn every_register_harness() -> u64 {
     naked_asm!(
         "stp x29, x30, [sp, #-112]!",
         "mov x29, sp",
@@ -215,15 +182,7 @@ unsafe extern "C" fn every_register_harness() -> u64 {
         "mrs x9, daif",
         "str x9, [sp, #96]",
         "msr daifset, #2",
-        "mov x10, sp",
-        "sub x11, x10, #{poison_bytes}",
-        "movz x12, #{p0}",
-        "movk x12, #{p1}, lsl #16",
-        "movk x12, #{p2}, lsl #32",
-        "movk x12, #{p3}, lsl #48",
-        "1: str x12, [x11], #8",
-        "cmp x11, x10",
-        "b.lo 1b",
+        poison_stack!(),
         "adrp x10, {caller_sp}",
         "add x10, x10, :lo12:{caller_sp}",
         "mov x11, sp",
@@ -307,8 +266,8 @@ unsafe extern "C" fn every_register_harness() -> u64 {
         p1 = const (POISON >> 16) & 0xffff,
         p2 = const (POISON >> 32) & 0xffff,
         p3 = const POISON >> 48,
-        caller_sp = sym CALLER_SP,
-        target = sym TARGET,
+        caller_sp = sym crate::selftest::CALLER_SP,
+        target = sym crate::selftest::TARGET,
     )
 }
 
@@ -324,15 +283,7 @@ pub fn mark_caller_saved_registers() -> u64 {
     // under the stack pointer.
     unsafe {
         core::arch::asm!(
-            "mov x10, sp",
-            "sub x11, x10, #{poison_bytes}",
-            "movz x12, #{p0}",
-            "movk x12, #{p1}, lsl #16",
-            "movk x12, #{p2}, lsl #32",
-            "movk x12, #{p3}, lsl #48",
-            "2: str x12, [x11], #8",
-            "cmp x11, x10",
-            "b.lo 2b",
+            poison_stack!(),
             mark!("x1", "41"),
             mark!("x2", "42"),
             mark!("x3", "43"),
@@ -382,12 +333,12 @@ pub fn mark_caller_saved_registers() -> u64 {
 }
 
 /// What register `name` must hold in a save of kind `saved` taken inside a
-/// [`call_with_every_register`] call of `call.function`, a function that
+/// [`call_with_every_register`](crate::selftest::call_with_every_register) call of `call.function`, a function that
 /// ends with [`mark_caller_saved_registers`] when a return save is read:
 /// `(mask, value)`, the bits of the register that are known and what they
 /// are.
 pub fn expected_in_save(name: &str, saved: Saved, call: EveryRegisterCall) -> (u64, u64) {
-    let caller_sp = CALLER_SP.load(Ordering::SeqCst) as u64;
+    let caller_sp = caller_sp();
     let at_entry = matches!(saved, Saved::EntryArgs | Saved::EntryFull);
     const NZCV: u64 = 0xf000_0000;
     const I: u64 = 1 << 7;
@@ -405,14 +356,4 @@ pub fn expected_in_save(name: &str, saved: Saved, call: EveryRegisterCall) -> (u
         },
         _ => (!0, EVERY_REGISTER.iter().find(|(register, _)| *register == name).map_or(POISON, |(_, value)| *value)),
     }
-}
-
-/// The word at `offset` in the save's `PtRegs`, whether or not the save
-/// recorded it: the tests compare it with [`POISON`] to see what a
-/// trampoline really wrote.
-pub fn raw_saved_word(fregs: &FtraceRegs, offset: usize) -> u64 {
-    assert!(offset + 8 <= core::mem::size_of::<crate::regs::PtRegs>() && offset.is_multiple_of(8));
-    // SAFETY: in bounds of the save (checked), aligned, and stack memory the
-    // harness wrote before the trampoline built its frame there.
-    unsafe { core::ptr::read_volatile((fregs as *const FtraceRegs as *const u8).add(FTRACE_REGS_PT + offset) as *const u64) }
 }
