@@ -17,6 +17,7 @@
 //! | `patch`      | writing text through the alias, cache/pipeline synchronisation |
 //! | `regs`       | [`regs::PtRegs`] and which registers each trampoline saves |
 //! | `selftest`   | register-marking harness and fixtures for the in-kernel tests |
+//! | `step`       | single-step debug exceptions, for the tests that step traced calls |
 //! | `switch`     | the context switch between kernel threads |
 //! | `timer`      | the periodic tick and the cycle counter |
 //!
@@ -58,6 +59,7 @@ pub mod print;
 pub mod sched;
 pub mod selftest;
 pub mod smp;
+pub mod step;
 pub mod sync;
 pub mod text;
 pub mod time;

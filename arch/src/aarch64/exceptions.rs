@@ -186,12 +186,14 @@ pub fn handler_return() -> usize {
     core::ptr::addr_of!(aarch64_trap_returned) as usize
 }
 
-/// Installs the vector table.
+/// Installs the vector table, and lets a context that unmasks debug
+/// exceptions step (`crate::step`).
 pub(crate) fn init() {
     let vectors = core::ptr::addr_of!(aarch64_vectors) as u64;
     // SAFETY: the table is 2 KiB aligned and every slot branches to the
     // common entry, which preserves the interrupted context.
     unsafe { core::arch::asm!("msr vbar_el1, {}", "isb", in(reg) vectors, options(nostack)) };
+    super::step::init_cpu();
 }
 
 /// Exception classes (ESR_EL1.EC) the kernel names.
@@ -373,6 +375,12 @@ const PSTATE_I: u64 = 1 << 7;
 /// The common exception dispatcher, called by the entry assembly with the
 /// vector slot that was taken.
 extern "C" fn aarch64_trap(regs: &mut PtRegs, slot: u64) {
+    if slot == Slot::CurrentSpxSync as u64 && super::step::is_step(read_esr()) {
+        crate::step::handle(regs);
+        super::step::emulate_exclusive(regs);
+        super::step::rearm(regs);
+        return;
+    }
     let interrupt = slot == Slot::CurrentSpxIrq as u64;
     let previous = context::enter(if interrupt { Context::Irq } else { Context::Nmi });
     dispatch(regs, slot);

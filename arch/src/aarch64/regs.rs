@@ -60,6 +60,11 @@ impl PtRegs {
     pub fn fp(&self) -> usize {
         self.regs[29] as usize
     }
+
+    /// Whether the saved context ran with IRQs unmasked (PSTATE.I clear).
+    pub fn interrupts_were_enabled(&self) -> bool {
+        self.pstate & (1 << 7) == 0
+    }
 }
 
 /// The register dump printed by exception reports: four registers a line.

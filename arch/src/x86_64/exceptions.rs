@@ -38,6 +38,7 @@ use crate::smp::Ipi;
 const STUB_COUNT: usize = 256;
 const STUB_SIZE: usize = 16;
 
+const DEBUG: u64 = 1;
 const BREAKPOINT: u64 = 3;
 const DOUBLE_FAULT: u64 = 8;
 const GENERAL_PROTECTION: u64 = 13;
@@ -336,6 +337,10 @@ fn unhandled(regs: &PtRegs, address: Option<usize>) -> ! {
 
 /// The common exception dispatcher, called by the entry assembly.
 extern "C" fn x86_64_trap(regs: &mut PtRegs) {
+    if regs.vector == DEBUG && super::step::take_single_step() {
+        crate::step::handle(regs);
+        return;
+    }
     let interrupt = regs.vector >= u64::from(pic::IRQ_BASE);
     let previous = context::enter(if interrupt { Context::Irq } else { Context::Nmi });
     dispatch(regs);

@@ -104,6 +104,11 @@ impl PtRegs {
         self.rbp as usize
     }
 
+    /// Whether the saved context ran with interrupts enabled (RFLAGS.IF).
+    pub fn interrupts_were_enabled(&self) -> bool {
+        self.rflags & (1 << 9) != 0
+    }
+
     /// Named registers in dump order, for the exception report.
     fn named(&self) -> [(&'static str, u64); 18] {
         [
