@@ -91,6 +91,55 @@ impl Patch {
     }
 }
 
+/// Where a batch of instruction changes can be frozen for a test
+/// (`set_pause_hook`, in test builds): the steps of the architecture's protocol between
+/// which other CPUs may run the sites it changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PausePoint {
+    /// x86_64: every site's first byte is an `int3`, and every CPU has
+    /// seen it.
+    BreakpointsIn,
+    /// x86_64: the rest of each new instruction is written, not yet seen
+    /// by every CPU.
+    TailsWritten,
+    /// x86_64: every CPU has seen the tails; the first bytes are still
+    /// `int3`.
+    BeforeFirstBytes,
+    /// x86_64: the first bytes are final, not yet seen by every CPU.
+    FirstBytesWritten,
+    /// aarch64: each new instruction is stored (one store), not yet
+    /// synchronised on the other CPUs.
+    Stored,
+}
+
+/// A test's hook at a [`PausePoint`]: the batch's instruction changes. It
+/// runs in the patching task, preemption disabled, the batch held: it may
+/// call the sites being changed and wait for other CPUs to, never patch.
+pub type PauseHook = fn(point: PausePoint, patches: &[Patch]);
+
+#[cfg(feature = "test-hooks")]
+static PAUSE_HOOK: crate::cell::AtomicFn<PauseHook> = crate::cell::AtomicFn::none();
+
+/// Installs (or removes) the hook every batch runs at each pause point
+/// (tests only: the shipped kernel has no pause points).
+#[cfg(feature = "test-hooks")]
+pub fn set_pause_hook(hook: Option<PauseHook>) {
+    match hook {
+        Some(hook) => PAUSE_HOOK.store(hook),
+        None => PAUSE_HOOK.clear(),
+    }
+}
+
+/// A pause point of the protocol: runs the test's hook, if any.
+#[inline(always)]
+pub(crate) fn pause(point: PausePoint, patches: &[Patch]) {
+    #[cfg(feature = "test-hooks")]
+    if let Some(hook) = PAUSE_HOOK.load() {
+        hook(point, patches);
+    }
+    let _ = (point, patches);
+}
+
 /// Only one batch at a time, in task context.
 static BATCH: Mutex<()> = Mutex::new(());
 

@@ -16,7 +16,7 @@ use core::arch::asm;
 use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 pub(crate) use super::mm::{map_text_alias, text_alias, unmap_text_alias};
-use crate::text::{write_in_place, Patch};
+use crate::text::{pause, write_in_place, Patch, PausePoint};
 
 /// Cache maintenance for a write of `len` bytes at text address `addr`
 /// (written through its alias). Patches never cross a cache line.
@@ -47,6 +47,7 @@ pub(crate) fn apply_instructions(patches: &[Patch]) {
     }
     if patches.iter().all(|patch| concurrent_safe(patch.old_bytes()) && concurrent_safe(patch.new_bytes())) {
         write_all(patches);
+        pause(PausePoint::Stored, patches);
         crate::smp::sync_all();
     } else {
         STOPPED.store(patches.as_ptr() as *mut Patch, Ordering::Release);

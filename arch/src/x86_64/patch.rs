@@ -29,7 +29,7 @@ use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 pub(crate) use super::mm::{map_text_alias, text_alias, unmap_text_alias};
 use super::regs::PtRegs;
-use crate::text::{write_in_place, Patch};
+use crate::text::{pause, write_in_place, Patch, PausePoint};
 
 const INT3: u8 = 0xcc;
 const CALL: u8 = 0xe8;
@@ -62,13 +62,17 @@ pub(crate) fn apply_instructions(patches: &[Patch]) {
         write_in_place(patch.addr, &[INT3]);
     }
     sync_all_cpus();
+    pause(PausePoint::BreakpointsIn, patches);
     for patch in patches.iter().filter(|patch| patch.len > 1) {
         write_in_place(patch.addr + 1, &patch.new_bytes()[1..]);
     }
+    pause(PausePoint::TailsWritten, patches);
     sync_all_cpus();
+    pause(PausePoint::BeforeFirstBytes, patches);
     for patch in patches {
         write_in_place(patch.addr, &patch.new_bytes()[..1]);
     }
+    pause(PausePoint::FirstBytesWritten, patches);
     sync_all_cpus();
     BATCH.store(core::ptr::null_mut(), Ordering::Release);
     BATCH_LEN.store(0, Ordering::Relaxed);
