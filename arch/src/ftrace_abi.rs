@@ -29,7 +29,8 @@
 //!
 //! Eight bytes in front of every traced function hold a pointer (the "ops
 //! literal"). An enabled site's trampoline loads it and calls
-//! `(*literal).func(ip, parent_ip, literal, fregs)`. Generic code puts a
+//! `(*literal).func(ip, parent_ip, literal, fregs)` (the sparse trampoline
+//! `sparse_func`: see [`SiteCall`]). Generic code puts a
 //! `SiteCall` first in every object a site can point at (an ops, a per-site
 //! list of ops), so one indirect call reaches the right handler whatever the
 //! number of ops or traced functions.
@@ -719,13 +720,27 @@ pub type SiteFunc = extern "C" fn(ip: usize, parent_ip: usize, call: *const Site
 /// What a site's ops literal points at. Embedded first in a `#[repr(C)]`
 /// object, and the literal is made from a pointer to that whole object, so it
 /// is a pointer to that object.
+///
+/// Each entry trampoline calls the handler made for its save. A task can
+/// enter the sparse trampoline and load the literal only later (preempted
+/// in between), after its site switched to the full trampoline and its
+/// literal came to name an ops that wants every register: `sparse_func`
+/// then runs the others and counts a miss for that one, which never sees a
+/// sparse save (Linux skips such an ops in `ftrace_ops_test`). For a call
+/// whose ops all take a sparse save, both are the same handler.
 #[repr(C)]
 pub struct SiteCall {
+    /// What the full-registers trampoline calls.
     pub func: SiteFunc,
+    /// What the sparse trampoline calls.
+    pub sparse_func: SiteFunc,
 }
 
-/// The offset of the handler in [`SiteCall`] (for the trampolines).
+/// The offset of the full trampoline's handler in [`SiteCall`] (for the
+/// trampolines).
 pub const SITE_CALL_FUNC: usize = offset_of!(SiteCall, func);
+/// The offset of the sparse trampoline's handler in [`SiteCall`].
+pub const SITE_CALL_SPARSE_FUNC: usize = offset_of!(SiteCall, sparse_func);
 
 /// Bytes of the ops literal in front of every traced function: a pointer
 /// to a [`SiteCall`] (the trampolines load it from there).

@@ -125,6 +125,8 @@ pub mod unwind;
 #[cfg(target_os = "none")]
 pub use arch::ftrace_abi::{FtraceRegs, PtRegs, RegisterError, Saved, SavedRegs, Trampoline};
 pub use glob::{FilterError, FilterMode};
+#[cfg(all(target_os = "none", feature = "test-hooks"))]
+pub use ops::empty_literal;
 #[cfg(target_os = "none")]
 pub use ops::{Callback, FtraceFunc, FtraceOps, OpsFlags};
 #[cfg(all(target_os = "none", feature = "test-hooks"))]

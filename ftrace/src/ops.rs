@@ -86,6 +86,17 @@ pub struct FtraceOps {
     pub(crate) filters: spin::Mutex<Filters>,
 }
 
+/// Whether `flags` ask for every register.
+const fn wants_regs(flags: OpsFlags) -> bool {
+    flags.bits() & (OpsFlags::SAVE_REGS.bits() | OpsFlags::SAVE_REGS_IF_SUPPORTED.bits()) != 0
+}
+
+/// The [`SiteCall`] of an ops whose sites call `entry`: the sparse
+/// trampoline calls it too, unless the ops wants every register.
+const fn site_call_of(entry: SiteFunc, flags: OpsFlags) -> SiteCall {
+    SiteCall { func: entry, sparse_func: if wants_regs(flags) { without_registers } else { entry } }
+}
+
 impl FtraceOps {
     /// An ops calling `func` with `flags`; it traces every function until a
     /// filter is set.
@@ -101,7 +112,7 @@ impl FtraceOps {
             unsafe { core::mem::transmute::<FtraceFunc, SiteFunc>(func) }
         };
         FtraceOps {
-            call: SiteCall { func: entry },
+            call: site_call_of(entry, flags),
             func,
             flags,
             container: AtomicPtr::new(core::ptr::null_mut()),
@@ -116,7 +127,7 @@ impl FtraceOps {
     pub const fn of<C: Callback>(flags: OpsFlags) -> Self {
         let mut ops = Self::new(call_of::<C>, flags);
         if flags.contains(OpsFlags::RECURSION) {
-            ops.call = SiteCall { func: guarded_entry_of::<C> };
+            ops.call = site_call_of(guarded_entry_of::<C>, flags);
         }
         ops
     }
@@ -128,7 +139,7 @@ impl FtraceOps {
 
     /// Whether sites traced by this ops need the REGS trampoline.
     pub fn wants_regs(&self) -> bool {
-        self.flags.intersects(OpsFlags::SAVE_REGS | OpsFlags::SAVE_REGS_IF_SUPPORTED)
+        wants_regs(self.flags)
     }
 
     /// Records the object this ops is a field of, for its callback to reach
@@ -166,6 +177,13 @@ impl FtraceOps {
     fn invoke(&self, ip: usize, parent_ip: usize, fregs: &mut FtraceRegs) {
         (self.func)(ip, parent_ip, self, fregs)
     }
+}
+
+/// What the sparse trampoline calls for an ops that wants every register
+/// (see [`SiteCall`]): counts a miss, never runs it without them.
+extern "C" fn without_registers(_ip: usize, _parent_ip: usize, call: *const SiteCall, _fregs: &mut FtraceRegs) {
+    // SAFETY: as in `guarded_entry`.
+    unsafe { &*(call as *const FtraceOps) }.note_missed();
 }
 
 /// The entry of an ops with [`OpsFlags::RECURSION`].
@@ -224,7 +242,8 @@ pub(crate) struct SiteList {
 
 impl SiteList {
     pub fn new(ops: Box<[&'static FtraceOps]>) -> Box<SiteList> {
-        Box::new(SiteList { call: SiteCall { func: list_entry }, ops, retired: Deferred::new() })
+        let sparse_func = if ops.iter().any(|ops| ops.wants_regs()) { list_entry::<true> } else { list_entry::<false> };
+        Box::new(SiteList { call: SiteCall { func: list_entry::<false>, sparse_func }, ops, retired: Deferred::new() })
     }
 
     /// What a site literal points at: the whole list, seen as its first field.
@@ -253,15 +272,21 @@ unsafe fn free_site_list(node: *const Deferred) {
     drop(unsafe { Box::from_raw(list) });
 }
 
-/// The entry of a site traced by several ops.
-extern "C" fn list_entry(ip: usize, parent_ip: usize, call: *const SiteCall, fregs: &mut FtraceRegs) {
+/// The entry of a site traced by several ops. `SPARSE`: the sparse
+/// trampoline's entry of a list holding an ops that wants every register,
+/// which it skips and counts as missed (see [`SiteCall`]).
+extern "C" fn list_entry<const SPARSE: bool>(ip: usize, parent_ip: usize, call: *const SiteCall, fregs: &mut FtraceRegs) {
     // SAFETY: as in `guarded_entry`: the literal points at a whole `SiteList`,
     // which the registry keeps until no site points at it.
     let list = unsafe { &*(call as *const SiteList) };
     match recursion::try_enter() {
         Some(_guard) => {
             for ops in list.ops.iter() {
-                ops.invoke(ip, parent_ip, fregs);
+                if SPARSE && ops.wants_regs() {
+                    ops.note_missed();
+                } else {
+                    ops.invoke(ip, parent_ip, fregs);
+                }
             }
         }
         None => {
@@ -277,4 +302,11 @@ extern "C" fn nop_entry(_ip: usize, _parent_ip: usize, _call: *const SiteCall, _
 
 /// What a disabled site's literal points at: a site whose call is being
 /// removed on another CPU may still reach it, and must find something valid.
-pub(crate) static NOP_CALL: SiteCall = SiteCall { func: nop_entry };
+pub(crate) static NOP_CALL: SiteCall = SiteCall { func: nop_entry, sparse_func: nop_entry };
+
+/// What a disabled site's literal holds ([`NOP_CALL`]'s address), for tests
+/// that read literals.
+#[cfg(feature = "test-hooks")]
+pub fn empty_literal() -> u64 {
+    &NOP_CALL as *const SiteCall as u64
+}

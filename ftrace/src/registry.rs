@@ -243,10 +243,16 @@ impl Registry {
         let plan = self.plan(candidates)?;
         self.stats.updates += 1;
         let mut retired: Vec<Box<SiteList>> = Vec::new();
+        let (switched, refused) = self.switch_to_full_registers_first(&plan);
         {
             let mut patcher: Option<TextPatcher> = None;
             for desired in plan {
                 let site = &mut self.sites[desired.index];
+                if refused.contains(&desired.index) {
+                    self.stats.sites_refused += 1;
+                    retired.extend(desired.list);
+                    continue;
+                }
                 let keep_list = desired.ops_count > 1 && desired.list.is_none();
                 let literal: *const SiteCall = match (&desired.list, desired.single) {
                     (Some(list), _) => list.site_call(),
@@ -256,6 +262,9 @@ impl Registry {
                 };
                 let literal = literal as u64;
                 let unchanged = site.call == desired.call && (desired.call.is_none() || site.literal == literal);
+                if unchanged && switched.contains(&desired.index) {
+                    self.stats.sites_patched += 1;
+                }
                 if !unchanged {
                     let patcher = patcher.get_or_insert_with(TextPatcher::new);
                     if sites::set_state(patcher, site, desired.call, literal) {
@@ -284,6 +293,39 @@ impl Registry {
             SiteList::retire(list);
         }
         Ok(())
+    }
+
+    /// The first batch of an update: every site going from the sparse
+    /// trampoline to the full one changes its call alone, keeping the
+    /// literal it has. Its new literal may lead to an ops that wants every
+    /// register, and in one batch it would be in place (data goes first)
+    /// while another CPU still runs the old call to the sparse trampoline,
+    /// until the batch's last synchronisation: that ops would get a sparse
+    /// save. (Linux skips such an ops for that moment, `ftrace_ops_test`;
+    /// here it is never reached without its registers.) The literal follows
+    /// in the update's main batch. The other way, full to sparse, needs
+    /// nothing: the new literal, in place first, leads only to ops that take
+    /// a sparse save, which a full one holds. Answers the sites switched,
+    /// and those refused (out of service, left for the main batch to skip).
+    fn switch_to_full_registers_first(&mut self, plan: &[Desired]) -> (Vec<usize>, Vec<usize>) {
+        let (mut switched, mut refused) = (Vec::new(), Vec::new());
+        let mut patcher: Option<TextPatcher> = None;
+        for desired in plan {
+            let site = &mut self.sites[desired.index];
+            if site.call != Some(Trampoline::Args) || desired.call != Some(Trampoline::Regs) {
+                continue;
+            }
+            let literal = site.literal;
+            if sites::set_state(patcher.get_or_insert_with(TextPatcher::new), site, desired.call, literal) {
+                switched.push(desired.index);
+            } else {
+                refused.push(desired.index);
+            }
+        }
+        // Dropping the patcher applies the batch (and synchronises every
+        // CPU) before the main batch opens.
+        drop(patcher);
+        (switched, refused)
     }
 
     fn effective(&self, ops: &FtraceOps) -> Bitmap {

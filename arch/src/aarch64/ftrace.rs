@@ -60,6 +60,7 @@ use core::mem::{offset_of, size_of};
 
 use crate::ftrace_abi::{
     FtraceRegs, OutOfRange, PtRegs, Saved, COUNTERS_ACTIVE, COUNTERS_EXITS, FTRACE_REGS_PT, FTRACE_REGS_SAVED, SITE_CALL_FUNC,
+    SITE_CALL_SPARSE_FUNC,
 };
 
 /// Bytes of the patchable instruction at a site.
@@ -68,6 +69,8 @@ pub const INSN_LEN: usize = 4;
 pub type Insn = [u8; INSN_LEN];
 /// Where the patchable instruction sits, from the function's address.
 pub const CALL_OFFSET: usize = 4;
+/// Bytes of the last instruction of every trampoline (`ret`, `br`).
+pub const RETURN_INSN_LEN: usize = 4;
 /// The compiled NOP.
 pub const NOP: Insn = 0xd503_201f_u32.to_le_bytes();
 /// `mov x9, x30` (orr x9, xzr, x30).
@@ -217,8 +220,9 @@ global_asm!(
     .endm
 
     /* Entry, middle part: the save's tag and entry sp, sp, pc, the frame
-       records, then literal->func(ip = F, parent_ip = x9, literal, &fregs). */
-    .macro ftrace_call_ops saved
+       records, then the literal's handler at offset `func` (literal->func
+       or literal->sparse_func)(ip = F, parent_ip = x9, literal, &fregs). */
+    .macro ftrace_call_ops saved, func
     mrs x10, tpidr_el0                  /* the task's state: one instruction */
     ldr w11, [x10, #{active}]
     add w11, w11, #1
@@ -236,7 +240,7 @@ global_asm!(
     ldur x2, [x30, #-({call_end} + {literal_bytes})] /* the ops literal at F-8 */
     mov x1, x9
     mov x3, sp
-    ldr x4, [x2, #{func}]
+    ldr x4, [x2, #\func]
     blr x4
     mrs x10, tpidr_el0                  /* the same task, maybe another CPU */
     ldp w11, w12, [x10, #{active}]      /* active, exits: adjacent (checked above) */
@@ -285,7 +289,7 @@ global_asm!(
 ftrace_caller:
     sub sp, sp, #{frame}
     ftrace_save_arg_regs
-    ftrace_call_ops {saved_args}
+    ftrace_call_ops {saved_args}, {sparse_func}
     ftrace_resume_target
     ftrace_restore_arg_regs
     ftrace_resume
@@ -298,7 +302,7 @@ ftrace_regs_caller:
     sub sp, sp, #{frame}
     ftrace_save_arg_regs
     ftrace_save_rest_regs
-    ftrace_call_ops {saved_full}
+    ftrace_call_ops {saved_full}, {func}
     ftrace_resume_target
     ftrace_restore_arg_regs
     ftrace_restore_rest_regs
@@ -355,6 +359,7 @@ return_to_handler_regs:
     literal_bytes = const crate::ftrace_abi::LITERAL_BYTES,
     record = const offset_of!(ReturnFrame, record),
     func = const SITE_CALL_FUNC,
+    sparse_func = const SITE_CALL_SPARSE_FUNC,
     active = const COUNTERS_ACTIVE,
 );
 

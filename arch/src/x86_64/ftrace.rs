@@ -55,7 +55,7 @@ use core::mem::{offset_of, size_of};
 
 use crate::ftrace_abi::{
     FtraceRegs, OutOfRange, PtRegs, Saved, COUNTERS_ACTIVE, COUNTERS_EXITS, FTRACE_REGS_ENTRY_SP, FTRACE_REGS_PT,
-    FTRACE_REGS_SAVED, SITE_CALL_FUNC,
+    FTRACE_REGS_SAVED, SITE_CALL_FUNC, SITE_CALL_SPARSE_FUNC,
 };
 use crate::percpu::offsets::TASK_TRACE;
 
@@ -67,6 +67,8 @@ pub type Insn = [u8; INSN_LEN];
 pub const CALL_OFFSET: usize = 0;
 // The trampolines find F as their return address minus INSN_LEN alone.
 const _: () = assert!(CALL_OFFSET == 0);
+/// Bytes of the last instruction of every trampoline (`ret`).
+pub const RETURN_INSN_LEN: usize = 1;
 /// The compiled NOP at the call slot.
 pub const NOP: Insn = [0x0f, 0x1f, 0x44, 0x00, 0x08];
 /// The bytes of an unused ops literal (the compiler's prefix NOPs).
@@ -201,9 +203,10 @@ global_asm!(
     .endm
 
     /* Entry, middle part: fill rsp/rip and the frame records, then call
-       literal->func(ip = F, parent_ip, literal, &fregs), the task's
+       the literal's handler at offset `func` (literal->func or
+       literal->sparse_func)(ip = F, parent_ip, literal, &fregs), the task's
        `active` counter raised around it (rax is saved by now). */
-    .macro ftrace_call_ops
+    .macro ftrace_call_ops func
     movq %gs:{task_trace}, %rax
     incl {active}(%rax)
     leaq ({frame} + 8)(%rsp), %rax      /* the function's entry rsp: at the return address */
@@ -221,7 +224,7 @@ global_asm!(
     leaq -{insn_len}(%rax), %rdi        /* ip = F */
     movq %rdi, {pt}+{rip}(%rsp)
     movq %rsp, %rcx                     /* &fregs */
-    call *{func}(%rdx)
+    call *\func(%rdx)
     movq %gs:{task_trace}, %rax         /* the same task, maybe another CPU */
     decl {active}(%rax)
     jnz 1f
@@ -260,7 +263,7 @@ ftrace_caller:
     subq ${frame}, %rsp
     ftrace_save_entry_regs
     movq ${saved_args}, {saved}(%rsp)
-    ftrace_call_ops
+    ftrace_call_ops {sparse_func}
     ftrace_resume_target
     movq %rax, {frame}(%rsp)            /* over F+5, in the site call's own slot */
     ftrace_restore_entry_regs
@@ -276,7 +279,7 @@ ftrace_regs_caller:
     ftrace_save_entry_regs
     ftrace_save_rest_regs
     movq ${saved_full}, {saved}(%rsp)
-    ftrace_call_ops
+    ftrace_call_ops {func}
     ftrace_resume_target
     movq %rax, {frame}(%rsp)            /* over F+5, in the site call's own slot */
     movq {pt}+{rflags}(%rsp), %rax
@@ -339,6 +342,7 @@ return_to_handler_regs:
     insn_len = const INSN_LEN,
     literal_bytes = const crate::ftrace_abi::LITERAL_BYTES,
     func = const SITE_CALL_FUNC,
+    sparse_func = const SITE_CALL_SPARSE_FUNC,
     task_trace = const TASK_TRACE,
     active = const COUNTERS_ACTIVE,
     exits = const COUNTERS_EXITS,
