@@ -483,6 +483,39 @@ pub fn set_affinity(affinity: u64) {
     }
 }
 
+/// Restricts the running task to the CPUs in `affinity` without moving it
+/// now: it leaves this CPU at its next switch. Lock-free, for a test's step
+/// hook, which then asks the step handler to switch (`arch::step`).
+#[cfg(test)]
+pub fn restrict_current(affinity: u64) {
+    if let Some(task) = current() {
+        task.set_affinity(affinity);
+    }
+}
+
+/// Parks the running task: no CPU may run it (an empty affinity) until
+/// [`unpark`]; it leaves this CPU at its next switch (a step hook's
+/// reschedule). Answers the task, for `unpark`. Lock-free.
+#[cfg(test)]
+pub fn park_current() -> usize {
+    restrict_current(0);
+    percpu::task()
+}
+
+/// Lets a task [`park_current`] parked run anywhere again.
+#[cfg(test)]
+pub fn unpark(task: usize) {
+    let found = with(|s| {
+        let found = s.tasks.iter().find(|t| Arc::as_ptr(t) as usize == task);
+        found.inspect(|t| t.set_affinity(task::ALL_CPUS)).is_some()
+    });
+    if found {
+        for cpu in (0..MAX_CPUS).filter(|&cpu| percpu::is_online(cpu)) {
+            smp::kick(cpu);
+        }
+    }
+}
+
 /// The end of every task: records its result, wakes its joiners, and leaves
 /// the CPU for good.
 fn exit(result: u64) -> ! {

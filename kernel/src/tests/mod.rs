@@ -15,6 +15,7 @@ mod registers;
 mod rethook;
 mod sched;
 mod synthetic;
+mod torture;
 mod tour;
 mod tracefs;
 mod triggers;
