@@ -382,6 +382,45 @@ fn recursion_into_a_site_an_fprobe_shares_with_the_tracer_is_counted() {
 }
 
 #[inline(never)]
+extern "C" fn exit_handler_callee() -> u64 {
+    black_box(70)
+}
+
+static CALLEE_ENTRIES: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn count_callee(_ip: usize, _parent: usize, _ops: &ftrace::FtraceOps, _fregs: &mut FtraceRegs) {
+    CALLEE_ENTRIES.fetch_add(1, Ordering::SeqCst);
+}
+
+static CALLEE_OPS: ftrace::FtraceOps = ftrace::FtraceOps::new(count_callee, ftrace::OpsFlags::RECURSION);
+
+fn exit_calls_the_callee(_fp: &Fprobe, _ip: usize, _ret: usize, _fregs: &mut FtraceRegs, _data: &mut EntryData) {
+    black_box(exit_handler_callee());
+}
+
+/// A traced function called from an exit handler: inside a return
+/// callback no entry callback starts (the recursion guard's return bit
+/// blocks it as the entry bit does), and the miss is counted by the ops it
+/// would have run; called directly, it is traced.
+#[ktest]
+fn an_exit_handler_calling_traced_code_is_not_followed() {
+    let outer = address(glob_target as fn() -> u64);
+    let callee = address(exit_handler_callee as extern "C" fn() -> u64);
+    ftrace::set_filter_ips(&CALLEE_OPS, ftrace::FilterKind::Filter, &[callee], FilterMode::Replace).unwrap();
+    ftrace::register(&CALLEE_OPS).unwrap();
+    let probe = fprobe::register(config(None, Some(exit_calls_the_callee)), Target::Addresses(&[outer])).unwrap();
+    let (entries, missed) = (CALLEE_ENTRIES.load(Ordering::SeqCst), CALLEE_OPS.missed());
+    glob_target();
+    let from_the_handler = (CALLEE_ENTRIES.load(Ordering::SeqCst) - entries, CALLEE_OPS.missed() - missed);
+    assert_eq!(exit_handler_callee(), 70);
+    let direct = (CALLEE_ENTRIES.load(Ordering::SeqCst) - entries, CALLEE_OPS.missed() - missed);
+    drop(probe);
+    ftrace::unregister(&CALLEE_OPS).unwrap();
+    assert_eq!(from_the_handler, (0, 1), "the call from the exit handler ran no entry callback, and was counted");
+    assert_eq!(direct, (1, 1), "a direct call is traced");
+}
+
+#[inline(never)]
 fn deep_probed(n: u64) -> u64 {
     if n == 0 {
         return 0;
