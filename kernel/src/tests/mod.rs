@@ -7,6 +7,7 @@ mod fprobe;
 mod ftrace;
 mod graph;
 mod graph_tracer;
+mod in_flight;
 mod instances;
 mod kprobe_events;
 mod kprobes;
