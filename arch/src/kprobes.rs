@@ -87,7 +87,16 @@ pub unsafe fn set_trap_handler(handler: TrapHandler) {
 
 /// Called by the exception handlers for a breakpoint that may be a probe's.
 pub(crate) fn trap(trap: Trap, address: usize, regs: &mut PtRegs) -> bool {
-    TRAP_HANDLER.load().is_some_and(|handler| handler(trap, address, regs))
+    let sp = regs.sp();
+    let ours = TRAP_HANDLER.load().is_some_and(|handler| handler(trap, address, regs));
+    if ours {
+        let kind = match trap {
+            Trap::Probe => crate::flight::Kind::KprobeHit,
+            Trap::StepDone => crate::flight::Kind::KprobeStepDone,
+        };
+        crate::flight::record(kind, address, sp, regs.ip());
+    }
+    ours
 }
 
 /// How a probed instruction runs. See the module documentation.
@@ -109,6 +118,9 @@ pub struct ProbedInsn {
     /// Its bytes (the first `len`).
     pub(crate) bytes: [u8; MAX_INSN],
     pub(crate) execution: Execution,
+    /// How running it moves the stack pointer, when its bytes alone say
+    /// (see [`stack_delta`](Self::stack_delta)).
+    pub(crate) stack_delta: Option<isize>,
 }
 
 impl ProbedInsn {
@@ -135,6 +147,15 @@ impl ProbedInsn {
     /// Where execution goes on after it when it falls through.
     pub fn next(&self) -> usize {
         self.address + self.len
+    }
+
+    /// How much running it moves the stack pointer (a push: down one word;
+    /// `stp x29, x30, [sp, #-16]!`: down 16; most instructions: 0), or
+    /// `None` when its bytes do not say (it sets the stack pointer from
+    /// another register). A step out of line must move it exactly so: the
+    /// kprobes code checks it when the step ends.
+    pub fn stack_delta(&self) -> Option<isize> {
+        self.stack_delta
     }
 }
 

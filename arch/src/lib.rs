@@ -16,6 +16,7 @@
 //! | `mm`         | page tables (and the text alias), fault-tolerant copies |
 //! | `patch`      | writing text through the alias, cache/pipeline synchronisation |
 //! | `regs`       | [`regs::PtRegs`] and which registers each trampoline saves |
+//! | `flight`     | the last int3 emulations and kprobe traps per CPU, for reports |
 //! | `selftest`   | register-marking harness and fixtures for the in-kernel tests |
 //! | `step`       | single-step debug exceptions, for the tests that step traced calls |
 //! | `switch`     | the context switch between kernel threads |
@@ -48,6 +49,7 @@ pub mod cell;
 pub mod context;
 pub mod disasm;
 pub mod fault;
+pub mod flight;
 pub mod ftrace_abi;
 pub mod input;
 pub mod irq;

@@ -285,6 +285,7 @@ fn report(name: &str, esr: u64, regs: &PtRegs, address: Option<usize>) {
 fn unhandled(name: &str, esr: u64, regs: &PtRegs, address: Option<usize>) -> ! {
     report(name, esr, regs, address);
     crate::fault::report_stack(regs.sp());
+    crate::flight::print();
     match address {
         Some(address) => panic!("unhandled {name} at pc {:#x}, address {:#x}", regs.pc, address),
         None => panic!("unhandled {name} at pc {:#x}", regs.pc),

@@ -329,6 +329,7 @@ fn report(regs: &PtRegs, address: Option<usize>) {
 fn unhandled(regs: &PtRegs, address: Option<usize>) -> ! {
     report(regs, address);
     crate::fault::report_stack(regs.rsp as usize);
+    crate::flight::print();
     match address {
         Some(address) => panic!("unhandled {} at ip {:#x}, address {:#x}", name(regs.vector), regs.rip, address),
         None => panic!("unhandled {} at ip {:#x}", name(regs.vector), regs.rip),

@@ -140,4 +140,5 @@ fn emulate(regs: &mut PtRegs, site: usize, insn: &[u8]) {
     } else {
         regs.rip = next as u64;
     }
+    crate::flight::record(crate::flight::Kind::Int3Emulated, site, regs.sp(), regs.ip());
 }
