@@ -19,10 +19,12 @@
 //! asked for full registers) and calls [`ftrace_return_to_handler`], which
 //!
 //! 1. checks the innermost frame against the registers: the frame pointer
-//!    and the stack pointer must be the ones recorded at entry. A mismatch
-//!    means the shadow stack no longer describes the real one (a kernel
-//!    bug): the hook stops for good and the kernel panics with a report, as
-//!    Linux does, rather than return anywhere;
+//!    and the stack pointer must be the ones recorded at entry, and the
+//!    return address kernel text right after a call instruction
+//!    (`arch::ftrace::follows_call`). A mismatch means the shadow stack no
+//!    longer describes the real one (a kernel bug): the hook stops for good
+//!    and the kernel panics with a report, as Linux does, rather than
+//!    return anywhere;
 //! 2. runs every entry's return callback, in hook order, under the return
 //!    recursion bit (see [`crate::recursion`]). If that bit is already held
 //!    (a return inside a return callback) the callbacks cannot run: each
@@ -265,13 +267,34 @@ pub unsafe extern "C" fn ftrace_return_to_handler(fregs: &mut FtraceRegs) -> usi
     if header.fp != fregs.frame_pointer() as u64 || header.sp != fregs.stack_pointer() as u64 {
         stop_and_report(task, "the frame does not match the registers", fregs);
     }
-    // A call its caller made as a tail call (`jmp`, `b`) from a hooked
-    // function returns to the return trampoline: out of line.
-    if is_return_trampoline(header.ret as usize) {
+    // SAFETY: the return address this call recorded, in the frame that
+    // just matched the registers.
+    if !unsafe { arch::ftrace::follows_direct_call(header.ret as usize) } {
         // SAFETY: the caller's promise, and the frame checked above.
-        return unsafe { return_after_tail_call(task, base, header, fregs) };
+        return unsafe { return_after_other_call(task, base, header, fregs) };
     }
     // SAFETY: the caller's promise, and the frame checked above.
+    unsafe { run_returns(task, base, header, ReturnInfo::of(header), fregs) }
+}
+
+/// [`ftrace_return_to_handler`] for a return address after no direct call:
+/// after an indirect one; the return trampoline, for a call its caller
+/// made as a tail call (`jmp`, `b`) from a hooked function; anything else
+/// is a frame gone wrong, reported.
+///
+/// # Safety
+/// As for [`run_returns`].
+#[cold]
+#[inline(never)]
+unsafe fn return_after_other_call(task: &'static TaskTrace, base: usize, header: &FrameHeader, fregs: &mut FtraceRegs) -> usize {
+    if is_return_trampoline(header.ret as usize) {
+        // SAFETY: the caller's promise.
+        return unsafe { return_after_tail_call(task, base, header, fregs) };
+    }
+    if !arch::ftrace::follows_call(header.ret as usize) {
+        stop_and_report(task, "the return address is not right after a call", fregs);
+    }
+    // SAFETY: the caller's promise.
     unsafe { run_returns(task, base, header, ReturnInfo::of(header), fregs) }
 }
 
@@ -292,6 +315,9 @@ unsafe fn return_after_tail_call(task: &'static TaskTrace, base: usize, header: 
         .map(|frame| frame.header.ret)
         .find(|&ret| !is_return_trampoline(ret as usize))
         .unwrap_or(header.ret);
+    if !arch::ftrace::follows_call(real as usize) {
+        stop_and_report(task, "the return address is not right after a call", fregs);
+    }
     let corrected = ReturnInfo(FrameHeader { ret: real, ..*header });
     // SAFETY: the caller's promise.
     unsafe { run_returns(task, base, header, &corrected, fregs) }
@@ -394,8 +420,16 @@ fn stop_and_report(task: &TaskTrace, why: &str, fregs: &FtraceRegs) -> ! {
         None => println!("ftrace: return hook: {why}; return hook stopped"),
     }
     for frame in task.stack.frames_iter() {
-        println!("  hooked: {} returning to {:#x}", name(frame.header.func), frame.header.ret);
+        println!(
+            "  hooked: {} returning to {:#x} ({}), fp {:#x} sp {:#x}",
+            name(frame.header.func),
+            frame.header.ret,
+            name(frame.header.ret),
+            frame.header.fp,
+            frame.header.sp
+        );
     }
+    arch::flight::print();
     task.reset_graph_marks();
     panic!("ftrace: return hook stopped: {why}")
 }

@@ -685,6 +685,11 @@ impl ShadowStack {
                         self.set_word(frame.base + header_word(core::mem::offset_of!(FrameHeader, fp)), frame.header.fp ^ 0x10)
                     }
                     Recorded::StackPointer => self.set_word(frame.base + SP_WORD, frame.header.sp ^ 0x10),
+                    // The function's own first instruction: text, but after
+                    // no call (its ops literal is in front of it).
+                    Recorded::ReturnAddress => {
+                        self.set_word(frame.base + header_word(core::mem::offset_of!(FrameHeader, ret)), frame.header.func)
+                    }
                 }
             }
         }
@@ -696,6 +701,7 @@ impl ShadowStack {
 pub enum Recorded {
     FramePointer,
     StackPointer,
+    ReturnAddress,
 }
 
 /// What committing a pending hook asks of the caller.

@@ -71,6 +71,35 @@ pub type Insn = [u8; INSN_LEN];
 pub const CALL_OFFSET: usize = 4;
 /// Bytes of the last instruction of every trampoline (`ret`, `br`).
 pub const RETURN_INSN_LEN: usize = 4;
+
+/// Whether `address` is kernel text right after a call instruction (`bl`
+/// or `blr`): what every real return address is. The return hook checks
+/// each return address it answers, so a shadow-stack word gone wrong stops
+/// with a report instead of a jump anywhere: [`follows_direct_call`] first,
+/// this for the rest.
+pub fn follows_call(address: usize) -> bool {
+    let text = crate::layout::text();
+    if address < text.start + INSN_LEN || address > text.end || !address.is_multiple_of(INSN_LEN) {
+        return false;
+    }
+    // SAFETY: kernel text (checked just above), always mapped readable.
+    let insn = unsafe { *((address - INSN_LEN) as *const u32) };
+    insn & 0xfc00_0000 == 0x9400_0000 || insn & 0xffff_fc1f == 0xd63f_0000
+}
+
+/// Whether the instruction before `address` is a `bl`: reads it, checks
+/// nothing else.
+///
+/// # Safety
+/// `address - 4` must be readable: a return address the kernel recorded
+/// (if it has gone wrong so badly that the read faults, the fault is
+/// reported too).
+#[inline(always)]
+pub unsafe fn follows_direct_call(address: usize) -> bool {
+    // SAFETY: the caller's promise (an unaligned read of text is allowed).
+    unsafe { core::ptr::read_unaligned((address - INSN_LEN) as *const u32) & 0xfc00_0000 == 0x9400_0000 }
+}
+
 /// The compiled NOP.
 pub const NOP: Insn = 0xd503_201f_u32.to_le_bytes();
 /// `mov x9, x30` (orr x9, xzr, x30).

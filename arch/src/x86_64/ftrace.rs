@@ -82,6 +82,68 @@ pub fn call_insn(at: usize, target: usize) -> Result<Insn, OutOfRange> {
     Ok([0xe8, b[0], b[1], b[2], b[3]])
 }
 
+/// Whether `address` is kernel text right after a call instruction: what
+/// every real return address is. The return hook checks each return
+/// address it answers, so a shadow-stack word gone wrong stops with a
+/// report instead of a jump anywhere: [`follows_direct_call`] first (the
+/// compiler's usual call, one compare), this for the rest.
+pub fn follows_call(address: usize) -> bool {
+    let text = crate::layout::text();
+    if address < text.start + MAX_CALL_LEN || address > text.end {
+        return false;
+    }
+    // SAFETY: kernel text (checked just above), always mapped readable.
+    let direct = unsafe { follows_direct_call(address) };
+    direct || (2..=MAX_CALL_LEN).any(|len| indirect_call_len(address - len) == Some(len))
+}
+
+/// Whether the 5 bytes before `address` are a `call rel32`: reads one
+/// byte, checks nothing else.
+///
+/// # Safety
+/// `address - 5` must be readable: a return address the kernel recorded
+/// (if it has gone wrong so badly that the read faults, the fault is
+/// reported too).
+#[inline(always)]
+pub unsafe fn follows_direct_call(address: usize) -> bool {
+    // SAFETY: the caller's promise.
+    unsafe { *((address - CALL_REL32_LEN) as *const u8) == 0xe8 }
+}
+
+/// The length of `call rel32`.
+const CALL_REL32_LEN: usize = 5;
+
+/// The longest near indirect call: a REX prefix, `ff`, ModRM, SIB and a
+/// 32-bit displacement.
+const MAX_CALL_LEN: usize = 8;
+
+/// If the bytes at `at` (kernel text, at least [`MAX_CALL_LEN`] of them)
+/// are a near indirect call (`ff /2`, with a REX prefix or not), its
+/// length: the ModRM form decides how many SIB and displacement bytes
+/// follow.
+fn indirect_call_len(at: usize) -> Option<usize> {
+    // SAFETY: the caller's promise: kernel text, always mapped readable.
+    let byte = |offset: usize| unsafe { *((at + offset) as *const u8) };
+    let rex = usize::from(byte(0) & 0xf0 == 0x40);
+    if byte(rex) != 0xff {
+        return None;
+    }
+    let modrm = byte(rex + 1);
+    let (mode, reg, rm) = (modrm >> 6, (modrm >> 3) & 7, modrm & 7);
+    if reg != 2 {
+        return None;
+    }
+    let sib = usize::from(mode != 3 && rm == 4);
+    let base = if sib == 1 { byte(rex + 2) & 7 } else { rm };
+    let displacement = match mode {
+        0 if rm == 5 || sib == 1 && base == 5 => 4,
+        1 => 1,
+        2 => 4,
+        _ => 0,
+    };
+    Some(rex + 2 + sib + displacement)
+}
+
 /// Instructions each site needs changed once at boot, before it is first
 /// enabled: (offset from the function, compiled bytes, prepared bytes). On
 /// x86_64 the compiled NOP is already the disabled state: nothing.

@@ -427,6 +427,54 @@ fn interrupts_inside_hooked_calls_keep_the_stack_balanced() {
     assert_eq!(retstack::frames(), frames, "balanced");
 }
 
+// ---- returns after every kind of call ----
+
+#[inline(never)]
+fn called_every_way(x: u64) -> u64 {
+    black_box(x * 3)
+}
+
+trait Triple {
+    fn triple(&self, x: u64) -> u64;
+}
+
+struct ByTrait;
+
+impl Triple for ByTrait {
+    #[inline(never)]
+    fn triple(&self, x: u64) -> u64 {
+        called_every_way(x)
+    }
+}
+
+static CALLED_EVERY_WAY: fn(u64) -> u64 = called_every_way;
+static EVERY_WAY_GRAPH: FgraphOps = FgraphOps::new(accept, count_return);
+
+/// The return hook answers only return addresses right after a call: a
+/// direct call's, and an indirect call's of every form the compiler emits
+/// (through a register, through memory, a trait object's method), each
+/// returning right through the hook.
+#[ktest]
+fn hooked_calls_return_right_after_every_kind_of_call() {
+    let f = address(called_every_way as fn(u64) -> u64);
+    let method = address(<ByTrait as Triple>::triple as fn(&ByTrait, u64) -> u64);
+    graph_only(&EVERY_WAY_GRAPH, &[f, method]);
+    let returns = DEEP_RETURNS.load(Ordering::SeqCst);
+    let in_register: fn(u64) -> u64 = black_box(called_every_way);
+    let object: &dyn Triple = black_box(&ByTrait);
+    let results = [
+        called_every_way(black_box(1)),
+        in_register(black_box(2)),
+        (*black_box(&CALLED_EVERY_WAY))(black_box(3)),
+        CALLED_EVERY_WAY(black_box(4)),
+        object.triple(black_box(5)),
+    ];
+    EVERY_WAY_GRAPH.unregister().unwrap();
+    assert_eq!(results, [3, 6, 9, 12, 15]);
+    assert_eq!(DEEP_RETURNS.load(Ordering::SeqCst) - returns, 6, "every hooked call returned through the hook");
+    assert!(!retstack::is_stopped());
+}
+
 // ---- the frame check ----
 
 /// What `breaks_its_frame_record` corrupts.
@@ -434,7 +482,11 @@ static CORRUPT: AtomicUsize = AtomicUsize::new(0);
 
 #[inline(never)]
 fn breaks_its_frame_record() -> u64 {
-    let field = if CORRUPT.load(Ordering::SeqCst) == 0 { Recorded::FramePointer } else { Recorded::StackPointer };
+    let field = match CORRUPT.load(Ordering::SeqCst) {
+        0 => Recorded::FramePointer,
+        1 => Recorded::StackPointer,
+        _ => Recorded::ReturnAddress,
+    };
     retstack::corrupt_innermost(field);
     black_box(77)
 }
@@ -463,13 +515,23 @@ fn a_stack_pointer_mismatch_stops_the_hook_with_a_report() {
     unreachable!("returned through a frame that does not match");
 }
 
+/// A return address that is not right after a call (a shadow-stack word
+/// gone wrong) stops the hook with a report, never a jump there.
+#[ktest(should_panic = "return hook stopped: the return address is not right after a call", after_panic = unregister_fp_graph)]
+fn a_return_address_after_no_call_stops_the_hook_with_a_report() {
+    CORRUPT.store(2, Ordering::SeqCst);
+    graph_only(&FP_GRAPH, &[address(breaks_its_frame_record as fn() -> u64)]);
+    breaks_its_frame_record();
+    unreachable!("returned to an address after no call");
+}
+
 /// What the panic leaves of `a_stack_pointer_mismatch_...`.
 fn unregister_fp_graph() {
     // Not registered if the test panicked before it registered.
     let _ = FP_GRAPH.unregister();
 }
 
-/// In the whole suite this runs after the two tests above (the runner sorts
+/// In the whole suite this runs after the three tests above (the runner sorts
 /// by name, `_` after letters), whose panics leave the hook stopped and
 /// frames and a notrace marker abandoned: the test framework restarted the
 /// hook, and nothing stays suppressed. (Alone, it checks a hook that never
