@@ -547,6 +547,9 @@ struct Active {
     probe: *const Kprobe,
     /// Whether interrupts were enabled where the step was taken.
     irqs: bool,
+    /// A step's stack pointer before the instruction ran (checked when it
+    /// ends against what the instruction moves it by).
+    sp: usize,
 }
 
 /// A CPU's kprobe state: what runs now, and what a hit inside a handler
@@ -563,7 +566,7 @@ struct PerCpu(UnsafeCell<Control>);
 // SAFETY: each CPU touches only its own entry, with interrupts masked.
 unsafe impl Sync for PerCpu {}
 
-const IDLE: Active = Active { status: Status::Idle, probe: ptr::null(), irqs: false };
+const IDLE: Active = Active { status: Status::Idle, probe: ptr::null(), irqs: false, sp: 0 };
 
 static CONTROL: [PerCpu; MAX_CPUS] =
     [const { PerCpu(UnsafeCell::new(Control { now: IDLE, interrupted: None, steps: 0 })) }; MAX_CPUS];
@@ -669,7 +672,7 @@ fn on_probe(address: usize, regs: &mut PtRegs) -> bool {
         run_instruction(probe, insn, slot, regs, control, true);
         return true;
     }
-    control.now = Active { status: Status::Handler, probe, irqs: false };
+    control.now = Active { status: Status::Handler, probe, irqs: false, sp: 0 };
     // SAFETY: as above.
     unsafe {
         probe.each_in_chain(|probe| {
@@ -706,7 +709,7 @@ fn run_instruction(probe: &Kprobe, insn: &ProbedInsn, slot: usize, regs: &mut Pt
         }
         Execution::Step { .. } => {
             let irqs = insn::begin_step(regs);
-            control.now = Active { status: Status::Step { reentry }, probe, irqs };
+            control.now = Active { status: Status::Step { reentry }, probe, irqs, sp: regs.sp().wrapping_add_signed(skew()) };
             regs.set_ip(insn::slot_address(slot));
         }
     }
@@ -719,7 +722,7 @@ fn finish(probe: &Kprobe, regs: &mut PtRegs, control: &mut Control, reentry: boo
         leave(control, true);
         return;
     }
-    control.now = Active { status: Status::Handler, probe, irqs: false };
+    control.now = Active { status: Status::Handler, probe, irqs: false, sp: 0 };
     // SAFETY: trap context (interrupts masked): the chain stays.
     unsafe {
         probe.each_in_chain(|probe| {
@@ -758,6 +761,39 @@ pub fn step_traps_here() -> u64 {
     unsafe { this_cpu() }.steps
 }
 
+/// What the next step's stack check is skewed by (tests: a step that
+/// seems to move the stack pointer wrong, to see it reported).
+#[cfg(feature = "test-hooks")]
+static SKEW: core::sync::atomic::AtomicIsize = core::sync::atomic::AtomicIsize::new(0);
+
+/// Makes the next stepped hit on any CPU expect its stack pointer `bytes`
+/// off, as if the step had moved it wrong (tests only).
+#[cfg(feature = "test-hooks")]
+pub fn skew_next_step(bytes: isize) {
+    SKEW.store(bytes, Ordering::SeqCst);
+}
+
+#[inline(always)]
+fn skew() -> isize {
+    #[cfg(feature = "test-hooks")]
+    return SKEW.swap(0, Ordering::Relaxed);
+    #[cfg(not(feature = "test-hooks"))]
+    0
+}
+
+/// A step out of line moved the stack pointer otherwise than its
+/// instruction does: the stack no longer is what the probed code expects,
+/// and resuming would run it on the wrong one. Stop with a report.
+#[cold]
+fn stepped_stack_wrong(insn: &ProbedInsn, before: usize, want: usize, found: usize) -> ! {
+    arch::println!(
+        "kprobes: the step of the instruction at {:#x} moved sp from {before:#x} to {found:#x}, not {want:#x}",
+        insn.address()
+    );
+    arch::flight::print();
+    panic!("kprobes: a step out of line moved the stack pointer wrong at {:#x}", insn.address())
+}
+
 fn on_step_done(address: usize, regs: &mut PtRegs) -> bool {
     // SAFETY: trap context: interrupts are masked.
     let control = unsafe { this_cpu() };
@@ -768,6 +804,12 @@ fn on_step_done(address: usize, regs: &mut PtRegs) -> bool {
     let Mechanism::Breakpoint { ref insn, slot } = probe.mechanism else { return false };
     if !insn::is_step_done_of(slot, insn, address) {
         return false;
+    }
+    if let Some(delta) = insn.stack_delta() {
+        let want = control.now.sp.wrapping_add_signed(delta);
+        if regs.sp() != want {
+            stepped_stack_wrong(insn, control.now.sp, want, regs.sp());
+        }
     }
     regs.set_ip(insn.next());
     insn::end_step(regs, control.now.irqs);

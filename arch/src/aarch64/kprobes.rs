@@ -127,9 +127,41 @@ fn offset_from(pc: usize, offset: i64) -> usize {
 pub(crate) fn decode(address: usize, bytes: &[u8]) -> Result<ProbedInsn, InsnError> {
     let word = u32::from_le_bytes(bytes.get(..4).ok_or(InsnError::Invalid)?.try_into().map_err(|_| InsnError::Invalid)?);
     let execution = classify(address, word)?;
-    let mut probed = ProbedInsn { address, len: 4, bytes: [0; MAX_INSN], execution };
+    let mut probed = ProbedInsn { address, len: 4, bytes: [0; MAX_INSN], execution, stack_delta: stack_delta(word) };
     probed.bytes.copy_from_slice(&word.to_le_bytes());
     Ok(probed)
+}
+
+/// How `insn` moves sp (`ProbedInsn::stack_delta`): a load or store (of
+/// a register or a pair) with sp as its base and write-back, an `add` or
+/// `sub` of an immediate to sp; `None` for any other write of sp (`mov sp,
+/// xN`, an extended-register `add`, a logical immediate into sp); 0 for the
+/// rest, which cannot write it.
+fn stack_delta(insn: u32) -> Option<isize> {
+    let field = |shift: u32, bits: u32| (insn >> shift) & ((1 << bits) - 1);
+    let signed = |value: u32, bits: u32| ((value << (32 - bits)) as i32 >> (32 - bits)) as isize;
+    let (rd, rn) = (field(0, 5), field(5, 5));
+    const SP: u32 = 31;
+    if field(27, 3) == 0b101 && field(25, 1) == 0 && field(23, 1) == 1 {
+        // ldp/stp, post- (bits 25:23 = 001) or pre-indexed (011).
+        let scale = 2 + field(31, 1);
+        return Some(if rn == SP { signed(field(15, 7), 7) << scale } else { 0 });
+    }
+    if field(27, 3) == 0b111 && field(24, 2) == 0 && field(21, 1) == 0 && field(10, 1) == 1 {
+        // ldr/str (and their sizes), post- (bits 11:10 = 01) or pre-indexed (11).
+        return Some(if rn == SP { signed(field(12, 9), 9) } else { 0 });
+    }
+    if field(23, 6) == 0b100010 && field(29, 1) == 0 && rd == SP {
+        // add/sub (immediate) into sp.
+        let immediate = (field(10, 12) << (12 * field(22, 1))) as isize;
+        return (rn == SP).then_some(if field(30, 1) == 1 { -immediate } else { immediate });
+    }
+    let extended_into_sp = field(24, 5) == 0b01011 && field(21, 1) == 1 && field(29, 1) == 0 && rd == SP;
+    let logical_into_sp = field(23, 6) == 0b100100 && field(29, 2) != 0b11 && rd == SP;
+    if extended_into_sp || logical_into_sp {
+        return None;
+    }
+    Some(0)
 }
 
 /// How far back [`check_context`] looks for a load-exclusive (Linux's

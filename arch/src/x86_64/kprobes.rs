@@ -189,9 +189,31 @@ pub(crate) fn decode(address: usize, bytes: &[u8]) -> Result<ProbedInsn, InsnErr
         }
         _ => return Err(InsnError::Unsafe("far and special control transfers are not simulated")),
     };
-    let mut probed = ProbedInsn { address, len: insn.len(), bytes: [0; MAX_INSN], execution };
+    let stack_delta = stack_delta(&insn);
+    let mut probed = ProbedInsn { address, len: insn.len(), bytes: [0; MAX_INSN], execution, stack_delta };
     probed.bytes[..insn.len()].copy_from_slice(&bytes[..insn.len()]);
     Ok(probed)
+}
+
+/// How `insn` moves rsp (`ProbedInsn::stack_delta`): its pushes and pops
+/// (`stack_pointer_increment`), `add`/`sub` of an immediate to rsp; `None`
+/// for any other write of rsp (`mov`, `lea`, `leave`, an exchange).
+fn stack_delta(insn: &iced_x86::Instruction) -> Option<isize> {
+    let is_rsp =
+        |operand: u32| insn.op_kind(operand) == OpKind::Register && insn.op_register(operand).full_register() == Register::RSP;
+    let immediate = insn.op_count() == 2 && matches!(insn.op1_kind(), OpKind::Immediate8to64 | OpKind::Immediate32to64);
+    if insn.op_count() > 0 && is_rsp(0) {
+        return match insn.mnemonic() {
+            Mnemonic::Sub if immediate => Some((insn.immediate(1) as i64).wrapping_neg() as isize),
+            Mnemonic::Add if immediate => Some(insn.immediate(1) as i64 as isize),
+            _ => None,
+        };
+    }
+    let exchanges = matches!(insn.mnemonic(), Mnemonic::Xchg | Mnemonic::Xadd | Mnemonic::Cmpxchg);
+    if exchanges && (1..insn.op_count()).any(is_rsp) || matches!(insn.mnemonic(), Mnemonic::Leave | Mnemonic::Enter) {
+        return None;
+    }
+    Some(insn.stack_pointer_increment() as isize)
 }
 
 /// The slot's contents for `insn` at `slot`: its copies (a stepped

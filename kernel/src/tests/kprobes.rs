@@ -575,3 +575,41 @@ fn probes_at_one_address_share_its_breakpoint() {
     assert_eq!(fib(black_box(4)), 3);
     assert_eq!(shared_hits(), [0, 15, 23, 20]);
 }
+
+// ---- a step that moves the stack pointer wrong ----
+
+/// The probe `a_step_that_moves_the_stack_pointer_wrong_stops_with_a_report`
+/// leaves behind when it panics.
+static SKEWED_PROBE: spin::Mutex<Option<RegisteredKprobe>> = spin::Mutex::new(None);
+
+fn nothing_after(_probe: &Kprobe, _regs: &PtRegs) {}
+
+/// Every step out of line is checked against what its instruction does to
+/// the stack pointer (here fib's first instruction that moves it, a push or
+/// a pre-indexed store): one that moved it otherwise (simulated by skewing
+/// the check) stops with a report, never resumes on a wrong stack.
+#[ktest(should_panic = "kprobes: a step out of line moved the stack pointer wrong", after_panic = drop_skewed_probe)]
+fn a_step_that_moves_the_stack_pointer_wrong_stops_with_a_report() {
+    let fib_address = address(fib as fn(u64) -> u64);
+    let moves_sp = instructions(fib_address)
+        .into_iter()
+        .map(|offset| fib_address + offset)
+        .find(|&at| {
+            kprobes::probe::instruction_at(at).is_ok_and(|insn| {
+                matches!(insn.execution(), Execution::Step { .. }) && insn.stack_delta().is_some_and(|delta| delta < 0)
+            })
+        })
+        .expect("fib's prologue moves the stack pointer");
+    // A post-handler: the hit is stepped and ends with the step-done trap.
+    let config = KprobeConfig { pre_handler: None, post_handler: Some(nothing_after), private: 0 };
+    *SKEWED_PROBE.lock() = Some(register_kprobe(&Location::Address(moves_sp), config).unwrap());
+    assert_eq!(fib(black_box(5)), 5, "honest steps pass the check");
+    kprobes::probe::skew_next_step(8);
+    fib(black_box(5));
+    unreachable!("resumed after a step that moved the stack pointer wrong");
+}
+
+fn drop_skewed_probe() {
+    kprobes::probe::skew_next_step(0);
+    drop(SKEWED_PROBE.lock().take());
+}
