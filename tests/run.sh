@@ -16,9 +16,10 @@
 # and must fail: proof that a failure really fails the run. Then the console
 # scenarios (tests/scenarios.sh) drive the shell as a user would, a script
 # waits on each answer through a fifo (tests/interactive.sh), mutated input
-# must get errors and never a panic (tests/fuzz-input.sh), and
-# tests/trace-export.sh records sessions and reads them back with trace-cmd. Installs what is
-# missing (Rust targets, QEMU) and says so.
+# must get errors and never a panic (tests/fuzz-input.sh),
+# tests/trace-export.sh records sessions and reads them back with trace-cmd,
+# and a short soak boots `stress` twice at each of 2, 4 and 8 CPUs
+# (tests/soak.sh). Installs what is missing (Rust targets, QEMU) and says so.
 set -euo pipefail
 source "$(dirname "$0")/../tools/env.sh"
 cd "$KTRACE_ROOT"
@@ -95,6 +96,8 @@ run_kernel() {
 
     echo "== $arch: traces leaving the machine (trace.dat, trace-cmd, flame graph)"
     tests/trace-export.sh "$arch" || failures+=("$arch-trace-export")
+    echo "== $arch: a short soak (stress at 2, 4 and 8 CPUs; tests/soak.sh runs a long one)"
+    tests/soak.sh "$arch" 2 || failures+=("$arch-soak")
 }
 
 # Every in-kernel test alone (see the header).
