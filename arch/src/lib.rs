@@ -18,7 +18,7 @@
 //! | `regs`       | [`regs::PtRegs`] and which registers each trampoline saves |
 //! | `flight`     | the last int3 emulations and kprobe traps per CPU, for reports |
 //! | `selftest`   | register-marking harness and fixtures for the in-kernel tests |
-//! | `step`       | single-step debug exceptions, for the tests that step traced calls |
+//! | `step`       | single-step debug exceptions, for the tests that step traced calls (test builds) |
 //! | `switch`     | the context switch between kernel threads |
 //! | `timer`      | the periodic tick and the cycle counter |
 //!
@@ -61,6 +61,7 @@ pub mod print;
 pub mod sched;
 pub mod selftest;
 pub mod smp;
+#[cfg(feature = "test-hooks")]
 pub mod step;
 pub mod sync;
 pub mod text;

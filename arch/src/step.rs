@@ -1,5 +1,6 @@
 //! Single-step debug exceptions: an exception after every instruction of a
-//! chosen stretch of code, for the tests that torture live patching.
+//! chosen stretch of code, for the tests that torture live patching (test
+//! builds only: the shipped kernel neither steps nor checks for a step).
 //!
 //! # Design
 //!

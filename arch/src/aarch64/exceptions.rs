@@ -186,13 +186,14 @@ pub fn handler_return() -> usize {
     core::ptr::addr_of!(aarch64_trap_returned) as usize
 }
 
-/// Installs the vector table, and lets a context that unmasks debug
-/// exceptions step (`crate::step`).
+/// Installs the vector table, and (test builds) lets a context that
+/// unmasks debug exceptions step (`crate::step`).
 pub(crate) fn init() {
     let vectors = core::ptr::addr_of!(aarch64_vectors) as u64;
     // SAFETY: the table is 2 KiB aligned and every slot branches to the
     // common entry, which preserves the interrupted context.
     unsafe { core::arch::asm!("msr vbar_el1, {}", "isb", in(reg) vectors, options(nostack)) };
+    #[cfg(feature = "test-hooks")]
     super::step::init_cpu();
 }
 
@@ -373,14 +374,25 @@ fn irq() {
 /// PSTATE.I: IRQs masked.
 const PSTATE_I: u64 = 1 << 7;
 
+/// A software step exception (`crate::step`): out of line, so that the
+/// other exceptions' dispatch carries none of it.
+#[cfg(feature = "test-hooks")]
+#[cold]
+#[inline(never)]
+fn software_step(regs: &mut PtRegs) {
+    crate::step::handle(regs);
+    super::step::emulate_exclusive(regs);
+    super::step::rearm(regs);
+}
+
 /// The common exception dispatcher, called by the entry assembly with the
 /// vector slot that was taken.
 extern "C" fn aarch64_trap(regs: &mut PtRegs, slot: u64) {
+    // Only test builds step (`crate::step`): the shipped kernel's other
+    // exceptions pay nothing for it.
+    #[cfg(feature = "test-hooks")]
     if slot == Slot::CurrentSpxSync as u64 && super::step::is_step(read_esr()) {
-        crate::step::handle(regs);
-        super::step::emulate_exclusive(regs);
-        super::step::rearm(regs);
-        return;
+        return software_step(regs);
     }
     let interrupt = slot == Slot::CurrentSpxIrq as u64;
     let previous = context::enter(if interrupt { Context::Irq } else { Context::Nmi });

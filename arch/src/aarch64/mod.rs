@@ -21,6 +21,7 @@ pub mod patch;
 pub mod regs;
 pub mod selftest;
 pub mod smp;
+#[cfg(feature = "test-hooks")]
 pub mod step;
 pub mod switch;
 pub mod timer;

@@ -38,7 +38,6 @@ use crate::smp::Ipi;
 const STUB_COUNT: usize = 256;
 const STUB_SIZE: usize = 16;
 
-const DEBUG: u64 = 1;
 const BREAKPOINT: u64 = 3;
 const DOUBLE_FAULT: u64 = 8;
 const GENERAL_PROTECTION: u64 = 13;
@@ -86,6 +85,10 @@ x86_64_exception_stubs:
 0:
     .if vector == 3
     jmp x86_64_int3_entry
+    .elseif vector == 1
+    pushq $0
+    pushq $1
+    jmp x86_64_debug_common
     .else
     /* Vectors 8, 10-14, 17, 21, 29, 30 get an error code from the CPU. */
     .if (vector == 8) + ((vector >= 10) * (vector <= 14)) + (vector == 17) + (vector == 21) + (vector == 29) + (vector == 30)
@@ -120,8 +123,10 @@ x86_64_int3_entry:
     jmp x86_64_exception_common
     .size x86_64_int3_entry, . - x86_64_int3_entry
 
-    .type x86_64_exception_common, @function
-x86_64_exception_common:
+    /* The common entry: completes the PtRegs, calls `handler`, restores
+       every register and returns from the exception. `returned` names the
+       address after the call (backtraces recognise the main entry's). */
+    .macro exception_common handler, returned
     subq ${gpr_area}, %rsp
     movq %r15, {r15}(%rsp)
     movq %r14, {r14}(%rsp)
@@ -144,11 +149,11 @@ x86_64_exception_common:
     pushq %rbp
     movq %rsp, %rbp
     leaq {frame_record}(%rsp), %rdi
-    call {trap}
+    call \handler
     /* A backtrace's return address here: the record above holds the
        interrupted rip itself (see `handler_return`). */
-    .global x86_64_trap_returned
-x86_64_trap_returned:
+    .global \returned
+\returned:
     addq ${frame_record}, %rsp
     movq {r15}(%rsp), %r15
     movq {r14}(%rsp), %r14
@@ -168,7 +173,19 @@ x86_64_trap_returned:
     /* Drop the general registers, the vector and the error code. */
     addq ${rip}, %rsp
     iretq
+    .endm
+
+    .type x86_64_exception_common, @function
+x86_64_exception_common:
+    exception_common {trap}, x86_64_trap_returned
     .size x86_64_exception_common, . - x86_64_exception_common
+
+    /* #DB has an entry of its own, so that the single-step handler costs
+       the other exceptions' dispatch nothing. */
+    .type x86_64_debug_common, @function
+x86_64_debug_common:
+    exception_common {debug}, x86_64_debug_returned
+    .size x86_64_debug_common, . - x86_64_debug_common
     .popsection
 "#,
     stub_count = const STUB_COUNT,
@@ -194,6 +211,7 @@ x86_64_trap_returned:
     rdi = const offset_of!(PtRegs, rdi),
     rip = const offset_of!(PtRegs, rip),
     trap = sym x86_64_trap,
+    debug = sym x86_64_debug,
     options(att_syntax)
 );
 
@@ -336,12 +354,19 @@ fn unhandled(regs: &PtRegs, address: Option<usize>) -> ! {
     }
 }
 
+/// The debug exception's dispatcher (its own entry): a single step goes to
+/// `crate::step` (test builds: the shipped kernel never steps); anything
+/// else, the common dispatcher (which reports it).
+extern "C" fn x86_64_debug(regs: &mut PtRegs) {
+    #[cfg(feature = "test-hooks")]
+    if super::step::take_single_step() {
+        return crate::step::handle(regs);
+    }
+    x86_64_trap(regs);
+}
+
 /// The common exception dispatcher, called by the entry assembly.
 extern "C" fn x86_64_trap(regs: &mut PtRegs) {
-    if regs.vector == DEBUG && super::step::take_single_step() {
-        crate::step::handle(regs);
-        return;
-    }
     let interrupt = regs.vector >= u64::from(pic::IRQ_BASE);
     let previous = context::enter(if interrupt { Context::Irq } else { Context::Nmi });
     dispatch(regs);
