@@ -1,11 +1,13 @@
-//! The flight recorder: on each CPU, the last few exceptions that moved a
-//! stack or an instruction pointer on the tracer's behalf (an `int3` the
-//! text patcher emulated as a call, a kprobe's hit and its step's end),
-//! printed when something goes wrong (a return hook or kprobe stopping
-//! with a report, an unhandled exception), so the report shows what
-//! happened just before.
+//! The flight recorder: on each CPU, the last few `int3`s the text patcher
+//! emulated as a site's new instruction (each moved a stack or an
+//! instruction pointer on the tracer's behalf), printed when something
+//! goes wrong (a return hook or kprobe stopping with a report, an
+//! unhandled exception), so the report shows what happened just before.
+//! A layer adds its own lines ([`set_reporter`]): kprobes, each CPU's last
+//! hit (a record per hit would cost a kprobe hit some 2%; two stores are
+//! cheap enough).
 //!
-//! Recording costs a few stores on paths that already took an exception;
+//! Recording costs a few stores on a path that already took an exception;
 //! the traced fast paths record nothing. (The hooked calls a task has in
 //! flight, the other half of the story, are on its shadow stack, which the
 //! return hook's report prints.) Each CPU writes only its own ring, with
@@ -22,12 +24,16 @@ pub enum Kind {
     /// The text patcher's `int3` handler ran a site's new instruction:
     /// the site, the stack pointer after, where it went.
     Int3Emulated = 1,
-    /// A kprobe's breakpoint: its address, the stack pointer, and where the
-    /// instruction runs (its slot, or the address a simulation left).
-    KprobeHit = 2,
-    /// A kprobe's out-of-line step ended: the slot's breakpoint, the stack
-    /// pointer, where it resumes.
-    KprobeStepDone = 3,
+}
+
+/// A layer's own part of the report (kprobes: each CPU's last hit).
+pub type Reporter = fn(out: &mut dyn core::fmt::Write);
+
+static REPORTER: crate::cell::AtomicFn<Reporter> = crate::cell::AtomicFn::none();
+
+/// Adds `reporter`'s lines to every report (one layer: the last set wins).
+pub fn set_reporter(reporter: Reporter) {
+    REPORTER.store(reporter);
 }
 
 const ENTRIES: usize = 16;
@@ -43,6 +49,8 @@ static RINGS: [Ring; MAX_CPUS] =
 
 /// Records an event on this CPU's ring: what, at which address, the stack
 /// pointer, and where control goes next. Call with interrupts masked.
+/// Out of line: its callers are exception paths that should not carry it.
+#[inline(never)]
 pub fn record(kind: Kind, address: usize, sp: usize, next: usize) {
     let ring = &RINGS[crate::percpu::this().cpu];
     let at = ring.next.load(Ordering::Relaxed);
@@ -57,15 +65,13 @@ pub fn record(kind: Kind, address: usize, sp: usize, next: usize) {
 pub fn print() {
     use core::fmt::Write;
     let mut console = crate::print::lock();
-    let _ = writeln!(console, "flight recorder (the last {ENTRIES} int3 emulations and kprobe traps per CPU, oldest first):");
+    let _ = writeln!(console, "flight recorder (the last {ENTRIES} int3 emulations per CPU, oldest first):");
     for (cpu, ring) in RINGS.iter().enumerate() {
         let next = ring.next.load(Ordering::Relaxed);
         for at in next.saturating_sub(ENTRIES)..next {
             let [kind, address, sp, to] = ring.entries[at % ENTRIES].each_ref().map(|word| word.load(Ordering::Relaxed));
             let kind = match kind {
                 1 => "int3 emulated",
-                2 => "kprobe hit",
-                3 => "kprobe step done",
                 _ => continue,
             };
             let _ = write!(console, "  cpu{cpu} {kind:16} at ");
@@ -74,5 +80,8 @@ pub fn print() {
             let _ = crate::print::write_code_address(&mut console, to as usize);
             let _ = writeln!(console);
         }
+    }
+    if let Some(reporter) = REPORTER.load() {
+        reporter(&mut console);
     }
 }

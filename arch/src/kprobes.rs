@@ -87,16 +87,7 @@ pub unsafe fn set_trap_handler(handler: TrapHandler) {
 
 /// Called by the exception handlers for a breakpoint that may be a probe's.
 pub(crate) fn trap(trap: Trap, address: usize, regs: &mut PtRegs) -> bool {
-    let sp = regs.sp();
-    let ours = TRAP_HANDLER.load().is_some_and(|handler| handler(trap, address, regs));
-    if ours {
-        let kind = match trap {
-            Trap::Probe => crate::flight::Kind::KprobeHit,
-            Trap::StepDone => crate::flight::Kind::KprobeStepDone,
-        };
-        crate::flight::record(kind, address, sp, regs.ip());
-    }
-    ours
+    TRAP_HANDLER.load().is_some_and(|handler| handler(trap, address, regs))
 }
 
 /// How a probed instruction runs. See the module documentation.
@@ -118,9 +109,10 @@ pub struct ProbedInsn {
     /// Its bytes (the first `len`).
     pub(crate) bytes: [u8; MAX_INSN],
     pub(crate) execution: Execution,
-    /// How running it moves the stack pointer, when its bytes alone say
-    /// (see [`stack_delta`](Self::stack_delta)).
-    pub(crate) stack_delta: Option<isize>,
+    /// How running it moves the stack pointer (0 when its bytes do not
+    /// say: see [`stack_delta`](Self::stack_delta)), and whether they say.
+    pub(crate) stack_delta: isize,
+    pub(crate) stack_delta_known: bool,
 }
 
 impl ProbedInsn {
@@ -155,7 +147,16 @@ impl ProbedInsn {
     /// another register). A step out of line must move it exactly so: the
     /// kprobes code checks it when the step ends.
     pub fn stack_delta(&self) -> Option<isize> {
-        self.stack_delta
+        self.stack_delta_known.then_some(self.stack_delta)
+    }
+
+    /// Whether a step of it that left the stack pointer at `after`, having
+    /// found it at `before`, moved it as the instruction does (or the
+    /// instruction's bytes do not say). The traced path's check: one
+    /// compare when it did.
+    #[inline(always)]
+    pub fn moved_stack_right(&self, before: usize, after: usize) -> bool {
+        after == before.wrapping_add_signed(self.stack_delta) || !self.stack_delta_known
     }
 }
 

@@ -61,5 +61,7 @@ pub mod probe;
 #[cfg(target_os = "none")]
 pub use kretprobe::{register_kretprobe, Kretprobe, KretprobeConfig, RegisteredKretprobe};
 pub use location::Location;
+#[cfg(all(target_os = "none", feature = "test-hooks"))]
+pub use probe::step_traps_here;
 #[cfg(target_os = "none")]
-pub use probe::{register_kprobe, step_traps_here, Kprobe, KprobeConfig, KprobeError, RegisteredKprobe};
+pub use probe::{register_kprobe, Kprobe, KprobeConfig, KprobeError, RegisteredKprobe};

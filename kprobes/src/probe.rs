@@ -38,7 +38,7 @@ use alloc::string::String;
 use core::cell::UnsafeCell;
 use core::fmt;
 use core::ptr::{self, NonNull};
-use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 use arch::ftrace_abi::{FtraceRegs, PtRegs, ReturnSlot};
 use arch::irq::IrqGuard;
@@ -326,6 +326,7 @@ pub fn register_kprobe(location: &Location, config: KprobeConfig) -> Result<Regi
     // (its step or simulation), never through a handler (they get
     // `&PtRegs`).
     unsafe { arch::kprobes::set_trap_handler(on_trap) };
+    arch::flight::set_reporter(report_cpus);
     let _registry = REGISTRY.lock();
     if place.at_entry {
         return register_on_ftrace(place, config);
@@ -547,9 +548,6 @@ struct Active {
     probe: *const Kprobe,
     /// Whether interrupts were enabled where the step was taken.
     irqs: bool,
-    /// A step's stack pointer before the instruction ran (checked when it
-    /// ends against what the instruction moves it by).
-    sp: usize,
 }
 
 /// A CPU's kprobe state: what runs now, and what a hit inside a handler
@@ -557,8 +555,31 @@ struct Active {
 struct Control {
     now: Active,
     interrupted: Option<Active>,
-    /// Step-done traps handled on this CPU (see [`step_traps_here`]).
+    /// Step-done traps handled on this CPU (see `step_traps_here`; test
+    /// builds count them).
+    #[cfg(feature = "test-hooks")]
     steps: u64,
+    /// The stack pointer the instruction being stepped found: its step's
+    /// end checks it moved it as it does (one step at a time per CPU,
+    /// interrupts masked).
+    step_sp: usize,
+}
+
+/// Per CPU, the last probe hit (its address) and the stack pointer it was
+/// hit with, for the flight recorder's report (`report_cpus`): two stores a
+/// hit, where a full record would cost a hit some 2%.
+static LAST_HIT: [[AtomicUsize; 2]; MAX_CPUS] = [const { [const { AtomicUsize::new(0) }; 2] }; MAX_CPUS];
+
+/// The flight recorder's part from kprobes: each CPU's last hit.
+fn report_cpus(out: &mut dyn fmt::Write) {
+    for (cpu, [address, sp]) in LAST_HIT.iter().enumerate() {
+        let (address, sp) = (address.load(Ordering::Relaxed), sp.load(Ordering::Relaxed));
+        if address != 0 {
+            let _ = write!(out, "  cpu{cpu} last kprobe hit  at ");
+            let _ = arch::print::write_code_address(out, address);
+            let _ = writeln!(out, " sp {sp:#x}");
+        }
+    }
 }
 
 struct PerCpu(UnsafeCell<Control>);
@@ -566,10 +587,17 @@ struct PerCpu(UnsafeCell<Control>);
 // SAFETY: each CPU touches only its own entry, with interrupts masked.
 unsafe impl Sync for PerCpu {}
 
-const IDLE: Active = Active { status: Status::Idle, probe: ptr::null(), irqs: false, sp: 0 };
+const IDLE: Active = Active { status: Status::Idle, probe: ptr::null(), irqs: false };
 
-static CONTROL: [PerCpu; MAX_CPUS] =
-    [const { PerCpu(UnsafeCell::new(Control { now: IDLE, interrupted: None, steps: 0 })) }; MAX_CPUS];
+static CONTROL: [PerCpu; MAX_CPUS] = [const {
+    PerCpu(UnsafeCell::new(Control {
+        now: IDLE,
+        interrupted: None,
+        #[cfg(feature = "test-hooks")]
+        steps: 0,
+        step_sp: 0,
+    }))
+}; MAX_CPUS];
 
 /// This CPU's control block.
 ///
@@ -672,7 +700,7 @@ fn on_probe(address: usize, regs: &mut PtRegs) -> bool {
         run_instruction(probe, insn, slot, regs, control, true);
         return true;
     }
-    control.now = Active { status: Status::Handler, probe, irqs: false, sp: 0 };
+    control.now = Active { status: Status::Handler, probe, irqs: false };
     // SAFETY: as above.
     unsafe {
         probe.each_in_chain(|probe| {
@@ -709,7 +737,8 @@ fn run_instruction(probe: &Kprobe, insn: &ProbedInsn, slot: usize, regs: &mut Pt
         }
         Execution::Step { .. } => {
             let irqs = insn::begin_step(regs);
-            control.now = Active { status: Status::Step { reentry }, probe, irqs, sp: regs.sp().wrapping_add_signed(skew()) };
+            control.now = Active { status: Status::Step { reentry }, probe, irqs };
+            control.step_sp = regs.sp().wrapping_add_signed(skew());
             regs.set_ip(insn::slot_address(slot));
         }
     }
@@ -722,7 +751,7 @@ fn finish(probe: &Kprobe, regs: &mut PtRegs, control: &mut Control, reentry: boo
         leave(control, true);
         return;
     }
-    control.now = Active { status: Status::Handler, probe, irqs: false, sp: 0 };
+    control.now = Active { status: Status::Handler, probe, irqs: false };
     // SAFETY: trap context (interrupts masked): the chain stays.
     unsafe {
         probe.each_in_chain(|probe| {
@@ -754,7 +783,9 @@ fn has_post_handler(probe: &Kprobe) -> bool {
 /// `arch::kprobes::boost`) does not count: its one trap is the probe's
 /// own. (Per CPU, kept in its control block: the trap path shares nothing
 /// with other CPUs. Keep the caller on one CPU, `arch::preempt::Guard`,
-/// between two reads.)
+/// between two reads.) Test builds only: the shipped kernel's traps do
+/// not count.
+#[cfg(feature = "test-hooks")]
 pub fn step_traps_here() -> u64 {
     let _irqs = IrqGuard::new();
     // SAFETY: interrupts are masked; the reference is dropped at once.
@@ -785,10 +816,11 @@ fn skew() -> isize {
 /// instruction does: the stack no longer is what the probed code expects,
 /// and resuming would run it on the wrong one. Stop with a report.
 #[cold]
-fn stepped_stack_wrong(insn: &ProbedInsn, before: usize, want: usize, found: usize) -> ! {
+fn stepped_stack_wrong(insn: &ProbedInsn, before: usize, after: usize) -> ! {
     arch::println!(
-        "kprobes: the step of the instruction at {:#x} moved sp from {before:#x} to {found:#x}, not {want:#x}",
-        insn.address()
+        "kprobes: the step of the instruction at {:#x} moved sp from {before:#x} to {after:#x}, not by {:?}",
+        insn.address(),
+        insn.stack_delta()
     );
     arch::flight::print();
     panic!("kprobes: a step out of line moved the stack pointer wrong at {:#x}", insn.address())
@@ -805,15 +837,15 @@ fn on_step_done(address: usize, regs: &mut PtRegs) -> bool {
     if !insn::is_step_done_of(slot, insn, address) {
         return false;
     }
-    if let Some(delta) = insn.stack_delta() {
-        let want = control.now.sp.wrapping_add_signed(delta);
-        if regs.sp() != want {
-            stepped_stack_wrong(insn, control.now.sp, want, regs.sp());
-        }
+    if !insn.moved_stack_right(control.step_sp, regs.sp()) {
+        stepped_stack_wrong(insn, control.step_sp, regs.sp());
     }
     regs.set_ip(insn.next());
     insn::end_step(regs, control.now.irqs);
-    control.steps += 1;
+    #[cfg(feature = "test-hooks")]
+    {
+        control.steps += 1;
+    }
     finish(probe, regs, control, reentry);
     true
 }

@@ -127,7 +127,8 @@ fn offset_from(pc: usize, offset: i64) -> usize {
 pub(crate) fn decode(address: usize, bytes: &[u8]) -> Result<ProbedInsn, InsnError> {
     let word = u32::from_le_bytes(bytes.get(..4).ok_or(InsnError::Invalid)?.try_into().map_err(|_| InsnError::Invalid)?);
     let execution = classify(address, word)?;
-    let mut probed = ProbedInsn { address, len: 4, bytes: [0; MAX_INSN], execution, stack_delta: stack_delta(word) };
+    let (stack_delta, stack_delta_known) = stack_delta(word).map_or((0, false), |delta| (delta, true));
+    let mut probed = ProbedInsn { address, len: 4, bytes: [0; MAX_INSN], execution, stack_delta, stack_delta_known };
     probed.bytes.copy_from_slice(&word.to_le_bytes());
     Ok(probed)
 }

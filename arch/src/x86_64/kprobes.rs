@@ -189,8 +189,8 @@ pub(crate) fn decode(address: usize, bytes: &[u8]) -> Result<ProbedInsn, InsnErr
         }
         _ => return Err(InsnError::Unsafe("far and special control transfers are not simulated")),
     };
-    let stack_delta = stack_delta(&insn);
-    let mut probed = ProbedInsn { address, len: insn.len(), bytes: [0; MAX_INSN], execution, stack_delta };
+    let (stack_delta, stack_delta_known) = stack_delta(&insn).map_or((0, false), |delta| (delta, true));
+    let mut probed = ProbedInsn { address, len: insn.len(), bytes: [0; MAX_INSN], execution, stack_delta, stack_delta_known };
     probed.bytes[..insn.len()].copy_from_slice(&bytes[..insn.len()]);
     Ok(probed)
 }
