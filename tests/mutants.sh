@@ -57,7 +57,7 @@ run_stage() {
             triple=$(target_triple "$arch")
             cargo test --quiet --profile "kernel-$arch" --target "$triple" -p kernel -- $filter >"$log" 2>&1 ;;
         host\ *)
-            cargo test --quiet -p "${stage#host }" -- $filter >"$log" 2>&1 ;;
+            cargo test -p "${stage#host }" -- $filter >"$log" 2>&1 ;;
         fuzz)
             tests/fuzz-input.sh "$arch" >"$log" 2>&1 ;;
         *)
