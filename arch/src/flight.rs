@@ -3,9 +3,9 @@
 //! instruction pointer on the tracer's behalf), printed when something
 //! goes wrong (a return hook or kprobe stopping with a report, an
 //! unhandled exception), so the report shows what happened just before.
-//! A layer adds its own lines ([`set_reporter`]): kprobes, each CPU's last
-//! hit (a record per hit would cost a kprobe hit some 2%; two stores are
-//! cheap enough).
+//! A layer adds its own lines ([`set_reporter`]): kprobes, the probes
+//! armed and their hits (recording each hit would cost a kprobe hit some
+//! 2%, measured).
 //!
 //! Recording costs a few stores on a path that already took an exception;
 //! the traced fast paths record nothing. (The hooked calls a task has in
@@ -26,7 +26,7 @@ pub enum Kind {
     Int3Emulated = 1,
 }
 
-/// A layer's own part of the report (kprobes: each CPU's last hit).
+/// A layer's own part of the report (kprobes: the probes armed).
 pub type Reporter = fn(out: &mut dyn core::fmt::Write);
 
 static REPORTER: crate::cell::AtomicFn<Reporter> = crate::cell::AtomicFn::none();

@@ -38,7 +38,7 @@ use alloc::string::String;
 use core::cell::UnsafeCell;
 use core::fmt;
 use core::ptr::{self, NonNull};
-use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use arch::ftrace_abi::{FtraceRegs, PtRegs, ReturnSlot};
 use arch::irq::IrqGuard;
@@ -326,7 +326,7 @@ pub fn register_kprobe(location: &Location, config: KprobeConfig) -> Result<Regi
     // (its step or simulation), never through a handler (they get
     // `&PtRegs`).
     unsafe { arch::kprobes::set_trap_handler(on_trap) };
-    arch::flight::set_reporter(report_cpus);
+    arch::flight::set_reporter(report_armed);
     let _registry = REGISTRY.lock();
     if place.at_entry {
         return register_on_ftrace(place, config);
@@ -565,20 +565,19 @@ struct Control {
     step_sp: usize,
 }
 
-/// Per CPU, the last probe hit (its address) and the stack pointer it was
-/// hit with, for the flight recorder's report (`report_cpus`): two stores a
-/// hit, where a full record would cost a hit some 2%.
-static LAST_HIT: [[AtomicUsize; 2]; MAX_CPUS] = [const { [const { AtomicUsize::new(0) }; 2] }; MAX_CPUS];
-
-/// The flight recorder's part from kprobes: each CPU's last hit.
-fn report_cpus(out: &mut dyn fmt::Write) {
-    for (cpu, [address, sp]) in LAST_HIT.iter().enumerate() {
-        let (address, sp) = (address.load(Ordering::Relaxed), sp.load(Ordering::Relaxed));
-        if address != 0 {
-            let _ = write!(out, "  cpu{cpu} last kprobe hit  at ");
-            let _ = arch::print::write_code_address(out, address);
-            let _ = writeln!(out, " sp {sp:#x}");
-        }
+/// The flight recorder's part from kprobes: every breakpoint probe armed,
+/// its slot and its hits (read where the probes keep them: nothing is
+/// recorded on the traced path, where a record per hit would cost a hit
+/// some 2%).
+fn report_armed(out: &mut dyn fmt::Write) {
+    for (slot, entry) in ARMED.iter().enumerate() {
+        // SAFETY: as in `lookup`; a report may race an unregistration, whose
+        // cross-CPU round the reporting CPU (interrupts masked, or dying)
+        // holds up.
+        let Some(probe) = (unsafe { entry.load(Ordering::Acquire).as_ref() }) else { continue };
+        let _ = write!(out, "  kprobe armed at ");
+        let _ = arch::print::write_code_address(out, probe.place.address);
+        let _ = writeln!(out, " (slot {slot}), {} hits", probe.hits.load(Ordering::Relaxed));
     }
 }
 
