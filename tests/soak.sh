@@ -28,8 +28,10 @@ ensure_rust
 ensure_qemu "$arch"
 mkdir -p "$keep"
 
-# Built once; each run boots the same image.
-elf=$(build_kernel "$arch")
+# Built once; each run boots the same image (a copy: a build meanwhile
+# must not change what later runs boot).
+elf="$keep/kernel-$arch.elf"
+cp "$(build_kernel "$arch")" "$elf"
 
 # verdict OUTPUT STATUS: empty if the run passed, else why not.
 verdict() {
