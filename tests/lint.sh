@@ -19,8 +19,8 @@ step() {
     "$@" || failures+=("$name")
 }
 
-KERNEL_CRATES=(-p kernel -p arch -p ftrace -p fprobe -p rethook -p kprobes)
-HOST_TOOLS=(-p shell -p ksyms -p tracedat -p benchchart)
+KERNEL_CRATES=(-p kernel -p arch -p ftrace -p ring_buffer -p trace -p fprobe -p rethook -p kprobes)
+HOST_TOOLS=(-p shell -p ksyms -p tracedat -p benchchart -p modcycles)
 
 step fmt cargo fmt --all --check
 step clippy-host cargo clippy --quiet --all-targets -- -D warnings

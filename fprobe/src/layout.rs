@@ -12,9 +12,9 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
 
-use ftrace::event::{Common, COMMON_SIZE};
-use ftrace::output::{write_code_address, write_sym_addr, write_symbol, Namer};
-use ftrace::payload::Payload;
+use ring_buffer::payload::Payload;
+use trace::event::{Common, COMMON_SIZE};
+use trace::output::{write_code_address, write_sym_addr, write_symbol, Namer};
 
 use crate::definition::{ArgType, EventSpec};
 
@@ -431,7 +431,7 @@ mod tests {
             let len = l.encode(Common { kind: 7, flags: 1, preempt_count: 2, pid: 3 }, &ips, values, &mut general);
             assert_eq!(len, WordRecord::<EXIT, N>::SIZE);
             let common = Common { kind: 7, flags: 1, preempt_count: 2, pid: 3 };
-            let shaped = ftrace::payload::encode_to_vec(len, |out| {
+            let shaped = ring_buffer::payload::encode_to_vec(len, |out| {
                 WordRecord::<EXIT, N>::encode(
                     common,
                     ips,

@@ -1,29 +1,32 @@
-//! Function tracing, the Linux ftrace design in small.
+//! The function-tracing mechanism, the Linux ftrace core in small: what
+//! turns a compiler's patchable entry into a call of a tracing callback,
+//! and a function's return into a call of another. Nothing here records or
+//! prints: the ring buffer is the `ring_buffer` crate, the tracers and
+//! events above both are the `trace` crate.
 //!
-//! Layers, from the machine up (as Linux's `kernel/trace/`):
+//! From the machine up (as Linux's `kernel/trace/ftrace.c` and `fgraph.c`):
 //!
-//! - **sites** (`sites`): every function compiled with a patchable entry
-//!   is a site; its `Site` entry remembers what its bytes
+//! - **sites** (`sites`, `site_geometry`): every function compiled with a
+//!   patchable entry is a site; its `Site` entry remembers what its bytes
 //!   hold, so every patch is verified before it is written;
 //! - **ops** ([`FtraceOps`]): a callback, its flags and filters; a site with
 //!   one ops calls it through the per-site literal with no list walk;
 //! - **the registry** ([`register`], [`set_filter`], ...): recomputes
 //!   ([`plan`]) and patches exactly the sites a change affects, in one batch;
+//! - **recursion** ([`recursion`]) and **per-task state** ([`task`]);
 //! - **the return hook** ([`retstack`]): one shadow return stack
-//!   ([`shadow`]) per task ([`task`]) and one pair of return trampolines
-//!   per architecture (sparse and full registers), under both the function-graph API ([`fgraph`]) and
-//!   rethook (the `rethook` crate);
+//!   ([`shadow`]) per task and one pair of return trampolines per
+//!   architecture (sparse and full registers), under both the
+//!   function-graph API ([`fgraph`]) and rethook (the `rethook` crate);
 //! - **lifetimes** ([`deferred`]): what tracing code may still be using is
 //!   freed only after a grace period;
-//! - **the trace buffer** ([`buffer`]): per-CPU rings in Linux's page format;
-//! - **tracers** ([`tracer`]): `nop`, `function`, `function_graph`, and
-//!   `cat trace`.
+//! - **names** ([`kallsyms`], [`symbols`]) and stack walks ([`unwind`]).
 //!
-//! The logic half (symbol table format, globs and filters, the ring-buffer
-//! page format, event records and trace output) builds anywhere and is unit
-//! tested on the host. The machine half exists only in the kernel build,
-//! where it reaches the hardware through the `arch` crate. Nothing here is
-//! compiled with patchable entries: the tracer never traces itself.
+//! The logic half (symbol table format, globs and filters, the plan, the
+//! shadow stack's layout) builds anywhere and is unit tested on the host.
+//! The machine half exists only in the kernel build, where it reaches the
+//! hardware through the `arch` crate. Nothing here is compiled with
+//! patchable entries: the tracer never traces itself.
 #![no_std]
 
 extern crate alloc;
@@ -50,75 +53,34 @@ macro_rules! field_of {
 }
 
 pub mod bitmap;
-pub mod cmdlines;
-pub mod error_log;
-pub mod event;
-pub mod event_filter;
-pub mod event_trigger;
 pub mod glob;
-pub mod hist;
-pub mod hist_expr;
 pub mod kallsyms;
 pub mod number;
-pub mod output;
-pub mod payload;
-pub mod pid_list;
 pub mod plan;
-pub mod print_modes;
-pub mod profile;
-pub mod ring_buffer;
 // Its mutators are the return hook's (`retstack`), which only the kernel
 // build has: elsewhere only the host tests use them.
 #[cfg_attr(not(any(test, target_os = "none")), allow(dead_code))]
 pub mod shadow;
 pub mod site_geometry;
-pub mod stream;
-pub mod synth;
 
-#[cfg(target_os = "none")]
-pub mod buffer;
-#[cfg(target_os = "none")]
-pub mod clock;
 #[cfg(target_os = "none")]
 pub mod deferred;
 #[cfg(target_os = "none")]
-pub mod event_arrays;
-#[cfg(target_os = "none")]
-pub mod event_pid;
-#[cfg(target_os = "none")]
-pub mod event_state;
-#[cfg(target_os = "none")]
-pub mod export;
-#[cfg(target_os = "none")]
 pub mod fgraph;
 #[cfg(target_os = "none")]
-pub mod func_probe;
-#[cfg(target_os = "none")]
-pub mod instance;
-#[cfg(target_os = "none")]
-mod ops;
-#[cfg(target_os = "none")]
-pub mod printk;
-#[cfg(target_os = "none")]
-pub mod profiler;
+pub mod ops;
 #[cfg(target_os = "none")]
 pub mod recursion;
 #[cfg(target_os = "none")]
-mod registry;
+pub mod registry;
 #[cfg(target_os = "none")]
 pub mod retstack;
 #[cfg(target_os = "none")]
-pub mod sched;
-#[cfg(target_os = "none")]
 mod sites;
-#[cfg(target_os = "none")]
-pub mod stack_tracer;
 #[cfg(target_os = "none")]
 pub mod symbols;
 #[cfg(target_os = "none")]
 pub mod task;
-#[cfg(target_os = "none")]
-pub mod tracer;
 #[cfg(target_os = "none")]
 pub mod unwind;
 
@@ -141,12 +103,10 @@ pub use sites::last_refusal;
 
 /// Starts function tracing at boot (after the scheduler gave the boot CPU a
 /// task, and before the other CPUs start): checks the symbol and site
-/// tables, builds the site table (preparing each site where the architecture
-/// needs it), starts the trace clock and allocates the trace buffers.
+/// tables and builds the site table (preparing each site where the
+/// architecture needs it). The trace buffers and arrays are the `trace`
+/// crate's to start.
 #[cfg(target_os = "none")]
 pub fn init() -> Result<InitInfo, FtraceError> {
-    clock::init();
-    buffer::init(arch::smp::possible_cpus());
-    instance::init();
     registry::init()
 }

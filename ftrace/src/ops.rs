@@ -6,10 +6,10 @@
 //!
 //! - the user callback itself, for an ops without [`OpsFlags::RECURSION`]
 //!   (the fastest path: the callback promises not to call traced code), or
-//! - [`guarded_entry`], which takes the recursion guard first and counts a
+//! - `guarded_entry`, which takes the recursion guard first and counts a
 //!   miss instead of recursing.
 //!
-//! A site traced by several ops points at a [`SiteList`] instead, built when
+//! A site traced by several ops points at a `SiteList` instead, built when
 //! the filters change (never on the traced path): its entry takes the guard
 //! once and calls exactly the ops that trace that site, with no filter checks.
 

@@ -172,7 +172,8 @@ pub fn init() -> Result<InitInfo, FtraceError> {
             sites::prepare(&mut patcher, site);
         }
     }
-    let boot_update_ns = crate::clock::cycles_to_ns(arch::timer::cycles().wrapping_sub(start));
+    let cycles = arch::timer::cycles().wrapping_sub(start);
+    let boot_update_ns = (u128::from(cycles) * 1_000_000_000 / u128::from(arch::timer::cycles_per_second().max(1))) as u64;
     *REGISTRY.lock() =
         Some(Registry { sites, registered: Vec::new(), enabled: true, stats: UpdateStats::default(), boot_update_ns });
     Ok(InitInfo { sites: count, symbols: table.len() })

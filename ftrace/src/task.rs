@@ -28,7 +28,7 @@ use crate::shadow::ShadowStack;
 pub const STACK_WORDS: usize = 2048;
 
 /// How many trace arrays can run the graph tracer with their own markers
-/// (see `crate::instance`).
+/// (see `trace::instance`).
 pub const GRAPH_SLOTS: usize = 16;
 
 /// "No marker set" for the graph tracer's depth markers.
@@ -65,7 +65,7 @@ pub struct TaskTrace {
     pub(crate) recursion: AtomicU32,
     /// The graph tracer's markers: per trace array slot, one set per
     /// context.
-    pub(crate) graph: [[GraphMarks; Context::COUNT]; GRAPH_SLOTS],
+    pub graph: [[GraphMarks; Context::COUNT]; GRAPH_SLOTS],
     /// The shadow return stack.
     pub(crate) stack: ShadowStack,
     /// The task's pid, as events show it.
@@ -81,7 +81,7 @@ pub struct TaskTrace {
     /// `set_event_notrace_pid`) leaves this task out.
     event_ignored: AtomicU32,
     /// The sequence number of the last save of its name in
-    /// `saved_cmdlines` (see `crate::cmdlines`).
+    /// `saved_cmdlines` (see `trace::cmdlines`).
     name_seq: AtomicU64,
     /// When it was last switched out ([`TaskTrace::switched`]), in the
     /// graph tracer's clock; 0 before its first switch out.
@@ -91,8 +91,8 @@ pub struct TaskTrace {
     /// takes out of a call's duration.
     slept_ns: AtomicU64,
     /// The function profiler's running sum of returned calls' times, for
-    /// `graph-time` off (see `crate::profiler`).
-    pub(crate) profiled_ns: AtomicU64,
+    /// `graph-time` off (see `trace::profiler`).
+    pub profiled_ns: AtomicU64,
 }
 
 /// Sets or clears trace array `slot`'s bit of a per-slot verdict word.
@@ -153,11 +153,11 @@ impl TaskTrace {
 
     /// The sequence number of the last save of its name.
     #[inline]
-    pub(crate) fn name_seq(&self) -> u64 {
+    pub fn name_seq(&self) -> u64 {
         self.name_seq.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn set_name_seq(&self, seq: u64) {
+    pub fn set_name_seq(&self, seq: u64) {
         self.name_seq.store(seq, Ordering::Relaxed);
     }
 
@@ -168,7 +168,7 @@ impl TaskTrace {
     }
 
     /// Sets whether trace array `slot`'s pid filter leaves this task out.
-    pub(crate) fn set_ignored(&self, slot: usize, ignored: bool) {
+    pub fn set_ignored(&self, slot: usize, ignored: bool) {
         set_slot_bit(&self.ignored, slot, ignored);
     }
 
@@ -180,7 +180,7 @@ impl TaskTrace {
 
     /// Sets whether trace array `slot`'s `set_event_pid` leaves this task
     /// out.
-    pub(crate) fn set_event_ignored(&self, slot: usize, ignored: bool) {
+    pub fn set_event_ignored(&self, slot: usize, ignored: bool) {
         set_slot_bit(&self.event_ignored, slot, ignored);
     }
 
@@ -268,37 +268,21 @@ unsafe impl Send for Registered {}
 /// Every task's state, for walks across tasks (grace periods, restarts).
 static ALL: SpinLock<Vec<Registered>> = SpinLock::new(Vec::new());
 
-/// Registers a task's state (the scheduler, when it creates a task).
+/// Registers a task's state (the scheduler, when it creates a task). What
+/// the trace layer does with a new task (its name saved, the pid filters
+/// that follow forks) the scheduler tells it next, as Linux's
+/// `sched_process_fork` tracepoint does: the mechanism knows no tracer.
 ///
 /// # Safety
 /// `state` stays valid, at the same address, until [`unregister`]ed.
 pub unsafe fn register(state: &TaskTrace) {
-    if crate::sched::records_names() {
-        state.set_name_seq(crate::sched::save_cmdline(state.pid, &state.comm));
-    }
-    // Listed first, then filtered: a pid list changing in between then
-    // reaches it either way (its walk, or the filtering here after it).
     ALL.lock().push(Registered(state));
-    crate::instance::filter_new_task(state);
-    crate::event_pid::filter_new_task(state);
 }
 
 /// Forgets a task's state (the scheduler, when the task is gone for good:
 /// it runs no tracing code any more).
 pub fn unregister(state: &TaskTrace) {
     ALL.lock().retain(|registered| !core::ptr::eq(registered.0, state));
-}
-
-/// The running task ends (the scheduler, from the task itself, before its
-/// last switch): with `function-fork` or `event-fork`, its pid leaves the
-/// pid lists, as Linux's fork-following drops a freed task's.
-///
-/// It takes the lists' locks, which may sleep: so it runs in the task's
-/// own context, never in the switch that frees it (the task switched to
-/// may be the one holding them).
-pub fn exiting(state: &TaskTrace) {
-    crate::instance::forget_task(state);
-    crate::event_pid::forget_task(state);
 }
 
 /// The running task's tracing state, if the scheduler gave this CPU one.
@@ -315,7 +299,7 @@ pub fn try_current() -> Option<&'static TaskTrace> {
 /// running task ([`arch::percpu::task_trace`], or the field of an
 /// [`arch::percpu::event_state`]).
 #[inline(always)]
-pub(crate) unsafe fn from_raw(task_trace: *mut ()) -> Option<&'static TaskTrace> {
+pub unsafe fn from_raw(task_trace: *mut ()) -> Option<&'static TaskTrace> {
     let state = task_trace as *const TaskTrace;
     // SAFETY: the scheduler points the CPU at the running task's registered
     // state, which lives at least as long as the task runs.

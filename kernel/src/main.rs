@@ -74,14 +74,16 @@ pub fn kernel_main() -> ! {
     shell::run()
 }
 
-/// Checks the symbol and site tables and readies function tracing. Without
-/// them the kernel still runs; the tracing files then report why.
+/// Starts the trace arrays (clock, buffers), then checks the symbol and
+/// site tables and readies function tracing. Without them the kernel still
+/// runs; the tracing files then report why.
 fn start_tracing() {
+    trace::init();
     match ftrace::init() {
         Ok(info) => {
             arch::print::set_symbolizer(ftrace::symbols::write_address);
-            ftrace::tracer::set_event_printer(fprobe::events::print_event);
-            ftrace::tracer::set_event_format(fprobe::events::format_of);
+            trace::tracer::set_event_printer(fprobe::events::print_event);
+            trace::tracer::set_event_format(fprobe::events::format_of);
             println!("ftrace: {} patchable functions, {} symbols", info.sites, info.symbols);
         }
         Err(error) => println!("ftrace: {error}"),

@@ -41,11 +41,11 @@ use core::hint::black_box;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 use fprobe::{EntryData, Fprobe, FprobeConfig, RegisteredFprobe, Target};
-use ftrace::ring_buffer::{page_events, PAGE_SIZE};
 use ftrace::{FilterKind, FilterMode, FtraceOps, FtraceRegs, OpsFlags, PtRegs, Saved, SavedRegs};
 use kprobes::kretprobe::{Kretprobe, KretprobeConfig, RegisteredKretprobe};
 use kprobes::{Kprobe, KprobeConfig, Location, RegisteredKprobe};
 use rethook::{Rethook, RethookMode, RethookNode};
+use ring_buffer::per_cpu::{page_events, PAGE_SIZE};
 
 use crate::{sched, tracefs};
 
@@ -508,7 +508,7 @@ fn worker(seed: u64, naps: bool) -> (u64, u64) {
 fn reader() -> u64 {
     let mut page = Box::new([0u8; PAGE_SIZE]);
     let mut events = 0u64;
-    let buffer = ftrace::instance::top().buffer();
+    let buffer = trace::instance::top().buffer();
     loop {
         let stopping = STOP.load(Ordering::Acquire);
         let mut any = false;
@@ -548,15 +548,15 @@ fn warm_up_instance() -> Result<(), String> {
 
 /// Whether an event decodes: a common header with a pid of a task.
 fn well_formed(payload: &[u8]) -> bool {
-    ftrace::event::Common::decode(payload).is_some_and(|common| common.kind != 0 && common.pid >= 0)
+    trace::event::Common::decode(payload).is_some_and(|common| common.kind != 0 && common.pid >= 0)
 }
 
 /// Runs the stress and reports. Refuses to start unless tracing is idle
 /// (the `nop` tracer, no filter, no events defined): it flips those
 /// switches itself.
 pub fn run(limits: Limits) -> Result<Report, String> {
-    let top = ftrace::instance::top();
-    if top.current_tracer() != ftrace::tracer::Tracer::Nop {
+    let top = trace::instance::top();
+    if top.current_tracer() != trace::tracer::Tracer::Nop {
         return Err("stress: set current_tracer to nop first".into());
     }
     if !top.tracer_filter_names(ftrace::FilterKind::Filter).is_empty() {
@@ -665,11 +665,11 @@ fn spawn_tasks(cpus: usize, workers: &mut Vec<sched::JoinHandle>) -> Result<sche
 /// that pipes its next commands in must not stop the run). Returns how many
 /// it flipped.
 fn control(controller: &mut Controller, limits: Limits) -> Result<u64, String> {
-    let start = ftrace::clock::now_ns();
+    let start = ring_buffer::clock::now_ns();
     let mut random = 0x2545_f491_4f6c_dd1d_u64;
     let mut toggles = 0;
     while limits.toggles.is_none_or(|n| toggles < n)
-        && limits.seconds.is_none_or(|s| ftrace::clock::now_ns() - start < s.saturating_mul(1_000_000_000))
+        && limits.seconds.is_none_or(|s| ring_buffer::clock::now_ns() - start < s.saturating_mul(1_000_000_000))
         && !crate::console::ctrl_c_pressed()
     {
         random ^= random << 13;

@@ -136,7 +136,7 @@ extern "C" fn hook_return(ip: usize, _parent_ip: usize, _ops: &FtraceOps, fregs:
         ReturnAddress::Stack => fregs.caller_stack_pointer() - core::mem::size_of::<usize>(),
         ReturnAddress::LinkRegister => 0,
     };
-    let start = ftrace::clock::now_ns();
+    let start = ring_buffer::clock::now_ns();
     // SAFETY: `RETURN_USER` is a static, valid for every return.
     let hooked = unsafe { ftrace::retstack::hook(fregs, ip, &RETURN_USER, &[start]) };
     let frame = hooked.ok().and_then(|_| ftrace::task::current().shadow_stack().innermost()).map(|frame| frame.header);
@@ -148,7 +148,7 @@ extern "C" fn hook_return(ip: usize, _parent_ip: usize, _ops: &FtraceOps, fregs:
 
 fn at_return(_user: *const ReturnUser, call: &ReturnInfo, data: &mut [u64], fregs: &mut FtraceRegs) {
     RETVAL.store(fregs.return_value(), Ordering::Relaxed);
-    DURATION_NS.store(ftrace::clock::now_ns().saturating_sub(data[0]), Ordering::Relaxed);
+    DURATION_NS.store(ring_buffer::clock::now_ns().saturating_sub(data[0]), Ordering::Relaxed);
     RETURNED_TO.store(call.ret_addr(), Ordering::Relaxed);
     RETURNED.store(true, Ordering::Release);
 }

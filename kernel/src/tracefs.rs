@@ -4,7 +4,7 @@
 //! (or `>>` to append, where Linux supports it). A write that cannot be
 //! applied is an error and changes nothing.
 //!
-//! `mkdir instances/NAME` makes an instance (`ftrace::instance`): a
+//! `mkdir instances/NAME` makes an instance (`trace::instance`): a
 //! directory `instances/NAME/` with its own copy of the per-array files
 //! (its own buffer, tracer, filters, `tracing_on`, and `events/` and
 //! `set_event` for the events it records); `rmdir` removes it.
@@ -13,9 +13,9 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use core::fmt::{self, Write};
 
-use ftrace::instance::{self, GraphList, InstanceError, TraceArray, TraceOption};
-use ftrace::tracer::Tracer;
 use ftrace::{FilterKind, FilterMode, Trampoline};
+use trace::instance::{self, GraphList, InstanceError, TraceArray, TraceOption};
+use trace::tracer::Tracer;
 
 use crate::trace_events;
 
@@ -32,7 +32,7 @@ pub enum TracefsError {
     /// `error_log` keeps in Linux's words with a caret there.
     Filter {
         command: String,
-        error: ftrace::event_filter::FilterError,
+        error: trace::event_filter::FilterError,
         trigger: bool,
     },
 }
@@ -175,7 +175,7 @@ pub fn names() -> impl Iterator<Item = String> {
     // The directory itself is always there, as Linux's is.
     let instances = core::iter::once(String::from("instances/"))
         .chain(instance::names().into_iter().map(|name| format!("instances/{name}/")));
-    let stats = (0..ftrace::buffer::cpus()).map(|cpu| format!("trace_stat/function{cpu}"));
+    let stats = (0..ring_buffer::trace_buffer::cpus()).map(|cpu| format!("trace_stat/function{cpu}"));
     let options = TraceOption::ALL.into_iter().map(|option| format!("options/{}", option.name()));
     FILES
         .iter()
@@ -219,21 +219,21 @@ fn event_names(prefix: &str) -> alloc::vec::Vec<String> {
 const PER_CPU_FILES: [&str; 4] = ["trace", "trace_pipe", "stats", "buffer_size_kb"];
 
 fn per_cpu_names(prefix: &str) -> impl Iterator<Item = String> + '_ {
-    (0..ftrace::buffer::cpus())
+    (0..ring_buffer::trace_buffer::cpus())
         .flat_map(move |cpu| PER_CPU_FILES.iter().map(move |file| format!("{prefix}per_cpu/cpu{cpu}/{file}")))
 }
 
 /// `per_cpu/cpuN/FILE` within an array: (N, FILE), for a CPU that exists.
 fn per_cpu_file(name: &str) -> Option<(usize, &'static str)> {
     let (cpu, file) = name.strip_prefix("per_cpu/cpu")?.split_once('/')?;
-    let cpu: usize = cpu.parse().ok().filter(|&cpu| cpu < ftrace::buffer::cpus())?;
+    let cpu: usize = cpu.parse().ok().filter(|&cpu| cpu < ring_buffer::trace_buffer::cpus())?;
     PER_CPU_FILES.iter().find(|&&known| known == file).map(|&file| (cpu, file))
 }
 
 /// Reads `per_cpu/cpuN/FILE`.
 fn read_per_cpu(array: Array, cpu: usize, file: &str, out: &mut dyn Write) -> fmt::Result {
     if file == "trace" {
-        return ftrace::tracer::write_trace_of(array, Some(cpu), out);
+        return trace::tracer::write_trace_of(array, Some(cpu), out);
     }
     if file == "trace_pipe" {
         return pipe(array, Some(cpu), out, &mut until_key);
@@ -266,11 +266,11 @@ fn read_per_cpu(array: Array, cpu: usize, file: &str, out: &mut dyn Write) -> fm
 
 /// `trace_stat/functionN` (top level only): CPU N, when it exists.
 fn trace_stat_file(name: &str) -> Option<usize> {
-    name.strip_prefix("trace_stat/function")?.parse().ok().filter(|&cpu| cpu < ftrace::buffer::cpus())
+    name.strip_prefix("trace_stat/function")?.parse().ok().filter(|&cpu| cpu < ring_buffer::trace_buffer::cpus())
 }
 
 fn read_function_profile_enabled(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    writeln!(out, "{}", u8::from(ftrace::profiler::is_enabled()))
+    writeln!(out, "{}", u8::from(trace::profiler::is_enabled()))
 }
 
 /// Any decimal number, not 0 on (Linux's `kstrtoul` then `!!val`): reads
@@ -283,16 +283,16 @@ fn write_function_profile_enabled(array: Array, text: &str, _mode: FilterMode) -
 /// Linux's `/proc/sys/kernel/stack_tracer_enabled`, as a tracefs file here:
 /// the int last written.
 fn read_stack_tracer_enabled(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    writeln!(out, "{}", ftrace::stack_tracer::enabled_value())
+    writeln!(out, "{}", trace::stack_tracer::enabled_value())
 }
 
 /// Any int (not 0 is on), read as Linux's `proc_dointvec` does.
 fn write_stack_tracer_enabled(_array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
-    Ok(ftrace::stack_tracer::set_enabled(parse_sysctl_int(text)?)?)
+    Ok(trace::stack_tracer::set_enabled(parse_sysctl_int(text)?)?)
 }
 
 fn read_stack_max_size(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    writeln!(out, "{}", ftrace::stack_tracer::max_size())
+    writeln!(out, "{}", trace::stack_tracer::max_size())
 }
 
 /// A number of bytes: the maximum a new chain must beat (`0` starts over
@@ -300,7 +300,7 @@ fn read_stack_max_size(_array: Array, out: &mut dyn Write) -> fmt::Result {
 fn write_stack_max_size(_array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
     let bytes =
         text.trim().parse().map_err(|_| TracefsError::Invalid(format!("expected a number of bytes, not '{}'", text.trim())))?;
-    ftrace::stack_tracer::set_max_size(bytes);
+    trace::stack_tracer::set_max_size(bytes);
     Ok(())
 }
 
@@ -314,23 +314,23 @@ fn read_readme(_array: Array, out: &mut dyn Write) -> fmt::Result {
 
 /// `PID COMM`, one task a line: the names traces show.
 fn read_saved_cmdlines(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    ftrace::sched::saved_cmdlines().iter().try_for_each(|(pid, comm)| writeln!(out, "{pid} {comm}"))
+    trace::sched::saved_cmdlines().iter().try_for_each(|(pid, comm)| writeln!(out, "{pid} {comm}"))
 }
 
 fn read_saved_tgids(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    ftrace::sched::saved_tgids().iter().try_for_each(|(pid, tgid)| writeln!(out, "{pid} {tgid}"))
+    trace::sched::saved_tgids().iter().try_for_each(|(pid, tgid)| writeln!(out, "{pid} {tgid}"))
 }
 
 fn read_saved_cmdlines_size(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    writeln!(out, "{}", ftrace::sched::saved_cmdlines_size())
+    writeln!(out, "{}", trace::sched::saved_cmdlines_size())
 }
 
 /// How many task names to keep (the oldest go first).
 fn write_saved_cmdlines_size(_array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
-    let max = ftrace::sched::MAX_SAVED_CMDLINES;
+    let max = trace::sched::MAX_SAVED_CMDLINES;
     let refused = || TracefsError::Invalid(format!("expected a number of names from 1 to {max}, not '{}'", text.trim()));
     let n: usize = text.trim().parse().map_err(|_| refused())?;
-    ftrace::sched::set_saved_cmdlines_size(n).ok_or_else(refused)
+    trace::sched::set_saved_cmdlines_size(n).ok_or_else(refused)
 }
 
 fn read_error_log(array: Array, out: &mut dyn Write) -> fmt::Result {
@@ -346,11 +346,11 @@ fn write_error_log(array: Array, _text: &str, mode: FilterMode) -> Result<(), Tr
 }
 
 fn read_stack_trace(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    ftrace::stack_tracer::write_trace(out)
+    trace::stack_tracer::write_trace(out)
 }
 
 fn read_stack_trace_filter(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    let names = ftrace::filter_names(ftrace::stack_tracer::ops(), FilterKind::Filter);
+    let names = ftrace::filter_names(trace::stack_tracer::ops(), FilterKind::Filter);
     if names.is_empty() {
         return writeln!(out, "#### all functions enabled ####");
     }
@@ -358,21 +358,21 @@ fn read_stack_trace_filter(_array: Array, out: &mut dyn Write) -> fmt::Result {
 }
 
 fn write_stack_trace_filter(_array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
-    Ok(ftrace::set_filter(ftrace::stack_tracer::ops(), FilterKind::Filter, text, mode)?)
+    Ok(ftrace::set_filter(trace::stack_tracer::ops(), FilterKind::Filter, text, mode)?)
 }
 
 /// The KiB `pages` ring pages hold: their data bytes, not their headers,
 /// rounded down, as Linux's `buffer_size_kb` counts them (1024 pages of
 /// 4080 data bytes: 4080).
 fn pages_to_kb(pages: usize) -> usize {
-    pages * ftrace::ring_buffer::PAGE_DATA_SIZE / 1024
+    pages * ring_buffer::per_cpu::PAGE_DATA_SIZE / 1024
 }
 
 /// The ring pages that hold `kb` KiB of data, as Linux rounds a size up
 /// (`DIV_ROUND_UP(size, BUF_PAGE_SIZE)`, at least two pages).
 fn kb_to_pages(kb: usize) -> usize {
-    use ftrace::buffer::MIN_PAGES_PER_CPU;
-    kb.saturating_mul(1024).div_ceil(ftrace::ring_buffer::PAGE_DATA_SIZE).max(MIN_PAGES_PER_CPU)
+    use ring_buffer::trace_buffer::MIN_PAGES_PER_CPU;
+    kb.saturating_mul(1024).div_ceil(ring_buffer::per_cpu::PAGE_DATA_SIZE).max(MIN_PAGES_PER_CPU)
 }
 
 fn read_buffer_size_kb(array: Array, out: &mut dyn Write) -> fmt::Result {
@@ -385,7 +385,7 @@ fn read_buffer_size_kb(array: Array, out: &mut dyn Write) -> fmt::Result {
 /// on, and the events stay, as in Linux (the newest that fit when the
 /// rings shrink).
 fn write_buffer_size_kb(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
-    use ftrace::buffer::{ResizeError, MAX_PAGES_PER_CPU};
+    use ring_buffer::trace_buffer::{ResizeError, MAX_PAGES_PER_CPU};
     let range = || format!("1 to {}", pages_to_kb(MAX_PAGES_PER_CPU));
     let kb: usize = text
         .trim()
@@ -415,14 +415,14 @@ fn write_free_buffer(array: Array, _text: &str, _mode: FilterMode) -> Result<(),
     }
     array
         .buffer()
-        .resize(ftrace::buffer::MIN_PAGES_PER_CPU)
+        .resize(ring_buffer::trace_buffer::MIN_PAGES_PER_CPU)
         .map_err(|_| TracefsError::Invalid("the buffer could not be shrunk".into()))
 }
 
 /// The CPUs that record, in hex as Linux prints a CPU mask: one digit per
 /// four CPUs (`f` for four CPUs, `01` for CPU 0 of eight).
 fn read_tracing_cpumask(array: Array, out: &mut dyn Write) -> fmt::Result {
-    let width = ftrace::buffer::cpus().div_ceil(4);
+    let width = ring_buffer::trace_buffer::cpus().div_ceil(4);
     writeln!(out, "{:0width$x}", array.buffer().cpumask())
 }
 
@@ -573,10 +573,10 @@ pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
             return writeln!(out, "{state}").map_err(|_| TracefsError::Invalid("output failed".into()));
         }
         Some(EventFile::HeaderPage) => {
-            return out.write_str(&ftrace::ring_buffer::header_page()).map_err(|_| TracefsError::Invalid("output failed".into()))
+            return out.write_str(&ring_buffer::per_cpu::header_page()).map_err(|_| TracefsError::Invalid("output failed".into()))
         }
         Some(EventFile::HeaderEvent) => {
-            return out.write_str(ftrace::ring_buffer::header_event()).map_err(|_| TracefsError::Invalid("output failed".into()))
+            return out.write_str(ring_buffer::per_cpu::header_event()).map_err(|_| TracefsError::Invalid("output failed".into()))
         }
         None => {}
     }
@@ -588,7 +588,7 @@ pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
             .map_err(|_| TracefsError::Invalid("output failed".into()));
     }
     if let (Some(cpu), None) = (trace_stat_file(resolved.name), &resolved.hold) {
-        return ftrace::profiler::write_cpu_stats(cpu, out).map_err(|_| TracefsError::Invalid("output failed".into()));
+        return trace::profiler::write_cpu_stats(cpu, out).map_err(|_| TracefsError::Invalid("output failed".into()));
     }
     let file = find(&resolved, name)?;
     let read = file.read.ok_or(TracefsError::NotReadable(file.name))?;
@@ -733,7 +733,7 @@ fn read_filter(array: Array, out: &mut dyn Write, kind: FilterKind) -> fmt::Resu
         writeln!(out, "{name}")?;
     }
     if kind == FilterKind::Filter {
-        for line in ftrace::func_probe::lines(array) {
+        for line in trace::func_probe::lines(array) {
             writeln!(out, "{line}")?;
         }
     }
@@ -750,7 +750,7 @@ fn read_ftrace_notrace(array: Array, out: &mut dyn Write) -> fmt::Result {
 
 /// `set_ftrace_filter` takes globs (the tracers' filter) and function
 /// commands (`FUNC:traceoff[:N]`, `!FUNC:traceoff` to remove, see
-/// `ftrace::func_probe`). As in Linux, `>` empties the filter first (an
+/// `trace::func_probe`). As in Linux, `>` empties the filter first (an
 /// open that truncates), commands or not; `>>` with commands alone leaves
 /// it as it is.
 fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
@@ -764,9 +764,9 @@ fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(),
     }
     // Every command is checked, in order, before anything changes (a
     // refused write changes nothing).
-    let changes: alloc::vec::Vec<ftrace::func_probe::Change> =
+    let changes: alloc::vec::Vec<trace::func_probe::Change> =
         commands.iter().map(|(remove, glob, command, count)| (*remove, *glob, command, count.is_some())).collect();
-    ftrace::func_probe::check(array, &changes).map_err(|error| TracefsError::Invalid(error.to_string()))?;
+    trace::func_probe::check(array, &changes).map_err(|error| TracefsError::Invalid(error.to_string()))?;
     // So are the globs: a glob that matches nothing must not leave an
     // event the commands name switched on for a moment.
     let filter_changes = !globs.is_empty() || commands.is_empty() || mode == FilterMode::Replace;
@@ -777,7 +777,7 @@ fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(),
     // (the command would allocate it too late to refuse the whole write),
     // and freed again if the write is refused after all.
     array.giving_back_snapshot_on_error(|| {
-        if commands.iter().any(|(remove, _, command, _)| !remove && *command == ftrace::func_probe::Command::Snapshot) {
+        if commands.iter().any(|(remove, _, command, _)| !remove && *command == trace::func_probe::Command::Snapshot) {
             let no_memory = |_| TracefsError::Invalid("not enough memory for the snapshot buffer".into());
             array.buffer().alloc_snapshot().map_err(no_memory)?;
         }
@@ -809,8 +809,8 @@ fn apply_ftrace_filter(
     }
     for ((remove, glob, command, count), hook) in commands.into_iter().zip(hooks) {
         let done = match remove {
-            true => ftrace::func_probe::remove(array, glob, &command, count.is_some()),
-            false => ftrace::func_probe::add(array, glob, command, count.flatten(), hook),
+            true => trace::func_probe::remove(array, glob, &command, count.is_some()),
+            false => trace::func_probe::add(array, glob, command, count.flatten(), hook),
         };
         done.map_err(|error| TracefsError::Invalid(error.to_string()))?;
     }
@@ -819,7 +819,7 @@ fn apply_ftrace_filter(
 
 /// A function command as [`parse_command`] reads it: (remove, FUNC,
 /// COMMAND, COUNT).
-type ParsedCommand<'a> = (bool, &'a str, ftrace::func_probe::Command, Option<Option<u64>>);
+type ParsedCommand<'a> = (bool, &'a str, trace::func_probe::Command, Option<Option<u64>>);
 
 /// A function command: (remove, FUNC, COMMAND, COUNT) from
 /// `[!]FUNC:COMMAND[:COUNT]` or `[!]FUNC:enable_event:GRP:EVENT[:COUNT]`
@@ -830,7 +830,7 @@ type ParsedCommand<'a> = (bool, &'a str, ftrace::func_probe::Command, Option<Opt
 /// a removal does not read it (`!FUNC:traceoff:count=3`, as `cat` lists
 /// it, takes the counted one off), as Linux does not.
 fn parse_command(word: &str) -> Option<Result<ParsedCommand<'_>, TracefsError>> {
-    use ftrace::func_probe::{Command, ProbeError};
+    use trace::func_probe::{Command, ProbeError};
     let (remove, word) = match word.strip_prefix('!') {
         Some(rest) => (true, rest),
         None => (false, word),
@@ -925,7 +925,7 @@ fn write_ftrace_notrace_pid(array: Array, text: &str, mode: FilterMode) -> Resul
 /// `cat trace_clock`: every clock, the array's in brackets.
 fn read_trace_clock(array: Array, out: &mut dyn Write) -> fmt::Result {
     let current = array.buffer().clock();
-    let names: alloc::vec::Vec<String> = ftrace::clock::TraceClock::available()
+    let names: alloc::vec::Vec<String> = ring_buffer::clock::TraceClock::available()
         .map(|clock| match clock == current {
             true => format!("[{}]", clock.name()),
             false => String::from(clock.name()),
@@ -936,7 +936,7 @@ fn read_trace_clock(array: Array, out: &mut dyn Write) -> fmt::Result {
 
 /// `cat timestamp_mode`: how the ring buffer stamps events, Linux's two
 /// modes with the one in use in brackets. Here always `delta`: each event
-/// holds its distance from the one before (`ftrace::ring_buffer`); Linux
+/// holds its distance from the one before (`ring_buffer::per_cpu`); Linux
 /// switches a buffer to `absolute` for hist variables, which this kernel
 /// has not. Read-only, as in Linux.
 fn read_timestamp_mode(_array: Array, out: &mut dyn Write) -> fmt::Result {
@@ -947,7 +947,7 @@ fn read_timestamp_mode(_array: Array, out: &mut dyn Write) -> fmt::Result {
 /// buffer).
 fn write_trace_clock(array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
     let name = text.trim();
-    let clock = ftrace::clock::TraceClock::from_name(name)
+    let clock = ring_buffer::clock::TraceClock::from_name(name)
         .ok_or_else(|| TracefsError::Invalid(format!("no clock '{name}' (see trace_clock)")))?;
     array.buffer().set_clock(clock);
     Ok(())
@@ -955,20 +955,20 @@ fn write_trace_clock(array: Array, text: &str, _mode: FilterMode) -> Result<(), 
 
 /// `cat set_event_pid`: the pids (nothing when empty, as Linux prints it).
 fn read_event_pid(array: Array, out: &mut dyn Write) -> fmt::Result {
-    ftrace::event_pid::pids(array, false).iter().try_for_each(|pid| writeln!(out, "{pid}"))
+    trace::event_pid::pids(array, false).iter().try_for_each(|pid| writeln!(out, "{pid}"))
 }
 
 fn write_event_pid(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
-    ftrace::event_pid::set_pids(array, false, text, mode).map_err(|error| TracefsError::Invalid(error.to_string()))
+    trace::event_pid::set_pids(array, false, text, mode).map_err(|error| TracefsError::Invalid(error.to_string()))
 }
 
 /// `cat set_event_notrace_pid`, as `set_event_pid`.
 fn read_event_notrace_pid(array: Array, out: &mut dyn Write) -> fmt::Result {
-    ftrace::event_pid::pids(array, true).iter().try_for_each(|pid| writeln!(out, "{pid}"))
+    trace::event_pid::pids(array, true).iter().try_for_each(|pid| writeln!(out, "{pid}"))
 }
 
 fn write_event_notrace_pid(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
-    ftrace::event_pid::set_pids(array, true, text, mode).map_err(|error| TracefsError::Invalid(error.to_string()))
+    trace::event_pid::set_pids(array, true, text, mode).map_err(|error| TracefsError::Invalid(error.to_string()))
 }
 
 fn read_enabled_functions(_array: Array, out: &mut dyn Write) -> fmt::Result {
@@ -1056,7 +1056,7 @@ fn write_ftrace_enabled(_array: Array, text: &str, _mode: FilterMode) -> Result<
 }
 
 fn read_trace(array: Array, out: &mut dyn Write) -> fmt::Result {
-    ftrace::tracer::write_trace(array, out)
+    trace::tracer::write_trace(array, out)
 }
 
 /// `echo TEXT > trace_marker`: TEXT becomes a `tracing_mark_write` event;
@@ -1068,7 +1068,7 @@ fn write_trace_marker(array: Array, text: &str, _mode: FilterMode) -> Result<(),
     }
     // Linux's `tracing_mark_write` fails (EBADF) when the buffer takes no
     // event, rather than drop the text silently.
-    if !ftrace::tracer::write_marker(array, text) {
+    if !trace::tracer::write_marker(array, text) {
         let why = if array.buffer().is_on() { "the buffer took no event" } else { "tracing_on is 0" };
         return Err(TracefsError::Invalid(format!("trace_marker: nothing recorded, {why}")));
     }
@@ -1088,7 +1088,7 @@ fn write_set_event(array: Array, text: &str, mode: FilterMode) -> Result<(), Tra
 }
 
 fn read_tracing_thresh(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    writeln!(out, "{}", ftrace::tracer::tracing_thresh_us())
+    writeln!(out, "{}", trace::tracer::tracing_thresh_us())
 }
 
 /// `echo US > tracing_thresh`: function_graph records only calls of at
@@ -1102,12 +1102,12 @@ fn write_tracing_thresh(_array: Array, text: &str, _mode: FilterMode) -> Result<
         .ok()
         .filter(|us| us.checked_mul(1000).is_some())
         .ok_or_else(|| TracefsError::Invalid(format!("expected microseconds (0 for off), not '{}'", text.trim())))?;
-    ftrace::tracer::set_tracing_thresh_us(us);
+    trace::tracer::set_tracing_thresh_us(us);
     Ok(())
 }
 
 fn read_snapshot(array: Array, out: &mut dyn Write) -> fmt::Result {
-    ftrace::tracer::write_snapshot(array, out)
+    trace::tracer::write_snapshot(array, out)
 }
 
 /// `echo 0|1|N > snapshot`, as in Linux (see `TraceArray::snapshot_command`).
@@ -1132,7 +1132,7 @@ fn read_trace_pipe(array: Array, out: &mut dyn Write) -> fmt::Result {
 /// each pass's events oldest first, until `stop` (told how many were
 /// printed so far) says so after a pass.
 pub fn pipe(array: Array, cpu: Option<usize>, out: &mut dyn Write, stop: &mut dyn FnMut(usize) -> bool) -> fmt::Result {
-    let mut reader = ftrace::tracer::PipeReader::new();
+    let mut reader = trace::tracer::PipeReader::new();
     let mut printed = 0;
     loop {
         // A pass takes a page per CPU: while finished pages wait, the
@@ -1271,7 +1271,7 @@ fn set_option(array: Array, option: TraceOption, on: bool) -> Result<(), Tracefs
 
 fn read_dynamic_events(_array: Array, out: &mut dyn Write) -> fmt::Result {
     fprobe::events::read_dynamic_events(out)?;
-    ftrace::synth::write_definitions(out, true)
+    trace::synth::write_definitions(out, true)
 }
 
 /// The probe events' commands, and Linux's `s:[synthetic/]NAME FIELDS`
@@ -1290,7 +1290,7 @@ fn write_dynamic_events(_array: Array, text: &str, mode: FilterMode) -> Result<(
         if let Some(definition) = synthetic_definition {
             return trace_events::write_synthetic(definition, FilterMode::Append);
         }
-        if let Some(name) = synthetic_removal.filter(|name| ftrace::synth::find(name).is_some()) {
+        if let Some(name) = synthetic_removal.filter(|name| trace::synth::find(name).is_some()) {
             return trace_events::write_synthetic(&format!("!{name}"), FilterMode::Append);
         }
         return fprobe::events::write_dynamic_events(text, FilterMode::Append).map_err(event_error);
@@ -1315,7 +1315,7 @@ fn write_dynamic_events(_array: Array, text: &str, mode: FilterMode) -> Result<(
 }
 
 fn read_synthetic_events(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    ftrace::synth::write_definitions(out, false)
+    trace::synth::write_definitions(out, false)
 }
 
 fn write_synthetic_events(_array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {

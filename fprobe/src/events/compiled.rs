@@ -12,11 +12,11 @@ use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arch::ftrace_abi::{FtraceRegs, RegisterArgument, Saved};
-use ftrace::event_arrays::EventArrays;
-use ftrace::event_filter::{FieldKind, FieldValue, FilterField, FilterSlot};
-use ftrace::event_trigger::{EventSwitch, Triggers};
 use ftrace::kallsyms::NameError;
 use kprobes::KprobeError;
+use trace::event_arrays::EventArrays;
+use trace::event_filter::{FieldKind, FieldValue, FilterField, FilterSlot};
+use trace::event_trigger::{EventSwitch, Triggers};
 
 use super::record::{write_words, Context};
 use super::{EventError, MAX_ARG_INDEX};

@@ -52,13 +52,13 @@ pub const MODES: [&str; 7] = ["function", "two_instances", "busy", "function_gra
 
 /// One loop of [`CALLS`] calls, in ns of the trace clock.
 fn loop_ns() -> u64 {
-    let start = ftrace::clock::now_ns();
+    let start = ring_buffer::clock::now_ns();
     let mut acc = 0u64;
     for i in 0..CALLS {
         acc = acc.wrapping_add(traced_call(black_box(i)));
     }
     black_box(acc);
-    ftrace::clock::now_ns() - start
+    ring_buffer::clock::now_ns() - start
 }
 
 /// The best of [`RUNS`] loops.
@@ -134,9 +134,9 @@ fn setup(mode: &str) -> Result<String, String> {
 
 /// Events the buffers of the top level and of the instance took.
 fn events() -> u64 {
-    let count = |stats: ftrace::ring_buffer::Stats| stats.entries + stats.overrun;
-    let mut total = count(ftrace::instance::top().stats());
-    if let Some(instance) = ftrace::instance::find("b") {
+    let count = |stats: ring_buffer::per_cpu::Stats| stats.entries + stats.overrun;
+    let mut total = count(trace::instance::top().stats());
+    if let Some(instance) = trace::instance::find("b") {
         total += count(instance.stats());
     }
     total
@@ -146,13 +146,13 @@ fn events() -> u64 {
 /// resets them after each mode, so it runs only with tracing idle (as
 /// `stress` does), rather than wipe what a user set up.
 fn busy() -> Option<&'static str> {
-    let top = ftrace::instance::top();
+    let top = trace::instance::top();
     let read = |file: &str| {
         let mut text = String::new();
         let _ = tracefs::read(file, &mut text);
         text
     };
-    if top.current_tracer() != ftrace::tracer::Tracer::Nop {
+    if top.current_tracer() != trace::tracer::Tracer::Nop {
         Some("set current_tracer to nop first")
     } else if !top.tracer_filter_names(ftrace::FilterKind::Filter).is_empty() {
         Some("empty set_ftrace_filter first")

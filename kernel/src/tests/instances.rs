@@ -4,10 +4,10 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use ftrace::event::{Event, FunctionEvent};
-use ftrace::instance::{self, MAX_INSTANCES};
 use ftrace::FilterMode;
 use ktest_macros::ktest;
+use trace::event::{Event, FunctionEvent};
+use trace::instance::{self, MAX_INSTANCES};
 
 use super::{read_file as read, write_file as write};
 use crate::tracefs::{self, TracefsError};
@@ -22,7 +22,7 @@ fn fib_calls(name: Option<&str>) -> usize {
     let held = name.map(|name| instance::find(name).expect("instance"));
     let array = held.as_ref().map_or(instance::top(), |held| held.array());
     let snapshots = array.buffer().snapshot_all();
-    ftrace::tracer::merged(&snapshots)
+    trace::tracer::merged(&snapshots)
         .expect("room to list the events")
         .into_iter()
         .filter_map(|(_, _, payload)| FunctionEvent::decode(payload))
@@ -35,7 +35,7 @@ fn fib_graph_records(name: &str) -> (usize, usize) {
     let held = instance::find(name).expect("instance");
     let snapshots = held.array().buffer().snapshot_all();
     let mut counts = (0, 0);
-    for (_, _, payload) in ftrace::tracer::merged(&snapshots).expect("room to list the events") {
+    for (_, _, payload) in trace::tracer::merged(&snapshots).expect("room to list the events") {
         match Event::decode(payload) {
             Some(Event::GraphEntry(entry)) if entry.func as usize == fib_address() => counts.0 += 1,
             Some(Event::GraphExit(ret)) if ret.func as usize == fib_address() => counts.1 += 1,

@@ -23,8 +23,8 @@ mod triggers;
 
 /// Every recorded event on every CPU, oldest first: (timestamp, payload).
 fn recorded_events() -> alloc::vec::Vec<(u64, alloc::vec::Vec<u8>)> {
-    let snapshots = ::ftrace::instance::top().buffer().snapshot_all();
-    ::ftrace::tracer::merged(&snapshots)
+    let snapshots = ::trace::instance::top().buffer().snapshot_all();
+    ::trace::tracer::merged(&snapshots)
         .expect("room to list the events")
         .into_iter()
         .map(|(time, _, payload)| (time, payload.to_vec()))

@@ -7,12 +7,12 @@ use core::hint::black_box;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use fprobe::{EntryData, Fprobe, FprobeConfig, Target};
-use ftrace::event::Event;
 use ftrace::fgraph::{EntryData as GraphData, FgraphEntry, FgraphOps, FgraphReturn};
 use ftrace::{FilterKind, FilterMode, FtraceOps, FtraceRegs, OpsFlags, PtRegs};
 use kprobes::kretprobe::{Kretprobe, KretprobeConfig};
 use kprobes::{register_kretprobe, Location};
 use ktest_macros::ktest;
+use trace::event::Event;
 
 use crate::sched;
 use crate::tracefs;
@@ -79,14 +79,14 @@ fn migrate_entry(_gops: &FgraphOps, call: &FgraphEntry, data: &mut GraphData, _f
     if call.func == address(busy_tracee as fn(u64) -> u64) {
         BUSY_ENTRIES.fetch_add(1, Ordering::SeqCst);
     }
-    data.reserve(1).unwrap()[0] = ftrace::clock::now_ns();
+    data.reserve(1).unwrap()[0] = ring_buffer::clock::now_ns();
     true
 }
 
 fn migrate_return(_gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _fregs: &mut FtraceRegs) {
     if call.func == address(migrating_tracee as fn(u64) -> u64) {
         MIGRATE_RETURN.store(call.retval, Ordering::SeqCst);
-        MIGRATE_NS.store(ftrace::clock::now_ns() - data[0], Ordering::SeqCst);
+        MIGRATE_NS.store(ring_buffer::clock::now_ns() - data[0], Ordering::SeqCst);
     } else {
         BUSY_RETURNS.fetch_add(1, Ordering::SeqCst);
     }
@@ -101,9 +101,9 @@ static SLEPT_NS: AtomicU64 = AtomicU64::new(0);
 fn migrating_tracee(x: u64) -> u64 {
     let before = arch::cpu::id() as u64;
     sched::set_affinity(cpu_bit(2));
-    let start = ftrace::clock::now_ns();
+    let start = ring_buffer::clock::now_ns();
     sched::sleep_ms(5);
-    SLEPT_NS.store(ftrace::clock::now_ns() - start, Ordering::SeqCst);
+    SLEPT_NS.store(ring_buffer::clock::now_ns() - start, Ordering::SeqCst);
     let after = arch::cpu::id() as u64;
     (before << 40) | (after << 32) | black_box(x * 3)
 }
@@ -206,7 +206,7 @@ fn run_par_under_function_graph_gives_a_balanced_tree_per_task() {
     tracefs::write("set_ftrace_filter", "fib", FilterMode::Replace).unwrap();
     tracefs::write("current_tracer", "function_graph", FilterMode::Replace).unwrap();
     let output = crate::workload::run_parallel(8, "fib", &["12"]).unwrap();
-    let snapshots = ftrace::instance::top().buffer().snapshot_all();
+    let snapshots = trace::instance::top().buffer().snapshot_all();
     tracefs::write("current_tracer", "nop", FilterMode::Replace).unwrap();
     tracefs::write("set_ftrace_filter", "", FilterMode::Replace).unwrap();
     assert_eq!(output.lines().filter(|line| line.ends_with("fib(12) = 144")).count(), 8, "{output}");
@@ -214,7 +214,7 @@ fn run_par_under_function_graph_gives_a_balanced_tree_per_task() {
     let mut open: BTreeMap<i32, Vec<(u64, i32)>> = BTreeMap::new();
     let mut calls: BTreeMap<i32, usize> = BTreeMap::new();
     let mut cpus = 0u64;
-    for (_, cpu, payload) in ftrace::tracer::merged(&snapshots).expect("room to list the events") {
+    for (_, cpu, payload) in trace::tracer::merged(&snapshots).expect("room to list the events") {
         match Event::decode(payload) {
             Some(Event::GraphEntry(entry)) => {
                 open.entry(entry.common.pid).or_default().push((entry.func, entry.depth));

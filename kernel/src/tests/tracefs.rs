@@ -27,7 +27,7 @@ fn per_cpu_trace_and_stats_split_the_buffer_by_cpu() {
     write("current_tracer", "function");
     crate::workload::run("fib", &["5"]).unwrap();
     write("tracing_on", "0");
-    let cpus = ftrace::buffer::cpus();
+    let cpus = ring_buffer::trace_buffer::cpus();
     let mut entries = 0;
     let mut lines = 0;
     for cpu in 0..cpus {
@@ -62,7 +62,7 @@ fn per_cpu_trace_and_stats_split_the_buffer_by_cpu() {
 
 /// fib(2) (3 calls) once on each CPU, each in a task pinned there.
 fn fib_on_every_cpu() {
-    for cpu in 0..ftrace::buffer::cpus() {
+    for cpu in 0..ring_buffer::trace_buffer::cpus() {
         let task = crate::sched::spawn_on("fib-cpu", 1 << cpu, || fib(2)).unwrap();
         assert_eq!(task.join(), 1);
     }
@@ -70,7 +70,7 @@ fn fib_on_every_cpu() {
 
 /// fib lines in each CPU's buffer.
 fn fib_lines_per_cpu() -> alloc::vec::Vec<usize> {
-    (0..ftrace::buffer::cpus()).map(|cpu| fib_lines(&read(&format!("per_cpu/cpu{cpu}/trace")))).collect()
+    (0..ring_buffer::trace_buffer::cpus()).map(|cpu| fib_lines(&read(&format!("per_cpu/cpu{cpu}/trace")))).collect()
 }
 
 /// `tracing_cpumask` records only the CPUs it names, in the live rings,
@@ -78,7 +78,7 @@ fn fib_lines_per_cpu() -> alloc::vec::Vec<usize> {
 /// refused.
 #[ktest]
 fn tracing_cpumask_records_only_its_cpus() {
-    let cpus = ftrace::buffer::cpus();
+    let cpus = ring_buffer::trace_buffer::cpus();
     assert!(cpus >= 2, "the test kernel runs several CPUs");
     let all = format!("{:0width$x}\n", (1u64 << cpus) - 1, width = cpus.div_ceil(4));
     assert_eq!(read("tracing_cpumask"), all);
@@ -123,7 +123,7 @@ fn tracing_cpumask_records_only_its_cpus() {
 
 #[ktest]
 fn buffer_size_kb_resizes_every_cpu_and_keeps_the_tracer() {
-    let cpus = ftrace::buffer::cpus();
+    let cpus = ring_buffer::trace_buffer::cpus();
     let original = read("buffer_size_kb");
     // 1024 pages of 4080 data bytes, as Linux counts a ring's size.
     assert_eq!(original, "4080\n");
@@ -235,7 +235,7 @@ fn a_snapshot_the_heap_could_not_read_is_refused() {
     // Rings of `size` bytes in all, with room to read them (2 x size), fit
     // in 3 x size; a snapshot's rings too would need 4 x size.
     let size = crate::heap::stats().free * 2 / 7;
-    let per_cpu_kb = size / ftrace::buffer::cpus() / 4096 * ftrace::ring_buffer::PAGE_DATA_SIZE / 1024;
+    let per_cpu_kb = size / ring_buffer::trace_buffer::cpus() / 4096 * ring_buffer::per_cpu::PAGE_DATA_SIZE / 1024;
     write("buffer_size_kb", &per_cpu_kb.to_string());
     assert_eq!(read("buffer_size_kb"), format!("{per_cpu_kb}\n"));
     let refused = tracefs::write("snapshot", "1", FilterMode::Replace);
@@ -260,7 +260,7 @@ fn a_snapshot_the_heap_could_not_read_is_refused() {
 
 /// `stat` summed over every CPU's `per_cpu/cpuN/stats`.
 fn stat_sum(field: &str) -> u64 {
-    (0..ftrace::buffer::cpus()).map(|cpu| stat(&read(&format!("per_cpu/cpu{cpu}/stats")), field)).sum()
+    (0..ring_buffer::trace_buffer::cpus()).map(|cpu| stat(&read(&format!("per_cpu/cpu{cpu}/stats")), field)).sum()
 }
 
 /// `options/overwrite` off: a full buffer keeps its oldest events and drops
@@ -277,7 +277,10 @@ fn without_overwrite_a_full_buffer_keeps_its_first_events() {
     assert_eq!(fib(20), 6765);
     let (entries, overrun, dropped) = (stat_sum("entries"), stat_sum("overrun"), stat_sum("dropped events"));
     assert_eq!((entries + dropped, overrun), (21891, 0), "fib(20)'s calls, kept or dropped, none overwritten");
-    assert!(dropped > 0 && entries <= 3 * 4096 / 28 * ftrace::buffer::cpus() as u64, "{entries} kept, {dropped} dropped");
+    assert!(
+        dropped > 0 && entries <= 3 * 4096 / 28 * ring_buffer::trace_buffer::cpus() as u64,
+        "{entries} kept, {dropped} dropped"
+    );
     let first = |trace: &str| trace.lines().find(|line| line.contains(": kernel::workload::fib <-")).map(String::from);
     let kept = first(&read("trace")).unwrap();
     assert!(!kept.ends_with("<-kernel::workload::fib"), "the first call is kept, from its caller: {kept}");
@@ -300,7 +303,7 @@ fn without_overwrite_a_full_buffer_keeps_its_first_events() {
 
 /// The hit count `trace_stat/functionN` gives `name`, summed over CPUs.
 fn profiled_hits(name: &str) -> u64 {
-    (0..ftrace::buffer::cpus())
+    (0..ring_buffer::trace_buffer::cpus())
         .map(|cpu| read(&format!("trace_stat/function{cpu}")))
         .flat_map(|text| {
             text.lines()
@@ -321,7 +324,7 @@ fn the_function_profiler_counts_fib_calls_and_times_them() {
     crate::workload::run("fib", &["10"]).unwrap();
     write("function_profile_enabled", "0");
     assert_eq!(profiled_hits("kernel::workload::fib"), 177, "fib(10) calls fib 177 times");
-    let stats = (0..ftrace::buffer::cpus()).map(|cpu| read(&format!("trace_stat/function{cpu}"))).collect::<String>();
+    let stats = (0..ring_buffer::trace_buffer::cpus()).map(|cpu| read(&format!("trace_stat/function{cpu}"))).collect::<String>();
     assert!(
         stats.starts_with("  Function                               Hit    Time            Avg             s^2\n"),
         "{stats}"
@@ -374,7 +377,7 @@ fn trace_stat_rows_have_linux_widths_and_honour_tracing_thresh() {
     crate::workload::run("fib", &["10"]).unwrap();
     write("function_profile_enabled", "0");
     write("set_ftrace_filter", "");
-    let stats = (0..ftrace::buffer::cpus()).map(|cpu| read(&format!("trace_stat/function{cpu}"))).collect::<String>();
+    let stats = (0..ring_buffer::trace_buffer::cpus()).map(|cpu| read(&format!("trace_stat/function{cpu}"))).collect::<String>();
     let line = stats.lines().find(|line| line.starts_with("  kernel::workload::fib ")).unwrap();
     assert_eq!(&line[32..34], "  ", "{line:?}");
     assert!(line[34..44].trim_start().parse::<u64>().is_ok(), "hits in 10 columns: {line:?}");
@@ -410,8 +413,8 @@ fn a_call_hooked_before_a_restart_adds_no_time_to_the_new_counts() {
     write("function_profile_enabled", "0");
     write("set_ftrace_filter", "");
     let name = Some("kernel::tests::tracefs::restarts_the_profiler");
-    let stats: alloc::vec::Vec<_> = (0..ftrace::buffer::cpus())
-        .flat_map(ftrace::profiler::cpu_stats)
+    let stats: alloc::vec::Vec<_> = (0..ring_buffer::trace_buffer::cpus())
+        .flat_map(trace::profiler::cpu_stats)
         .filter(|stat| ftrace::symbols::name_of(stat.ip) == name)
         .collect();
     let hits: u64 = stats.iter().map(|stat| stat.hits).sum();
@@ -487,7 +490,7 @@ fn stack_tracer_enabled_takes_any_int_as_the_sysctl_does() {
     for (text, back, on) in [("2", "2", true), ("-1", "-1", true), ("0x10", "16", true), ("010", "8", true), ("0", "0", false)] {
         write("stack_tracer_enabled", text);
         assert_eq!(read("stack_tracer_enabled"), format!("{back}\n"), "{text}");
-        assert_eq!(ftrace::stack_tracer::is_enabled(), on, "{text}");
+        assert_eq!(trace::stack_tracer::is_enabled(), on, "{text}");
         assert_eq!(read("enabled_functions").is_empty(), !on, "{text}: the ops follows");
     }
     write("stack_tracer_enabled", "5");
@@ -562,7 +565,7 @@ fn trace_pipe_streams_a_workload_running_in_another_task() {
     let mut out = String::new();
     let deadline = arch::time::ticks() + 20 * arch::time::HZ;
     // fib(15) calls fib 1973 times; stop once all came through the pipe.
-    crate::tracefs::pipe(ftrace::instance::top(), None, &mut out, &mut |printed| {
+    crate::tracefs::pipe(trace::instance::top(), None, &mut out, &mut |printed| {
         printed >= 1973 || arch::time::ticks() > deadline
     })
     .unwrap();
@@ -597,12 +600,12 @@ fn a_trace_pipe_reader_that_stops_takes_a_page_per_cpu_not_the_buffer() {
     let left = fib_lines(&read("trace"));
     // A function event takes at least 24 bytes; the task may have moved
     // between CPUs, each of which gives a page.
-    let page_events = ftrace::ring_buffer::PAGE_SIZE / 24 * ftrace::buffer::cpus();
+    let page_events = ring_buffer::per_cpu::PAGE_SIZE / 24 * ring_buffer::trace_buffer::cpus();
     assert!(left > 0 && before - left <= page_events, "only the pages head read are gone: {before} then {left}");
     // What a pipe takes a page at a time still comes out oldest first,
     // every event once.
     let mut out = String::new();
-    let printed = ftrace::tracer::consume_events(ftrace::instance::top(), None, &mut out).unwrap();
+    let printed = trace::tracer::consume_events(trace::instance::top(), None, &mut out).unwrap();
     assert_eq!(printed, left);
     let times: alloc::vec::Vec<&str> = out.lines().map(|line| line.split_whitespace().nth(3).unwrap()).collect();
     assert!(times.windows(2).all(|pair| pair[0] <= pair[1]), "oldest first");
@@ -627,11 +630,11 @@ fn a_trace_pipe_reader_drops_what_it_held_when_the_buffer_is_emptied() {
     write("current_tracer", "function_graph");
     // The held entry is CPU 0's.
     crate::sched::set_affinity(1);
-    let top = ftrace::instance::top();
+    let top = trace::instance::top();
     for (emptied, expected) in [("", 1), ("trace", 0), ("per_cpu/cpu0/trace", 0), ("per_cpu/cpu1/trace", 1)] {
         write("tracing_on", "1");
         turns_tracing_off();
-        let mut reader = ftrace::tracer::PipeReader::new();
+        let mut reader = trace::tracer::PipeReader::new();
         let mut out = String::new();
         let first = reader.pass(top, None, &mut out).unwrap();
         assert_eq!((first.took, first.printed), (true, 0), "the entry, alone, waits for its return: {out}");
@@ -663,7 +666,7 @@ fn function_graph_through_trace_pipe_reads_as_in_trace() {
     };
     let trace = calls(&read("trace"));
     let mut piped = String::new();
-    ftrace::tracer::consume_events(ftrace::instance::top(), None, &mut piped).unwrap();
+    trace::tracer::consume_events(trace::instance::top(), None, &mut piped).unwrap();
     assert!(trace.len() > 1000, "{}", trace.len());
     assert_eq!(calls(&piped), trace, "the same lines, leaves and all");
     write("tracing_on", "1");
@@ -683,14 +686,14 @@ fn a_trace_pipe_pass_ends_although_reading_records_events() {
     write("set_ftrace_filter", "__rust_alloc*");
     write("current_tracer", "function");
     let mut out = String::new();
-    let pages = ftrace::instance::top().buffer().pages_per_cpu() * ftrace::instance::top().buffer().cpus();
-    let printed = ftrace::tracer::consume_events(ftrace::instance::top(), None, &mut out).unwrap();
+    let pages = trace::instance::top().buffer().pages_per_cpu() * trace::instance::top().buffer().cpus();
+    let printed = trace::tracer::consume_events(trace::instance::top(), None, &mut out).unwrap();
     write("current_tracer", "nop");
     write("set_ftrace_filter", "");
     write("buffer_size_kb", original.trim());
     assert!(printed > 0, "the allocations were recorded");
     assert!(out.lines().all(|line| line.contains("__rust_alloc")), "{out}");
-    assert!(printed <= pages * ftrace::ring_buffer::PAGE_SIZE / 8, "at most the ring's pages: {printed} events");
+    assert!(printed <= pages * ring_buffer::per_cpu::PAGE_SIZE / 8, "at most the ring's pages: {printed} events");
 }
 
 #[ktest]
@@ -698,7 +701,7 @@ fn a_reader_pauses_recording_without_touching_tracing_on() {
     // `cat trace` pauses the buffer while it copies it. A `traceoff` (or a
     // `tracing_on` write) during the read must stay, and two overlapping
     // readers must not leave recording paused or switched off.
-    let buffer = ftrace::instance::top().buffer();
+    let buffer = trace::instance::top().buffer();
     write("trace", "");
     buffer.pause();
     buffer.pause();
@@ -751,7 +754,7 @@ fn trace_marker_lines_land_among_the_events() {
 /// must show.
 #[inline(never)]
 fn printk_from_here(n: u64) -> bool {
-    ftrace::trace_printk!("answer={n} {}\n", "forty-two")
+    trace::trace_printk!("answer={n} {}\n", "forty-two")
 }
 
 /// The symbol `trace` shows for `printk_from_here`.
@@ -806,17 +809,17 @@ fn trace_printk_names_its_caller_and_obeys_its_options() {
     // A long text is cut at Linux's size.
     write("trace", "");
     let long = "x".repeat(2000);
-    assert!(ftrace::trace_printk!("{long}"));
+    assert!(trace::trace_printk!("{long}"));
     let cut = read("trace");
     let line = cut.lines().find(|line| line.contains("xxxx")).unwrap();
-    assert_eq!(line.split(": ").last().unwrap().len(), ftrace::printk::PRINTK_MAX, "cut at PRINTK_MAX");
+    assert_eq!(line.split(": ").last().unwrap().len(), trace::printk::PRINTK_MAX, "cut at PRINTK_MAX");
     // Cut before a character that would not fit whole: still UTF-8.
     write("trace", "");
     let wide = "é".repeat(600);
-    assert!(ftrace::trace_printk!("{wide}"));
+    assert!(trace::trace_printk!("{wide}"));
     let cut = read("trace");
     let text = cut.lines().find(|line| line.contains('é')).and_then(|line| line.split(": ").last()).unwrap();
-    assert_eq!(text.len(), ftrace::printk::PRINTK_MAX / 2 * 2, "{text}");
+    assert_eq!(text.len(), trace::printk::PRINTK_MAX / 2 * 2, "{text}");
     assert!(text.chars().all(|c| c == 'é'), "{text}");
     // Top level only: an instance has neither file.
     tracefs::mkdir("instances/printk").unwrap();
@@ -1029,8 +1032,8 @@ fn snapshot_keeps_a_copy_and_empties_the_buffer() {
 /// least that long by the clock tracing_thresh uses, however loaded the host).
 #[inline(never)]
 fn spin_for_ns(ns: u64) {
-    let start = ftrace::clock::now_ns();
-    while ftrace::clock::now_ns() - start < ns {
+    let start = ring_buffer::clock::now_ns();
+    while ring_buffer::clock::now_ns() - start < ns {
         core::hint::spin_loop();
     }
 }
@@ -1469,7 +1472,7 @@ impl core::fmt::Display for CallsFib {
 /// (counted in `dropped events`), not written over the text.
 fn trace_printk_whose_formatting_is_traced_stays_whole() {
     let dropped = || -> u64 {
-        (0..ftrace::buffer::cpus())
+        (0..ring_buffer::trace_buffer::cpus())
             .map(|cpu| read(&format!("per_cpu/cpu{cpu}/stats")))
             .filter_map(|stats| stats.lines().find_map(|line| line.strip_prefix("dropped events: ")?.parse::<u64>().ok()))
             .sum()
@@ -1477,7 +1480,7 @@ fn trace_printk_whose_formatting_is_traced_stays_whole() {
     write("set_ftrace_filter", "fib");
     write("current_tracer", "function");
     let before = dropped();
-    assert!(ftrace::trace_printk!("{}", CallsFib));
+    assert!(trace::trace_printk!("{}", CallsFib));
     let trace = read("trace");
     let after = dropped();
     write("current_tracer", "nop");
@@ -1766,9 +1769,9 @@ fn header_page_and_header_event_describe_the_pages_as_they_are() {
     // One marker event, then its page, taken out of the buffer raw.
     write("trace", "");
     write("trace_marker", "raw");
-    let buffer = ftrace::instance::top().buffer();
+    let buffer = trace::instance::top().buffer();
     let mut page = [0u8; 4096];
-    let cpus = ftrace::buffer::cpus();
+    let cpus = ring_buffer::trace_buffer::cpus();
     assert!((0..cpus).any(|cpu| buffer.read_page(cpu, &mut page).is_some()), "the marker's page");
     let commit = u64::from_ne_bytes(page[commit_at..commit_at + 8].try_into().unwrap()) & 0xffff;
     let header = u32::from_ne_bytes(page[data_at..data_at + 4].try_into().unwrap());
@@ -2053,7 +2056,7 @@ fn latency_format_prints_the_same_events_in_latency_columns() {
     let (head, tail) = banner.split_once(", CPU#").unwrap();
     assert_eq!(head, format!("# latency: 0 us, #{counts}"), "{latency}");
     let (cpu, tail) = tail.split_once(' ').unwrap();
-    assert!(cpu.parse::<usize>().unwrap() < ftrace::buffer::cpus(), "{banner}");
+    assert!(cpu.parse::<usize>().unwrap() < ring_buffer::trace_buffer::cpus(), "{banner}");
     assert_eq!(tail, format!("| (M:PREEMPT VP:0, KP:0, SP:0 HP:0 {cpus})"), "{latency}");
     assert!(latency.starts_with("# tracer: function\n#\n# function latency trace v1.1.5 on "), "{latency}");
     assert!(latency.contains("\n#  cmd     pid     |||||| time  |   caller     \n"), "{latency}");
@@ -2260,7 +2263,7 @@ fn an_overwritten_buffer_is_annotated_and_its_losses_counted() {
     write("options/annotate", "1");
     let overrun = stat(&read("per_cpu/cpu0/stats"), "overrun");
     let mut piped = String::new();
-    ftrace::tracer::consume_events(ftrace::instance::top(), None, &mut piped).unwrap();
+    trace::tracer::consume_events(trace::instance::top(), None, &mut piped).unwrap();
     write("current_tracer", "nop");
     write("set_ftrace_filter", "");
     write("buffer_size_kb", original.trim());

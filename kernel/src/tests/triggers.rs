@@ -336,7 +336,7 @@ fn hist_keys_may_be_the_recording_cpu_and_the_running_task() {
     assert!(!entries.is_empty(), "{text}");
     for entry in &entries {
         let cpu: usize = entry["{ common_cpu:".len()..].split(',').next().unwrap().trim().parse().unwrap();
-        assert!(cpu < ftrace::buffer::cpus(), "{entry}");
+        assert!(cpu < ring_buffer::trace_buffer::cpus(), "{entry}");
         assert!(entry.contains(", common_comm: fib/"), "the task switched away from: {entry}");
     }
     add_trigger(trigger, "!hist:keys=cpu,common_comm if prev_comm ~ \"fib/*\"").unwrap();
@@ -545,7 +545,7 @@ fn a_hist_cleared_while_other_cpus_hit_it_stays_consistent() {
     let trigger = "events/fprobes/fibh/trigger";
     add_trigger(trigger, "hist:keys=n").unwrap();
     STOP.store(false, Ordering::SeqCst);
-    let cpus = ftrace::buffer::cpus();
+    let cpus = ring_buffer::trace_buffer::cpus();
     let workers: Vec<_> = (1..cpus)
         .map(|cpu| {
             crate::sched::spawn_on("hist-hitter", 1 << cpu, || {

@@ -15,8 +15,8 @@
 //! padding to a page, then each CPU's ring-buffer pages as they are
 //! ```
 
-use ftrace::ring_buffer::{header_event, header_page, page_events, PAGE_SIZE};
-use ftrace::stream::Stream;
+use ring_buffer::per_cpu::{header_event, header_page, page_events, PAGE_SIZE};
+use trace::stream::Stream;
 
 /// Events in the stream's pages.
 pub fn count_events(stream: &Stream) -> usize {

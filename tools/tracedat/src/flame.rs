@@ -11,9 +11,9 @@
 
 use std::collections::BTreeMap;
 
-use ftrace::event::Event;
-use ftrace::ring_buffer::{page_events, PAGE_SIZE};
-use ftrace::stream::Stream;
+use ring_buffer::per_cpu::{page_events, PAGE_SIZE};
+use trace::event::Event;
+use trace::stream::Stream;
 
 use crate::symbols::Symbols;
 
@@ -95,8 +95,8 @@ pub fn render(folded: &[(String, u64)]) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ftrace::event::{Common, FixedEvent, GraphEntryEvent, GraphExitEvent, TRACE_GRAPH_ENT, TRACE_GRAPH_RET};
-    use ftrace::ring_buffer::RingBuffer;
+    use ring_buffer::per_cpu::RingBuffer;
+    use trace::event::{Common, FixedEvent, GraphEntryEvent, GraphExitEvent, TRACE_GRAPH_ENT, TRACE_GRAPH_RET};
 
     /// A stream of CPUs, each with its events as (time, event).
     fn stream_on(cpus: &[&[(u64, Event)]]) -> Stream {

@@ -8,8 +8,8 @@ use crate::event::{
     comm_str, flags, Common, Event, FuncRepeatsEvent, FunctionEvent, GraphEntryEvent, GraphExitEvent, SchedSwitchEvent,
     SchedWakeupEvent,
 };
-use crate::kallsyms::Symbol;
-use crate::ring_buffer::Stats;
+use ftrace::kallsyms::Symbol;
+use ring_buffer::per_cpu::Stats;
 
 /// Finds the function an address is inside, if any.
 pub type Namer<'a> = &'a dyn Fn(usize) -> Option<Symbol<'static>>;

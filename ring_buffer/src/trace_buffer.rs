@@ -1,6 +1,6 @@
 //! A trace buffer: one [`RingBuffer`] per CPU, and the `tracing_on`
 //! switch. Each trace array (the top level and every instance, see
-//! `crate::instance`) has its own.
+//! `trace::instance`) has its own.
 //!
 //! A CPU writes only its own ring, with interrupts masked for the few
 //! instructions of the write (so an interrupt that traces cannot interleave
@@ -8,7 +8,7 @@
 //! in the middle): the one writer the ring asks for, and no lock. Readers
 //! on any CPU either consume pages ([`TraceBuffer::read_page`]) or copy
 //! them all with that CPU's writer paused for the copy
-//! ([`TraceBuffer::snapshot_of`]); see `crate::ring_buffer`. `tracing_on`
+//! ([`TraceBuffer::snapshot_of`]); see `crate::per_cpu`. `tracing_on`
 //! switches recording without touching any site.
 //!
 //! The `snapshot` file's buffer is a second set of rings of the same size
@@ -29,7 +29,7 @@ use arch::{cpu, MAX_CPUS};
 
 use crate::clock::{self, TraceClock};
 use crate::payload::Payload;
-use crate::ring_buffer::{page_events, Lifetime, RingBuffer, Stats, PAGE_SIZE};
+use crate::per_cpu::{page_events, Lifetime, RingBuffer, Stats, PAGE_SIZE};
 
 /// Pages per CPU of the top level's buffer: 4 MiB (Linux's default is
 /// 1.4 MiB; a function_graph trace of eight threads running fib(18) puts up
@@ -575,7 +575,7 @@ impl TraceBuffer {
     /// [`write_with`](Self::write_with) for a `fill` that may run traced
     /// code (`trace_printk!`'s arguments): an event that code writes on
     /// this CPU meanwhile is dropped (see
-    /// [`RingBuffer::write_with_foreign`](crate::ring_buffer::RingBuffer::write_with_foreign)).
+    /// [`RingBuffer::write_with_foreign`](crate::per_cpu::RingBuffer::write_with_foreign)).
     pub fn write_foreign(&self, len: usize, fill: impl FnOnce(u64, &mut Payload)) -> Option<u64> {
         self.write_stamped::<false, true>(len, fill)
     }
@@ -700,7 +700,7 @@ impl TraceBuffer {
 
     /// CPU `cpu`'s unread bytes and oldest page time, its writer left
     /// running (`per_cpu/cpuN/stats`).
-    pub fn usage_of(&self, cpu: usize) -> crate::ring_buffer::Usage {
+    pub fn usage_of(&self, cpu: usize) -> crate::per_cpu::Usage {
         let readers = self.readers.lock();
         self.rings(&readers).get(cpu).map(|ring| ring.usage()).unwrap_or_default()
     }

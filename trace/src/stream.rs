@@ -143,7 +143,7 @@ pub fn parse(bytes: &[u8]) -> Result<Stream, StreamError> {
             Tag::Cpu => {
                 let cpu = payload.get(0..8).ok_or(StreamError::Corrupt("CPU record without a CPU"))?;
                 let pages = &payload[8..];
-                if pages.len() % crate::ring_buffer::PAGE_SIZE != 0 {
+                if pages.len() % ring_buffer::per_cpu::PAGE_SIZE != 0 {
                     return Err(StreamError::Corrupt("CPU data is not whole pages"));
                 }
                 stream.cpus.push((u64::from_le_bytes(cpu.try_into().unwrap()), pages.to_vec()));
@@ -155,7 +155,7 @@ pub fn parse(bytes: &[u8]) -> Result<Stream, StreamError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ring_buffer::PAGE_SIZE;
+    use ring_buffer::per_cpu::PAGE_SIZE;
 
     fn record(out: &mut Vec<u8>, tag: Tag, payload: &[u8]) {
         out.extend_from_slice(&record_header(tag, payload.len()));

@@ -235,7 +235,7 @@ impl EventState {
         pid_kept: &dyn Fn(usize) -> bool,
         fields: &dyn Fn(usize) -> FieldValue<'a>,
         len: usize,
-        fill: &dyn Fn(&mut crate::payload::Payload),
+        fill: &dyn Fn(&mut ring_buffer::payload::Payload),
     ) {
         let stack = StackStart { addresses: [0; 2], fp: arch::cpu::frame_pointer() };
         if !self.arrays.is_empty() {

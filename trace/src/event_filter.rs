@@ -13,7 +13,7 @@
 //! with `==`, `!=`, `<`, `<=`, `>`, `>=` and `&` (some bit set), written
 //! as C writes them (`0x` hex, `0` octal; `-` only for a signed field);
 //! strings, quoted (`"..."` or `'...'`), with `==`, `!=` and `~` (a glob:
-//! `*`, `?` and `[...]` classes, see [`crate::glob`]; `"!GLOB"` matches what
+//! `*`, `?` and `[...]` classes, see [`ftrace::glob`]; `"!GLOB"` matches what
 //! `GLOB` does not). A number holding a CPU also compares with Linux's
 //! `CPUS{LIST}` (`CPU & CPUS{0-1,3}`: one of those CPUs; `==`, `!=`; a
 //! list of one CPU is that CPU). A value neither quoted nor a number is
@@ -38,7 +38,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
 
-use crate::glob::glob_match;
+use ftrace::glob::glob_match;
 
 /// What a field holds, for choosing operators and reading operands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,7 +150,7 @@ mod generic {
     }
 
     pub fn comm() -> Option<&'static [u8]> {
-        crate::task::try_current().map(|task| &task.comm_bytes()[..])
+        ftrace::task::try_current().map(|task| &task.comm_bytes()[..])
     }
 }
 
@@ -596,8 +596,8 @@ impl Parser<'_> {
 /// no number; a sign is `-` alone, and only for a signed field.
 fn parse_number(text: &str, signed: bool) -> Option<i128> {
     match signed {
-        true => crate::number::c_long(text).map(i128::from),
-        false => crate::number::c_digits(text).map(i128::from),
+        true => ftrace::number::c_long(text).map(i128::from),
+        false => ftrace::number::c_digits(text).map(i128::from),
     }
 }
 
@@ -686,7 +686,7 @@ fn eval<'a>(node: &Node, value: &dyn Fn(usize) -> FieldValue<'a>) -> bool {
 /// whole (the old one freed after a grace period), read without a lock.
 #[cfg(target_os = "none")]
 pub struct FilterSlot {
-    filter: crate::deferred::Published<EventFilter>,
+    filter: ftrace::deferred::Published<EventFilter>,
     writers: arch::sync::Mutex<()>,
 }
 
@@ -701,7 +701,7 @@ impl Default for FilterSlot {
 impl FilterSlot {
     /// No filter: every event passes.
     pub const fn new() -> FilterSlot {
-        FilterSlot { filter: crate::deferred::Published::empty(), writers: arch::sync::Mutex::new(()) }
+        FilterSlot { filter: ftrace::deferred::Published::empty(), writers: arch::sync::Mutex::new(()) }
     }
 
     /// `echo EXPR > filter` (`0` clears). A bad filter changes nothing.

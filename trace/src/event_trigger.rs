@@ -149,7 +149,7 @@ pub enum Phase {
 }
 
 // No count: every hit acts.
-use crate::number::UNLIMITED;
+use ftrace::number::UNLIMITED;
 
 /// One trigger of an event.
 pub struct Trigger {
@@ -413,7 +413,7 @@ fn parse_hist(remove: bool, rest: &str, fields: &[FilterField]) -> Result<Reques
 }
 
 fn parse_count(text: &str) -> Result<u64, TriggerError> {
-    crate::number::c_count(text).ok_or_else(|| TriggerError::BadCount(text.to_string()))
+    ftrace::number::c_count(text).ok_or_else(|| TriggerError::BadCount(text.to_string()))
 }
 
 /// What `cat trigger` prints for an event with no trigger.
@@ -429,10 +429,10 @@ mod kernel_side {
     use alloc::vec::Vec;
 
     use super::{EventName, Phase, Request, Trigger, TriggerCommand, TriggerError, AVAILABLE};
-    use crate::deferred::Published;
     use crate::event_filter::FieldValue;
     use crate::hist::{HistControl, HistError};
     use crate::instance::TraceArray;
+    use ftrace::deferred::Published;
 
     /// Where a `stacktrace` trigger's call chain starts: the addresses the
     /// hit knows (the probed function, where it returns to; zero: none),
@@ -448,14 +448,14 @@ mod kernel_side {
         /// `stacktrace` trigger, `options/stacktrace`).
         pub fn record(&self, array: &TraceArray) {
             let known = self.addresses.into_iter().filter(|&address| address != 0);
-            crate::func_probe::record_frames(array, known.chain(crate::unwind::return_addresses(self.fp)));
+            crate::func_probe::record_frames(array, known.chain(ftrace::unwind::return_addresses(self.fp)));
         }
 
         /// Fills `words` with the chain, innermost first, zeros after its
         /// end (a histogram's `common_stacktrace` key).
         pub fn fill(&self, words: &mut [u64]) {
             let known = self.addresses.into_iter().filter(|&address| address != 0);
-            let mut chain = known.chain(crate::unwind::return_addresses(self.fp));
+            let mut chain = known.chain(ftrace::unwind::return_addresses(self.fp));
             for word in words {
                 *word = chain.next().map_or(0, |address| address as u64);
             }

@@ -20,17 +20,19 @@ use arch::context::{self, Context};
 use arch::ftrace_abi::FtraceRegs;
 use arch::irq::IrqGuard;
 
-use crate::deferred::Published;
 use crate::event::{
     flags, Common, Event, FixedEvent, FuncRepeatsEvent, FunctionEvent, GraphEntryEvent, GraphExitEvent, PrintWriter, TRACE_FN,
     TRACE_GRAPH_ENT, TRACE_GRAPH_RET,
 };
-use crate::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn, GraphCallbacks};
 use crate::instance::{TraceArray, TraceOption};
-use crate::ops::{Callback, FtraceOps};
+use crate::output;
 use crate::print_modes::{self, EventFields, PrintMode};
-use crate::task::{self, GraphMarks, NOT_INSIDE};
-use crate::{buffer, output, symbols};
+use ftrace::deferred::Published;
+use ftrace::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn, GraphCallbacks};
+use ftrace::ops::{Callback, FtraceOps};
+use ftrace::symbols;
+use ftrace::task::{self, GraphMarks, NOT_INSIDE};
+use ring_buffer::trace_buffer;
 
 /// A tracer `current_tracer` can name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,7 +98,7 @@ impl GraphCallbacks for GraphTrace {
 unsafe fn array_of_function_ops(ops: &FtraceOps) -> &TraceArray {
     // SAFETY: the caller's guarantee: stepping back from the field gives
     // the array, alive while its ops is called (see `crate::instance`).
-    unsafe { &*crate::container_of!(ops, TraceArray, function_ops) }
+    unsafe { &*ftrace::container_of!(ops, TraceArray, function_ops) }
 }
 
 /// The trace array a graph ops belongs to.
@@ -105,7 +107,7 @@ fn array_of_graph_ops(gops: &FgraphOps) -> &TraceArray {
     // SAFETY: the tracers' graph callbacks are only installed in the
     // `graph_ops` of a trace array (`graph_ops` above, used by
     // `TraceArray::new` alone), alive while its calls are in flight.
-    unsafe { &*crate::container_of!(gops, TraceArray, graph_ops) }
+    unsafe { &*ftrace::container_of!(gops, TraceArray, graph_ops) }
 }
 
 /// The common header for an event recorded now: the context flags, the
@@ -152,7 +154,7 @@ impl Callback for FunctionTrace {
 pub(crate) extern "C" fn function_trace_call_checking(ip: usize, parent_ip: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {
     // SAFETY: this callback is only installed in a trace array's `checking_ops`
     // (`TraceArray::new`); stepping back from the field gives the array.
-    let array = unsafe { &*crate::container_of!(ops, TraceArray, checking_ops) };
+    let array = unsafe { &*ftrace::container_of!(ops, TraceArray, checking_ops) };
     if task::try_current().is_some_and(|state| state.is_ignored(array.slot())) {
         return;
     }
@@ -349,7 +351,7 @@ fn record_graph_entry(array: &TraceArray, call: &FgraphEntry) -> u64 {
 /// clocks. (Where an event is recorded, `write_timed` answers it, the
 /// event's own timestamp when the buffer's clock is the local one.)
 fn call_time() -> u64 {
-    crate::clock::now_ns()
+    ring_buffer::clock::now_ns()
 }
 
 /// [`graph_trace_entry`] with the pid filter, `options/funcgraph-irqs`,
@@ -636,14 +638,14 @@ fn write_trace_paused(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Writ
 fn write_snapshots(
     array: &TraceArray,
     tracer: Tracer,
-    snapshots: &[buffer::Snapshot],
+    snapshots: &[trace_buffer::Snapshot],
     time_start: u64,
     out: &mut dyn Write,
 ) -> fmt::Result {
     let Some(events) = merged(snapshots) else {
         return writeln!(out, "# not enough memory to list these events for reading: make buffer_size_kb smaller");
     };
-    let mut stats = crate::ring_buffer::Stats::default();
+    let mut stats = ring_buffer::per_cpu::Stats::default();
     for snapshot in snapshots {
         stats.entries += snapshot.stats.entries;
         stats.written += snapshot.stats.written;
@@ -879,7 +881,7 @@ pub(crate) fn write_print(array: &TraceArray, writer: PrintWriter, text: &[u8]) 
 pub struct PipeReader {
     /// Taken out, not printed yet: (time, CPU, payload).
     held: Vec<HeldEvent>,
-    /// Each CPU's [`emptied`](crate::buffer::TraceBuffer::emptied) count
+    /// Each CPU's [`emptied`](ring_buffer::trace_buffer::TraceBuffer::emptied) count
     /// when its events were taken: that CPU's ring emptied since (`echo >
     /// trace`, a clock change, `echo > per_cpu/cpuN/trace`), its held
     /// events go too. (A resize keeps the events: the held ones, taken out
@@ -900,7 +902,7 @@ struct HeldEvent {
     payload: Vec<u8>,
     /// The first event of a page its CPU lost events before (overwritten
     /// before the reader came): how many, if the page says
-    /// ([`crate::ring_buffer::page_missed`]).
+    /// ([`ring_buffer::per_cpu::page_missed`]).
     lost: Option<Option<u64>>,
 }
 
@@ -939,7 +941,7 @@ impl PipeReader {
         let start = buffer.now();
         let mut bound = u64::MAX;
         let mut gave = Vec::new();
-        let mut page = Box::new([0u8; crate::ring_buffer::PAGE_SIZE]);
+        let mut page = Box::new([0u8; ring_buffer::per_cpu::PAGE_SIZE]);
         for cpu in cpus.clone() {
             if buffer.read_page(cpu, &mut page).is_none() {
                 bound = bound.min(start);
@@ -947,8 +949,8 @@ impl PipeReader {
             }
             gave.push(cpu);
             let mut last = None;
-            let mut lost = crate::ring_buffer::page_missed(&page[..]);
-            for event in crate::ring_buffer::page_events(&page[..]) {
+            let mut lost = ring_buffer::per_cpu::page_missed(&page[..]);
+            for event in ring_buffer::per_cpu::page_events(&page[..]) {
                 last = Some(event.time);
                 self.held.push(HeldEvent { time: event.time, cpu, payload: event.payload.to_vec(), lost: lost.take() });
             }
@@ -1037,7 +1039,7 @@ pub fn consume_events(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Writ
 /// their order. The list is allocated once, at its exact size, and the
 /// merge needs no more: `None` if the heap has no room for it (a buffer
 /// grown while the heap filled up), where a panic would stop the kernel.
-pub fn merged(snapshots: &[buffer::Snapshot]) -> Option<Vec<(u64, usize, &[u8])>> {
+pub fn merged(snapshots: &[trace_buffer::Snapshot]) -> Option<Vec<(u64, usize, &[u8])>> {
     let total = snapshots.iter().map(|snapshot| snapshot.events().count()).sum();
     let mut events = Vec::new();
     events.try_reserve_exact(total).ok()?;

@@ -24,10 +24,11 @@ use arch::ftrace_abi::FtraceRegs;
 use arch::sync::Mutex;
 use spin::Once;
 
-use crate::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn};
 use crate::instance::TraceOption;
 use crate::profile::{self, FunctionStat, ProfileTable};
-use crate::{clock, registry, symbols, task, FtraceError, FtraceOps};
+use ftrace::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn};
+use ftrace::{registry, symbols, task, FtraceError, FtraceOps};
+use ring_buffer::clock;
 
 /// Per call: the entry time, the registration, and the task's sleep time
 /// and profiled time at the entry (for `sleep-time` and `graph-time` off).
@@ -129,7 +130,7 @@ fn tables() -> Result<&'static Vec<ProfileTable>, ProfileError> {
     let mut sites = 0;
     registry::for_each_site(|_| sites += 1);
     let mut tables = Vec::new();
-    for _ in 0..crate::buffer::cpus() {
+    for _ in 0..ring_buffer::trace_buffer::cpus() {
         tables.push(ProfileTable::try_new(sites * 2).ok_or(ProfileError::NoMemory)?);
     }
     Ok(TABLES.call_once(|| tables))

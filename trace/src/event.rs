@@ -2,7 +2,7 @@
 //! every event starts with the common `trace_entry` header (type, flags,
 //! preempt count, pid), then its own fields.
 
-use crate::payload::{encode_to_vec, Payload, UNALIGNED_STORES};
+use ring_buffer::payload::{encode_to_vec, Payload, UNALIGNED_STORES};
 
 /// Event type of the function tracer's records (Linux's `TRACE_FN`).
 pub const TRACE_FN: u16 = 1;

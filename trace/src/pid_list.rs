@@ -11,7 +11,7 @@
 
 use alloc::vec::Vec;
 
-use crate::FilterMode;
+use ftrace::FilterMode;
 
 /// The traced and notrace lists of one pid filter.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -29,7 +29,7 @@ use core::fmt::{self, Write};
 
 use crate::event::Common;
 use crate::event_filter::{FieldKind, FieldValue, FilterField};
-use crate::payload::Payload;
+use ring_buffer::payload::Payload;
 
 /// The synthetic events' group (`events/synthetic/...`).
 pub const GROUP: &str = "synthetic";
@@ -636,7 +636,7 @@ mod tests {
         let common = Common { kind: 3000, pid: 7, ..Common::default() };
         let values =
             [FieldValue::Unsigned(0x1ff), FieldValue::Signed(-2), FieldValue::Str(b"abcdef"), FieldValue::Unsigned(0xc0)];
-        let bytes = crate::payload::encode_to_vec(def.record_size(), |out| def.encode(common, &values, out));
+        let bytes = ring_buffer::payload::encode_to_vec(def.record_size(), |out| def.encode(common, &values, out));
         let mut line = String::new();
         def.write_record(&bytes, &mut line).unwrap();
         assert_eq!(line, "ev: small=-1 big=18446744073709551614 name=abcd flags=c0");

@@ -47,7 +47,7 @@ use crate::event_filter::{FieldKind, FieldValue, FilterField, Source};
 use crate::hist_expr::{
     Expr, ExprError, Handler, HitValues, SynthCall, Track, TrackAction, Vars, MAX_PARAMS, MAX_REFS, MAX_VARS, SAVED_STRING_WORDS,
 };
-use crate::kallsyms::Symbol;
+use ftrace::kallsyms::Symbol;
 
 /// The most key fields, as in Linux.
 pub const MAX_KEYS: usize = 3;
@@ -110,7 +110,7 @@ impl Modifier {
             "percent" => Modifier::Percent,
             "graph" => Modifier::Graph,
             _ => {
-                let size = crate::number::c_count(name.strip_prefix("buckets=")?)?;
+                let size = ftrace::number::c_count(name.strip_prefix("buckets=")?)?;
                 Modifier::Buckets((size != 0).then_some(size)?)
             }
         })
@@ -531,7 +531,7 @@ fn sort_key(text: &str, keys: &[HistField], vals: &[HistField]) -> Result<SortKe
 /// `size=N`: decimal, `0x` hex or `0` octal (as Linux's `kstrtouint`
 /// reads it), rounded up to a power of two, which must be 128 to 131072.
 fn parse_size(text: &str) -> Result<usize, HistError> {
-    let parsed = crate::number::c_ulong(text).and_then(|n| usize::try_from(n).ok());
+    let parsed = ftrace::number::c_ulong(text).and_then(|n| usize::try_from(n).ok());
     let size = parsed.and_then(usize::checked_next_power_of_two);
     size.filter(|size| (MIN_SIZE..=MAX_SIZE).contains(size)).ok_or_else(|| HistError::BadSize(text.to_string()))
 }

@@ -39,7 +39,7 @@ use crate::instance::{self, TraceOption};
 
 /// The most bytes of text an event keeps: what the largest event the ring
 /// buffer takes holds (Linux's `TRACE_BUF_SIZE` keeps 1023).
-pub const PRINTK_MAX: usize = crate::ring_buffer::MAX_PAYLOAD - print_text_event_size(0);
+pub const PRINTK_MAX: usize = ring_buffer::per_cpu::MAX_PAYLOAD - print_text_event_size(0);
 
 /// Writes a line of text into the trace, formatted as `format!` does;
 /// answers whether it was recorded. See the [module](crate::printk)
@@ -66,7 +66,7 @@ pub fn trace_printk(args: fmt::Arguments) -> bool {
     // This function's frame record holds its return address: a place in
     // the caller.
     // (No frame record to read: this function's own address, which names it.)
-    let ip = crate::unwind::return_addresses(arch::cpu::frame_pointer()).next().unwrap_or(trace_printk as *const () as usize);
+    let ip = ftrace::unwind::return_addresses(arch::cpu::frame_pointer()).next().unwrap_or(trace_printk as *const () as usize);
     let mut counter = Counter(0);
     // A `Display` that fails only cuts the text short.
     let _ = counter.write_fmt(args);

@@ -46,7 +46,7 @@ use arch::sync::Mutex;
 use crate::event::{encode_stack, stack_event_size, TRACE_STACK};
 use crate::event_trigger::{EventName, EventSwitch};
 use crate::instance::TraceArray;
-use crate::{deferred, registry, FilterKind, FilterMode, FtraceError, FtraceOps, OpsFlags};
+use ftrace::{deferred, registry, FilterKind, FilterMode, FtraceError, FtraceOps, OpsFlags};
 
 /// What a function command does.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -131,7 +131,7 @@ impl Drop for EventHook {
 }
 
 // No count: every call acts.
-use crate::number::UNLIMITED;
+use ftrace::number::UNLIMITED;
 
 /// One attached command.
 struct FuncProbe {
@@ -193,7 +193,7 @@ extern "C" fn run_command(ip: usize, _parent: usize, ops: &FtraceOps, fregs: &mu
 /// Records the chain of return addresses that led to `ip`: the traced
 /// function's caller first, then theirs, through the frame records.
 pub(crate) fn record_stack(array: &TraceArray, ip: usize, fregs: &FtraceRegs) {
-    record_frames(array, core::iter::once(ip).chain(crate::unwind::callers(fregs).map(|(ret, _)| ret)));
+    record_frames(array, core::iter::once(ip).chain(ftrace::unwind::callers(fregs).map(|(ret, _)| ret)));
 }
 
 /// Records `frames` (innermost first, the first [`STACK_DEPTH`]) as a

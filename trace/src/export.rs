@@ -10,10 +10,10 @@ use alloc::string::String;
 use arch::channel;
 use arch::ChannelError;
 
-use crate::buffer;
 use crate::event::{ftrace_formats, sched_formats};
-use crate::ring_buffer::PAGE_SIZE;
 use crate::stream::{record_header, Tag, MAGIC};
+use ring_buffer::per_cpu::PAGE_SIZE;
+use ring_buffer::trace_buffer;
 
 /// Writes the whole trace to the host file `host_path`: metadata, the event
 /// formats (the tracers' own, the scheduler's, the synthetic events' and
@@ -30,7 +30,7 @@ pub fn export(host_path: &str, extra: &[(String, String)]) -> Result<usize, Chan
     let meta = format!(
         "arch={}\ncpus={}\npage_size={PAGE_SIZE}\nlong_size=8\nclock={}\ntracer={}\n",
         arch::NAME,
-        buffer::cpus(),
+        trace_buffer::cpus(),
         crate::instance::top().buffer().clock().name(),
         crate::instance::top().current_tracer().name()
     );

@@ -25,9 +25,9 @@ use core::mem::{align_of, size_of};
 /// Whether stores may be unaligned (then a field is one store wherever it
 /// is). Host builds (tests, tools) say yes: their speed does not matter.
 #[cfg(target_os = "none")]
-pub(crate) const UNALIGNED_STORES: bool = arch::UNALIGNED_STORES;
+pub const UNALIGNED_STORES: bool = arch::UNALIGNED_STORES;
 #[cfg(not(target_os = "none"))]
-pub(crate) const UNALIGNED_STORES: bool = true;
+pub const UNALIGNED_STORES: bool = true;
 
 /// An event payload, 4-byte aligned. See the module documentation.
 pub struct Payload<'a> {

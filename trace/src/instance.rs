@@ -14,7 +14,7 @@
 //! to some time after `rmdir`: while anyone holds an [`InstanceRef`]
 //! (a tracefs access in progress, a benchmark) `rmdir` is refused as busy;
 //! otherwise it stops the instance's tracer and hands the array to
-//! `crate::deferred`, which frees it after a grace period, and not before
+//! `ftrace::deferred`, which frees it after a grace period, and not before
 //! every call its graph tracer hooked has returned.
 //!
 //! The graph tracer keeps per-task markers (`set_graph_function`,
@@ -33,18 +33,18 @@ use arch::sync::Mutex;
 use arch::MAX_CPUS;
 use spin::Once;
 
-use crate::buffer::{SwapRefused, TraceBuffer, INSTANCE_PAGES_PER_CPU, PAGES_PER_CPU};
-use crate::deferred::{self, Deferred, Published};
 use crate::error_log::ErrorLog;
 use crate::event::PrintWriter;
-use crate::fgraph::FgraphOps;
-use crate::glob::FilterMode;
-use crate::ops::{FtraceOps, OpsFlags};
 use crate::pid_list::PidLists;
-use crate::registry::{self, FilterKind, FtraceError};
-use crate::ring_buffer::Stats;
-use crate::task::{self, GRAPH_SLOTS};
 use crate::tracer::{self, Tracer};
+use ftrace::deferred::{self, Deferred, Published};
+use ftrace::fgraph::FgraphOps;
+use ftrace::glob::FilterMode;
+use ftrace::ops::{FtraceOps, OpsFlags};
+use ftrace::registry::{self, FilterKind, FtraceError};
+use ftrace::task::{self, GRAPH_SLOTS};
+use ring_buffer::per_cpu::Stats;
+use ring_buffer::trace_buffer::{SwapRefused, TraceBuffer, INSTANCE_PAGES_PER_CPU, PAGES_PER_CPU};
 
 /// The most instances at once: one graph-marker slot is the top level's.
 pub const MAX_INSTANCES: usize = GRAPH_SLOTS - 1;
@@ -617,7 +617,7 @@ impl TraceArray {
     pub fn graph_list_names(&self, list: GraphList) -> Vec<&'static str> {
         let _writers = self.graph.lists.lock();
         self.graph_list(list).read(|functions| {
-            functions.map_or(Vec::new(), |functions| functions.iter().filter_map(|&ip| crate::symbols::name_of(ip)).collect())
+            functions.map_or(Vec::new(), |functions| functions.iter().filter_map(|&ip| ftrace::symbols::name_of(ip)).collect())
         })
     }
 }
@@ -628,7 +628,7 @@ impl TraceArray {
 /// `kstrtoul(word, 0, ...)`, within a pid's range.
 pub(crate) fn parse_pids(text: &str) -> Result<Vec<i32>, PidError> {
     text.split_whitespace()
-        .map(|word| crate::number::c_ulong(word).and_then(|pid| i32::try_from(pid).ok()).ok_or_else(|| PidError(word.into())))
+        .map(|word| ftrace::number::c_ulong(word).and_then(|pid| i32::try_from(pid).ok()).ok_or_else(|| PidError(word.into())))
         .collect()
 }
 
@@ -1144,7 +1144,7 @@ pub fn remove(name: &str, forget: impl FnOnce(&'static TraceArray)) -> Result<()
 /// `node` is the node of a `TraceArray` leaked from a box by `create` and
 /// unlisted by `remove`, which queued it; run after a grace period.
 unsafe fn free_instance(node: *const Deferred) {
-    let array = crate::container_of!(node, TraceArray, node);
+    let array = ftrace::container_of!(node, TraceArray, node);
     // SAFETY: queued by `remove` with the node of a leaked, unlisted array.
     let in_flight = unsafe { (*array).graph_ops.in_flight() };
     if in_flight {

@@ -255,8 +255,8 @@ fn write_number(out: &mut dyn Write, bytes: &[u8], names: Namer) -> fmt::Result 
 mod tests {
     use super::*;
     use crate::event::{encode_print, print_event_size, FixedEvent, FunctionEvent, PrintWriter, TRACE_FN};
-    use crate::kallsyms::Symbol;
-    use crate::payload::encode_to_vec;
+    use ftrace::kallsyms::Symbol;
+    use ring_buffer::payload::encode_to_vec;
 
     fn names(address: usize) -> Option<Symbol<'static>> {
         (0x1000..0x1100).contains(&address).then_some(Symbol { name: "fib", address: 0x1000, size: 0x100 })

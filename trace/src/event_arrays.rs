@@ -38,8 +38,8 @@ use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use crate::event_filter::{FieldValue, FilterError, FilterField, FilterSlot};
 use crate::event_trigger::{Applied, EventName, EventSwitch, Phase, Request, StackStart, TriggerCommand, TriggerError, Triggers};
 use crate::instance::{self, TraceArray, TraceOption};
-use crate::payload::Payload;
-use crate::task::GRAPH_SLOTS;
+use ftrace::task::GRAPH_SLOTS;
+use ring_buffer::payload::Payload;
 
 /// The instances an event records into or has triggers in, with their
 /// filters and triggers. Five words and a pointer, so the fields of an

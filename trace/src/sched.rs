@@ -29,8 +29,8 @@ use crate::event_filter::{FieldKind, FieldValue, FilterError, FilterField};
 use crate::event_state::EventState;
 use crate::event_trigger::{Applied, EventSwitch, Request, TriggerError};
 use crate::instance::TraceArray;
-use crate::task::TaskTrace;
 use crate::tracer::event_common;
+use ftrace::task::TaskTrace;
 
 /// `prev_state` of a preempted task (`R+`).
 pub const STATE_PREEMPTED: u64 = STATE_REPORT_MAX;
@@ -218,7 +218,7 @@ fn wakeup_field(event: &SchedWakeupEvent, field: usize) -> FieldValue<'_> {
 #[inline(never)]
 pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
     // For `sleep-time` off: the time a task spends switched out.
-    TaskTrace::switched(prev, next, crate::clock::now_ns());
+    TaskTrace::switched(prev, next, ring_buffer::clock::now_ns());
     keep_name(prev);
     keep_name(next);
     if RECORD_TGID_SLOTS.load(Ordering::Relaxed) != 0 {
@@ -283,6 +283,31 @@ fn wakeup_event(kind: SchedEvent, task: &TaskTrace, target_cpu: usize) {
 }
 
 static CMDLINES: SpinLock<Cmdlines> = SpinLock::new(Cmdlines::new(SAVED_CMDLINES));
+
+/// A task begins (the scheduler calls this once it has registered the
+/// task's tracing state, as Linux's `sched_process_fork` tracepoint fires):
+/// its name is saved for `saved_cmdlines` while an array records names, and
+/// the pid filters that follow forks (`function-fork`, `event-fork`) take
+/// it in. (It was registered first, then filtered: a pid list changing in
+/// between reaches it either way, by its walk over every task or here.)
+pub fn process_fork(state: &TaskTrace) {
+    if records_names() {
+        state.set_name_seq(save_cmdline(state.pid(), state.comm_bytes()));
+    }
+    crate::instance::filter_new_task(state);
+    crate::event_pid::filter_new_task(state);
+}
+
+/// The running task ends (the scheduler, from the task itself, before its
+/// last switch; Linux's `sched_process_exit`): with `function-fork` or
+/// `event-fork`, its pid leaves the pid lists, as Linux's fork-following
+/// drops a freed task's. It takes the lists' locks, which may sleep: so it
+/// runs in the task's own context, never in the switch that frees it (the
+/// task switched to may be the one holding them).
+pub fn process_exit(state: &TaskTrace) {
+    crate::instance::forget_task(state);
+    crate::event_pid::forget_task(state);
+}
 
 /// Remembers `pid`'s name (the newest name wins; the oldest entry goes
 /// when the table is full).
@@ -384,7 +409,7 @@ static RECORD_TGID_SLOTS: AtomicU32 = AtomicU32::new(0);
 pub fn set_record_tgid(slot: usize, on: bool) {
     if on {
         RECORD_TGID_SLOTS.fetch_or(1 << slot, Ordering::Relaxed);
-        crate::task::for_each(|task| save_tgid(task.pid()));
+        ftrace::task::for_each(|task| save_tgid(task.pid()));
     } else {
         RECORD_TGID_SLOTS.fetch_and(!(1 << slot), Ordering::Relaxed);
     }

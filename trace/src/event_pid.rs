@@ -15,8 +15,8 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use crate::instance::{self, PidError, TraceArray, TraceOption};
-use crate::task::{self, TaskTrace};
-use crate::FilterMode;
+use ftrace::task::{self, TaskTrace};
+use ftrace::FilterMode;
 
 /// Whether the top level's lists filter: the traced path's first,
 /// cheapest test (an instance's records test their task's bit alone).
