@@ -19,7 +19,7 @@ step() {
     "$@" || failures+=("$name")
 }
 
-KERNEL_CRATES=(-p kernel -p arch -p ftrace -p ring_buffer -p trace -p fprobe -p rethook -p kprobes)
+KERNEL_CRATES=(-p kernel -p arch -p ftrace -p ring_buffer -p trace -p fprobe -p probe_events -p rethook -p kprobes)
 HOST_TOOLS=(-p shell -p ksyms -p tracedat -p benchchart -p modcycles)
 
 step fmt cargo fmt --all --check

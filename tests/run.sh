@@ -25,7 +25,7 @@ source "$(dirname "$0")/../tools/env.sh"
 cd "$KTRACE_ROOT"
 
 # Crates whose unit tests run on the host.
-HOST_CRATES=(shell ftrace ring_buffer trace fprobe kprobes rethook ksyms tracedat benchchart modcycles)
+HOST_CRATES=(shell ftrace ring_buffer trace fprobe probe_events kprobes rethook ksyms tracedat benchchart modcycles)
 
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(lint host x86_64 aarch64)

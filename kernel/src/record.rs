@@ -18,7 +18,7 @@ pub fn start_if_recording() {
 /// Sends the trace if the session is recording.
 pub fn send_if_recording() {
     let Some(path) = cmdline::option("record") else { return };
-    match trace::export::export(path, &fprobe::events::formats()) {
+    match trace::export::export(path, &probe_events::events::formats()) {
         Ok(bytes) => println!("record: {bytes} bytes of trace sent to the host"),
         Err(error) => println!("record: the trace channel failed: {error:?}"),
     }

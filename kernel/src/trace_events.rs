@@ -2,7 +2,7 @@
 //! events (`sched:sched_switch`, `sched:sched_wakeup`, `sched:sched_wakeup_new`, from
 //! `trace::sched`), the synthetic ones (`synthetic:NAME`, from
 //! `trace::synth`) and the dynamic ones (`fprobes:NAME`, from
-//! `fprobe::events`, `GRP:NAME` in `fprobes`, `kprobes` or a group the
+//! `probe_events::events`, `GRP:NAME` in `fprobes`, `kprobes` or a group the
 //! definition names). `events/GRP/EVENT/{enable,filter,format,hist,id,trigger}`,
 //! `events/GRP/{enable,filter}`, `events/enable`, `available_events` and `set_event`
 //! all go through here, so a name means the same event in every file.
@@ -80,7 +80,7 @@ pub fn write_synthetic(text: &str, mode: FilterMode) -> Result<(), TracefsError>
     let text = text.trim();
     let removal = text.strip_prefix('!').map(|name| name.split_whitespace().next().unwrap_or(""));
     // A probe event of the group may not be there under that name.
-    let taken = |name: &str| fprobe::events::id(SYNTHETIC, name).is_ok();
+    let taken = |name: &str| probe_events::events::id(SYNTHETIC, name).is_ok();
     let mut stale = 0;
     if mode == FilterMode::Replace {
         match removal {
@@ -127,7 +127,7 @@ fn output_failed(_: core::fmt::Error) -> TracefsError {
 pub fn all() -> Vec<(String, String)> {
     let sched = SchedEvent::ALL.into_iter().map(|event| (SCHED.to_string(), event.name().to_string()));
     let synthetic = trace::synth::all().into_iter().map(|synth| (SYNTHETIC.to_string(), synth.def().name.clone()));
-    let dynamic = fprobe::events::event_names().into_iter().filter_map(|name| {
+    let dynamic = probe_events::events::event_names().into_iter().filter_map(|name| {
         let (group, event) = name.split_once('/')?;
         Some((group.to_string(), event.to_string()))
     });
@@ -145,7 +145,7 @@ pub fn is_enabled(array: &TraceArray, group: &str, event: &str) -> Result<bool, 
     match kind(group, event) {
         Kind::Sched(sched) => Ok(sched.is_enabled(array)),
         Kind::Synth(synth) => Ok(synth.state().is_enabled(array)),
-        Kind::Dynamic => fprobe::events::is_enabled(array, group, event).map_err(invalid),
+        Kind::Dynamic => probe_events::events::is_enabled(array, group, event).map_err(invalid),
     }
 }
 
@@ -160,7 +160,7 @@ pub fn set_enabled(array: &TraceArray, group: &str, event: &str, on: bool) -> Re
             synth.set_enabled(array, on);
             Ok(())
         }
-        Kind::Dynamic => fprobe::events::set_enabled(array, group, event, on).map_err(invalid),
+        Kind::Dynamic => probe_events::events::set_enabled(array, group, event, on).map_err(invalid),
     }
 }
 
@@ -171,7 +171,7 @@ pub fn forget_array(array: &TraceArray) {
         sched.arrays().forget(array);
     }
     trace::synth::forget_array(array);
-    fprobe::events::forget_array(array);
+    probe_events::events::forget_array(array);
 }
 
 /// `echo EXPR > events/GRP/EVENT/filter` (`0` clears it); a bad filter
@@ -182,8 +182,8 @@ pub fn set_filter(array: &TraceArray, group: &str, event: &str, text: &str) -> R
         Kind::Synth(synth) => {
             synth.state().set_filter(array, text, &synth.def().filter_fields()).map_err(|error| refused_filter(text, error))
         }
-        Kind::Dynamic => fprobe::events::set_filter(array, group, event, text).map_err(|error| match error {
-            fprobe::events::EventError::Filter(error) => refused_filter(text, error),
+        Kind::Dynamic => probe_events::events::set_filter(array, group, event, text).map_err(|error| match error {
+            probe_events::events::EventError::Filter(error) => refused_filter(text, error),
             other => invalid(other),
         }),
     }
@@ -224,7 +224,7 @@ fn write_trigger_once(array: &'static TraceArray, group: &str, event: &str, text
     let fields = match &which {
         Kind::Sched(sched) => sched.filter_fields(),
         Kind::Synth(synth) => synth.def().filter_fields(),
-        Kind::Dynamic => fprobe::events::filter_fields(group, event).map_err(invalid)?,
+        Kind::Dynamic => probe_events::events::filter_fields(group, event).map_err(invalid)?,
     };
     let refused = |error| match error {
         TriggerError::Filter { expression, error } => TracefsError::Filter { command: expression, error, trigger: true },
@@ -262,7 +262,7 @@ fn write_trigger_once(array: &'static TraceArray, group: &str, event: &str, text
     let applied = match which {
         Kind::Sched(sched) => sched.apply_trigger(array, request).map_err(invalid),
         Kind::Synth(synth) => synth.state().apply_trigger(array, request).map_err(invalid),
-        Kind::Dynamic => fprobe::events::apply_trigger(array, group, event, request).map_err(invalid),
+        Kind::Dynamic => probe_events::events::apply_trigger(array, group, event, request).map_err(invalid),
     };
     // An added histogram with variables: other triggers may read them;
     // with timestamps, its array takes the clock it asks for (emptying its
@@ -302,7 +302,7 @@ fn acquire_soft(
     match kind(&target.group, &target.event) {
         Kind::Sched(sched) => sched.acquire_soft(array).ok_or_else(gone),
         Kind::Synth(synth) => synth.acquire_soft(array).ok_or_else(gone),
-        Kind::Dynamic => fprobe::events::acquire_soft(array, &target.group, &target.event).map_err(invalid),
+        Kind::Dynamic => probe_events::events::acquire_soft(array, &target.group, &target.event).map_err(invalid),
     }
 }
 
@@ -310,7 +310,7 @@ fn release_soft(array: &TraceArray, target: &EventName) {
     match kind(&target.group, &target.event) {
         Kind::Sched(sched) => sched.release_soft(array),
         Kind::Synth(synth) => synth.release_soft(array),
-        Kind::Dynamic => fprobe::events::release_soft(array, &target.group, &target.event),
+        Kind::Dynamic => probe_events::events::release_soft(array, &target.group, &target.event),
     }
 }
 
@@ -321,7 +321,7 @@ pub fn enable_state(array: &TraceArray, group: &str, event: &str) -> Result<(boo
     match kind(group, event) {
         Kind::Sched(sched) => Ok(sched.enable_state(array)),
         Kind::Synth(synth) => Ok(synth.state().enable_state(array)),
-        Kind::Dynamic => fprobe::events::enable_state(array, group, event).map_err(invalid),
+        Kind::Dynamic => probe_events::events::enable_state(array, group, event).map_err(invalid),
     }
 }
 
@@ -330,7 +330,7 @@ pub fn trigger_text(array: &TraceArray, group: &str, event: &str) -> Result<Stri
     match kind(group, event) {
         Kind::Sched(sched) => Ok(sched.trigger_text(array)),
         Kind::Synth(synth) => Ok(synth.state().trigger_text(array)),
-        Kind::Dynamic => fprobe::events::trigger_text(array, group, event).map_err(invalid),
+        Kind::Dynamic => probe_events::events::trigger_text(array, group, event).map_err(invalid),
     }
 }
 
@@ -342,7 +342,7 @@ pub fn hist_text(array: &TraceArray, group: &str, event: &str) -> Result<String,
     let text = match kind(group, event) {
         Kind::Sched(sched) => sched.hist_text(array, &names, &comms),
         Kind::Synth(synth) => synth.state().hist_text(array, &names, &comms),
-        Kind::Dynamic => fprobe::events::hist_text(array, group, event, &names, &comms).map_err(invalid)?,
+        Kind::Dynamic => probe_events::events::hist_text(array, group, event, &names, &comms).map_err(invalid)?,
     };
     Ok(text.unwrap_or_default())
 }
@@ -352,7 +352,7 @@ pub fn id(group: &str, event: &str) -> Result<u16, TracefsError> {
     match kind(group, event) {
         Kind::Sched(sched) => Ok(sched.id()),
         Kind::Synth(synth) => Ok(synth.id()),
-        Kind::Dynamic => fprobe::events::id(group, event).map_err(invalid),
+        Kind::Dynamic => probe_events::events::id(group, event).map_err(invalid),
     }
 }
 
@@ -361,7 +361,7 @@ pub fn filter_text(array: &TraceArray, group: &str, event: &str) -> Result<Strin
     match kind(group, event) {
         Kind::Sched(sched) => Ok(sched.filter_text(array)),
         Kind::Synth(synth) => Ok(synth.state().filter_text(array)),
-        Kind::Dynamic => fprobe::events::filter_text(array, group, event).map_err(invalid),
+        Kind::Dynamic => probe_events::events::filter_text(array, group, event).map_err(invalid),
     }
 }
 
@@ -405,7 +405,7 @@ pub fn write_format(group: &str, event: &str, out: &mut dyn Write) -> Result<(),
     let sched = match kind(group, event) {
         Kind::Sched(sched) => sched,
         Kind::Synth(synth) => return out.write_str(&synth.def().format(synth.id())).map_err(output_failed),
-        Kind::Dynamic => return fprobe::events::write_format(group, event, out).map_err(invalid),
+        Kind::Dynamic => return probe_events::events::write_format(group, event, out).map_err(invalid),
     };
     let name = sched.name();
     let (_, text) = trace::event::sched_formats().into_iter().find(|(n, _)| *n == name).expect("a format per event");

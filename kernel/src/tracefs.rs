@@ -532,7 +532,7 @@ fn event_file(name: &str) -> Option<EventFile<'_>> {
     }
 }
 
-fn event_error(error: fprobe::events::EventError) -> TracefsError {
+fn event_error(error: probe_events::events::EventError) -> TracefsError {
     TracefsError::Invalid(error.to_string())
 }
 
@@ -1264,13 +1264,13 @@ fn write_trace_options(array: Array, text: &str, _mode: FilterMode) -> Result<()
 fn set_option(array: Array, option: TraceOption, on: bool) -> Result<(), TracefsError> {
     array.set_option(option, on)?;
     if option == TraceOption::StackTrace && array.is_top() {
-        fprobe::events::stack_trace_option_changed();
+        probe_events::events::stack_trace_option_changed();
     }
     Ok(())
 }
 
 fn read_dynamic_events(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    fprobe::events::read_dynamic_events(out)?;
+    probe_events::events::read_dynamic_events(out)?;
     trace::synth::write_definitions(out, true)
 }
 
@@ -1293,22 +1293,22 @@ fn write_dynamic_events(_array: Array, text: &str, mode: FilterMode) -> Result<(
         if let Some(name) = synthetic_removal.filter(|name| trace::synth::find(name).is_some()) {
             return trace_events::write_synthetic(&format!("!{name}"), FilterMode::Append);
         }
-        return fprobe::events::write_dynamic_events(text, FilterMode::Append).map_err(event_error);
+        return probe_events::events::write_dynamic_events(text, FilterMode::Append).map_err(event_error);
     }
     if line.starts_with("-:") {
         return Err(TracefsError::Invalid(format!(
             "'{line}': '>' removes every dynamic event first, so there is nothing left for it to remove (write it with '>>')"
         )));
     }
-    fprobe::events::check_removable_all().map_err(event_error)?;
+    probe_events::events::check_removable_all().map_err(event_error)?;
     trace_events::check_synthetic_removable_all()?;
     match synthetic_definition {
         Some(definition) => {
             trace_events::write_synthetic(definition, FilterMode::Replace)?;
-            fprobe::events::write_dynamic_events("", FilterMode::Replace).map_err(event_error)
+            probe_events::events::write_dynamic_events("", FilterMode::Replace).map_err(event_error)
         }
         None => {
-            fprobe::events::write_dynamic_events(text, FilterMode::Replace).map_err(event_error)?;
+            probe_events::events::write_dynamic_events(text, FilterMode::Replace).map_err(event_error)?;
             trace_events::write_synthetic("", FilterMode::Replace)
         }
     }
@@ -1323,13 +1323,13 @@ fn write_synthetic_events(_array: Array, text: &str, mode: FilterMode) -> Result
 }
 
 fn read_kprobe_events(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    fprobe::events::read_kprobe_events(out)
+    probe_events::events::read_kprobe_events(out)
 }
 
 fn write_kprobe_events(_array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
-    fprobe::events::write_kprobe_events(text, mode).map_err(event_error)
+    probe_events::events::write_kprobe_events(text, mode).map_err(event_error)
 }
 
 fn read_kprobe_profile(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    fprobe::events::read_kprobe_profile(out)
+    probe_events::events::read_kprobe_profile(out)
 }

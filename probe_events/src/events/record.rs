@@ -23,7 +23,7 @@ use trace::tracer::event_common;
 use super::compiled::{filter_value, Compiled, Fetch, Quick};
 use crate::definition::{self, ArgType};
 use crate::layout::{Value, WordRecord, MAX_RECORD, MAX_STRING};
-use crate::probe::{self, EntryData, Fprobe};
+use fprobe::{self as probe, EntryData, Fprobe};
 
 /// What fetches read from.
 pub(super) struct Context<'a> {

@@ -57,10 +57,10 @@ use compiled::{compile, fetch_uses_args, write_format_of, Compiled};
 use record::{event_entry, event_exit, kprobe_hit, kretprobe_return, kretprobe_save_args, release_compiled, EventHandlers};
 
 use crate::definition::{self, Command, EventSpec, ProbeKind, Syntax};
-use crate::probe::{self, FprobeConfig, RegisteredFprobe, Target};
+use fprobe::{self as probe, FprobeConfig, RegisteredFprobe, Target};
 
 /// Arguments an event can fetch: `$arg1` to `$arg8`.
-pub const MAX_ARG_INDEX: usize = crate::probe::SAVED_ARGS;
+pub const MAX_ARG_INDEX: usize = fprobe::SAVED_ARGS;
 
 /// Why an event request failed; nothing changed.
 #[derive(Clone, Debug, PartialEq, Eq)]
