@@ -16,7 +16,7 @@
 //! | `mm`         | page tables (and the text alias), fault-tolerant copies |
 //! | `patch`      | writing text through the alias, cache/pipeline synchronisation |
 //! | `regs`       | [`regs::PtRegs`] and which registers each trampoline saves |
-//! | `flight`     | the last int3 emulations and kprobe traps per CPU, for reports |
+//! | `flight`     | the last int3 emulations per CPU and the kprobes armed, for reports |
 //! | `selftest`   | register-marking harness and fixtures for the in-kernel tests |
 //! | `step`       | single-step debug exceptions, for the tests that step traced calls (test builds) |
 //! | `switch`     | the context switch between kernel threads |
@@ -25,7 +25,8 @@
 //! Next to them live the few architecture-neutral pieces the arch code shares:
 //! formatted console output with its lock ([`print!`], [`println!`]), console
 //! input ([`input`]), the exception table ([`fault`]), interrupt guards
-//! ([`irq`]) and interrupt-safe locks ([`sync`]), tick counting
+//! ([`irq`]), what an interrupt does on its way out ([`irq_exit`]) and
+//! interrupt-safe locks ([`sync`]), tick counting
 //! ([`time`]), the image layout from the linker script ([`layout`]), the
 //! execution context ([`context`]), the trampoline contract ([`ftrace_abi`])
 //! and batched, verified text patching ([`text`]).
@@ -53,6 +54,7 @@ pub mod flight;
 pub mod ftrace_abi;
 pub mod input;
 pub mod irq;
+pub mod irq_exit;
 pub mod kprobes;
 pub mod layout;
 pub mod percpu;

@@ -47,7 +47,7 @@ pub fn yield_now() {
     unsafe { kernel_sched_yield() }
 }
 
-/// Switches tasks from interrupt exit (see `crate::irq::exit`).
+/// Switches tasks from interrupt exit (see `crate::irq_exit::exit`).
 pub(crate) fn preempt() {
     // SAFETY: as above; called with interrupts masked, in normal context,
     // at the end of an interrupt that came from a preemptible task.

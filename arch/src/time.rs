@@ -35,7 +35,7 @@ pub(crate) fn tick() {
     crate::sched::tick();
 }
 
-/// Runs the tick hook (softirq-like work, see `crate::irq::exit`).
+/// Runs the tick hook (softirq-like work, see `crate::irq_exit::exit`).
 pub(crate) fn run_tick_hook() {
     if let Some(hook) = TICK_HOOK.load() {
         hook();

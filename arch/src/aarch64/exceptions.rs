@@ -364,7 +364,7 @@ fn irq() {
         }
         super::console::INTID => crate::input::on_interrupt(),
         sgi => {
-            if let Some(ipi) = super::smp::ipi_of(sgi) {
+            if let Some(ipi) = super::interrupts::ipi_of(sgi) {
                 crate::smp::handle_ipi(ipi);
             }
         }
@@ -399,7 +399,7 @@ extern "C" fn aarch64_trap(regs: &mut PtRegs, slot: u64) {
     dispatch(regs, slot);
     context::leave(previous);
     if interrupt {
-        crate::irq::exit(previous, regs.pstate & PSTATE_I == 0);
+        crate::irq_exit::exit(previous, regs.pstate & PSTATE_I == 0);
     }
 }
 

@@ -27,4 +27,5 @@ pub mod switch;
 pub mod timer;
 
 mod gic;
+mod interrupts;
 mod semihosting;

@@ -22,11 +22,6 @@ const FDT_MAGIC: u32 = 0xd00d_feed;
 
 const PSCI_CPU_ON: u64 = 0xc400_0003;
 
-/// The SGIs the IPIs use.
-pub(crate) const SGI_RESCHEDULE: u32 = 1;
-pub(crate) const SGI_CALL: u32 = 2;
-pub(crate) const SGI_WAKE: u32 = 3;
-
 /// How PSCI calls reach the firmware.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Conduit {
@@ -145,23 +140,5 @@ extern "C" fn arch_secondary_entry(cpu: usize) -> ! {
 
 /// Sends `ipi` to CPU `cpu`.
 pub fn send_ipi(cpu: usize, ipi: Ipi) {
-    super::gic::send_sgi(cpu, sgi(ipi));
-}
-
-fn sgi(ipi: Ipi) -> u32 {
-    match ipi {
-        Ipi::Reschedule => SGI_RESCHEDULE,
-        Ipi::Call => SGI_CALL,
-        Ipi::Wake => SGI_WAKE,
-    }
-}
-
-/// The IPI an SGI carries.
-pub(crate) fn ipi_of(intid: u32) -> Option<Ipi> {
-    match intid {
-        SGI_RESCHEDULE => Some(Ipi::Reschedule),
-        SGI_CALL => Some(Ipi::Call),
-        SGI_WAKE => Some(Ipi::Wake),
-        _ => None,
-    }
+    super::gic::send_sgi(cpu, super::interrupts::sgi(ipi));
 }

@@ -25,7 +25,8 @@ pub(crate) fn init() {
 /// Starts this CPU's tick, and enables its interrupt-controller interface
 /// for the tick and the IPIs.
 pub(crate) fn init_cpu() {
-    gic::init_cpu(&[VIRTUAL_TIMER_INTID, super::smp::SGI_RESCHEDULE, super::smp::SGI_CALL, super::smp::SGI_WAKE]);
+    use super::interrupts::{SGI_CALL, SGI_RESCHEDULE, SGI_WAKE};
+    gic::init_cpu(&[VIRTUAL_TIMER_INTID, SGI_RESCHEDULE, SGI_CALL, SGI_WAKE]);
     set_deadline(cycles() + frequency() / HZ);
     // SAFETY: CNTV_CTL_EL0 = ENABLE, interrupt unmasked.
     unsafe { asm!("msr cntv_ctl_el0, {}", in(reg) 1u64, options(nomem, nostack)) };

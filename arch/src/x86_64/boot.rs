@@ -1,7 +1,5 @@
 //! The first Rust code on x86_64: bring the machine up, then enter the kernel.
 
-use core::sync::atomic::{AtomicUsize, Ordering};
-
 use crate::cell::BootCell;
 
 /// `hvm_start_info`, the PVH boot protocol's hand-over block (the fields we use).
@@ -21,7 +19,6 @@ const START_INFO_MAGIC: u32 = 0x336e_c578;
 const CMDLINE_MAX: usize = 256;
 
 static CMDLINE: BootCell<([u8; CMDLINE_MAX], usize)> = BootCell::new(([0; CMDLINE_MAX], 0));
-static RSDP: AtomicUsize = AtomicUsize::new(0);
 
 /// Called by the boot stub in long mode with the identity-mapped boot tables.
 #[no_mangle]
@@ -41,11 +38,6 @@ extern "C" fn arch_entry(start_info: u32) -> ! {
     crate::enter_kernel()
 }
 
-/// The ACPI RSDP's address, if the PVH start info gave one.
-pub(crate) fn rsdp() -> Option<usize> {
-    Some(RSDP.load(Ordering::Relaxed)).filter(|&address| address != 0)
-}
-
 fn save_start_info(start_info: usize) {
     if start_info == 0 {
         return;
@@ -57,7 +49,7 @@ fn save_start_info(start_info: usize) {
         return;
     }
     if info.version >= 1 {
-        RSDP.store(info.rsdp_paddr as usize, Ordering::Relaxed);
+        super::smp::set_rsdp(info.rsdp_paddr as usize);
     }
     if info.cmdline_paddr == 0 {
         return;

@@ -14,7 +14,7 @@
 //! Invariants: every offset the assembly uses comes from `offset_of!`; the
 //! stack is 16-byte aligned at the call (checked below). Handlers run with
 //! interrupts masked (interrupt gates); after a hardware interrupt,
-//! `crate::irq::exit` may enable them for the tick's softirq-like work and
+//! `crate::irq_exit::exit` may enable them for the tick's softirq-like work and
 //! may switch tasks, as Linux's `irq_exit` does. Double faults
 //! run on their own stack (IST), so a kernel stack overflow is still reported.
 //!
@@ -26,8 +26,9 @@
 use core::arch::global_asm;
 use core::mem::{offset_of, size_of};
 
+use super::interrupts::ipi_vector;
 use super::regs::PtRegs;
-use super::{gdt, lapic, pic, smp};
+use super::{gdt, lapic, pic};
 use crate::context::{self, Context};
 use crate::fault::{self, RecoveredFault};
 use crate::kprobes::Trap;
@@ -46,9 +47,9 @@ const TIMER_VECTOR: u64 = pic::IRQ_BASE as u64 + super::timer::PIT_IRQ as u64;
 const UART_VECTOR: u64 = pic::IRQ_BASE as u64 + super::console::IRQ as u64;
 const APIC_TIMER: u64 = lapic::TIMER_VECTOR as u64;
 const APIC_SPURIOUS: u64 = lapic::SPURIOUS_VECTOR as u64;
-const IPI_RESCHEDULE: u64 = smp::vector(Ipi::Reschedule) as u64;
-const IPI_CALL: u64 = smp::vector(Ipi::Call) as u64;
-const IPI_WAKE: u64 = smp::vector(Ipi::Wake) as u64;
+const IPI_RESCHEDULE: u64 = ipi_vector(Ipi::Reschedule) as u64;
+const IPI_CALL: u64 = ipi_vector(Ipi::Call) as u64;
+const IPI_WAKE: u64 = ipi_vector(Ipi::Wake) as u64;
 /// RFLAGS.IF: the interrupted code had interrupts enabled.
 const RFLAGS_IF: u64 = 1 << 9;
 const SPURIOUS_MASTER: u64 = pic::IRQ_BASE as u64 + 7;
@@ -372,7 +373,7 @@ extern "C" fn x86_64_trap(regs: &mut PtRegs) {
     dispatch(regs);
     context::leave(previous);
     if interrupt {
-        crate::irq::exit(previous, regs.rflags & RFLAGS_IF != 0);
+        crate::irq_exit::exit(previous, regs.rflags & RFLAGS_IF != 0);
     }
 }
 

@@ -27,5 +27,6 @@ pub mod switch;
 pub mod timer;
 
 mod gdt;
+mod interrupts;
 mod lapic;
 mod pic;

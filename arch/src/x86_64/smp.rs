@@ -9,12 +9,12 @@
 //! enters the kernel.
 
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use alloc::vec::Vec;
 use spin::Once;
 
-use super::{boot, gdt, lapic, mm};
+use super::{gdt, lapic, mm};
 use crate::smp::Ipi;
 use crate::MAX_CPUS;
 
@@ -45,7 +45,7 @@ impl acpi::AcpiHandler for IdentityMapped {
 /// The local APIC IDs of the CPUs, boot CPU first, from the MADT.
 fn discover() -> Vec<u32> {
     let boot_id = lapic::id();
-    let tables = match boot::rsdp() {
+    let tables = match rsdp() {
         // SAFETY: the PVH start info names a valid RSDP.
         Some(rsdp) => unsafe { acpi::AcpiTables::from_rsdp(IdentityMapped, rsdp) },
         // SAFETY: PVH under QEMU is a BIOS platform.
@@ -146,16 +146,20 @@ extern "C" fn ap_entry(cpu: u32) -> ! {
 
 /// Sends `ipi` to CPU `cpu`.
 pub fn send_ipi(cpu: usize, ipi: Ipi) {
-    lapic::send_ipi(APIC_IDS[cpu].load(Ordering::Relaxed), vector(ipi));
+    lapic::send_ipi(APIC_IDS[cpu].load(Ordering::Relaxed), super::interrupts::ipi_vector(ipi));
 }
 
-/// The interrupt vector of each IPI.
-pub(crate) const fn vector(ipi: Ipi) -> u8 {
-    match ipi {
-        Ipi::Reschedule => 0xf0,
-        Ipi::Call => 0xf1,
-        Ipi::Wake => 0xf2,
-    }
+/// The ACPI RSDP's address the boot information gave, where SMP discovery
+/// finds the MADT (0: none given; the BIOS area is searched).
+static RSDP: AtomicUsize = AtomicUsize::new(0);
+
+/// Records where the ACPI RSDP is (the boot code, from the PVH start info).
+pub(crate) fn set_rsdp(address: usize) {
+    RSDP.store(address, Ordering::Relaxed);
+}
+
+fn rsdp() -> Option<usize> {
+    Some(RSDP.load(Ordering::Relaxed)).filter(|&address| address != 0)
 }
 
 /// Records the boot CPU's APIC ID (CPU 0).
