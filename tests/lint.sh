@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The code checks CI runs before the tests: formatting (rustfmt.toml),
 # clippy with warnings denied (host crates, and the kernel for both
-# architectures), and rustdoc with warnings denied (the kernel crates for
+# architectures), rustdoc with warnings denied (the kernel crates for
 # both architectures, private items included: the internals are what this
-# project teaches; the host tools).
+# project teaches; the host tools), and no import cycle inside the layers
+# under the tracers (tools/modcycles).
 #
 #   tests/lint.sh
 set -euo pipefail
@@ -31,6 +32,11 @@ for arch in x86_64 aarch64; do
         --profile "kernel-$arch" --target "$triple" "${KERNEL_CRATES[@]}"
 done
 step doc-host env RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps --document-private-items "${HOST_TOOLS[@]}"
+# The layers under the tracers import nothing in a cycle (tools/modcycles);
+# the layers above are reported (a trace array and its events are one
+# knot, as Linux's trace.h is).
+step module-cycles cargo run --quiet -p modcycles -- --deny arch/src ftrace/src ring_buffer/src rethook/src fprobe/src kprobes/src
+cargo run --quiet -p modcycles -- trace/src probe_events/src kernel/src || true
 
 if [ ${#failures[@]} -gt 0 ]; then
     echo "tests/lint.sh: FAILED: ${failures[*]}"

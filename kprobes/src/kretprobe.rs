@@ -90,7 +90,7 @@ pub fn register_kretprobe(location: &Location, config: KretprobeConfig) -> Resul
         return Err(KprobeError::NotAtEntry { function: place.function.into(), offset: place.offset });
     }
     if config.data_words > MAX_DATA_WORDS {
-        return Err(KprobeError::TooMuchData(config.data_words));
+        return Err(KprobeError::TooMuchData { words: config.data_words, max: MAX_DATA_WORDS });
     }
     let maxactive = if config.maxactive == 0 { DEFAULT_MAXACTIVE } else { config.maxactive };
     // The handle writes (`Drop` takes the rethook) and frees through this

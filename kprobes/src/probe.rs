@@ -96,7 +96,7 @@ pub enum KprobeError {
     /// A kretprobe away from a function's entry.
     NotAtEntry { function: String, offset: usize },
     /// More per-call data words than a kretprobe may have.
-    TooMuchData(usize),
+    TooMuchData { words: usize, max: usize },
 }
 
 impl fmt::Display for KprobeError {
@@ -124,9 +124,7 @@ impl fmt::Display for KprobeError {
             KprobeError::NotAtEntry { function, offset } => {
                 write!(f, "a return probe must be at a function's entry, not {function}+{offset:#x}")
             }
-            KprobeError::TooMuchData(words) => {
-                write!(f, "{words} data words per call is more than {}", crate::kretprobe::MAX_DATA_WORDS)
-            }
+            KprobeError::TooMuchData { words, max } => write!(f, "{words} data words per call is more than {max}"),
         }
     }
 }
