@@ -6,21 +6,23 @@
 //!
 //! From the machine up (as Linux's `kernel/trace/ftrace.c` and `fgraph.c`):
 //!
-//! - **sites** (`sites`, `site_geometry`): every function compiled with a
-//!   patchable entry is a site; its `Site` entry remembers what its bytes
-//!   hold, so every patch is verified before it is written;
-//! - **ops** ([`FtraceOps`]): a callback, its flags and filters; a site with
-//!   one ops calls it through the per-site literal with no list walk;
-//! - **the registry** ([`register`], [`set_filter`], ...): recomputes
-//!   ([`plan`]) and patches exactly the sites a change affects, in one batch;
+//! - **patch sites** ([`patch`]): every function compiled with a
+//!   patchable entry is a site; its entry remembers what its bytes hold, so
+//!   every patch is verified before it is written;
+//! - **ops** ([`ops`], [`FtraceOps`]): a callback, its flags and filters; a
+//!   site with one ops calls it through the per-site literal with no list
+//!   walk;
+//! - **the registry** ([`registry`]: [`register`], [`set_filter`], ...):
+//!   recomputes the plan ([`patch::plan`]) and patches exactly the sites a
+//!   change affects, in one batch;
 //! - **recursion** ([`recursion`]) and **per-task state** ([`task`]);
-//! - **the return hook** ([`retstack`]): one shadow return stack
-//!   ([`shadow`]) per task and one pair of return trampolines per
-//!   architecture (sparse and full registers), under both the
-//!   function-graph API ([`fgraph`]) and rethook (the `rethook` crate);
+//! - **the return hook** ([`graph`]): one shadow return stack per task and
+//!   one pair of return trampolines per architecture (sparse and full
+//!   registers), under both the function-graph API ([`graph::fgraph`]) and
+//!   rethook (the `rethook` crate);
 //! - **lifetimes** ([`deferred`]): what tracing code may still be using is
 //!   freed only after a grace period;
-//! - **names** ([`kallsyms`], [`symbols`]) and stack walks ([`unwind`]).
+//! - **names** ([`symbols`]) and C numbers ([`number`]).
 //!
 //! The logic half (symbol table format, globs and filters, the plan, the
 //! shadow stack's layout) builds anywhere and is unit tested on the host.
@@ -52,21 +54,13 @@ macro_rules! field_of {
     };
 }
 
-pub mod bitmap;
-pub mod glob;
-pub mod kallsyms;
+pub mod graph;
 pub mod number;
-pub mod plan;
-// Its mutators are the return hook's (`retstack`), which only the kernel
-// build has: elsewhere only the host tests use them.
-#[cfg_attr(not(any(test, target_os = "none")), allow(dead_code))]
-pub mod shadow;
-pub mod site_geometry;
+pub mod patch;
+pub mod symbols;
 
 #[cfg(target_os = "none")]
 pub mod deferred;
-#[cfg(target_os = "none")]
-pub mod fgraph;
 #[cfg(target_os = "none")]
 pub mod ops;
 #[cfg(target_os = "none")]
@@ -74,23 +68,16 @@ pub mod recursion;
 #[cfg(target_os = "none")]
 pub mod registry;
 #[cfg(target_os = "none")]
-pub mod retstack;
-#[cfg(target_os = "none")]
-mod sites;
-#[cfg(target_os = "none")]
-pub mod symbols;
-#[cfg(target_os = "none")]
 pub mod task;
-#[cfg(target_os = "none")]
-pub mod unwind;
 
 #[cfg(target_os = "none")]
 pub use arch::ftrace_abi::{FtraceRegs, PtRegs, RegisterError, Saved, SavedRegs, Trampoline};
-pub use glob::{FilterError, FilterMode};
 #[cfg(all(target_os = "none", feature = "test-hooks"))]
 pub use ops::empty_literal;
 #[cfg(target_os = "none")]
 pub use ops::{Callback, FtraceFunc, FtraceOps, OpsFlags};
+#[cfg(target_os = "none")]
+pub use patch::sites::last_refusal;
 #[cfg(all(target_os = "none", feature = "test-hooks"))]
 pub use registry::return_to_service;
 #[cfg(target_os = "none")]
@@ -98,8 +85,7 @@ pub use registry::{
     filter_names, for_each_site, is_enabled, is_registered, register, set_enabled, set_filter, set_filter_ips, site, total_info,
     unregister, update_stats, FilterKind, FtraceError, InitInfo, SiteInfo, TotalInfo, UpdateStats,
 };
-#[cfg(target_os = "none")]
-pub use sites::last_refusal;
+pub use symbols::glob::{FilterMode, FunctionFilterError};
 
 /// Starts function tracing at boot (after the scheduler gave the boot CPU a
 /// task, and before the other CPUs start): checks the symbol and site

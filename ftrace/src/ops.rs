@@ -19,8 +19,8 @@ use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use arch::ftrace_abi::{FtraceRegs, SiteCall, SiteFunc};
 use bitflags::bitflags;
 
-use crate::bitmap::Bitmap;
 use crate::deferred::{self, Deferred};
+use crate::patch::bitmap::Bitmap;
 use crate::recursion;
 
 bitflags! {

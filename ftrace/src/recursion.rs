@@ -16,7 +16,7 @@
 //! callback, because the call returning was hooked by an ops without the
 //! guard (the API allows it) and its return must not be lost. A return that
 //! cannot run its callbacks is counted as missed by its users and releases
-//! what its entry reserved (see `crate::retstack`).
+//! what its entry reserved (see `crate::graph::retstack`).
 //!
 //! Only the owning task (and the interrupts nesting on it) touch its bits,
 //! and interrupts nest strictly, so a plain load and store suffice: an

@@ -27,13 +27,14 @@ use arch::ftrace_abi::{SiteCall, Trampoline};
 use arch::sync::Mutex;
 use arch::text::TextPatcher;
 
-use crate::bitmap::Bitmap;
-use crate::glob::{apply_filter, FilterError, FilterMode};
-use crate::kallsyms::KallsymsError;
 use crate::ops::{FtraceOps, OpsFlags, SiteList, NOP_CALL};
-use crate::plan::{self, Call, PlanOps};
-use crate::sites::{self, Site, LITERAL_SIZE};
-use crate::{deferred, recursion, symbols};
+use crate::patch::bitmap::Bitmap;
+use crate::patch::plan::{self, Call, PlanOps};
+use crate::patch::sites::{self, Site, LITERAL_SIZE};
+use crate::symbols::glob::{apply_filter, FilterMode, FunctionFilterError};
+use crate::symbols::kernel as symbols;
+use crate::symbols::table::KallsymsError;
+use crate::{deferred, recursion};
 
 /// Why a tracing request was refused. Nothing changed when one is returned.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,7 +43,7 @@ pub enum FtraceError {
     Unavailable(&'static str),
     AlreadyRegistered,
     NotRegistered,
-    Filter(FilterError),
+    Filter(FunctionFilterError),
     /// An address given to a filter is not a patchable function.
     NotTraceable(usize),
     /// Two IPMODIFY ops would trace this function.
@@ -74,8 +75,8 @@ impl fmt::Display for FtraceError {
     }
 }
 
-impl From<FilterError> for FtraceError {
-    fn from(error: FilterError) -> Self {
+impl From<FunctionFilterError> for FtraceError {
+    fn from(error: FunctionFilterError) -> Self {
         FtraceError::Filter(error)
     }
 }
@@ -202,7 +203,7 @@ impl Registry {
         self.registered.iter().position(|r| core::ptr::eq(r.ops, ops))
     }
 
-    /// Plans the candidates (see [`crate::plan`]): what each must become,
+    /// Plans the candidates (see [`crate::patch::plan`]): what each must become,
     /// with the new per-site lists built (never on the traced path).
     fn plan(&self, candidates: &Bitmap) -> Result<Vec<Desired>, FtraceError> {
         let ops: Vec<PlanOps> = self
@@ -387,7 +388,7 @@ pub enum FilterKind {
     Notrace,
 }
 
-/// Changes one of `ops`'s filters with globs (see [`crate::glob`]); applies
+/// Changes one of `ops`'s filters with globs (see [`crate::symbols::glob`]); applies
 /// live if it is registered. On error nothing changes.
 pub fn set_filter(ops: &FtraceOps, kind: FilterKind, text: &str, mode: FilterMode) -> Result<(), FtraceError> {
     with_registry(|registry| {

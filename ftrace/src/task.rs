@@ -22,7 +22,7 @@ use arch::context::Context;
 use arch::ftrace_abi::TrampolineCounters;
 use arch::sync::SpinLock;
 
-use crate::shadow::ShadowStack;
+use crate::graph::shadow::ShadowStack;
 
 /// Words in each shadow stack (16 KiB).
 pub const STACK_WORDS: usize = 2048;

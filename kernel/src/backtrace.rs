@@ -27,7 +27,7 @@ fn walk_into(mut fp: usize, frames: &mut [usize; MAX_FRAMES]) -> usize {
         }
         // A call whose return is hooked has the return trampoline in its
         // frame record; the shadow stack knows where it really returns.
-        frames[found] = ftrace::retstack::resolve_return_address(return_address as usize, caller_fp as usize);
+        frames[found] = ftrace::graph::retstack::resolve_return_address(return_address as usize, caller_fp as usize);
         found += 1;
         // Stacks grow down: each caller's record sits above its callee's.
         if (caller_fp as usize) <= fp {
@@ -69,8 +69,8 @@ pub fn write_frames(out: &mut dyn core::fmt::Write, frames: &[usize]) {
         let _ = write!(out, "  #{index:<2} {address:#018x} ");
         // The first frame is a return address too (into the walk's caller).
         let _ = match index.checked_sub(1) {
-            None => ftrace::symbols::write_return_address(out, address),
-            Some(inner) => ftrace::symbols::write_frame_after(out, address, frames[inner]),
+            None => ftrace::symbols::kernel::write_return_address(out, address),
+            Some(inner) => ftrace::symbols::kernel::write_frame_after(out, address, frames[inner]),
         };
         let _ = writeln!(out);
     }

@@ -128,7 +128,7 @@ fn place_column(message: &str, command: &str) -> Option<usize> {
     let holder = place
         .strip_prefix("0x")
         .and_then(|hex| usize::from_str_radix(hex, 16).ok())
-        .and_then(|address| ftrace::symbols::table().ok()?.lookup(address))
+        .and_then(|address| ftrace::symbols::kernel::table().ok()?.lookup(address))
         .map(|function| function.name);
     let named = |word: &str| word_places(message, word).next().is_some();
     if !named(place) && !named(symbol) && !holder.is_some_and(named) {

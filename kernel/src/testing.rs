@@ -210,11 +210,11 @@ fn forget_abandoned_state() {
     // SAFETY: as above: a handler or step the test was in is never
     // returned to.
     unsafe { kprobes::probe::forget_abandoned() };
-    if ftrace::retstack::is_stopped() {
+    if ftrace::graph::retstack::is_stopped() {
         // SAFETY: the return hook stopped (a mismatch panicked): no hooked
         // call returns through it any more, and the tests run one at a time
         // with no callback in progress on another CPU.
-        unsafe { ftrace::retstack::restart() };
+        unsafe { ftrace::graph::retstack::restart() };
     }
 }
 

@@ -32,8 +32,8 @@ use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use arch::ftrace::{CALL_OFFSET, INSN_LEN};
 use arch::ftrace_abi::{FtraceRegs, RegsSnapshot, ReturnAddress, SavedRegs, LITERAL_BYTES};
 use arch::sync::SpinLock;
-use ftrace::retstack::{Depth, FrameNeeds, ReturnInfo, ReturnPath, ReturnUser, Skipped};
-use ftrace::shadow::FrameHeader;
+use ftrace::graph::retstack::{Depth, FrameNeeds, ReturnInfo, ReturnPath, ReturnUser, Skipped};
+use ftrace::graph::shadow::FrameHeader;
 use ftrace::{FilterKind, FilterMode, FtraceOps, OpsFlags};
 
 /// The fib workload: the default function.
@@ -138,7 +138,7 @@ extern "C" fn hook_return(ip: usize, _parent_ip: usize, _ops: &FtraceOps, fregs:
     };
     let start = ring_buffer::clock::now_ns();
     // SAFETY: `RETURN_USER` is a static, valid for every return.
-    let hooked = unsafe { ftrace::retstack::hook(fregs, ip, &RETURN_USER, &[start]) };
+    let hooked = unsafe { ftrace::graph::retstack::hook(fregs, ip, &RETURN_USER, &[start]) };
     let frame = hooked.ok().and_then(|_| ftrace::task::current().shadow_stack().innermost()).map(|frame| frame.header);
     let after = fregs.return_address().unwrap_or(0);
     if let Some(mut hijack) = HIJACK.try_lock() {
@@ -178,7 +178,7 @@ fn symbolize(address: usize) -> String {
     if let Some(name) = known_name(address) {
         return name.to_string();
     }
-    match ftrace::symbols::table().ok().and_then(|table| table.lookup(address)) {
+    match ftrace::symbols::kernel::table().ok().and_then(|table| table.lookup(address)) {
         Some(symbol) if symbol.address == address => symbol.name.to_string(),
         Some(symbol) => format!("{}+{:#x}", symbol.name, address - symbol.address),
         None => format!("{address:#x}"),
@@ -321,7 +321,7 @@ fn no_call(out: &mut dyn Write, name: &str) -> fmt::Result {
 /// `out`. Refused, changing nothing, for an unknown or untraceable
 /// function or one that is traced already.
 pub fn run(function: Option<&str>, out: &mut dyn Write) -> Result<(), TourError> {
-    let table = ftrace::symbols::table().map_err(|error| TourError::Name(error.to_string()))?;
+    let table = ftrace::symbols::kernel::table().map_err(|error| TourError::Name(error.to_string()))?;
     let symbol = table.resolve(function.unwrap_or(DEFAULT_FUNCTION)).map_err(|error| TourError::Name(error.to_string()))?;
     let (name, address) = (symbol.name, symbol.address);
     let site = ftrace::site(address).ok_or_else(|| TourError::NotTraceable(name.to_string()))?;

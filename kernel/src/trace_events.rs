@@ -337,7 +337,7 @@ pub fn trigger_text(array: &TraceArray, group: &str, event: &str) -> Result<Stri
 /// `cat events/GRP/EVENT/hist`: its `hist` triggers' tables (nothing
 /// without one, as in Linux).
 pub fn hist_text(array: &TraceArray, group: &str, event: &str) -> Result<String, TracefsError> {
-    let names = |address: usize| ftrace::symbols::table().ok()?.lookup(address);
+    let names = |address: usize| ftrace::symbols::kernel::table().ok()?.lookup(address);
     let comms = |pid: i32| trace::sched::comm_of(pid);
     let text = match kind(group, event) {
         Kind::Sched(sched) => sched.hist_text(array, &names, &comms),
@@ -471,7 +471,7 @@ pub fn write_enabled(array: &TraceArray, out: &mut dyn Write) -> core::fmt::Resu
 /// Whether `GRP:EVENT`, `GRP:`, `:EVENT` or a bare `NAME` (see
 /// [`set_events`]) names the event `group:event`.
 fn event_matches(pattern: &str, group: &str, event: &str) -> bool {
-    use ftrace::glob::glob_match;
+    use ftrace::symbols::glob::glob_match;
     let any = |part: &str| part.is_empty() || part == "*";
     match pattern.split_once(':') {
         Some((g, e)) => (any(g) || glob_match(g, group)) && (any(e) || glob_match(e, event)),

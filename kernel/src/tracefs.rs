@@ -756,7 +756,7 @@ fn read_ftrace_notrace(array: Array, out: &mut dyn Write) -> fmt::Result {
 fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
     let mut globs = alloc::vec::Vec::new();
     let mut commands = alloc::vec::Vec::new();
-    for word in ftrace::glob::filter_words(text) {
+    for word in ftrace::symbols::glob::filter_words(text) {
         match parse_command(word) {
             Some(command) => commands.push(command?),
             None => globs.push(word),
@@ -835,7 +835,7 @@ fn parse_command(word: &str) -> Option<Result<ParsedCommand<'_>, TracefsError>> 
         Some(rest) => (true, rest),
         None => (false, word),
     };
-    let split = ftrace::glob::split_last_colon;
+    let split = ftrace::symbols::glob::split_last_colon;
     let refuse = |error: ProbeError| Some(Err(TracefsError::Invalid(error.to_string())));
     let names_event = |name: &str| Command::switching(name, "", "").is_some();
     // Whether `head` is a command with its function, so that what follows
@@ -1165,7 +1165,7 @@ fn write_trace(array: Array, _text: &str, mode: FilterMode) -> Result<(), Tracef
 /// `FUNCTION:\tCALLER` for every function a callback recursed into.
 fn read_recursed_functions(_array: Array, out: &mut dyn Write) -> fmt::Result {
     for (ip, parent) in ftrace::recursion::recursed_functions() {
-        let name = |address| ftrace::symbols::name_of(address).unwrap_or("?");
+        let name = |address| ftrace::symbols::kernel::name_of(address).unwrap_or("?");
         writeln!(out, "{}:\t{}", name(ip), name(parent))?;
     }
     Ok(())

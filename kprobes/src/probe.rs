@@ -46,7 +46,7 @@ use arch::kprobes::{self as insn, Execution, InsnError, ProbedInsn, Trap, SLOTS}
 use arch::sync::Mutex;
 use arch::text::{PatchError, TextPatcher};
 use arch::{cpu, MAX_CPUS};
-use ftrace::kallsyms::NameError;
+use ftrace::symbols::table::NameError;
 use ftrace::{FilterKind, FilterMode, FtraceError, FtraceOps, OpsFlags};
 
 use crate::location::Location;
@@ -146,7 +146,8 @@ pub struct Place {
 
 /// Checks `location` for a probe (see the crate documentation).
 pub fn resolve(location: &Location) -> Result<Place, KprobeError> {
-    let table = ftrace::symbols::table().map_err(|_| KprobeError::Name(NameError::Unknown(String::from("(no symbol table)"))))?;
+    let table =
+        ftrace::symbols::kernel::table().map_err(|_| KprobeError::Name(NameError::Unknown(String::from("(no symbol table)"))))?;
     let (symbol, offset) = match location {
         Location::Symbol { symbol, offset } => (table.resolve(symbol).map_err(KprobeError::Name)?, *offset),
         Location::Address(address) => {

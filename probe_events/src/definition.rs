@@ -580,7 +580,7 @@ fn parse_arg(text: &str, position: usize, exit: bool) -> Result<FetchArg, Defini
     };
     // The type follows the last single ':' outside parentheses (a `::`
     // is part of an `@SYM`'s path).
-    let (body, ty, count) = match ftrace::glob::split_last_colon(rest) {
+    let (body, ty, count) = match ftrace::symbols::glob::split_last_colon(rest) {
         Some((body, ty_text)) => {
             let (base, count) = split_array(ty_text).map_err(bad)?;
             let ty = ArgType::parse(base).ok_or_else(|| DefinitionError::BadArgType { arg: text.into(), ty: ty_text.into() })?;

@@ -318,7 +318,7 @@ mod tests {
         }
     }
 
-    use ftrace::kallsyms::Symbol;
+    use ftrace::symbols::table::Symbol;
 
     fn names(address: usize) -> Option<Symbol<'static>> {
         [

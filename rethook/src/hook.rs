@@ -7,7 +7,7 @@ use arch::ftrace_abi::FtraceRegs;
 use arch::irq::IrqGuard;
 use arch::{cpu, MAX_CPUS};
 use ftrace::deferred::{Deferred, Refs};
-use ftrace::retstack::{self, Depth, FrameNeeds, HookError, ReturnInfo, ReturnPath, ReturnUser, Skipped};
+use ftrace::graph::retstack::{self, Depth, FrameNeeds, HookError, ReturnInfo, ReturnPath, ReturnUser, Skipped};
 
 use crate::pool::ObjPool;
 

@@ -3,7 +3,7 @@
 //! Linux has two ways to hijack a function's return, the function-graph
 //! return stack and rethook, and its developers want them to be one. Here
 //! they are: a rethook is one more user of ftrace's shadow return stack
-//! ([`ftrace::retstack`]), next to the function-graph users, with the same
+//! ([`ftrace::graph::retstack`]), next to the function-graph users, with the same
 //! return trampoline. One difference stays visible: a rethook's calls do not
 //! count toward the function-graph depth (`retstack::Depth::Uncounted`), as
 //! Linux's kretprobes, on rethook, leave `function_graph`'s depth alone.

@@ -13,7 +13,7 @@
 //! with `==`, `!=`, `<`, `<=`, `>`, `>=` and `&` (some bit set), written
 //! as C writes them (`0x` hex, `0` octal; `-` only for a signed field);
 //! strings, quoted (`"..."` or `'...'`), with `==`, `!=` and `~` (a glob:
-//! `*`, `?` and `[...]` classes, see [`ftrace::glob`]; `"!GLOB"` matches what
+//! `*`, `?` and `[...]` classes, see [`ftrace::symbols::glob`]; `"!GLOB"` matches what
 //! `GLOB` does not). A number holding a CPU also compares with Linux's
 //! `CPUS{LIST}` (`CPU & CPUS{0-1,3}`: one of those CPUs; `==`, `!=`; a
 //! list of one CPU is that CPU). A value neither quoted nor a number is
@@ -38,7 +38,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
 
-use ftrace::glob::glob_match;
+use ftrace::symbols::glob::glob_match;
 
 /// What a field holds, for choosing operators and reading operands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -448,14 +448,14 @@ mod kernel_side {
         /// `stacktrace` trigger, `options/stacktrace`).
         pub fn record(&self, array: &TraceArray) {
             let known = self.addresses.into_iter().filter(|&address| address != 0);
-            crate::func_probe::record_frames(array, known.chain(ftrace::unwind::return_addresses(self.fp)));
+            crate::func_probe::record_frames(array, known.chain(ftrace::graph::unwind::return_addresses(self.fp)));
         }
 
         /// Fills `words` with the chain, innermost first, zeros after its
         /// end (a histogram's `common_stacktrace` key).
         pub fn fill(&self, words: &mut [u64]) {
             let known = self.addresses.into_iter().filter(|&address| address != 0);
-            let mut chain = known.chain(ftrace::unwind::return_addresses(self.fp));
+            let mut chain = known.chain(ftrace::graph::unwind::return_addresses(self.fp));
             for word in words {
                 *word = chain.next().map_or(0, |address| address as u64);
             }

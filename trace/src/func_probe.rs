@@ -193,7 +193,7 @@ extern "C" fn run_command(ip: usize, _parent: usize, ops: &FtraceOps, fregs: &mu
 /// Records the chain of return addresses that led to `ip`: the traced
 /// function's caller first, then theirs, through the frame records.
 pub(crate) fn record_stack(array: &TraceArray, ip: usize, fregs: &FtraceRegs) {
-    record_frames(array, core::iter::once(ip).chain(ftrace::unwind::callers(fregs).map(|(ret, _)| ret)));
+    record_frames(array, core::iter::once(ip).chain(ftrace::graph::unwind::callers(fregs).map(|(ret, _)| ret)));
 }
 
 /// Records `frames` (innermost first, the first [`STACK_DEPTH`]) as a

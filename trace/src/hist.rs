@@ -47,7 +47,7 @@ use crate::event_filter::{FieldKind, FieldValue, FilterField, Source};
 use crate::hist_expr::{
     Expr, ExprError, Handler, HitValues, SynthCall, Track, TrackAction, Vars, MAX_PARAMS, MAX_REFS, MAX_VARS, SAVED_STRING_WORDS,
 };
-use ftrace::kallsyms::Symbol;
+use ftrace::symbols::table::Symbol;
 
 /// The most key fields, as in Linux.
 pub const MAX_KEYS: usize = 3;

@@ -38,10 +38,10 @@ use crate::event::PrintWriter;
 use crate::pid_list::PidLists;
 use crate::tracer::{self, Tracer};
 use ftrace::deferred::{self, Deferred, Published};
-use ftrace::fgraph::FgraphOps;
-use ftrace::glob::FilterMode;
+use ftrace::graph::fgraph::FgraphOps;
 use ftrace::ops::{FtraceOps, OpsFlags};
 use ftrace::registry::{self, FilterKind, FtraceError};
+use ftrace::symbols::glob::FilterMode;
 use ftrace::task::{self, GRAPH_SLOTS};
 use ring_buffer::per_cpu::Stats;
 use ring_buffer::trace_buffer::{SwapRefused, TraceBuffer, INSTANCE_PAGES_PER_CPU, PAGES_PER_CPU};
@@ -617,7 +617,8 @@ impl TraceArray {
     pub fn graph_list_names(&self, list: GraphList) -> Vec<&'static str> {
         let _writers = self.graph.lists.lock();
         self.graph_list(list).read(|functions| {
-            functions.map_or(Vec::new(), |functions| functions.iter().filter_map(|&ip| ftrace::symbols::name_of(ip)).collect())
+            functions
+                .map_or(Vec::new(), |functions| functions.iter().filter_map(|&ip| ftrace::symbols::kernel::name_of(ip)).collect())
         })
     }
 }

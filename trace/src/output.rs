@@ -8,7 +8,7 @@ use crate::event::{
     comm_str, flags, Common, Event, FuncRepeatsEvent, FunctionEvent, GraphEntryEvent, GraphExitEvent, SchedSwitchEvent,
     SchedWakeupEvent,
 };
-use ftrace::kallsyms::Symbol;
+use ftrace::symbols::table::Symbol;
 use ring_buffer::per_cpu::Stats;
 
 /// Finds the function an address is inside, if any.

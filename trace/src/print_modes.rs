@@ -255,7 +255,7 @@ fn write_number(out: &mut dyn Write, bytes: &[u8], names: Namer) -> fmt::Result 
 mod tests {
     use super::*;
     use crate::event::{encode_print, print_event_size, FixedEvent, FunctionEvent, PrintWriter, TRACE_FN};
-    use ftrace::kallsyms::Symbol;
+    use ftrace::symbols::table::Symbol;
     use ring_buffer::payload::encode_to_vec;
 
     fn names(address: usize) -> Option<Symbol<'static>> {

@@ -66,7 +66,8 @@ pub fn trace_printk(args: fmt::Arguments) -> bool {
     // This function's frame record holds its return address: a place in
     // the caller.
     // (No frame record to read: this function's own address, which names it.)
-    let ip = ftrace::unwind::return_addresses(arch::cpu::frame_pointer()).next().unwrap_or(trace_printk as *const () as usize);
+    let ip =
+        ftrace::graph::unwind::return_addresses(arch::cpu::frame_pointer()).next().unwrap_or(trace_printk as *const () as usize);
     let mut counter = Counter(0);
     // A `Display` that fails only cuts the text short.
     let _ = counter.write_fmt(args);

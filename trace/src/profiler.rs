@@ -26,8 +26,9 @@ use spin::Once;
 
 use crate::instance::TraceOption;
 use crate::profile::{self, FunctionStat, ProfileTable};
-use ftrace::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn};
-use ftrace::{registry, symbols, task, FtraceError, FtraceOps};
+use ftrace::graph::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn};
+use ftrace::symbols::kernel as symbols;
+use ftrace::{registry, task, FtraceError, FtraceOps};
 use ring_buffer::clock;
 
 /// Per call: the entry time, the registration, and the task's sleep time

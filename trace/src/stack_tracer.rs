@@ -19,7 +19,8 @@ use core::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use arch::ftrace_abi::FtraceRegs;
 use arch::sync::SpinLock;
 
-use ftrace::{registry, symbols, task, FtraceError, FtraceOps, OpsFlags};
+use ftrace::symbols::kernel as symbols;
+use ftrace::{registry, task, FtraceError, FtraceOps, OpsFlags};
 
 /// The most frames `stack_trace` keeps.
 pub const MAX_ENTRIES: usize = 64;
@@ -57,11 +58,11 @@ extern "C" fn check_stack(ip: usize, _parent: usize, _ops: &FtraceOps, fregs: &m
     if depth <= MAX_SIZE.load(Ordering::Relaxed) {
         return;
     }
-    // The traced function, then each caller (`ftrace::unwind`).
+    // The traced function, then each caller (`ftrace::graph::unwind`).
     let (frames, count) = &mut *trace;
     frames[0] = Frame { address: ip, depth };
     *count = 1;
-    for (ret, fp) in ftrace::unwind::callers(fregs) {
+    for (ret, fp) in ftrace::graph::unwind::callers(fregs) {
         if *count == MAX_ENTRIES || !stack.contains(&fp) {
             break;
         }

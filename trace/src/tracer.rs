@@ -28,9 +28,9 @@ use crate::instance::{TraceArray, TraceOption};
 use crate::output;
 use crate::print_modes::{self, EventFields, PrintMode};
 use ftrace::deferred::Published;
-use ftrace::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn, GraphCallbacks};
+use ftrace::graph::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn, GraphCallbacks};
 use ftrace::ops::{Callback, FtraceOps};
-use ftrace::symbols;
+use ftrace::symbols::kernel as symbols;
 use ftrace::task::{self, GraphMarks, NOT_INSIDE};
 use ring_buffer::trace_buffer;
 

@@ -26,7 +26,7 @@ use core::hint::black_box;
 use core::sync::atomic::{AtomicPtr, Ordering};
 
 use fprobe::{EntryData, Fprobe, FprobeConfig, Target};
-use ftrace::fgraph::{EntryData as GraphData, FgraphEntry, FgraphOps, FgraphReturn};
+use ftrace::graph::fgraph::{EntryData as GraphData, FgraphEntry, FgraphOps, FgraphReturn};
 use ftrace::{FilterKind, FilterMode, FtraceOps, FtraceRegs, OpsFlags};
 use rethook::{Rethook, RethookMode, RethookNode};
 

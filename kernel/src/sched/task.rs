@@ -269,7 +269,7 @@ impl Task {
         ftrace::task::unregister(&self.trace);
         // SAFETY: the task exited and no longer runs (it is released once
         // switched away from), and no walk across tasks reaches it now.
-        unsafe { ftrace::retstack::flush(&self.trace) };
+        unsafe { ftrace::graph::retstack::flush(&self.trace) };
         drop(self.slot.lock().take());
         self.released.store(true, Ordering::Release);
         self.exited.wake_all();

@@ -6,7 +6,7 @@ use core::hint::black_box;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use fprobe::{EntryData, Fprobe, FprobeConfig, FprobeError, RegisteredFprobe, Target};
-use ftrace::kallsyms::NameError;
+use ftrace::symbols::table::NameError;
 use ftrace::{FilterMode, FtraceRegs, Trampoline};
 use ktest_macros::ktest;
 
@@ -65,7 +65,7 @@ fn entry_and_exit_handlers_see_ips_arguments_and_return_values() {
     let exit = EXITS.lock().pop().expect("exit handler ran");
     assert_eq!((entry.entry_ip, entry.a, entry.b), (f, 6, 7));
     let caller = "kernel::tests::fprobe::entry_and_exit_handlers_see_ips_arguments_and_return_values";
-    assert_eq!(ftrace::symbols::name_of(entry.ret_ip), Some(caller));
+    assert_eq!(ftrace::symbols::kernel::name_of(entry.ret_ip), Some(caller));
     assert_eq!(exit, Call { entry_ip: f, ret_ip: entry.ret_ip, a: 6, b: 7, retval: 43 }, "exit: entry args and the return value");
 }
 
@@ -273,11 +273,12 @@ fn a_tail_called_functions_exit_sees_its_real_return_address() {
     // frame record holds the trampoline (the callee's hooked frame, which
     // shares the caller's frame pointer, is stepped over).
     let backtrace = CALLEE_BACKTRACE.lock().clone();
-    let names: Vec<&str> = backtrace.iter().map(|&address| ftrace::symbols::name_of(address - 1).unwrap_or("?")).collect();
-    assert!(backtrace.iter().all(|&address| !ftrace::retstack::is_return_trampoline(address)), "{names:?}");
+    let names: Vec<&str> =
+        backtrace.iter().map(|&address| ftrace::symbols::kernel::name_of(address - 1).unwrap_or("?")).collect();
+    assert!(backtrace.iter().all(|&address| !ftrace::graph::retstack::is_return_trampoline(address)), "{names:?}");
     assert!(names.contains(&"kernel::tests::fprobe::calls_tail_caller"), "{names:?}");
     let returns = TAIL_RETURNS.lock().clone();
-    let name = |address: usize| ftrace::symbols::name_of(address).unwrap_or("?");
+    let name = |address: usize| ftrace::symbols::kernel::name_of(address).unwrap_or("?");
     assert_eq!(returns.len(), 2, "{returns:x?}");
     // The callee returns first (its frame is the inner one), then the caller.
     assert_eq!((returns[0].0, returns[1].0), (callee, caller));
@@ -358,7 +359,7 @@ fn calls_the_shared_inner(_fp: &Fprobe, ip: usize, _ret: usize, _fregs: &mut Ftr
 fn recursion_into_a_site_an_fprobe_shares_with_the_tracer_is_counted() {
     let outer = address(shared_probe_outer as extern "C" fn() -> u64);
     let inner = address(shared_probe_inner as extern "C" fn() -> u64);
-    let inner_name = ftrace::symbols::name_of(inner).unwrap();
+    let inner_name = ftrace::symbols::kernel::name_of(inner).unwrap();
     tracefs::write("set_ftrace_filter", inner_name, FilterMode::Replace).unwrap();
     tracefs::write("current_tracer", "function", FilterMode::Replace).unwrap();
     let probe = fprobe::register(config(Some(calls_the_shared_inner), None), Target::Addresses(&[outer, inner])).unwrap();
@@ -447,7 +448,7 @@ fn nmissed_counts_recursion_and_a_full_return_stack() {
     assert_eq!(entries + probe.nmissed(), 1001, "probed or missed, never half");
     assert!(!probe.in_flight());
     drop(probe);
-    assert_eq!(ftrace::retstack::frames(), 0);
+    assert_eq!(ftrace::graph::retstack::frames(), 0);
 }
 
 static DEEP_ENTRIES: AtomicU64 = AtomicU64::new(0);
@@ -487,7 +488,11 @@ fn register_and_unregister_while_interrupts_probe() {
     // once the grace period is over, none is.
     ftrace::deferred::synchronize();
     let seen = TICK_EXITS.load(Ordering::SeqCst);
-    assert!(seen >= 9, "{seen} interrupt exits probed ({missed} missed, hook stopped: {})", ftrace::retstack::is_stopped());
+    assert!(
+        seen >= 9,
+        "{seen} interrupt exits probed ({missed} missed, hook stopped: {})",
+        ftrace::graph::retstack::is_stopped()
+    );
     let start = arch::time::ticks();
     while arch::time::ticks() < start + 5 {
         arch::cpu::wait_for_interrupt();
@@ -606,7 +611,7 @@ fn every_fetch_arg_syntax_in_entry_and_exit_events() {
         // $stack0 at the entry: the return address the call pushed, which
         // the exit event (enabled later, so run first) has already pointed
         // at the return trampoline, as a return probe does in Linux.
-        let top = ftrace::symbols::table().unwrap().lookup(word("top")).map(|symbol| symbol.name);
+        let top = ftrace::symbols::kernel::table().unwrap().lookup(word("top")).map(|symbol| symbol.name);
         assert_eq!(top, Some("return_to_handler"), "{entry_line}");
     }
     let exit_line = line("probe_exit: ");

@@ -173,7 +173,7 @@ fn callback_sees_ip_parent_and_arguments() {
     assert_eq!(seen.ip, f, "ip is the traced function");
     assert_eq!(seen.saved, Some(Saved::EntryArgs));
     assert_eq!(
-        ftrace::symbols::name_of(seen.parent_ip),
+        ftrace::symbols::kernel::name_of(seen.parent_ip),
         Some("kernel::tests::ftrace::callback_sees_ip_parent_and_arguments"),
         "parent_ip returns into the caller"
     );
@@ -472,7 +472,7 @@ fn filter_globs_notrace_and_empty_filter() {
     assert_eq!(counts(), (0, 1, 1), "! removes");
     set(FilterKind::Filter, "*lpha_o* no_such_glob_function", FilterMode::Replace).unwrap_err();
     assert_eq!(counts(), (0, 1, 1), "a word that matches nothing changes nothing");
-    set(FilterKind::Filter, "*ftrace::glob*one kernel::tests::ftrace::glob_beta", FilterMode::Replace).unwrap();
+    set(FilterKind::Filter, "*ftrace::symbols::glob*one kernel::tests::ftrace::glob_beta", FilterMode::Replace).unwrap();
     assert_eq!(counts(), (1, 0, 1), "replace with a*b and an exact name");
     assert_eq!(
         ftrace::filter_names(&GLOB_OPS, FilterKind::Filter),
@@ -867,7 +867,7 @@ fn ftrace_enabled_and_permanent_ops() {
 
 #[ktest]
 fn boot_checked_the_symbol_and_site_tables() {
-    let table = ftrace::symbols::table().expect("symbol table present");
+    let table = ftrace::symbols::kernel::table().expect("symbol table present");
     assert!(table.len() > 100);
     let fib = address(crate::workload::fib as fn(u64) -> u64);
     let symbol = table.by_name("kernel::workload::fib").expect("fib by name");
@@ -881,7 +881,7 @@ fn boot_checked_the_symbol_and_site_tables() {
     });
     assert_eq!(ftrace::site(fib).unwrap().name, "kernel::workload::fib");
     let mut text = String::new();
-    ftrace::symbols::write_address(&mut text, fib + 0x10).unwrap();
+    ftrace::symbols::kernel::write_address(&mut text, fib + 0x10).unwrap();
     assert!(text.starts_with("kernel::workload::fib+0x10/0x"), "{text}");
 }
 
@@ -916,15 +916,15 @@ fn the_trampolines_are_named_in_backtraces() {
         (return_trampoline_address(ReturnTrampoline::Sparse), "return_to_handler"),
         (return_trampoline_address(ReturnTrampoline::Full), "return_to_handler_regs"),
     ] {
-        assert_eq!(ftrace::symbols::name_of(address), Some(name));
-        assert_eq!(ftrace::symbols::name_of(address + 8), Some(name), "sized: its body is inside it");
+        assert_eq!(ftrace::symbols::kernel::name_of(address), Some(name));
+        assert_eq!(ftrace::symbols::kernel::name_of(address + 8), Some(name), "sized: its body is inside it");
     }
     // A return address right after a call that ends its function (one that
     // never returns) names that function, not the next one.
-    let table = ftrace::symbols::table().unwrap();
+    let table = ftrace::symbols::kernel::table().unwrap();
     let caller = table.by_name("ftrace_caller").unwrap();
     let mut text = String::new();
-    ftrace::symbols::write_return_address(&mut text, caller.address + caller.size).unwrap();
+    ftrace::symbols::kernel::write_return_address(&mut text, caller.address + caller.size).unwrap();
     assert_eq!(text, alloc::format!("ftrace_caller+{:#x}/{:#x}", caller.size, caller.size));
     // After the exception entry's call into its handler a frame is the
     // interrupted pc, named as it is: a function's first instruction is
@@ -932,7 +932,7 @@ fn the_trampolines_are_named_in_backtraces() {
     let fib = table.by_name("kernel::workload::fib").unwrap();
     let frame_after = |inner| {
         let mut text = String::new();
-        ftrace::symbols::write_frame_after(&mut text, fib.address, inner).unwrap();
+        ftrace::symbols::kernel::write_frame_after(&mut text, fib.address, inner).unwrap();
         text
     };
     assert_eq!(frame_after(arch::exceptions::handler_return()), alloc::format!("kernel::workload::fib+0x0/{:#x}", fib.size));
@@ -959,8 +959,8 @@ fn function_tracer_records_every_fib_call() {
 
     assert_eq!(events.len(), 15, "fib(5) is 15 calls");
     assert!(events.iter().all(|&(ip, _)| ip == fib));
-    assert_eq!(ftrace::symbols::name_of(events[0].1), Some("kernel::workload::run"));
-    assert!(events[1..].iter().all(|&(_, parent)| ftrace::symbols::name_of(parent) == Some("kernel::workload::fib")));
+    assert_eq!(ftrace::symbols::kernel::name_of(events[0].1), Some("kernel::workload::run"));
+    assert!(events[1..].iter().all(|&(_, parent)| ftrace::symbols::kernel::name_of(parent) == Some("kernel::workload::fib")));
     let mut trace = String::new();
     tracefs::read("trace", &mut trace).unwrap();
     assert!(trace.starts_with("# tracer: nop"));

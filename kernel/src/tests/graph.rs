@@ -7,8 +7,8 @@ use alloc::vec::Vec;
 use core::hint::black_box;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use ftrace::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn};
-use ftrace::retstack::{self, Recorded};
+use ftrace::graph::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn};
+use ftrace::graph::retstack::{self, Recorded};
 use ftrace::{FilterKind, FilterMode, FtraceOps, FtraceRegs, OpsFlags};
 use ktest_macros::ktest;
 

@@ -38,7 +38,7 @@ fn names(events: &[trace::event::Event]) -> Vec<&'static str> {
     events
         .iter()
         .filter_map(|record| match record {
-            trace::event::Event::GraphEntry(entry) => ftrace::symbols::name_of(entry.func as usize),
+            trace::event::Event::GraphEntry(entry) => ftrace::symbols::kernel::name_of(entry.func as usize),
             _ => None,
         })
         .collect()
@@ -292,7 +292,7 @@ fn set_irqs_option(option: &str) {
 /// How many of `events` are returns of the function called `name`.
 fn returns_of(events: &[trace::event::Event], name: &str) -> usize {
     let returns = events.iter().filter_map(|event| match event {
-        trace::event::Event::GraphExit(exit) => ftrace::symbols::name_of(exit.func as usize),
+        trace::event::Event::GraphExit(exit) => ftrace::symbols::kernel::name_of(exit.func as usize),
         _ => None,
     });
     returns.filter(|function| *function == name).count()
@@ -385,7 +385,7 @@ fn a_listed_interrupt_handler_keeps_its_calls_inside_another_listed_call() {
         // waits_two_ticks at depth 0, the tick at 1, its enqueue at 2.
         woken_inside = events.iter().any(|event| match event {
             trace::event::Event::GraphExit(exit) => {
-                exit.depth == 2 && ftrace::symbols::name_of(exit.func as usize) == Some("kernel::sched::enqueue")
+                exit.depth == 2 && ftrace::symbols::kernel::name_of(exit.func as usize) == Some("kernel::sched::enqueue")
             }
             _ => false,
         });
@@ -459,7 +459,7 @@ fn sleeps_twenty_ms() {
 /// The durations of `name`'s returns in the buffer, in nanoseconds.
 fn durations_of(name: &str) -> Vec<u64> {
     let returns = graph_events().into_iter().filter_map(|event| match event {
-        trace::event::Event::GraphExit(exit) if ftrace::symbols::name_of(exit.func as usize) == Some(name) => {
+        trace::event::Event::GraphExit(exit) if ftrace::symbols::kernel::name_of(exit.func as usize) == Some(name) => {
             Some(exit.duration())
         }
         _ => None,

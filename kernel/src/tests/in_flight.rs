@@ -9,7 +9,7 @@ use core::hint::black_box;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use fprobe::{EntryData, Fprobe, FprobeConfig, RegisteredFprobe, Target};
-use ftrace::fgraph::{EntryData as GraphData, FgraphEntry, FgraphOps, FgraphReturn};
+use ftrace::graph::fgraph::{EntryData as GraphData, FgraphEntry, FgraphOps, FgraphReturn};
 use ftrace::{FilterKind, FilterMode, FtraceOps, FtraceRegs, OpsFlags, PtRegs};
 use kprobes::kretprobe::{Kretprobe, KretprobeConfig, RegisteredKretprobe};
 use kprobes::Location;

@@ -91,7 +91,7 @@ fn a_kprobe_event_inside_fib_records_registers_and_the_stack() {
         if arch::regs::RETURN_ADDRESS == arch::ftrace_abi::ReturnAddress::Stack {
             // fib's first instruction: $stack0 is the return address, into
             // fib itself or into the test.
-            let top = ftrace::symbols::table().unwrap().lookup(field(line, "top") as usize).map(|symbol| symbol.name);
+            let top = ftrace::symbols::kernel::table().unwrap().lookup(field(line, "top") as usize).map(|symbol| symbol.name);
             assert!(matches!(top, Some("kernel::workload::fib" | "kernel::tests::kprobe_events::traced_fib")), "{top:?}: {line}");
         }
     }
@@ -140,7 +140,7 @@ fn sym_addr_shows_a_probe_events_addresses() {
     let ret = exit[0].split(" (").nth(1).unwrap().split(" <- ").next().unwrap();
     let (place, value) = ret.split_once(" <").unwrap();
     let value = usize::from_str_radix(value.strip_suffix('>').unwrap(), 16).unwrap();
-    let table = ftrace::symbols::table().unwrap();
+    let table = ftrace::symbols::kernel::table().unwrap();
     let caller = table.lookup(value).unwrap();
     assert_eq!(place, format!("{}+{:#x}/{:#x}", caller.name, value - caller.address, caller.size), "{trace}");
 }
@@ -172,7 +172,7 @@ fn a_probe_events_print_fmt_has_linuxs_type_formats() {
 /// fib's size in bytes, as its symbol says.
 fn fib_size() -> usize {
     let fib_address = crate::workload::fib as fn(u64) -> u64 as usize;
-    ftrace::symbols::table().unwrap().lookup(fib_address).unwrap().size
+    ftrace::symbols::kernel::table().unwrap().lookup(fib_address).unwrap().size
 }
 
 #[ktest]
@@ -207,7 +207,7 @@ fn bad_kprobe_definitions_are_refused_and_change_nothing() {
     write("kprobe_events", "p:kprobes/keep kernel::workload::fib n=$arg1");
     let before = read("kprobe_events");
     let fib_address = crate::workload::fib as fn(u64) -> u64 as usize;
-    let size = ftrace::symbols::table().unwrap().lookup(fib_address).unwrap().size;
+    let size = ftrace::symbols::kernel::table().unwrap().lookup(fib_address).unwrap().size;
     // An offset inside an instruction (aarch64's are all 4 bytes).
     let inside = (SITE_END + 1..size)
         .find(|&offset| {

@@ -22,7 +22,7 @@ fn address<T: Copy>(f: T) -> usize {
 }
 
 fn symbol_of(f: usize) -> (String, usize) {
-    let symbol = ftrace::symbols::table().unwrap().lookup(f).unwrap();
+    let symbol = ftrace::symbols::kernel::table().unwrap().lookup(f).unwrap();
     (symbol.name.into(), symbol.size)
 }
 

@@ -8,7 +8,7 @@ use core::fmt::Write;
 use core::mem::{offset_of, size_of};
 
 use arch::ftrace_abi::{FieldLayout, StructLayout, LAYOUTS};
-use ftrace::shadow::{EntryHeader, FrameHeader};
+use ftrace::graph::shadow::{EntryHeader, FrameHeader};
 use ktest_macros::ktest;
 
 /// The guide, as the kernel was built with it.

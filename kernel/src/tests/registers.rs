@@ -124,7 +124,7 @@ fn check(saved: Saved, function: usize) {
     let seen = SEEN.lock().take().unwrap_or_else(|| panic!("{saved:?}: the callback never ran"));
     assert_eq!(seen.saved, saved);
     assert_eq!(seen.registers.len(), REGISTERS.len());
-    let caller = ftrace::symbols::name_of(seen.call.return_address).unwrap_or("?");
+    let caller = ftrace::symbols::kernel::name_of(seen.call.return_address).unwrap_or("?");
     assert!(caller.ends_with("every_register_harness"), "{saved:?}: returns into {caller}");
     assert_eq!(seen.call.function, function, "{saved:?}: the function");
     let problems = disagreements(&seen);

@@ -6,7 +6,7 @@ use core::hint::black_box;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use arch::selftest::{call_with_marked_registers, MARKED_REGISTERS};
-use ftrace::retstack;
+use ftrace::graph::retstack;
 use ftrace::{FilterKind, FilterMode, FtraceOps, FtraceRegs, OpsFlags};
 use ktest_macros::ktest;
 use rethook::{Rethook, RethookMode, RethookNode};
@@ -95,7 +95,7 @@ fn rethook_sparse_and_full_modes() {
     assert_eq!(seen.calls, 1);
     assert_eq!(seen.retval, 0xabcd);
     assert_eq!(seen.node_word, f as u64 ^ 0x55, "node data and private data");
-    let caller = ftrace::symbols::name_of(seen.ret_addr).unwrap_or("?");
+    let caller = ftrace::symbols::kernel::name_of(seen.ret_addr).unwrap_or("?");
     assert!(caller.starts_with("kernel::tests::rethook::rethook_sparse_and_full_modes"), "returns into {caller}");
     assert!(!seen.full, "sparse mode: no PtRegs");
     assert_eq!(rethook.free_nodes(), 4);

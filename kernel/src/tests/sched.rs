@@ -7,7 +7,7 @@ use core::hint::black_box;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use fprobe::{EntryData, Fprobe, FprobeConfig, Target};
-use ftrace::fgraph::{EntryData as GraphData, FgraphEntry, FgraphOps, FgraphReturn};
+use ftrace::graph::fgraph::{EntryData as GraphData, FgraphEntry, FgraphOps, FgraphReturn};
 use ftrace::{FilterKind, FilterMode, FtraceOps, FtraceRegs, OpsFlags, PtRegs};
 use kprobes::kretprobe::{Kretprobe, KretprobeConfig};
 use kprobes::{register_kretprobe, Location};
@@ -400,7 +400,7 @@ fn a_site_patched_ten_thousand_times_while_three_cpus_run_it() {
 fn the_scheduler_entry_points_that_never_return_are_not_traced() {
     // A hooked return that never comes would hold what hooked it for ever
     // (an idle task's, until the next boot).
-    let table = ftrace::symbols::table().unwrap();
+    let table = ftrace::symbols::kernel::table().unwrap();
     for name in ["kernel::sched::task_start", "kernel::sched::task::idle_start", "kernel::sched::idle_loop"] {
         let Some(symbol) = table.by_name(name) else {
             assert_eq!(name, "kernel::sched::idle_loop", "only idle_loop may be inlined");

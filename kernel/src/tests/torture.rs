@@ -223,7 +223,7 @@ fn other_cpu(cpu: usize) -> Option<usize> {
 /// Sets up the regions and zeroes every count.
 fn reset_watch() {
     let symbol_end = |address: usize| {
-        let symbol = ftrace::symbols::table().unwrap().lookup(address).unwrap();
+        let symbol = ftrace::symbols::kernel::table().unwrap().lookup(address).unwrap();
         symbol.address + symbol.size
     };
     let trampolines = [

@@ -415,7 +415,7 @@ fn a_call_hooked_before_a_restart_adds_no_time_to_the_new_counts() {
     let name = Some("kernel::tests::tracefs::restarts_the_profiler");
     let stats: alloc::vec::Vec<_> = (0..ring_buffer::trace_buffer::cpus())
         .flat_map(trace::profiler::cpu_stats)
-        .filter(|stat| ftrace::symbols::name_of(stat.ip) == name)
+        .filter(|stat| ftrace::symbols::kernel::name_of(stat.ip) == name)
         .collect();
     let hits: u64 = stats.iter().map(|stat| stat.hits).sum();
     let time: u64 = stats.iter().map(|stat| stat.time_ns).sum();
@@ -441,7 +441,7 @@ fn the_stack_tracer_goes_through_the_exception_entry() {
     write("stack_max_size", "0");
     write("stack_trace_filter", "");
     let mut entry = String::new();
-    ftrace::symbols::write_return_address(&mut entry, arch::exceptions::handler_return()).unwrap();
+    ftrace::symbols::kernel::write_return_address(&mut entry, arch::exceptions::handler_return()).unwrap();
     let lines: alloc::vec::Vec<&str> = trace.lines().collect();
     assert!(lines.get(2).is_some_and(|line| line.contains(" kernel_sched_tick+0x0/")), "{trace}");
     let at = lines.iter().position(|line| line.ends_with(&format!(" {entry}")));
@@ -759,7 +759,7 @@ fn printk_from_here(n: u64) -> bool {
 
 /// The symbol `trace` shows for `printk_from_here`.
 fn printk_caller_name() -> &'static str {
-    ftrace::symbols::name_of(printk_from_here as *const () as usize).expect("a symbol")
+    ftrace::symbols::kernel::name_of(printk_from_here as *const () as usize).expect("a symbol")
 }
 
 /// `trace_printk!` lines as Linux's: the caller's function, then the text;
@@ -1319,7 +1319,7 @@ fn raw_hex_and_fields_print_records_as_numbers_words_and_fields() {
     assert_eq!(words[3], format!("{fib_address:x}"), "the function, in hex: {raw}");
     let parent = usize::from_str_radix(words[4], 16).unwrap();
     assert_eq!(
-        ftrace::symbols::name_of(parent),
+        ftrace::symbols::kernel::name_of(parent),
         Some("kernel::tests::tracefs::raw_hex_and_fields_print_records_as_numbers_words_and_fields")
     );
     write("options/hex", "1");

@@ -12,7 +12,7 @@ use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arch::ftrace_abi::{FtraceRegs, RegisterArgument, Saved};
-use ftrace::kallsyms::NameError;
+use ftrace::symbols::table::NameError;
 use kprobes::KprobeError;
 use trace::event_arrays::EventArrays;
 use trace::event_filter::{FieldKind, FieldValue, FilterField, FilterSlot};
@@ -156,7 +156,7 @@ fn compile_source(source: &Source, saved: Saved) -> Result<Fetch, EventError> {
         Source::Memory { offset, base } => Fetch::Memory { offset: *offset, base: Box::new(compile_source(base, saved)?) },
         Source::Address(address) => Fetch::Memory { offset: 0, base: Box::new(Fetch::Immediate(*address)) },
         Source::Symbol { name, offset } => {
-            let table = ftrace::symbols::table().map_err(|_| EventError::UnknownSymbol(name.clone()))?;
+            let table = ftrace::symbols::kernel::table().map_err(|_| EventError::UnknownSymbol(name.clone()))?;
             // A static first (what `@SYM` is for), else any function, as
             // Linux looks `SYM` up among every kernel symbol.
             let symbol = match table.resolve_data(name) {
@@ -176,7 +176,7 @@ fn place_of(spec: &EventSpec) -> Result<(usize, Saved, bool), EventError> {
     let kprobe_place = |location| kprobes::probe::resolve(location).map_err(EventError::Kprobe);
     match &spec.kind {
         ProbeKind::Fprobe => {
-            let table = ftrace::symbols::table().map_err(|_| EventError::UnknownSymbol(spec.symbol.clone()))?;
+            let table = ftrace::symbols::kernel::table().map_err(|_| EventError::UnknownSymbol(spec.symbol.clone()))?;
             let symbol = table.resolve(&spec.symbol).map_err(EventError::Name)?;
             if ftrace::site(symbol.address).is_none_or(|site| site.failed) {
                 return Err(EventError::NotTraceable(spec.symbol.clone()));

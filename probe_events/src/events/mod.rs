@@ -68,7 +68,7 @@ pub enum EventError {
     Definition(definition::DefinitionError),
     UnknownSymbol(String),
     /// The symbol named no one function (unknown, or a bare name of several).
-    Name(ftrace::kallsyms::NameError),
+    Name(ftrace::symbols::table::NameError),
     NotTraceable(String),
     Register {
         name: String,
@@ -676,7 +676,7 @@ pub fn print_event(payload: &[u8], sym_addr: bool, out: &mut dyn Write) -> Optio
     let kind = u16::from_ne_bytes(payload.get(0..2)?.try_into().ok()?);
     let events = EVENTS.lock();
     let compiled = events.iter().map(|e| &e.compiled).find(|c| c.id == kind)?;
-    let names = |address: usize| ftrace::symbols::table().ok()?.lookup(address);
+    let names = |address: usize| ftrace::symbols::kernel::table().ok()?.lookup(address);
     Some(compiled.layout.write(&compiled.event, payload, &names, sym_addr, out))
 }
 

@@ -102,7 +102,7 @@ fn write_symstr(address: usize, buffer: &mut [u8]) -> usize {
             Ok(())
         }
     }
-    let names = |address: usize| ftrace::symbols::table().ok()?.lookup(address);
+    let names = |address: usize| ftrace::symbols::kernel::table().ok()?.lookup(address);
     let mut cut = Cut { buffer, len: 0 };
     let _ = trace::output::write_code_address(&mut cut, address, &names);
     cut.len
@@ -289,7 +289,7 @@ fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
         Some(slot) => context
             .regs
             .return_address_in(slot)
-            .map_or(0, |address| ftrace::retstack::resolve_return_address(address, context.regs.frame_pointer())),
+            .map_or(0, |address| ftrace::graph::retstack::resolve_return_address(address, context.regs.frame_pointer())),
         None => context.caller,
     };
     let addresses = match ips {

@@ -9,7 +9,7 @@
 //!    without the hash, such as `kernel::workload::fs::lookup`, of every
 //!    function, then of every static a probe event's `@SYM` can read) into the
 //!    `.kernel_symbols` section the linker script reserves, in the format of
-//!    `ftrace::kallsyms`.
+//!    `ftrace::symbols::table`.
 //!
 //! The kernel then resolves names and addresses with no second link. Running
 //! the tool twice on one image is harmless (it yields the same bytes).
@@ -17,14 +17,14 @@
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
-use ftrace::kallsyms::{self, Symbol};
+use ftrace::symbols::table::{self, Symbol};
 use goblin::elf::{header, section_header::SectionHeader, sym, Elf};
 
 /// Bytes between a patchable-entry table entry and its function's address:
-/// the ops literal (`ftrace::site_geometry`), on both architectures.
+/// the ops literal (`ftrace::patch::geometry`), on both architectures.
 fn site_prefix(machine: u16) -> Result<u64, String> {
     match machine {
-        header::EM_X86_64 | header::EM_AARCH64 => Ok(ftrace::site_geometry::LITERAL_BYTES as u64),
+        header::EM_X86_64 | header::EM_AARCH64 => Ok(ftrace::patch::geometry::LITERAL_BYTES as u64),
         other => Err(format!("unsupported ELF machine {other}")),
     }
 }
@@ -93,7 +93,7 @@ fn process(image: &mut [u8]) -> Result<Report, String> {
 /// functions so, but not the drop glue and other shims rustc makes: those
 /// sites are dropped (the functions stay untraced).
 fn is_aligned_site(entry: u64) -> bool {
-    entry.is_multiple_of(ftrace::site_geometry::LITERAL_BYTES as u64)
+    entry.is_multiple_of(ftrace::patch::geometry::LITERAL_BYTES as u64)
 }
 
 /// A symbol's name as traces show it: the demangled Rust path without the
@@ -116,7 +116,7 @@ fn sort_sites(entries: &[u64], is_site: impl Fn(u64) -> bool) -> (Vec<u64>, usiz
     (table, dropped)
 }
 
-/// The `.kernel_symbols` contents (`ftrace::kallsyms` format) for
+/// The `.kernel_symbols` contents (`ftrace::symbols::table` format) for
 /// `functions` and `data` (address -> (size, name)) and the number of sites.
 fn symbol_table(
     functions: &BTreeMap<u64, (u64, String)>,
@@ -127,7 +127,7 @@ fn symbol_table(
     fn symbols(map: &BTreeMap<u64, (u64, String)>) -> Vec<Symbol<'_>> {
         map.iter().map(|(&address, (size, name))| Symbol { name, address: address as usize, size: *size as usize }).collect()
     }
-    kallsyms::encode(&symbols(functions), &symbols(data), sites, capacity).map_err(|e| e.to_string())
+    table::encode(&symbols(functions), &symbols(data), sites, capacity).map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {
@@ -166,7 +166,7 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ftrace::kallsyms::Kallsyms;
+    use ftrace::symbols::table::Kallsyms;
 
     /// The flag each architecture's kernel profile passes to the traced
     /// crate: `-Zpatchable-function-entry=TOTAL,PREFIX`, x86_64 counting
@@ -183,7 +183,7 @@ mod tests {
             let section = format!("[profile.kernel-{arch}.package.kernel]\nrustflags = [\"{flag}\"");
             assert!(cargo_toml.contains(&section), "Cargo.toml's kernel-{arch} profile must pass {flag}");
             let prefix: usize = flag.rsplit(',').next().unwrap().parse().unwrap();
-            assert_eq!(prefix * unit, ftrace::site_geometry::LITERAL_BYTES, "{arch}: the prefix is the ops literal");
+            assert_eq!(prefix * unit, ftrace::patch::geometry::LITERAL_BYTES, "{arch}: the prefix is the ops literal");
         }
     }
 

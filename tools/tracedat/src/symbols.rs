@@ -1,7 +1,7 @@
 //! The kernel's symbols, from the `.kernel_symbols` section of its image (the
 //! same table the kernel used for `cat trace`).
 
-use ftrace::kallsyms::{Kallsyms, Symbol};
+use ftrace::symbols::table::{Kallsyms, Symbol};
 use goblin::elf::Elf;
 
 /// The image's symbol table, owned.

@@ -12,7 +12,7 @@
 
 use alloc::vec::Vec;
 
-use crate::bitmap::Bitmap;
+use crate::patch::bitmap::Bitmap;
 
 /// One registered ops, as planning sees it.
 pub struct PlanOps<'a> {

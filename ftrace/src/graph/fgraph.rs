@@ -1,5 +1,5 @@
 //! Function graph: entry and return callbacks for many users at once, on the
-//! shared return hook ([`crate::retstack`]).
+//! shared return hook ([`crate::graph::retstack`]).
 //!
 //! An [`FgraphOps`] is an [`FtraceOps`] (its filters choose the functions)
 //! plus two callbacks. At a traced function's entry (if the shadow stack has
@@ -25,9 +25,11 @@ use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use arch::ftrace_abi::FtraceRegs;
 
+use crate::graph::retstack::{
+    self, DataWords, Depth, FrameNeeds, HookError, ReturnFunc, ReturnInfo, ReturnPath, ReturnUser, Skipped,
+};
 use crate::ops::{Callback, FtraceOps, OpsFlags};
 use crate::registry::{self, FtraceError};
-use crate::retstack::{self, DataWords, Depth, FrameNeeds, HookError, ReturnFunc, ReturnInfo, ReturnPath, ReturnUser, Skipped};
 
 /// What a graph user asks of the calls it hooks: the return registers, and
 /// the call counts toward the depth.

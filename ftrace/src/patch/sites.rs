@@ -24,7 +24,7 @@ use arch::text::{PatchError, TextPatcher};
 use crate::ops::{SiteList, NOP_CALL};
 
 /// Bytes between a table entry and its function: the ops literal.
-pub(crate) const LITERAL_SIZE: usize = crate::site_geometry::LITERAL_BYTES;
+pub(crate) const LITERAL_SIZE: usize = crate::patch::geometry::LITERAL_BYTES;
 
 /// One patchable site.
 pub(crate) struct Site {

@@ -221,7 +221,7 @@ impl<'a> Kallsyms<'a> {
             return Err(NameError::Unknown(name.into()));
         }
         let mut found: Vec<Symbol<'a>> = Vec::new();
-        for symbol in symbols().filter(|symbol| crate::glob::last_segment(symbol.name) == name) {
+        for symbol in symbols().filter(|symbol| crate::symbols::glob::last_segment(symbol.name) == name) {
             if !found.iter().any(|seen| seen.name == symbol.name) {
                 found.push(symbol);
             }

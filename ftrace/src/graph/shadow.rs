@@ -3,7 +3,7 @@
 //!
 //! This module is the bookkeeping only, with no knowledge of registers,
 //! trampolines or CPUs, so it builds and is unit tested on the host; the
-//! return hook ([`crate::retstack`]) drives it from the trampolines.
+//! return hook ([`crate::graph::retstack`]) drives it from the trampolines.
 //!
 //! # Layout
 //!
@@ -542,7 +542,7 @@ impl ShadowStack {
     ///
     /// Crate-private, as are [`pop_innermost`](Self::pop_innermost) and [`reset`](Self::reset):
     /// a task's stack is walked by the return trampoline, which trusts its
-    /// structure, so only the return hook (`crate::retstack`) and
+    /// structure, so only the return hook (`crate::graph::retstack`) and
     /// `TaskTrace::reset` (an abandoned flow) change it; `corrupt_innermost`
     /// exists for tests.
     #[inline]

@@ -22,7 +22,7 @@
 use alloc::string::{String, ToString};
 use core::fmt;
 
-use crate::bitmap::Bitmap;
+use crate::patch::bitmap::Bitmap;
 
 /// Whether `glob` matches all of `name`.
 pub fn glob_match(glob: &str, name: &str) -> bool {
@@ -195,15 +195,15 @@ pub enum FilterMode {
 
 /// Why a filter text was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum FilterError {
+pub enum FunctionFilterError {
     /// This word matched no traceable function.
     NoMatch(String),
 }
 
-impl fmt::Display for FilterError {
+impl fmt::Display for FunctionFilterError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            FilterError::NoMatch(word) => write!(f, "'{word}' matches no traceable function"),
+            FunctionFilterError::NoMatch(word) => write!(f, "'{word}' matches no traceable function"),
         }
     }
 }
@@ -216,7 +216,7 @@ pub fn apply_filter<'a>(
     mode: FilterMode,
     count: usize,
     name_of: impl Fn(usize) -> &'a str,
-) -> Result<Bitmap, FilterError> {
+) -> Result<Bitmap, FunctionFilterError> {
     let mut result = match mode {
         FilterMode::Replace => Bitmap::new(count),
         FilterMode::Append => current.clone(),
@@ -240,7 +240,7 @@ pub fn apply_filter<'a>(
             }
         }
         if !matched {
-            return Err(FilterError::NoMatch(word.to_string()));
+            return Err(FunctionFilterError::NoMatch(word.to_string()));
         }
     }
     Ok(result)
@@ -410,7 +410,7 @@ mod tests {
         "kernel::shell::run",
     ];
 
-    fn apply(current: &Bitmap, text: &str, mode: FilterMode) -> Result<Bitmap, FilterError> {
+    fn apply(current: &Bitmap, text: &str, mode: FilterMode) -> Result<Bitmap, FunctionFilterError> {
         apply_filter(current, text, mode, NAMES.len(), |i| NAMES[i])
     }
 
@@ -437,7 +437,7 @@ mod tests {
     fn no_match_changes_nothing() {
         let empty = Bitmap::new(NAMES.len());
         let fs = apply(&empty, "*::fs::*", FilterMode::Replace).unwrap();
-        assert_eq!(apply(&fs, "*fib nosuch*", FilterMode::Append), Err(FilterError::NoMatch("nosuch*".into())));
-        assert_eq!(apply(&fs, "!nosuch", FilterMode::Append), Err(FilterError::NoMatch("!nosuch".into())));
+        assert_eq!(apply(&fs, "*fib nosuch*", FilterMode::Append), Err(FunctionFilterError::NoMatch("nosuch*".into())));
+        assert_eq!(apply(&fs, "!nosuch", FilterMode::Append), Err(FunctionFilterError::NoMatch("!nosuch".into())));
     }
 }

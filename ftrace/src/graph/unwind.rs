@@ -16,7 +16,7 @@ use arch::ftrace_abi::FtraceRegs;
 /// pointer). Nothing for a save without a return address.
 pub fn callers(fregs: &FtraceRegs) -> impl Iterator<Item = (usize, usize)> {
     let fp = fregs.frame_pointer();
-    let first = fregs.return_address().map(|ret| (crate::retstack::resolve_return_address(ret, fp), fp));
+    let first = fregs.return_address().map(|ret| (crate::graph::retstack::resolve_return_address(ret, fp), fp));
     core::iter::successors(first, |&(_, fp)| frame_record(fp)).filter(|&(ret, _)| ret != 0)
 }
 
@@ -32,5 +32,5 @@ pub fn return_addresses(fp: usize) -> impl Iterator<Item = usize> {
 fn frame_record(fp: usize) -> Option<(usize, usize)> {
     let next = arch::fault::read_u64_nofault(fp)? as usize;
     let ret = arch::fault::read_u64_nofault(fp + core::mem::size_of::<usize>())? as usize;
-    (next > fp && ret != 0).then_some((crate::retstack::resolve_return_address(ret, next), next))
+    (next > fp && ret != 0).then_some((crate::graph::retstack::resolve_return_address(ret, next), next))
 }

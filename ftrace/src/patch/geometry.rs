@@ -1,5 +1,5 @@
 //! The patchable-site geometry, stated once: the site table
-//! (`crate::sites`) and the post-link tool (`tools/ksyms`) rely on it, and
+//! (`crate::patch::sites`) and the post-link tool (`tools/ksyms`) rely on it, and
 //! `tools/ksyms` checks the kernel profiles in `Cargo.toml` ask the
 //! compiler for it.
 //!

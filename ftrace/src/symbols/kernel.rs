@@ -2,7 +2,7 @@
 
 use spin::Once;
 
-use crate::kallsyms::{Kallsyms, KallsymsError};
+use crate::symbols::table::{Kallsyms, KallsymsError};
 
 static TABLE: Once<Result<Kallsyms<'static>, KallsymsError>> = Once::new();
 
@@ -18,13 +18,13 @@ pub fn name_of(address: usize) -> Option<&'static str> {
 
 /// Writes `function+0xOFF/0xSIZE` (or the bare address) for `address`.
 pub fn write_address(out: &mut dyn core::fmt::Write, address: usize) -> core::fmt::Result {
-    crate::kallsyms::write_address(out, table().ok(), address)
+    crate::symbols::table::write_address(out, table().ok(), address)
 }
 
 /// Writes a return address (a caller) as `function+0xOFF/0xSIZE`: see
-/// [`crate::kallsyms::write_return_address`].
+/// [`crate::symbols::table::write_return_address`].
 pub fn write_return_address(out: &mut dyn core::fmt::Write, address: usize) -> core::fmt::Result {
-    crate::kallsyms::write_return_address(out, table().ok(), address)
+    crate::symbols::table::write_return_address(out, table().ok(), address)
 }
 
 /// Whether the backtrace frame after `inner` (the frame it called) is a

@@ -1,4 +1,4 @@
-//! The return hook: one shadow return stack per task ([`crate::shadow`]),
+//! The return hook: one shadow return stack per task ([`crate::graph::shadow`]),
 //! shared by every user (the function-graph tracer, other graph users,
 //! rethook, fprobe exit handlers), and the return trampolines' handler.
 //!
@@ -46,11 +46,12 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use arch::ftrace_abi::{return_trampoline_address, FtraceRegs, ReturnTrampoline};
 use arch::println;
 
-use crate::shadow::{CallSite, Committed, FrameHeader, PendingHook, ShadowStack};
+use crate::graph::shadow::{CallSite, Committed, FrameHeader, PendingHook, ShadowStack};
+use crate::recursion;
+use crate::symbols::kernel as symbols;
 use crate::task::{self, TaskTrace};
-use crate::{recursion, symbols};
 
-pub use crate::shadow::{
+pub use crate::graph::shadow::{
     frame_words, DataWords, Depth, FrameNeeds, HookError, Recorded, ReturnPath, MAX_DATA_WORDS, MAX_ENTRIES,
 };
 pub use crate::task::STACK_WORDS;
@@ -310,7 +311,7 @@ unsafe fn return_after_other_call(task: &'static TaskTrace, base: usize, header:
 #[inline(never)]
 unsafe fn return_after_tail_call(task: &'static TaskTrace, base: usize, header: &FrameHeader, fregs: &mut FtraceRegs) -> usize {
     let stack = &task.stack;
-    let frame = crate::shadow::Frame { base, header: *header };
+    let frame = crate::graph::shadow::Frame { base, header: *header };
     let real = core::iter::successors(stack.below(&frame), |frame| stack.below(frame))
         .map(|frame| frame.header.ret)
         .find(|&ret| !is_return_trampoline(ret as usize))
