@@ -7,7 +7,7 @@
 //! `SAVE_REGS`: its sites stay on the sparse ARGS trampoline. A handler that
 //! needs a `PtRegs` builds one with `FtraceRegs::partial_regs`.
 //!
-//! Exit handlers ride on the shared return hook (`ftrace::retstack`): the
+//! Exit handlers ride on the shared return hook (`ftrace::graph::retstack`): the
 //! per-call data of a hooked call holds the probe's `entry_data` words and,
 //! when the probe asks, the entry arguments, so an exit handler sees the
 //! arguments the function was called with as well as its return value (on
@@ -33,7 +33,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arch::ftrace_abi::FtraceRegs;
 use ftrace::deferred::{Deferred, Refs};
-use ftrace::retstack::{self, DataWords, Depth, FrameNeeds, ReturnInfo, ReturnPath, ReturnUser, Skipped, MAX_DATA_WORDS};
+use ftrace::graph::retstack::{self, DataWords, Depth, FrameNeeds, ReturnInfo, ReturnPath, ReturnUser, Skipped, MAX_DATA_WORDS};
 use ftrace::{Callback, FilterKind, FilterMode, FtraceError, FtraceOps, OpsFlags};
 
 /// The most `entry_data` words a probe may ask for.
@@ -158,7 +158,7 @@ pub enum FprobeError {
     /// No function to probe.
     NothingToProbe,
     /// A name that is no one function (unknown, or a bare name of several).
-    Name(ftrace::kallsyms::NameError),
+    Name(ftrace::symbols::table::NameError),
     /// Tracing refused the filter or the registration.
     Ftrace(FtraceError),
 }
@@ -336,7 +336,7 @@ fn select(probe: &Fprobe, target: Target) -> Result<(), FprobeError> {
             ftrace::set_filter_ips(ops, FilterKind::Filter, ips, FilterMode::Replace)?;
         }
         Target::Symbols(names) => {
-            let table = ftrace::symbols::table().map_err(|_| FtraceError::Unavailable("no symbol table"))?;
+            let table = ftrace::symbols::kernel::table().map_err(|_| FtraceError::Unavailable("no symbol table"))?;
             let ips = names
                 .iter()
                 .map(|name| table.resolve(name).map(|s| s.address).map_err(FprobeError::Name))

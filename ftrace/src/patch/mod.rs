@@ -16,4 +16,4 @@ pub mod bitmap;
 pub mod geometry;
 pub mod plan;
 #[cfg(target_os = "none")]
-pub mod sites;
+pub(crate) mod sites;
