@@ -1,7 +1,7 @@
 //! Patch sites: what the compiler left at every traced function's entry,
 //! what each site holds now, and the plan that says what it must hold.
 //!
-//! - [`sites`]: the site table, one entry per patchable function, each
+//! - `sites`: the site table, one entry per patchable function, each
 //!   patch verified against what the entry remembers before it is written;
 //! - [`geometry`]: where a site's bytes are relative to its function;
 //! - [`plan`]: from the registered ops to what each site must call (none,
