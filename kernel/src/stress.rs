@@ -45,7 +45,7 @@ use ftrace::{FilterKind, FilterMode, FtraceOps, FtraceRegs, OpsFlags, PtRegs, Sa
 use kprobes::kretprobe::{Kretprobe, KretprobeConfig, RegisteredKretprobe};
 use kprobes::{Kprobe, KprobeConfig, Location, RegisteredKprobe};
 use rethook::{Rethook, RethookMode, RethookNode};
-use ring_buffer::per_cpu::{page_events, PAGE_SIZE};
+use ring_buffer::per_cpu::{page_records, PAGE_SIZE};
 
 use crate::{sched, tracefs};
 
@@ -515,7 +515,7 @@ fn reader() -> u64 {
         for cpu in 0..buffer.cpus() {
             while buffer.read_page(cpu, &mut page).is_some() {
                 any = true;
-                events += page_events(&page[..]).filter(|event| well_formed(event.payload)).count() as u64;
+                events += page_records(&page[..]).filter(|event| well_formed(event.payload)).count() as u64;
             }
         }
         if stopping && !any {

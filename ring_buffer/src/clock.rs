@@ -4,11 +4,11 @@
 //! counter's frequency, so a timestamp costs a counter read, a subtraction
 //! and a multiplication.
 //!
-//! Each trace array's buffer takes its events' timestamps from its own
+//! Each trace array's buffer takes its records' timestamps from its own
 //! `trace_clock` ([`TraceClock`], read with [`now`]), as in Linux: `local`
 //! (the above, the default), `global` (the same, but never behind a
-//! timestamp any CPU took before: one shared atomic per event), `counter`
-//! (an event count, not a time, printed raw) or `uptime` (timer ticks,
+//! timestamp any CPU took before: one shared atomic per record), `counter`
+//! (a record count, not a time, printed raw) or `uptime` (timer ticks,
 //! Linux's jiffies, printed raw). Linux's `perf`, `mono`, `mono_raw`,
 //! `boot` and `tai` are there too, under what they come to in this kernel,
 //! which neither suspends nor corrects its clock's rate: `perf` reads as
@@ -50,7 +50,7 @@ pub enum TraceClock {
     Local,
     /// Nanoseconds, monotonic across CPUs.
     Global,
-    /// A count of events, shared by every CPU.
+    /// A count of records, shared by every CPU.
     Counter,
     /// Timer ticks since boot (Linux's jiffies).
     Uptime,
@@ -130,7 +130,7 @@ impl TraceClock {
 
 /// `global`: the latest timestamp taken on any CPU.
 static GLOBAL_LAST: AtomicU64 = AtomicU64::new(0);
-/// `counter`: the events counted so far.
+/// `counter`: the records counted so far.
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// A timestamp by `clock`.

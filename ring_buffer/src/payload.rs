@@ -1,14 +1,14 @@
-//! An event's payload as a tracer writes it: bytes that start 4-byte
+//! A record's payload as a tracer writes it: bytes that start 4-byte
 //! aligned, with stores of whole words.
 //!
 //! # Why
 //!
-//! Records are packed (Linux's layouts) and events sit at 4-byte multiples
+//! Records are packed (Linux's layouts) and records sit at 4-byte multiples
 //! in a ring page, so a `u64` field is only 4-byte aligned. Written through
 //! a `&mut [u8]` the compiler knows no alignment at all, and on a target
 //! that forbids unaligned stores (the kernel's aarch64 target is built with
 //! `strict-align`) every such field became eight byte stores and seven
-//! shifts: about 100 instructions for one graph return event. A `Payload`
+//! shifts: about 100 instructions for one graph return record. A `Payload`
 //! promises 4-byte alignment, so a `u32` at a 4-byte offset is one store
 //! and a `u64` two (one on x86_64, which merges them).
 //!
@@ -29,7 +29,7 @@ pub const UNALIGNED_STORES: bool = arch::UNALIGNED_STORES;
 #[cfg(not(target_os = "none"))]
 pub const UNALIGNED_STORES: bool = true;
 
-/// An event payload, 4-byte aligned. See the module documentation.
+/// A record payload, 4-byte aligned. See the module documentation.
 pub struct Payload<'a> {
     bytes: &'a mut [u8],
 }
@@ -43,7 +43,7 @@ impl<'a> Payload<'a> {
     /// A payload the ring buffer handed out.
     ///
     /// # Safety
-    /// `bytes` must start 4-byte aligned (a ring page's events start at
+    /// `bytes` must start 4-byte aligned (a ring page's records start at
     /// 4-byte multiples of a page-aligned page, and so do their payloads).
     #[cfg(target_os = "none")]
     #[inline(always)]

@@ -1,18 +1,18 @@
 //! One CPU's trace ring buffer, in Linux's ring-buffer page format, with a
-//! writer that takes no lock and readers that never see a torn event.
+//! writer that takes no lock and readers that never see a torn record.
 //!
 //! # Page format
 //!
 //! The buffer is a ring of 4 KiB pages. Each page starts with a 16-byte header
 //! (the page's timestamp, then `commit`: how many data bytes follow, plus two
-//! flags Linux sets on pages handed to readers: [`RB_MISSED_EVENTS`], events
+//! flags Linux sets on pages handed to readers: [`RB_MISSED_EVENTS`], records
 //! were lost before this page; [`RB_MISSED_STORED`], their count is stored
-//! after the data) and holds events, each led by a 32-bit header with a 5-bit
-//! `type_len` and a 27-bit `time_delta` from the previous event (the first
-//! event of a page counts from the page's timestamp):
+//! after the data) and holds records, each led by a 32-bit header with a 5-bit
+//! `type_len` and a 27-bit `time_delta` from the previous record (the first
+//! record of a page counts from the page's timestamp):
 //!
-//! - `type_len` 1..=28: a data event of `type_len * 4` bytes;
-//! - `type_len` 0: a data event whose length (plus 4) is in the next word;
+//! - `type_len` 1..=28: a data record of `type_len * 4` bytes;
+//! - `type_len` 0: a data record whose length (plus 4) is in the next word;
 //! - `type_len` 30: a time extend: the delta's upper bits are in the next word
 //!   (for gaps of 2^27 ns, about 134 ms, or more);
 //! - `type_len` 29 (padding) and 31 (absolute time stamp) are never written
@@ -47,20 +47,20 @@
 //!   and publishes the tag `(new sequence, 0)`.
 //! - **A consuming read** ([`RingBuffer::read_page`], Linux's
 //!   `ring_buffer_read_page`) looks at the page it wants: if its tag has the
-//!   expected sequence number, it copies the events past `consumed` and
+//!   expected sequence number, it copies the records past `consumed` and
 //!   moves `consumed` up with a compare-and-swap of the whole tag. The swap
 //!   fails if the writer claimed the page meanwhile, and the copy (perhaps
-//!   torn by the reset) is dropped: those events are the writer's overrun.
+//!   torn by the reset) is dropped: those records are the writer's overrun.
 //!   If the tag has a newer sequence number the writer lapped the reader,
 //!   which moves on to the oldest page left. The page handed out says
-//!   `RB_MISSED_EVENTS` (and how many) when events were lost since the last
+//!   `RB_MISSED_EVENTS` (and how many) when records were lost since the last
 //!   read.
 //! - **A non-consuming read** ([`RingBuffer::snapshot`], `cat trace`)
 //!   pauses the writer (as Linux's `trace` iterator disables recording on
 //!   the CPU), waits for a write in progress, copies, and resumes.
 //!
-//! So an event is either read once, or counted as overrun once, or was
-//! never written (the buffer was paused, or the event too large):
+//! So a record is either read once, or counted as overrun once, or was
+//! never written (the buffer was paused, or the record too large):
 //! `written == read + overrun + entries` at rest.
 
 use alloc::boxed::Box;
@@ -75,10 +75,10 @@ pub const PAGE_SIZE: usize = 4096;
 pub const PAGE_HEADER_SIZE: usize = 16;
 /// Data bytes a page can hold.
 pub const PAGE_DATA_SIZE: usize = PAGE_SIZE - PAGE_HEADER_SIZE;
-/// `commit` flag: events were lost between the previous page read and this
+/// `commit` flag: records were lost between the previous page read and this
 /// one (Linux's `RB_MISSED_EVENTS`).
 pub const RB_MISSED_EVENTS: u64 = 1 << 31;
-/// `commit` flag: the number of lost events is stored after the data
+/// `commit` flag: the number of lost records is stored after the data
 /// (Linux's `RB_MISSED_STORED`).
 pub const RB_MISSED_STORED: u64 = 1 << 30;
 const COMMIT_MASK: u64 = RB_MISSED_STORED - 1;
@@ -86,11 +86,11 @@ const COMMIT_MASK: u64 = RB_MISSED_STORED - 1;
 const TYPE_PADDING: u32 = 29;
 const TYPE_TIME_EXTEND: u32 = 30;
 const TYPE_TIME_STAMP: u32 = 31;
-/// The largest `type_len` of a data event that carries its length in it.
+/// The largest `type_len` of a data record that carries its length in it.
 const TYPE_DATA_MAX: u32 = 28;
 const TIME_DELTA_BITS: u32 = 27;
 const TIME_DELTA_MAX: u64 = (1 << TIME_DELTA_BITS) - 1;
-/// The largest event payload [`RingBuffer::write`] accepts.
+/// The largest record payload [`RingBuffer::write`] accepts.
 pub const MAX_PAYLOAD: usize = 1024;
 
 /// One page, laid out as Linux's `buffer_data_page`.
@@ -131,12 +131,12 @@ impl Page {
         unsafe { &*(self.base() as *const AtomicU64) }
     }
 
-    /// The timestamp the page's first event counts from.
+    /// The timestamp the page's first record counts from.
     pub fn time_stamp(&self) -> u64 {
         self.time_word().load(Ordering::Acquire)
     }
 
-    /// Bytes of events in the page.
+    /// Bytes of records in the page.
     pub fn commit(&self) -> usize {
         (self.commit_word().load(Ordering::Acquire) & COMMIT_MASK) as usize
     }
@@ -175,7 +175,7 @@ impl Page {
         let commit = self.commit().min(PAGE_DATA_SIZE);
         out[0..8].copy_from_slice(&self.time_stamp().to_ne_bytes());
         out[8..16].copy_from_slice(&(commit as u64).to_ne_bytes());
-        // Events are 4-byte multiples, so the commit is too.
+        // Records are 4-byte multiples, so the commit is too.
         debug_assert!(commit.is_multiple_of(4) && PAGE_HEADER_SIZE + commit <= PAGE_SIZE);
         let words = self.base().wrapping_add(PAGE_HEADER_SIZE) as *const u32;
         for (i, chunk) in out[PAGE_HEADER_SIZE..PAGE_HEADER_SIZE + commit].chunks_exact_mut(4).enumerate() {
@@ -188,13 +188,13 @@ impl Page {
         commit
     }
 
-    /// The page's events, with absolute timestamps (the owner only).
-    fn events(&self) -> PageEvents<'_> {
+    /// The page's records, with absolute timestamps (the owner only).
+    fn records(&self) -> PageRecords<'_> {
         let commit = self.commit().min(PAGE_DATA_SIZE);
         // SAFETY: inside the page; the caller owns it, so nothing writes
-        // the bytes while the events are read.
+        // the bytes while the records are read.
         let data = unsafe { core::slice::from_raw_parts(self.base().add(PAGE_HEADER_SIZE), commit) };
-        PageEvents { data, offset: 0, time: self.time_stamp() }
+        PageRecords { data, offset: 0, time: self.time_stamp() }
     }
 }
 
@@ -204,15 +204,15 @@ pub fn page_commit(page: &[u8]) -> usize {
     ((word & COMMIT_MASK) as usize).min(page.len().saturating_sub(PAGE_HEADER_SIZE))
 }
 
-/// The events of a raw page (4096 bytes in Linux's page format), for readers
+/// The records of a raw page (4096 bytes in Linux's page format), for readers
 /// of pages that left the ring or the machine.
-pub fn page_events(page: &[u8]) -> PageEvents<'_> {
+pub fn page_records(page: &[u8]) -> PageRecords<'_> {
     let word = |at: usize| page.get(at..at + 8).map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap()));
     let commit = ((word(8) & COMMIT_MASK) as usize).min(page.len().saturating_sub(PAGE_HEADER_SIZE));
-    PageEvents { data: &page[PAGE_HEADER_SIZE.min(page.len())..PAGE_HEADER_SIZE + commit], offset: 0, time: word(0) }
+    PageRecords { data: &page[PAGE_HEADER_SIZE.min(page.len())..PAGE_HEADER_SIZE + commit], offset: 0, time: word(0) }
 }
 
-/// Whether a raw page says events were lost before it, and how many if it
+/// Whether a raw page says records were lost before it, and how many if it
 /// stored the count.
 pub fn page_missed(page: &[u8]) -> Option<Option<u64>> {
     let word = |at: usize| page.get(at..at + 8).map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap()));
@@ -224,31 +224,31 @@ pub fn page_missed(page: &[u8]) -> Option<Option<u64>> {
     Some((commit & RB_MISSED_STORED != 0).then(|| word(end)))
 }
 
-/// A data event read back: its timestamp and payload.
+/// A data record read back: its timestamp and payload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Event<'a> {
+pub struct Record<'a> {
     pub time: u64,
     pub payload: &'a [u8],
 }
 
-/// Iterator over one page's data events.
-pub struct PageEvents<'a> {
+/// Iterator over one page's data records.
+pub struct PageRecords<'a> {
     data: &'a [u8],
     offset: usize,
     time: u64,
 }
 
-impl<'a> PageEvents<'a> {
-    /// Where the next event starts (for a reader resuming in a page).
+impl<'a> PageRecords<'a> {
+    /// Where the next record starts (for a reader resuming in a page).
     pub fn offset(&self) -> usize {
         self.offset
     }
 }
 
-impl<'a> Iterator for PageEvents<'a> {
-    type Item = Event<'a>;
+impl<'a> Iterator for PageRecords<'a> {
+    type Item = Record<'a>;
 
-    fn next(&mut self) -> Option<Event<'a>> {
+    fn next(&mut self) -> Option<Record<'a>> {
         loop {
             let header = u32::from_ne_bytes(self.data.get(self.offset..self.offset + 4)?.try_into().ok()?);
             let type_len = header & 0x1f;
@@ -275,14 +275,14 @@ impl<'a> Iterator for PageEvents<'a> {
                     let start = self.offset + 8;
                     self.time += delta;
                     self.offset = start + len.next_multiple_of(4);
-                    return Some(Event { time: self.time, payload: self.data.get(start..start + len)? });
+                    return Some(Record { time: self.time, payload: self.data.get(start..start + len)? });
                 }
                 _ => {
                     let len = type_len as usize * 4;
                     let start = self.offset + 4;
                     self.time += delta;
                     self.offset = start + len;
-                    return Some(Event { time: self.time, payload: self.data.get(start..start + len)? });
+                    return Some(Record { time: self.time, payload: self.data.get(start..start + len)? });
                 }
             }
         }
@@ -292,16 +292,16 @@ impl<'a> Iterator for PageEvents<'a> {
 /// Counters, as `cat trace`'s header and `per_cpu/cpuN/stats` print them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// Events in the buffer, not read yet.
+    /// Records in the buffer, not read yet.
     pub entries: u64,
-    /// Events written since the last reset.
+    /// Records written since the last reset.
     pub written: u64,
-    /// Events lost when the oldest page was overwritten.
+    /// Records lost when the oldest page was overwritten.
     pub overrun: u64,
-    /// Events consuming readers took out.
+    /// Records consuming readers took out.
     pub read: u64,
-    /// Events refused: too large, or written while a reader had the
-    /// buffer paused (Linux's "dropped events").
+    /// Records refused: too large, or written while a reader had the
+    /// buffer paused (Linux's "dropped records").
     pub dropped: u64,
 }
 
@@ -314,19 +314,19 @@ pub struct Usage {
 }
 
 /// Counters since the buffer was made, which [`RingBuffer::reset`] does
-/// not clear: what became of every event ever written.
+/// not clear: what became of every record ever written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Lifetime {
     pub written: u64,
     pub overrun: u64,
     pub read: u64,
-    /// Events emptied out unread by a reset.
+    /// Records emptied out unread by a reset.
     pub erased: u64,
-    /// Events in the buffer now.
+    /// Records in the buffer now.
     pub entries: u64,
 }
 
-/// Why an event was not written.
+/// Why a record was not written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriteError {
     /// Empty, or more than [`MAX_PAYLOAD`] bytes.
@@ -335,12 +335,12 @@ pub enum WriteError {
     Paused,
     /// Recording is off on this CPU (`tracing_cpumask`).
     Masked,
-    /// The ring is full of unread events and does not overwrite them
+    /// The ring is full of unread records and does not overwrite them
     /// (`options/overwrite` off).
     Full,
     /// A write from inside another write's `fill` on this ring (code the
     /// fill runs was traced): dropped, as Linux's recursion lock drops it,
-    /// rather than written over the event being filled.
+    /// rather than written over the record being filled.
     Nested,
 }
 
@@ -393,7 +393,7 @@ impl Tag {
     }
 }
 
-/// The page header as Linux describes it (`events/header_page`, and the
+/// The page header as Linux describes it (`records/header_page`, and the
 /// `header_page` section of a trace.dat): the time stamp, the commit word
 /// (its top bits the flags), then the data.
 pub fn header_page() -> String {
@@ -406,7 +406,7 @@ pub fn header_page() -> String {
     )
 }
 
-/// The event header's encoding as Linux describes it (`events/header_event`):
+/// The record header's encoding as Linux describes it (`records/header_event`):
 /// see the module documentation.
 pub fn header_event() -> &'static str {
     "# compressed entry header\n\
@@ -435,7 +435,7 @@ pub struct RingBuffer {
     /// traced). One load tests both.
     stopped: AtomicU8,
     /// Whether a full ring overwrites its oldest page (Linux's default)
-    /// or drops new events until a reader makes room (`options/overwrite`
+    /// or drops new records until a reader makes room (`options/overwrite`
     /// off: Linux's producer/consumer mode). Read only when the writer
     /// moves to the next page.
     overwrite: AtomicBool,
@@ -536,8 +536,8 @@ impl RingBuffer {
         }
     }
 
-    /// Appends an event with `payload` at `time` (nanoseconds; never less
-    /// than the previous event's).
+    /// Appends a record with `payload` at `time` (nanoseconds; never less
+    /// than the previous record's).
     ///
     /// # Safety
     /// As for [`write_with`](Self::write_with).
@@ -549,7 +549,7 @@ impl RingBuffer {
     /// [`write_with`](Self::write_with) for a `fill` that may run traced
     /// code (`trace_printk!`'s arguments' `Display`): a write that code
     /// makes on this ring, nested in this one, is dropped and counted
-    /// (`WriteError::Nested`) rather than written over the event being
+    /// (`WriteError::Nested`) rather than written over the record being
     /// filled, as Linux's recursion lock drops it. The other writers' fills
     /// are tracing code, which is never traced: their path pays nothing
     /// for this (the flag rides on the `stopped` word they test anyway).
@@ -567,10 +567,10 @@ impl RingBuffer {
         unsafe { self.write_with(time, len, filling) }
     }
 
-    /// Appends an event of `len` payload bytes at `time`, which `fill`
+    /// Appends a record of `len` payload bytes at `time`, which `fill`
     /// writes in place (the bytes it gets are exactly `len` long; the
     /// padding to a 4-byte multiple is zeroed here; they start 4-byte
-    /// aligned, as every event in a page). One copy, no staging, no lock.
+    /// aligned, as every record in a page). One copy, no staging, no lock.
     /// A `fill` that may run traced code goes through
     /// [`write_with_foreign`](Self::write_with_foreign).
     ///
@@ -605,16 +605,16 @@ impl RingBuffer {
         let writer = unsafe { &mut *self.writer.get() };
         let padded = len.next_multiple_of(4);
         let small = padded <= TYPE_DATA_MAX as usize * 4;
-        let event_size = if small { 4 + padded } else { 8 + padded };
+        let record_size = if small { 4 + padded } else { 8 + padded };
 
         // The usual case: room on a started page, and a delta the header
         // holds. Anything else (a fresh page, a time extend, the next page)
         // is `make_room`'s.
         let (at, delta) = match time.checked_sub(writer.last_time) {
-            Some(delta) if delta <= TIME_DELTA_MAX && writer.commit != 0 && writer.commit + event_size <= PAGE_DATA_SIZE => {
+            Some(delta) if delta <= TIME_DELTA_MAX && writer.commit != 0 && writer.commit + record_size <= PAGE_DATA_SIZE => {
                 (writer.commit, delta)
             }
-            _ => match self.make_room(writer, time, event_size) {
+            _ => match self.make_room(writer, time, record_size) {
                 Some(place) => place,
                 None => {
                     self.writing.store(false, Ordering::Release);
@@ -644,22 +644,22 @@ impl RingBuffer {
         Ok(())
     }
 
-    /// Where an event of `event_size` bytes at `time` goes when the usual
+    /// Where a record of `record_size` bytes at `time` goes when the usual
     /// case does not hold: starts the page if it is fresh, moves to the next
-    /// page if the event (and a time extend) would not fit, and writes the
-    /// time extend a long gap needs. Answers the event header's offset and
-    /// the delta it carries; `None` if the next page holds unread events
+    /// page if the record (and a time extend) would not fit, and writes the
+    /// time extend a long gap needs. Answers the record header's offset and
+    /// the delta it carries; `None` if the next page holds unread records
     /// the ring may not overwrite.
     #[cold]
     #[inline(never)]
-    fn make_room(&self, writer: &mut Writer, time: u64, event_size: usize) -> Option<(usize, u64)> {
+    fn make_room(&self, writer: &mut Writer, time: u64, record_size: usize) -> Option<(usize, u64)> {
         if writer.commit == 0 {
             self.writer_page(writer).reset(time);
             writer.last_time = time;
         }
         let mut delta = time.saturating_sub(writer.last_time);
         let extend = if delta > TIME_DELTA_MAX { 8 } else { 0 };
-        if writer.commit + extend + event_size > PAGE_DATA_SIZE {
+        if writer.commit + extend + record_size > PAGE_DATA_SIZE {
             if !self.overwrite.load(Ordering::Relaxed) && self.next_page_unread(writer) {
                 return None;
             }
@@ -677,18 +677,18 @@ impl RingBuffer {
         Some((at, delta))
     }
 
-    /// Whether the page after the writer's still holds events a consuming
+    /// Whether the page after the writer's still holds records a consuming
     /// reader has not taken (what moving there would overwrite).
     /// (A consuming read moves `consumed` up to the commit it copied, and
-    /// only the writer claims pages, so a page is empty of unread events
-    /// exactly when `consumed` reached its commit: no walk of its events.)
+    /// only the writer claims pages, so a page is empty of unread records
+    /// exactly when `consumed` reached its commit: no walk of its records.)
     fn next_page_unread(&self, writer: &Writer) -> bool {
         let (page, tag) = self.page(writer.seq + 1);
         (Tag::unpack(tag.load(Ordering::Acquire)).consumed as usize) < page.commit()
     }
 
     /// Switches between overwriting the oldest page when full (`true`,
-    /// the default) and dropping new events until a consuming reader
+    /// the default) and dropping new records until a consuming reader
     /// makes room (`false`).
     pub fn set_overwrite(&self, overwrite: bool) {
         self.overwrite.store(overwrite, Ordering::Relaxed);
@@ -702,7 +702,7 @@ impl RingBuffer {
         let (page, tag) = self.page(seq);
         let old = Tag::unpack(tag.swap(Tag { seq: seq as u32, consumed: Tag::CLAIMING }.pack(), Ordering::AcqRel));
         // Only the writer claims pages, and it left this one complete.
-        let lost = page.events().skip_while_offset(old.consumed as usize).count();
+        let lost = page.records().skip_while_offset(old.consumed as usize).count();
         if lost > 0 {
             self.overrun.fetch_add(lost as u64, Ordering::AcqRel);
         }
@@ -721,9 +721,9 @@ impl RingBuffer {
         reader.next < self.tail.load(Ordering::Acquire)
     }
 
-    /// Takes the oldest unread events out of the buffer into `out`, as a
+    /// Takes the oldest unread records out of the buffer into `out`, as a
     /// page in Linux's format (with `RB_MISSED_EVENTS` and the count if
-    /// events were overwritten since the last read). Returns how many events
+    /// records were overwritten since the last read). Returns how many records
     /// it holds, or `None` if there is nothing to read. Any CPU, any time.
     pub fn read_page(&self, out: &mut [u8; PAGE_SIZE]) -> Option<usize> {
         let mut reader = self.reader.lock();
@@ -748,7 +748,7 @@ impl RingBuffer {
             let finished = reader.next < tail;
             let skip = tag.consumed as usize;
             let commit = page.copy_to(out);
-            let count = page_events(&out[..]).skip_while_offset(skip).count();
+            let count = page_records(&out[..]).skip_while_offset(skip).count();
             let taken = Tag { consumed: commit as u32, ..tag };
             if tag_word.compare_exchange(tag.pack(), taken.pack(), Ordering::AcqRel, Ordering::Acquire).is_err() {
                 continue; // claimed under us: the copy may be torn
@@ -765,9 +765,9 @@ impl RingBuffer {
         }
     }
 
-    /// Makes `out`, a copy of a page whose events from data offset `skip` on
-    /// (`count` of them) were just consumed, a page of those events alone,
-    /// flagged if events were lost before them (`overrun`, the count read
+    /// Makes `out`, a copy of a page whose records from data offset `skip` on
+    /// (`count` of them) were just consumed, a page of those records alone,
+    /// flagged if records were lost before them (`overrun`, the count read
     /// before the page was). Returns `count`.
     fn finish_page(&self, reader: &mut Reader, out: &mut [u8; PAGE_SIZE], skip: usize, count: usize, overrun: u64) -> usize {
         let commit = drop_consumed(out, skip);
@@ -787,7 +787,7 @@ impl RingBuffer {
     }
 
     /// Runs `f` with the writer paused and idle: nothing changes in the
-    /// ring meanwhile (events written then are dropped, not counted, as
+    /// ring meanwhile (records written then are dropped, not counted, as
     /// Linux's `trace` file does while it is read).
     fn paused<R>(&self, f: impl FnOnce() -> R) -> R {
         let was = self.stopped.fetch_or(STOP_PAUSED, Ordering::SeqCst);
@@ -817,7 +817,7 @@ impl RingBuffer {
         let mut pages = Vec::new();
         self.paused(|| {
             self.for_each_unread_page(&reader, |copy| {
-                if page_events(&copy[..]).next().is_some() {
+                if page_records(&copy[..]).next().is_some() {
                     pages.push(Box::new(*copy));
                 }
             })
@@ -826,7 +826,7 @@ impl RingBuffer {
     }
 
     /// Calls `f` with a copy of each unread page, oldest first, without
-    /// the events a consuming reader already took. The writer must be
+    /// the records a consuming reader already took. The writer must be
     /// paused (or gone) and `reader` held.
     fn for_each_unread_page(&self, reader: &Reader, mut f: impl FnMut(&[u8; PAGE_SIZE])) {
         let tail = self.tail.load(Ordering::Acquire);
@@ -842,7 +842,7 @@ impl RingBuffer {
     }
 
     /// Moves this ring into `into`, a new ring (a resize, which keeps the
-    /// events, as Linux's does): its unread events go there, oldest first,
+    /// records, as Linux's does): its unread records go there, oldest first,
     /// each with its time, and so do its counters, as if `into` had been
     /// this ring all along. A smaller `into` keeps the newest that fit, the
     /// older ones counted as overrun (as Linux's resize drops the oldest
@@ -861,17 +861,17 @@ impl RingBuffer {
         }
         let old = self.stats();
         // A masked `into` (a CPU `tracing_cpumask` leaves out) still takes
-        // the events its CPU recorded before.
+        // the records its CPU recorded before.
         let masked = into.stopped.fetch_and(!STOP_MASKED, Ordering::SeqCst) & STOP_MASKED;
         let overwrite = into.overwrite.swap(true, Ordering::Relaxed);
         self.for_each_unread_page(&reader, |copy| {
-            for event in page_events(&copy[..]) {
+            for record in page_records(&copy[..]) {
                 // SAFETY: the caller is `into`'s one writer. A refused
                 // write is counted by `into`.
-                let _ = unsafe { into.write(event.time, event.payload) };
+                let _ = unsafe { into.write(record.time, record.payload) };
             }
         });
-        // What became of the events no longer here: `into` wrote the
+        // What became of the records no longer here: `into` wrote the
         // `old.entries` it got, so its `written` gains the rest.
         into.written.fetch_add(old.written - old.entries, Ordering::AcqRel);
         into.overrun.fetch_add(old.overrun, Ordering::AcqRel);
@@ -885,8 +885,8 @@ impl RingBuffer {
     }
 
     /// What `per_cpu/cpuN/stats` shows besides the counters, read without
-    /// pausing the writer (as Linux reads them): the bytes of unread events,
-    /// and the time stamp of the oldest unread page (Linux's "oldest event
+    /// pausing the writer (as Linux reads them): the bytes of unread records,
+    /// and the time stamp of the oldest unread page (Linux's "oldest record
     /// ts" is its reader page's). Figures of a moment: the writer moves on.
     pub fn usage(&self) -> Usage {
         let reader = self.reader.lock();
@@ -928,38 +928,38 @@ impl RingBuffer {
             self.written.store(0, Ordering::Release);
             self.overrun.store(0, Ordering::Release);
             self.read.store(0, Ordering::Release);
-            // As Linux's reset does (its `dropped events` start over).
+            // As Linux's reset does (its `dropped records` start over).
             self.dropped.store(0, Ordering::Relaxed);
         })
     }
 
-    /// Every unread event (copied), oldest first.
-    pub fn events(&self) -> Vec<(u64, Vec<u8>)> {
+    /// Every unread record (copied), oldest first.
+    pub fn records(&self) -> Vec<(u64, Vec<u8>)> {
         self.snapshot()
             .iter()
-            .flat_map(|page| page_events(&page[..]).map(|event| (event.time, event.payload.to_vec())).collect::<Vec<_>>())
+            .flat_map(|page| page_records(&page[..]).map(|record| (record.time, record.payload.to_vec())).collect::<Vec<_>>())
             .collect()
     }
 }
 
-/// Removes the first `skip` data bytes (events a reader already took) from
+/// Removes the first `skip` data bytes (records a reader already took) from
 /// `page`, a copy of a page: the rest moves down and the page's timestamp
-/// becomes the time the first remaining event counts from. Returns the new
+/// becomes the time the first remaining record counts from. Returns the new
 /// commit.
 fn drop_consumed(page: &mut [u8; PAGE_SIZE], skip: usize) -> usize {
     let commit = (u64::from_ne_bytes(page[8..16].try_into().unwrap()) & COMMIT_MASK) as usize;
     if skip == 0 {
         return commit;
     }
-    let base = page_events(&page[..]).time_before_offset(skip);
+    let base = page_records(&page[..]).time_before_offset(skip);
     page.copy_within(PAGE_HEADER_SIZE + skip..PAGE_HEADER_SIZE + commit, PAGE_HEADER_SIZE);
     page[0..8].copy_from_slice(&base.to_ne_bytes());
     page[8..16].copy_from_slice(&((commit - skip) as u64).to_ne_bytes());
     commit - skip
 }
 
-impl PageEvents<'_> {
-    /// The events from data offset `offset` on.
+impl PageRecords<'_> {
+    /// The records from data offset `offset` on.
     fn skip_while_offset(mut self, offset: usize) -> Self {
         while self.offset < offset {
             if self.next().is_none() {
@@ -969,13 +969,13 @@ impl PageEvents<'_> {
         self
     }
 
-    /// The time of the last event that ends at or before `offset` (the
+    /// The time of the last record that ends at or before `offset` (the
     /// page's timestamp if none).
     fn time_before_offset(mut self, offset: usize) -> u64 {
         let mut time = self.time;
         while self.offset < offset {
             match self.next() {
-                Some(event) => time = event.time,
+                Some(record) => time = record.time,
                 None => break,
             }
         }
@@ -1010,18 +1010,18 @@ mod tests {
         // SAFETY: one writer (the test thread).
         assert_eq!(unsafe { ring.write(2, &payload(2, 24)) }, Err(WriteError::Masked));
         let copies = ring.snapshot(); // pauses and resumes the writer
-        assert_eq!(copies.iter().flat_map(|page| page_events(&page[..])).count(), 1);
+        assert_eq!(copies.iter().flat_map(|page| page_records(&page[..])).count(), 1);
         // SAFETY: as above.
         assert_eq!(unsafe { ring.write(3, &payload(3, 24)) }, Err(WriteError::Masked), "still masked after the pause");
         let stats = ring.stats();
         assert_eq!((stats.written, stats.dropped, stats.entries), (1, 0, 1));
         ring.set_masked(false);
         write(&ring, 4, &payload(4, 24));
-        assert_eq!(ring.events().iter().map(|(time, _)| *time).collect::<Vec<_>>(), [1, 4]);
+        assert_eq!(ring.records().iter().map(|(time, _)| *time).collect::<Vec<_>>(), [1, 4]);
     }
 
     /// A write from inside another's fill (traced code the fill ran) is
-    /// dropped and counted; the event being filled is whole.
+    /// dropped and counted; the record being filled is whole.
     #[test]
     fn a_write_nested_in_a_fill_is_dropped() {
         let ring = RingBuffer::new(4);
@@ -1036,16 +1036,16 @@ mod tests {
         };
         assert_eq!((outer, nested), (Ok(()), Some(Err(WriteError::Nested))));
         write(&ring, 3, &payload(3, 24));
-        assert_eq!(ring.events(), [(1, payload(1, 24)), (3, payload(3, 24))]);
+        assert_eq!(ring.records(), [(1, payload(1, 24)), (3, payload(3, 24))]);
         let stats = ring.stats();
         assert_eq!((stats.written, stats.dropped, stats.entries), (2, 1, 2));
         assert_eq!(ring.stopped.load(Ordering::Relaxed), 0, "the flag went with the fill");
     }
 
-    /// Without overwrite, a full ring keeps its oldest events and drops
+    /// Without overwrite, a full ring keeps its oldest records and drops
     /// new ones (counted), until a consuming read makes room.
     #[test]
-    fn a_ring_that_does_not_overwrite_drops_new_events_when_full() {
+    fn a_ring_that_does_not_overwrite_drops_new_records_when_full() {
         let ring = RingBuffer::new(3);
         ring.set_overwrite(false);
         let mut kept = 0u64;
@@ -1059,11 +1059,11 @@ mod tests {
         assert_eq!(unsafe { ring.write(1_000, &payload(2, 24)) }, Err(WriteError::Full));
         let stats = ring.stats();
         assert_eq!((stats.entries, stats.overrun, stats.dropped), (kept, 0, 2));
-        assert_eq!(ring.events().first().map(|(time, _)| *time), Some(1), "the oldest kept");
+        assert_eq!(ring.records().first().map(|(time, _)| *time), Some(1), "the oldest kept");
         let mut page = [0u8; PAGE_SIZE];
         assert_eq!(ring.read_page(&mut page), Some(per_page as usize), "a consuming read takes the first page");
         write(&ring, 2_000, &payload(3, 24));
-        assert_eq!(ring.events().last().map(|(time, _)| *time), Some(2_000), "room again");
+        assert_eq!(ring.records().last().map(|(time, _)| *time), Some(2_000), "room again");
         ring.set_overwrite(true);
         for n in 0..per_page {
             write(&ring, 3_000 + n, &payload(4, 24));
@@ -1072,20 +1072,20 @@ mod tests {
     }
 
     #[test]
-    fn events_round_trip_with_times() {
+    fn records_round_trip_with_times() {
         let ring = RingBuffer::new(4);
         write(&ring, 1_000, &payload(1, 24));
         write(&ring, 1_500, &payload(2, 13)); // padded to 16
         write(&ring, 1_000 + (1 << 30), &payload(3, 24)); // needs a time extend
         write(&ring, 2_000 + (1 << 30), &payload(4, 200)); // length in the next word
-        let events = ring.events();
-        assert_eq!(events.len(), 4);
-        assert_eq!(events[0], (1_000, payload(1, 24)));
-        assert_eq!(events[1].0, 1_500);
-        assert_eq!(&events[1].1[..13], &payload(2, 13)[..]);
-        assert_eq!(events[1].1.len(), 16);
-        assert_eq!(events[2].0, 1_000 + (1 << 30));
-        assert_eq!(events[3], (2_000 + (1 << 30), payload(4, 200)));
+        let records = ring.records();
+        assert_eq!(records.len(), 4);
+        assert_eq!(records[0], (1_000, payload(1, 24)));
+        assert_eq!(records[1].0, 1_500);
+        assert_eq!(&records[1].1[..13], &payload(2, 13)[..]);
+        assert_eq!(records[1].1.len(), 16);
+        assert_eq!(records[2].0, 1_000 + (1 << 30));
+        assert_eq!(records[3], (2_000 + (1 << 30), payload(4, 200)));
         assert_eq!(ring.stats(), Stats { entries: 4, written: 4, overrun: 0, read: 0, dropped: 0 });
     }
 
@@ -1135,14 +1135,14 @@ mod tests {
         assert_eq!(stats.written, total as u64);
         assert_eq!(stats.entries + stats.overrun, total as u64);
         assert!(stats.overrun > 0);
-        let events = ring.events();
-        assert_eq!(events.len() as u64, stats.entries);
-        // What is left is the newest events, in order, ending with the last.
-        let last = u32::from_ne_bytes(events.last().unwrap().1[..4].try_into().unwrap());
+        let records = ring.records();
+        assert_eq!(records.len() as u64, stats.entries);
+        // What is left is the newest records, in order, ending with the last.
+        let last = u32::from_ne_bytes(records.last().unwrap().1[..4].try_into().unwrap());
         assert_eq!(last as usize, total - 1);
-        assert!(events.windows(2).all(|w| w[0].0 < w[1].0));
+        assert!(records.windows(2).all(|w| w[0].0 < w[1].0));
         ring.reset();
-        assert_eq!(ring.events().len(), 0);
+        assert_eq!(ring.records().len(), 0);
         assert_eq!(ring.stats(), Stats::default());
         let lifetime = ring.lifetime();
         assert_eq!(
@@ -1153,20 +1153,20 @@ mod tests {
     }
 
     #[test]
-    fn a_ring_moves_into_another_with_its_events_and_counters() {
+    fn a_ring_moves_into_another_with_its_records_and_counters() {
         let (old, grown, shrunk) = (RingBuffer::new(8), RingBuffer::new(16), RingBuffer::new(2));
-        let events: Vec<(u64, Vec<u8>)> = (0..1000).map(|i| (1_000 + i as u64 * 7, payload(i, 40))).collect();
-        for (time, bytes) in &events {
+        let records: Vec<(u64, Vec<u8>)> = (0..1000).map(|i| (1_000 + i as u64 * 7, payload(i, 40))).collect();
+        for (time, bytes) in &records {
             write(&old, *time, bytes);
         }
         let mut page = [0u8; PAGE_SIZE];
         let taken = old.read_page(&mut page).unwrap();
         let before = old.stats();
         assert!(before.overrun > 0 && before.read == taken as u64, "{before:?}");
-        let unread = old.events();
+        let unread = old.records();
         // SAFETY: the test is the one writer of every ring.
         unsafe { old.move_into(&grown) };
-        assert_eq!(grown.events(), unread, "every unread event, with its time");
+        assert_eq!(grown.records(), unread, "every unread record, with its time");
         assert_eq!(grown.stats(), before, "the counters go with them");
         let mut first = [0u8; PAGE_SIZE];
         let taken_after = grown.read_page(&mut first).unwrap();
@@ -1174,7 +1174,7 @@ mod tests {
         let before = grown.stats();
         assert_eq!(before.read, (taken + taken_after) as u64);
         write(&grown, 9_999, &payload(1, 8));
-        assert_eq!(grown.events().last().map(|(time, _)| *time), Some(9_999), "recording goes on after them");
+        assert_eq!(grown.records().last().map(|(time, _)| *time), Some(9_999), "recording goes on after them");
         // SAFETY: as above.
         let late = unsafe { old.write(10_000, &payload(2, 8)) };
         assert_eq!(late, Err(WriteError::Paused), "the old ring records no more");
@@ -1186,8 +1186,8 @@ mod tests {
         let before = grown.stats();
         // SAFETY: as above.
         unsafe { grown.move_into(&shrunk) };
-        let kept = shrunk.events();
-        let all = grown.events();
+        let kept = shrunk.records();
+        let all = grown.records();
         assert!(!kept.is_empty() && kept.len() < all.len());
         assert_eq!(kept[..], all[all.len() - kept.len()..], "the newest, in order");
         let after = shrunk.stats();
@@ -1209,18 +1209,18 @@ mod tests {
     }
 
     #[test]
-    fn consuming_reads_take_each_event_once_and_flag_what_was_lost() {
+    fn consuming_reads_take_each_record_once_and_flag_what_was_lost() {
         let ring = RingBuffer::new(3);
         let mut out = [0u8; PAGE_SIZE];
         assert_eq!(ring.read_page(&mut out), None, "nothing to read");
         write(&ring, 10, &7u32.to_ne_bytes());
         write(&ring, 11, &8u32.to_ne_bytes());
         assert_eq!(ring.read_page(&mut out), Some(2), "the writer's page, read in place");
-        assert_eq!(page_events(&out[..]).map(|e| e.time).collect::<Vec<_>>(), [10, 11]);
+        assert_eq!(page_records(&out[..]).map(|e| e.time).collect::<Vec<_>>(), [10, 11]);
         assert_eq!(ring.read_page(&mut out), None, "nothing new");
         write(&ring, 12, &9u32.to_ne_bytes());
-        assert_eq!(ring.read_page(&mut out), Some(1), "only the new event");
-        assert_eq!(page_events(&out[..]).map(|e| e.time).collect::<Vec<_>>(), [12]);
+        assert_eq!(ring.read_page(&mut out), Some(1), "only the new record");
+        assert_eq!(page_records(&out[..]).map(|e| e.time).collect::<Vec<_>>(), [12]);
         // Overflow the ring: the reader learns how many it lost.
         let per_page = PAGE_DATA_SIZE / 8;
         for i in 0..per_page * 6 {
@@ -1242,17 +1242,17 @@ mod tests {
         assert_eq!(stats.entries, 0);
     }
 
-    /// A writer thread and a reader thread at once: every event the writer
+    /// A writer thread and a reader thread at once: every record the writer
     /// wrote is read once or counted as overrun, none torn, in order.
     #[test]
-    fn a_concurrent_reader_never_tears_or_loses_an_event() {
+    fn a_concurrent_reader_never_tears_or_loses_an_record() {
         let ring = Arc::new(RingBuffer::new(4));
         const EVENTS: u64 = 200_000;
         let writer = {
             let ring = ring.clone();
             std::thread::spawn(move || {
                 for seq in 0..EVENTS {
-                    // Each event: its sequence number, and its complement.
+                    // Each record: its sequence number, and its complement.
                     let mut bytes = [0u8; 16];
                     bytes[..8].copy_from_slice(&seq.to_ne_bytes());
                     bytes[8..].copy_from_slice(&(!seq).to_ne_bytes());
@@ -1264,11 +1264,11 @@ mod tests {
         let mut out = [0u8; PAGE_SIZE];
         let (mut read, mut last) = (0u64, None::<u64>);
         let mut check = |out: &[u8; PAGE_SIZE], read: &mut u64| {
-            for event in page_events(&out[..]) {
-                let seq = u64::from_ne_bytes(event.payload[..8].try_into().unwrap());
-                let not = u64::from_ne_bytes(event.payload[8..16].try_into().unwrap());
-                assert_eq!(not, !seq, "event {seq} torn");
-                assert_eq!(event.time, seq, "its timestamp");
+            for record in page_records(&out[..]) {
+                let seq = u64::from_ne_bytes(record.payload[..8].try_into().unwrap());
+                let not = u64::from_ne_bytes(record.payload[8..16].try_into().unwrap());
+                assert_eq!(not, !seq, "record {seq} torn");
+                assert_eq!(record.time, seq, "its timestamp");
                 assert!(last.is_none_or(|last| seq > last), "{seq} after {last:?}");
                 last = Some(seq);
                 *read += 1;

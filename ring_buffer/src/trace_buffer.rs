@@ -4,7 +4,7 @@
 //!
 //! A CPU writes only its own ring, with interrupts masked for the few
 //! instructions of the write (so an interrupt that traces cannot interleave
-//! with the event it interrupted, and the task cannot move to another CPU
+//! with the record it interrupted, and the task cannot move to another CPU
 //! in the middle): the one writer the ring asks for, and no lock. Readers
 //! on any CPU either consume pages ([`TraceBuffer::read_page`]) or copy
 //! them all with that CPU's writer paused for the copy
@@ -17,7 +17,7 @@
 //! (`FUNC:snapshot`). A write that loaded the old pointer just before the
 //! swap finishes in the set that is now the snapshot: the per-CPU rings
 //! stay each CPU's own in both sets, so that is safe, and readers see it
-//! as one more event.
+//! as one more record.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -29,7 +29,7 @@ use arch::{cpu, MAX_CPUS};
 
 use crate::clock::{self, TraceClock};
 use crate::payload::Payload;
-use crate::per_cpu::{page_events, Lifetime, RingBuffer, Stats, PAGE_SIZE};
+use crate::per_cpu::{page_records, Lifetime, RingBuffer, Stats, PAGE_SIZE};
 
 /// Pages per CPU of the top level's buffer: 4 MiB (Linux's default is
 /// 1.4 MiB; a function_graph trace of eight threads running fib(18) puts up
@@ -84,7 +84,7 @@ pub fn cpus() -> usize {
 /// rings through one pointer they load with interrupts masked, readers
 /// while holding `readers`. A resize, holding `readers`, pauses recording
 /// and waits until every CPU has unmasked interrupts once (so no write
-/// still uses the old rings), moves the events into the new rings, swaps
+/// still uses the old rings), moves the records into the new rings, swaps
 /// the pointer and frees the old rings.
 pub struct TraceBuffer {
     /// The first of `cpus` rings, a leaked boxed slice.
@@ -115,7 +115,7 @@ pub struct TraceBuffer {
     /// `options/overwrite`: whether full rings overwrite their oldest page.
     overwrite: AtomicBool,
     /// How many times each CPU's ring was emptied (`echo > trace`, a clock
-    /// change, `echo > per_cpu/cpuN/trace`): a reader holding events it
+    /// change, `echo > per_cpu/cpuN/trace`): a reader holding records it
     /// took from that ring before drops them.
     emptied: [AtomicU64; MAX_CPUS],
     /// The clock's time at the last [`reset`](TraceBuffer::reset) (0
@@ -189,7 +189,7 @@ fn make_rings(pages: usize, settings: RingSettings) -> Option<*mut RingBuffer> {
 }
 
 /// Whether the heap still has room to read a buffer of `pages` pages a CPU
-/// (`cat trace`, `snapshot`: the copy and the list of its events, about
+/// (`cat trace`, `snapshot`: the copy and the list of its records, about
 /// twice its size). Checked whenever rings are made, while a refusal still
 /// changes nothing: a buffer the heap could hold but not read would make
 /// every read fail.
@@ -294,11 +294,11 @@ impl TraceBuffer {
     }
 
     /// Replaces every CPU's ring with one of `pages` pages
-    /// (`echo N > buffer_size_kb`), keeping the events, as Linux does: each
-    /// CPU's unread events move into its new ring, the newest that fit when
+    /// (`echo N > buffer_size_kb`), keeping the records, as Linux does: each
+    /// CPU's unread records move into its new ring, the newest that fit when
     /// it is smaller (see [`RingBuffer::move_into`]), and so do the
     /// snapshot's. The tracer and `tracing_on` stay as they are; recording
-    /// pauses while the events move.
+    /// pauses while the records move.
     pub fn resize(&self, pages: usize) -> Result<(), ResizeError> {
         if !(MIN_PAGES_PER_CPU..=MAX_PAGES_PER_CPU).contains(&pages) {
             return Err(ResizeError::BadSize);
@@ -318,7 +318,7 @@ impl TraceBuffer {
             },
         };
         // Recording pauses, and no snapshot swaps the rings, while the
-        // events move. A write loads the rings and writes with interrupts
+        // records move. A write loads the rings and writes with interrupts
         // masked: once every CPU has taken an interrupt, none that missed
         // the pause is still writing into the old rings.
         self.pause();
@@ -378,7 +378,7 @@ impl TraceBuffer {
         }
     }
 
-    /// `tracing_cpumask`: the CPUs whose events are recorded, a bit each.
+    /// `tracing_cpumask`: the CPUs whose records are recorded, a bit each.
     pub fn cpumask(&self) -> u64 {
         self.cpumask.load(Ordering::Relaxed)
     }
@@ -401,7 +401,7 @@ impl TraceBuffer {
     }
 
     /// `echo 0|1 > options/overwrite`: off, a full ring keeps what it has
-    /// and drops new events (counted in `dropped events`) until a
+    /// and drops new records (counted in `dropped records`) until a
     /// consuming reader (`trace_pipe`) or `echo > trace` makes room, as
     /// Linux's producer/consumer mode does.
     pub fn set_overwrite(&self, overwrite: bool) {
@@ -434,7 +434,7 @@ impl TraceBuffer {
         !self.spare.load(Ordering::Acquire).is_null()
     }
 
-    /// Takes a snapshot: the recorded events become the snapshot's, and
+    /// Takes a snapshot: the recorded records become the snapshot's, and
     /// recording goes on in what was the snapshot. No allocation and no
     /// waiting: callable from a callback.
     pub fn swap_snapshot(&self) -> Result<(), SwapRefused> {
@@ -500,7 +500,7 @@ impl TraceBuffer {
         true
     }
 
-    /// Whether events are being recorded (`tracing_on`).
+    /// Whether records are being recorded (`tracing_on`).
     #[inline]
     pub fn is_on(&self) -> bool {
         self.on.load(Ordering::Relaxed) & STATE != OFF
@@ -521,7 +521,7 @@ impl TraceBuffer {
         TraceClock::from_index(self.clock.load(Ordering::Relaxed))
     }
 
-    /// A timestamp by its clock (what its events are stamped with).
+    /// A timestamp by its clock (what its records are stamped with).
     pub fn now(&self) -> u64 {
         clock::now(self.clock())
     }
@@ -555,15 +555,15 @@ impl TraceBuffer {
         self.on.fetch_sub(PAUSE, Ordering::Relaxed);
     }
 
-    /// Records one event now, if recording is on. Returns whether it was.
+    /// Records one record now, if recording is on. Returns whether it was.
     #[inline]
     pub fn write(&self, payload: &[u8]) -> bool {
         self.write_with(payload.len(), |_, out| out.put_slice(0, payload)).is_some()
     }
 
-    /// Records one event of `len` payload bytes now, if recording is on:
-    /// `fill` gets the event's timestamp and writes the payload in place.
-    /// Returns the timestamp, so a caller can keep the time its event
+    /// Records one record of `len` payload bytes now, if recording is on:
+    /// `fill` gets the record's timestamp and writes the payload in place.
+    /// Returns the timestamp, so a caller can keep the time its record
     /// carries (one call shows one duration wherever it is read).
     // Always inlined: it is most of every tracer's callback, and a call
     // would cost it a frame (some 20 instructions, measured).
@@ -573,17 +573,17 @@ impl TraceBuffer {
     }
 
     /// [`write_with`](Self::write_with) for a `fill` that may run traced
-    /// code (`trace_printk!`'s arguments): an event that code writes on
+    /// code (`trace_printk!`'s arguments): a record that code writes on
     /// this CPU meanwhile is dropped (see
     /// [`RingBuffer::write_with_foreign`](crate::per_cpu::RingBuffer::write_with_foreign)).
     pub fn write_foreign(&self, len: usize, fill: impl FnOnce(u64, &mut Payload)) -> Option<u64> {
         self.write_stamped::<false, true>(len, fill)
     }
 
-    /// [`write_with`](Self::write_with) for an event that times something
+    /// [`write_with`](Self::write_with) for a record that times something
     /// (function_graph's call and return times): `fill` gets, and the call
     /// returns, a time in nanoseconds of the local clock, as Linux times
-    /// graph calls whatever `trace_clock` says. It is the event's own
+    /// graph calls whatever `trace_clock` says. It is the record's own
     /// timestamp when the buffer's clock is the local one (`local`,
     /// `perf`); under any other the local clock is read as well, so one
     /// call's two times never come from two clocks.
@@ -689,7 +689,7 @@ impl TraceBuffer {
         }
     }
 
-    /// Copies CPU `cpu`'s unread events (its writer paused meanwhile).
+    /// Copies CPU `cpu`'s unread records (its writer paused meanwhile).
     pub fn snapshot_of(&self, cpu: usize) -> Snapshot {
         let readers = self.readers.lock();
         match self.rings(&readers).get(cpu) {
@@ -751,8 +751,8 @@ impl TraceBuffer {
         total
     }
 
-    /// Takes CPU `cpu`'s oldest unread events out, as one page (a consuming
-    /// read); how many events, or `None` if there are none.
+    /// Takes CPU `cpu`'s oldest unread records out, as one page (a consuming
+    /// read); how many records, or `None` if there are none.
     pub fn read_page(&self, cpu: usize, out: &mut [u8; PAGE_SIZE]) -> Option<usize> {
         let readers = self.readers.lock();
         let _swap = SwapGuard::new(&self.swapping); // the live rings stay live
@@ -811,8 +811,8 @@ impl Snapshot {
         self.pages.iter().map(|page| &**page)
     }
 
-    /// The events: (timestamp in ns, payload).
-    pub fn events(&self) -> impl Iterator<Item = (u64, &[u8])> {
-        self.pages.iter().flat_map(|page| page_events(&page[..]).map(|event| (event.time, event.payload)))
+    /// The records: (timestamp in ns, payload).
+    pub fn records(&self) -> impl Iterator<Item = (u64, &[u8])> {
+        self.pages.iter().flat_map(|page| page_records(&page[..]).map(|record| (record.time, record.payload)))
     }
 }

@@ -950,7 +950,7 @@ impl PipeReader {
             gave.push(cpu);
             let mut last = None;
             let mut lost = ring_buffer::per_cpu::page_missed(&page[..]);
-            for event in ring_buffer::per_cpu::page_events(&page[..]) {
+            for event in ring_buffer::per_cpu::page_records(&page[..]) {
                 last = Some(event.time);
                 self.held.push(HeldEvent { time: event.time, cpu, payload: event.payload.to_vec(), lost: lost.take() });
             }
@@ -1040,10 +1040,10 @@ pub fn consume_events(array: &TraceArray, cpu: Option<usize>, out: &mut dyn Writ
 /// merge needs no more: `None` if the heap has no room for it (a buffer
 /// grown while the heap filled up), where a panic would stop the kernel.
 pub fn merged(snapshots: &[trace_buffer::Snapshot]) -> Option<Vec<(u64, usize, &[u8])>> {
-    let total = snapshots.iter().map(|snapshot| snapshot.events().count()).sum();
+    let total = snapshots.iter().map(|snapshot| snapshot.records().count()).sum();
     let mut events = Vec::new();
     events.try_reserve_exact(total).ok()?;
-    let mut next: Vec<_> = snapshots.iter().map(|snapshot| snapshot.events().peekable()).collect();
+    let mut next: Vec<_> = snapshots.iter().map(|snapshot| snapshot.records().peekable()).collect();
     loop {
         let oldest = (next.iter_mut().zip(snapshots))
             .enumerate()

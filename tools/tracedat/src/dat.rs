@@ -15,12 +15,12 @@
 //! padding to a page, then each CPU's ring-buffer pages as they are
 //! ```
 
-use ring_buffer::per_cpu::{header_event, header_page, page_events, PAGE_SIZE};
+use ring_buffer::per_cpu::{header_event, header_page, page_records, PAGE_SIZE};
 use trace::stream::Stream;
 
 /// Events in the stream's pages.
 pub fn count_events(stream: &Stream) -> usize {
-    stream.cpus.iter().flat_map(|(_, pages)| pages.chunks(PAGE_SIZE)).map(|page| page_events(page).count()).sum()
+    stream.cpus.iter().flat_map(|(_, pages)| pages.chunks(PAGE_SIZE)).map(|page| page_records(page).count()).sum()
 }
 
 /// The option that ends the options (`TRACECMD_OPTION_DONE`).

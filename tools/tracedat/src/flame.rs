@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use ring_buffer::per_cpu::{page_events, PAGE_SIZE};
+use ring_buffer::per_cpu::{page_records, PAGE_SIZE};
 use trace::event::Event;
 use trace::stream::Stream;
 
@@ -42,7 +42,7 @@ pub fn fold(stream: &Stream, symbols: &Symbols) -> Result<Vec<(String, u64)>, St
     // CPU's own order among equal times).
     let mut events: Vec<(u64, u64, Event)> = Vec::new();
     for (cpu, pages) in &stream.cpus {
-        for event in pages.chunks(PAGE_SIZE).flat_map(page_events) {
+        for event in pages.chunks(PAGE_SIZE).flat_map(page_records) {
             if let Some(decoded @ (Event::GraphEntry(_) | Event::GraphExit(_))) = Event::decode(event.payload) {
                 events.push((event.time, *cpu, decoded));
             }
