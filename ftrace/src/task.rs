@@ -28,7 +28,7 @@ use crate::graph::shadow::ShadowStack;
 pub const STACK_WORDS: usize = 2048;
 
 /// How many trace arrays can run the graph tracer with their own markers
-/// (see `trace::instance`).
+/// (see `trace::array::trace_array`).
 pub const GRAPH_SLOTS: usize = 16;
 
 /// "No marker set" for the graph tracer's depth markers.
@@ -91,7 +91,7 @@ pub struct TaskTrace {
     /// takes out of a call's duration.
     slept_ns: AtomicU64,
     /// The function profiler's running sum of returned calls' times, for
-    /// `graph-time` off (see `trace::profiler`).
+    /// `graph-time` off (see `trace::profile`).
     pub profiled_ns: AtomicU64,
 }
 

@@ -21,7 +21,7 @@
 //! command's start. A failed removal (`-:NAME`) is not logged, as in Linux.
 //! `echo > error_log` empties it.
 //!
-//! Each trace array keeps its own log (`trace::error_log`), the last 8
+//! Each trace array keeps its own log (`trace::array::error_log`), the last 8
 //! entries, as in Linux: an instance's `error_log` has the refused filters
 //! and `hist` triggers of its own events; the top level's has its events'
 //! and every probe definition's (the probe files are the top level's).
@@ -30,10 +30,10 @@ use alloc::format;
 use alloc::string::String;
 use core::fmt::{self, Write};
 
-use trace::error_log::ErrorEntry;
-use trace::instance::TraceArray;
+use trace::array::error_log::ErrorEntry;
+use trace::array::trace_array::TraceArray;
 
-/// How a refused `hist` trigger is reported (`trace::hist`).
+/// How a refused `hist` trigger is reported (`trace::events::hist`).
 const HIST: &str = "hist: ";
 
 /// Which parser Linux would name for a write of `text` to the tracefs file
@@ -87,7 +87,7 @@ pub fn log(array: &TraceArray, location: String, message: &str, command: &str) {
 /// Logs a refused event filter (`command`, as written) in `array`'s log as
 /// Linux does: `event filter parse error`, Linux's words for why, and the
 /// caret at the byte Linux's parser reports (past the end: at the end).
-pub fn log_filter(array: &TraceArray, command: &str, error: &trace::event_filter::FilterError) {
+pub fn log_filter(array: &TraceArray, command: &str, error: &trace::events::filter::FilterError) {
     let column = command.char_indices().take_while(|&(at, _)| at < error.at).count();
     array.error_log().push(ErrorEntry {
         time_ns: ring_buffer::clock::now_ns(),

@@ -9,8 +9,8 @@ use crate::{cmdline, println};
 /// task ran where.
 pub fn start_if_recording() {
     if cmdline::option("record").is_some() {
-        for event in trace::sched::SchedEvent::ALL {
-            event.set_enabled(trace::instance::top(), true);
+        for event in trace::events::sched::SchedEvent::ALL {
+            event.set_enabled(trace::array::trace_array::top(), true);
         }
     }
 }
@@ -18,7 +18,7 @@ pub fn start_if_recording() {
 /// Sends the trace if the session is recording.
 pub fn send_if_recording() {
     let Some(path) = cmdline::option("record") else { return };
-    match trace::export::export(path, &probe_events::events::formats()) {
+    match trace::export::send::export(path, &probe_events::events::formats()) {
         Ok(bytes) => println!("record: {bytes} bytes of trace sent to the host"),
         Err(error) => println!("record: the trace channel failed: {error:?}"),
     }

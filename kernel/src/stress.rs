@@ -508,7 +508,7 @@ fn worker(seed: u64, naps: bool) -> (u64, u64) {
 fn reader() -> u64 {
     let mut page = Box::new([0u8; PAGE_SIZE]);
     let mut events = 0u64;
-    let buffer = trace::instance::top().buffer();
+    let buffer = trace::array::trace_array::top().buffer();
     loop {
         let stopping = STOP.load(Ordering::Acquire);
         let mut any = false;
@@ -548,15 +548,15 @@ fn warm_up_instance() -> Result<(), String> {
 
 /// Whether an event decodes: a common header with a pid of a task.
 fn well_formed(payload: &[u8]) -> bool {
-    trace::event::Common::decode(payload).is_some_and(|common| common.kind != 0 && common.pid >= 0)
+    trace::events::record::Common::decode(payload).is_some_and(|common| common.kind != 0 && common.pid >= 0)
 }
 
 /// Runs the stress and reports. Refuses to start unless tracing is idle
 /// (the `nop` tracer, no filter, no events defined): it flips those
 /// switches itself.
 pub fn run(limits: Limits) -> Result<Report, String> {
-    let top = trace::instance::top();
-    if top.current_tracer() != trace::tracer::Tracer::Nop {
+    let top = trace::array::trace_array::top();
+    if top.current_tracer() != trace::tracers::Tracer::Nop {
         return Err("stress: set current_tracer to nop first".into());
     }
     if !top.tracer_filter_names(ftrace::FilterKind::Filter).is_empty() {

@@ -1,7 +1,7 @@
 //! Every event tracefs names, under one scheme: the scheduler's static
 //! events (`sched:sched_switch`, `sched:sched_wakeup`, `sched:sched_wakeup_new`, from
-//! `trace::sched`), the synthetic ones (`synthetic:NAME`, from
-//! `trace::synth`) and the dynamic ones (`fprobes:NAME`, from
+//! `trace::events::sched`), the synthetic ones (`synthetic:NAME`, from
+//! `trace::events::synth`) and the dynamic ones (`fprobes:NAME`, from
 //! `probe_events::events`, `GRP:NAME` in `fprobes`, `kprobes` or a group the
 //! definition names). `events/GRP/EVENT/{enable,filter,format,hist,id,trigger}`,
 //! `events/GRP/{enable,filter}`, `events/enable`, `available_events` and `set_event`
@@ -9,7 +9,7 @@
 //!
 //! An instance has its own copy of each event's `enable`, `filter`,
 //! `trigger` and `hist` (`instances/NAME/events/...`,
-//! `instances/NAME/set_event`), kept by `trace::event_arrays`; its
+//! `instances/NAME/set_event`), kept by `trace::events::arrays`; its
 //! `enable_event` and `disable_event` triggers switch its own copies.
 
 use alloc::format;
@@ -19,14 +19,14 @@ use alloc::vec::Vec;
 use core::fmt::Write;
 
 use ftrace::FilterMode;
-use trace::event_trigger::{Applied, EventName, Request, TriggerError};
-use trace::instance::TraceArray;
-use trace::sched::SchedEvent;
+use trace::array::trace_array::TraceArray;
+use trace::events::sched::SchedEvent;
+use trace::events::trigger::{Applied, EventName, Request, TriggerError};
 
 use crate::tracefs::TracefsError;
 
-use trace::sched::GROUP as SCHED;
-use trace::synth::{Synth, GROUP as SYNTHETIC};
+use trace::events::sched::GROUP as SCHED;
+use trace::events::synth::{Synth, GROUP as SYNTHETIC};
 
 /// Which kind of event `group/event` is.
 enum Kind {
@@ -40,18 +40,18 @@ fn kind(group: &str, event: &str) -> Kind {
     if let Some(sched) = SchedEvent::find(group, event) {
         return Kind::Sched(sched);
     }
-    match (group == SYNTHETIC).then(|| trace::synth::find(event)).flatten() {
+    match (group == SYNTHETIC).then(|| trace::events::synth::find(event)).flatten() {
         Some(synth) => Kind::Synth(synth),
         None => Kind::Dynamic,
     }
 }
 
-/// Removes synthetic events (see [`trace::synth::remove`]). A trigger
+/// Removes synthetic events (see [`trace::events::synth::remove`]). A trigger
 /// removed just before may still hold one, in a list waiting for its
 /// grace period: those are let go first when it seems busy.
-fn remove_synthetic(name: Option<&str>) -> Result<u32, trace::synth::SynthError> {
-    match trace::synth::remove(name) {
-        Err(trace::synth::SynthError::Busy(_)) if ftrace::deferred::reclaim() > 0 => trace::synth::remove(name),
+fn remove_synthetic(name: Option<&str>) -> Result<u32, trace::events::synth::SynthError> {
+    match trace::events::synth::remove(name) {
+        Err(trace::events::synth::SynthError::Busy(_)) if ftrace::deferred::reclaim() > 0 => trace::events::synth::remove(name),
         other => other,
     }
 }
@@ -59,8 +59,10 @@ fn remove_synthetic(name: Option<&str>) -> Result<u32, trace::synth::SynthError>
 /// Whether every synthetic event could be removed now (see
 /// [`remove_synthetic`]'s second try).
 pub fn check_synthetic_removable_all() -> Result<(), TracefsError> {
-    match trace::synth::check_removable_all() {
-        Err(trace::synth::SynthError::Busy(_)) if ftrace::deferred::reclaim() > 0 => trace::synth::check_removable_all(),
+    match trace::events::synth::check_removable_all() {
+        Err(trace::events::synth::SynthError::Busy(_)) if ftrace::deferred::reclaim() > 0 => {
+            trace::events::synth::check_removable_all()
+        }
         other => other,
     }
     .map_err(invalid)
@@ -84,15 +86,15 @@ pub fn write_synthetic(text: &str, mode: FilterMode) -> Result<(), TracefsError>
     let mut stale = 0;
     if mode == FilterMode::Replace {
         match removal {
-            Some(name) if trace::synth::find(name).is_none() => {
-                return Err(invalid(trace::synth::SynthError::NoSuchEvent(name.into())));
+            Some(name) if trace::events::synth::find(name).is_none() => {
+                return Err(invalid(trace::events::synth::SynthError::NoSuchEvent(name.into())));
             }
             // Removed with the rest.
             Some(_) => return write_synthetic("", mode),
             None if !text.is_empty() => {
-                let def = trace::synth::SynthDef::parse(text).map_err(invalid)?;
+                let def = trace::events::synth::SynthDef::parse(text).map_err(invalid)?;
                 if taken(&def.name) {
-                    return Err(invalid(trace::synth::SynthError::Exists(format!("{SYNTHETIC}/{}", def.name))));
+                    return Err(invalid(trace::events::synth::SynthError::Exists(format!("{SYNTHETIC}/{}", def.name))));
                 }
             }
             None => {}
@@ -102,10 +104,10 @@ pub fn write_synthetic(text: &str, mode: FilterMode) -> Result<(), TracefsError>
     let result = match removal {
         Some(name) => remove_synthetic(Some(name)).map(|more| stale |= more),
         None if text.is_empty() => Ok(()),
-        None => trace::synth::define(text, taken),
+        None => trace::events::synth::define(text, taken),
     };
     if stale != 0 {
-        trace::instance::reset_buffers_of_slots(stale);
+        trace::array::trace_array::reset_buffers_of_slots(stale);
     }
     result.map_err(invalid)
 }
@@ -115,7 +117,7 @@ fn invalid(error: impl ToString) -> TracefsError {
 }
 
 /// A refused event filter, `text` as written.
-fn refused_filter(text: &str, error: trace::event_filter::FilterError) -> TracefsError {
+fn refused_filter(text: &str, error: trace::events::filter::FilterError) -> TracefsError {
     TracefsError::Filter { command: text.trim().into(), error, trigger: false }
 }
 
@@ -126,7 +128,7 @@ fn output_failed(_: core::fmt::Error) -> TracefsError {
 /// Every event as (group, event), in `available_events` order.
 pub fn all() -> Vec<(String, String)> {
     let sched = SchedEvent::ALL.into_iter().map(|event| (SCHED.to_string(), event.name().to_string()));
-    let synthetic = trace::synth::all().into_iter().map(|synth| (SYNTHETIC.to_string(), synth.def().name.clone()));
+    let synthetic = trace::events::synth::all().into_iter().map(|synth| (SYNTHETIC.to_string(), synth.def().name.clone()));
     let dynamic = probe_events::events::event_names().into_iter().filter_map(|name| {
         let (group, event) = name.split_once('/')?;
         Some((group.to_string(), event.to_string()))
@@ -170,7 +172,7 @@ pub fn forget_array(array: &TraceArray) {
     for sched in SchedEvent::ALL {
         sched.arrays().forget(array);
     }
-    trace::synth::forget_array(array);
+    trace::events::synth::forget_array(array);
     probe_events::events::forget_array(array);
 }
 
@@ -201,7 +203,7 @@ pub fn write_trigger(array: &'static TraceArray, group: &str, event: &str, text:
     // that table's removal, which checks that nothing reads it.
     static WRITES: arch::sync::Mutex<()> = arch::sync::Mutex::new(());
     let _one_writer = WRITES.lock();
-    let in_use = TriggerError::Hist(trace::hist::HistError::InUse).to_string();
+    let in_use = TriggerError::Hist(trace::events::hist::HistError::InUse).to_string();
     // A `.snapshot()` action allocates the snapshot buffer when it is
     // resolved; a trigger refused after that gives it back.
     array.giving_back_snapshot_on_error(|| match write_trigger_once(array, group, event, text) {
@@ -230,7 +232,7 @@ fn write_trigger_once(array: &'static TraceArray, group: &str, event: &str, text
         TriggerError::Filter { expression, error } => TracefsError::Filter { command: expression, error, trigger: true },
         other => invalid(other),
     };
-    let mut parsed = trace::event_trigger::parse(text, &fields).map_err(refused)?;
+    let mut parsed = trace::events::trigger::parse(text, &fields).map_err(refused)?;
     // A `hist` trigger's `$NAME`s and actions name other triggers and
     // synthetic events: resolved now, before anything changes.
     let mut defines = None;
@@ -241,7 +243,7 @@ fn write_trigger_once(array: &'static TraceArray, group: &str, event: &str, text
             let found = ring_buffer::clock::TraceClock::from_name(name);
             clock = Some(found.ok_or_else(|| TracefsError::Invalid(format!("hist: couldn't set trace_clock '{name}'")))?);
         }
-        trace::event_trigger::resolve_hist(array, trigger, trace::synth::target).map_err(refused)?;
+        trace::events::trigger::resolve_hist(array, trigger, trace::events::synth::target).map_err(refused)?;
         defines = trigger.histogram().map(Arc::downgrade);
     }
     let (request, acquired) = match parsed {
@@ -269,7 +271,7 @@ fn write_trigger_once(array: &'static TraceArray, group: &str, event: &str, text
     // buffer if that is a change), as Linux sets it.
     if let (Ok(Applied::Added(..)), Some(hist)) = (&applied, defines.and_then(|hist| hist.upgrade())) {
         let name = EventName { group: group.to_string(), event: event.to_string() };
-        trace::event_trigger::register_vars(array, &name, &hist);
+        trace::events::trigger::register_vars(array, &name, &hist);
         if let Some(clock) = clock.filter(|clock| *clock != array.buffer().clock()) {
             array.buffer().set_clock(clock);
         }
@@ -287,17 +289,23 @@ fn write_trigger_once(array: &'static TraceArray, group: &str, event: &str, text
 /// written to `array`'s `set_ftrace_filter` holds: the switch of `array`'s
 /// copy of the event, in soft mode until the command goes (the hook is
 /// dropped: by its removal, or by `rmdir` before the instance goes).
-pub fn event_hook(array: &'static TraceArray, target: &EventName) -> Result<trace::func_probe::EventHook, TracefsError> {
+pub fn event_hook(
+    array: &'static TraceArray,
+    target: &EventName,
+) -> Result<trace::tracers::function_commands::EventHook, TracefsError> {
     let switch = acquire_soft(array, target)?;
     let target = target.clone();
-    Ok(trace::func_probe::EventHook { switch, release: Some(alloc::boxed::Box::new(move || release_soft(array, &target))) })
+    Ok(trace::tracers::function_commands::EventHook {
+        switch,
+        release: Some(alloc::boxed::Box::new(move || release_soft(array, &target))),
+    })
 }
 
 /// `array`'s copy of `target` in soft mode, for a trigger there: its switch.
 fn acquire_soft(
     array: &TraceArray,
     target: &EventName,
-) -> Result<alloc::sync::Arc<dyn trace::event_trigger::EventSwitch>, TracefsError> {
+) -> Result<alloc::sync::Arc<dyn trace::events::trigger::EventSwitch>, TracefsError> {
     let gone = || TracefsError::Invalid(format!("{}:{} is being removed", target.group, target.event));
     match kind(&target.group, &target.event) {
         Kind::Sched(sched) => sched.acquire_soft(array).ok_or_else(gone),
@@ -338,7 +346,7 @@ pub fn trigger_text(array: &TraceArray, group: &str, event: &str) -> Result<Stri
 /// without one, as in Linux).
 pub fn hist_text(array: &TraceArray, group: &str, event: &str) -> Result<String, TracefsError> {
     let names = |address: usize| ftrace::symbols::kernel::table().ok()?.lookup(address);
-    let comms = |pid: i32| trace::sched::comm_of(pid);
+    let comms = |pid: i32| trace::events::sched::comm_of(pid);
     let text = match kind(group, event) {
         Kind::Sched(sched) => sched.hist_text(array, &names, &comms),
         Kind::Synth(synth) => synth.state().hist_text(array, &names, &comms),
@@ -408,7 +416,7 @@ pub fn write_format(group: &str, event: &str, out: &mut dyn Write) -> Result<(),
         Kind::Dynamic => return probe_events::events::write_format(group, event, out).map_err(invalid),
     };
     let name = sched.name();
-    let (_, text) = trace::event::sched_formats().into_iter().find(|(n, _)| *n == name).expect("a format per event");
+    let (_, text) = trace::events::record::sched_formats().into_iter().find(|(n, _)| *n == name).expect("a format per event");
     out.write_str(&text).map_err(output_failed)
 }
 

@@ -4,7 +4,7 @@
 //! (or `>>` to append, where Linux supports it). A write that cannot be
 //! applied is an error and changes nothing.
 //!
-//! `mkdir instances/NAME` makes an instance (`trace::instance`): a
+//! `mkdir instances/NAME` makes an instance (`trace::array::trace_array`): a
 //! directory `instances/NAME/` with its own copy of the per-array files
 //! (its own buffer, tracer, filters, `tracing_on`, and `events/` and
 //! `set_event` for the events it records); `rmdir` removes it.
@@ -14,8 +14,8 @@ use alloc::string::{String, ToString};
 use core::fmt::{self, Write};
 
 use ftrace::{FilterKind, FilterMode, Trampoline};
-use trace::instance::{self, GraphList, InstanceError, TraceArray, TraceOption};
-use trace::tracer::Tracer;
+use trace::array::trace_array::{self, GraphList, InstanceError, TraceArray, TraceOption};
+use trace::tracers::Tracer;
 
 use crate::trace_events;
 
@@ -32,7 +32,7 @@ pub enum TracefsError {
     /// `error_log` keeps in Linux's words with a caret there.
     Filter {
         command: String,
-        error: trace::event_filter::FilterError,
+        error: trace::events::filter::FilterError,
         trigger: bool,
     },
 }
@@ -147,16 +147,16 @@ const FILES: &[File] = &[
 struct Resolved<'a> {
     array: Array,
     /// Keeps an instance from being removed while its file is in use.
-    hold: Option<instance::InstanceRef>,
+    hold: Option<trace_array::InstanceRef>,
     name: &'a str,
 }
 
 fn resolve(path: &str) -> Result<Resolved<'_>, TracefsError> {
     let Some(rest) = path.strip_prefix("instances/") else {
-        return Ok(Resolved { array: instance::top(), hold: None, name: path });
+        return Ok(Resolved { array: trace_array::top(), hold: None, name: path });
     };
     let (instance, name) = rest.split_once('/').unwrap_or((rest, ""));
-    let hold = instance::find(instance).ok_or_else(|| TracefsError::NoSuchFile(path.to_string()))?;
+    let hold = trace_array::find(instance).ok_or_else(|| TracefsError::NoSuchFile(path.to_string()))?;
     Ok(Resolved { array: hold.array(), hold: Some(hold), name })
 }
 
@@ -174,7 +174,7 @@ pub fn names() -> impl Iterator<Item = String> {
     let events = event_names("");
     // The directory itself is always there, as Linux's is.
     let instances = core::iter::once(String::from("instances/"))
-        .chain(instance::names().into_iter().map(|name| format!("instances/{name}/")));
+        .chain(trace_array::names().into_iter().map(|name| format!("instances/{name}/")));
     let stats = (0..ring_buffer::trace_buffer::cpus()).map(|cpu| format!("trace_stat/function{cpu}"));
     let options = TraceOption::ALL.into_iter().map(|option| format!("options/{}", option.name()));
     FILES
@@ -189,7 +189,7 @@ pub fn names() -> impl Iterator<Item = String> {
 
 /// The files of instance `name`, for `ls instances/NAME`.
 pub fn instance_names(name: &str) -> Option<impl Iterator<Item = String>> {
-    instance::find(name)?;
+    trace_array::find(name)?;
     let prefix = format!("instances/{name}/");
     let files = FILES.iter().filter(|file| file.scope == Scope::Array).map(|file| format!("{prefix}{}", file.name));
     let options = TraceOption::ALL
@@ -233,7 +233,7 @@ fn per_cpu_file(name: &str) -> Option<(usize, &'static str)> {
 /// Reads `per_cpu/cpuN/FILE`.
 fn read_per_cpu(array: Array, cpu: usize, file: &str, out: &mut dyn Write) -> fmt::Result {
     if file == "trace" {
-        return trace::tracer::write_trace_of(array, Some(cpu), out);
+        return trace::tracers::write_trace_of(array, Some(cpu), out);
     }
     if file == "trace_pipe" {
         return pipe(array, Some(cpu), out, &mut until_key);
@@ -270,7 +270,7 @@ fn trace_stat_file(name: &str) -> Option<usize> {
 }
 
 fn read_function_profile_enabled(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    writeln!(out, "{}", u8::from(trace::profiler::is_enabled()))
+    writeln!(out, "{}", u8::from(trace::profile::function::is_enabled()))
 }
 
 /// Any decimal number, not 0 on (Linux's `kstrtoul` then `!!val`): reads
@@ -283,16 +283,16 @@ fn write_function_profile_enabled(array: Array, text: &str, _mode: FilterMode) -
 /// Linux's `/proc/sys/kernel/stack_tracer_enabled`, as a tracefs file here:
 /// the int last written.
 fn read_stack_tracer_enabled(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    writeln!(out, "{}", trace::stack_tracer::enabled_value())
+    writeln!(out, "{}", trace::tracers::stack::enabled_value())
 }
 
 /// Any int (not 0 is on), read as Linux's `proc_dointvec` does.
 fn write_stack_tracer_enabled(_array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
-    Ok(trace::stack_tracer::set_enabled(parse_sysctl_int(text)?)?)
+    Ok(trace::tracers::stack::set_enabled(parse_sysctl_int(text)?)?)
 }
 
 fn read_stack_max_size(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    writeln!(out, "{}", trace::stack_tracer::max_size())
+    writeln!(out, "{}", trace::tracers::stack::max_size())
 }
 
 /// A number of bytes: the maximum a new chain must beat (`0` starts over
@@ -300,7 +300,7 @@ fn read_stack_max_size(_array: Array, out: &mut dyn Write) -> fmt::Result {
 fn write_stack_max_size(_array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
     let bytes =
         text.trim().parse().map_err(|_| TracefsError::Invalid(format!("expected a number of bytes, not '{}'", text.trim())))?;
-    trace::stack_tracer::set_max_size(bytes);
+    trace::tracers::stack::set_max_size(bytes);
     Ok(())
 }
 
@@ -314,23 +314,23 @@ fn read_readme(_array: Array, out: &mut dyn Write) -> fmt::Result {
 
 /// `PID COMM`, one task a line: the names traces show.
 fn read_saved_cmdlines(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    trace::sched::saved_cmdlines().iter().try_for_each(|(pid, comm)| writeln!(out, "{pid} {comm}"))
+    trace::events::sched::saved_cmdlines().iter().try_for_each(|(pid, comm)| writeln!(out, "{pid} {comm}"))
 }
 
 fn read_saved_tgids(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    trace::sched::saved_tgids().iter().try_for_each(|(pid, tgid)| writeln!(out, "{pid} {tgid}"))
+    trace::events::sched::saved_tgids().iter().try_for_each(|(pid, tgid)| writeln!(out, "{pid} {tgid}"))
 }
 
 fn read_saved_cmdlines_size(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    writeln!(out, "{}", trace::sched::saved_cmdlines_size())
+    writeln!(out, "{}", trace::events::sched::saved_cmdlines_size())
 }
 
 /// How many task names to keep (the oldest go first).
 fn write_saved_cmdlines_size(_array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
-    let max = trace::sched::MAX_SAVED_CMDLINES;
+    let max = trace::events::sched::MAX_SAVED_CMDLINES;
     let refused = || TracefsError::Invalid(format!("expected a number of names from 1 to {max}, not '{}'", text.trim()));
     let n: usize = text.trim().parse().map_err(|_| refused())?;
-    trace::sched::set_saved_cmdlines_size(n).ok_or_else(refused)
+    trace::events::sched::set_saved_cmdlines_size(n).ok_or_else(refused)
 }
 
 fn read_error_log(array: Array, out: &mut dyn Write) -> fmt::Result {
@@ -346,11 +346,11 @@ fn write_error_log(array: Array, _text: &str, mode: FilterMode) -> Result<(), Tr
 }
 
 fn read_stack_trace(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    trace::stack_tracer::write_trace(out)
+    trace::tracers::stack::write_trace(out)
 }
 
 fn read_stack_trace_filter(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    let names = ftrace::filter_names(trace::stack_tracer::ops(), FilterKind::Filter);
+    let names = ftrace::filter_names(trace::tracers::stack::ops(), FilterKind::Filter);
     if names.is_empty() {
         return writeln!(out, "#### all functions enabled ####");
     }
@@ -358,7 +358,7 @@ fn read_stack_trace_filter(_array: Array, out: &mut dyn Write) -> fmt::Result {
 }
 
 fn write_stack_trace_filter(_array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
-    Ok(ftrace::set_filter(trace::stack_tracer::ops(), FilterKind::Filter, text, mode)?)
+    Ok(ftrace::set_filter(trace::tracers::stack::ops(), FilterKind::Filter, text, mode)?)
 }
 
 /// The KiB `pages` ring pages hold: their data bytes, not their headers,
@@ -459,7 +459,7 @@ fn read_buffer_total_size_kb(array: Array, out: &mut dyn Write) -> fmt::Result {
 /// Whether `path` names a file or an instance directory.
 pub fn exists(path: &str) -> bool {
     match path.strip_prefix("instances/").map(|rest| rest.trim_end_matches('/')) {
-        Some(name) if !name.contains('/') => instance::find(name).is_some(),
+        Some(name) if !name.contains('/') => trace_array::find(name).is_some(),
         _ => resolve(path).is_ok_and(|resolved| {
             find(&resolved, path).is_ok()
                 || per_cpu_file(resolved.name).is_some()
@@ -472,12 +472,12 @@ pub fn exists(path: &str) -> bool {
 
 /// `mkdir instances/NAME`.
 pub fn mkdir(path: &str) -> Result<(), TracefsError> {
-    Ok(instance::create(instance_dir(path)?)?)
+    Ok(trace_array::create(instance_dir(path)?)?)
 }
 
 /// `rmdir instances/NAME`.
 pub fn rmdir(path: &str) -> Result<(), TracefsError> {
-    Ok(instance::remove(instance_dir(path)?, trace_events::forget_array)?)
+    Ok(trace_array::remove(instance_dir(path)?, trace_events::forget_array)?)
 }
 
 /// The NAME of `instances/NAME` (the only directories one makes). `path`
@@ -588,7 +588,7 @@ pub fn read(name: &str, out: &mut dyn Write) -> Result<(), TracefsError> {
             .map_err(|_| TracefsError::Invalid("output failed".into()));
     }
     if let (Some(cpu), None) = (trace_stat_file(resolved.name), &resolved.hold) {
-        return trace::profiler::write_cpu_stats(cpu, out).map_err(|_| TracefsError::Invalid("output failed".into()));
+        return trace::profile::function::write_cpu_stats(cpu, out).map_err(|_| TracefsError::Invalid("output failed".into()));
     }
     let file = find(&resolved, name)?;
     let read = file.read.ok_or(TracefsError::NotReadable(file.name))?;
@@ -733,7 +733,7 @@ fn read_filter(array: Array, out: &mut dyn Write, kind: FilterKind) -> fmt::Resu
         writeln!(out, "{name}")?;
     }
     if kind == FilterKind::Filter {
-        for line in trace::func_probe::lines(array) {
+        for line in trace::tracers::function_commands::lines(array) {
             writeln!(out, "{line}")?;
         }
     }
@@ -750,7 +750,7 @@ fn read_ftrace_notrace(array: Array, out: &mut dyn Write) -> fmt::Result {
 
 /// `set_ftrace_filter` takes globs (the tracers' filter) and function
 /// commands (`FUNC:traceoff[:N]`, `!FUNC:traceoff` to remove, see
-/// `trace::func_probe`). As in Linux, `>` empties the filter first (an
+/// `trace::tracers::function_commands`). As in Linux, `>` empties the filter first (an
 /// open that truncates), commands or not; `>>` with commands alone leaves
 /// it as it is.
 fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
@@ -764,9 +764,9 @@ fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(),
     }
     // Every command is checked, in order, before anything changes (a
     // refused write changes nothing).
-    let changes: alloc::vec::Vec<trace::func_probe::Change> =
+    let changes: alloc::vec::Vec<trace::tracers::function_commands::Change> =
         commands.iter().map(|(remove, glob, command, count)| (*remove, *glob, command, count.is_some())).collect();
-    trace::func_probe::check(array, &changes).map_err(|error| TracefsError::Invalid(error.to_string()))?;
+    trace::tracers::function_commands::check(array, &changes).map_err(|error| TracefsError::Invalid(error.to_string()))?;
     // So are the globs: a glob that matches nothing must not leave an
     // event the commands name switched on for a moment.
     let filter_changes = !globs.is_empty() || commands.is_empty() || mode == FilterMode::Replace;
@@ -777,7 +777,10 @@ fn write_ftrace_filter(array: Array, text: &str, mode: FilterMode) -> Result<(),
     // (the command would allocate it too late to refuse the whole write),
     // and freed again if the write is refused after all.
     array.giving_back_snapshot_on_error(|| {
-        if commands.iter().any(|(remove, _, command, _)| !remove && *command == trace::func_probe::Command::Snapshot) {
+        if commands
+            .iter()
+            .any(|(remove, _, command, _)| !remove && *command == trace::tracers::function_commands::Command::Snapshot)
+        {
             let no_memory = |_| TracefsError::Invalid("not enough memory for the snapshot buffer".into());
             array.buffer().alloc_snapshot().map_err(no_memory)?;
         }
@@ -809,8 +812,8 @@ fn apply_ftrace_filter(
     }
     for ((remove, glob, command, count), hook) in commands.into_iter().zip(hooks) {
         let done = match remove {
-            true => trace::func_probe::remove(array, glob, &command, count.is_some()),
-            false => trace::func_probe::add(array, glob, command, count.flatten(), hook),
+            true => trace::tracers::function_commands::remove(array, glob, &command, count.is_some()),
+            false => trace::tracers::function_commands::add(array, glob, command, count.flatten(), hook),
         };
         done.map_err(|error| TracefsError::Invalid(error.to_string()))?;
     }
@@ -819,7 +822,7 @@ fn apply_ftrace_filter(
 
 /// A function command as [`parse_command`] reads it: (remove, FUNC,
 /// COMMAND, COUNT).
-type ParsedCommand<'a> = (bool, &'a str, trace::func_probe::Command, Option<Option<u64>>);
+type ParsedCommand<'a> = (bool, &'a str, trace::tracers::function_commands::Command, Option<Option<u64>>);
 
 /// A function command: (remove, FUNC, COMMAND, COUNT) from
 /// `[!]FUNC:COMMAND[:COUNT]` or `[!]FUNC:enable_event:GRP:EVENT[:COUNT]`
@@ -830,7 +833,7 @@ type ParsedCommand<'a> = (bool, &'a str, trace::func_probe::Command, Option<Opti
 /// a removal does not read it (`!FUNC:traceoff:count=3`, as `cat` lists
 /// it, takes the counted one off), as Linux does not.
 fn parse_command(word: &str) -> Option<Result<ParsedCommand<'_>, TracefsError>> {
-    use trace::func_probe::{Command, ProbeError};
+    use trace::tracers::function_commands::{Command, ProbeError};
     let (remove, word) = match word.strip_prefix('!') {
         Some(rest) => (true, rest),
         None => (false, word),
@@ -955,20 +958,20 @@ fn write_trace_clock(array: Array, text: &str, _mode: FilterMode) -> Result<(), 
 
 /// `cat set_event_pid`: the pids (nothing when empty, as Linux prints it).
 fn read_event_pid(array: Array, out: &mut dyn Write) -> fmt::Result {
-    trace::event_pid::pids(array, false).iter().try_for_each(|pid| writeln!(out, "{pid}"))
+    trace::events::pid::pids(array, false).iter().try_for_each(|pid| writeln!(out, "{pid}"))
 }
 
 fn write_event_pid(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
-    trace::event_pid::set_pids(array, false, text, mode).map_err(|error| TracefsError::Invalid(error.to_string()))
+    trace::events::pid::set_pids(array, false, text, mode).map_err(|error| TracefsError::Invalid(error.to_string()))
 }
 
 /// `cat set_event_notrace_pid`, as `set_event_pid`.
 fn read_event_notrace_pid(array: Array, out: &mut dyn Write) -> fmt::Result {
-    trace::event_pid::pids(array, true).iter().try_for_each(|pid| writeln!(out, "{pid}"))
+    trace::events::pid::pids(array, true).iter().try_for_each(|pid| writeln!(out, "{pid}"))
 }
 
 fn write_event_notrace_pid(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
-    trace::event_pid::set_pids(array, true, text, mode).map_err(|error| TracefsError::Invalid(error.to_string()))
+    trace::events::pid::set_pids(array, true, text, mode).map_err(|error| TracefsError::Invalid(error.to_string()))
 }
 
 fn read_enabled_functions(_array: Array, out: &mut dyn Write) -> fmt::Result {
@@ -1056,7 +1059,7 @@ fn write_ftrace_enabled(_array: Array, text: &str, _mode: FilterMode) -> Result<
 }
 
 fn read_trace(array: Array, out: &mut dyn Write) -> fmt::Result {
-    trace::tracer::write_trace(array, out)
+    trace::tracers::write_trace(array, out)
 }
 
 /// `echo TEXT > trace_marker`: TEXT becomes a `tracing_mark_write` event;
@@ -1068,7 +1071,7 @@ fn write_trace_marker(array: Array, text: &str, _mode: FilterMode) -> Result<(),
     }
     // Linux's `tracing_mark_write` fails (EBADF) when the buffer takes no
     // event, rather than drop the text silently.
-    if !trace::tracer::write_marker(array, text) {
+    if !trace::tracers::write_marker(array, text) {
         let why = if array.buffer().is_on() { "the buffer took no event" } else { "tracing_on is 0" };
         return Err(TracefsError::Invalid(format!("trace_marker: nothing recorded, {why}")));
     }
@@ -1088,7 +1091,7 @@ fn write_set_event(array: Array, text: &str, mode: FilterMode) -> Result<(), Tra
 }
 
 fn read_tracing_thresh(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    writeln!(out, "{}", trace::tracer::tracing_thresh_us())
+    writeln!(out, "{}", trace::tracers::tracing_thresh_us())
 }
 
 /// `echo US > tracing_thresh`: function_graph records only calls of at
@@ -1102,12 +1105,12 @@ fn write_tracing_thresh(_array: Array, text: &str, _mode: FilterMode) -> Result<
         .ok()
         .filter(|us| us.checked_mul(1000).is_some())
         .ok_or_else(|| TracefsError::Invalid(format!("expected microseconds (0 for off), not '{}'", text.trim())))?;
-    trace::tracer::set_tracing_thresh_us(us);
+    trace::tracers::set_tracing_thresh_us(us);
     Ok(())
 }
 
 fn read_snapshot(array: Array, out: &mut dyn Write) -> fmt::Result {
-    trace::tracer::write_snapshot(array, out)
+    trace::tracers::write_snapshot(array, out)
 }
 
 /// `echo 0|1|N > snapshot`, as in Linux (see `TraceArray::snapshot_command`).
@@ -1132,7 +1135,7 @@ fn read_trace_pipe(array: Array, out: &mut dyn Write) -> fmt::Result {
 /// each pass's events oldest first, until `stop` (told how many were
 /// printed so far) says so after a pass.
 pub fn pipe(array: Array, cpu: Option<usize>, out: &mut dyn Write, stop: &mut dyn FnMut(usize) -> bool) -> fmt::Result {
-    let mut reader = trace::tracer::PipeReader::new();
+    let mut reader = trace::tracers::PipeReader::new();
     let mut printed = 0;
     loop {
         // A pass takes a page per CPU: while finished pages wait, the
@@ -1271,7 +1274,7 @@ fn set_option(array: Array, option: TraceOption, on: bool) -> Result<(), Tracefs
 
 fn read_dynamic_events(_array: Array, out: &mut dyn Write) -> fmt::Result {
     probe_events::events::read_dynamic_events(out)?;
-    trace::synth::write_definitions(out, true)
+    trace::events::synth::write_definitions(out, true)
 }
 
 /// The probe events' commands, and Linux's `s:[synthetic/]NAME FIELDS`
@@ -1290,7 +1293,7 @@ fn write_dynamic_events(_array: Array, text: &str, mode: FilterMode) -> Result<(
         if let Some(definition) = synthetic_definition {
             return trace_events::write_synthetic(definition, FilterMode::Append);
         }
-        if let Some(name) = synthetic_removal.filter(|name| trace::synth::find(name).is_some()) {
+        if let Some(name) = synthetic_removal.filter(|name| trace::events::synth::find(name).is_some()) {
             return trace_events::write_synthetic(&format!("!{name}"), FilterMode::Append);
         }
         return probe_events::events::write_dynamic_events(text, FilterMode::Append).map_err(event_error);
@@ -1315,7 +1318,7 @@ fn write_dynamic_events(_array: Array, text: &str, mode: FilterMode) -> Result<(
 }
 
 fn read_synthetic_events(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    trace::synth::write_definitions(out, false)
+    trace::events::synth::write_definitions(out, false)
 }
 
 fn write_synthetic_events(_array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {

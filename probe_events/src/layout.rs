@@ -13,7 +13,7 @@ use alloc::vec::Vec;
 use core::fmt::{self, Write};
 
 use ring_buffer::payload::Payload;
-use trace::event::{Common, COMMON_SIZE};
+use trace::events::record::{Common, COMMON_SIZE};
 use trace::output::{write_code_address, write_sym_addr, write_symbol, Namer};
 
 use crate::definition::{ArgType, EventSpec};

@@ -1,6 +1,6 @@
 //! A trace buffer: one [`RingBuffer`] per CPU, and the `tracing_on`
 //! switch. Each trace array (the top level and every instance, see
-//! `trace::instance`) has its own.
+//! `trace::array::trace_array`) has its own.
 //!
 //! A CPU writes only its own ring, with interrupts masked for the few
 //! instructions of the write (so an interrupt that traces cannot interleave

@@ -121,7 +121,7 @@ mod tests {
         assert_eq!(pids(&table), [2, 3, 4], "the oldest went (and idle's 0 never came)");
         table.save(3, &comm("renamed"));
         assert_eq!(pids(&table), [2, 4, 3], "a new name moves its pid to the newest");
-        assert_eq!(table.names.back().map(|(_, name, _)| crate::event::comm_str(name)), Some("renamed"));
+        assert_eq!(table.names.back().map(|(_, name, _)| crate::events::record::comm_str(name)), Some("renamed"));
         assert_eq!(table.resize(2), Some(()));
         assert_eq!(pids(&table), [4, 3], "shrinking drops the oldest");
         for refused in [0, MAX_SAVED_CMDLINES + 1] {

@@ -34,8 +34,8 @@
 
 use core::fmt::{self, Write};
 
-use crate::event::{encode_print_with, print_text_event_size, PrintWriter, TRACE_PRINT};
-use crate::instance::{self, TraceOption};
+use crate::array::trace_array::{self, TraceOption};
+use crate::events::record::{encode_print_with, print_text_event_size, PrintWriter, TRACE_PRINT};
 
 /// The most bytes of text an event keeps: what the largest event the ring
 /// buffer takes holds (Linux's `TRACE_BUF_SIZE` keeps 1023).
@@ -59,7 +59,7 @@ macro_rules! trace_printk {
 /// return address is the caller's place, the address its event keeps.
 #[inline(never)]
 pub fn trace_printk(args: fmt::Arguments) -> bool {
-    let top = instance::top();
+    let top = trace_array::top();
     if !top.option(TraceOption::TracePrintk) {
         return false;
     }
@@ -72,7 +72,7 @@ pub fn trace_printk(args: fmt::Arguments) -> bool {
     // A `Display` that fails only cuts the text short.
     let _ = counter.write_fmt(args);
     let len = counter.0.min(PRINTK_MAX);
-    let common = crate::tracer::event_common(TRACE_PRINT);
+    let common = crate::tracers::event_common(TRACE_PRINT);
     let size = print_text_event_size(len);
     top.buffer()
         .write_foreign(size, |_, out| {

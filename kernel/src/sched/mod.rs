@@ -306,8 +306,8 @@ fn switch_away(park: Option<State>, sleep_until: Option<u64>) {
     s.cpus[me].current = Some(next.clone());
     // An idle task leaves the CPU to work that came, as Linux's
     // `schedule_idle`: runnable, not preempted (`R`, not `R+`).
-    let prev_state = if prev.is_idle() { trace::sched::STATE_RUNNING } else { prev.state().report() };
-    trace::sched::trace_switch(prev.trace(), prev_state, next.trace());
+    let prev_state = if prev.is_idle() { trace::events::sched::STATE_RUNNING } else { prev.state().report() };
+    trace::events::sched::trace_switch(prev.trace(), prev_state, next.trace());
     let (prev_context, next_context) = (prev.context_ptr(), next.context_ptr());
     let next_task = Arc::as_ptr(&next);
     // The Arcs live on in the scheduler's tables (`current`, the queue, or
@@ -412,12 +412,12 @@ enum Wakeup {
 fn enqueue(s: &mut Scheduler, task: Arc<Task>, wakeup: Wakeup) -> Option<usize> {
     let idle = idle_cpu_for(s, &task);
     match wakeup {
-        Wakeup::Woken => trace::sched::trace_wakeup(task.trace(), idle.unwrap_or(task.cpu())),
+        Wakeup::Woken => trace::events::sched::trace_wakeup(task.trace(), idle.unwrap_or(task.cpu())),
         Wakeup::New => {
             let allowed = |cpu: usize| task.may_run_on(cpu) && percpu::is_online(cpu);
             let target =
                 idle.or_else(|| Some(cpu::id()).filter(|&me| allowed(me))).or_else(|| (0..MAX_CPUS).find(|&cpu| allowed(cpu)));
-            trace::sched::trace_wakeup_new(task.trace(), target.unwrap_or(cpu::id()));
+            trace::events::sched::trace_wakeup_new(task.trace(), target.unwrap_or(cpu::id()));
         }
     }
     s.run_queue.push_back(task);
@@ -527,7 +527,7 @@ pub fn exit_now(result: u64) -> ! {
 /// the CPU for good.
 fn exit(result: u64) -> ! {
     let task = current_arc().expect("a running task");
-    trace::sched::process_exit(task.trace());
+    trace::events::sched::process_exit(task.trace());
     task.finish(result);
     with(|s| s.tasks.retain(|t| !Arc::ptr_eq(t, &task)));
     drop(task);

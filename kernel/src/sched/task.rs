@@ -63,10 +63,10 @@ impl State {
     /// asleep, `D` blocked, `X` dead.
     pub fn report(self) -> u64 {
         match self {
-            State::Running | State::Runnable => trace::sched::STATE_PREEMPTED,
-            State::Sleeping => trace::sched::STATE_SLEEPING,
-            State::Blocked => trace::sched::STATE_BLOCKED,
-            State::Dead => trace::sched::STATE_DEAD,
+            State::Running | State::Runnable => trace::events::sched::STATE_PREEMPTED,
+            State::Sleeping => trace::events::sched::STATE_SLEEPING,
+            State::Blocked => trace::events::sched::STATE_BLOCKED,
+            State::Dead => trace::events::sched::STATE_DEAD,
         }
     }
 }
@@ -141,7 +141,7 @@ impl Task {
         // SAFETY: the state is boxed inside the task, at a fixed address,
         // and unregistered (`release_resources`) before it is dropped.
         unsafe { ftrace::task::register(&task.trace) };
-        trace::sched::process_fork(&task.trace);
+        trace::events::sched::process_fork(&task.trace);
         task
     }
 

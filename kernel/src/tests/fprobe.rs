@@ -845,7 +845,7 @@ fn comm_fetches_the_current_task_name_as_linux_does() {
     tracefs::write("events/fprobes/commev/enable", "1", FilterMode::Replace).unwrap();
     tracefs::write("events/kprobes/commret/enable", "1", FilterMode::Replace).unwrap();
     assert_eq!(crate::workload::fib(1), 1);
-    let me = trace::event::comm_str(ftrace::task::current().comm_bytes()).to_string();
+    let me = trace::events::record::comm_str(ftrace::task::current().comm_bytes()).to_string();
     let trace = trace_text();
     assert!(
         trace.contains(&alloc::format!(": commev: (kernel::workload::fib+0x0/"))

@@ -942,7 +942,7 @@ fn the_trampolines_are_named_in_backtraces() {
 fn fib_events() -> Vec<(usize, usize)> {
     super::recorded_events()
         .iter()
-        .filter_map(|(_, payload)| trace::event::FunctionEvent::decode(payload))
+        .filter_map(|(_, payload)| trace::events::record::FunctionEvent::decode(payload))
         .map(|event| (event.ip as usize, event.parent_ip as usize))
         .collect()
 }
@@ -971,9 +971,9 @@ fn function_tracer_records_every_fib_call() {
 
     // Bad input: an error, and nothing changes.
     assert!(matches!(tracefs::write("current_tracer", "bogus", FilterMode::Replace), Err(TracefsError::Invalid(_))));
-    assert_eq!(trace::instance::top().current_tracer().name(), "nop");
+    assert_eq!(trace::array::trace_array::top().current_tracer().name(), "nop");
     assert!(tracefs::write("set_ftrace_filter", "no_such_function_*", FilterMode::Replace).is_err());
-    assert_eq!(trace::instance::top().tracer_filter_names(FilterKind::Filter), ["kernel::workload::fib"]);
+    assert_eq!(trace::array::trace_array::top().tracer_filter_names(FilterKind::Filter), ["kernel::workload::fib"]);
     assert!(matches!(tracefs::write("tracing_on", "on", FilterMode::Replace), Err(TracefsError::Invalid(_))));
     assert!(matches!(tracefs::write("trace_nope", "1", FilterMode::Replace), Err(TracefsError::NoSuchFile(_))));
     assert!(matches!(tracefs::write("enabled_functions", "1", FilterMode::Replace), Err(TracefsError::NotWritable(_))));

@@ -544,6 +544,6 @@ fn a_stopped_hook_restarts_with_every_call_hooked_again() {
     fib(black_box(3));
     let events = graph_events();
     tracer_cleanup();
-    let exits = events.iter().filter(|r| matches!(r, trace::event::Event::GraphExit(_))).count();
+    let exits = events.iter().filter(|r| matches!(r, trace::events::record::Event::GraphExit(_))).count();
     assert_eq!(exits, 5, "fib(3) traced whole: no stale notrace marker");
 }

@@ -14,8 +14,8 @@ use crate::workload::fib;
 
 // ---- the function_graph tracer ----
 
-pub(super) fn graph_events() -> Vec<trace::event::Event> {
-    super::recorded_events().iter().filter_map(|(_, payload)| trace::event::Event::decode(payload)).collect()
+pub(super) fn graph_events() -> Vec<trace::events::record::Event> {
+    super::recorded_events().iter().filter_map(|(_, payload)| trace::events::record::Event::decode(payload)).collect()
 }
 
 pub(super) fn tracer_setup(filter: &str, graph_function: &str, max_depth: &str) {
@@ -34,11 +34,11 @@ pub(super) fn tracer_cleanup() {
     }
 }
 
-fn names(events: &[trace::event::Event]) -> Vec<&'static str> {
+fn names(events: &[trace::events::record::Event]) -> Vec<&'static str> {
     events
         .iter()
         .filter_map(|record| match record {
-            trace::event::Event::GraphEntry(entry) => ftrace::symbols::kernel::name_of(entry.func as usize),
+            trace::events::record::Event::GraphEntry(entry) => ftrace::symbols::kernel::name_of(entry.func as usize),
             _ => None,
         })
         .collect()
@@ -46,7 +46,7 @@ fn names(events: &[trace::event::Event]) -> Vec<&'static str> {
 
 #[ktest]
 fn function_graph_tracer_shows_fib_as_a_balanced_tree_with_return_values() {
-    use trace::event::Event;
+    use trace::events::record::Event;
     tracer_setup("*::fib", "", "0");
     tracefs::write("options/funcgraph-retval", "1", FilterMode::Replace).unwrap();
     fib(black_box(4));
@@ -72,7 +72,7 @@ fn function_graph_tracer_shows_fib_as_a_balanced_tree_with_return_values() {
 /// event's and its own timestamps.
 #[ktest]
 fn graph_call_times_are_the_timestamps_of_their_events() {
-    use trace::event::Event;
+    use trace::events::record::Event;
     tracer_setup("*::fib", "", "0");
     fib(black_box(5));
     let events = super::recorded_events();
@@ -290,9 +290,9 @@ fn set_irqs_option(option: &str) {
 }
 
 /// How many of `events` are returns of the function called `name`.
-fn returns_of(events: &[trace::event::Event], name: &str) -> usize {
+fn returns_of(events: &[trace::events::record::Event], name: &str) -> usize {
     let returns = events.iter().filter_map(|event| match event {
-        trace::event::Event::GraphExit(exit) => ftrace::symbols::kernel::name_of(exit.func as usize),
+        trace::events::record::Event::GraphExit(exit) => ftrace::symbols::kernel::name_of(exit.func as usize),
         _ => None,
     });
     returns.filter(|function| *function == name).count()
@@ -350,7 +350,8 @@ fn interrupts_inside_a_set_graph_function_call_are_recorded() {
     // in Linux, whose task bit is set by the entry callback and cleared by
     // the return's): a tick in either window is recorded. So this allows
     // one, of the four or more a CPU takes during the wait.
-    let deeper = events.iter().filter(|event| matches!(event, trace::event::Event::GraphEntry(entry) if entry.depth > 0)).count();
+    let deeper =
+        events.iter().filter(|event| matches!(event, trace::events::record::Event::GraphEntry(entry) if entry.depth > 0)).count();
     assert!(deeper <= 1, "no tick inside a set_graph_notrace call, but at its edges: {events:?}");
 }
 
@@ -384,7 +385,7 @@ fn a_listed_interrupt_handler_keeps_its_calls_inside_another_listed_call() {
         last = read("trace");
         // waits_two_ticks at depth 0, the tick at 1, its enqueue at 2.
         woken_inside = events.iter().any(|event| match event {
-            trace::event::Event::GraphExit(exit) => {
+            trace::events::record::Event::GraphExit(exit) => {
                 exit.depth == 2 && ftrace::symbols::kernel::name_of(exit.func as usize) == Some("kernel::sched::enqueue")
             }
             _ => false,
@@ -459,7 +460,7 @@ fn sleeps_twenty_ms() {
 /// The durations of `name`'s returns in the buffer, in nanoseconds.
 fn durations_of(name: &str) -> Vec<u64> {
     let returns = graph_events().into_iter().filter_map(|event| match event {
-        trace::event::Event::GraphExit(exit) if ftrace::symbols::kernel::name_of(exit.func as usize) == Some(name) => {
+        trace::events::record::Event::GraphExit(exit) if ftrace::symbols::kernel::name_of(exit.func as usize) == Some(name) => {
             Some(exit.duration())
         }
         _ => None,

@@ -107,7 +107,7 @@ fn funcgraph_irqs_off_leaves_out_what_a_probe_handler_calls() {
         assert_eq!(fib(black_box(3)), 2);
         let events = super::graph_tracer::graph_events();
         super::graph_tracer::tracer_cleanup();
-        events.iter().filter(|event| matches!(event, trace::event::Event::GraphExit(_))).count()
+        events.iter().filter(|event| matches!(event, trace::events::record::Event::GraphExit(_))).count()
     };
     let (off, on) = (calls_recorded("0"), calls_recorded("1"));
     crate::tracefs::write("options/funcgraph-irqs", "1", ftrace::FilterMode::Replace).unwrap();

@@ -12,7 +12,7 @@ use ftrace::{FilterKind, FilterMode, FtraceOps, FtraceRegs, OpsFlags, PtRegs};
 use kprobes::kretprobe::{Kretprobe, KretprobeConfig};
 use kprobes::{register_kretprobe, Location};
 use ktest_macros::ktest;
-use trace::event::Event;
+use trace::events::record::Event;
 
 use crate::sched;
 use crate::tracefs;
@@ -206,7 +206,7 @@ fn run_par_under_function_graph_gives_a_balanced_tree_per_task() {
     tracefs::write("set_ftrace_filter", "fib", FilterMode::Replace).unwrap();
     tracefs::write("current_tracer", "function_graph", FilterMode::Replace).unwrap();
     let output = crate::workload::run_parallel(8, "fib", &["12"]).unwrap();
-    let snapshots = trace::instance::top().buffer().snapshot_all();
+    let snapshots = trace::array::trace_array::top().buffer().snapshot_all();
     tracefs::write("current_tracer", "nop", FilterMode::Replace).unwrap();
     tracefs::write("set_ftrace_filter", "", FilterMode::Replace).unwrap();
     assert_eq!(output.lines().filter(|line| line.ends_with("fib(12) = 144")).count(), 8, "{output}");
@@ -214,7 +214,7 @@ fn run_par_under_function_graph_gives_a_balanced_tree_per_task() {
     let mut open: BTreeMap<i32, Vec<(u64, i32)>> = BTreeMap::new();
     let mut calls: BTreeMap<i32, usize> = BTreeMap::new();
     let mut cpus = 0u64;
-    for (_, cpu, payload) in trace::tracer::merged(&snapshots).expect("room to list the events") {
+    for (_, cpu, payload) in trace::tracers::merged(&snapshots).expect("room to list the events") {
         match Event::decode(payload) {
             Some(Event::GraphEntry(entry)) => {
                 open.entry(entry.common.pid).or_default().push((entry.func, entry.depth));

@@ -99,24 +99,24 @@ fn a_refused_truncating_write_removes_no_dynamic_event() {
 /// One outermost action records at most `MAX_FIRES` in all.
 #[ktest]
 fn actions_that_fan_out_record_a_bounded_number_of_events() {
-    use trace::hist::SynthTarget;
+    use trace::events::hist::SynthTarget;
     append("synthetic_events", "loopy u64 x");
     let actions = "onmax($w).loopy($w):onchange($w).loopy($w):".repeat(4);
     let trigger = format!("hist:keys=common_pid:w=x+1:{}", actions.trim_end_matches(':'));
     append("events/synthetic/loopy/trigger", &trigger);
     write("events/synthetic/loopy/enable", "1");
     write("trace", "");
-    let loopy = trace::synth::find("loopy").unwrap();
+    let loopy = trace::events::synth::find("loopy").unwrap();
     {
         let _irq = arch::irq::IrqGuard::new();
-        loopy.fire(&[trace::event_filter::FieldValue::Unsigned(1)]);
+        loopy.fire(&[trace::events::filter::FieldValue::Unsigned(1)]);
     }
     let recorded = read("trace").lines().filter(|line| line.contains(" loopy: x=")).count();
     write("events/synthetic/loopy/enable", "0");
     append("events/synthetic/loopy/trigger", &format!("!{trigger}"));
     ftrace::deferred::reclaim();
     append("synthetic_events", "!loopy");
-    assert_eq!(recorded, usize::from(trace::synth::MAX_FIRES), "the budget, not 112");
+    assert_eq!(recorded, usize::from(trace::events::synth::MAX_FIRES), "the budget, not 112");
 }
 
 /// The `n=` of each `fib_time` line, counted.
@@ -266,7 +266,7 @@ fn an_onmatch_action_records_each_calls_duration() {
     append("events/synthetic/fib_time/trigger", "hist:keys=n:vals=hitcount:sort=n");
     write("events/synthetic/fib_time/enable", "1");
     write("trace", "");
-    let comm = String::from(trace::event::comm_str(ftrace::task::current().comm_bytes()));
+    let comm = String::from(trace::events::record::comm_str(ftrace::task::current().comm_bytes()));
     assert_eq!(fib(5), 5);
     let trace = read("trace");
     // fib(5) makes 15 calls: each n as often as the recursion calls it.
@@ -345,7 +345,7 @@ fn wakeup_latency_is_recorded_when_the_woken_task_runs() {
 }
 
 /// An action that records the event whose own trigger runs it again is a
-/// loop: it stops [`trace::synth::MAX_NESTING`] deep, and nothing breaks.
+/// loop: it stops [`trace::events::synth::MAX_NESTING`] deep, and nothing breaks.
 #[ktest]
 fn a_loop_of_actions_stops_at_its_nesting_limit() {
     append("dynamic_events", "f:fibin kernel::workload::fib n=$arg1");
@@ -358,7 +358,7 @@ fn a_loop_of_actions_stops_at_its_nesting_limit() {
     write("events/synthetic/loopy/enable", "0");
     let trace = read("trace");
     let loops = trace.lines().filter(|line| line.ends_with(": loopy: n=1")).count();
-    assert_eq!(loops, usize::from(trace::synth::MAX_NESTING), "{trace}");
+    assert_eq!(loops, usize::from(trace::events::synth::MAX_NESTING), "{trace}");
     append("events/fprobes/fibin/trigger", "!hist:keys=n:onmatch(fprobes.fibin).loopy(n)");
     append("events/synthetic/loopy/trigger", "!hist:keys=n:onmatch(synthetic.loopy).loopy(n)");
     append("synthetic_events", "!loopy");

@@ -14,9 +14,9 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use arch::ftrace_abi::{FtraceRegs, RegisterArgument, Saved};
 use ftrace::symbols::table::NameError;
 use kprobes::KprobeError;
-use trace::event_arrays::EventArrays;
-use trace::event_filter::{FieldKind, FieldValue, FilterField, FilterSlot};
-use trace::event_trigger::{EventSwitch, Triggers};
+use trace::events::arrays::EventArrays;
+use trace::events::filter::{FieldKind, FieldValue, FilterField, FilterSlot};
+use trace::events::trigger::{EventSwitch, Triggers};
 
 use super::record::{write_words, Context};
 use super::{EventError, MAX_ARG_INDEX};

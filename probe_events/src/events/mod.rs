@@ -18,7 +18,7 @@
 //! path.
 //!
 //! An event's probe is registered while the event is enabled (at the top
-//! level or in an instance, `trace::event_arrays`) or has triggers (which
+//! level or in an instance, `trace::events::arrays`) or has triggers (which
 //! fire whether or not it is enabled, as in Linux); the handler takes the
 //! short path (straight into the top level's ring buffer) only when the
 //! event is enabled there with nothing to check (`Compiled::fast`), and
@@ -46,9 +46,9 @@ use core::sync::atomic::Ordering;
 
 use arch::ftrace_abi::RegisterError;
 use ftrace::FilterMode;
-use trace::event_filter::{FilterError, FilterField};
-use trace::event_trigger::{Applied, EventSwitch, Request, TriggerError};
-use trace::instance::{TraceArray, TraceOption};
+use trace::array::trace_array::{TraceArray, TraceOption};
+use trace::events::filter::{FilterError, FilterField};
+use trace::events::trigger::{Applied, EventSwitch, Request, TriggerError};
 
 use kprobes::kretprobe::{KretprobeConfig, RegisteredKretprobe};
 use kprobes::{KprobeConfig, KprobeError, RegisteredKprobe};
@@ -246,7 +246,7 @@ fn write_probe_events(text: &str, mode: FilterMode, syntax: Syntax) -> Result<()
     // an event it enabled goes. (After the events' lock: `cat trace`
     // prints under the buffer's lock and takes the events' one.)
     if stale.0 != 0 {
-        trace::instance::reset_buffers_of_slots(stale.0);
+        trace::array::trace_array::reset_buffers_of_slots(stale.0);
     }
     result
 }
@@ -314,12 +314,13 @@ fn edit_probe_events(
             let taken = |e: &Event| {
                 (mode != FilterMode::Replace || !e.in_syntax(syntax)) && e.spec.event == spec.event && e.spec.group == spec.group
             };
-            let synthetic = spec.group == trace::synth::GROUP && trace::synth::find(&spec.event).is_some();
-            if events.iter().any(taken) || trace::sched::SchedEvent::find(&spec.group, &spec.event).is_some() || synthetic {
+            let synthetic = spec.group == trace::events::synth::GROUP && trace::events::synth::find(&spec.event).is_some();
+            if events.iter().any(taken) || trace::events::sched::SchedEvent::find(&spec.group, &spec.event).is_some() || synthetic
+            {
                 return Err(EventError::Exists(full_name(&spec.group, &spec.event)));
             }
             let (function, mut compiled) = compile(&spec)?;
-            compiled.id = trace::event::new_dynamic_id().ok_or(EventError::NoIds)?;
+            compiled.id = trace::events::record::new_dynamic_id().ok_or(EventError::NoIds)?;
             if mode == FilterMode::Replace {
                 remove_events(events, |e| e.in_syntax(syntax), stale);
             }
@@ -421,7 +422,7 @@ fn refresh_fast(compiled: &Compiled) {
         && !compiled.triggers.is_set()
         && !compiled.soft_mode.load(Ordering::Relaxed)
         && compiled.arrays.is_empty()
-        && !trace::instance::top().option(TraceOption::StackTrace);
+        && !trace::array::trace_array::top().option(TraceOption::StackTrace);
     compiled.fast.store(fast, Ordering::Relaxed);
 }
 
@@ -591,8 +592,8 @@ pub fn hist_text(
     array: &TraceArray,
     group: &str,
     event: &str,
-    names: trace::hist::Namer,
-    comms: trace::hist::Comms,
+    names: trace::events::hist::Namer,
+    comms: trace::events::hist::Comms,
 ) -> Result<Option<String>, EventError> {
     let compiled = find(&mut EVENTS.lock(), group, event)?.compiled.clone();
     Ok(match array.is_top() {

@@ -15,10 +15,10 @@ use core::sync::atomic::Ordering;
 use arch::ftrace_abi::{FtraceRegs, PtRegs, Saved, SavedRegs};
 use kprobes::kretprobe::Kretprobe;
 use kprobes::Kprobe;
-use trace::event_filter::FieldValue;
-use trace::event_trigger::{Phase, StackStart};
-use trace::instance::TraceOption;
-use trace::tracer::event_common;
+use trace::array::trace_array::TraceOption;
+use trace::events::filter::FieldValue;
+use trace::events::trigger::{Phase, StackStart};
+use trace::tracers::event_common;
 
 use super::compiled::{filter_value, Compiled, Fetch, Quick};
 use crate::definition::{self, ArgType};
@@ -111,7 +111,7 @@ fn write_symstr(address: usize, buffer: &mut [u8]) -> usize {
 /// Records one event: `ips` is `[ip]` at entry, `[func, ret_ip]` at exit.
 #[inline(always)]
 fn record(compiled: &Compiled, ips: &[u64], context: &Context) {
-    if !compiled.fast.load(Ordering::Relaxed) || trace::event_pid::is_active() {
+    if !compiled.fast.load(Ordering::Relaxed) || trace::events::pid::is_active() {
         return record_by_values(compiled, ips, context);
     }
     match &compiled.words {
@@ -135,7 +135,7 @@ pub(super) fn write_words<const EXIT: bool, const N: usize>(
     let Ok(fields) = <&[Quick; N]>::try_from(fields) else { return };
     // The header before the write: inside it interrupts are masked.
     let common = event_common(compiled.id);
-    trace::instance::top().buffer().write_with(WordRecord::<EXIT, N>::SIZE, |_, out| {
+    trace::array::trace_array::top().buffer().write_with(WordRecord::<EXIT, N>::SIZE, |_, out| {
         WordRecord::<EXIT, N>::encode(common, ips, |i| fetch_quick(fields[i], context), out)
     });
 }
@@ -151,7 +151,7 @@ fn record_fixed(compiled: &Compiled, ips: &[u64], context: &Context) {
     // The header before the write: inside it interrupts are masked, which
     // the header's irqs-off flag must not show.
     let common = event_common(compiled.id);
-    trace::instance::top().buffer().write_with(layout.fixed_size, |_, out| {
+    trace::array::trace_array::top().buffer().write_with(layout.fixed_size, |_, out| {
         if layout.encode_head(common, ips, out) {
             layout.encode_numbers(&compiled.fetches, |(fetch, _), ty| fetch_number(fetch, ty, context), out);
         }
@@ -201,8 +201,8 @@ fn fetch_word_of(fetch: &Fetch, ty: ArgType, context: &Context) -> Option<u64> {
 fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
     let triggered = compiled.triggers.is_set();
     // `set_event_pid` gates the record and the triggers acting after it
-    // (see `trace::sched`'s `record_with_triggers`).
-    let pid_kept = trace::event_pid::records_current();
+    // (see `trace::events::sched`'s `record_with_triggers`).
+    let pid_kept = trace::events::pid::records_current();
     let records = compiled.records() && pid_kept;
     let in_instances = !compiled.arrays.is_empty();
     if !records && !triggered && !in_instances {
@@ -297,7 +297,7 @@ fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
         _ => [caller, 0],
     };
     let stack = StackStart { addresses, fp: context.regs.frame_pointer() };
-    let top = trace::instance::top();
+    let top = trace::array::trace_array::top();
     if triggered {
         compiled.triggers.fire(top, Phase::BeforeRecord, &fields, stack);
     }
@@ -312,7 +312,7 @@ fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
             stack.record(top);
         }
         if in_instances {
-            let pid_kept = trace::event_pid::records_current_in;
+            let pid_kept = trace::events::pid::records_current_in;
             compiled.arrays.hit(&pid_kept, &fields, stack, len, &|payload| payload.put_slice(0, record));
         }
     }

@@ -16,7 +16,7 @@
 //! ```
 
 use ring_buffer::per_cpu::{header_event, header_page, page_records, PAGE_SIZE};
-use trace::stream::Stream;
+use trace::export::stream::Stream;
 
 /// Events in the stream's pages.
 pub fn count_events(stream: &Stream) -> usize {

@@ -12,8 +12,8 @@
 use std::collections::BTreeMap;
 
 use ring_buffer::per_cpu::{page_records, PAGE_SIZE};
-use trace::event::Event;
-use trace::stream::Stream;
+use trace::events::record::Event;
+use trace::export::stream::Stream;
 
 use crate::symbols::Symbols;
 
@@ -96,7 +96,7 @@ pub fn render(folded: &[(String, u64)]) -> Result<Vec<u8>, String> {
 mod tests {
     use super::*;
     use ring_buffer::per_cpu::RingBuffer;
-    use trace::event::{Common, FixedEvent, GraphEntryEvent, GraphExitEvent, TRACE_GRAPH_ENT, TRACE_GRAPH_RET};
+    use trace::events::record::{Common, FixedEvent, GraphEntryEvent, GraphExitEvent, TRACE_GRAPH_ENT, TRACE_GRAPH_RET};
 
     /// A stream of CPUs, each with its events as (time, event).
     fn stream_on(cpus: &[&[(u64, Event)]]) -> Stream {

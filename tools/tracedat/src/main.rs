@@ -6,7 +6,7 @@
 //! ```
 //!
 //! STREAM is what the kernel sent through its trace channel at power-off
-//! (`trace::stream`); KERNEL.elf is the image it ran, whose `.kernel_symbols`
+//! (`trace::export::stream`); KERNEL.elf is the image it ran, whose `.kernel_symbols`
 //! section gives the names. The output is written to a temporary file beside
 //! OUT and renamed into place only when complete: an error (nothing recorded,
 //! a broken channel, an unwritable path) leaves no partial file.
@@ -18,7 +18,7 @@ mod symbols;
 use std::path::Path;
 use std::process::ExitCode;
 
-use trace::stream::{self, Stream};
+use trace::export::stream::{self, Stream};
 
 fn read_stream(path: &Path) -> Result<Stream, String> {
     let bytes = match std::fs::read(path) {

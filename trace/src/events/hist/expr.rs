@@ -44,13 +44,13 @@
 //!
 //! This module parses and prints those parts and evaluates them on a hit;
 //! resolving the names (which histogram, which synthetic event) is the
-//! kernel side's, when the trigger is added ([`crate::hist::Histogram::resolve`]).
+//! kernel side's, when the trigger is added ([`crate::events::hist::Histogram::resolve`]).
 
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
 
-use crate::event_filter::{FieldKind, FieldValue, FilterField, Source};
+use crate::events::filter::{FieldKind, FieldValue, FilterField, Source};
 
 /// The most variables a histogram defines (Linux's `TRACING_MAP_VARS_MAX`).
 pub const MAX_VARS: usize = 16;

@@ -39,7 +39,7 @@
 //! added (a hit cannot allocate); without memory it is refused. An event
 //! named by a trigger, or with triggers, cannot be removed.
 //!
-//! `hist:keys=...` counts hits per key into a table (see [`crate::hist`]);
+//! `hist:keys=...` counts hits per key into a table (see [`crate::events::hist`]);
 //! an event may have several, each with other keys, values, sort or
 //! filter, and `hist:...:pause`, `:cont` and `:clear` act on the one with
 //! the same keys, values, sort and filter, as in Linux.
@@ -56,8 +56,8 @@ use alloc::sync::Arc;
 use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use crate::event_filter::{EventFilter, FilterError, FilterField};
-use crate::hist::{HistError, Histogram};
+use crate::events::filter::{EventFilter, FilterError, FilterField};
+use crate::events::hist::{HistError, Histogram};
 
 /// What a trigger does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,7 +70,7 @@ pub enum TriggerCommand {
     EnableEvent,
     /// `disable_event:GRP:EVENT`: it stops.
     DisableEvent,
-    /// `hist:keys=...`: counts hits per key ([`crate::hist`]).
+    /// `hist:keys=...`: counts hits per key ([`crate::events::hist`]).
     Hist,
 }
 
@@ -217,7 +217,7 @@ impl Trigger {
     /// Whether it is a `hist` trigger of the same histogram and filter as
     /// `spec` and `filter` (what an add, a removal or a `pause` matches).
     #[cfg_attr(not(any(test, target_os = "none")), allow(dead_code))]
-    fn is_hist(&self, spec: &crate::hist::HistSpec, filter: Option<&str>) -> bool {
+    fn is_hist(&self, spec: &crate::events::hist::HistSpec, filter: Option<&str>) -> bool {
         self.hist.as_ref().is_some_and(|hist| hist.spec().same_as(spec)) && self.filter.as_ref().map(EventFilter::text) == filter
     }
 
@@ -278,7 +278,7 @@ pub enum Request {
     Remove(TriggerCommand, Option<EventName>),
     /// `!hist:...`: the `hist` trigger of the same histogram and filter
     /// goes.
-    RemoveHist(crate::hist::HistSpec, Option<String>),
+    RemoveHist(crate::events::hist::HistSpec, Option<String>),
 }
 
 /// Why a trigger line was refused; nothing changed.
@@ -401,7 +401,7 @@ fn parse_filter(text: &str, fields: &[FilterField]) -> Result<Option<EventFilter
 fn parse_hist(remove: bool, rest: &str, fields: &[FilterField]) -> Result<Request, TriggerError> {
     let end = rest.find(|c: char| c.is_ascii_whitespace()).unwrap_or(rest.len());
     let (attrs, filter) = rest.split_at(end);
-    let spec = crate::hist::parse(attrs, fields).map_err(TriggerError::Hist)?;
+    let spec = crate::events::hist::parse(attrs, fields).map_err(TriggerError::Hist)?;
     let filter = parse_filter(filter.trim(), fields)?;
     if remove {
         return Ok(Request::RemoveHist(spec, filter.map(|filter| filter.text().to_string())));
@@ -429,9 +429,9 @@ mod kernel_side {
     use alloc::vec::Vec;
 
     use super::{EventName, Phase, Request, Trigger, TriggerCommand, TriggerError, AVAILABLE};
-    use crate::event_filter::FieldValue;
-    use crate::hist::{HistControl, HistError};
-    use crate::instance::TraceArray;
+    use crate::array::trace_array::TraceArray;
+    use crate::events::filter::FieldValue;
+    use crate::events::hist::{HistControl, HistError};
     use ftrace::deferred::Published;
 
     /// Where a `stacktrace` trigger's call chain starts: the addresses the
@@ -448,7 +448,10 @@ mod kernel_side {
         /// `stacktrace` trigger, `options/stacktrace`).
         pub fn record(&self, array: &TraceArray) {
             let known = self.addresses.into_iter().filter(|&address| address != 0);
-            crate::func_probe::record_frames(array, known.chain(ftrace::graph::unwind::return_addresses(self.fp)));
+            crate::tracers::function_commands::record_frames(
+                array,
+                known.chain(ftrace::graph::unwind::return_addresses(self.fp)),
+            );
         }
 
         /// Fills `words` with the chain, innermost first, zeros after its
@@ -475,7 +478,7 @@ mod kernel_side {
     struct VarTable {
         array: usize,
         event: EventName,
-        hist: alloc::sync::Weak<crate::hist::Histogram>,
+        hist: alloc::sync::Weak<crate::events::hist::Histogram>,
     }
 
     /// The histograms with variables that were added (a removed one's
@@ -484,7 +487,7 @@ mod kernel_side {
 
     /// Notes an added `hist` trigger's histogram, of `event` in `array`, if
     /// it defines variables others may read.
-    pub fn register_vars(array: &TraceArray, event: &EventName, hist: &Arc<crate::hist::Histogram>) {
+    pub fn register_vars(array: &TraceArray, event: &EventName, hist: &Arc<crate::events::hist::Histogram>) {
         if hist.spec().vars().defs.is_empty() {
             return;
         }
@@ -502,7 +505,7 @@ mod kernel_side {
     pub fn resolve_hist(
         array: &'static TraceArray,
         trigger: &mut Trigger,
-        synth: impl Fn(&str) -> Option<(Arc<dyn crate::hist::SynthTarget>, Vec<bool>)>,
+        synth: impl Fn(&str) -> Option<(Arc<dyn crate::events::hist::SynthTarget>, Vec<bool>)>,
     ) -> Result<(), TriggerError> {
         let Some(hist) = trigger.histogram_mut() else { return Ok(()) };
         if hist.spec().vars().is_empty() {
@@ -518,12 +521,12 @@ mod kernel_side {
         let owner = hist.spec().line();
         let snapshot = || {
             array.hold_cond_snapshot(&owner).map_err(|error| match error {
-                crate::instance::SnapshotError::Busy => HistError::SnapshotBusy,
-                crate::instance::SnapshotError::NoMemory => HistError::NoMemory,
+                crate::array::trace_array::SnapshotError::Busy => HistError::SnapshotBusy,
+                crate::array::trace_array::SnapshotError::NoMemory => HistError::NoMemory,
             })
         };
         let array = array as *const TraceArray as usize;
-        let tables: Vec<(EventName, Arc<crate::hist::Histogram>)> = VAR_TABLES
+        let tables: Vec<(EventName, Arc<crate::events::hist::Histogram>)> = VAR_TABLES
             .lock()
             .iter()
             .filter(|table| table.array == array)
@@ -583,7 +586,7 @@ mod kernel_side {
 
         /// [`apply`](Self::apply), then `note(whether triggers are left)`
         /// before another writer can change them: for a caller that keeps
-        /// that fact elsewhere (`crate::event_arrays`' bits).
+        /// that fact elsewhere (`crate::events::arrays`' bits).
         pub fn apply_noting(
             &self,
             array: &TraceArray,
@@ -651,7 +654,7 @@ mod kernel_side {
 
         /// `cat hist`: every `hist` trigger's table, newest first (as
         /// Linux lists them), or `None` if the event has none.
-        pub fn hist_text(&self, names: crate::hist::Namer, comms: crate::hist::Comms) -> Option<String> {
+        pub fn hist_text(&self, names: crate::events::hist::Namer, comms: crate::events::hist::Comms) -> Option<String> {
             let _writers = self.writers.lock();
             self.list.read(|list| {
                 let mut text = String::new();
@@ -668,7 +671,7 @@ mod kernel_side {
 
         /// Removes every trigger: their trace array, an instance, went.
         /// (Its `enable_event`/`disable_event` switches are its copies of
-        /// events, which `crate::event_arrays` forgets with it.)
+        /// events, which `crate::events::arrays` forgets with it.)
         pub fn clear(&self) {
             let _writers = self.writers.lock();
             self.list.read(|list| list.into_iter().flatten().for_each(|trigger| detach(trigger)));
@@ -779,7 +782,7 @@ mod kernel_side {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event_filter::FieldKind;
+    use crate::events::filter::FieldKind;
 
     fn fields() -> alloc::vec::Vec<FilterField> {
         alloc::vec![FilterField::new("prev_pid", FieldKind::Signed), FilterField::new("prev_comm", FieldKind::String)]
@@ -896,19 +899,19 @@ mod tests {
             "hist:keys=prev_pid:vals=hitcount:sort=prev_pid.descending:size=2048 if prev_comm == \"fib*\" [active]"
         );
         assert_eq!((trigger.command, trigger.phase()), (TriggerCommand::Hist, Phase::AfterRecord));
-        let same = crate::hist::parse("keys=prev_pid:sort=prev_pid.descending:size=128", &fields()).unwrap();
+        let same = crate::events::hist::parse("keys=prev_pid:sort=prev_pid.descending:size=128", &fields()).unwrap();
         assert!(trigger.is_hist(&same, Some("prev_comm == \"fib*\"")), "the size does not count");
         assert!(!trigger.is_hist(&same, None), "the filter does");
         assert_eq!(added("hist:keys=prev_pid:pause").line(), "hist:keys=prev_pid:vals=hitcount:sort=hitcount:size=2048 [paused]");
         match parse("!hist:keys=prev_pid if prev_pid > 1", &fields()) {
             Ok(Request::RemoveHist(spec, filter)) => {
-                assert!(spec.same_as(&crate::hist::parse("keys=prev_pid", &fields()).unwrap()));
+                assert!(spec.same_as(&crate::events::hist::parse("keys=prev_pid", &fields()).unwrap()));
                 assert_eq!(filter.as_deref(), Some("prev_pid > 1"));
             }
             other => panic!("{other:?}"),
         }
         let error = |text: &str| parse(text, &fields()).unwrap_err();
-        assert_eq!(error("hist:keys=nosuch"), TriggerError::Hist(crate::hist::HistError::NoSuchField("nosuch".into())));
+        assert_eq!(error("hist:keys=nosuch"), TriggerError::Hist(crate::events::hist::HistError::NoSuchField("nosuch".into())));
         assert_eq!(error("hist:keys=prev_pid when"), TriggerError::Malformed("when".into()));
         assert!(AVAILABLE.ends_with(" hist\n"));
     }

@@ -1,4 +1,4 @@
-//! Sending the trace to the host: the stream of [`crate::stream`] through
+//! Sending the trace to the host: the stream of [`crate::export::stream`] through
 //! the architecture's trace channel, written at power-off when recording.
 //!
 //! Pages go straight from a copy of each CPU's ring to the channel; nothing
@@ -10,8 +10,8 @@ use alloc::string::String;
 use arch::channel;
 use arch::ChannelError;
 
-use crate::event::{ftrace_formats, sched_formats};
-use crate::stream::{record_header, Tag, MAGIC};
+use crate::events::record::{ftrace_formats, sched_formats};
+use crate::export::stream::{record_header, Tag, MAGIC};
 use ring_buffer::per_cpu::PAGE_SIZE;
 use ring_buffer::trace_buffer;
 
@@ -31,15 +31,16 @@ pub fn export(host_path: &str, extra: &[(String, String)]) -> Result<usize, Chan
         "arch={}\ncpus={}\npage_size={PAGE_SIZE}\nlong_size=8\nclock={}\ntracer={}\n",
         arch::NAME,
         trace_buffer::cpus(),
-        crate::instance::top().buffer().clock().name(),
-        crate::instance::top().current_tracer().name()
+        crate::array::trace_array::top().buffer().clock().name(),
+        crate::array::trace_array::top().current_tracer().name()
     );
     send(&record_header(Tag::Meta, meta.len()))?;
     send(meta.as_bytes())?;
     let own = ftrace_formats().into_iter().map(|(_, text)| (String::from("ftrace"), text));
     let sched = sched_formats().into_iter().map(|(_, text)| (String::from("sched"), text));
-    let synthetic =
-        crate::synth::all().into_iter().map(|synth| (String::from(crate::synth::GROUP), synth.def().format(synth.id())));
+    let synthetic = crate::events::synth::all()
+        .into_iter()
+        .map(|synth| (String::from(crate::events::synth::GROUP), synth.def().format(synth.id())));
     for (system, text) in own.chain(sched).chain(synthetic).chain(extra.iter().cloned()) {
         send(&record_header(Tag::Format, system.len() + 1 + text.len()))?;
         send(system.as_bytes())?;
@@ -47,12 +48,12 @@ pub fn export(host_path: &str, extra: &[(String, String)]) -> Result<usize, Chan
         send(text.as_bytes())?;
     }
     let mut cmdlines = String::new();
-    for (pid, comm) in crate::sched::saved_cmdlines() {
+    for (pid, comm) in crate::events::sched::saved_cmdlines() {
         cmdlines.push_str(&format!("{pid} {comm}\n"));
     }
     send(&record_header(Tag::Cmdlines, cmdlines.len()))?;
     send(cmdlines.as_bytes())?;
-    for snapshot in crate::instance::top().buffer().snapshot_all() {
+    for snapshot in crate::array::trace_array::top().buffer().snapshot_all() {
         let pages = snapshot.pages().count();
         send(&record_header(Tag::Cpu, 8 + pages * PAGE_SIZE))?;
         send(&(snapshot.cpu as u64).to_le_bytes())?;

@@ -1,6 +1,6 @@
 //! Synthetic events, as Linux's: events defined at run time from their
 //! fields alone, recorded by `hist` triggers' `onmatch()` actions
-//! (`crate::hist_expr`), and then like any event: `enable`, `filter`,
+//! (`crate::events::hist::expr`), and then like any event: `enable`, `filter`,
 //! `trigger`, `hist`, `format` and `id` under `events/synthetic/NAME/`.
 //!
 //! ```text
@@ -16,7 +16,7 @@
 //! `NAME: field=value field=value`.
 //!
 //! The kernel side keeps the defined events ([`define`], [`remove`]) and
-//! records them (`Synth` is the [`SynthTarget`](crate::hist::SynthTarget) an action fires). A
+//! records them (`Synth` is the [`SynthTarget`](crate::events::hist::SynthTarget) an action fires). A
 //! record is written with no allocation and no lock; an action that fires
 //! an event whose own triggers fire another is allowed to nest
 //! [`MAX_NESTING`] deep on a CPU (a loop of actions stops there, the
@@ -27,14 +27,14 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
 
-use crate::event::Common;
-use crate::event_filter::{FieldKind, FieldValue, FilterField};
+use crate::events::filter::{FieldKind, FieldValue, FilterField};
+use crate::events::record::Common;
 use ring_buffer::payload::Payload;
 
 /// The synthetic events' group (`events/synthetic/...`).
 pub const GROUP: &str = "synthetic";
 /// The most fields a synthetic event has.
-pub const MAX_FIELDS: usize = crate::hist_expr::MAX_PARAMS;
+pub const MAX_FIELDS: usize = crate::events::hist::expr::MAX_PARAMS;
 /// The longest string field.
 pub const MAX_STRING: usize = 64;
 /// The longest event or field name (Linux's `MAX_EVENT_NAME_LEN` less its
@@ -42,7 +42,7 @@ pub const MAX_STRING: usize = 64;
 pub const MAX_NAME: usize = 63;
 
 /// Where a record's fields start (after the common header).
-const FIELDS_AT: usize = crate::event::COMMON_SIZE;
+const FIELDS_AT: usize = crate::events::record::COMMON_SIZE;
 
 /// A field's type.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -363,7 +363,7 @@ impl SynthDef {
         let conversions: Vec<String> =
             self.fields.iter().map(|field| alloc::format!("{}={}", field.name, field.ty.conversion())).collect();
         let args: String = self.fields.iter().map(|field| alloc::format!(", REC->{}", field.name)).collect();
-        crate::event::format_text(&self.name, id, &fields, &alloc::format!("\"{}\"{args}", conversions.join(" ")))
+        crate::events::record::format_text(&self.name, id, &fields, &alloc::format!("\"{}\"{args}", conversions.join(" ")))
     }
 }
 
@@ -379,11 +379,11 @@ mod kernel_side {
     use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU8, AtomicUsize, Ordering};
 
     use super::{SynthDef, SynthError, GROUP};
-    use crate::event::Common;
-    use crate::event_filter::FieldValue;
-    use crate::event_state::EventState;
-    use crate::hist::SynthTarget;
-    use crate::instance::TraceArray;
+    use crate::array::trace_array::TraceArray;
+    use crate::events::filter::FieldValue;
+    use crate::events::hist::SynthTarget;
+    use crate::events::record::Common;
+    use crate::events::state::EventState;
 
     /// How deep actions may nest on a CPU (an event's trigger firing
     /// another's action...).
@@ -438,7 +438,7 @@ mod kernel_side {
         /// naming it: the switch of `array`'s copy, in soft mode while such
         /// a trigger exists (and the event cannot be removed); `None` if it
         /// is being removed.
-        pub fn acquire_soft(self: &Arc<Self>, array: &TraceArray) -> Option<Arc<dyn crate::event_trigger::EventSwitch>> {
+        pub fn acquire_soft(self: &Arc<Self>, array: &TraceArray) -> Option<Arc<dyn crate::events::trigger::EventSwitch>> {
             if array.is_top() {
                 // What the soft switch turns on records (as `enable` would).
                 self.was_enabled.store(true, Ordering::Relaxed);
@@ -477,9 +477,9 @@ mod kernel_side {
                 return;
             }
             FIRES[cpu].store(fired + 1, Ordering::Relaxed);
-            let common: Common = crate::tracer::event_common(self.id);
+            let common: Common = crate::tracers::event_common(self.id);
             let fields = |n| self.def.field_value(n, common.pid, values);
-            let kept = |slot| crate::event_pid::records_current_in(slot);
+            let kept = |slot| crate::events::pid::records_current_in(slot);
             self.state.hit(&kept, &fields, self.def.record_size(), &|out| self.def.encode(common, values, out));
             nesting.fetch_sub(1, Ordering::Relaxed);
         }
@@ -516,7 +516,7 @@ mod kernel_side {
         if taken || events.iter().any(|synth| synth.def.name == def.name) {
             return Err(SynthError::Exists(alloc::format!("{GROUP}/{}", def.name)));
         }
-        let id = crate::event::new_dynamic_id().ok_or(SynthError::NoIds)?;
+        let id = crate::events::record::new_dynamic_id().ok_or(SynthError::NoIds)?;
         let (was_enabled, actions) = (AtomicBool::new(false), AtomicUsize::new(0));
         events.push(Arc::new(Synth { def, id, state: EventState::new(), was_enabled, actions }));
         Ok(())

@@ -12,10 +12,10 @@ use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use arch::sync::SpinLock;
 
-use crate::event_arrays::EventArrays;
-use crate::event_filter::{FieldValue, FilterError, FilterField, FilterSlot};
-use crate::event_trigger::{Applied, EventSwitch, Phase, Request, StackStart, TriggerError, Triggers};
-use crate::instance::{self, TraceArray, TraceOption};
+use crate::array::trace_array::{self, TraceArray, TraceOption};
+use crate::events::arrays::EventArrays;
+use crate::events::filter::{FieldValue, FilterError, FilterField, FilterSlot};
+use crate::events::trigger::{Applied, EventSwitch, Phase, Request, StackStart, TriggerError, Triggers};
 
 /// Serialises the soft-mode writers of every event: a trigger naming one
 /// added or removed, an instance's `enable` written.
@@ -121,7 +121,12 @@ impl EventState {
     }
 
     /// `cat events/GRP/NAME/hist`: its `hist` triggers' tables, if any.
-    pub fn hist_text(&self, array: &TraceArray, names: crate::hist::Namer, comms: crate::hist::Comms) -> Option<String> {
+    pub fn hist_text(
+        &self,
+        array: &TraceArray,
+        names: crate::events::hist::Namer,
+        comms: crate::events::hist::Comms,
+    ) -> Option<String> {
         match array.is_top() {
             true => self.triggers.hist_text(names, comms),
             false => self.arrays.hist_text(array, names, comms),
@@ -245,7 +250,7 @@ impl EventState {
         let records = self.records() && kept && self.filter.passes(fields);
         let triggered = self.triggers.is_set();
         record_with_triggers(&self.triggers, triggered, kept, fields, stack, || {
-            records && instance::top().buffer().write_with(len, |_, out| fill(out)).is_some()
+            records && trace_array::top().buffer().write_with(len, |_, out| fill(out)).is_some()
         });
     }
 }
@@ -267,7 +272,7 @@ fn record_with_triggers<'a>(
     stack: StackStart,
     record: impl FnOnce() -> bool,
 ) {
-    let top = instance::top();
+    let top = trace_array::top();
     if triggered {
         triggers.fire(top, Phase::BeforeRecord, fields, stack);
     }

@@ -14,7 +14,7 @@
 //! `.ascending`; a table of `size` entries (128 to 131072, rounded up to a
 //! power of two; 2048 by default). Variables (`NAME=EXPR`), reads of other
 //! histograms' (`$NAME`) and `onmatch()` actions are Linux's inter-event
-//! parts: see [`crate::hist_expr`]; an entry keeps its variables beside
+//! parts: see [`crate::events::hist::expr`]; an entry keeps its variables beside
 //! its sums.
 //!
 //! Design. The table ([`HistMap`]) is made whole when the trigger is
@@ -34,6 +34,8 @@
 //! trigger is paused and after every CPU has left its hit path (the caller
 //! waits for that: [`Histogram::clear`]).
 
+pub mod expr;
+
 use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -43,8 +45,8 @@ use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering}
 
 use alloc::sync::Arc;
 
-use crate::event_filter::{FieldKind, FieldValue, FilterField, Source};
-use crate::hist_expr::{
+use crate::events::filter::{FieldKind, FieldValue, FilterField, Source};
+use crate::events::hist::expr::{
     Expr, ExprError, Handler, HitValues, SynthCall, Track, TrackAction, Vars, MAX_PARAMS, MAX_REFS, MAX_VARS, SAVED_STRING_WORDS,
 };
 use ftrace::symbols::table::Symbol;
@@ -227,7 +229,7 @@ pub struct HistSpec {
     sort: Vec<SortKey>,
     size: usize,
     /// Its variables, the reads of other histograms' and its actions
-    /// (`crate::hist_expr`).
+    /// (`crate::events::hist::expr`).
     vars: Vars,
     /// The trace clock its timestamps need (`clock=`; Linux's default,
     /// `global`): adding it switches its trace array to that clock, as

@@ -27,7 +27,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
 
-use crate::event::{decode_print, Common, Event};
+use crate::events::record::{decode_print, Common, Event};
 use crate::output::{self, Namer, When};
 
 /// How `trace` prints its events (under any tracer but function_graph).
@@ -254,7 +254,7 @@ fn write_number(out: &mut dyn Write, bytes: &[u8], names: Namer) -> fmt::Result 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{encode_print, print_event_size, FixedEvent, FunctionEvent, PrintWriter, TRACE_FN};
+    use crate::events::record::{encode_print, print_event_size, FixedEvent, FunctionEvent, PrintWriter, TRACE_FN};
     use ftrace::symbols::table::Symbol;
     use ring_buffer::payload::encode_to_vec;
 
@@ -278,7 +278,7 @@ mod tests {
         let when = When::at(1, 12_345);
         assert_eq!(line(|out| write_raw(out, when, &function(), true)), "7 1 12345 1004 2000\n");
         assert_eq!(line(|out| write_raw(out, when, &function(), false)), "1004 2000\n");
-        let common = Common { kind: crate::event::TRACE_PRINT, pid: 7, ..Common::default() };
+        let common = Common { kind: crate::events::record::TRACE_PRINT, pid: 7, ..Common::default() };
         let print = encode_to_vec(print_event_size(b"hi\n"), |out| encode_print(common, PrintWriter::Kernel(0xab), b"hi\n", out));
         assert_eq!(line(|out| write_raw(out, when, &print, false)), "# ab hi\n");
         let other = Common { kind: 300, pid: 2, ..Common::default() };
@@ -302,7 +302,7 @@ mod tests {
 
     #[test]
     fn fields_print_each_own_field_by_its_type() {
-        let format = crate::event::format_text(
+        let format = crate::events::record::format_text(
             "probe",
             1000,
             "\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;\n\
@@ -345,11 +345,11 @@ mod tests {
 
     #[test]
     fn the_function_tracers_addresses_are_symbols_alone() {
-        let format = &crate::event::ftrace_formats()[0].1;
+        let format = &crate::events::record::ftrace_formats()[0].1;
         let fields = EventFields::parse(format).unwrap();
         assert_eq!(line(|out| fields.write(out, &function(), &names)), "function: ip=fib+0x4/0x100 parent_ip=0x2000\n");
-        let print = EventFields::parse(&crate::event::ftrace_formats()[3].1).unwrap();
-        let common = Common { kind: crate::event::TRACE_PRINT, ..Common::default() };
+        let print = EventFields::parse(&crate::events::record::ftrace_formats()[3].1).unwrap();
+        let common = Common { kind: crate::events::record::TRACE_PRINT, ..Common::default() };
         let record = encode_to_vec(print_event_size(b"hi\n"), |out| encode_print(common, PrintWriter::Marker, b"hi\n", out));
         assert_eq!(line(|out| print.write(out, &record, &names)), "print: ip=0x0 (0) buf=hi\n", "the text, one line");
         assert_eq!(EventFields::parse("no name"), None);

@@ -4,11 +4,14 @@
 //! function and its caller) through an ops with the recursion guard;
 //! `function_graph` records each call's entry and return through the return
 //! hook. Each trace array (the top level, every instance: see
-//! `crate::instance`) has its own of both, writing to its own buffer. Both
+//! `crate::array::trace_array`) has its own of both, writing to its own buffer. Both
 //! follow the array's `set_ftrace_filter` / `set_ftrace_notrace`; the graph
 //! tracer also honours `set_graph_function` (only what runs below these),
 //! `set_graph_notrace` (nothing below these) and `max_graph_depth`. Changing
 //! the tracer empties the buffer, as Linux does.
+
+pub mod function_commands;
+pub mod stack;
 
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -20,13 +23,13 @@ use arch::context::{self, Context};
 use arch::ftrace_abi::FtraceRegs;
 use arch::irq::IrqGuard;
 
-use crate::event::{
+use crate::array::trace_array::{TraceArray, TraceOption};
+use crate::events::record::{
     flags, Common, Event, FixedEvent, FuncRepeatsEvent, FunctionEvent, GraphEntryEvent, GraphExitEvent, PrintWriter, TRACE_FN,
     TRACE_GRAPH_ENT, TRACE_GRAPH_RET,
 };
-use crate::instance::{TraceArray, TraceOption};
 use crate::output;
-use crate::print_modes::{self, EventFields, PrintMode};
+use crate::output::print_modes::{self, EventFields, PrintMode};
 use ftrace::deferred::Published;
 use ftrace::graph::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn, GraphCallbacks};
 use ftrace::ops::{Callback, FtraceOps};
@@ -97,7 +100,7 @@ impl GraphCallbacks for GraphTrace {
 #[inline(always)]
 unsafe fn array_of_function_ops(ops: &FtraceOps) -> &TraceArray {
     // SAFETY: the caller's guarantee: stepping back from the field gives
-    // the array, alive while its ops is called (see `crate::instance`).
+    // the array, alive while its ops is called (see `crate::array::trace_array`).
     unsafe { &*ftrace::container_of!(ops, TraceArray, function_ops) }
 }
 
@@ -166,7 +169,7 @@ pub(crate) extern "C" fn function_trace_call_checking(ip: usize, parent_ip: usiz
         record_function(array, ip, parent_ip);
     }
     if array.option(TraceOption::FuncStackTrace) {
-        crate::func_probe::record_stack(array, ip, fregs);
+        crate::tracers::function_commands::record_stack(array, ip, fregs);
     }
 }
 
@@ -233,7 +236,7 @@ fn record_function_unless_repeated(array: &TraceArray, ip: usize, parent_ip: usi
         let last_time = last.last_time.load(Ordering::Relaxed);
         buffer.write_with(FuncRepeatsEvent::SIZE, |time, out| {
             let event = FuncRepeatsEvent {
-                common: Common { kind: crate::event::TRACE_FUNC_REPEATS, ..common },
+                common: Common { kind: crate::events::record::TRACE_FUNC_REPEATS, ..common },
                 ip: repeated as u64,
                 parent_ip: repeated_parent as u64,
                 count: count as u16,
@@ -441,7 +444,7 @@ static THRESH_NS: AtomicU64 = AtomicU64::new(0);
 /// `echo US > tracing_thresh` (microseconds; 0 turns it off).
 pub fn set_tracing_thresh_us(us: u64) {
     THRESH_NS.store(us.saturating_mul(1000), Ordering::Relaxed);
-    crate::instance::refresh_every_graph_plain();
+    crate::array::trace_array::refresh_every_graph_plain();
 }
 
 /// `tracing_thresh`, in microseconds.
@@ -558,7 +561,7 @@ pub fn set_event_format(format: EventFormat) {
 
 /// Prints `payload` with the installed printer, or says its type.
 fn print_other(payload: &[u8], function: output::FunctionOptions, names: output::Namer, out: &mut dyn Write) -> fmt::Result {
-    if let Some(frames) = crate::event::decode_stack(payload) {
+    if let Some(frames) = crate::events::record::decode_stack(payload) {
         // Linux's `<stack trace>`: one ` => function` line per frame (the
         // caller adds the last newline).
         out.write_str("<stack trace>")?;
@@ -584,7 +587,7 @@ fn print_other(payload: &[u8], function: output::FunctionOptions, names: output:
         }
         return Ok(());
     }
-    if let Some((writer, text)) = crate::event::decode_print(payload) {
+    if let Some((writer, text)) = crate::events::record::decode_print(payload) {
         // A line of text, printed as Linux prints it: its writer, then the
         // text (which keeps the newline it was written with; the caller
         // adds one).
@@ -594,7 +597,7 @@ fn print_other(payload: &[u8], function: output::FunctionOptions, names: output:
         }
         return write!(out, ": {}", output::print_text(text));
     }
-    if let Some(result) = crate::synth::write_record(payload, out) {
+    if let Some(result) = crate::events::synth::write_record(payload, out) {
         return result;
     }
     let printer = EVENT_PRINTER.load();
@@ -721,7 +724,7 @@ fn write_events(
     out: &mut dyn Write,
 ) -> fmt::Result {
     let names = |address: usize| symbols::table().ok()?.lookup(address);
-    let comms = |pid: i32| crate::sched::comm_of(pid);
+    let comms = |pid: i32| crate::events::sched::comm_of(pid);
     if tracer == Tracer::FunctionGraph {
         let lines: Vec<output::GraphLine> = events
             .iter()
@@ -746,7 +749,7 @@ fn write_events(
     for (index, &(time, cpu, payload)) in events.iter().enumerate() {
         let next = events.get(index + 1).map(|&(next, _, _)| next).or(run.following).unwrap_or(time);
         let when = output::When { cpu, time, next, index: run.first_index + index };
-        if let Some((_, text)) = msg_only.then(|| crate::event::decode_print(payload)).flatten() {
+        if let Some((_, text)) = msg_only.then(|| crate::events::record::decode_print(payload)).flatten() {
             writeln!(out, "{}", output::print_text(text))?;
             continue;
         }
@@ -831,11 +834,11 @@ impl EventFormats {
 /// a synthetic event's, or (through [`set_event_format`]) a probe event's.
 fn format_of(kind: u16) -> Option<String> {
     let id_line = alloc::format!("\nID: {kind}\n");
-    let builtin = crate::event::ftrace_formats().into_iter().chain(crate::event::sched_formats());
+    let builtin = crate::events::record::ftrace_formats().into_iter().chain(crate::events::record::sched_formats());
     if let Some((_, text)) = builtin.into_iter().find(|(_, text)| text.contains(&id_line)) {
         return Some(text);
     }
-    crate::synth::format_of(kind).or_else(|| EVENT_FORMAT.load().and_then(|format| format(kind)))
+    crate::events::synth::format_of(kind).or_else(|| EVENT_FORMAT.load().and_then(|format| format(kind)))
 }
 
 /// The longest `trace_marker` text an event keeps (longer is cut).
@@ -858,9 +861,9 @@ pub fn write_marker(array: &TraceArray, text: &str) -> bool {
 /// the array is recording. Answers whether it was. Neither allocates nor
 /// waits: callable from a callback.
 pub(crate) fn write_print(array: &TraceArray, writer: PrintWriter, text: &[u8]) -> bool {
-    let common = event_common(crate::event::TRACE_PRINT);
-    let size = crate::event::print_event_size(text);
-    array.buffer().write_with(size, |_, out| crate::event::encode_print(common, writer, text, out)).is_some()
+    let common = event_common(crate::events::record::TRACE_PRINT);
+    let size = crate::events::record::print_event_size(text);
+    array.buffer().write_with(size, |_, out| crate::events::record::encode_print(common, writer, text, out)).is_some()
 }
 
 /// `cat trace_pipe`'s reader. A consuming read, as Linux's: what it takes

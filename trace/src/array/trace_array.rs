@@ -33,10 +33,10 @@ use arch::sync::Mutex;
 use arch::MAX_CPUS;
 use spin::Once;
 
-use crate::error_log::ErrorLog;
-use crate::event::PrintWriter;
-use crate::pid_list::PidLists;
-use crate::tracer::{self, Tracer};
+use crate::array::error_log::ErrorLog;
+use crate::array::pid_list::PidLists;
+use crate::events::record::PrintWriter;
+use crate::tracers::{self, Tracer};
 use ftrace::deferred::{self, Deferred, Published};
 use ftrace::graph::fgraph::FgraphOps;
 use ftrace::ops::{FtraceOps, OpsFlags};
@@ -113,14 +113,14 @@ pub struct TraceArray {
     pub(crate) checking_ops: FtraceOps,
     /// `set_ftrace_pid` and `set_ftrace_notrace_pid`.
     pids: Mutex<PidLists>,
-    /// `set_event_pid` and `set_event_notrace_pid` (`crate::event_pid`).
+    /// `set_event_pid` and `set_event_notrace_pid` (`crate::events::pid`).
     event_pids: Mutex<PidLists>,
     /// The trace options that are on, a [`TraceOption::bit`] each.
     options: AtomicU64,
     /// Its `error_log`: the refused writes to its files.
     error_log: ErrorLog,
     /// Each CPU's last function call, for `options/func-no-repeats`.
-    pub(crate) last_calls: [tracer::LastCall; MAX_CPUS],
+    pub(crate) last_calls: [tracers::LastCall; MAX_CPUS],
     /// Handles out: `rmdir` is refused while there are any.
     users: AtomicUsize,
     /// The `hist` trigger whose `.snapshot()` action holds the snapshot
@@ -142,13 +142,13 @@ static INSTANCES: Mutex<Vec<&'static TraceArray>> = Mutex::new(Vec::new());
 static SLOTS: AtomicU32 = AtomicU32::new(1);
 
 /// The instance in each slot, for tracing code that knows an array by its
-/// slot (an event enabled in instances, `crate::event_arrays`): set once
+/// slot (an event enabled in instances, `crate::events::arrays`): set once
 /// the instance is made, emptied by `rmdir` before its grace period.
 static IN_SLOT: [AtomicPtr<TraceArray>; GRAPH_SLOTS] = [const { AtomicPtr::new(core::ptr::null_mut()) }; GRAPH_SLOTS];
 
 /// The instance in `slot`, if there is one. Tracing code reads it with
 /// interrupts masked: the grace period before the instance is freed waits
-/// for that (see `crate::event_arrays`).
+/// for that (see `crate::events::arrays`).
 pub(crate) fn in_slot(slot: usize) -> Option<&'static TraceArray> {
     let array = IN_SLOT.get(slot)?.load(Ordering::Acquire);
     // SAFETY: a non-null pointer here is a live instance leaked by
@@ -165,15 +165,15 @@ impl TraceArray {
             slot,
             buffer: Once::new(),
             tracer: Mutex::new(Tracer::Nop),
-            function_ops: FtraceOps::of::<tracer::FunctionTrace>(OpsFlags::RECURSION),
-            graph_ops: tracer::graph_ops(),
+            function_ops: FtraceOps::of::<tracers::FunctionTrace>(OpsFlags::RECURSION),
+            graph_ops: tracers::graph_ops(),
             graph: GraphSettings::new(),
-            checking_ops: FtraceOps::new(tracer::function_trace_call_checking, OpsFlags::RECURSION),
+            checking_ops: FtraceOps::new(tracers::function_trace_call_checking, OpsFlags::RECURSION),
             pids: Mutex::new(PidLists::new()),
             event_pids: Mutex::new(PidLists::new()),
             options: AtomicU64::new(TraceOption::DEFAULTS),
             error_log: ErrorLog::new(),
-            last_calls: [const { tracer::LastCall::new() }; MAX_CPUS],
+            last_calls: [const { tracers::LastCall::new() }; MAX_CPUS],
             users: AtomicUsize::new(0),
             cond_snapshot: Mutex::new(None),
             node: Deferred::new(),
@@ -256,7 +256,7 @@ impl TraceArray {
             Tracer::Nop => Ok(()),
             Tracer::Function => {
                 // A run starts with no call to repeat.
-                self.last_calls.iter().for_each(tracer::LastCall::forget);
+                self.last_calls.iter().for_each(tracers::LastCall::forget);
                 // The latency banner's CPU, as Linux's `function_trace_init`.
                 self.buffer().set_start_cpu(arch::cpu::id());
                 registry::register(self.active_function_ops())
@@ -326,7 +326,7 @@ impl TraceArray {
         registry::copy_filters(&self.function_ops, &self.checking_ops)?;
         if core::ptr::eq(self, top()) {
             // The function profiler counts what the top level's filter selects.
-            crate::profiler::follow_filters(&self.function_ops)?;
+            crate::profile::function::follow_filters(&self.function_ops)?;
         }
         Ok(())
     }
@@ -339,8 +339,8 @@ impl TraceArray {
     }
 
     /// `echo 0|1 > function_profile_enabled` (the top level's filters).
-    pub fn set_function_profile(&self, on: bool) -> Result<(), crate::profiler::ProfileError> {
-        crate::profiler::set_enabled(on, &self.function_ops)
+    pub fn set_function_profile(&self, on: bool) -> Result<(), crate::profile::function::ProfileError> {
+        crate::profile::function::set_enabled(on, &self.function_ops)
     }
 
     /// The functions a tracer filter names.
@@ -358,7 +358,7 @@ impl TraceArray {
         self.option(TraceOption::FuncgraphRetval)
     }
 
-    /// `set_event_pid` and `set_event_notrace_pid`, for `crate::event_pid`.
+    /// `set_event_pid` and `set_event_notrace_pid`, for `crate::events::pid`.
     pub(crate) fn event_pids(&self) -> &Mutex<PidLists> {
         &self.event_pids
     }
@@ -435,7 +435,7 @@ impl TraceArray {
     /// trigger `owner` (its line), whose action takes snapshots (Linux's
     /// conditional snapshot): the `snapshot` file refuses writes until
     /// every hold is released. Another trigger's hold refuses it (`Busy`).
-    pub fn hold_cond_snapshot(&'static self, owner: &str) -> Result<Arc<dyn crate::hist::SnapshotTarget>, SnapshotError> {
+    pub fn hold_cond_snapshot(&'static self, owner: &str) -> Result<Arc<dyn crate::events::hist::SnapshotTarget>, SnapshotError> {
         let mut held = self.cond_snapshot.lock();
         match &mut *held {
             Some((line, holds)) if line == owner => *holds += 1,
@@ -473,7 +473,7 @@ impl TraceArray {
         let buffer = self.buffer();
         if buffer.swap_snapshot() == Err(SwapRefused::NotAllocated) {
             for line in ["*** SNAPSHOT NOT ALLOCATED ***\n", "*** stopping trace here!   ***\n"] {
-                tracer::write_print(self, PrintWriter::Snapshot, line.as_bytes());
+                tracers::write_print(self, PrintWriter::Snapshot, line.as_bytes());
             }
             buffer.set_on(false);
         }
@@ -490,7 +490,7 @@ impl TraceArray {
         if option == TraceOption::FuncNoRepeats && on && !self.option(option) {
             // Counting starts with no call to repeat (nothing counts while
             // the option is off).
-            self.last_calls.iter().for_each(tracer::LastCall::forget);
+            self.last_calls.iter().for_each(tracers::LastCall::forget);
         }
         let before = match on {
             true => self.options.fetch_or(option.bit(), Ordering::Relaxed),
@@ -501,8 +501,8 @@ impl TraceArray {
             // Tracing refused the other ops: the option stays as it was.
             Err(_) => self.options.store(before, Ordering::Relaxed),
             Ok(()) if option == TraceOption::Overwrite => self.buffer().set_overwrite(on),
-            Ok(()) if option == TraceOption::RecordTgid => crate::sched::set_record_tgid(self.slot, on),
-            Ok(()) if option == TraceOption::RecordCmd => crate::sched::set_record_cmd(self.slot, on),
+            Ok(()) if option == TraceOption::RecordTgid => crate::events::sched::set_record_tgid(self.slot, on),
+            Ok(()) if option == TraceOption::RecordCmd => crate::events::sched::set_record_cmd(self.slot, on),
             Ok(()) if matches!(option, TraceOption::FuncgraphIrqs | TraceOption::SleepTime | TraceOption::FuncgraphRetaddr) => {
                 self.refresh_graph_plain()
             }
@@ -523,8 +523,8 @@ impl TraceArray {
 
     /// How `trace` prints events (under any tracer but function_graph):
     /// `hex` first, then `raw`, then `fields`, as Linux chooses.
-    pub fn print_mode(&self) -> crate::print_modes::PrintMode {
-        use crate::print_modes::PrintMode;
+    pub fn print_mode(&self) -> crate::output::print_modes::PrintMode {
+        use crate::output::print_modes::PrintMode;
         match () {
             _ if self.option(TraceOption::Hex) => PrintMode::Hex,
             _ if self.option(TraceOption::Raw) => PrintMode::Raw,
@@ -543,7 +543,7 @@ impl TraceArray {
                 .option(TraceOption::LatencyFormat)
                 .then(|| crate::output::LatencyStart { time: self.buffer().time_start(), cpu: self.buffer().start_cpu() }),
             verbose: self.option(TraceOption::Verbose),
-            tgids: self.option(TraceOption::RecordTgid).then_some(crate::sched::tgid_of as crate::output::Tgids),
+            tgids: self.option(TraceOption::RecordTgid).then_some(crate::events::sched::tgid_of as crate::output::Tgids),
         }
     }
 
@@ -581,7 +581,7 @@ impl TraceArray {
             && self.option(TraceOption::FuncgraphIrqs)
             && self.option(TraceOption::SleepTime)
             && !self.option(TraceOption::FuncgraphRetaddr)
-            && crate::tracer::tracing_thresh_us() == 0
+            && crate::tracers::tracing_thresh_us() == 0
             && self.graph.max_depth.load(Ordering::Relaxed) == 0
             && self.graph.functions.read(|list| list.is_none())
             && self.graph.notrace.read(|list| list.is_none());
@@ -712,7 +712,7 @@ struct CondSnapshot {
     released: AtomicBool,
 }
 
-impl crate::hist::SnapshotTarget for CondSnapshot {
+impl crate::events::hist::SnapshotTarget for CondSnapshot {
     fn take(&self) -> bool {
         // Allocated by the hold, and no write may free it while held; a
         // swap already under way on another CPU wins (this one is lost,
@@ -1109,7 +1109,7 @@ pub fn create(name: &str) -> Result<(), InstanceError> {
     array.buffer.call_once(|| buffer);
     // A global setting may already make it check (`tracing_thresh`).
     array.refresh_graph_plain();
-    crate::sched::set_record_cmd(slot, array.option(TraceOption::RecordCmd));
+    crate::events::sched::set_record_cmd(slot, array.option(TraceOption::RecordCmd));
     IN_SLOT[slot].store(array as *const TraceArray as *mut TraceArray, Ordering::Release);
     list.push(array);
     Ok(())
@@ -1118,7 +1118,7 @@ pub fn create(name: &str) -> Result<(), InstanceError> {
 /// `rmdir instances/NAME`: stops its tracer and removes it; refused while
 /// it is held. Once the removal is sure, `forget` runs with the array, so
 /// what names it by its slot lets go first (the events it enabled:
-/// `crate::event_arrays`).
+/// `crate::events::arrays`).
 pub fn remove(name: &str, forget: impl FnOnce(&'static TraceArray)) -> Result<(), InstanceError> {
     let mut list = INSTANCES.lock();
     let index = list.iter().position(|array| array.name == name).ok_or_else(|| InstanceError::NoSuchInstance(name.into()))?;
@@ -1127,10 +1127,10 @@ pub fn remove(name: &str, forget: impl FnOnce(&'static TraceArray)) -> Result<()
         return Err(InstanceError::Busy(name.into()));
     }
     array.set_current_tracer(Tracer::Nop).map_err(InstanceError::Tracing)?;
-    crate::func_probe::remove_all(array).map_err(|error| InstanceError::Commands(alloc::format!("{error}")))?;
+    crate::tracers::function_commands::remove_all(array).map_err(|error| InstanceError::Commands(alloc::format!("{error}")))?;
     forget(array);
-    crate::sched::set_record_tgid(array.slot, false);
-    crate::sched::set_record_cmd(array.slot, false);
+    crate::events::sched::set_record_tgid(array.slot, false);
+    crate::events::sched::set_record_cmd(array.slot, false);
     IN_SLOT[array.slot].store(core::ptr::null_mut(), Ordering::Release);
     list.remove(index);
     // SAFETY: the array was leaked from a box by `create` and is unlisted:

@@ -1,10 +1,12 @@
 //! `cat trace` output in Linux's format.
 
+pub mod print_modes;
+
 use core::fmt::{self, Write};
 
 use alloc::string::String;
 
-use crate::event::{
+use crate::events::record::{
     comm_str, flags, Common, Event, FuncRepeatsEvent, FunctionEvent, GraphEntryEvent, GraphExitEvent, SchedSwitchEvent,
     SchedWakeupEvent,
 };
@@ -306,7 +308,7 @@ pub fn write_sched_switch(out: &mut dyn Write, event: &SchedSwitchEvent) -> fmt:
 
 /// A `sched_wakeup` (or `sched_wakeup_new`) line's text, as Linux prints it.
 pub fn write_sched_wakeup(out: &mut dyn Write, event: &SchedWakeupEvent) -> fmt::Result {
-    let name = if event.common.kind == crate::event::SCHED_WAKEUP_NEW { "sched_wakeup_new" } else { "sched_wakeup" };
+    let name = if event.common.kind == crate::events::record::SCHED_WAKEUP_NEW { "sched_wakeup_new" } else { "sched_wakeup" };
     write!(out, "{name}: comm={} pid={} prio={} target_cpu={:03}", comm_str(&event.comm), event.pid, event.prio, event.target_cpu)
 }
 
@@ -799,7 +801,7 @@ pub fn write_graph(
             }
             Event::Other(_) => {
                 open_comment(out, options, comment_depth.get(cpu).copied().unwrap_or(0))?;
-                match crate::event::decode_print(payload) {
+                match crate::events::record::decode_print(payload) {
                     // A line of text: only the text, as Linux's graph
                     // output shows a message.
                     Some((_, text)) => out.write_str(print_text(text))?,
@@ -942,7 +944,7 @@ fn write_closing(out: &mut dyn Write, exit: &GraphExitEvent, matched: bool, name
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::event::TRACE_FN;
+    use crate::events::record::TRACE_FN;
     use alloc::string::String;
 
     /// Two functions: fib at 0x1000 (0x60 bytes), run at 0x2000 (0x80 bytes).
@@ -960,13 +962,13 @@ pub(crate) mod tests {
         let names = test_names;
         let comms = |_: i32| None;
         let event = FuncRepeatsEvent {
-            common: Common { kind: crate::event::TRACE_FUNC_REPEATS, flags: 0, preempt_count: 0, pid: 0 },
+            common: Common { kind: crate::events::record::TRACE_FUNC_REPEATS, flags: 0, preempt_count: 0, pid: 0 },
             ip: 0x1000,
             parent_ip: 0x1010,
             count: 3,
             delta: 2_000_600,
         };
-        let decoded = FuncRepeatsEvent::decode(&crate::event::FixedEvent::to_bytes(&event));
+        let decoded = FuncRepeatsEvent::decode(&crate::events::record::FixedEvent::to_bytes(&event));
         assert_eq!(decoded, Some(event), "the 48-bit delta split and joined again");
         let mut line = String::new();
         write_func_repeats(&mut line, When::at(0, 12_345_678_901), &event, &names, &comms, FunctionOptions::default()).unwrap();
@@ -1163,7 +1165,7 @@ pub(crate) mod tests {
 #[cfg(test)]
 mod graph_tests {
     use super::*;
-    use crate::event::{GraphEntryEvent, TRACE_GRAPH_ENT, TRACE_GRAPH_RET};
+    use crate::events::record::{GraphEntryEvent, TRACE_GRAPH_ENT, TRACE_GRAPH_RET};
     use alloc::string::String;
     use alloc::vec;
     use alloc::vec::Vec;

@@ -6,7 +6,7 @@
 //!
 //! The top level's switch, filter and triggers stay where each event keeps
 //! them, on the path the benchmarks measure. An event also carries an
-//! [`EventArrays`]: a bit per instance slot ([`crate::instance`] gives each
+//! [`EventArrays`]: a bit per instance slot ([`crate::array::trace_array`] gives each
 //! instance one) for the instances that record it, another for those with
 //! triggers on it, and (made on first use) a filter and a trigger list per
 //! slot. A hit whose event has any bit set takes its slow path, fills the
@@ -17,14 +17,14 @@
 //! An `enable_event`/`disable_event` trigger in an instance switches the
 //! instance's copy of the event it names (its *soft mode*, as the top
 //! level's triggers switch the top level's copy). Each array has its own
-//! `set_event_pid` (`crate::event_pid`) and `options/stacktrace`, which
+//! `set_event_pid` (`crate::events::pid`) and `options/stacktrace`, which
 //! follows each record there with its chain.
 //!
 //! # Lifetimes
 //!
 //! The traced side reads a bit, then the slot's array, its filter and
 //! triggers, with interrupts masked. `rmdir` clears the instance's bits,
-//! filter and triggers in every event (the hook `instance::remove` runs)
+//! filter and triggers in every event (the hook `trace_array::remove` runs)
 //! and empties its slot before the array is queued for its grace period,
 //! whose cross-CPU round waits for every CPU that masked interrupts
 //! before: so a hit that saw a bit has finished before the array's buffer
@@ -35,9 +35,11 @@ use alloc::boxed::Box;
 use alloc::string::String;
 use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
-use crate::event_filter::{FieldValue, FilterError, FilterField, FilterSlot};
-use crate::event_trigger::{Applied, EventName, EventSwitch, Phase, Request, StackStart, TriggerCommand, TriggerError, Triggers};
-use crate::instance::{self, TraceArray, TraceOption};
+use crate::array::trace_array::{self, TraceArray, TraceOption};
+use crate::events::filter::{FieldValue, FilterError, FilterField, FilterSlot};
+use crate::events::trigger::{
+    Applied, EventName, EventSwitch, Phase, Request, StackStart, TriggerCommand, TriggerError, Triggers,
+};
 use ftrace::task::GRAPH_SLOTS;
 use ring_buffer::payload::Payload;
 
@@ -204,7 +206,7 @@ impl EventArrays {
     }
 
     /// The slots of the instances that ever enabled the event, a bit each
-    /// (for `instance::reset_buffers_of_slots` when the event goes).
+    /// (for `trace_array::reset_buffers_of_slots` when the event goes).
     pub fn ever_enabled(&self) -> u32 {
         self.ever.load(Ordering::Relaxed)
     }
@@ -276,7 +278,12 @@ impl EventArrays {
 
     /// `cat instances/NAME/events/.../hist`: its `hist` triggers' tables,
     /// if any.
-    pub fn hist_text(&self, array: &TraceArray, names: crate::hist::Namer, comms: crate::hist::Comms) -> Option<String> {
+    pub fn hist_text(
+        &self,
+        array: &TraceArray,
+        names: crate::events::hist::Namer,
+        comms: crate::events::hist::Comms,
+    ) -> Option<String> {
         self.state()?.triggers[array.slot()].hist_text(names, comms)
     }
 
@@ -323,7 +330,7 @@ impl EventArrays {
             while bits != 0 {
                 let slot = bits.trailing_zeros() as usize;
                 bits &= bits - 1;
-                let Some(array) = instance::in_slot(slot) else { continue };
+                let Some(array) = trace_array::in_slot(slot) else { continue };
                 let triggers = state.filter(|_| triggered & 1 << slot != 0).map(|state| &state.triggers[slot]);
                 if let Some(triggers) = triggers {
                     triggers.fire(array, Phase::BeforeRecord, fields, stack);

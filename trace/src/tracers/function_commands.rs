@@ -43,9 +43,9 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use arch::ftrace_abi::FtraceRegs;
 use arch::sync::Mutex;
 
-use crate::event::{encode_stack, stack_event_size, TRACE_STACK};
-use crate::event_trigger::{EventName, EventSwitch};
-use crate::instance::TraceArray;
+use crate::array::trace_array::TraceArray;
+use crate::events::record::{encode_stack, stack_event_size, TRACE_STACK};
+use crate::events::trigger::{EventName, EventSwitch};
 use ftrace::{deferred, registry, FilterKind, FilterMode, FtraceError, FtraceOps, OpsFlags};
 
 /// What a function command does.
@@ -205,7 +205,7 @@ pub(crate) fn record_frames(array: &TraceArray, frames: impl Iterator<Item = usi
         *slot = address as u64;
         count += 1;
     }
-    let common = crate::tracer::event_common(TRACE_STACK);
+    let common = crate::tracers::event_common(TRACE_STACK);
     let chain = &chain[..count];
     array.buffer().write_with(stack_event_size(chain), |_, out| encode_stack(common, chain, out));
 }

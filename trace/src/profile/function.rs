@@ -1,7 +1,7 @@
 //! The function profiler: `echo 1 > function_profile_enabled` counts every
 //! call of the functions `set_ftrace_filter` selects (all of them when it is
 //! empty) and the time spent in each, per CPU; `trace_stat/functionN`
-//! prints CPU N's counts (`crate::profile`), as Linux's profiler does.
+//! prints CPU N's counts (`crate::profile::stats`), as Linux's profiler does.
 //!
 //! It is a function-graph user: the entry callback counts the hit and keeps
 //! the entry time in the call's data words, the return callback adds the
@@ -24,8 +24,8 @@ use arch::ftrace_abi::FtraceRegs;
 use arch::sync::Mutex;
 use spin::Once;
 
-use crate::instance::TraceOption;
-use crate::profile::{self, FunctionStat, ProfileTable};
+use crate::array::trace_array::TraceOption;
+use crate::profile::stats::{self, FunctionStat, ProfileTable};
 use ftrace::graph::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn};
 use ftrace::symbols::kernel as symbols;
 use ftrace::{registry, task, FtraceError, FtraceOps};
@@ -104,7 +104,7 @@ fn profile_return(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _fregs: &
     if generation != u64::from(gops.generation()) {
         return;
     }
-    let top = crate::instance::top();
+    let top = crate::array::trace_array::top();
     let state = task::current();
     let irq = arch::irq::IrqGuard::new();
     let mut time = clock::now_ns().saturating_sub(start);
@@ -176,5 +176,5 @@ pub fn cpu_stats(cpu: usize) -> Vec<FunctionStat> {
 /// `cat trace_stat/functionN`: CPU `cpu`'s counts (but for functions
 /// whose average is below `tracing_thresh`, as in Linux).
 pub fn write_cpu_stats(cpu: usize, out: &mut dyn Write) -> fmt::Result {
-    profile::write_stats(out, &cpu_stats(cpu), crate::tracer::tracing_thresh_ns(), &symbols::name_of)
+    stats::write_stats(out, &cpu_stats(cpu), crate::tracers::tracing_thresh_ns(), &symbols::name_of)
 }

@@ -14,7 +14,7 @@
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use crate::instance::{self, PidError, TraceArray, TraceOption};
+use crate::array::trace_array::{self, PidError, TraceArray, TraceOption};
 use ftrace::task::{self, TaskTrace};
 use ftrace::FilterMode;
 
@@ -31,7 +31,7 @@ pub fn pids(array: &TraceArray, notrace: bool) -> Vec<i32> {
 /// `echo PIDS > set_event_pid` (`notrace`: `set_event_notrace_pid`; `>>`
 /// adds) of `array`. A word that is not a pid changes nothing.
 pub fn set_pids(array: &TraceArray, notrace: bool, text: &str, mode: FilterMode) -> Result<(), PidError> {
-    let parsed = instance::parse_pids(text)?;
+    let parsed = trace_array::parse_pids(text)?;
     let mut lists = array.event_pids().lock();
     lists.write(notrace, &parsed, mode);
     task::for_each(|state| state.set_event_ignored(array.slot(), lists.ignores(state.pid())));
@@ -78,7 +78,7 @@ pub fn records_current_in(slot: usize) -> bool {
 /// a child joins the lists its parent is in.
 pub(crate) fn filter_new_task(state: &TaskTrace) {
     let parent = task::try_current().map(|parent| parent.pid());
-    instance::for_each_array(|array| {
+    trace_array::for_each_array(|array| {
         let mut lists = array.event_pids().lock();
         if !lists.is_active() {
             return;
@@ -94,7 +94,7 @@ pub(crate) fn filter_new_task(state: &TaskTrace) {
 /// that array's lists, as Linux's fork-following does (a later task may
 /// get the pid back).
 pub(crate) fn forget_task(state: &TaskTrace) {
-    instance::for_each_array(|array| {
+    trace_array::for_each_array(|array| {
         if array.option(TraceOption::EventFork) {
             let mut lists = array.event_pids().lock();
             lists.remove(state.pid());

@@ -8,7 +8,7 @@
 //! run-queue lock); they record an event only while
 //! that event is enabled (`events/sched/.../enable`, or `--record`, which
 //! enables every one as `trace-cmd record -e sched` would), and fire its
-//! triggers (`events/sched/.../trigger`, see [`crate::event_trigger`])
+//! triggers (`events/sched/.../trigger`, see [`crate::events::trigger`])
 //! whether or not it is enabled. Every task the
 //! tracer learns of leaves its pid and name in a bounded table, so traces
 //! can name tasks that have since exited.
@@ -21,15 +21,15 @@ use arch::sync::SpinLock;
 pub use crate::cmdlines::MAX_SAVED_CMDLINES;
 use crate::cmdlines::{Cmdlines, SAVED_CMDLINES};
 
-use crate::event::{
+use crate::array::trace_array::TraceArray;
+use crate::events::arrays::EventArrays;
+use crate::events::filter::{FieldKind, FieldValue, FilterError, FilterField};
+use crate::events::record::{
     FixedEvent, SchedSwitchEvent, SchedWakeupEvent, DEFAULT_PRIO, SCHED_SWITCH, SCHED_WAKEUP, SCHED_WAKEUP_NEW, STATE_REPORT_MAX,
 };
-use crate::event_arrays::EventArrays;
-use crate::event_filter::{FieldKind, FieldValue, FilterError, FilterField};
-use crate::event_state::EventState;
-use crate::event_trigger::{Applied, EventSwitch, Request, TriggerError};
-use crate::instance::TraceArray;
-use crate::tracer::event_common;
+use crate::events::state::EventState;
+use crate::events::trigger::{Applied, EventSwitch, Request, TriggerError};
+use crate::tracers::event_common;
 use ftrace::task::TaskTrace;
 
 /// `prev_state` of a preempted task (`R+`).
@@ -119,7 +119,7 @@ impl SchedEvent {
     }
 
     // Each operation that takes an `array` acts on that trace array's copy
-    // of the event (`crate::event_state`).
+    // of the event (`crate::events::state`).
 
     /// `echo EXPR > events/sched/NAME/filter` (`0` clears it).
     pub fn set_filter(self, array: &TraceArray, text: &str) -> Result<(), FilterError> {
@@ -168,7 +168,12 @@ impl SchedEvent {
     }
 
     /// `cat events/sched/NAME/hist`: its `hist` triggers' tables, if any.
-    pub fn hist_text(self, array: &TraceArray, names: crate::hist::Namer, comms: crate::hist::Comms) -> Option<String> {
+    pub fn hist_text(
+        self,
+        array: &TraceArray,
+        names: crate::events::hist::Namer,
+        comms: crate::events::hist::Comms,
+    ) -> Option<String> {
         self.state().hist_text(array, names, comms)
     }
 
@@ -242,7 +247,7 @@ pub fn trace_switch(prev: &TaskTrace, prev_state: u64, next: &TaskTrace) {
         next_prio: DEFAULT_PRIO,
     };
     let fields = |field| switch_field(&event, field);
-    let pid_kept = |slot| crate::event_pid::records_in(slot, prev) || crate::event_pid::records_in(slot, next);
+    let pid_kept = |slot| crate::events::pid::records_in(slot, prev) || crate::events::pid::records_in(slot, next);
     state.hit(&pid_kept, &fields, SchedSwitchEvent::SIZE, &|bytes| event.encode_into(bytes));
 }
 
@@ -278,7 +283,7 @@ fn wakeup_event(kind: SchedEvent, task: &TaskTrace, target_cpu: usize) {
         target_cpu: target_cpu as i32,
     };
     let fields = |field| wakeup_field(&event, field);
-    let pid_kept = |slot| crate::event_pid::records_in(slot, task) || crate::event_pid::records_current_in(slot);
+    let pid_kept = |slot| crate::events::pid::records_in(slot, task) || crate::events::pid::records_current_in(slot);
     state.hit(&pid_kept, &fields, SchedWakeupEvent::SIZE, &|bytes| event.encode_into(bytes));
 }
 
@@ -294,8 +299,8 @@ pub fn process_fork(state: &TaskTrace) {
     if records_names() {
         state.set_name_seq(save_cmdline(state.pid(), state.comm_bytes()));
     }
-    crate::instance::filter_new_task(state);
-    crate::event_pid::filter_new_task(state);
+    crate::array::trace_array::filter_new_task(state);
+    crate::events::pid::filter_new_task(state);
 }
 
 /// The running task ends (the scheduler, from the task itself, before its
@@ -305,8 +310,8 @@ pub fn process_fork(state: &TaskTrace) {
 /// runs in the task's own context, never in the switch that frees it (the
 /// task switched to may be the one holding them).
 pub fn process_exit(state: &TaskTrace) {
-    crate::instance::forget_task(state);
-    crate::event_pid::forget_task(state);
+    crate::array::trace_array::forget_task(state);
+    crate::events::pid::forget_task(state);
 }
 
 /// Remembers `pid`'s name (the newest name wins; the oldest entry goes
@@ -362,7 +367,7 @@ pub fn comm_of(pid: i32) -> Option<String> {
         return Some(String::from("<idle>"));
     }
     let table = CMDLINES.lock();
-    let name = table.iter().find(|(saved, _)| *saved == pid).map(|(_, comm)| String::from(crate::event::comm_str(comm)));
+    let name = table.iter().find(|(saved, _)| *saved == pid).map(|(_, comm)| String::from(crate::events::record::comm_str(comm)));
     name
 }
 
@@ -436,5 +441,5 @@ pub fn saved_tgids() -> alloc::vec::Vec<(i32, i32)> {
 
 /// Every remembered (pid, name), oldest first (`saved_cmdlines`).
 pub fn saved_cmdlines() -> alloc::vec::Vec<(i32, String)> {
-    CMDLINES.lock().iter().map(|(pid, comm)| (pid, String::from(crate::event::comm_str(comm)))).collect()
+    CMDLINES.lock().iter().map(|(pid, comm)| (pid, String::from(crate::events::record::comm_str(comm)))).collect()
 }

@@ -1,6 +1,6 @@
 //! A pair of pid lists, as both pid filters keep them: `set_ftrace_pid` /
-//! `set_ftrace_notrace_pid` (per trace array, [`crate::instance`]) and
-//! `set_event_pid` / `set_event_notrace_pid` ([`crate::event_pid`]), after
+//! `set_ftrace_notrace_pid` (per trace array, [`crate::array::trace_array`]) and
+//! `set_event_pid` / `set_event_notrace_pid` ([`crate::events::pid`]), after
 //! Linux's pair of `trace_pid_list`s and its `trace_filter_add_remove_task`.
 //!
 //! A task in the notrace list is left out; otherwise, once the traced list

@@ -1,0 +1,14 @@
+//! Trace arrays: the top level of tracefs and its instances, each with its
+//! buffer, tracer, options and filters (Linux's `struct trace_array`).
+//!
+//! - `trace_array`: one array, what it owns and its switches;
+//! - `options`: the `trace_options` flags every array has;
+//! - `instances`: the top level and the `instances/` directory;
+//! - [`error_log`]: the refused commands each array keeps;
+//! - [`pid_list`]: the pid lists the function and event pid filters share.
+
+pub mod error_log;
+pub mod pid_list;
+
+#[cfg(target_os = "none")]
+pub mod trace_array;
