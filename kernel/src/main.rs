@@ -82,8 +82,8 @@ fn start_tracing() {
     match ftrace::init() {
         Ok(info) => {
             arch::print::set_symbolizer(ftrace::symbols::kernel::write_address);
-            trace::tracers::set_event_printer(probe_events::events::print_event);
-            trace::tracers::set_event_format(probe_events::events::format_of);
+            trace::output::read::set_event_printer(probe_events::events::print_event);
+            trace::output::read::set_event_format(probe_events::events::format_of);
             println!("ftrace: {} patchable functions, {} symbols", info.sites, info.symbols);
         }
         Err(error) => println!("ftrace: {error}"),

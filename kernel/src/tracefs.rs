@@ -233,7 +233,7 @@ fn per_cpu_file(name: &str) -> Option<(usize, &'static str)> {
 /// Reads `per_cpu/cpuN/FILE`.
 fn read_per_cpu(array: Array, cpu: usize, file: &str, out: &mut dyn Write) -> fmt::Result {
     if file == "trace" {
-        return trace::tracers::write_trace_of(array, Some(cpu), out);
+        return trace::output::read::write_trace_of(array, Some(cpu), out);
     }
     if file == "trace_pipe" {
         return pipe(array, Some(cpu), out, &mut until_key);
@@ -1059,7 +1059,7 @@ fn write_ftrace_enabled(_array: Array, text: &str, _mode: FilterMode) -> Result<
 }
 
 fn read_trace(array: Array, out: &mut dyn Write) -> fmt::Result {
-    trace::tracers::write_trace(array, out)
+    trace::output::read::write_trace(array, out)
 }
 
 /// `echo TEXT > trace_marker`: TEXT becomes a `tracing_mark_write` event;
@@ -1071,7 +1071,7 @@ fn write_trace_marker(array: Array, text: &str, _mode: FilterMode) -> Result<(),
     }
     // Linux's `tracing_mark_write` fails (EBADF) when the buffer takes no
     // event, rather than drop the text silently.
-    if !trace::tracers::write_marker(array, text) {
+    if !trace::printk::write_marker(array, text) {
         let why = if array.buffer().is_on() { "the buffer took no event" } else { "tracing_on is 0" };
         return Err(TracefsError::Invalid(format!("trace_marker: nothing recorded, {why}")));
     }
@@ -1091,7 +1091,7 @@ fn write_set_event(array: Array, text: &str, mode: FilterMode) -> Result<(), Tra
 }
 
 fn read_tracing_thresh(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    writeln!(out, "{}", trace::tracers::tracing_thresh_us())
+    writeln!(out, "{}", trace::tracers::function_graph::tracing_thresh_us())
 }
 
 /// `echo US > tracing_thresh`: function_graph records only calls of at
@@ -1105,12 +1105,12 @@ fn write_tracing_thresh(_array: Array, text: &str, _mode: FilterMode) -> Result<
         .ok()
         .filter(|us| us.checked_mul(1000).is_some())
         .ok_or_else(|| TracefsError::Invalid(format!("expected microseconds (0 for off), not '{}'", text.trim())))?;
-    trace::tracers::set_tracing_thresh_us(us);
+    trace::tracers::function_graph::set_tracing_thresh_us(us);
     Ok(())
 }
 
 fn read_snapshot(array: Array, out: &mut dyn Write) -> fmt::Result {
-    trace::tracers::write_snapshot(array, out)
+    trace::output::read::write_snapshot(array, out)
 }
 
 /// `echo 0|1|N > snapshot`, as in Linux (see `TraceArray::snapshot_command`).
@@ -1135,7 +1135,7 @@ fn read_trace_pipe(array: Array, out: &mut dyn Write) -> fmt::Result {
 /// each pass's events oldest first, until `stop` (told how many were
 /// printed so far) says so after a pass.
 pub fn pipe(array: Array, cpu: Option<usize>, out: &mut dyn Write, stop: &mut dyn FnMut(usize) -> bool) -> fmt::Result {
-    let mut reader = trace::tracers::PipeReader::new();
+    let mut reader = trace::output::pipe::PipeReader::new();
     let mut printed = 0;
     loop {
         // A pass takes a page per CPU: while finished pages wait, the

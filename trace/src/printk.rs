@@ -32,6 +32,8 @@
 //! (`false`: the option is off, the buffer is not recording, or it is full
 //! and does not overwrite).
 
+use crate::array::trace_array::TraceArray;
+use crate::events::record::event_common;
 use core::fmt::{self, Write};
 
 use crate::array::trace_array::{self, TraceOption};
@@ -72,7 +74,7 @@ pub fn trace_printk(args: fmt::Arguments) -> bool {
     // A `Display` that fails only cuts the text short.
     let _ = counter.write_fmt(args);
     let len = counter.0.min(PRINTK_MAX);
-    let common = crate::tracers::event_common(TRACE_PRINT);
+    let common = crate::events::record::event_common(TRACE_PRINT);
     let size = print_text_event_size(len);
     top.buffer()
         .write_foreign(size, |_, out| {
@@ -118,4 +120,29 @@ impl Write for Filler<'_> {
         self.at += take;
         Ok(())
     }
+}
+
+/// The longest `trace_marker` text an event keeps (longer is cut).
+pub const MARKER_MAX: usize = 1000;
+
+/// `echo TEXT > trace_marker`: a print event with TEXT (and a newline, as
+/// `echo` writes), if the array is recording. Answers whether it was.
+pub fn write_marker(array: &TraceArray, text: &str) -> bool {
+    let mut bytes = alloc::vec::Vec::with_capacity(text.len().min(MARKER_MAX) + 1);
+    bytes.extend_from_slice(&text.as_bytes()[..text.len().min(MARKER_MAX)]);
+    // One newline at the end, as Linux's `tracing_mark_write` adds it only
+    // when the text has none.
+    if bytes.last() != Some(&b'\n') {
+        bytes.push(b'\n');
+    }
+    write_print(array, PrintWriter::Marker, &bytes)
+}
+
+/// Records `text` (ending in a newline) as a print event of `writer`, if
+/// the array is recording. Answers whether it was. Neither allocates nor
+/// waits: callable from a callback.
+pub(crate) fn write_print(array: &TraceArray, writer: PrintWriter, text: &[u8]) -> bool {
+    let common = event_common(crate::events::record::TRACE_PRINT);
+    let size = crate::events::record::print_event_size(text);
+    array.buffer().write_with(size, |_, out| crate::events::record::encode_print(common, writer, text, out)).is_some()
 }

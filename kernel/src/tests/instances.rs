@@ -22,7 +22,7 @@ fn fib_calls(name: Option<&str>) -> usize {
     let held = name.map(|name| trace_array::find(name).expect("instance"));
     let array = held.as_ref().map_or(trace_array::top(), |held| held.array());
     let snapshots = array.buffer().snapshot_all();
-    trace::tracers::merged(&snapshots)
+    trace::output::pipe::merged(&snapshots)
         .expect("room to list the events")
         .into_iter()
         .filter_map(|(_, _, payload)| FunctionEvent::decode(payload))
@@ -35,7 +35,7 @@ fn fib_graph_records(name: &str) -> (usize, usize) {
     let held = trace_array::find(name).expect("instance");
     let snapshots = held.array().buffer().snapshot_all();
     let mut counts = (0, 0);
-    for (_, _, payload) in trace::tracers::merged(&snapshots).expect("room to list the events") {
+    for (_, _, payload) in trace::output::pipe::merged(&snapshots).expect("room to list the events") {
         match Event::decode(payload) {
             Some(Event::GraphEntry(entry)) if entry.func as usize == fib_address() => counts.0 += 1,
             Some(Event::GraphExit(ret)) if ret.func as usize == fib_address() => counts.1 += 1,

@@ -24,7 +24,7 @@ mod triggers;
 /// Every recorded event on every CPU, oldest first: (timestamp, payload).
 fn recorded_events() -> alloc::vec::Vec<(u64, alloc::vec::Vec<u8>)> {
     let snapshots = ::trace::array::trace_array::top().buffer().snapshot_all();
-    ::trace::tracers::merged(&snapshots)
+    trace::output::pipe::merged(&snapshots)
         .expect("room to list the events")
         .into_iter()
         .map(|(time, _, payload)| (time, payload.to_vec()))

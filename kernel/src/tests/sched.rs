@@ -214,7 +214,7 @@ fn run_par_under_function_graph_gives_a_balanced_tree_per_task() {
     let mut open: BTreeMap<i32, Vec<(u64, i32)>> = BTreeMap::new();
     let mut calls: BTreeMap<i32, usize> = BTreeMap::new();
     let mut cpus = 0u64;
-    for (_, cpu, payload) in trace::tracers::merged(&snapshots).expect("room to list the events") {
+    for (_, cpu, payload) in trace::output::pipe::merged(&snapshots).expect("room to list the events") {
         match Event::decode(payload) {
             Some(Event::GraphEntry(entry)) => {
                 open.entry(entry.common.pid).or_default().push((entry.func, entry.depth));

@@ -605,7 +605,7 @@ fn a_trace_pipe_reader_that_stops_takes_a_page_per_cpu_not_the_buffer() {
     // What a pipe takes a page at a time still comes out oldest first,
     // every event once.
     let mut out = String::new();
-    let printed = trace::tracers::consume_events(trace::array::trace_array::top(), None, &mut out).unwrap();
+    let printed = trace::output::pipe::consume_events(trace::array::trace_array::top(), None, &mut out).unwrap();
     assert_eq!(printed, left);
     let times: alloc::vec::Vec<&str> = out.lines().map(|line| line.split_whitespace().nth(3).unwrap()).collect();
     assert!(times.windows(2).all(|pair| pair[0] <= pair[1]), "oldest first");
@@ -634,7 +634,7 @@ fn a_trace_pipe_reader_drops_what_it_held_when_the_buffer_is_emptied() {
     for (emptied, expected) in [("", 1), ("trace", 0), ("per_cpu/cpu0/trace", 0), ("per_cpu/cpu1/trace", 1)] {
         write("tracing_on", "1");
         turns_tracing_off();
-        let mut reader = trace::tracers::PipeReader::new();
+        let mut reader = trace::output::pipe::PipeReader::new();
         let mut out = String::new();
         let first = reader.pass(top, None, &mut out).unwrap();
         assert_eq!((first.took, first.printed), (true, 0), "the entry, alone, waits for its return: {out}");
@@ -666,7 +666,7 @@ fn function_graph_through_trace_pipe_reads_as_in_trace() {
     };
     let trace = calls(&read("trace"));
     let mut piped = String::new();
-    trace::tracers::consume_events(trace::array::trace_array::top(), None, &mut piped).unwrap();
+    trace::output::pipe::consume_events(trace::array::trace_array::top(), None, &mut piped).unwrap();
     assert!(trace.len() > 1000, "{}", trace.len());
     assert_eq!(calls(&piped), trace, "the same lines, leaves and all");
     write("tracing_on", "1");
@@ -687,7 +687,7 @@ fn a_trace_pipe_pass_ends_although_reading_records_events() {
     write("current_tracer", "function");
     let mut out = String::new();
     let pages = trace::array::trace_array::top().buffer().pages_per_cpu() * trace::array::trace_array::top().buffer().cpus();
-    let printed = trace::tracers::consume_events(trace::array::trace_array::top(), None, &mut out).unwrap();
+    let printed = trace::output::pipe::consume_events(trace::array::trace_array::top(), None, &mut out).unwrap();
     write("current_tracer", "nop");
     write("set_ftrace_filter", "");
     write("buffer_size_kb", original.trim());
@@ -2263,7 +2263,7 @@ fn an_overwritten_buffer_is_annotated_and_its_losses_counted() {
     write("options/annotate", "1");
     let overrun = stat(&read("per_cpu/cpu0/stats"), "overrun");
     let mut piped = String::new();
-    trace::tracers::consume_events(trace::array::trace_array::top(), None, &mut piped).unwrap();
+    trace::output::pipe::consume_events(trace::array::trace_array::top(), None, &mut piped).unwrap();
     write("current_tracer", "nop");
     write("set_ftrace_filter", "");
     write("buffer_size_kb", original.trim());

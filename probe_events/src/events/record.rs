@@ -17,8 +17,8 @@ use kprobes::kretprobe::Kretprobe;
 use kprobes::Kprobe;
 use trace::array::trace_array::TraceOption;
 use trace::events::filter::FieldValue;
+use trace::events::record::event_common;
 use trace::events::trigger::{Phase, StackStart};
-use trace::tracers::event_common;
 
 use super::compiled::{filter_value, Compiled, Fetch, Quick};
 use crate::definition::{self, ArgType};

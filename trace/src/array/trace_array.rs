@@ -36,7 +36,7 @@ use spin::Once;
 use crate::array::error_log::ErrorLog;
 use crate::array::pid_list::PidLists;
 use crate::events::record::PrintWriter;
-use crate::tracers::{self, Tracer};
+use crate::tracers::Tracer;
 use ftrace::deferred::{self, Deferred, Published};
 use ftrace::graph::fgraph::FgraphOps;
 use ftrace::ops::{FtraceOps, OpsFlags};
@@ -120,7 +120,7 @@ pub struct TraceArray {
     /// Its `error_log`: the refused writes to its files.
     error_log: ErrorLog,
     /// Each CPU's last function call, for `options/func-no-repeats`.
-    pub(crate) last_calls: [tracers::LastCall; MAX_CPUS],
+    pub(crate) last_calls: [crate::tracers::function::LastCall; MAX_CPUS],
     /// Handles out: `rmdir` is refused while there are any.
     users: AtomicUsize,
     /// The `hist` trigger whose `.snapshot()` action holds the snapshot
@@ -165,15 +165,15 @@ impl TraceArray {
             slot,
             buffer: Once::new(),
             tracer: Mutex::new(Tracer::Nop),
-            function_ops: FtraceOps::of::<tracers::FunctionTrace>(OpsFlags::RECURSION),
-            graph_ops: tracers::graph_ops(),
+            function_ops: FtraceOps::of::<crate::tracers::function::FunctionTrace>(OpsFlags::RECURSION),
+            graph_ops: crate::tracers::function_graph::graph_ops(),
             graph: GraphSettings::new(),
-            checking_ops: FtraceOps::new(tracers::function_trace_call_checking, OpsFlags::RECURSION),
+            checking_ops: FtraceOps::new(crate::tracers::function::function_trace_call_checking, OpsFlags::RECURSION),
             pids: Mutex::new(PidLists::new()),
             event_pids: Mutex::new(PidLists::new()),
             options: AtomicU64::new(TraceOption::DEFAULTS),
             error_log: ErrorLog::new(),
-            last_calls: [const { tracers::LastCall::new() }; MAX_CPUS],
+            last_calls: [const { crate::tracers::function::LastCall::new() }; MAX_CPUS],
             users: AtomicUsize::new(0),
             cond_snapshot: Mutex::new(None),
             node: Deferred::new(),
@@ -256,7 +256,7 @@ impl TraceArray {
             Tracer::Nop => Ok(()),
             Tracer::Function => {
                 // A run starts with no call to repeat.
-                self.last_calls.iter().for_each(tracers::LastCall::forget);
+                self.last_calls.iter().for_each(crate::tracers::function::LastCall::forget);
                 // The latency banner's CPU, as Linux's `function_trace_init`.
                 self.buffer().set_start_cpu(arch::cpu::id());
                 registry::register(self.active_function_ops())
@@ -473,7 +473,7 @@ impl TraceArray {
         let buffer = self.buffer();
         if buffer.swap_snapshot() == Err(SwapRefused::NotAllocated) {
             for line in ["*** SNAPSHOT NOT ALLOCATED ***\n", "*** stopping trace here!   ***\n"] {
-                tracers::write_print(self, PrintWriter::Snapshot, line.as_bytes());
+                crate::printk::write_print(self, PrintWriter::Snapshot, line.as_bytes());
             }
             buffer.set_on(false);
         }
@@ -490,7 +490,7 @@ impl TraceArray {
         if option == TraceOption::FuncNoRepeats && on && !self.option(option) {
             // Counting starts with no call to repeat (nothing counts while
             // the option is off).
-            self.last_calls.iter().for_each(tracers::LastCall::forget);
+            self.last_calls.iter().for_each(crate::tracers::function::LastCall::forget);
         }
         let before = match on {
             true => self.options.fetch_or(option.bit(), Ordering::Relaxed),
@@ -581,7 +581,7 @@ impl TraceArray {
             && self.option(TraceOption::FuncgraphIrqs)
             && self.option(TraceOption::SleepTime)
             && !self.option(TraceOption::FuncgraphRetaddr)
-            && crate::tracers::tracing_thresh_us() == 0
+            && crate::tracers::function_graph::tracing_thresh_us() == 0
             && self.graph.max_depth.load(Ordering::Relaxed) == 0
             && self.graph.functions.read(|list| list.is_none())
             && self.graph.notrace.read(|list| list.is_none());

@@ -657,6 +657,31 @@ pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 7] {
     ]
 }
 
+/// The common header for an event recorded now: the context flags, the
+/// preempt count and the running task's pid.
+#[cfg(target_os = "none")]
+#[inline]
+pub fn event_common(kind: u16) -> Common {
+    let cpu = arch::percpu::event_state();
+    let mut bits = match cpu.context {
+        arch::context::Context::Normal => 0,
+        arch::context::Context::Softirq => flags::SOFTIRQ,
+        arch::context::Context::Irq => flags::HARDIRQ,
+        // Linux's `nmi_enter` counts a hard interrupt too: an NMI-like
+        // record (a breakpoint's kprobe event) shows `Z`, as there.
+        arch::context::Context::Nmi => flags::NMI | flags::HARDIRQ,
+    };
+    if !arch::cpu::interrupts_enabled() {
+        bits |= flags::IRQS_OFF;
+    }
+    if cpu.need_resched {
+        bits |= flags::NEED_RESCHED;
+    }
+    // SAFETY: read from this CPU's per-CPU data just now.
+    let pid = unsafe { ftrace::task::from_raw(cpu.task_trace) }.map_or(0, |task| task.pid());
+    Common { kind, flags: bits, preempt_count: cpu.preempt_count.min(255) as u8, pid }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,12 +24,12 @@ use crate::cmdlines::{Cmdlines, SAVED_CMDLINES};
 use crate::array::trace_array::TraceArray;
 use crate::events::arrays::EventArrays;
 use crate::events::filter::{FieldKind, FieldValue, FilterError, FilterField};
+use crate::events::record::event_common;
 use crate::events::record::{
     FixedEvent, SchedSwitchEvent, SchedWakeupEvent, DEFAULT_PRIO, SCHED_SWITCH, SCHED_WAKEUP, SCHED_WAKEUP_NEW, STATE_REPORT_MAX,
 };
 use crate::events::state::EventState;
 use crate::events::trigger::{Applied, EventSwitch, Request, TriggerError};
-use crate::tracers::event_common;
 use ftrace::task::TaskTrace;
 
 /// `prev_state` of a preempted task (`R+`).

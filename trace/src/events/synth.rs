@@ -477,7 +477,7 @@ mod kernel_side {
                 return;
             }
             FIRES[cpu].store(fired + 1, Ordering::Relaxed);
-            let common: Common = crate::tracers::event_common(self.id);
+            let common: Common = crate::events::record::event_common(self.id);
             let fields = |n| self.def.field_value(n, common.pid, values);
             let kept = |slot| crate::events::pid::records_current_in(slot);
             self.state.hit(&kept, &fields, self.def.record_size(), &|out| self.def.encode(common, values, out));

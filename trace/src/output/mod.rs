@@ -1,6 +1,10 @@
 //! `cat trace` output in Linux's format.
 
+#[cfg(target_os = "none")]
+pub mod pipe;
 pub mod print_modes;
+#[cfg(target_os = "none")]
+pub mod read;
 
 use core::fmt::{self, Write};
 

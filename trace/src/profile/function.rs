@@ -176,5 +176,5 @@ pub fn cpu_stats(cpu: usize) -> Vec<FunctionStat> {
 /// `cat trace_stat/functionN`: CPU `cpu`'s counts (but for functions
 /// whose average is below `tracing_thresh`, as in Linux).
 pub fn write_cpu_stats(cpu: usize, out: &mut dyn Write) -> fmt::Result {
-    stats::write_stats(out, &cpu_stats(cpu), crate::tracers::tracing_thresh_ns(), &symbols::name_of)
+    stats::write_stats(out, &cpu_stats(cpu), crate::tracers::function_graph::tracing_thresh_ns(), &symbols::name_of)
 }

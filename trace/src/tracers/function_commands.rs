@@ -205,7 +205,7 @@ pub(crate) fn record_frames(array: &TraceArray, frames: impl Iterator<Item = usi
         *slot = address as u64;
         count += 1;
     }
-    let common = crate::tracers::event_common(TRACE_STACK);
+    let common = crate::events::record::event_common(TRACE_STACK);
     let chain = &chain[..count];
     array.buffer().write_with(stack_event_size(chain), |_, out| encode_stack(common, chain, out));
 }
