@@ -10,7 +10,7 @@ use crate::{cmdline, println};
 pub fn start_if_recording() {
     if cmdline::option("record").is_some() {
         for event in trace::events::sched::SchedEvent::ALL {
-            event.set_enabled(trace::array::trace_array::top(), true);
+            event.set_enabled(trace::array::instances::top(), true);
         }
     }
 }

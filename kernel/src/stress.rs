@@ -508,7 +508,7 @@ fn worker(seed: u64, naps: bool) -> (u64, u64) {
 fn reader() -> u64 {
     let mut page = Box::new([0u8; PAGE_SIZE]);
     let mut events = 0u64;
-    let buffer = trace::array::trace_array::top().buffer();
+    let buffer = trace::array::instances::top().buffer();
     loop {
         let stopping = STOP.load(Ordering::Acquire);
         let mut any = false;
@@ -555,7 +555,7 @@ fn well_formed(payload: &[u8]) -> bool {
 /// (the `nop` tracer, no filter, no events defined): it flips those
 /// switches itself.
 pub fn run(limits: Limits) -> Result<Report, String> {
-    let top = trace::array::trace_array::top();
+    let top = trace::array::instances::top();
     if top.current_tracer() != trace::tracers::Tracer::Nop {
         return Err("stress: set current_tracer to nop first".into());
     }

@@ -107,7 +107,7 @@ pub fn write_synthetic(text: &str, mode: FilterMode) -> Result<(), TracefsError>
         None => trace::events::synth::define(text, taken),
     };
     if stale != 0 {
-        trace::array::trace_array::reset_buffers_of_slots(stale);
+        trace::array::instances::reset_buffers_of_slots(stale);
     }
     result.map_err(invalid)
 }

@@ -14,7 +14,10 @@ use alloc::string::{String, ToString};
 use core::fmt::{self, Write};
 
 use ftrace::{FilterKind, FilterMode, Trampoline};
-use trace::array::trace_array::{self, GraphList, InstanceError, TraceArray, TraceOption};
+use trace::array::instances;
+use trace::array::instances::InstanceError;
+use trace::array::options::TraceOption;
+use trace::array::trace_array::{GraphList, TraceArray};
 use trace::tracers::Tracer;
 
 use crate::trace_events;
@@ -147,16 +150,16 @@ const FILES: &[File] = &[
 struct Resolved<'a> {
     array: Array,
     /// Keeps an instance from being removed while its file is in use.
-    hold: Option<trace_array::InstanceRef>,
+    hold: Option<instances::InstanceRef>,
     name: &'a str,
 }
 
 fn resolve(path: &str) -> Result<Resolved<'_>, TracefsError> {
     let Some(rest) = path.strip_prefix("instances/") else {
-        return Ok(Resolved { array: trace_array::top(), hold: None, name: path });
+        return Ok(Resolved { array: instances::top(), hold: None, name: path });
     };
     let (instance, name) = rest.split_once('/').unwrap_or((rest, ""));
-    let hold = trace_array::find(instance).ok_or_else(|| TracefsError::NoSuchFile(path.to_string()))?;
+    let hold = instances::find(instance).ok_or_else(|| TracefsError::NoSuchFile(path.to_string()))?;
     Ok(Resolved { array: hold.array(), hold: Some(hold), name })
 }
 
@@ -174,7 +177,7 @@ pub fn names() -> impl Iterator<Item = String> {
     let events = event_names("");
     // The directory itself is always there, as Linux's is.
     let instances = core::iter::once(String::from("instances/"))
-        .chain(trace_array::names().into_iter().map(|name| format!("instances/{name}/")));
+        .chain(instances::names().into_iter().map(|name| format!("instances/{name}/")));
     let stats = (0..ring_buffer::trace_buffer::cpus()).map(|cpu| format!("trace_stat/function{cpu}"));
     let options = TraceOption::ALL.into_iter().map(|option| format!("options/{}", option.name()));
     FILES
@@ -189,7 +192,7 @@ pub fn names() -> impl Iterator<Item = String> {
 
 /// The files of instance `name`, for `ls instances/NAME`.
 pub fn instance_names(name: &str) -> Option<impl Iterator<Item = String>> {
-    trace_array::find(name)?;
+    instances::find(name)?;
     let prefix = format!("instances/{name}/");
     let files = FILES.iter().filter(|file| file.scope == Scope::Array).map(|file| format!("{prefix}{}", file.name));
     let options = TraceOption::ALL
@@ -459,7 +462,7 @@ fn read_buffer_total_size_kb(array: Array, out: &mut dyn Write) -> fmt::Result {
 /// Whether `path` names a file or an instance directory.
 pub fn exists(path: &str) -> bool {
     match path.strip_prefix("instances/").map(|rest| rest.trim_end_matches('/')) {
-        Some(name) if !name.contains('/') => trace_array::find(name).is_some(),
+        Some(name) if !name.contains('/') => instances::find(name).is_some(),
         _ => resolve(path).is_ok_and(|resolved| {
             find(&resolved, path).is_ok()
                 || per_cpu_file(resolved.name).is_some()
@@ -472,12 +475,12 @@ pub fn exists(path: &str) -> bool {
 
 /// `mkdir instances/NAME`.
 pub fn mkdir(path: &str) -> Result<(), TracefsError> {
-    Ok(trace_array::create(instance_dir(path)?)?)
+    Ok(instances::create(instance_dir(path)?)?)
 }
 
 /// `rmdir instances/NAME`.
 pub fn rmdir(path: &str) -> Result<(), TracefsError> {
-    Ok(trace_array::remove(instance_dir(path)?, trace_events::forget_array)?)
+    Ok(instances::remove(instance_dir(path)?, trace_events::forget_array)?)
 }
 
 /// The NAME of `instances/NAME` (the only directories one makes). `path`

@@ -37,5 +37,5 @@ pub mod tracers;
 pub fn init() {
     ring_buffer::clock::init();
     ring_buffer::trace_buffer::init(arch::smp::possible_cpus());
-    array::trace_array::init();
+    array::instances::init();
 }

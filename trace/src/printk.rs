@@ -36,7 +36,7 @@ use crate::array::trace_array::TraceArray;
 use crate::events::record::event_common;
 use core::fmt::{self, Write};
 
-use crate::array::trace_array::{self, TraceOption};
+use crate::array::options::TraceOption;
 use crate::events::record::{encode_print_with, print_text_event_size, PrintWriter, TRACE_PRINT};
 
 /// The most bytes of text an event keeps: what the largest event the ring
@@ -61,7 +61,7 @@ macro_rules! trace_printk {
 /// return address is the caller's place, the address its event keeps.
 #[inline(never)]
 pub fn trace_printk(args: fmt::Arguments) -> bool {
-    let top = trace_array::top();
+    let top = crate::array::instances::top();
     if !top.option(TraceOption::TracePrintk) {
         return false;
     }

@@ -135,8 +135,8 @@ fn setup(mode: &str) -> Result<String, String> {
 /// Events the buffers of the top level and of the instance took.
 fn events() -> u64 {
     let count = |stats: ring_buffer::per_cpu::Stats| stats.entries + stats.overrun;
-    let mut total = count(trace::array::trace_array::top().stats());
-    if let Some(instance) = trace::array::trace_array::find("b") {
+    let mut total = count(trace::array::instances::top().stats());
+    if let Some(instance) = trace::array::instances::find("b") {
         total += count(instance.stats());
     }
     total
@@ -146,7 +146,7 @@ fn events() -> u64 {
 /// resets them after each mode, so it runs only with tracing idle (as
 /// `stress` does), rather than wipe what a user set up.
 fn busy() -> Option<&'static str> {
-    let top = trace::array::trace_array::top();
+    let top = trace::array::instances::top();
     let read = |file: &str| {
         let mut text = String::new();
         let _ = tracefs::read(file, &mut text);

@@ -137,7 +137,7 @@ fn ls(invocation: &Invocation) -> Result<(), ShellError> {
     }
     match dir.as_str() {
         "" => print_entries_under(tracefs::names(), "", out)?,
-        "instances" => trace::array::trace_array::names().iter().for_each(|name| {
+        "instances" => trace::array::instances::names().iter().for_each(|name| {
             let _ = writeln!(out, "{name}/");
         }),
         dir if dir.starts_with("instances/") => {

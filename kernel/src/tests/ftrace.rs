@@ -971,9 +971,9 @@ fn function_tracer_records_every_fib_call() {
 
     // Bad input: an error, and nothing changes.
     assert!(matches!(tracefs::write("current_tracer", "bogus", FilterMode::Replace), Err(TracefsError::Invalid(_))));
-    assert_eq!(trace::array::trace_array::top().current_tracer().name(), "nop");
+    assert_eq!(trace::array::instances::top().current_tracer().name(), "nop");
     assert!(tracefs::write("set_ftrace_filter", "no_such_function_*", FilterMode::Replace).is_err());
-    assert_eq!(trace::array::trace_array::top().tracer_filter_names(FilterKind::Filter), ["kernel::workload::fib"]);
+    assert_eq!(trace::array::instances::top().tracer_filter_names(FilterKind::Filter), ["kernel::workload::fib"]);
     assert!(matches!(tracefs::write("tracing_on", "on", FilterMode::Replace), Err(TracefsError::Invalid(_))));
     assert!(matches!(tracefs::write("trace_nope", "1", FilterMode::Replace), Err(TracefsError::NoSuchFile(_))));
     assert!(matches!(tracefs::write("enabled_functions", "1", FilterMode::Replace), Err(TracefsError::NotWritable(_))));

@@ -6,7 +6,8 @@ use alloc::vec::Vec;
 
 use ftrace::FilterMode;
 use ktest_macros::ktest;
-use trace::array::trace_array::{self, MAX_INSTANCES};
+use trace::array::instances;
+use trace::array::instances::MAX_INSTANCES;
 use trace::events::record::{Event, FunctionEvent};
 
 use super::{read_file as read, write_file as write};
@@ -19,8 +20,8 @@ fn fib_address() -> usize {
 
 /// The function events in an array's buffer that are calls of `fib`.
 fn fib_calls(name: Option<&str>) -> usize {
-    let held = name.map(|name| trace_array::find(name).expect("instance"));
-    let array = held.as_ref().map_or(trace_array::top(), |held| held.array());
+    let held = name.map(|name| instances::find(name).expect("instance"));
+    let array = held.as_ref().map_or(instances::top(), |held| held.array());
     let snapshots = array.buffer().snapshot_all();
     trace::output::pipe::merged(&snapshots)
         .expect("room to list the events")
@@ -32,7 +33,7 @@ fn fib_calls(name: Option<&str>) -> usize {
 
 /// The graph records (entries and returns) of `fib` in an instance's buffer.
 fn fib_graph_records(name: &str) -> (usize, usize) {
-    let held = trace_array::find(name).expect("instance");
+    let held = instances::find(name).expect("instance");
     let snapshots = held.array().buffer().snapshot_all();
     let mut counts = (0, 0);
     for (_, _, payload) in trace::output::pipe::merged(&snapshots).expect("room to list the events") {
@@ -176,12 +177,12 @@ fn bad_instance_requests_change_nothing() {
     );
     assert_eq!(read("instances/only/current_tracer"), "nop\n");
     {
-        let _held = trace_array::find("only").unwrap();
+        let _held = instances::find("only").unwrap();
         assert_eq!(error(tracefs::rmdir("instances/only")), "instance 'only' is busy");
     }
-    assert_eq!(trace_array::names(), ["only"]);
+    assert_eq!(instances::names(), ["only"]);
     tracefs::rmdir("instances/only").unwrap();
-    assert!(trace_array::names().is_empty());
+    assert!(instances::names().is_empty());
 }
 
 #[ktest]
@@ -248,7 +249,7 @@ fn cd_and_absolute_paths_reach_instance_files_as_on_linux() {
     run("rmdir here");
     run("cd");
     assert_eq!(crate::shell::working_directory(), "");
-    assert!(trace_array::find("here").is_none());
+    assert!(instances::find("here").is_none());
     // ls lists one level: the root's files and directories, not theirs.
     let root = text("ls");
     let entries: Vec<&str> = root.lines().collect();

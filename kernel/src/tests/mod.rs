@@ -19,11 +19,12 @@ mod synthetic;
 mod torture;
 mod tour;
 mod tracefs;
+mod tracefs_docs;
 mod triggers;
 
 /// Every recorded event on every CPU, oldest first: (timestamp, payload).
 fn recorded_events() -> alloc::vec::Vec<(u64, alloc::vec::Vec<u8>)> {
-    let snapshots = ::trace::array::trace_array::top().buffer().snapshot_all();
+    let snapshots = ::trace::array::instances::top().buffer().snapshot_all();
     trace::output::pipe::merged(&snapshots)
         .expect("room to list the events")
         .into_iter()

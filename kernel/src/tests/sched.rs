@@ -206,7 +206,7 @@ fn run_par_under_function_graph_gives_a_balanced_tree_per_task() {
     tracefs::write("set_ftrace_filter", "fib", FilterMode::Replace).unwrap();
     tracefs::write("current_tracer", "function_graph", FilterMode::Replace).unwrap();
     let output = crate::workload::run_parallel(8, "fib", &["12"]).unwrap();
-    let snapshots = trace::array::trace_array::top().buffer().snapshot_all();
+    let snapshots = trace::array::instances::top().buffer().snapshot_all();
     tracefs::write("current_tracer", "nop", FilterMode::Replace).unwrap();
     tracefs::write("set_ftrace_filter", "", FilterMode::Replace).unwrap();
     assert_eq!(output.lines().filter(|line| line.ends_with("fib(12) = 144")).count(), 8, "{output}");

@@ -565,7 +565,7 @@ fn trace_pipe_streams_a_workload_running_in_another_task() {
     let mut out = String::new();
     let deadline = arch::time::ticks() + 20 * arch::time::HZ;
     // fib(15) calls fib 1973 times; stop once all came through the pipe.
-    crate::tracefs::pipe(trace::array::trace_array::top(), None, &mut out, &mut |printed| {
+    crate::tracefs::pipe(trace::array::instances::top(), None, &mut out, &mut |printed| {
         printed >= 1973 || arch::time::ticks() > deadline
     })
     .unwrap();
@@ -605,7 +605,7 @@ fn a_trace_pipe_reader_that_stops_takes_a_page_per_cpu_not_the_buffer() {
     // What a pipe takes a page at a time still comes out oldest first,
     // every event once.
     let mut out = String::new();
-    let printed = trace::output::pipe::consume_events(trace::array::trace_array::top(), None, &mut out).unwrap();
+    let printed = trace::output::pipe::consume_events(trace::array::instances::top(), None, &mut out).unwrap();
     assert_eq!(printed, left);
     let times: alloc::vec::Vec<&str> = out.lines().map(|line| line.split_whitespace().nth(3).unwrap()).collect();
     assert!(times.windows(2).all(|pair| pair[0] <= pair[1]), "oldest first");
@@ -630,7 +630,7 @@ fn a_trace_pipe_reader_drops_what_it_held_when_the_buffer_is_emptied() {
     write("current_tracer", "function_graph");
     // The held entry is CPU 0's.
     crate::sched::set_affinity(1);
-    let top = trace::array::trace_array::top();
+    let top = trace::array::instances::top();
     for (emptied, expected) in [("", 1), ("trace", 0), ("per_cpu/cpu0/trace", 0), ("per_cpu/cpu1/trace", 1)] {
         write("tracing_on", "1");
         turns_tracing_off();
@@ -666,7 +666,7 @@ fn function_graph_through_trace_pipe_reads_as_in_trace() {
     };
     let trace = calls(&read("trace"));
     let mut piped = String::new();
-    trace::output::pipe::consume_events(trace::array::trace_array::top(), None, &mut piped).unwrap();
+    trace::output::pipe::consume_events(trace::array::instances::top(), None, &mut piped).unwrap();
     assert!(trace.len() > 1000, "{}", trace.len());
     assert_eq!(calls(&piped), trace, "the same lines, leaves and all");
     write("tracing_on", "1");
@@ -686,8 +686,8 @@ fn a_trace_pipe_pass_ends_although_reading_records_events() {
     write("set_ftrace_filter", "__rust_alloc*");
     write("current_tracer", "function");
     let mut out = String::new();
-    let pages = trace::array::trace_array::top().buffer().pages_per_cpu() * trace::array::trace_array::top().buffer().cpus();
-    let printed = trace::output::pipe::consume_events(trace::array::trace_array::top(), None, &mut out).unwrap();
+    let pages = trace::array::instances::top().buffer().pages_per_cpu() * trace::array::instances::top().buffer().cpus();
+    let printed = trace::output::pipe::consume_events(trace::array::instances::top(), None, &mut out).unwrap();
     write("current_tracer", "nop");
     write("set_ftrace_filter", "");
     write("buffer_size_kb", original.trim());
@@ -701,7 +701,7 @@ fn a_reader_pauses_recording_without_touching_tracing_on() {
     // `cat trace` pauses the buffer while it copies it. A `traceoff` (or a
     // `tracing_on` write) during the read must stay, and two overlapping
     // readers must not leave recording paused or switched off.
-    let buffer = trace::array::trace_array::top().buffer();
+    let buffer = trace::array::instances::top().buffer();
     write("trace", "");
     buffer.pause();
     buffer.pause();
@@ -1769,7 +1769,7 @@ fn header_page_and_header_event_describe_the_pages_as_they_are() {
     // One marker event, then its page, taken out of the buffer raw.
     write("trace", "");
     write("trace_marker", "raw");
-    let buffer = trace::array::trace_array::top().buffer();
+    let buffer = trace::array::instances::top().buffer();
     let mut page = [0u8; 4096];
     let cpus = ring_buffer::trace_buffer::cpus();
     assert!((0..cpus).any(|cpu| buffer.read_page(cpu, &mut page).is_some()), "the marker's page");
@@ -2263,7 +2263,7 @@ fn an_overwritten_buffer_is_annotated_and_its_losses_counted() {
     write("options/annotate", "1");
     let overrun = stat(&read("per_cpu/cpu0/stats"), "overrun");
     let mut piped = String::new();
-    trace::output::pipe::consume_events(trace::array::trace_array::top(), None, &mut piped).unwrap();
+    trace::output::pipe::consume_events(trace::array::instances::top(), None, &mut piped).unwrap();
     write("current_tracer", "nop");
     write("set_ftrace_filter", "");
     write("buffer_size_kb", original.trim());

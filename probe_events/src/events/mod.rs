@@ -46,7 +46,8 @@ use core::sync::atomic::Ordering;
 
 use arch::ftrace_abi::RegisterError;
 use ftrace::FilterMode;
-use trace::array::trace_array::{TraceArray, TraceOption};
+use trace::array::options::TraceOption;
+use trace::array::trace_array::TraceArray;
 use trace::events::filter::{FilterError, FilterField};
 use trace::events::trigger::{Applied, EventSwitch, Request, TriggerError};
 
@@ -246,7 +247,7 @@ fn write_probe_events(text: &str, mode: FilterMode, syntax: Syntax) -> Result<()
     // an event it enabled goes. (After the events' lock: `cat trace`
     // prints under the buffer's lock and takes the events' one.)
     if stale.0 != 0 {
-        trace::array::trace_array::reset_buffers_of_slots(stale.0);
+        trace::array::instances::reset_buffers_of_slots(stale.0);
     }
     result
 }
@@ -422,7 +423,7 @@ fn refresh_fast(compiled: &Compiled) {
         && !compiled.triggers.is_set()
         && !compiled.soft_mode.load(Ordering::Relaxed)
         && compiled.arrays.is_empty()
-        && !trace::array::trace_array::top().option(TraceOption::StackTrace);
+        && !trace::array::instances::top().option(TraceOption::StackTrace);
     compiled.fast.store(fast, Ordering::Relaxed);
 }
 

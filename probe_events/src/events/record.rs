@@ -15,7 +15,7 @@ use core::sync::atomic::Ordering;
 use arch::ftrace_abi::{FtraceRegs, PtRegs, Saved, SavedRegs};
 use kprobes::kretprobe::Kretprobe;
 use kprobes::Kprobe;
-use trace::array::trace_array::TraceOption;
+use trace::array::options::TraceOption;
 use trace::events::filter::FieldValue;
 use trace::events::record::event_common;
 use trace::events::trigger::{Phase, StackStart};
@@ -135,7 +135,7 @@ pub(super) fn write_words<const EXIT: bool, const N: usize>(
     let Ok(fields) = <&[Quick; N]>::try_from(fields) else { return };
     // The header before the write: inside it interrupts are masked.
     let common = event_common(compiled.id);
-    trace::array::trace_array::top().buffer().write_with(WordRecord::<EXIT, N>::SIZE, |_, out| {
+    trace::array::instances::top().buffer().write_with(WordRecord::<EXIT, N>::SIZE, |_, out| {
         WordRecord::<EXIT, N>::encode(common, ips, |i| fetch_quick(fields[i], context), out)
     });
 }
@@ -151,7 +151,7 @@ fn record_fixed(compiled: &Compiled, ips: &[u64], context: &Context) {
     // The header before the write: inside it interrupts are masked, which
     // the header's irqs-off flag must not show.
     let common = event_common(compiled.id);
-    trace::array::trace_array::top().buffer().write_with(layout.fixed_size, |_, out| {
+    trace::array::instances::top().buffer().write_with(layout.fixed_size, |_, out| {
         if layout.encode_head(common, ips, out) {
             layout.encode_numbers(&compiled.fetches, |(fetch, _), ty| fetch_number(fetch, ty, context), out);
         }
@@ -297,7 +297,7 @@ fn record_by_values(compiled: &Compiled, ips: &[u64], context: &Context) {
         _ => [caller, 0],
     };
     let stack = StackStart { addresses, fp: context.regs.frame_pointer() };
-    let top = trace::array::trace_array::top();
+    let top = trace::array::instances::top();
     if triggered {
         compiled.triggers.fire(top, Phase::BeforeRecord, &fields, stack);
     }

@@ -11,4 +11,8 @@ pub mod error_log;
 pub mod pid_list;
 
 #[cfg(target_os = "none")]
+pub mod instances;
+#[cfg(target_os = "none")]
+pub mod options;
+#[cfg(target_os = "none")]
 pub mod trace_array;

@@ -1,5 +1,5 @@
-//! Trace arrays: the top level of tracefs and its instances (Linux's
-//! `struct trace_array`).
+//! One trace array (Linux's `struct trace_array`): the top level of
+//! tracefs or one instance.
 //!
 //! Each has its own buffer, `tracing_on`, tracer, tracer filters, graph
 //! settings and `error_log`: `mkdir instances/NAME` makes one,
@@ -8,26 +8,18 @@
 //! ops it was called with: two arrays tracing one function are two ops on
 //! the site, as in Linux.
 //!
-//! # Lifetimes
-//!
-//! The top level is a static. An instance lives on the heap from `mkdir`
-//! to some time after `rmdir`: while anyone holds an [`InstanceRef`]
-//! (a tracefs access in progress, a benchmark) `rmdir` is refused as busy;
-//! otherwise it stops the instance's tracer and hands the array to
-//! `ftrace::deferred`, which frees it after a grace period, and not before
-//! every call its graph tracer hooked has returned.
-//!
 //! The graph tracer keeps per-task markers (`set_graph_function`,
 //! `set_graph_notrace`) in a slot of each task's state; every array owns
-//! one of [`GRAPH_SLOTS`] slots, which bounds the instances to
-//! [`MAX_INSTANCES`] (Linux bounds function-graph users the same way).
+//! one of [`GRAPH_SLOTS`](ftrace::task::GRAPH_SLOTS) slots, which bounds the instances to
+//! [`MAX_INSTANCES`](crate::array::instances::MAX_INSTANCES) (Linux bounds function-graph users the same way).
 
-use alloc::boxed::Box;
+use crate::array::instances::{top, INSTANCES};
+use crate::array::options::TraceOption;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use arch::sync::Mutex;
 use arch::MAX_CPUS;
@@ -37,17 +29,14 @@ use crate::array::error_log::ErrorLog;
 use crate::array::pid_list::PidLists;
 use crate::events::record::PrintWriter;
 use crate::tracers::Tracer;
-use ftrace::deferred::{self, Deferred, Published};
+use ftrace::deferred::{Deferred, Published};
 use ftrace::graph::fgraph::FgraphOps;
 use ftrace::ops::{FtraceOps, OpsFlags};
 use ftrace::registry::{self, FilterKind, FtraceError};
 use ftrace::symbols::glob::FilterMode;
-use ftrace::task::{self, GRAPH_SLOTS};
+use ftrace::task::{self};
 use ring_buffer::per_cpu::Stats;
-use ring_buffer::trace_buffer::{SwapRefused, TraceBuffer, INSTANCE_PAGES_PER_CPU, PAGES_PER_CPU};
-
-/// The most instances at once: one graph-marker slot is the top level's.
-pub const MAX_INSTANCES: usize = GRAPH_SLOTS - 1;
+use ring_buffer::trace_buffer::{SwapRefused, TraceBuffer};
 
 /// The function_graph tracer's settings of one array.
 pub struct GraphSettings {
@@ -95,10 +84,10 @@ pub enum GraphList {
 
 /// One trace array. See the module documentation.
 pub struct TraceArray {
-    name: String,
+    pub(super) name: String,
     /// This array's slot of every task's graph markers.
-    slot: usize,
-    buffer: Once<TraceBuffer>,
+    pub(super) slot: usize,
+    pub(super) buffer: Once<TraceBuffer>,
     tracer: Mutex<Tracer>,
     /// The function tracer: its filters are `set_ftrace_filter` and
     /// `set_ftrace_notrace`.
@@ -122,7 +111,7 @@ pub struct TraceArray {
     /// Each CPU's last function call, for `options/func-no-repeats`.
     pub(crate) last_calls: [crate::tracers::function::LastCall; MAX_CPUS],
     /// Handles out: `rmdir` is refused while there are any.
-    users: AtomicUsize,
+    pub(super) users: AtomicUsize,
     /// The `hist` trigger whose `.snapshot()` action holds the snapshot
     /// buffer (Linux's conditional snapshot, one per trace array), by its
     /// line, and how many holds it has (a `pause`, `cont` or `clear` line
@@ -130,36 +119,11 @@ pub struct TraceArray {
     /// held the `snapshot` file refuses writes, as Linux's does.
     cond_snapshot: Mutex<Option<(String, usize)>>,
     /// Queues the free after `rmdir`.
-    node: Deferred,
-}
-
-static TOP: TraceArray = TraceArray::new(String::new(), 0);
-
-/// The instances, in creation order.
-static INSTANCES: Mutex<Vec<&'static TraceArray>> = Mutex::new(Vec::new());
-
-/// Graph-marker slots in use, a bit each (the top level's is slot 0).
-static SLOTS: AtomicU32 = AtomicU32::new(1);
-
-/// The instance in each slot, for tracing code that knows an array by its
-/// slot (an event enabled in instances, `crate::events::arrays`): set once
-/// the instance is made, emptied by `rmdir` before its grace period.
-static IN_SLOT: [AtomicPtr<TraceArray>; GRAPH_SLOTS] = [const { AtomicPtr::new(core::ptr::null_mut()) }; GRAPH_SLOTS];
-
-/// The instance in `slot`, if there is one. Tracing code reads it with
-/// interrupts masked: the grace period before the instance is freed waits
-/// for that (see `crate::events::arrays`).
-pub(crate) fn in_slot(slot: usize) -> Option<&'static TraceArray> {
-    let array = IN_SLOT.get(slot)?.load(Ordering::Acquire);
-    // SAFETY: a non-null pointer here is a live instance leaked by
-    // `create`; `remove` empties the slot before the grace period after
-    // which the instance is freed, and the caller masked interrupts, which
-    // that grace period waits for.
-    unsafe { array.as_ref() }
+    pub(super) node: Deferred,
 }
 
 impl TraceArray {
-    const fn new(name: String, slot: usize) -> TraceArray {
+    pub(super) const fn new(name: String, slot: usize) -> TraceArray {
         TraceArray {
             name,
             slot,
@@ -575,7 +539,7 @@ impl TraceArray {
     }
 
     /// Recomputes [`GraphSettings::plain`] after a change to what it sums up.
-    fn refresh_graph_plain(&self) {
+    pub(super) fn refresh_graph_plain(&self) {
         let _one_at_a_time = self.graph.refreshing.lock();
         let plain = !self.pids.lock().is_active()
             && self.option(TraceOption::FuncgraphIrqs)
@@ -733,454 +697,4 @@ impl crate::events::hist::SnapshotTarget for CondSnapshot {
             }
         }
     }
-}
-
-/// A trace option (`options/NAME`, `trace_options`): how `trace` prints.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TraceOption {
-    /// Addresses as `function+0xOFF/0xSIZE` (function tracer).
-    SymOffset,
-    /// Each function's address after its name (function tracer).
-    SymAddr,
-    /// The task, CPU, flags and time at the start of each line, and the
-    /// column header (on by default).
-    ContextInfo,
-    /// The latency flags column (`d.h..`; on by default).
-    IrqInfo,
-    /// `trace_marker` takes writes (on by default).
-    Markers,
-    /// A full buffer overwrites its oldest events (on by default); off, it
-    /// drops new ones until a reader makes room.
-    Overwrite,
-    /// Every closing brace names its function (function_graph).
-    FuncgraphTail,
-    /// ` <-caller` after each function (function tracer; on by default).
-    PrintParent,
-    /// Each call's return value (function_graph).
-    FuncgraphRetval,
-    /// The task on every line (function_graph).
-    FuncgraphProc,
-    /// The timestamp on every line (function_graph).
-    FuncgraphAbstime,
-    /// The duration column (function_graph; on by default).
-    FuncgraphDuration,
-    /// A task a pid-filtered task creates is traced too.
-    FunctionFork,
-    /// A task an event-pid-filtered task creates has its events recorded
-    /// too (`set_event_pid`).
-    EventFork,
-    /// A stack trace after every function the function tracer records.
-    FuncStackTrace,
-    /// A call of the same function from the same place as the CPU's last
-    /// is counted, not recorded; the count goes in as one `func_repeats`
-    /// record before the next other call (function tracer).
-    FuncNoRepeats,
-    /// A stack trace after every event recorded (the scheduler's, probe
-    /// events).
-    StackTrace,
-    /// The CPU column (function_graph; on by default).
-    FuncgraphCpu,
-    /// Return values in hex, error codes too (function_graph; off: an
-    /// error code prints as a negative decimal).
-    FuncgraphRetvalHex,
-    /// Each call's return address, ` /* <-caller+0x1c/0x80 */` after its
-    /// entry (function_graph).
-    FuncgraphRetaddr,
-    /// Functions run by interrupt handlers are traced too (function_graph;
-    /// on by default). Off, calls in a hardware interrupt handler are left
-    /// out (Linux's `in_hardirq()` test), unless `set_graph_function`
-    /// names them or a function they run inside; the softirq-like bottom
-    /// half and exception handlers are still traced.
-    FuncgraphIrqs,
-    /// A long call's duration gets its overhead mark (`+`, `!`, `#`...;
-    /// function_graph; on by default).
-    FuncgraphOverhead,
-    /// After each closing brace, ` (Overruns: N)`: the calls the task's
-    /// shadow stack had no room for (function_graph).
-    FuncgraphOverrun,
-    /// A call's duration counts the time its task spent switched out
-    /// (function_graph, and the function profiler through the top level's;
-    /// on by default). Off, it is taken out, as Linux's `sleep-time` does.
-    SleepTime,
-    /// The function profiler's time for a function counts the profiled
-    /// calls it makes (on by default); off, not, as Linux's `graph-time`.
-    /// Only the top level's counts: the profiler is the top level's.
-    GraphTime,
-    /// Linux's latency format: a banner over the trace and, on each line,
-    /// the task cut to 8 characters, the CPU, the flags and the time since
-    /// the buffer was emptied, marked when the next line is far
-    /// (`trace`, `trace_pipe`).
-    LatencyFormat,
-    /// The latency format's long form: the task's whole name, the raw
-    /// flags (in decimal), preempt count and index (in hex), times in
-    /// milliseconds; and no column header over the trace.
-    Verbose,
-    /// Task names are saved for traces to show (`saved_cmdlines`): a
-    /// task's when it starts, and again at a switch once newer names
-    /// pushed it out (on by default). As in Linux, where the option turns
-    /// the kernel's one name cache on or off, names are saved while any
-    /// trace array has it on; with it off everywhere, a task that started
-    /// meanwhile prints as `<...>-PID` (until it switches in with the
-    /// option on again).
-    RecordCmd,
-    /// Each task's thread-group id is recorded (`saved_tgids`): every
-    /// task's when the option goes on, then each task's that switches in;
-    /// and printed in a TGID column.
-    RecordTgid,
-    /// A write to `free_buffer` also stops recording (`tracing_on` 0), as
-    /// Linux's close of that file does with the option on.
-    DisableOnFree,
-    /// In a `trace` whose buffer overwrote events, each CPU's first event
-    /// comes after `##### CPU N buffer started ####` (on by default).
-    Annotate,
-    /// `trace` prints numbers: `PID CPU TIMESTAMP` and each event's raw
-    /// form (see `print_modes`).
-    Raw,
-    /// `trace` prints hex words (before `raw`; see `print_modes`).
-    Hex,
-    /// `trace` prints each event field by field, `name=value`, as its
-    /// `format` describes it (see `print_modes`).
-    Fields,
-    /// `trace_printk!` writes into the buffer (on by default; the top
-    /// level's, which is where it writes).
-    TracePrintk,
-    /// With `trace_printk` on, a print event's line (`trace_printk!`,
-    /// `trace_marker`) is its text alone: no task, CPU, time nor writer.
-    PrintkMsgOnly,
-}
-
-impl TraceOption {
-    /// Every option, in `trace_options` order: Linux's generic ones in its
-    /// order, then the function tracer's, then function_graph's.
-    pub const ALL: [TraceOption; 36] = [
-        TraceOption::PrintParent,
-        TraceOption::SymOffset,
-        TraceOption::SymAddr,
-        TraceOption::Verbose,
-        TraceOption::Raw,
-        TraceOption::Hex,
-        TraceOption::Fields,
-        TraceOption::TracePrintk,
-        TraceOption::Annotate,
-        TraceOption::PrintkMsgOnly,
-        TraceOption::ContextInfo,
-        TraceOption::LatencyFormat,
-        TraceOption::RecordCmd,
-        TraceOption::RecordTgid,
-        TraceOption::Overwrite,
-        TraceOption::DisableOnFree,
-        TraceOption::IrqInfo,
-        TraceOption::Markers,
-        TraceOption::EventFork,
-        TraceOption::FunctionFork,
-        TraceOption::StackTrace,
-        TraceOption::FuncStackTrace,
-        TraceOption::FuncNoRepeats,
-        TraceOption::FuncgraphOverrun,
-        TraceOption::FuncgraphCpu,
-        TraceOption::FuncgraphOverhead,
-        TraceOption::FuncgraphProc,
-        TraceOption::FuncgraphDuration,
-        TraceOption::FuncgraphAbstime,
-        TraceOption::FuncgraphIrqs,
-        TraceOption::FuncgraphTail,
-        TraceOption::FuncgraphRetval,
-        TraceOption::FuncgraphRetvalHex,
-        TraceOption::FuncgraphRetaddr,
-        TraceOption::SleepTime,
-        TraceOption::GraphTime,
-    ];
-    /// The options a new trace array starts with.
-    const DEFAULTS: u64 = TraceOption::PrintParent.bit()
-        | TraceOption::TracePrintk.bit()
-        | TraceOption::Annotate.bit()
-        | TraceOption::ContextInfo.bit()
-        | TraceOption::RecordCmd.bit()
-        | TraceOption::IrqInfo.bit()
-        | TraceOption::Markers.bit()
-        | TraceOption::Overwrite.bit()
-        | TraceOption::FuncgraphDuration.bit()
-        | TraceOption::FuncgraphCpu.bit()
-        | TraceOption::FuncgraphIrqs.bit()
-        | TraceOption::FuncgraphOverhead.bit()
-        | TraceOption::SleepTime.bit()
-        | TraceOption::GraphTime.bit();
-
-    /// Its file name under `options/`.
-    pub fn name(self) -> &'static str {
-        match self {
-            TraceOption::SymOffset => "sym-offset",
-            TraceOption::SymAddr => "sym-addr",
-            TraceOption::ContextInfo => "context-info",
-            TraceOption::LatencyFormat => "latency-format",
-            TraceOption::Verbose => "verbose",
-            TraceOption::Raw => "raw",
-            TraceOption::Hex => "hex",
-            TraceOption::Fields => "fields",
-            TraceOption::RecordCmd => "record-cmd",
-            TraceOption::RecordTgid => "record-tgid",
-            TraceOption::DisableOnFree => "disable_on_free",
-            TraceOption::Annotate => "annotate",
-            TraceOption::TracePrintk => "trace_printk",
-            TraceOption::PrintkMsgOnly => "printk-msg-only",
-            TraceOption::IrqInfo => "irq-info",
-            TraceOption::Markers => "markers",
-            TraceOption::Overwrite => "overwrite",
-            TraceOption::FuncgraphTail => "funcgraph-tail",
-            TraceOption::PrintParent => "print-parent",
-            TraceOption::FuncgraphRetval => "funcgraph-retval",
-            TraceOption::FuncgraphProc => "funcgraph-proc",
-            TraceOption::FuncgraphAbstime => "funcgraph-abstime",
-            TraceOption::FuncgraphDuration => "funcgraph-duration",
-            TraceOption::FunctionFork => "function-fork",
-            TraceOption::EventFork => "event-fork",
-            TraceOption::FuncStackTrace => "func_stack_trace",
-            TraceOption::FuncNoRepeats => "func-no-repeats",
-            TraceOption::StackTrace => "stacktrace",
-            TraceOption::FuncgraphCpu => "funcgraph-cpu",
-            TraceOption::FuncgraphRetvalHex => "funcgraph-retval-hex",
-            TraceOption::FuncgraphRetaddr => "funcgraph-retaddr",
-            TraceOption::FuncgraphIrqs => "funcgraph-irqs",
-            TraceOption::FuncgraphOverhead => "funcgraph-overhead",
-            TraceOption::FuncgraphOverrun => "funcgraph-overrun",
-            TraceOption::SleepTime => "sleep-time",
-            TraceOption::GraphTime => "graph-time",
-        }
-    }
-
-    /// The tracer whose option it is (Linux's tracer flags: `trace_options`
-    /// lists them, and takes them, only while that tracer is current), or
-    /// `None` for a generic one.
-    pub fn tracer(self) -> Option<Tracer> {
-        match self {
-            TraceOption::FuncStackTrace | TraceOption::FuncNoRepeats => Some(Tracer::Function),
-            TraceOption::FuncgraphTail
-            | TraceOption::FuncgraphRetval
-            | TraceOption::FuncgraphProc
-            | TraceOption::FuncgraphAbstime
-            | TraceOption::FuncgraphDuration
-            | TraceOption::FuncgraphCpu
-            | TraceOption::FuncgraphRetvalHex
-            | TraceOption::FuncgraphRetaddr
-            | TraceOption::FuncgraphIrqs
-            | TraceOption::FuncgraphOverhead
-            | TraceOption::FuncgraphOverrun
-            | TraceOption::SleepTime
-            | TraceOption::GraphTime => Some(Tracer::FunctionGraph),
-            _ => None,
-        }
-    }
-
-    /// Whether only the top level has the option's file (Linux's
-    /// `TOP_LEVEL_TRACE_FLAGS`): `trace_printk!` writes there alone. An
-    /// instance's `trace_options` still lists it, and takes it.
-    pub fn top_level_only(self) -> bool {
-        matches!(self, TraceOption::TracePrintk | TraceOption::PrintkMsgOnly)
-    }
-
-    /// The option called `name`.
-    pub fn from_name(name: &str) -> Option<TraceOption> {
-        TraceOption::ALL.into_iter().find(|option| option.name() == name)
-    }
-
-    const fn bit(self) -> u64 {
-        1 << self as u64
-    }
-}
-
-/// The top level.
-#[inline]
-pub fn top() -> &'static TraceArray {
-    &TOP
-}
-
-/// Makes the top level's buffer. Called once at boot.
-pub(crate) fn init() {
-    TOP.buffer.call_once(|| TraceBuffer::try_new(PAGES_PER_CPU).expect("the top-level trace buffer"));
-}
-
-/// A held instance: `rmdir` is refused while it is held.
-pub struct InstanceRef(&'static TraceArray);
-
-impl core::ops::Deref for InstanceRef {
-    type Target = TraceArray;
-
-    fn deref(&self) -> &TraceArray {
-        self.0
-    }
-}
-
-impl InstanceRef {
-    /// The array, for the length of the hold.
-    pub fn array(&self) -> &'static TraceArray {
-        self.0
-    }
-}
-
-impl Drop for InstanceRef {
-    fn drop(&mut self) {
-        self.0.users.fetch_sub(1, Ordering::Release);
-    }
-}
-
-/// Empties the buffers, live and snapshot, of the arrays in `slots` (a
-/// bit per slot; the top level's is bit 0): the arrays an event that went
-/// may have recorded into.
-pub fn reset_buffers_of_slots(slots: u32) {
-    let reset = |array: &TraceArray| {
-        array.buffer().reset();
-        array.buffer().reset_snapshot();
-    };
-    if slots & 1 != 0 {
-        reset(top());
-    }
-    INSTANCES.lock().iter().filter(|array| slots & (1 << array.slot) != 0).for_each(|array| reset(array));
-}
-
-/// Holds instance `name`, if there is one.
-pub fn find(name: &str) -> Option<InstanceRef> {
-    let list = INSTANCES.lock();
-    let array = *list.iter().find(|array| array.name == name)?;
-    array.users.fetch_add(1, Ordering::Acquire);
-    Some(InstanceRef(array))
-}
-
-/// The instances' names, in creation order.
-pub fn names() -> Vec<String> {
-    INSTANCES.lock().iter().map(|array| array.name.clone()).collect()
-}
-
-/// Why `mkdir` or `rmdir` failed. Nothing changed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum InstanceError {
-    /// `mkdir` of a name that exists.
-    Exists(String),
-    /// `rmdir` of a name that does not.
-    NoSuchInstance(String),
-    /// A name that is empty, too long, or has a `/` or a space.
-    BadName(String),
-    /// Every slot is taken.
-    TooMany,
-    /// The heap cannot hold another buffer.
-    NoMemory,
-    /// `rmdir` while something holds the instance.
-    Busy(String),
-    /// Stopping its tracer failed.
-    Tracing(FtraceError),
-    /// `rmdir`: a function command of the instance could not be detached
-    /// (the instance stays, with the commands not detached yet).
-    Commands(String),
-}
-
-impl fmt::Display for InstanceError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            InstanceError::Exists(name) => write!(f, "instance '{name}' exists"),
-            InstanceError::NoSuchInstance(name) => write!(f, "no instance '{name}'"),
-            InstanceError::BadName(name) => write!(f, "bad instance name '{name}'"),
-            InstanceError::TooMany => write!(f, "too many instances (at most {MAX_INSTANCES})"),
-            InstanceError::NoMemory => write!(f, "not enough memory for another trace buffer"),
-            InstanceError::Busy(name) => write!(f, "instance '{name}' is busy"),
-            InstanceError::Tracing(error) => write!(f, "{error}"),
-            InstanceError::Commands(error) => write!(f, "its function commands could not all be detached: {error}"),
-        }
-    }
-}
-
-/// The longest instance name.
-pub const MAX_NAME: usize = 64;
-
-/// `mkdir instances/NAME`: a new instance, with the `nop` tracer, empty
-/// filters and a buffer of its own.
-pub fn create(name: &str) -> Result<(), InstanceError> {
-    if name.is_empty() || name.len() > MAX_NAME || name.contains(['/', ' ', '\t']) || name == "." || name == ".." {
-        return Err(InstanceError::BadName(name.into()));
-    }
-    let mut list = INSTANCES.lock();
-    if list.iter().any(|array| array.name == name) {
-        return Err(InstanceError::Exists(name.into()));
-    }
-    let slot = take_slot().ok_or(InstanceError::TooMany)?;
-    let Some(buffer) = TraceBuffer::try_new(INSTANCE_PAGES_PER_CPU) else {
-        release_slot(slot);
-        return Err(InstanceError::NoMemory);
-    };
-    let array = Box::leak(Box::new(TraceArray::new(name.into(), slot)));
-    array.buffer.call_once(|| buffer);
-    // A global setting may already make it check (`tracing_thresh`).
-    array.refresh_graph_plain();
-    crate::events::sched::set_record_cmd(slot, array.option(TraceOption::RecordCmd));
-    IN_SLOT[slot].store(array as *const TraceArray as *mut TraceArray, Ordering::Release);
-    list.push(array);
-    Ok(())
-}
-
-/// `rmdir instances/NAME`: stops its tracer and removes it; refused while
-/// it is held. Once the removal is sure, `forget` runs with the array, so
-/// what names it by its slot lets go first (the events it enabled:
-/// `crate::events::arrays`).
-pub fn remove(name: &str, forget: impl FnOnce(&'static TraceArray)) -> Result<(), InstanceError> {
-    let mut list = INSTANCES.lock();
-    let index = list.iter().position(|array| array.name == name).ok_or_else(|| InstanceError::NoSuchInstance(name.into()))?;
-    let array = list[index];
-    if array.users.load(Ordering::Acquire) != 0 {
-        return Err(InstanceError::Busy(name.into()));
-    }
-    array.set_current_tracer(Tracer::Nop).map_err(InstanceError::Tracing)?;
-    crate::tracers::function_commands::remove_all(array).map_err(|error| InstanceError::Commands(alloc::format!("{error}")))?;
-    forget(array);
-    crate::events::sched::set_record_tgid(array.slot, false);
-    crate::events::sched::set_record_cmd(array.slot, false);
-    IN_SLOT[array.slot].store(core::ptr::null_mut(), Ordering::Release);
-    list.remove(index);
-    // SAFETY: the array was leaked from a box by `create` and is unlisted:
-    // nothing new can reach it; `free_instance` waits for what still can.
-    unsafe { deferred::defer(&array.node, free_instance) };
-    Ok(())
-}
-
-/// Frees a removed instance once no hooked call can return into it.
-///
-/// # Safety
-/// `node` is the node of a `TraceArray` leaked from a box by `create` and
-/// unlisted by `remove`, which queued it; run after a grace period.
-unsafe fn free_instance(node: *const Deferred) {
-    let array = ftrace::container_of!(node, TraceArray, node);
-    // SAFETY: queued by `remove` with the node of a leaked, unlisted array.
-    let in_flight = unsafe { (*array).graph_ops.in_flight() };
-    if in_flight {
-        // A task still sleeps inside a call the graph tracer hooked: look
-        // again after the next grace period.
-        // SAFETY: the same node, still valid.
-        unsafe { deferred::defer(node, free_instance) };
-        return;
-    }
-    // SAFETY: as above; the grace period is over and no call is in flight.
-    let slot = unsafe { (*array).slot };
-    task::for_each(|state| {
-        state.reset_graph_slot(slot);
-        state.set_ignored(slot, false);
-        state.set_event_ignored(slot, false);
-    });
-    release_slot(slot);
-    // SAFETY: leaked from a box by `create`; nothing refers to it any more.
-    drop(unsafe { Box::from_raw(array as *mut TraceArray) });
-}
-
-fn take_slot() -> Option<usize> {
-    let mut slots = SLOTS.load(Ordering::Relaxed);
-    loop {
-        let slot = (!slots).trailing_zeros() as usize;
-        if slot >= GRAPH_SLOTS {
-            return None;
-        }
-        match SLOTS.compare_exchange(slots, slots | 1 << slot, Ordering::AcqRel, Ordering::Relaxed) {
-            Ok(_) => return Some(slot),
-            Err(now) => slots = now,
-        }
-    }
-}
-
-fn release_slot(slot: usize) {
-    SLOTS.fetch_and(!(1 << slot), Ordering::AcqRel);
 }

@@ -35,7 +35,8 @@ use alloc::boxed::Box;
 use alloc::string::String;
 use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
-use crate::array::trace_array::{self, TraceArray, TraceOption};
+use crate::array::options::TraceOption;
+use crate::array::trace_array::TraceArray;
 use crate::events::filter::{FieldValue, FilterError, FilterField, FilterSlot};
 use crate::events::trigger::{
     Applied, EventName, EventSwitch, Phase, Request, StackStart, TriggerCommand, TriggerError, Triggers,
@@ -330,7 +331,7 @@ impl EventArrays {
             while bits != 0 {
                 let slot = bits.trailing_zeros() as usize;
                 bits &= bits - 1;
-                let Some(array) = trace_array::in_slot(slot) else { continue };
+                let Some(array) = crate::array::instances::in_slot(slot) else { continue };
                 let triggers = state.filter(|_| triggered & 1 << slot != 0).map(|state| &state.triggers[slot]);
                 if let Some(triggers) = triggers {
                     triggers.fire(array, Phase::BeforeRecord, fields, stack);

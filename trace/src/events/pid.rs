@@ -14,7 +14,8 @@
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use crate::array::trace_array::{self, PidError, TraceArray, TraceOption};
+use crate::array::options::TraceOption;
+use crate::array::trace_array::{self, PidError, TraceArray};
 use ftrace::task::{self, TaskTrace};
 use ftrace::FilterMode;
 

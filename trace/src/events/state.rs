@@ -12,7 +12,8 @@ use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use arch::sync::SpinLock;
 
-use crate::array::trace_array::{self, TraceArray, TraceOption};
+use crate::array::options::TraceOption;
+use crate::array::trace_array::TraceArray;
 use crate::events::arrays::EventArrays;
 use crate::events::filter::{FieldValue, FilterError, FilterField, FilterSlot};
 use crate::events::trigger::{Applied, EventSwitch, Phase, Request, StackStart, TriggerError, Triggers};
@@ -250,7 +251,7 @@ impl EventState {
         let records = self.records() && kept && self.filter.passes(fields);
         let triggered = self.triggers.is_set();
         record_with_triggers(&self.triggers, triggered, kept, fields, stack, || {
-            records && trace_array::top().buffer().write_with(len, |_, out| fill(out)).is_some()
+            records && crate::array::instances::top().buffer().write_with(len, |_, out| fill(out)).is_some()
         });
     }
 }
@@ -272,7 +273,7 @@ fn record_with_triggers<'a>(
     stack: StackStart,
     record: impl FnOnce() -> bool,
 ) {
-    let top = trace_array::top();
+    let top = crate::array::instances::top();
     if triggered {
         triggers.fire(top, Phase::BeforeRecord, fields, stack);
     }

@@ -31,8 +31,8 @@ pub fn export(host_path: &str, extra: &[(String, String)]) -> Result<usize, Chan
         "arch={}\ncpus={}\npage_size={PAGE_SIZE}\nlong_size=8\nclock={}\ntracer={}\n",
         arch::NAME,
         trace_buffer::cpus(),
-        crate::array::trace_array::top().buffer().clock().name(),
-        crate::array::trace_array::top().current_tracer().name()
+        crate::array::instances::top().buffer().clock().name(),
+        crate::array::instances::top().current_tracer().name()
     );
     send(&record_header(Tag::Meta, meta.len()))?;
     send(meta.as_bytes())?;
@@ -53,7 +53,7 @@ pub fn export(host_path: &str, extra: &[(String, String)]) -> Result<usize, Chan
     }
     send(&record_header(Tag::Cmdlines, cmdlines.len()))?;
     send(cmdlines.as_bytes())?;
-    for snapshot in crate::array::trace_array::top().buffer().snapshot_all() {
+    for snapshot in crate::array::instances::top().buffer().snapshot_all() {
         let pages = snapshot.pages().count();
         send(&record_header(Tag::Cpu, 8 + pages * PAGE_SIZE))?;
         send(&(snapshot.cpu as u64).to_le_bytes())?;

@@ -12,7 +12,8 @@ use core::fmt::{self, Write};
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use crate::array::trace_array::{TraceArray, TraceOption};
+use crate::array::options::TraceOption;
+use crate::array::trace_array::TraceArray;
 use crate::events::record::{Common, Event};
 use crate::output;
 use crate::output::print_modes::{self, EventFields, PrintMode};

@@ -24,7 +24,7 @@ use arch::ftrace_abi::FtraceRegs;
 use arch::sync::Mutex;
 use spin::Once;
 
-use crate::array::trace_array::TraceOption;
+use crate::array::options::TraceOption;
 use crate::profile::stats::{self, FunctionStat, ProfileTable};
 use ftrace::graph::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn};
 use ftrace::symbols::kernel as symbols;
@@ -104,7 +104,7 @@ fn profile_return(gops: &FgraphOps, call: &FgraphReturn, data: &[u64], _fregs: &
     if generation != u64::from(gops.generation()) {
         return;
     }
-    let top = crate::array::trace_array::top();
+    let top = crate::array::instances::top();
     let state = task::current();
     let irq = arch::irq::IrqGuard::new();
     let mut time = clock::now_ns().saturating_sub(start);

@@ -11,7 +11,8 @@ use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use arch::ftrace_abi::FtraceRegs;
 use arch::irq::IrqGuard;
 
-use crate::array::trace_array::{TraceArray, TraceOption};
+use crate::array::options::TraceOption;
+use crate::array::trace_array::TraceArray;
 use crate::events::record::{Common, FixedEvent, FuncRepeatsEvent, FunctionEvent, TRACE_FN};
 use ftrace::ops::{Callback, FtraceOps};
 use ftrace::task::{self};

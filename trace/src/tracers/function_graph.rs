@@ -11,7 +11,8 @@ use alloc::vec::Vec;
 use arch::context::{self, Context};
 use arch::ftrace_abi::FtraceRegs;
 
-use crate::array::trace_array::{TraceArray, TraceOption};
+use crate::array::options::TraceOption;
+use crate::array::trace_array::TraceArray;
 use crate::events::record::{FixedEvent, GraphEntryEvent, GraphExitEvent, TRACE_GRAPH_ENT, TRACE_GRAPH_RET};
 use ftrace::deferred::Published;
 use ftrace::graph::fgraph::{EntryData, FgraphEntry, FgraphOps, FgraphReturn, GraphCallbacks};
