@@ -203,7 +203,7 @@ pub fn write_trigger(array: &'static TraceArray, group: &str, event: &str, text:
     // that table's removal, which checks that nothing reads it.
     static WRITES: arch::sync::Mutex<()> = arch::sync::Mutex::new(());
     let _one_writer = WRITES.lock();
-    let in_use = TriggerError::Hist(trace::events::hist::HistError::InUse).to_string();
+    let in_use = TriggerError::Hist(trace::events::hist::spec::HistError::InUse).to_string();
     // A `.snapshot()` action allocates the snapshot buffer when it is
     // resolved; a trigger refused after that gives it back.
     array.giving_back_snapshot_on_error(|| match write_trigger_once(array, group, event, text) {

@@ -57,7 +57,8 @@ use core::fmt;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::events::filter::{EventFilter, FilterError, FilterField};
-use crate::events::hist::{HistError, Histogram};
+use crate::events::hist::spec::HistError;
+use crate::events::hist::Histogram;
 
 /// What a trigger does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -217,7 +218,7 @@ impl Trigger {
     /// Whether it is a `hist` trigger of the same histogram and filter as
     /// `spec` and `filter` (what an add, a removal or a `pause` matches).
     #[cfg_attr(not(any(test, target_os = "none")), allow(dead_code))]
-    fn is_hist(&self, spec: &crate::events::hist::HistSpec, filter: Option<&str>) -> bool {
+    fn is_hist(&self, spec: &crate::events::hist::spec::HistSpec, filter: Option<&str>) -> bool {
         self.hist.as_ref().is_some_and(|hist| hist.spec().same_as(spec)) && self.filter.as_ref().map(EventFilter::text) == filter
     }
 
@@ -278,7 +279,7 @@ pub enum Request {
     Remove(TriggerCommand, Option<EventName>),
     /// `!hist:...`: the `hist` trigger of the same histogram and filter
     /// goes.
-    RemoveHist(crate::events::hist::HistSpec, Option<String>),
+    RemoveHist(crate::events::hist::spec::HistSpec, Option<String>),
 }
 
 /// Why a trigger line was refused; nothing changed.
@@ -401,7 +402,7 @@ fn parse_filter(text: &str, fields: &[FilterField]) -> Result<Option<EventFilter
 fn parse_hist(remove: bool, rest: &str, fields: &[FilterField]) -> Result<Request, TriggerError> {
     let end = rest.find(|c: char| c.is_ascii_whitespace()).unwrap_or(rest.len());
     let (attrs, filter) = rest.split_at(end);
-    let spec = crate::events::hist::parse(attrs, fields).map_err(TriggerError::Hist)?;
+    let spec = crate::events::hist::spec::parse(attrs, fields).map_err(TriggerError::Hist)?;
     let filter = parse_filter(filter.trim(), fields)?;
     if remove {
         return Ok(Request::RemoveHist(spec, filter.map(|filter| filter.text().to_string())));
@@ -431,7 +432,7 @@ mod kernel_side {
     use super::{EventName, Phase, Request, Trigger, TriggerCommand, TriggerError, AVAILABLE};
     use crate::array::trace_array::TraceArray;
     use crate::events::filter::FieldValue;
-    use crate::events::hist::{HistControl, HistError};
+    use crate::events::hist::spec::{HistControl, HistError};
     use ftrace::deferred::Published;
 
     /// Where a `stacktrace` trigger's call chain starts: the addresses the
@@ -899,19 +900,22 @@ mod tests {
             "hist:keys=prev_pid:vals=hitcount:sort=prev_pid.descending:size=2048 if prev_comm == \"fib*\" [active]"
         );
         assert_eq!((trigger.command, trigger.phase()), (TriggerCommand::Hist, Phase::AfterRecord));
-        let same = crate::events::hist::parse("keys=prev_pid:sort=prev_pid.descending:size=128", &fields()).unwrap();
+        let same = crate::events::hist::spec::parse("keys=prev_pid:sort=prev_pid.descending:size=128", &fields()).unwrap();
         assert!(trigger.is_hist(&same, Some("prev_comm == \"fib*\"")), "the size does not count");
         assert!(!trigger.is_hist(&same, None), "the filter does");
         assert_eq!(added("hist:keys=prev_pid:pause").line(), "hist:keys=prev_pid:vals=hitcount:sort=hitcount:size=2048 [paused]");
         match parse("!hist:keys=prev_pid if prev_pid > 1", &fields()) {
             Ok(Request::RemoveHist(spec, filter)) => {
-                assert!(spec.same_as(&crate::events::hist::parse("keys=prev_pid", &fields()).unwrap()));
+                assert!(spec.same_as(&crate::events::hist::spec::parse("keys=prev_pid", &fields()).unwrap()));
                 assert_eq!(filter.as_deref(), Some("prev_pid > 1"));
             }
             other => panic!("{other:?}"),
         }
         let error = |text: &str| parse(text, &fields()).unwrap_err();
-        assert_eq!(error("hist:keys=nosuch"), TriggerError::Hist(crate::events::hist::HistError::NoSuchField("nosuch".into())));
+        assert_eq!(
+            error("hist:keys=nosuch"),
+            TriggerError::Hist(crate::events::hist::spec::HistError::NoSuchField("nosuch".into()))
+        );
         assert_eq!(error("hist:keys=prev_pid when"), TriggerError::Malformed("when".into()));
         assert!(AVAILABLE.ends_with(" hist\n"));
     }
