@@ -512,8 +512,8 @@ impl TraceArray {
     }
 
     /// How `trace` prints the graph tracer's lines.
-    pub fn graph_options(&self) -> crate::output::GraphOptions {
-        crate::output::GraphOptions {
+    pub fn graph_options(&self) -> crate::output::graph::GraphOptions {
+        crate::output::graph::GraphOptions {
             retval: self.option(TraceOption::FuncgraphRetval),
             retval_hex: self.option(TraceOption::FuncgraphRetvalHex),
             retaddr: self.option(TraceOption::FuncgraphRetaddr),

@@ -40,7 +40,7 @@ pub struct PipeReader {
     emptied: [u64; arch::MAX_CPUS],
     /// What the graph output printed so far remembers (the calls it
     /// opened), for the next pass.
-    graph: output::GraphState,
+    graph: output::graph::GraphState,
     /// Events printed so far (the next one's index in the verbose latency
     /// format).
     printed: usize,
@@ -139,7 +139,7 @@ fn write_held(
     held: &[HeldEvent],
     first_index: usize,
     following: Option<u64>,
-    graph: &mut output::GraphState,
+    graph: &mut output::graph::GraphState,
     out: &mut dyn Write,
 ) -> fmt::Result {
     let time_start = array.buffer().time_start();

@@ -145,13 +145,13 @@ fn write_snapshots(
     let cpus = array.buffer().cpus();
     let mut run = Run { first_index: 0, following: None, annotate: false, time_start };
     if tracer == Tracer::FunctionGraph {
-        output::write_graph_header(out, array.graph_options(), stats, cpus, array.buffer().start_cpu())?;
-        return write_events(array, tracer, &events, run, &mut output::GraphState::default(), out);
+        output::graph::write_graph_header(out, array.graph_options(), stats, cpus, array.buffer().start_cpu())?;
+        return write_events(array, tracer, &events, run, &mut output::graph::GraphState::default(), out);
     }
     output::write_header(out, tracer.name(), stats, cpus, array.context_options())?;
     // Linux annotates a trace whose buffer overwrote events.
     run.annotate = array.option(TraceOption::Annotate) && stats.overrun > 0;
-    write_events(array, tracer, &events, run, &mut output::GraphState::default(), out)
+    write_events(array, tracer, &events, run, &mut output::graph::GraphState::default(), out)
 }
 
 /// `cat snapshot`: the events the last snapshot took, as `trace` prints
@@ -208,20 +208,20 @@ pub(crate) fn write_events(
     tracer: Tracer,
     events: &[(u64, usize, &[u8])],
     run: Run,
-    graph: &mut output::GraphState,
+    graph: &mut output::graph::GraphState,
     out: &mut dyn Write,
 ) -> fmt::Result {
     let names = |address: usize| symbols::table().ok()?.lookup(address);
     let comms = |pid: i32| crate::events::sched::comm_of(pid);
     if tracer == Tracer::FunctionGraph {
-        let lines: Vec<output::GraphLine> = events
+        let lines: Vec<output::graph::GraphLine> = events
             .iter()
             .filter_map(|&(time, cpu, payload)| Event::decode(payload).map(|record| (time, cpu, record, payload)))
             .collect();
         let options = array.graph_options();
         let function = array.function_options();
         let other = |payload: &[u8], out: &mut dyn Write| print_other(payload, function, &names, out);
-        return output::write_graph(graph, out, &lines, &names, &comms, options, &other);
+        return output::graph::write_graph(graph, out, &lines, &names, &comms, options, &other);
     }
     let mut context = array.context_options();
     if let Some(start) = context.latency.as_mut() {
@@ -281,7 +281,7 @@ pub(crate) fn write_events(
             Some(event @ (Event::GraphEntry(_) | Event::GraphExit(_))) => {
                 let common = Common::decode(payload).unwrap_or_default();
                 output::write_context(out, when, &common, &comms, context)?;
-                output::write_graph_event(out, &event, &names)?;
+                output::graph::write_graph_event(out, &event, &names)?;
                 writeln!(out)?;
             }
             _ => {

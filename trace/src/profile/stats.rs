@@ -14,7 +14,7 @@ use alloc::vec::Vec;
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use crate::output::write_graph_duration;
+use crate::output::graph::write_graph_duration;
 
 /// One function's counters.
 struct Slot {
