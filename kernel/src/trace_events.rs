@@ -346,7 +346,7 @@ pub fn trigger_text(array: &TraceArray, group: &str, event: &str) -> Result<Stri
 /// without one, as in Linux).
 pub fn hist_text(array: &TraceArray, group: &str, event: &str) -> Result<String, TracefsError> {
     let names = |address: usize| ftrace::symbols::kernel::table().ok()?.lookup(address);
-    let comms = |pid: i32| trace::events::sched::comm_of(pid);
+    let comms = |pid: i32| trace::task_names::comm_of(pid);
     let text = match kind(group, event) {
         Kind::Sched(sched) => sched.hist_text(array, &names, &comms),
         Kind::Synth(synth) => synth.state().hist_text(array, &names, &comms),

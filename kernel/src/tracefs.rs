@@ -317,23 +317,23 @@ fn read_readme(_array: Array, out: &mut dyn Write) -> fmt::Result {
 
 /// `PID COMM`, one task a line: the names traces show.
 fn read_saved_cmdlines(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    trace::events::sched::saved_cmdlines().iter().try_for_each(|(pid, comm)| writeln!(out, "{pid} {comm}"))
+    trace::task_names::saved_cmdlines().iter().try_for_each(|(pid, comm)| writeln!(out, "{pid} {comm}"))
 }
 
 fn read_saved_tgids(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    trace::events::sched::saved_tgids().iter().try_for_each(|(pid, tgid)| writeln!(out, "{pid} {tgid}"))
+    trace::task_names::saved_tgids().iter().try_for_each(|(pid, tgid)| writeln!(out, "{pid} {tgid}"))
 }
 
 fn read_saved_cmdlines_size(_array: Array, out: &mut dyn Write) -> fmt::Result {
-    writeln!(out, "{}", trace::events::sched::saved_cmdlines_size())
+    writeln!(out, "{}", trace::task_names::saved_cmdlines_size())
 }
 
 /// How many task names to keep (the oldest go first).
 fn write_saved_cmdlines_size(_array: Array, text: &str, _mode: FilterMode) -> Result<(), TracefsError> {
-    let max = trace::events::sched::MAX_SAVED_CMDLINES;
+    let max = trace::task_names::MAX_SAVED_CMDLINES;
     let refused = || TracefsError::Invalid(format!("expected a number of names from 1 to {max}, not '{}'", text.trim()));
     let n: usize = text.trim().parse().map_err(|_| refused())?;
-    trace::events::sched::set_saved_cmdlines_size(n).ok_or_else(refused)
+    trace::task_names::set_saved_cmdlines_size(n).ok_or_else(refused)
 }
 
 fn read_error_log(array: Array, out: &mut dyn Write) -> fmt::Result {

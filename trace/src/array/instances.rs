@@ -176,7 +176,7 @@ pub fn create(name: &str) -> Result<(), InstanceError> {
     array.buffer.call_once(|| buffer);
     // A global setting may already make it check (`tracing_thresh`).
     array.refresh_graph_plain();
-    crate::events::sched::set_record_cmd(slot, array.option(TraceOption::RecordCmd));
+    crate::task_names::set_record_cmd(slot, array.option(TraceOption::RecordCmd));
     IN_SLOT[slot].store(array as *const TraceArray as *mut TraceArray, Ordering::Release);
     list.push(array);
     Ok(())
@@ -196,8 +196,8 @@ pub fn remove(name: &str, forget: impl FnOnce(&'static TraceArray)) -> Result<()
     array.set_current_tracer(Tracer::Nop).map_err(InstanceError::Tracing)?;
     crate::tracers::function_commands::remove_all(array).map_err(|error| InstanceError::Commands(alloc::format!("{error}")))?;
     forget(array);
-    crate::events::sched::set_record_tgid(array.slot, false);
-    crate::events::sched::set_record_cmd(array.slot, false);
+    crate::task_names::set_record_tgid(array.slot, false);
+    crate::task_names::set_record_cmd(array.slot, false);
     IN_SLOT[array.slot].store(core::ptr::null_mut(), Ordering::Release);
     list.remove(index);
     // SAFETY: the array was leaked from a box by `create` and is unlisted:

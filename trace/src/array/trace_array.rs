@@ -465,8 +465,8 @@ impl TraceArray {
             // Tracing refused the other ops: the option stays as it was.
             Err(_) => self.options.store(before, Ordering::Relaxed),
             Ok(()) if option == TraceOption::Overwrite => self.buffer().set_overwrite(on),
-            Ok(()) if option == TraceOption::RecordTgid => crate::events::sched::set_record_tgid(self.slot, on),
-            Ok(()) if option == TraceOption::RecordCmd => crate::events::sched::set_record_cmd(self.slot, on),
+            Ok(()) if option == TraceOption::RecordTgid => crate::task_names::set_record_tgid(self.slot, on),
+            Ok(()) if option == TraceOption::RecordCmd => crate::task_names::set_record_cmd(self.slot, on),
             Ok(()) if matches!(option, TraceOption::FuncgraphIrqs | TraceOption::SleepTime | TraceOption::FuncgraphRetaddr) => {
                 self.refresh_graph_plain()
             }
@@ -507,7 +507,7 @@ impl TraceArray {
                 .option(TraceOption::LatencyFormat)
                 .then(|| crate::output::LatencyStart { time: self.buffer().time_start(), cpu: self.buffer().start_cpu() }),
             verbose: self.option(TraceOption::Verbose),
-            tgids: self.option(TraceOption::RecordTgid).then_some(crate::events::sched::tgid_of as crate::output::Tgids),
+            tgids: self.option(TraceOption::RecordTgid).then_some(crate::task_names::tgid_of as crate::output::Tgids),
         }
     }
 

@@ -48,7 +48,7 @@ pub fn export(host_path: &str, extra: &[(String, String)]) -> Result<usize, Chan
         send(text.as_bytes())?;
     }
     let mut cmdlines = String::new();
-    for (pid, comm) in crate::events::sched::saved_cmdlines() {
+    for (pid, comm) in crate::task_names::saved_cmdlines() {
         cmdlines.push_str(&format!("{pid} {comm}\n"));
     }
     send(&record_header(Tag::Cmdlines, cmdlines.len()))?;

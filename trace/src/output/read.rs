@@ -212,7 +212,7 @@ pub(crate) fn write_events(
     out: &mut dyn Write,
 ) -> fmt::Result {
     let names = |address: usize| symbols::table().ok()?.lookup(address);
-    let comms = |pid: i32| crate::events::sched::comm_of(pid);
+    let comms = |pid: i32| crate::task_names::comm_of(pid);
     if tracer == Tracer::FunctionGraph {
         let lines: Vec<output::graph::GraphLine> = events
             .iter()
