@@ -29,6 +29,8 @@ pub mod profile;
 #[cfg(target_os = "none")]
 pub mod printk;
 #[cfg(target_os = "none")]
+pub mod stack_trace;
+#[cfg(target_os = "none")]
 pub mod task_names;
 #[cfg(target_os = "none")]
 pub mod tracers;

@@ -449,10 +449,7 @@ mod kernel_side {
         /// `stacktrace` trigger, `options/stacktrace`).
         pub fn record(&self, array: &TraceArray) {
             let known = self.addresses.into_iter().filter(|&address| address != 0);
-            crate::tracers::function_commands::record_frames(
-                array,
-                known.chain(ftrace::graph::unwind::return_addresses(self.fp)),
-            );
+            crate::stack_trace::record_frames(array, known.chain(ftrace::graph::unwind::return_addresses(self.fp)));
         }
 
         /// Fills `words` with the chain, innermost first, zeros after its

@@ -49,7 +49,7 @@ pub(crate) extern "C" fn function_trace_call_checking(ip: usize, parent_ip: usiz
         record_function(array, ip, parent_ip);
     }
     if array.option(TraceOption::FuncStackTrace) {
-        crate::tracers::function_commands::record_stack(array, ip, fregs);
+        crate::stack_trace::record_stack(array, ip, fregs);
     }
 }
 

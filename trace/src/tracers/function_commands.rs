@@ -44,7 +44,6 @@ use arch::ftrace_abi::FtraceRegs;
 use arch::sync::Mutex;
 
 use crate::array::trace_array::TraceArray;
-use crate::events::record::{encode_stack, stack_event_size, TRACE_STACK};
 use crate::events::trigger::{EventName, EventSwitch};
 use ftrace::{deferred, registry, FilterKind, FilterMode, FtraceError, FtraceOps, OpsFlags};
 
@@ -150,9 +149,6 @@ struct FuncProbe {
 /// Every attached command, of every array.
 static PROBES: Mutex<Vec<&'static FuncProbe>> = Mutex::new(Vec::new());
 
-/// The deepest call chain a `stacktrace` event keeps.
-pub const STACK_DEPTH: usize = 16;
-
 extern "C" fn run_command(ip: usize, _parent: usize, ops: &FtraceOps, fregs: &mut FtraceRegs) {
     // SAFETY: `add` set the container to the leaked probe holding this ops;
     // it is freed only after it is unregistered and a grace period passed.
@@ -173,7 +169,7 @@ extern "C" fn run_command(ip: usize, _parent: usize, ops: &FtraceOps, fregs: &mu
         Command::TraceOff if buffer.is_on() && take() => buffer.set_on(false),
         Command::TraceOn if !buffer.is_on() && take() => buffer.set_on(true),
         // As Linux's: while tracing is off, nothing, and the count is kept.
-        Command::StackTrace if buffer.is_on() && take() => record_stack(probe.array, ip, fregs),
+        Command::StackTrace if buffer.is_on() && take() => crate::stack_trace::record_stack(probe.array, ip, fregs),
         // As Linux's: with no snapshot buffer, a note in the trace and
         // tracing off.
         Command::Snapshot if take() => probe.array.snapshot_or_stop(),
@@ -188,26 +184,6 @@ extern "C" fn run_command(ip: usize, _parent: usize, ops: &FtraceOps, fregs: &mu
         }
         _ => {}
     }
-}
-
-/// Records the chain of return addresses that led to `ip`: the traced
-/// function's caller first, then theirs, through the frame records.
-pub(crate) fn record_stack(array: &TraceArray, ip: usize, fregs: &FtraceRegs) {
-    record_frames(array, core::iter::once(ip).chain(ftrace::graph::unwind::callers(fregs).map(|(ret, _)| ret)));
-}
-
-/// Records `frames` (innermost first, the first [`STACK_DEPTH`]) as a
-/// `<stack trace>` event in `array`.
-pub(crate) fn record_frames(array: &TraceArray, frames: impl Iterator<Item = usize>) {
-    let mut chain = [0u64; STACK_DEPTH];
-    let mut count = 0;
-    for (slot, address) in chain.iter_mut().zip(frames) {
-        *slot = address as u64;
-        count += 1;
-    }
-    let common = crate::events::record::event_common(TRACE_STACK);
-    let chain = &chain[..count];
-    array.buffer().write_with(stack_event_size(chain), |_, out| encode_stack(common, chain, out));
 }
 
 /// Why a command was refused; nothing changed.
