@@ -306,6 +306,18 @@ pub unsafe fn from_raw(task_trace: *mut ()) -> Option<&'static TaskTrace> {
     unsafe { state.as_ref() }
 }
 
+/// What an event's common header says about the running flow, read at
+/// once: this CPU's context and scheduler state, and the running task's
+/// pid (0 before the scheduler gave this CPU a task).
+#[inline(always)]
+pub fn event_context() -> (arch::percpu::EventState, i32) {
+    let cpu = arch::percpu::event_state();
+    // SAFETY: `task_trace` was read from this CPU's per-CPU data just now,
+    // by the running task.
+    let pid = unsafe { from_raw(cpu.task_trace) }.map_or(0, |task| task.pid());
+    (cpu, pid)
+}
+
 /// The running task's tracing state.
 ///
 /// # Panics

@@ -16,6 +16,9 @@
 //! The logic half builds anywhere and is unit tested on the host; the rest
 //! exists only in the kernel build.
 #![no_std]
+// Unsafe stays in the crates that own the memory; the few modules here
+// that need it say why where they are declared.
+#![deny(unsafe_code)]
 
 extern crate alloc;
 

@@ -662,7 +662,7 @@ pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 7] {
 #[cfg(target_os = "none")]
 #[inline]
 pub fn event_common(kind: u16) -> Common {
-    let cpu = arch::percpu::event_state();
+    let (cpu, pid) = ftrace::task::event_context();
     let mut bits = match cpu.context {
         arch::context::Context::Normal => 0,
         arch::context::Context::Softirq => flags::SOFTIRQ,
@@ -677,8 +677,6 @@ pub fn event_common(kind: u16) -> Common {
     if cpu.need_resched {
         bits |= flags::NEED_RESCHED;
     }
-    // SAFETY: read from this CPU's per-CPU data just now.
-    let pid = unsafe { ftrace::task::from_raw(cpu.task_trace) }.map_or(0, |task| task.pid());
     Common { kind, flags: bits, preempt_count: cpu.preempt_count.min(255) as u8, pid }
 }
 

@@ -4,7 +4,6 @@
 //! back to back; a pid filter or a stack trace after each call takes the
 //! checking path (`function_trace_call_checking`).
 
-use super::array_of_function_ops;
 use crate::events::record::event_common;
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
@@ -143,4 +142,15 @@ fn record_function_as(array: &TraceArray, common: Common, ip: usize, parent_ip: 
     let event = FunctionEvent { common, ip: ip as u64, parent_ip: parent_ip as u64 };
     // SAFETY: the function tracer's callbacks run from its array's ops.
     unsafe { array.buffer_made() }.write_with(FunctionEvent::SIZE, |_, bytes| event.encode_into(bytes));
+}
+
+/// The trace array an ops of a tracer belongs to.
+///
+/// # Safety
+/// `ops` must be the `function_ops` of a trace array.
+#[inline(always)]
+unsafe fn array_of_function_ops(ops: &FtraceOps) -> &TraceArray {
+    // SAFETY: the caller's guarantee: stepping back from the field gives
+    // the array, alive while its ops is called (see `crate::array::trace_array`).
+    unsafe { &*ftrace::container_of!(ops, TraceArray, function_ops) }
 }

@@ -17,13 +17,16 @@
 //!
 //! Reading what they record is [`crate::output`]'s.
 
+// unsafe (here and in the two below): the trace array (or function
+// command) an ops is embedded in, found from the ops a callback gets
+// (Linux's `container_of`), and the unchecked buffer (`buffer_made`).
+#[allow(unsafe_code)]
 pub mod function;
+#[allow(unsafe_code)]
 pub mod function_commands;
+#[allow(unsafe_code)]
 pub mod function_graph;
 pub mod stack;
-
-use crate::array::trace_array::TraceArray;
-use ftrace::ops::FtraceOps;
 
 /// A tracer `current_tracer` can name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,15 +53,4 @@ impl Tracer {
     pub fn from_name(name: &str) -> Option<Tracer> {
         Self::ALL.iter().copied().find(|tracer| tracer.name() == name)
     }
-}
-
-/// The trace array an ops of a tracer belongs to.
-///
-/// # Safety
-/// `ops` must be the `function_ops` of a trace array.
-#[inline(always)]
-unsafe fn array_of_function_ops(ops: &FtraceOps) -> &TraceArray {
-    // SAFETY: the caller's guarantee: stepping back from the field gives
-    // the array, alive while its ops is called (see `crate::array::trace_array`).
-    unsafe { &*ftrace::container_of!(ops, TraceArray, function_ops) }
 }
