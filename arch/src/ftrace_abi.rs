@@ -151,8 +151,32 @@ macro_rules! field_layout {
 
 /// The layouts the tracing path relies on: `PtRegs`, `FtraceRegs`, and the
 /// entry and return trampolines' stack frames.
-pub const LAYOUTS: [&StructLayout; 4] =
-    [&regs::PT_REGS_LAYOUT, &FTRACE_REGS_LAYOUT, &crate::ftrace::CALLER_FRAME_LAYOUT, &crate::ftrace::RETURN_FRAME_LAYOUT];
+pub const LAYOUTS: [&StructLayout; 4] = [&regs::PT_REGS_LAYOUT, &FTRACE_REGS_LAYOUT, &CALLER_FRAME_LAYOUT, &RETURN_FRAME_LAYOUT];
+
+/// The entry trampolines' frame (each architecture's `CallerFrame`, the
+/// same fields on both), for the documentation's diagram.
+const CALLER_FRAME_LAYOUT: StructLayout = {
+    use crate::ftrace::CallerFrame;
+    StructLayout {
+        name: "CallerFrame (ftrace_caller, ftrace_regs_caller)",
+        size: core::mem::size_of::<CallerFrame>(),
+        fields: &[
+            crate::field_layout!(CallerFrame, fregs, "fregs: FtraceRegs"),
+            crate::field_layout!(CallerFrame, function_record),
+            crate::field_layout!(CallerFrame, callsite_record),
+        ],
+    }
+};
+
+/// The return trampolines' frame (each architecture's `ReturnFrame`).
+const RETURN_FRAME_LAYOUT: StructLayout = {
+    use crate::ftrace::ReturnFrame;
+    StructLayout {
+        name: "ReturnFrame (return_to_handler, return_to_handler_regs)",
+        size: core::mem::size_of::<ReturnFrame>(),
+        fields: &[crate::field_layout!(ReturnFrame, fregs, "fregs: FtraceRegs"), crate::field_layout!(ReturnFrame, record)],
+    }
+};
 
 const FTRACE_REGS_LAYOUT: StructLayout = StructLayout {
     name: "FtraceRegs",

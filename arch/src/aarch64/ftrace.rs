@@ -123,46 +123,28 @@ pub fn call_insn(at: usize, target: usize) -> Result<Insn, OutOfRange> {
 
 /// The entry trampolines' stack frame, lowest address first.
 #[repr(C)]
-struct CallerFrame {
-    fregs: FtraceRegs,
+pub(crate) struct CallerFrame {
+    pub(crate) fregs: FtraceRegs,
     /// Frame record of the traced function: (caller record, F+8).
-    function_record: FrameRecord,
+    pub(crate) function_record: FrameRecord,
     /// Frame record of the caller: (caller's x29, parent ip).
-    callsite_record: FrameRecord,
+    pub(crate) callsite_record: FrameRecord,
 }
 
 /// An AAPCS64 frame record, as `stp x29, x30` stores it.
 #[repr(C)]
-struct FrameRecord {
+pub(crate) struct FrameRecord {
     fp: u64,
     lr: u64,
 }
 
 /// The return trampolines' stack frame, lowest address first.
 #[repr(C)]
-struct ReturnFrame {
-    fregs: FtraceRegs,
+pub(crate) struct ReturnFrame {
+    pub(crate) fregs: FtraceRegs,
     /// Frame record: (caller's x29, address inside the trampoline).
-    record: FrameRecord,
+    pub(crate) record: FrameRecord,
 }
-
-/// The entry trampolines' frame, for the documentation's diagram.
-pub const CALLER_FRAME_LAYOUT: crate::ftrace_abi::StructLayout = crate::ftrace_abi::StructLayout {
-    name: "CallerFrame (ftrace_caller, ftrace_regs_caller)",
-    size: size_of::<CallerFrame>(),
-    fields: &[
-        crate::field_layout!(CallerFrame, fregs, "fregs: FtraceRegs"),
-        crate::field_layout!(CallerFrame, function_record),
-        crate::field_layout!(CallerFrame, callsite_record),
-    ],
-};
-
-/// The return trampolines' frame, for the documentation's diagram.
-pub const RETURN_FRAME_LAYOUT: crate::ftrace_abi::StructLayout = crate::ftrace_abi::StructLayout {
-    name: "ReturnFrame (return_to_handler, return_to_handler_regs)",
-    size: size_of::<ReturnFrame>(),
-    fields: &[crate::field_layout!(ReturnFrame, fregs, "fregs: FtraceRegs"), crate::field_layout!(ReturnFrame, record)],
-};
 
 const FRAME: usize = size_of::<CallerFrame>();
 const RETURN_FRAME: usize = size_of::<ReturnFrame>();

@@ -151,40 +151,22 @@ pub const PREPARE: &[(usize, Insn, Insn)] = &[];
 
 /// The entry trampolines' stack frame, lowest address first.
 #[repr(C)]
-struct CallerFrame {
-    fregs: FtraceRegs,
+pub(crate) struct CallerFrame {
+    pub(crate) fregs: FtraceRegs,
     /// Frame record of the traced function: (caller record, F+5).
-    function_record: [u64; 2],
+    pub(crate) function_record: [u64; 2],
     /// Frame record of the caller: (caller's rbp, parent ip).
-    callsite_record: [u64; 2],
+    pub(crate) callsite_record: [u64; 2],
 }
 
 /// The return trampolines' stack frame, lowest address first.
 #[repr(C)]
-struct ReturnFrame {
-    fregs: FtraceRegs,
+pub(crate) struct ReturnFrame {
+    pub(crate) fregs: FtraceRegs,
     /// Frame record: (caller's rbp, address inside the trampoline); after
     /// the callbacks, (RFLAGS, real return address) for `popfq; ret`.
-    record: [u64; 2],
+    pub(crate) record: [u64; 2],
 }
-
-/// The entry trampolines' frame, for the documentation's diagram.
-pub const CALLER_FRAME_LAYOUT: crate::ftrace_abi::StructLayout = crate::ftrace_abi::StructLayout {
-    name: "CallerFrame (ftrace_caller, ftrace_regs_caller)",
-    size: size_of::<CallerFrame>(),
-    fields: &[
-        crate::field_layout!(CallerFrame, fregs, "fregs: FtraceRegs"),
-        crate::field_layout!(CallerFrame, function_record),
-        crate::field_layout!(CallerFrame, callsite_record),
-    ],
-};
-
-/// The return trampolines' frame, for the documentation's diagram.
-pub const RETURN_FRAME_LAYOUT: crate::ftrace_abi::StructLayout = crate::ftrace_abi::StructLayout {
-    name: "ReturnFrame (return_to_handler, return_to_handler_regs)",
-    size: size_of::<ReturnFrame>(),
-    fields: &[crate::field_layout!(ReturnFrame, fregs, "fregs: FtraceRegs"), crate::field_layout!(ReturnFrame, record)],
-};
 
 const FRAME: usize = size_of::<CallerFrame>();
 const RETURN_FRAME: usize = size_of::<ReturnFrame>();
