@@ -25,7 +25,6 @@ mod stress;
 mod testing;
 mod tick;
 mod tour;
-mod trace_events;
 mod tracefs;
 mod workload;
 

@@ -319,9 +319,9 @@ impl Controller {
                 self.instance = !self.instance;
                 if !self.instance {
                     // With its events on, while the workers hit them.
-                    return tracefs::rmdir(INSTANCE).map_err(|error| format!("rmdir: {error}"));
+                    return tracefs::instances::rmdir(INSTANCE).map_err(|error| format!("rmdir: {error}"));
                 }
-                tracefs::mkdir(INSTANCE).map_err(|error| format!("mkdir: {error}"))?;
+                tracefs::instances::mkdir(INSTANCE).map_err(|error| format!("mkdir: {error}"))?;
                 write(&format!("{INSTANCE}/events/sched/sched_switch/filter"), "prev_pid != 0")?;
                 write(&format!("{INSTANCE}/set_event"), "sched:*")?;
                 let wakeup_trigger = format!("{INSTANCE}/events/sched/sched_wakeup/trigger");

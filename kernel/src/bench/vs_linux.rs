@@ -76,7 +76,7 @@ fn reset() -> Result<(), String> {
     if tracefs::exists(INSTANCE) {
         must("instances/b/current_tracer", "nop", FilterMode::Replace)?;
         must("instances/b/set_ftrace_filter", "", FilterMode::Replace)?;
-        tracefs::rmdir(INSTANCE).map_err(|error| format!("rmdir {INSTANCE}: {error}"))?;
+        tracefs::instances::rmdir(INSTANCE).map_err(|error| format!("rmdir {INSTANCE}: {error}"))?;
     }
     must("current_tracer", "nop", FilterMode::Replace)?;
     must("set_ftrace_filter", "", FilterMode::Replace)?;
@@ -96,7 +96,7 @@ fn setup(mode: &str) -> Result<String, String> {
         "two_instances" | "busy" => {
             must("set_ftrace_filter", FUNC, replace)?;
             must("current_tracer", "function", replace)?;
-            tracefs::mkdir(INSTANCE).map_err(|error| format!("mkdir {INSTANCE}: {error}"))?;
+            tracefs::instances::mkdir(INSTANCE).map_err(|error| format!("mkdir {INSTANCE}: {error}"))?;
             let (theirs, variant) = match mode {
                 "busy" => (OTHER, format!("function:{FUNC},instance:{OTHER}")),
                 _ => (FUNC, format!("function+instance:{FUNC}")),

@@ -144,7 +144,7 @@ fn ls(invocation: &Invocation) -> Result<(), ShellError> {
             let path = dir.strip_prefix("instances/").unwrap_or("");
             let name = path.split_once('/').map_or(path, |(name, _)| name);
             let no_such = || ShellError::Failed(format!("no such directory: {dir}"));
-            print_entries_under(tracefs::instance_names(name).ok_or_else(no_such)?, dir, out)?;
+            print_entries_under(tracefs::instances::instance_names(name).ok_or_else(no_such)?, dir, out)?;
         }
         dir => print_entries_under(tracefs::names(), dir, out)?,
     }
@@ -204,7 +204,7 @@ fn is_directory(dir: &str) -> bool {
     let prefix = format!("{dir}/");
     if let Some(rest) = dir.strip_prefix("instances/") {
         let name = rest.split('/').next().unwrap_or("");
-        return tracefs::instance_names(name)
+        return tracefs::instances::instance_names(name)
             .is_some_and(|mut names| rest == name || names.any(|file| file.starts_with(&prefix)));
     }
     tracefs::names().any(|file| file.starts_with(&prefix))
@@ -215,7 +215,7 @@ fn mkdir(invocation: &Invocation) -> Result<(), ShellError> {
     if invocation.redirect.is_some() {
         return Err(ShellError::NoRedirect("mkdir"));
     }
-    tracefs::mkdir(&resolve(dir)?).map_err(|e| ShellError::Failed(e.to_string()))
+    tracefs::instances::mkdir(&resolve(dir)?).map_err(|e| ShellError::Failed(e.to_string()))
 }
 
 fn rmdir(invocation: &Invocation) -> Result<(), ShellError> {
@@ -223,7 +223,7 @@ fn rmdir(invocation: &Invocation) -> Result<(), ShellError> {
     if invocation.redirect.is_some() {
         return Err(ShellError::NoRedirect("rmdir"));
     }
-    tracefs::rmdir(&resolve(dir)?).map_err(|e| ShellError::Failed(e.to_string()))
+    tracefs::instances::rmdir(&resolve(dir)?).map_err(|e| ShellError::Failed(e.to_string()))
 }
 
 /// `cat FILE...`: each file in turn; a file that cannot be read is reported

@@ -48,7 +48,7 @@ fn fib_graph_records(name: &str) -> (usize, usize) {
 
 #[ktest]
 fn an_instance_has_its_own_tracer_filter_and_buffer() {
-    tracefs::mkdir("instances/foo").unwrap();
+    tracefs::instances::mkdir("instances/foo").unwrap();
     assert!(tracefs::exists("instances/foo"));
     assert_eq!(read("instances/foo/current_tracer"), "nop\n");
     write("instances/foo/set_ftrace_filter", "kernel::workload::fib");
@@ -61,7 +61,7 @@ fn an_instance_has_its_own_tracer_filter_and_buffer() {
     let trace = read("instances/foo/trace");
     assert_eq!(trace.lines().filter(|line| line.contains("kernel::workload::fib <-")).count(), 15, "{trace}");
     // rmdir stops the tracer: the site goes back to its NOP.
-    tracefs::rmdir("instances/foo").unwrap();
+    tracefs::instances::rmdir("instances/foo").unwrap();
     assert!(!tracefs::exists("instances/foo"));
     assert_eq!(read("enabled_functions"), "", "nothing left enabled");
     assert!(matches!(tracefs::read("instances/foo/trace", &mut String::new()), Err(TracefsError::NoSuchFile(_))));
@@ -72,7 +72,7 @@ fn an_instance_has_its_own_tracer_filter_and_buffer() {
 /// `tracing_on` says.
 #[ktest]
 fn an_instance_trace_marker_is_refused_while_its_buffer_is_off() {
-    tracefs::mkdir("instances/mark").unwrap();
+    tracefs::instances::mkdir("instances/mark").unwrap();
     write("instances/mark/tracing_on", "0");
     let refused = tracefs::write("instances/mark/trace_marker", "hidden", FilterMode::Replace);
     write("trace_marker", "top");
@@ -81,7 +81,7 @@ fn an_instance_trace_marker_is_refused_while_its_buffer_is_off() {
     let trace = read("instances/mark/trace");
     let top = read("trace");
     write("trace", "");
-    tracefs::rmdir("instances/mark").unwrap();
+    tracefs::instances::rmdir("instances/mark").unwrap();
     assert!(matches!(&refused, Err(TracefsError::Invalid(message)) if message.contains("tracing_on is 0")), "{refused:?}");
     assert!(!trace.contains("hidden") && trace.contains("tracing_mark_write: shown"), "{trace}");
     assert!(!trace.contains(": top") && top.contains("tracing_mark_write: top"), "{top}");
@@ -89,8 +89,8 @@ fn an_instance_trace_marker_is_refused_while_its_buffer_is_off() {
 
 #[ktest]
 fn the_top_level_and_two_instances_trace_one_function_at_once() {
-    tracefs::mkdir("instances/a").unwrap();
-    tracefs::mkdir("instances/b").unwrap();
+    tracefs::instances::mkdir("instances/a").unwrap();
+    tracefs::instances::mkdir("instances/b").unwrap();
     for prefix in ["", "instances/a/", "instances/b/"] {
         write(&alloc::format!("{prefix}set_ftrace_filter"), "kernel::workload::fib");
     }
@@ -101,15 +101,15 @@ fn the_top_level_and_two_instances_trace_one_function_at_once() {
     let counts = (fib_calls(None), fib_calls(Some("a")), fib_graph_records("b"));
     write("current_tracer", "nop");
     write("set_ftrace_filter", "");
-    tracefs::rmdir("instances/a").unwrap();
-    tracefs::rmdir("instances/b").unwrap();
+    tracefs::instances::rmdir("instances/a").unwrap();
+    tracefs::instances::rmdir("instances/b").unwrap();
     assert_eq!(counts, (9, 9, (9, 9)), "fib(4)'s 9 calls in every buffer, the graph's entries and returns");
     assert_eq!(read("enabled_functions"), "");
 }
 
 #[ktest]
 fn two_graph_tracers_keep_their_own_settings() {
-    tracefs::mkdir("instances/deep").unwrap();
+    tracefs::instances::mkdir("instances/deep").unwrap();
     write("set_ftrace_filter", "kernel::workload::fib");
     write("instances/deep/set_ftrace_filter", "kernel::workload::fib");
     write("max_graph_depth", "1");
@@ -121,7 +121,7 @@ fn two_graph_tracers_keep_their_own_settings() {
     write("current_tracer", "nop");
     write("max_graph_depth", "0");
     write("set_ftrace_filter", "");
-    tracefs::rmdir("instances/deep").unwrap();
+    tracefs::instances::rmdir("instances/deep").unwrap();
     let top_calls = top.lines().filter(|line| line.contains("kernel::workload::fib")).count();
     assert_eq!(top_calls, 1, "depth 1 at the top level: only the outermost call\n{top}");
     assert_eq!(deep, (9, 9), "no depth limit in the instance");
@@ -132,9 +132,9 @@ fn two_graph_tracers_keep_their_own_settings() {
 /// both record every call.
 #[ktest]
 fn tracing_thresh_holds_in_every_instance() {
-    tracefs::mkdir("instances/before").unwrap();
+    tracefs::instances::mkdir("instances/before").unwrap();
     write("tracing_thresh", "10000000");
-    tracefs::mkdir("instances/after").unwrap();
+    tracefs::instances::mkdir("instances/after").unwrap();
     for name in ["before", "after"] {
         write(&alloc::format!("instances/{name}/set_ftrace_filter"), "kernel::workload::fib");
         write(&alloc::format!("instances/{name}/current_tracer"), "function_graph");
@@ -148,25 +148,29 @@ fn tracing_thresh_holds_in_every_instance() {
     write("tracing_thresh", "0");
     assert_eq!(fib(4), 3);
     let every = (fib_graph_records("before"), fib_graph_records("after"));
-    tracefs::rmdir("instances/before").unwrap();
-    tracefs::rmdir("instances/after").unwrap();
+    tracefs::instances::rmdir("instances/before").unwrap();
+    tracefs::instances::rmdir("instances/after").unwrap();
     assert_eq!(long_only, ((0, 0), (0, 0)), "no call of fib(4) takes 10 s");
     assert_eq!(every, ((9, 9), (9, 9)), "fib(4)'s 9 calls, entries and returns");
 }
 
 #[ktest]
 fn bad_instance_requests_change_nothing() {
-    tracefs::mkdir("instances/only").unwrap();
+    tracefs::instances::mkdir("instances/only").unwrap();
     let error = |result: Result<(), TracefsError>| match result {
         Err(TracefsError::Invalid(message)) => message,
         other => panic!("expected an error, got {other:?}"),
     };
-    assert_eq!(error(tracefs::mkdir("instances/only")), "instance 'only' exists");
-    assert_eq!(error(tracefs::rmdir("instances/none")), "no instance 'none'");
-    assert_eq!(error(tracefs::mkdir("instances/a b")), "bad instance name 'a b'");
-    assert_eq!(error(tracefs::mkdir("instances/a/b")), "bad instance name 'a/b'");
-    assert!(error(tracefs::mkdir("elsewhere")).contains("only instances/NAME"));
-    assert_eq!(error(tracefs::mkdir("")), "/sys/kernel/tracing: only instances/NAME can be made or removed", "the root");
+    assert_eq!(error(tracefs::instances::mkdir("instances/only")), "instance 'only' exists");
+    assert_eq!(error(tracefs::instances::rmdir("instances/none")), "no instance 'none'");
+    assert_eq!(error(tracefs::instances::mkdir("instances/a b")), "bad instance name 'a b'");
+    assert_eq!(error(tracefs::instances::mkdir("instances/a/b")), "bad instance name 'a/b'");
+    assert!(error(tracefs::instances::mkdir("elsewhere")).contains("only instances/NAME"));
+    assert_eq!(
+        error(tracefs::instances::mkdir("")),
+        "/sys/kernel/tracing: only instances/NAME can be made or removed",
+        "the root"
+    );
     assert!(matches!(
         tracefs::write("instances/only/current_tracer", "bogus", FilterMode::Replace),
         Err(TracefsError::Invalid(_))
@@ -178,10 +182,10 @@ fn bad_instance_requests_change_nothing() {
     assert_eq!(read("instances/only/current_tracer"), "nop\n");
     {
         let _held = instances::find("only").unwrap();
-        assert_eq!(error(tracefs::rmdir("instances/only")), "instance 'only' is busy");
+        assert_eq!(error(tracefs::instances::rmdir("instances/only")), "instance 'only' is busy");
     }
     assert_eq!(instances::names(), ["only"]);
-    tracefs::rmdir("instances/only").unwrap();
+    tracefs::instances::rmdir("instances/only").unwrap();
     assert!(instances::names().is_empty());
 }
 
@@ -191,7 +195,7 @@ fn instances_run_out_with_an_error_and_come_back() {
     let mut made = Vec::new();
     let refusal = loop {
         let name = alloc::format!("i{}", made.len());
-        match tracefs::mkdir(&alloc::format!("instances/{name}")) {
+        match tracefs::instances::mkdir(&alloc::format!("instances/{name}")) {
             Ok(()) => made.push(name),
             Err(error) => break error,
         }
@@ -201,11 +205,11 @@ fn instances_run_out_with_an_error_and_come_back() {
     assert!(message.starts_with("too many instances") || message.starts_with("not enough memory"), "{message}");
     assert!(!made.is_empty());
     for name in &made {
-        tracefs::rmdir(&alloc::format!("instances/{name}")).unwrap();
+        tracefs::instances::rmdir(&alloc::format!("instances/{name}")).unwrap();
     }
     ftrace::deferred::reclaim();
-    tracefs::mkdir("instances/again").unwrap();
-    tracefs::rmdir("instances/again").unwrap();
+    tracefs::instances::mkdir("instances/again").unwrap();
+    tracefs::instances::rmdir("instances/again").unwrap();
     ftrace::deferred::reclaim();
     let after = crate::heap::stats().used;
     assert!(after <= before + 16 * 1024, "heap back within 16 KiB: {before} -> {after}");
@@ -268,7 +272,7 @@ fn event_lines(trace: &str, event: &str) -> usize {
 /// Linux; the top level's switch and filter are another copy.
 #[ktest]
 fn an_instance_records_the_events_it_enables_through_its_own_filter() {
-    tracefs::mkdir("instances/ev").unwrap();
+    tracefs::instances::mkdir("instances/ev").unwrap();
     tracefs::write("dynamic_events", "f:inst_fib fib n=$arg1", FilterMode::Append).unwrap();
     assert_eq!(read("instances/ev/events/fprobes/inst_fib/enable"), "0\n");
     write("instances/ev/events/fprobes/inst_fib/filter", "n < 3");
@@ -324,9 +328,9 @@ fn an_instance_records_the_events_it_enables_through_its_own_filter() {
     // once its grace period is over) starts with none, and the event can
     // be removed.
     write("instances/ev/events/sched/sched_switch/enable", "1");
-    tracefs::rmdir("instances/ev").unwrap();
+    tracefs::instances::rmdir("instances/ev").unwrap();
     ftrace::deferred::reclaim();
-    tracefs::mkdir("instances/ev2").unwrap();
+    tracefs::instances::mkdir("instances/ev2").unwrap();
     assert_eq!(read("instances/ev2/set_event"), "");
     assert_eq!(read("instances/ev2/events/sched/sched_switch/filter"), "none\n");
     assert_eq!(read("instances/ev2/events/fprobes/inst_fib/filter"), "none\n");
@@ -334,7 +338,7 @@ fn an_instance_records_the_events_it_enables_through_its_own_filter() {
     crate::workload::run_parallel(2, "fib", &["12"]).unwrap();
     let trace = read("instances/ev2/trace");
     assert_eq!(event_lines(&trace, "inst_fib") + event_lines(&trace, "sched_switch"), 0, "{trace}");
-    tracefs::rmdir("instances/ev2").unwrap();
+    tracefs::instances::rmdir("instances/ev2").unwrap();
     tracefs::write("dynamic_events", "-:inst_fib", FilterMode::Append).unwrap();
     assert_eq!(read("enabled_functions"), "", "its probe went with the instance's switch");
 }
@@ -344,8 +348,8 @@ fn an_instance_records_the_events_it_enables_through_its_own_filter() {
 /// those (their records would have no format left), as Linux does.
 #[ktest]
 fn removing_an_event_empties_the_arrays_it_recorded_into() {
-    tracefs::mkdir("instances/gone").unwrap();
-    tracefs::mkdir("instances/kept").unwrap();
+    tracefs::instances::mkdir("instances/gone").unwrap();
+    tracefs::instances::mkdir("instances/kept").unwrap();
     tracefs::write("dynamic_events", "f:inst_ret fib%return r=$retval", FilterMode::Append).unwrap();
     write("instances/gone/events/fprobes/inst_ret/enable", "1");
     write("trace_marker", "top");
@@ -359,15 +363,15 @@ fn removing_an_event_empties_the_arrays_it_recorded_into() {
     assert_eq!(event_lines(&read("instances/gone/trace"), "inst_ret"), 0, "its records went with it");
     assert!(read("trace").contains("tracing_mark_write: top"), "the top level never recorded it: kept");
     assert!(read("instances/kept/trace").contains("tracing_mark_write: kept"), "nor did kept");
-    tracefs::rmdir("instances/gone").unwrap();
-    tracefs::rmdir("instances/kept").unwrap();
+    tracefs::instances::rmdir("instances/gone").unwrap();
+    tracefs::instances::rmdir("instances/kept").unwrap();
     write("trace", "");
 }
 
 /// Makes instance `instance` and an fprobe event `event` on `fib`
 /// (`n=$arg1`), enabled there and at the top level.
 fn both_record(instance: &str, event: &str) {
-    tracefs::mkdir(&alloc::format!("instances/{instance}")).unwrap();
+    tracefs::instances::mkdir(&alloc::format!("instances/{instance}")).unwrap();
     tracefs::write("dynamic_events", &alloc::format!("f:{event} fib n=$arg1"), FilterMode::Append).unwrap();
     write(&alloc::format!("events/fprobes/{event}/enable"), "1");
     write(&alloc::format!("instances/{instance}/events/fprobes/{event}/enable"), "1");
@@ -401,7 +405,7 @@ fn an_instance_has_its_own_event_pid_lists() {
     assert_eq!(read("instances/pids/set_event_pid"), "", "and changes nothing");
 
     write("events/fprobes/pid_fib/enable", "0");
-    tracefs::rmdir("instances/pids").unwrap();
+    tracefs::instances::rmdir("instances/pids").unwrap();
     tracefs::write("dynamic_events", "-:pid_fib", FilterMode::Append).unwrap();
     write("trace", "");
 }
@@ -415,7 +419,7 @@ fn refused_write(path: &str, text: &str) -> bool {
 /// there, and `enable_event` switches the instance's copy of an event.
 #[ktest]
 fn an_instance_has_its_own_event_triggers() {
-    tracefs::mkdir("instances/trig").unwrap();
+    tracefs::instances::mkdir("instances/trig").unwrap();
     tracefs::write("dynamic_events", "f:trig_fib fib n=$arg1", FilterMode::Append).unwrap();
     let dir = "instances/trig/events/fprobes/trig_fib";
     write(&alloc::format!("{dir}/trigger"), "hist:keys=n:sort=n");
@@ -497,7 +501,7 @@ fn an_instance_has_its_own_event_triggers() {
     assert!(read("events/sched/sched_switch/trigger").starts_with("# Available triggers:"));
 
     // rmdir takes every trigger with it.
-    tracefs::rmdir("instances/trig").unwrap();
+    tracefs::instances::rmdir("instances/trig").unwrap();
     tracefs::write("dynamic_events", "-:trig_fib", FilterMode::Append).unwrap();
     assert_eq!(read("enabled_functions"), "", "its probe went with the triggers");
 }
@@ -516,7 +520,7 @@ fn an_instance_stacktrace_option_follows_its_events() {
     assert!(trace.contains(" => kernel::workload::fib\n"), "{trace}");
     assert!(!read("trace").contains("<stack trace>"), "the top level's option is off");
     write("events/fprobes/stk_fib/enable", "0");
-    tracefs::rmdir("instances/stk").unwrap();
+    tracefs::instances::rmdir("instances/stk").unwrap();
     tracefs::write("dynamic_events", "-:stk_fib", FilterMode::Append).unwrap();
     write("trace", "");
 }
@@ -526,7 +530,7 @@ fn an_instance_stacktrace_option_follows_its_events() {
 /// instance.
 #[ktest]
 fn an_instance_enable_event_arms_the_event_it_names() {
-    tracefs::mkdir("instances/soft").unwrap();
+    tracefs::instances::mkdir("instances/soft").unwrap();
     for line in ["f:soft_src fib n=$arg1", "f:soft_tgt fib n=$arg1"] {
         tracefs::write("dynamic_events", line, FilterMode::Append).unwrap();
     }
@@ -541,7 +545,7 @@ fn an_instance_enable_event_arms_the_event_it_names() {
     let recorded = event_lines(&read("instances/soft/trace"), "soft_tgt");
     assert!((2..=3).contains(&recorded), "{}", read("instances/soft/trace"));
     assert_eq!(event_lines(&read("trace"), "soft_tgt"), 0);
-    tracefs::rmdir("instances/soft").unwrap();
+    tracefs::instances::rmdir("instances/soft").unwrap();
     assert_eq!(read("enabled_functions"), "", "nothing armed once the instance went");
     for name in ["-:soft_tgt", "-:soft_src"] {
         tracefs::write("dynamic_events", name, FilterMode::Append).unwrap();
@@ -554,7 +558,7 @@ fn an_instance_enable_event_arms_the_event_it_names() {
 /// new instance of a removed one's name starts with an empty log.
 #[ktest]
 fn an_instance_has_its_own_error_log() {
-    tracefs::mkdir("instances/errs").unwrap();
+    tracefs::instances::mkdir("instances/errs").unwrap();
     write("error_log", "");
     let filter = "instances/errs/events/sched/sched_switch/filter";
     assert!(matches!(tracefs::write(filter, "prev_pid ==", FilterMode::Replace), Err(TracefsError::Filter { .. })));
@@ -577,10 +581,10 @@ fn an_instance_has_its_own_error_log() {
 
     // The log goes with the instance.
     assert!(matches!(tracefs::write(filter, "prev_pid ==", FilterMode::Replace), Err(TracefsError::Filter { .. })));
-    tracefs::rmdir("instances/errs").unwrap();
-    tracefs::mkdir("instances/errs").unwrap();
+    tracefs::instances::rmdir("instances/errs").unwrap();
+    tracefs::instances::mkdir("instances/errs").unwrap();
     assert_eq!(read("instances/errs/error_log"), "", "a new instance starts with an empty log");
-    tracefs::rmdir("instances/errs").unwrap();
+    tracefs::instances::rmdir("instances/errs").unwrap();
     assert_eq!(read("error_log"), "");
 }
 
@@ -591,7 +595,7 @@ fn an_instance_has_its_own_error_log() {
 #[ktest]
 fn an_instance_function_command_switches_the_instance_copy() {
     tracefs::write("dynamic_events", "f:inst_cmd fib n=$arg1", FilterMode::Append).unwrap();
-    tracefs::mkdir("instances/fcmd").unwrap();
+    tracefs::instances::mkdir("instances/fcmd").unwrap();
     write("trace", "");
     let enable = "instances/fcmd/events/fprobes/inst_cmd/enable";
     write("instances/fcmd/set_ftrace_filter", "kernel::workload::run:enable_event:fprobes:inst_cmd:1");
@@ -605,7 +609,7 @@ fn an_instance_function_command_switches_the_instance_copy() {
     assert_eq!(event_lines(&read("instances/fcmd/trace"), "inst_cmd"), 5, "fib(3)'s calls, in the instance");
     assert_eq!(event_lines(&read("trace"), "inst_cmd"), 0, "none at the top level");
     assert!(tracefs::write("dynamic_events", "-:inst_cmd", FilterMode::Append).is_err(), "a command names it");
-    tracefs::rmdir("instances/fcmd").unwrap();
+    tracefs::instances::rmdir("instances/fcmd").unwrap();
     assert_eq!(read("enabled_functions"), "", "the command went with the instance");
     tracefs::write("dynamic_events", "-:inst_cmd", FilterMode::Append).unwrap();
 }
@@ -615,12 +619,12 @@ fn an_instance_function_command_switches_the_instance_copy() {
 /// takes it off every function).
 #[ktest]
 fn rmdir_takes_along_commands_written_apart() {
-    tracefs::mkdir("instances/cmds").unwrap();
+    tracefs::instances::mkdir("instances/cmds").unwrap();
     write("instances/cmds/current_tracer", "function");
     for command in ["fib:traceoff", "kernel::workload::run:traceon", "kernel::workload::run:traceoff"] {
         tracefs::write("instances/cmds/set_ftrace_filter", command, FilterMode::Append).unwrap();
     }
-    tracefs::rmdir("instances/cmds").unwrap();
+    tracefs::instances::rmdir("instances/cmds").unwrap();
     assert!(!tracefs::exists("instances/cmds"));
     assert_eq!(read("enabled_functions"), "", "every command went with the instance");
 }

@@ -225,13 +225,13 @@ fn another_events_trigger_switches_a_synthetic_event() {
     assert_eq!(read("events/synthetic/fib_seen/enable"), "1\n", "left as the trigger switched it");
     // An instance's trigger switches the instance's copy, and holds the
     // event too.
-    tracefs::mkdir("instances/synsoft").unwrap();
+    tracefs::instances::mkdir("instances/synsoft").unwrap();
     append("instances/synsoft/events/fprobes/fibr/trigger", "disable_event:synthetic:fib_seen");
     assert_eq!(read("instances/synsoft/events/synthetic/fib_seen/enable"), "0*\n");
     write("events/synthetic/fib_seen/enable", "0");
     assert!(refused("synthetic_events", "!fib_seen").contains("named by another event's trigger"));
     append("instances/synsoft/events/fprobes/fibr/trigger", "!disable_event:synthetic:fib_seen");
-    tracefs::rmdir("instances/synsoft").unwrap();
+    tracefs::instances::rmdir("instances/synsoft").unwrap();
     write("events/synthetic/fib_seen/enable", "0");
     append("events/fprobes/fibg/trigger", &format!("!{hist}"));
     append("synthetic_events", "!fib_seen");

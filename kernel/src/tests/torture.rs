@@ -457,7 +457,7 @@ struct Users {
 
 impl Users {
     fn attach(full: bool) -> Users {
-        crate::tracefs::mkdir("instances/torture").unwrap();
+        crate::tracefs::instances::mkdir("instances/torture").unwrap();
         write("instances/torture/set_ftrace_filter", TARGET_NAME);
         write("instances/torture/current_tracer", "function");
         write("set_ftrace_filter", TARGET_NAME);
@@ -493,7 +493,7 @@ impl Users {
         write("current_tracer", "nop");
         write("set_ftrace_filter", "");
         write("instances/torture/current_tracer", "nop");
-        crate::tracefs::rmdir("instances/torture").unwrap();
+        crate::tracefs::instances::rmdir("instances/torture").unwrap();
     }
 }
 

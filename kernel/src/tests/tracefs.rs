@@ -214,7 +214,7 @@ fn free_buffer_shrinks_the_rings() {
     assert_eq!(read("buffer_size_kb"), "7\n", "two pages of 4080 bytes");
     assert_eq!(read("tracing_on"), "1\n", "recording goes on");
     write("buffer_size_kb", original.trim());
-    tracefs::mkdir("instances/freed").unwrap();
+    tracefs::instances::mkdir("instances/freed").unwrap();
     assert_eq!(read("instances/freed/options/disable_on_free"), "0\n");
     write("instances/freed/options/disable_on_free", "1");
     write("instances/freed/free_buffer", "1");
@@ -222,7 +222,7 @@ fn free_buffer_shrinks_the_rings() {
     assert_eq!(read("instances/freed/tracing_on"), "0\n", "disable_on_free stopped it");
     assert_eq!(read("tracing_on"), "1\n", "the top level's option is its own");
     assert_eq!(read("buffer_size_kb"), original, "the top level's rings are its own");
-    tracefs::rmdir("instances/freed").unwrap();
+    tracefs::instances::rmdir("instances/freed").unwrap();
 }
 
 /// A snapshot's rings are refused when the heap could hold them but then
@@ -565,7 +565,7 @@ fn trace_pipe_streams_a_workload_running_in_another_task() {
     let mut out = String::new();
     let deadline = arch::time::ticks() + 20 * arch::time::HZ;
     // fib(15) calls fib 1973 times; stop once all came through the pipe.
-    crate::tracefs::pipe(trace::array::instances::top(), None, &mut out, &mut |printed| {
+    crate::tracefs::buffer::pipe(trace::array::instances::top(), None, &mut out, &mut |printed| {
         printed >= 1973 || arch::time::ticks() > deadline
     })
     .unwrap();
@@ -822,7 +822,7 @@ fn trace_printk_names_its_caller_and_obeys_its_options() {
     assert_eq!(text.len(), trace::printk::PRINTK_MAX / 2 * 2, "{text}");
     assert!(text.chars().all(|c| c == 'é'), "{text}");
     // Top level only: an instance has neither file.
-    tracefs::mkdir("instances/printk").unwrap();
+    tracefs::instances::mkdir("instances/printk").unwrap();
     for option in ["trace_printk", "printk-msg-only"] {
         assert!(tracefs::exists(&format!("options/{option}")));
         assert!(!tracefs::exists(&format!("instances/printk/options/{option}")), "{option}");
@@ -830,7 +830,7 @@ fn trace_printk_names_its_caller_and_obeys_its_options() {
         assert!(refused.is_err(), "{option}: {refused:?}");
     }
     assert!(read("instances/printk/trace_options").contains("\ntrace_printk\n"), "listed there, as in Linux");
-    tracefs::rmdir("instances/printk").unwrap();
+    tracefs::instances::rmdir("instances/printk").unwrap();
     write("trace", "");
 }
 
@@ -1444,7 +1444,7 @@ fn list_a_task_that_exits(file: &str) {
 /// goes, where stopping once guessed the wrong ops from the emptied list.
 #[ktest]
 fn a_notrace_list_emptied_by_an_exit_leaves_the_tracer_stoppable() {
-    tracefs::mkdir("instances/forked").unwrap();
+    tracefs::instances::mkdir("instances/forked").unwrap();
     write("instances/forked/set_ftrace_filter", "fib");
     write("instances/forked/current_tracer", "function");
     write("instances/forked/options/function-fork", "1");
@@ -1455,7 +1455,7 @@ fn a_notrace_list_emptied_by_an_exit_leaves_the_tracer_stoppable() {
     assert!(traced_pids(&read("instances/forked/trace")).contains(&me), "this task traced");
     write("instances/forked/current_tracer", "nop");
     assert_eq!(read("enabled_functions"), "", "no ops left on a site");
-    tracefs::rmdir("instances/forked").unwrap();
+    tracefs::instances::rmdir("instances/forked").unwrap();
 }
 
 /// An argument whose formatting calls a traced function.
@@ -1633,7 +1633,7 @@ fn trace_clock_switches_between_local_global_and_counter() {
     assert_eq!(read("trace_clock"), clocks("global"), "a refused write changes nothing");
     // Each trace array has its own clock, as in Linux: an instance's
     // switch leaves the top level's clock and events alone.
-    tracefs::mkdir("instances/clocks").unwrap();
+    tracefs::instances::mkdir("instances/clocks").unwrap();
     assert_eq!(read("instances/clocks/trace_clock"), clocks("local"));
     write("instances/clocks/set_ftrace_filter", "fib");
     write("instances/clocks/current_tracer", "function");
@@ -1645,7 +1645,7 @@ fn trace_clock_switches_between_local_global_and_counter() {
     let stamps = fib_timestamps(&counted);
     assert!(stamps.len() == 1 && !stamps[0].contains('.'), "a count there: {counted}");
     write("instances/clocks/current_tracer", "nop");
-    tracefs::rmdir("instances/clocks").unwrap();
+    tracefs::instances::rmdir("instances/clocks").unwrap();
     write("trace_clock", "local");
     write("current_tracer", "nop");
     write("set_ftrace_filter", "");
@@ -1667,10 +1667,10 @@ fn clocks(current: &str) -> String {
 #[ktest]
 fn timestamp_mode_shows_delta_stamps_and_is_read_only() {
     assert_eq!(read("timestamp_mode"), "[delta] absolute\n");
-    tracefs::mkdir("instances/stamps").unwrap();
+    tracefs::instances::mkdir("instances/stamps").unwrap();
     assert_eq!(read("instances/stamps/timestamp_mode"), "[delta] absolute\n");
     let refused = tracefs::write("timestamp_mode", "absolute", FilterMode::Replace);
-    tracefs::rmdir("instances/stamps").unwrap();
+    tracefs::instances::rmdir("instances/stamps").unwrap();
     assert!(matches!(refused, Err(TracefsError::NotWritable(_))), "{refused:?}");
     assert_eq!(read("timestamp_mode"), "[delta] absolute\n");
 }
@@ -2127,9 +2127,9 @@ fn record_cmd_off_everywhere_leaves_new_tasks_unnamed() {
     assert_eq!(read("options/record-cmd"), "1\n");
     write("options/record-cmd", "0");
     let unnamed = run_worker("cmd-off");
-    tracefs::mkdir("instances/names").unwrap();
+    tracefs::instances::mkdir("instances/names").unwrap();
     let named_by_instance = run_worker("cmd-inst");
-    tracefs::rmdir("instances/names").unwrap();
+    tracefs::instances::rmdir("instances/names").unwrap();
     write("options/record-cmd", "1");
     let named = run_worker("cmd-on");
     let trace = read("trace");

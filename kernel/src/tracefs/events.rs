@@ -1,3 +1,6 @@
+//! The `events/` directory, `available_events`, `set_event` and the event
+//! pid filters (`set_event_pid`, `set_event_notrace_pid`).
+//!
 //! Every event tracefs names, under one scheme: the scheduler's static
 //! events (`sched:sched_switch`, `sched:sched_wakeup`, `sched:sched_wakeup_new`, from
 //! `trace::events::sched`), the synthetic ones (`synthetic:NAME`, from
@@ -12,10 +15,12 @@
 //! `instances/NAME/set_event`), kept by `trace::events::arrays`; its
 //! `enable_event` and `disable_event` triggers switch its own copies.
 
+use super::Array;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
+use core::fmt;
 use core::fmt::Write;
 
 use ftrace::FilterMode;
@@ -516,4 +521,95 @@ pub fn set_events(array: &TraceArray, text: &str, mode: FilterMode) -> Result<()
         set_enabled(array, group, event, on)?;
     }
     Ok(())
+}
+
+/// Each event's files.
+pub(super) const EVENT_FILES: [&str; 6] = ["enable", "filter", "format", "hist", "id", "trigger"];
+
+/// The files under `{prefix}events/`.
+pub(super) fn event_names(prefix: &str) -> alloc::vec::Vec<String> {
+    let groups: alloc::collections::BTreeSet<String> = all().into_iter().map(|(group, _)| group).collect();
+    let group_files =
+        groups.into_iter().flat_map(|group| ["enable", "filter"].map(|file| format!("{prefix}events/{group}/{file}")));
+    let events = all()
+        .into_iter()
+        .flat_map(|(group, event)| EVENT_FILES.iter().map(move |file| format!("{prefix}events/{group}/{event}/{file}")));
+    let headers = ["header_page", "header_event"].map(|file| format!("{prefix}events/{file}"));
+    core::iter::once(format!("{prefix}events/enable")).chain(headers).chain(group_files).chain(events).collect()
+}
+
+/// A file under `events/`.
+pub(super) enum EventFile<'a> {
+    /// `events/GRP/EVENT/enable`.
+    Enable(&'a str, &'a str),
+    /// `events/GRP/EVENT/format`.
+    Format(&'a str, &'a str),
+    /// `events/GRP/EVENT/filter`.
+    Filter(&'a str, &'a str),
+    /// `events/GRP/EVENT/id`.
+    Id(&'a str, &'a str),
+    /// `events/GRP/EVENT/trigger`.
+    Trigger(&'a str, &'a str),
+    /// `events/GRP/EVENT/hist`.
+    Hist(&'a str, &'a str),
+    /// `events/enable` (`None`) or `events/GRP/enable`.
+    EnableAll(Option<&'a str>),
+    /// `events/GRP/filter`.
+    GroupFilter(&'a str),
+    /// `events/header_page`, `events/header_event`: the ring buffer's
+    /// page and event headers, as tools that read raw pages parse them.
+    HeaderPage,
+    HeaderEvent,
+}
+
+pub(super) fn event_file(name: &str) -> Option<EventFile<'_>> {
+    let parts: alloc::vec::Vec<&str> = name.strip_prefix("events/")?.split('/').collect();
+    match parts.as_slice() {
+        ["enable"] => Some(EventFile::EnableAll(None)),
+        ["header_page"] => Some(EventFile::HeaderPage),
+        ["header_event"] => Some(EventFile::HeaderEvent),
+        [group, "enable"] => Some(EventFile::EnableAll(Some(group))),
+        [group, "filter"] => Some(EventFile::GroupFilter(group)),
+        [group, event, "enable"] => Some(EventFile::Enable(group, event)),
+        [group, event, "format"] => Some(EventFile::Format(group, event)),
+        [group, event, "filter"] => Some(EventFile::Filter(group, event)),
+        [group, event, "id"] => Some(EventFile::Id(group, event)),
+        [group, event, "trigger"] => Some(EventFile::Trigger(group, event)),
+        [group, event, "hist"] => Some(EventFile::Hist(group, event)),
+        _ => None,
+    }
+}
+
+pub(super) fn event_error(error: probe_events::events::EventError) -> TracefsError {
+    TracefsError::Invalid(error.to_string())
+}
+
+/// `cat set_event_pid`: the pids (nothing when empty, as Linux prints it).
+pub(super) fn read_event_pid(array: Array, out: &mut dyn Write) -> fmt::Result {
+    trace::events::pid::pids(array, false).iter().try_for_each(|pid| writeln!(out, "{pid}"))
+}
+
+pub(super) fn write_event_pid(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    trace::events::pid::set_pids(array, false, text, mode).map_err(|error| TracefsError::Invalid(error.to_string()))
+}
+
+/// `cat set_event_notrace_pid`, as `set_event_pid`.
+pub(super) fn read_event_notrace_pid(array: Array, out: &mut dyn Write) -> fmt::Result {
+    trace::events::pid::pids(array, true).iter().try_for_each(|pid| writeln!(out, "{pid}"))
+}
+
+pub(super) fn write_event_notrace_pid(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    trace::events::pid::set_pids(array, true, text, mode).map_err(|error| TracefsError::Invalid(error.to_string()))
+}
+
+pub(super) fn read_available_events(_array: Array, out: &mut dyn Write) -> fmt::Result {
+    write_available(out)
+}
+
+pub(super) fn read_set_event(array: Array, out: &mut dyn Write) -> fmt::Result {
+    write_enabled(array, out)
+}
+
+pub(super) fn write_set_event(array: Array, text: &str, mode: FilterMode) -> Result<(), TracefsError> {
+    set_events(array, text, mode)
 }
