@@ -103,10 +103,10 @@ fn funcgraph_irqs_off_leaves_out_what_a_probe_handler_calls() {
     let probe = register_kprobe(&at(fib_address, SITE_END), config).unwrap();
     let calls_recorded = |irqs: &str| {
         crate::tracefs::write("options/funcgraph-irqs", irqs, ftrace::FilterMode::Replace).unwrap();
-        super::graph_tracer::tracer_setup("kernel::tests::kprobes::called_from_a_probe_handler", "", "0");
+        crate::tests::tracers::function_graph::tracer_setup("kernel::tests::kprobes::called_from_a_probe_handler", "", "0");
         assert_eq!(fib(black_box(3)), 2);
-        let events = super::graph_tracer::graph_events();
-        super::graph_tracer::tracer_cleanup();
+        let events = crate::tests::tracers::function_graph::graph_events();
+        crate::tests::tracers::function_graph::tracer_cleanup();
         events.iter().filter(|event| matches!(event, trace::events::record::Event::GraphExit(_))).count()
     };
     let (off, on) = (calls_recorded("0"), calls_recorded("1"));

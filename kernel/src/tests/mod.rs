@@ -5,22 +5,11 @@ mod events;
 mod examples;
 mod fprobe;
 mod ftrace;
-mod graph;
-mod graph_tracer;
-mod in_flight;
-mod instances;
-mod kprobe_events;
 mod kprobes;
-mod layout;
-mod registers;
 mod rethook;
-mod sched;
-mod synthetic;
-mod torture;
 mod tour;
 mod tracefs;
-mod tracefs_docs;
-mod triggers;
+mod tracers;
 
 /// Every recorded event on every CPU, oldest first: (timestamp, payload).
 fn recorded_events() -> alloc::vec::Vec<(u64, alloc::vec::Vec<u8>)> {

@@ -11,7 +11,7 @@ use ftrace::{FilterKind, FilterMode, FtraceOps, FtraceRegs, OpsFlags};
 use ktest_macros::ktest;
 use rethook::{Rethook, RethookMode, RethookNode};
 
-use super::graph::address;
+use crate::tests::ftrace::graph::address;
 
 // ---- rethook ----
 

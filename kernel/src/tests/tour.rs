@@ -5,7 +5,7 @@ use alloc::string::String;
 
 use ktest_macros::ktest;
 
-use super::{read_file as read, write_file as write};
+use crate::tests::{read_file as read, write_file as write};
 use crate::tour::{self, TourError};
 
 /// The lines of step `n` (from its `== n.` header to the next one).

@@ -8,7 +8,7 @@ use alloc::vec::Vec;
 use ftrace::FilterMode;
 use ktest_macros::ktest;
 
-use super::{read_file as read, write_file as write};
+use crate::tests::{read_file as read, write_file as write};
 use crate::tracefs::{self, TracefsError};
 use crate::workload::{fib, run_parallel};
 
@@ -16,7 +16,7 @@ const AVAILABLE: &str = "# Available triggers:\n# traceon traceoff snapshot stac
 
 /// The `n=` values of the `fibt` event's lines in `trace`.
 fn fibt_values(trace: &str) -> Vec<u64> {
-    super::events::event_values(trace, "fibt")
+    crate::tests::events::event_values(trace, "fibt")
 }
 
 fn stack_traces(trace: &str) -> usize {
@@ -82,7 +82,7 @@ fn a_counted_stacktrace_records_the_chain_that_called_the_probed_function() {
     assert_eq!(fibt_values(&trace), [], "the event is not enabled");
     let frames = first_frames(&trace);
     assert_eq!(frames[0].0, " => kernel::workload::fib", "{trace}");
-    assert!(frames[0].1.starts_with(" => kernel::tests::triggers::"), "then the test that called it: {trace}");
+    assert!(frames[0].1.starts_with(" => kernel::tests::events::triggers::"), "then the test that called it: {trace}");
     assert_eq!(frames[1], (" => kernel::workload::fib", " => kernel::workload::fib"), "fib(2) called by fib(3): {trace}");
     assert_eq!(read(trigger), "stacktrace:count=0\n");
 
@@ -140,7 +140,7 @@ fn kprobe_stack_names_the_caller(name: &str, place: &str) {
     let frames = first_frames(&trace);
     assert_eq!(frames.len(), 1, "{trace}");
     assert_eq!(frames[0].0, " => kernel::workload::fib", "{place}: {trace}");
-    assert!(frames[0].1.starts_with(" => kernel::tests::triggers::"), "{place}: then the test that called it: {trace}");
+    assert!(frames[0].1.starts_with(" => kernel::tests::events::triggers::"), "{place}: then the test that called it: {trace}");
     add_trigger(&trigger, "!stacktrace").unwrap();
     tracefs::write("kprobe_events", &alloc::format!("-:{name}"), FilterMode::Append).unwrap();
     write("trace", "");
@@ -148,7 +148,7 @@ fn kprobe_stack_names_the_caller(name: &str, place: &str) {
 
 /// The lines Linux's `tracing_snapshot_instance_cond` writes for a
 /// snapshot with no snapshot buffer, as `trace` shows them.
-pub(super) fn snapshot_not_allocated(trace: &str) -> Vec<&str> {
+pub(crate) fn snapshot_not_allocated(trace: &str) -> Vec<&str> {
     trace.lines().filter_map(|line| line.split_once(" tracing_snapshot_instance_cond: ")).map(|(_, text)| text).collect()
 }
 
@@ -167,7 +167,11 @@ fn a_snapshot_trigger_without_a_snapshot_buffer_says_so_and_stops_tracing() {
         "said once, as Linux says it: {trace}"
     );
     assert_eq!(read("tracing_on"), "0\n", "and tracing stopped there");
-    assert_eq!(super::events::event_values(&trace, "fe"), [], "before the first event (an unfiltered snapshot acts first)");
+    assert_eq!(
+        crate::tests::events::event_values(&trace, "fe"),
+        [],
+        "before the first event (an unfiltered snapshot acts first)"
+    );
     assert_eq!(read(trigger), "snapshot:count=0\n", "each hit spent a count, as in Linux");
     add_trigger(trigger, "!snapshot").unwrap();
     write("events/fprobes/fe/enable", "0");
@@ -373,7 +377,10 @@ fn a_stacktrace_key_counts_each_call_chain_apart() {
         } else {
             &frames[1]
         };
-        assert!(caller.starts_with("kernel::tests::triggers::a_stacktrace_key_counts_each_call_chain_apart+0x"), "{entry}");
+        assert!(
+            caller.starts_with("kernel::tests::events::triggers::a_stacktrace_key_counts_each_call_chain_apart+0x"),
+            "{entry}"
+        );
     }
     assert_eq!(from_fib, 2, "two calls from fib(2), at two places: {text}");
     for bad in ["hist:keys=common_stacktrace.hex", "hist:keys=n:vals=common_stacktrace"] {
@@ -443,7 +450,7 @@ fn an_onmax_snapshot_keeps_the_trace_up_to_the_largest_value() {
 
 /// The `n=` values of the `fibm` event's lines in `text`.
 fn fibt_values_of(text: &str) -> Vec<u64> {
-    super::events::event_values(text, "fibm")
+    crate::tests::events::event_values(text, "fibm")
 }
 
 #[ktest]

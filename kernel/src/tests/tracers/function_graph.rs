@@ -14,18 +14,18 @@ use crate::workload::fib;
 
 // ---- the function_graph tracer ----
 
-pub(super) fn graph_events() -> Vec<trace::events::record::Event> {
-    super::recorded_events().iter().filter_map(|(_, payload)| trace::events::record::Event::decode(payload)).collect()
+pub(crate) fn graph_events() -> Vec<trace::events::record::Event> {
+    crate::tests::recorded_events().iter().filter_map(|(_, payload)| trace::events::record::Event::decode(payload)).collect()
 }
 
-pub(super) fn tracer_setup(filter: &str, graph_function: &str, max_depth: &str) {
+pub(crate) fn tracer_setup(filter: &str, graph_function: &str, max_depth: &str) {
     tracefs::write("set_ftrace_filter", filter, FilterMode::Replace).unwrap();
     tracefs::write("set_graph_function", graph_function, FilterMode::Replace).unwrap();
     tracefs::write("max_graph_depth", max_depth, FilterMode::Replace).unwrap();
     tracefs::write("current_tracer", "function_graph", FilterMode::Replace).unwrap();
 }
 
-pub(super) fn tracer_cleanup() {
+pub(crate) fn tracer_cleanup() {
     tracefs::write("current_tracer", "nop", FilterMode::Replace).unwrap();
     for (file, text) in
         [("set_ftrace_filter", ""), ("set_graph_function", ""), ("set_graph_notrace", ""), ("max_graph_depth", "0")]
@@ -75,7 +75,7 @@ fn graph_call_times_are_the_timestamps_of_their_events() {
     use trace::events::record::Event;
     tracer_setup("*::fib", "", "0");
     fib(black_box(5));
-    let events = super::recorded_events();
+    let events = crate::tests::recorded_events();
     tracer_cleanup();
     let mut open = Vec::new();
     let mut exits = 0;
@@ -322,13 +322,13 @@ fn funcgraph_irqs_off_leaves_interrupt_handlers_out() {
 fn interrupts_inside_a_set_graph_function_call_are_recorded() {
     for (option, recorded) in [("funcgraph-irqs", true), ("nofuncgraph-irqs", false)] {
         set_irqs_option(option);
-        tracer_setup("kernel::tests::graph_tracer::waits_two_ticks kernel_sched_tick", "*waits_two_ticks", "0");
+        tracer_setup("kernel::tests::tracers::function_graph::waits_two_ticks kernel_sched_tick", "*waits_two_ticks", "0");
         tracefs::write("trace", "", FilterMode::Replace).unwrap();
         waits_two_ticks();
         let events = graph_events();
         tracer_cleanup();
         tracefs::write("options/funcgraph-irqs", "1", FilterMode::Replace).unwrap();
-        assert_eq!(returns_of(&events, "kernel::tests::graph_tracer::waits_two_ticks"), 1, "{option}");
+        assert_eq!(returns_of(&events, "kernel::tests::tracers::function_graph::waits_two_ticks"), 1, "{option}");
         let ticks = returns_of(&events, "kernel_sched_tick");
         match recorded {
             // This CPU's ticks during two of the global tick count (at
@@ -338,7 +338,7 @@ fn interrupts_inside_a_set_graph_function_call_are_recorded() {
         }
     }
     // The same for set_graph_notrace: nothing below it, interrupts included.
-    tracer_setup("kernel::tests::graph_tracer::waits_five_ticks kernel_sched_tick", "", "0");
+    tracer_setup("kernel::tests::tracers::function_graph::waits_five_ticks kernel_sched_tick", "", "0");
     tracefs::write("set_graph_notrace", "*waits_five_ticks", FilterMode::Replace).unwrap();
     tracefs::write("trace", "", FilterMode::Replace).unwrap();
     waits_five_ticks();
@@ -364,7 +364,7 @@ fn interrupts_inside_a_set_graph_function_call_are_recorded() {
 fn a_listed_interrupt_handler_keeps_its_calls_inside_another_listed_call() {
     crate::sched::set_affinity(1); // the boot CPU, whose tick wakes sleepers
     tracer_setup(
-        "kernel::tests::graph_tracer::waits_two_ticks kernel_sched_tick kernel::sched::enqueue",
+        "kernel::tests::tracers::function_graph::waits_two_ticks kernel_sched_tick kernel::sched::enqueue",
         "*waits_two_ticks kernel_sched_tick",
         "0",
     );
@@ -427,9 +427,9 @@ fn waits_ticks(ticks: u64) {
 #[ktest]
 fn funcgraph_overhead_marks_long_calls() {
     assert_eq!(read("options/funcgraph-overhead"), "1\n", "on by default");
-    tracer_setup("kernel::tests::graph_tracer::waits_two_ticks", "", "0");
+    tracer_setup("kernel::tests::tracers::function_graph::waits_two_ticks", "", "0");
     waits_two_ticks();
-    // " 0) # 2000.123 us  |  kernel::tests::graph_tracer::waits_two_ticks();"
+    // " 0) # 2000.123 us  |  kernel::tests::tracers::function_graph::waits_two_ticks();"
     let mark = || {
         let trace = read("trace");
         let call = trace.lines().find(|line| line.ends_with("::waits_two_ticks();")).map(String::from);
@@ -473,7 +473,7 @@ fn durations_of(name: &str) -> Vec<u64> {
 /// does, for the graph tracer and for the function profiler.
 #[ktest]
 fn sleep_time_off_takes_the_time_switched_out_out_of_a_duration() {
-    const NAME: &str = "kernel::tests::graph_tracer::sleeps_twenty_ms";
+    const NAME: &str = "kernel::tests::tracers::function_graph::sleeps_twenty_ms";
     const MS: u64 = 1_000_000;
     assert_eq!(read("options/sleep-time"), "1\n", "on by default");
     tracer_setup(NAME, "", "0");
@@ -517,7 +517,7 @@ fn profiled_times(filter: &str, run: fn(), names: &[&str]) -> Vec<f64> {
     tracefs::write("set_ftrace_filter", "", FilterMode::Replace).unwrap();
     let stats: String =
         (0..ring_buffer::trace_buffer::cpus()).map(|cpu| read(&alloc::format!("trace_stat/function{cpu}"))).collect();
-    // "  kernel::tests::graph_tracer::s    1    20345.67 us    ..."
+    // "  kernel::tests::tracers::function_graph::s    1    20345.67 us    ..."
     let time_of = |name: &str| {
         let line = stats.lines().find(|line| line.trim_start().starts_with(&name[..30]));
         let columns: Vec<&str> = line.unwrap_or_else(|| panic!("{name} not profiled:\n{stats}")).split_whitespace().collect();
@@ -536,8 +536,8 @@ fn calls_waits_two_ticks() {
 /// function counts the calls it makes; off, only its own, as Linux's.
 #[ktest]
 fn graph_time_off_leaves_a_functions_calls_out_of_its_profiled_time() {
-    const OUTER: &str = "kernel::tests::graph_tracer::calls_waits_two_ticks";
-    const INNER: &str = "kernel::tests::graph_tracer::waits_two_ticks";
+    const OUTER: &str = "kernel::tests::tracers::function_graph::calls_waits_two_ticks";
+    const INNER: &str = "kernel::tests::tracers::function_graph::waits_two_ticks";
     let filter = alloc::format!("{OUTER}\n{INNER}");
     assert_eq!(read("options/graph-time"), "1\n", "on by default");
     let with_calls = profiled_times(&filter, calls_waits_two_ticks, &[OUTER, INNER]);

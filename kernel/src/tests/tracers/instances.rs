@@ -10,7 +10,7 @@ use trace::array::instances;
 use trace::array::instances::MAX_INSTANCES;
 use trace::events::record::{Event, FunctionEvent};
 
-use super::{read_file as read, write_file as write};
+use crate::tests::{read_file as read, write_file as write};
 use crate::tracefs::{self, TracefsError};
 use crate::workload::fib;
 

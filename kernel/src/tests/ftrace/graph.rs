@@ -12,11 +12,11 @@ use ftrace::graph::retstack::{self, Recorded};
 use ftrace::{FilterKind, FilterMode, FtraceOps, FtraceRegs, OpsFlags};
 use ktest_macros::ktest;
 
-use super::graph_tracer::{graph_events, tracer_cleanup, tracer_setup};
+use crate::tests::tracers::function_graph::{graph_events, tracer_cleanup, tracer_setup};
 use crate::tracefs;
 use crate::workload::fib;
 
-pub(super) fn address<T: Copy>(f: T) -> usize {
+pub(crate) fn address<T: Copy>(f: T) -> usize {
     // SAFETY: only used on function pointers, which are pointer-sized.
     unsafe { core::mem::transmute_copy::<T, usize>(&f) }
 }
@@ -351,9 +351,9 @@ fn backtraces_inside_hooked_calls_show_the_real_callers() {
     let mut text = String::new();
     crate::backtrace::write_frames(&mut text, &frames);
     assert!(frames.iter().all(|&f| !retstack::is_return_trampoline(f)), "{text}");
-    assert!(text.contains(" kernel::tests::graph::hooked_inner+0x"), "{text}");
-    assert!(text.contains(" kernel::tests::graph::hooked_outer+0x"), "{text}");
-    assert!(text.contains(" kernel::tests::graph::backtraces_inside_hooked_calls_show_the_real_callers+0x"), "{text}");
+    assert!(text.contains(" kernel::tests::ftrace::graph::hooked_inner+0x"), "{text}");
+    assert!(text.contains(" kernel::tests::ftrace::graph::hooked_outer+0x"), "{text}");
+    assert!(text.contains(" kernel::tests::ftrace::graph::backtraces_inside_hooked_calls_show_the_real_callers+0x"), "{text}");
 }
 
 // ---- interrupts ----
@@ -499,8 +499,8 @@ fn a_frame_pointer_mismatch_stops_the_hook_with_a_report() {
     // set_graph_notrace: its entry leaves a marker that only its return
     // would clear. The stopped hook must clear it (see the test after).
     CORRUPT.store(0, Ordering::SeqCst);
-    tracer_setup("kernel::tests::graph::breaks_its_frame_record", "", "0");
-    tracefs::write("set_graph_notrace", "kernel::tests::graph::breaks_its_frame_record", FilterMode::Replace).unwrap();
+    tracer_setup("kernel::tests::ftrace::graph::breaks_its_frame_record", "", "0");
+    tracefs::write("set_graph_notrace", "kernel::tests::ftrace::graph::breaks_its_frame_record", FilterMode::Replace).unwrap();
     breaks_its_frame_record();
     unreachable!("returned through a frame that does not match");
 }

@@ -12,7 +12,7 @@ use ftrace::graph::shadow::{EntryHeader, FrameHeader};
 use ktest_macros::ktest;
 
 /// The guide, as the kernel was built with it.
-const GUIDE: &str = include_str!("../../../docs/architecture.md");
+const GUIDE: &str = include_str!("../../../../docs/architecture.md");
 
 const FRAME_HEADER: StructLayout = StructLayout {
     name: "FrameHeader (one per hooked call)",

@@ -9,7 +9,7 @@ use core::hint::black_box;
 use ftrace::FilterMode;
 use ktest_macros::ktest;
 
-use super::{read_file as read, write_file as write};
+use crate::tests::{read_file as read, write_file as write};
 use crate::tracefs::{self, TracefsError};
 use crate::workload::fib;
 
@@ -92,7 +92,10 @@ fn a_kprobe_event_inside_fib_records_registers_and_the_stack() {
             // fib's first instruction: $stack0 is the return address, into
             // fib itself or into the test.
             let top = ftrace::symbols::kernel::table().unwrap().lookup(field(line, "top") as usize).map(|symbol| symbol.name);
-            assert!(matches!(top, Some("kernel::workload::fib" | "kernel::tests::kprobe_events::traced_fib")), "{top:?}: {line}");
+            assert!(
+                matches!(top, Some("kernel::workload::fib" | "kernel::tests::events::probe_events::traced_fib")),
+                "{top:?}: {line}"
+            );
         }
     }
     let profile = read("kprobe_profile");

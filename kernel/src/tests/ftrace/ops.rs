@@ -174,7 +174,7 @@ fn callback_sees_ip_parent_and_arguments() {
     assert_eq!(seen.saved, Some(Saved::EntryArgs));
     assert_eq!(
         ftrace::symbols::kernel::name_of(seen.parent_ip),
-        Some("kernel::tests::ftrace::callback_sees_ip_parent_and_arguments"),
+        Some("kernel::tests::ftrace::ops::callback_sees_ip_parent_and_arguments"),
         "parent_ip returns into the caller"
     );
     assert_eq!(seen.return_address, Some(seen.parent_ip), "the return address is the parent ip");
@@ -463,7 +463,7 @@ fn filter_globs_notrace_and_empty_filter() {
     let counts = || (ops_count(one), ops_count(two), ops_count(beta));
     let set = |kind, text, mode| ftrace::set_filter(&GLOB_OPS, kind, text, mode);
 
-    set(FilterKind::Filter, "kernel::tests::ftrace::glob_alpha_*", FilterMode::Replace).unwrap();
+    set(FilterKind::Filter, "kernel::tests::ftrace::ops::glob_alpha_*", FilterMode::Replace).unwrap();
     ftrace::register(&GLOB_OPS).unwrap();
     assert_eq!(counts(), (1, 1, 0), "prefix glob");
     set(FilterKind::Filter, "*::glob_beta", FilterMode::Append).unwrap();
@@ -472,11 +472,11 @@ fn filter_globs_notrace_and_empty_filter() {
     assert_eq!(counts(), (0, 1, 1), "! removes");
     set(FilterKind::Filter, "*lpha_o* no_such_glob_function", FilterMode::Replace).unwrap_err();
     assert_eq!(counts(), (0, 1, 1), "a word that matches nothing changes nothing");
-    set(FilterKind::Filter, "*ftrace::symbols::glob*one kernel::tests::ftrace::glob_beta", FilterMode::Replace).unwrap();
+    set(FilterKind::Filter, "*ftrace::symbols::glob*one kernel::tests::ftrace::ops::glob_beta", FilterMode::Replace).unwrap();
     assert_eq!(counts(), (1, 0, 1), "replace with a*b and an exact name");
     assert_eq!(
         ftrace::filter_names(&GLOB_OPS, FilterKind::Filter),
-        ["kernel::tests::ftrace::glob_alpha_one", "kernel::tests::ftrace::glob_beta"]
+        ["kernel::tests::ftrace::ops::glob_alpha_one", "kernel::tests::ftrace::ops::glob_beta"]
     );
 
     let before = GLOB_CALLS.load(Ordering::Relaxed);
@@ -605,7 +605,7 @@ fn recursion_is_counted_not_followed() {
     let mut recursed = String::new();
     crate::tracefs::read("recursed_functions", &mut recursed).unwrap();
     assert!(
-        recursed.contains("kernel::tests::ftrace::recursion_inner:\tkernel::tests::ftrace::calls_traced_code"),
+        recursed.contains("kernel::tests::ftrace::ops::recursion_inner:\tkernel::tests::ftrace::ops::calls_traced_code"),
         "visible in recursed_functions: {recursed}"
     );
 }
@@ -758,7 +758,7 @@ fn a_corrupted_site_is_refused_with_a_report() {
     arch::text::write_bytes(&mut found, &CORRUPT_INSN).unwrap();
     let mut expected = String::new();
     arch::text::write_bytes(&mut expected, &NOP).unwrap();
-    assert!(report.contains("kernel::tests::ftrace::corrupt_tracee"), "{report}");
+    assert!(report.contains("kernel::tests::ftrace::ops::corrupt_tracee"), "{report}");
     assert!(report.contains(&alloc::format!("found{found}")), "{report}");
     assert!(report.contains(&alloc::format!("expected{expected}")), "{report}");
     assert!(report.contains("while enabling"), "{report}");
@@ -900,9 +900,9 @@ fn named_inner() -> String {
 #[ktest]
 fn backtraces_name_their_functions() {
     let text = named_outer();
-    assert!(text.contains(" kernel::tests::ftrace::named_inner+0x"), "{text}");
-    assert!(text.contains(" kernel::tests::ftrace::named_outer+0x"), "{text}");
-    assert!(text.contains(" kernel::tests::ftrace::backtraces_name_their_functions+0x"), "{text}");
+    assert!(text.contains(" kernel::tests::ftrace::ops::named_inner+0x"), "{text}");
+    assert!(text.contains(" kernel::tests::ftrace::ops::named_outer+0x"), "{text}");
+    assert!(text.contains(" kernel::tests::ftrace::ops::backtraces_name_their_functions+0x"), "{text}");
 }
 
 #[ktest]
@@ -940,7 +940,7 @@ fn the_trampolines_are_named_in_backtraces() {
 }
 
 fn fib_events() -> Vec<(usize, usize)> {
-    super::recorded_events()
+    crate::tests::recorded_events()
         .iter()
         .filter_map(|(_, payload)| trace::events::record::FunctionEvent::decode(payload))
         .map(|event| (event.ip as usize, event.parent_ip as usize))

@@ -35,8 +35,8 @@ use kprobes::{Kprobe, KprobeConfig, Location, RegisteredKprobe};
 use ktest_macros::ktest;
 use rethook::{Rethook, RethookMode, RethookNode};
 
-use super::{read_file as read, write_file as write};
 use crate::sched;
+use crate::tests::{read_file as read, write_file as write};
 
 // ---- the traced function ----
 
@@ -54,7 +54,7 @@ fn target() -> usize {
     torture_target as extern "C" fn(u64, u64) -> u64 as usize
 }
 
-const TARGET_NAME: &str = "kernel::tests::torture::torture_target";
+const TARGET_NAME: &str = "kernel::tests::ftrace::torture::torture_target";
 
 /// Where the instructions after the target's site start (the mid-function
 /// kprobe goes there: its first prologue instruction, which moves the
@@ -557,10 +557,10 @@ fn torture(full: bool) {
     // A leaf line, or an entry and an exit line when the call moved to
     // another CPU inside.
     let graph_calls = traced(&graph, "torture_target();") + traced(&graph, "torture_target() {");
-    let graph_exits = traced(&graph, "} /* kernel::tests::torture::torture_target */");
+    let graph_exits = traced(&graph, "} /* kernel::tests::ftrace::torture::torture_target */");
     assert_eq!(graph_calls, CALLS, "{name}: the graph tracer's calls:\n{graph}");
     assert_eq!(graph_calls - traced(&graph, "torture_target();"), graph_exits, "{name}: and their exits:\n{graph}");
-    assert_eq!(traced(&function, ": kernel::tests::torture::torture_target <-"), CALLS, "{name}: the function tracer");
+    assert_eq!(traced(&function, ": kernel::tests::ftrace::torture::torture_target <-"), CALLS, "{name}: the function tracer");
     let (entry, exit) = if full { (REGS_CALLER, RETURN_REGS) } else { (ARGS_CALLER, RETURN) };
     for (region, what) in [(entry, "the entry trampoline"), (exit, "the return trampoline"), (SLOTS, "the kprobe's slot")] {
         assert!(REGION_STEPS[region].load(Ordering::SeqCst) >= CALLS, "{name}: steps in {what}");

@@ -23,7 +23,7 @@ use ftrace::{FilterKind, FilterMode, FtraceOps, FtraceRegs, OpsFlags};
 use ktest_macros::ktest;
 use rethook::{Rethook, RethookMode, RethookNode};
 
-use super::graph::address;
+use crate::tests::ftrace::graph::address;
 
 /// What one register looked like from inside a callback.
 #[derive(Clone, Copy, Debug)]

@@ -1,12 +1,17 @@
 //! Event filters (`events/GRP/EVENT/filter`) and `set_event_pid`, on the
 //! scheduler's events and on fprobe events, as a Linux user writes them.
 
+mod probe_events;
+mod sched;
+mod synthetic;
+pub(crate) mod triggers;
+
 use alloc::vec::Vec;
 
 use ftrace::FilterMode;
 use ktest_macros::ktest;
 
-use super::{read_file as read, write_file as write};
+use crate::tests::{read_file as read, write_file as write};
 use crate::tracefs::{self, TracefsError};
 use crate::workload::{fib, run_parallel};
 
@@ -21,7 +26,7 @@ fn fib_calls_where(n: u64, keep: &dyn Fn(u64) -> bool) -> usize {
 }
 
 /// The `n=` values of an fprobe event's lines in `trace`.
-pub(super) fn event_values(trace: &str, event: &str) -> Vec<u64> {
+pub(crate) fn event_values(trace: &str, event: &str) -> Vec<u64> {
     let marker = alloc::format!(": {event}: (");
     trace
         .lines()
@@ -250,7 +255,7 @@ fn set_event_pid_records_only_the_listed_tasks_events() {
 }
 
 /// Spawns a task that waits for `go` before it ends; answers its handle.
-pub(super) fn waiting_task(go: &'static core::sync::atomic::AtomicBool) -> crate::sched::JoinHandle {
+pub(crate) fn waiting_task(go: &'static core::sync::atomic::AtomicBool) -> crate::sched::JoinHandle {
     crate::sched::spawn("waiter", move || {
         while !go.load(core::sync::atomic::Ordering::Acquire) {
             crate::sched::sleep_ms(1);

@@ -9,7 +9,7 @@ use alloc::vec::Vec;
 use ftrace::FilterMode;
 use ktest_macros::ktest;
 
-use super::{read_file as read, write_file as write};
+use crate::tests::{read_file as read, write_file as write};
 use crate::tracefs;
 use crate::workload::fib;
 

@@ -20,7 +20,7 @@ use ktest_macros::ktest;
 use crate::shell;
 
 /// The document, as the kernel was built with it.
-const DOC: &str = include_str!("../../../docs/tracefs.md");
+const DOC: &str = include_str!("../../../../docs/tracefs.md");
 
 const ROOT: &str = "/sys/kernel/tracing";
 const INSTANCE: &str = "docs";
