@@ -37,6 +37,8 @@ step doc-host env RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps --docum
 # knot, as Linux's trace.h is).
 step module-cycles cargo run --quiet -p modcycles -- --deny arch/src ftrace/src ring_buffer/src rethook/src fprobe/src kprobes/src
 cargo run --quiet -p modcycles -- trace/src probe_events/src kernel/src || true
+# The crates depend on each other as docs/architecture.md draws them.
+step crate-layers tests/layers.sh
 
 if [ ${#failures[@]} -gt 0 ]; then
     echo "tests/lint.sh: FAILED: ${failures[*]}"

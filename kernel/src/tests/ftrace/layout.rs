@@ -53,7 +53,7 @@ fn draw(layout: &StructLayout, out: &mut String) {
 /// The guide's block for `title`: the diagrams between its markers.
 fn block(title: &str, layouts: &[&StructLayout]) -> String {
     let mut out =
-        format!("<!-- layouts: {title} (generated from the types; kernel/src/tests/layout.rs checks it) -->\n```text\n");
+        format!("<!-- layouts: {title} (generated from the types; kernel/src/tests/ftrace/layout.rs checks it) -->\n```text\n");
     for (i, layout) in layouts.iter().enumerate() {
         if i > 0 {
             out.push('\n');

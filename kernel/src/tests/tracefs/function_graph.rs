@@ -120,7 +120,7 @@ pub(super) fn stack_traces_under_the_graph_tracer_name_the_real_callers() {
     if chains[0].contains(&"kernel_main") {
         assert!(chains[0].windows(2).any(|pair| pair == ["kernel_main", "arch::enter_kernel"]), "{trace}");
     }
-    let test = "kernel::tests::tracefs::stack_traces_under_the_graph_tracer_name_the_real_callers";
+    let test = "kernel::tests::tracefs::function_graph::stack_traces_under_the_graph_tracer_name_the_real_callers";
     assert_eq!(chains[0][..2], ["kernel::workload::fib", test], "fib(3), called by the test: {trace}");
     assert_eq!(chains[1][..3], ["kernel::workload::fib", "kernel::workload::fib", test], "fib(2), by fib(3): {trace}");
     tracefs::write("set_ftrace_filter", "!fib:stacktrace:2", FilterMode::Append).unwrap();

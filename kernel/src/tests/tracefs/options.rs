@@ -149,7 +149,7 @@ pub(super) fn raw_hex_and_fields_print_records_as_numbers_words_and_fields() {
     let parent = usize::from_str_radix(words[4], 16).unwrap();
     assert_eq!(
         ftrace::symbols::kernel::name_of(parent),
-        Some("kernel::tests::tracefs::raw_hex_and_fields_print_records_as_numbers_words_and_fields")
+        Some("kernel::tests::tracefs::options::raw_hex_and_fields_print_records_as_numbers_words_and_fields")
     );
     write("options/hex", "1");
     let hex = event_line(&read("trace"));
@@ -173,7 +173,7 @@ pub(super) fn raw_hex_and_fields_print_records_as_numbers_words_and_fields() {
     let (context, event) = fields.split_once(": ").unwrap();
     assert!(context.contains(&format!("-{pid} ")), "the usual context: {fields}");
     assert!(event.starts_with("function: ip=kernel::workload::fib+0x0/0x"), "{fields}");
-    assert!(event.contains(" parent_ip=kernel::tests::tracefs::raw_hex_and_fields"), "{fields}");
+    assert!(event.contains(" parent_ip=kernel::tests::tracefs::options::raw_hex_and_fields"), "{fields}");
     write("current_tracer", "nop");
     write("trace", "");
     // A probe event: each field by its format, a string as text.

@@ -120,7 +120,7 @@ pub(super) fn a_call_hooked_before_a_restart_adds_no_time_to_the_new_counts() {
     restarts_the_profiler(false);
     write("function_profile_enabled", "0");
     write("set_ftrace_filter", "");
-    let name = Some("kernel::tests::tracefs::restarts_the_profiler");
+    let name = Some("kernel::tests::tracefs::trace_stat::restarts_the_profiler");
     let stats: alloc::vec::Vec<_> = (0..ring_buffer::trace_buffer::cpus())
         .flat_map(trace::profile::function::cpu_stats)
         .filter(|stat| ftrace::symbols::kernel::name_of(stat.ip) == name)

@@ -404,7 +404,7 @@ fn a_listed_interrupt_handler_keeps_its_calls_inside_another_listed_call() {
 /// preempted (so not moved to another CPU), which would split its entry
 /// and return.
 #[inline(never)]
-fn waits_two_ticks() {
+pub(super) fn waits_two_ticks() {
     waits_ticks(2);
 }
 
@@ -526,23 +526,19 @@ fn profiled_times(filter: &str, run: fn(), names: &[&str]) -> Vec<f64> {
     names.iter().map(|name| time_of(name)).collect()
 }
 
-/// Waits two ticks inside: a call whose time is nearly all its callee's.
-#[inline(never)]
-fn calls_waits_two_ticks() {
-    waits_two_ticks();
-}
-
 /// `options/graph-time` (on by default): the profiler's time for a
 /// function counts the calls it makes; off, only its own, as Linux's.
 #[ktest]
 fn graph_time_off_leaves_a_functions_calls_out_of_its_profiled_time() {
-    const OUTER: &str = "kernel::tests::tracers::function_graph::calls_waits_two_ticks";
+    // (The outer function is the module above's: the profiler prints the
+    // first 30 characters of a name, and the two must differ there.)
+    const OUTER: &str = "kernel::tests::tracers::calls_waits_two_ticks";
     const INNER: &str = "kernel::tests::tracers::function_graph::waits_two_ticks";
     let filter = alloc::format!("{OUTER}\n{INNER}");
     assert_eq!(read("options/graph-time"), "1\n", "on by default");
-    let with_calls = profiled_times(&filter, calls_waits_two_ticks, &[OUTER, INNER]);
+    let with_calls = profiled_times(&filter, super::calls_waits_two_ticks, &[OUTER, INNER]);
     tracefs::write("options/graph-time", "0", FilterMode::Replace).unwrap();
-    let own_only = profiled_times(&filter, calls_waits_two_ticks, &[OUTER, INNER]);
+    let own_only = profiled_times(&filter, super::calls_waits_two_ticks, &[OUTER, INNER]);
     tracefs::write("options/graph-time", "1", FilterMode::Replace).unwrap();
     // Waiting for a second tick takes most of a tick (a millisecond).
     assert!(with_calls[1] >= 500.0 && with_calls[0] >= with_calls[1], "the callee's time counts: {with_calls:?}");

@@ -4,3 +4,10 @@
 
 pub(crate) mod function_graph;
 mod instances;
+
+/// Waits two ticks inside: a call whose time is nearly all its callee's
+/// (`function_graph`'s `graph-time` test profiles it).
+#[inline(never)]
+fn calls_waits_two_ticks() {
+    function_graph::waits_two_ticks();
+}
