@@ -14,7 +14,7 @@ block=$(sed -n '/^<!-- crates:/,/^```$/p' "$doc" | sed '1,2d;$d')
 [ -n "$block" ] || { echo "layers: no crates block in $doc"; exit 1; }
 
 manifest_deps() {
-    grep -oE '^[a-z_]+ *= *\{ *path *= *"\.\./[a-z_]+"' "$1/Cargo.toml" | cut -d' ' -f1 | sort -u | paste -sd, - | sed 's/,/, /g'
+    { grep -oE '^[a-z_]+ *= *\{ *path *= *"\.\./[a-z_]+"' "$1/Cargo.toml" || true; } | cut -d' ' -f1 | sort -u | paste -sd, - | sed 's/,/, /g'
 }
 
 status=0

@@ -16,6 +16,9 @@ use alloc::string::String;
 use crate::events::record::{Event, GraphEntryEvent, GraphExitEvent};
 use ring_buffer::per_cpu::Stats;
 
+/// The `function_graph` header, with the columns `options` turn on; with
+/// `latency`, after the latency banner (nothing over an empty buffer:
+/// `stats`, `cpus` and `banner_cpu` are for the banner).
 pub fn write_graph_header(
     out: &mut dyn Write,
     options: GraphOptions,

@@ -424,9 +424,5 @@ pub fn write_func_repeats(
     writeln!(out, ")")
 }
 
-/// The `function_graph` header, with the columns `options` turn on; with
-/// `latency`, after the latency banner (nothing over an empty buffer:
-/// `stats`, `cpus` and `banner_cpu` are for the banner).
-
 #[cfg(test)]
 pub(crate) mod tests;
