@@ -306,16 +306,35 @@ pub unsafe fn from_raw(task_trace: *mut ()) -> Option<&'static TaskTrace> {
     unsafe { state.as_ref() }
 }
 
-/// What an event's common header says about the running flow, read at
-/// once: this CPU's context and scheduler state, and the running task's
-/// pid (0 before the scheduler gave this CPU a task).
+/// What an event's common header says about the running flow: this CPU's
+/// context and scheduler state ([`EventContext::cpu`]), read at once, and
+/// the running task ([`EventContext::pid`]). Only [`event_context`] makes
+/// one, which is what makes reading its task sound.
+pub struct EventContext {
+    cpu: arch::percpu::EventState,
+}
+
+impl EventContext {
+    /// This CPU's context, preemption and scheduler state.
+    #[inline(always)]
+    pub fn cpu(&self) -> &arch::percpu::EventState {
+        &self.cpu
+    }
+
+    /// The running task's pid (0 before the scheduler gave this CPU a task).
+    #[inline(always)]
+    pub fn pid(&self) -> i32 {
+        // SAFETY: an `EventContext` is made only by `event_context`, which
+        // read `task_trace` from this CPU's per-CPU data, by the running
+        // task, just before.
+        unsafe { from_raw(self.cpu.task_trace) }.map_or(0, |task| task.pid())
+    }
+}
+
+/// This CPU's [`EventContext`] now.
 #[inline(always)]
-pub fn event_context() -> (arch::percpu::EventState, i32) {
-    let cpu = arch::percpu::event_state();
-    // SAFETY: `task_trace` was read from this CPU's per-CPU data just now,
-    // by the running task.
-    let pid = unsafe { from_raw(cpu.task_trace) }.map_or(0, |task| task.pid());
-    (cpu, pid)
+pub fn event_context() -> EventContext {
+    EventContext { cpu: arch::percpu::event_state() }
 }
 
 /// The running task's tracing state.

@@ -662,7 +662,8 @@ pub fn ftrace_formats() -> [(&'static str, alloc::string::String); 7] {
 #[cfg(target_os = "none")]
 #[inline]
 pub fn event_common(kind: u16) -> Common {
-    let (cpu, pid) = ftrace::task::event_context();
+    let context = ftrace::task::event_context();
+    let cpu = context.cpu();
     let mut bits = match cpu.context {
         arch::context::Context::Normal => 0,
         arch::context::Context::Softirq => flags::SOFTIRQ,
@@ -677,7 +678,7 @@ pub fn event_common(kind: u16) -> Common {
     if cpu.need_resched {
         bits |= flags::NEED_RESCHED;
     }
-    Common { kind, flags: bits, preempt_count: cpu.preempt_count.min(255) as u8, pid }
+    Common { kind, flags: bits, preempt_count: cpu.preempt_count.min(255) as u8, pid: context.pid() }
 }
 
 #[cfg(test)]
