@@ -1,5 +1,5 @@
 //! The function profiler's counting and printing (`trace_stat/functionN`),
-//! apart from the kernel glue (`crate::profile`) so the host tests it.
+//! apart from the kernel glue (`crate::profile::function`) so the host tests it.
 //!
 //! A [`ProfileTable`] counts, per function, its calls and the time spent in
 //! them (with children, as Linux's default `graph-time` does) and the
