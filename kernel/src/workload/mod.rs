@@ -61,8 +61,22 @@ impl core::fmt::Display for WorkloadError {
 /// Runs workload `name` with `args` on `threads` kernel threads at once
 /// (named `NAME/0`, `NAME/1`, ...; the odd ones run it inside a traced
 /// function that sleeps), and returns one line per thread: its name and
-/// what it printed.
+/// what it printed. The scheduler places the threads.
 pub fn run_parallel(threads: usize, name: &str, args: &[&str]) -> Result<String, WorkloadError> {
+    run_parallel_on(threads, |_| u64::MAX, name, args)
+}
+
+/// [`run_parallel`] with thread `index` restricted to the CPUs in
+/// `affinity(index)` (a bit per CPU): a test that needs its threads on
+/// several CPUs says so, rather than count on the scheduler's placement
+/// (which, on a loaded host whose other virtual CPUs are slow to run, may
+/// leave every thread on one).
+pub fn run_parallel_on(
+    threads: usize,
+    affinity: impl Fn(usize) -> u64,
+    name: &str,
+    args: &[&str],
+) -> Result<String, WorkloadError> {
     if threads == 0 || threads > MAX_THREADS {
         return Err(WorkloadError::Usage("run par T WORKLOAD ARGS... (T from 1 to 16)"));
     }
@@ -72,7 +86,7 @@ pub fn run_parallel(threads: usize, name: &str, args: &[&str]) -> Result<String,
     for index in 0..threads {
         let thread_name = format!("{name}/{index}");
         let (name, args): (String, alloc::vec::Vec<String>) = (name.into(), args.iter().map(|a| String::from(*a)).collect());
-        let handle = crate::sched::spawn(&thread_name, move || {
+        let handle = crate::sched::spawn_on(&thread_name, affinity(index), move || {
             let args: alloc::vec::Vec<&str> = args.iter().map(String::as_str).collect();
             let output = if index % 2 == 1 { run_napping(&name, &args) } else { run(&name, &args) };
             let line = output.unwrap_or_else(|error| format!("error: {error}"));
